@@ -1,0 +1,40 @@
+# Two commands from a fresh clone: `make eval` and `make test`.
+# Both build .venv from the hashed lock file when it is missing or stale.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# llama-cpp-python builds from source; use both cores.
+export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+export LITELLM_LOCAL_MODEL_COST_MAP ?= True
+PYTEST_ARGS ?=
+
+.PHONY: venv eval test lint lock clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+		{ echo "pytest-llmbench needs Python >= 3.10 (set PYTHON=...)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+eval: $(STAMP)
+	$(BIN)/python -m pytest evals/ $(PYTEST_ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests/ $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/python -m ruff check pytest_llmbench tests
+	$(BIN)/python -m mypy pytest_llmbench
+
+# Re-resolve the lock file (needs uv on PATH); review the diff before committing.
+lock:
+	uv pip compile pyproject.toml --extra local --generate-hashes --python-version 3.11 \
+		--no-header -o requirements.lock
+
+clean:
+	rm -rf $(VENV) llmbench-results .pytest_cache

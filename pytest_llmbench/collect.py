@@ -1,0 +1,227 @@
+"""Eval files become pytest items: one per case x model x repeat.
+
+An :class:`EvalItem` is a ``pytest.Function`` built with ``callobj=``, so fixtures, markers,
+``-k``, ``--lf`` and xdist work through pytest's public machinery. The model call happens in
+``setup`` (a provider failure is an *error*), the scoring in the call phase (a low score is a
+*failure*).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .config import get_run_config
+from .providers.completion import Completion, ProviderError
+from .record import build_record
+from .runtime import get_runtime
+
+if TYPE_CHECKING:
+    from _pytest._code.code import ExceptionInfo, TerminalRepr
+
+    from .assertions import Verdict
+    from .profiles import ModelProfile
+    from .spec import EvalCase, LoadedEval
+
+_MARKER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class EvalFailure(Exception):
+    """A case scored below its threshold."""
+
+
+class EvalFile(pytest.File):
+    """A ``*.eval.yaml`` file."""
+
+    def collect(self) -> list[EvalItem]:
+        from .spec import EvalFileError, load_spec
+
+        try:
+            loaded = load_spec(self.path)
+        except EvalFileError as exc:
+            raise self.CollectError(_relative(exc, self.config.rootpath)) from None
+        run = get_run_config(self.config)
+        return [
+            self._item(loaded, case, model, repeat)
+            for case in loaded.cases
+            for model in run.models
+            for repeat in range(run.repeat)
+        ]
+
+    def _item(self, loaded: LoadedEval, case: EvalCase, model: ModelProfile, repeat: int) -> EvalItem:
+        item = EvalItem.from_parent(
+            self,
+            name=f"{case.id}[{model.name}-r{repeat}]",
+            callobj=run_eval_case,
+            loaded=loaded,
+            case=case,
+            model=model,
+            repeat=repeat,
+        )
+        item.add_marker("llmbench")
+        for tag in case.tags:
+            if _MARKER_NAME.match(tag):
+                self.config.addinivalue_line("markers", f"{tag}: eval cases tagged {tag}")
+                item.add_marker(tag)
+        return item
+
+
+def _relative(exc: Exception, root: Path) -> str:
+    text = str(exc)
+    prefix = f"{root}/"
+    return text[len(prefix) :] if text.startswith(prefix) else text
+
+
+def run_eval_case(request: pytest.FixtureRequest) -> None:
+    """The test body of every eval item: score the answer fetched in setup."""
+    item = request.node
+    assert isinstance(item, EvalItem)
+    item.score_answer()
+
+
+class EvalItem(pytest.Function):
+    """One case x model x repeat."""
+
+    def __init__(
+        self,
+        *,
+        loaded: LoadedEval,
+        case: EvalCase,
+        model: ModelProfile,
+        repeat: int,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.loaded = loaded
+        self.case = case
+        self.model = model
+        self.repeat = repeat
+        self.completion: Completion | None = None
+        self.verdicts: list[Verdict] = []
+        self.score: float | None = None
+        self.started_at: str | None = None
+        self.provider_error: ProviderError | None = None
+
+    def setup(self) -> None:
+        """Fixtures first, then the model call."""
+        super().setup()
+        if self.case.files:
+            self._request.getfixturevalue("workdir")
+        self.started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        params = {**self.case.model_params}
+        try:
+            self.completion = get_runtime(self.config).complete(
+                self.model, self.case.messages, params
+            )
+        except ProviderError as exc:
+            self.provider_error = exc
+            raise
+
+    def score_answer(self) -> None:
+        """Evaluate every assertion; raise :class:`EvalFailure` below the threshold."""
+        from .assertions import AssertionContext, evaluate, score_verdicts
+
+        assert self.completion is not None
+        context = AssertionContext(
+            expected=self.case.expected,
+            prompt=self.case.prompt,
+            vars=self.case.vars,
+            model=self.model.name,
+            case_id=self.case.id,
+            base_dir=self.path.parent,
+        )
+        text = self.completion.text
+        self.verdicts = [evaluate(a, text, context) for a in self.case.assertions]
+        self.score = score_verdicts(self.verdicts)
+        if self.score is not None and self.score < self.case.threshold:
+            raise EvalFailure(f"score {self.score:.3f} < threshold {self.case.threshold:g}")
+
+    def repr_failure(  # type: ignore[override]
+        self, excinfo: ExceptionInfo[BaseException], style: Any = None
+    ) -> str | TerminalRepr:
+        """A readable verdict instead of a traceback for low scores."""
+        if isinstance(excinfo.value, EvalFailure):
+            return self._failure_text(str(excinfo.value))
+        return super().repr_failure(excinfo, style=style)
+
+    def _failure_text(self, headline: str) -> str:
+        redactor = get_runtime(self.config).redactor
+        answer = self.completion.text if self.completion else ""
+        lines = [
+            f"{self.loaded.suite}::{self.case.id} on {self.model.name} (repeat {self.repeat}): {headline}",
+            f"  prompt:   {_clip(self.case.prompt or '')}",
+            f"  expected: {_clip(self.case.expected or '-')}",
+            f"  got:      {_clip(answer)}",
+        ]
+        for verdict in self.verdicts:
+            mark = "PASS" if verdict.passed else "FAIL"
+            lines.append(f"  [{mark}] {verdict.type} (weight {verdict.weight:g}): {verdict.reason}")
+        return redactor.text("\n".join(lines))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        """Point at the case's line in the eval file."""
+        return self.path, self.case.line - 1, self.name
+
+    def make_record(self, outcome: str, error: str | None) -> dict[str, Any]:
+        """The wire record of this item (see :mod:`pytest_llmbench.record`)."""
+        completion = self.completion
+        provider_error = self.provider_error
+        runtime = get_runtime(self.config)
+        record = build_record(
+            nodeid=self.nodeid,
+            suite=self.loaded.suite,
+            eval_file=str(self.path.relative_to(self.config.rootpath))
+            if self.path.is_relative_to(self.config.rootpath)
+            else str(self.path),
+            case_id=self.case.id,
+            model=self.model.name,
+            model_id=self.model.model,
+            repeat=self.repeat,
+            tags=list(self.case.tags),
+            outcome=outcome,
+            score=self.score if outcome in ("passed", "failed") else None,
+            threshold=self.case.threshold,
+            error=error,
+            error_kind=provider_error.kind if provider_error else ("internal" if error else None),
+            retries=completion.retries if completion else (provider_error.retries if provider_error else 0),
+            prompt=self.case.prompt,
+            messages=[dict(m) for m in self.case.messages],
+            expected=self.case.expected,
+            assertions=[verdict.to_dict() for verdict in self.verdicts],
+            params={**self.model.params, **self.case.model_params},
+            worker=_worker_id(self.config),
+            started_at=self.started_at,
+            **completion_fields(completion),
+        )
+        return runtime.redactor.value(record)
+
+
+def completion_fields(completion: Completion | None) -> dict[str, Any]:
+    """The record fields measured on a completion (empty without one)."""
+    if completion is None:
+        return {}
+    return {
+        "response": completion.text,
+        "ttft_s": completion.ttft_s,
+        "latency_s": completion.latency_s,
+        "input_tokens": completion.input_tokens,
+        "output_tokens": completion.output_tokens,
+        "tokens_estimated": completion.tokens_estimated,
+        "tokens_per_s": completion.tokens_per_s,
+        "cost_usd": completion.cost_usd,
+        "streamed": completion.streamed,
+    }
+
+
+def _worker_id(config: pytest.Config) -> str:
+    workerinput = getattr(config, "workerinput", None)
+    return str(workerinput.get("workerid", "main")) if workerinput else "main"
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

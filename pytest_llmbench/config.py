@@ -1,0 +1,184 @@
+"""Command-line options, ini keys and the resolved :class:`RunConfig`.
+
+Precedence: command line > ini file > defaults; model details come from profiles. The config is
+built on first use (or at configure time when an llmbench option was given), so a pytest run that
+never touches an eval file reads no profile and no ``.env`` file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .profiles import ModelProfile, ProfileRegistry
+
+DEFAULT_MODEL = "local/smollm2"
+DEFAULT_PATTERN = "*.eval.yaml"
+RUN_CONFIG_KEY = pytest.StashKey["RunConfig"]()
+
+#: (option dest, ini name, help, default). One table drives both the CLI and the ini file.
+_SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
+    ("models", "llmbench_models", "Comma list of litellm models, profile names or @sets", None),
+    ("repeat", "llmbench_repeat", "Run every case N times (default 1)", "1"),
+    ("results_dir", "llmbench_results_dir", "Folder for results (default: a new "
+     "timestamped folder under llmbench-results/)", None),
+    ("min_pass_rate", "llmbench_min_pass_rate", "Gate on each model's pass rate (0..1) "
+     "instead of on single cases", None),
+    ("env_file", "llmbench_env_file", "File of KEY=value lines loaded into the environment "
+     "(default: .env when present)", None),
+    ("request_timeout", "llmbench_request_timeout", "Seconds before a model call times out", "120"),
+    ("max_retries", "llmbench_max_retries", "Retries of a failed model call", "2"),
+)  # fmt: skip
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the llmbench command-line options and ini keys."""
+    group = parser.getgroup("llmbench", "LLM evals (pytest-llmbench)")
+    for dest, ini, help_text, _default in _SETTINGS:
+        flag = "--" + dest.replace("_", "-")
+        group.addoption(flag, dest=f"llmbench_{dest}", default=None, help=help_text)
+        parser.addini(ini, help_text, default=None)
+    group.addoption(
+        "--profiles", dest="llmbench_profiles", action="append", default=None,
+        help="Folder or file of model profiles (repeatable; default: profiles/)",
+    )  # fmt: skip
+    parser.addini("llmbench_profiles", "Folders or files of model profiles", type="paths")
+    parser.addini("llmbench_pattern", "Glob of eval file names", default=DEFAULT_PATTERN)
+
+
+def explicitly_configured(config: pytest.Config) -> bool:
+    """True when any llmbench option was given on the command line."""
+    names = [f"llmbench_{dest}" for dest, *_ in _SETTINGS] + ["llmbench_profiles"]
+    return any(config.getoption(name) is not None for name in names)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The resolved settings of one run."""
+
+    models: tuple[ModelProfile, ...]
+    repeat: int
+    results_dir: Path | None
+    min_pass_rate: float | None
+    request_timeout_s: float
+    max_retries: int
+    profiles: ProfileRegistry
+    env_file: Path | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary for run.json: names of key variables only, never values."""
+        return {
+            "models": [profile.model_dump(mode="json") for profile in self.models],
+            "repeat": self.repeat,
+            "min_pass_rate": self.min_pass_rate,
+            "request_timeout_s": self.request_timeout_s,
+            "max_retries": self.max_retries,
+            "env_file": str(self.env_file) if self.env_file else None,
+        }
+
+
+def get_run_config(config: pytest.Config) -> RunConfig:
+    """The run's config, built and cached on first use."""
+    run = config.stash.get(RUN_CONFIG_KEY, None)
+    if run is None:
+        run = build_run_config(config)
+        config.stash[RUN_CONFIG_KEY] = run
+    return run
+
+
+def _setting(config: pytest.Config, dest: str) -> str | None:
+    value = config.getoption(f"llmbench_{dest}")
+    if value is None:
+        ini = next(ini for name, ini, *_ in _SETTINGS if name == dest)
+        value = config.getini(ini)
+    if value is None:
+        value = next(default for name, _, _, default in _SETTINGS if name == dest)
+    return None if value is None else str(value).strip()
+
+
+def build_run_config(config: pytest.Config) -> RunConfig:
+    """Resolve options, ini, ``.env`` and profiles; raise ``pytest.UsageError`` when bad."""
+    from .profiles import ProfileError, load_profiles
+
+    env_file = _load_env_file(config)
+    try:
+        registry = load_profiles(_profile_paths(config))
+        models = tuple(registry.resolve(_setting(config, "models") or DEFAULT_MODEL))
+    except ProfileError as exc:
+        raise pytest.UsageError(f"llmbench: {exc}") from None
+    return RunConfig(
+        models=models,
+        repeat=_number(config, "repeat", int, minimum=1),
+        results_dir=_path(config, "results_dir"),
+        min_pass_rate=_rate(config),
+        request_timeout_s=_number(config, "request_timeout", float, minimum=0.001),
+        max_retries=_number(config, "max_retries", int, minimum=0),
+        profiles=registry,
+        env_file=env_file,
+    )
+
+
+def _number(config: pytest.Config, dest: str, kind: type, minimum: float) -> Any:
+    raw = _setting(config, dest)
+    flag = "--" + dest.replace("_", "-")
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"llmbench: {flag} must be a number, got {raw!r}") from None
+    if value < minimum:
+        raise pytest.UsageError(f"llmbench: {flag} must be at least {minimum}, got {raw}")
+    return value
+
+
+def _rate(config: pytest.Config) -> float | None:
+    raw = _setting(config, "min_pass_rate")
+    if raw is None:
+        return None
+    try:
+        rate = float(raw)
+    except ValueError:
+        rate = -1.0
+    if not 0.0 <= rate <= 1.0:
+        raise pytest.UsageError(f"llmbench: --min-pass-rate must be between 0 and 1, got {raw!r}")
+    return rate
+
+
+def _path(config: pytest.Config, dest: str) -> Path | None:
+    raw = _setting(config, dest)
+    return None if not raw else config.invocation_params.dir / raw
+
+
+def _profile_paths(config: pytest.Config) -> list[Path]:
+    given = config.getoption("llmbench_profiles")
+    if given:
+        paths = [config.invocation_params.dir / raw for raw in given]
+        missing = [str(path) for path in paths if not path.exists()]
+        if missing:
+            raise pytest.UsageError(f"llmbench: --profiles path not found: {', '.join(missing)}")
+        return paths
+    from_ini = config.getini("llmbench_profiles")
+    return list(from_ini) if from_ini else [config.rootpath / "profiles"]
+
+
+def _load_env_file(config: pytest.Config) -> Path | None:
+    raw = _setting(config, "env_file")
+    if raw:
+        path = config.invocation_params.dir / raw
+        if not path.is_file():
+            raise pytest.UsageError(f"llmbench: --env-file not found: {path}")
+    else:
+        path = config.rootpath / ".env"
+        if not path.is_file():
+            return None
+    from dotenv import dotenv_values
+
+    # The real environment wins over the file, as with most tools that read .env.
+    for name, value in dotenv_values(path).items():
+        if value is not None and name not in os.environ:
+            os.environ[name] = value
+    return path

@@ -1,0 +1,203 @@
+"""Fixtures shared by eval items and plain Python tests.
+
+- ``llm``: a client for the current model. Eval items get their item's model; a plain test that
+  asks for ``llm`` is parametrized over the run's models and repeats (ids like ``[local/smollm2-r0]``).
+- ``eval_case``: the resolved case of an eval item.
+- ``workdir``: a fresh per-item folder under ``tmp_path``, seeded from the case's ``files:`` (or a
+  ``@pytest.mark.llmbench_files({...})`` marker on a plain test).
+- ``record_score``: record the test's score (0..1) or other named metrics into its results row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .providers.completion import Completion, ProviderError
+from .runtime import Runtime, get_runtime
+
+if TYPE_CHECKING:
+    from .profiles import ModelProfile
+    from .spec import EvalCase
+
+PLAIN_STATE_KEY = pytest.StashKey["PlainTestState"]()
+
+
+@dataclass
+class PlainTestState:
+    """What a plain test did through our fixtures; becomes its results row."""
+
+    model: ModelProfile | None = None
+    repeat: int = 0
+    completions: list[Completion] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    score: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: ProviderError | None = None
+    started_at: str | None = None
+
+
+class LLMClient:
+    """A model client bound to one model of the run."""
+
+    def __init__(self, runtime: Runtime, model: ModelProfile, on_call: Callable[..., None]) -> None:
+        self._runtime = runtime
+        self.model = model
+        self._on_call = on_call
+
+    @property
+    def name(self) -> str:
+        """The model's name in this run (profile name or litellm id)."""
+        return self.model.name
+
+    def complete(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        system: str | None = None,
+        **params: Any,
+    ) -> Completion:
+        """Ask the model; returns a :class:`Completion` with text, tokens, cost and timings."""
+        chat = build_messages(prompt, messages, system)
+        try:
+            completion = self._runtime.complete(self.model, chat, params)
+        except ProviderError as exc:
+            self._on_call(chat, None, exc)
+            raise
+        self._on_call(chat, completion, None)
+        return completion
+
+    async def acomplete(self, prompt: str | None = None, **kwargs: Any) -> Completion:
+        """Async form of :meth:`complete`, usable from any event loop."""
+        return await asyncio.to_thread(self.complete, prompt, **kwargs)
+
+
+def build_messages(
+    prompt: str | None, messages: Sequence[Mapping[str, Any]] | None, system: str | None
+) -> list[dict[str, Any]]:
+    """One chat list from a prompt or messages, with an optional system prompt first."""
+    if (prompt is None) == (messages is None):
+        raise TypeError("give exactly one of `prompt` or `messages`")
+    chat: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    if messages is not None:
+        return chat + [dict(message) for message in messages]
+    return chat + [{"role": "user", "content": prompt}]
+
+
+def _eval_item(request: pytest.FixtureRequest) -> Any:
+    from .collect import EvalItem
+
+    node = request.node
+    return node if isinstance(node, EvalItem) else None
+
+
+def plain_state(item: pytest.Item) -> PlainTestState:
+    """The plain-test state of ``item``, created on first use."""
+    state = item.stash.get(PLAIN_STATE_KEY, None)
+    if state is None:
+        state = PlainTestState()
+        item.stash[PLAIN_STATE_KEY] = state
+    return state
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize plain tests that use ``llm`` over the run's models and repeats."""
+    if "llmbench_model" not in metafunc.fixturenames:
+        return
+    from .config import get_run_config
+
+    run = get_run_config(metafunc.config)
+    params = [(model, repeat) for model in run.models for repeat in range(run.repeat)]
+    ids = [f"{model.name}-r{repeat}" for model, repeat in params]
+    metafunc.parametrize("llmbench_model", params, ids=ids, indirect=True)
+
+
+@pytest.fixture
+def llmbench_model(request: pytest.FixtureRequest) -> tuple[ModelProfile, int]:
+    """The (model, repeat) of the current item."""
+    item = _eval_item(request)
+    if item is not None:
+        return item.model, item.repeat
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def llm(request: pytest.FixtureRequest, llmbench_model: tuple[ModelProfile, int]) -> LLMClient:
+    """A client for the current model."""
+    model, repeat = llmbench_model
+    runtime = get_runtime(request.config)
+    if _eval_item(request) is not None:
+        return LLMClient(runtime, model, lambda *args: None)
+    state = plain_state(request.node)
+    state.model, state.repeat = model, repeat
+
+    def on_call(chat: list[dict[str, Any]], completion: Completion | None, error: Any) -> None:
+        state.started_at = state.started_at or _now()
+        state.prompts.append(str(chat[-1].get("content", "")) if chat else "")
+        if completion is not None:
+            state.completions.append(completion)
+        state.error = error or state.error
+
+    return LLMClient(runtime, model, on_call)
+
+
+@pytest.fixture
+def eval_case(request: pytest.FixtureRequest) -> EvalCase:
+    """The case of the current eval item."""
+    item = _eval_item(request)
+    if item is None:
+        raise pytest.UsageError("the `eval_case` fixture exists only for items of *.eval.yaml files")
+    return item.case  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def workdir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A fresh folder for this item, seeded from the case's ``files:``."""
+    item = _eval_item(request)
+    if item is not None:
+        files: Mapping[str, str] = item.case.files
+    else:
+        marker = request.node.get_closest_marker("llmbench_files")
+        files = dict(marker.args[0]) if marker and marker.args else dict(marker.kwargs) if marker else {}
+    root = tmp_path / "workdir"
+    root.mkdir()
+    for name, content in files.items():
+        target = root / _safe_relative(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+    return root
+
+
+def _safe_relative(name: str) -> Path:
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        raise pytest.UsageError(f"workdir file {name!r} must be a relative path inside the workdir")
+    return Path(*path.parts)
+
+
+@pytest.fixture
+def record_score(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``record_score(value, name="score")``: the test's score (0..1) or a named metric."""
+    state = plain_state(request.node)
+
+    def record(value: float, name: str = "score") -> None:
+        number = float(value)
+        if name == "score":
+            if not 0.0 <= number <= 1.0:
+                raise ValueError(f"a score is between 0 and 1, got {value!r}")
+            state.score = number
+        else:
+            state.metrics[name] = number
+
+    return record
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

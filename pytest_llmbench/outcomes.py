@@ -1,0 +1,132 @@
+"""From a finished phase of an item to its record on the ``TestReport``.
+
+Runs inside the ``pytest_runtest_makereport`` wrapper on the process that ran the item. Eval
+items get a record after the call phase, or after a failed/skipped setup (a provider error is an
+``error`` outcome). Plain tests get one when they used ``llm`` or ``record_score``. Reports of
+items that touched our fixtures are scrubbed of secrets before anything prints or stores them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from .collect import EvalFailure, EvalItem, completion_fields
+from .fixtures import PLAIN_STATE_KEY, PlainTestState
+from .providers.completion import ProviderError
+from .record import build_record
+from .runtime import RUNTIME_KEY, Runtime
+
+
+def attach_record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """Put the item's record on ``report`` when this phase finishes the item."""
+    runtime = item.config.stash.get(RUNTIME_KEY, None)
+    if runtime is None:
+        return  # nothing of ours ran in this process
+    _scrub(report, runtime)
+    if isinstance(item, EvalItem):
+        record = _eval_record(item, call, report)
+    else:
+        record = _plain_record(item, call, report, runtime)
+    if record is not None:
+        report.llmbench_record = record  # type: ignore[attr-defined]
+
+
+def _eval_record(item: EvalItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> Any:
+    if report.when == "setup" and report.passed:
+        return None
+    if report.when == "teardown":
+        return None
+    excinfo = call.excinfo
+    if report.when == "setup":
+        outcome = "skipped" if report.skipped else "error"
+        error = None if report.skipped else _message(excinfo)
+        if isinstance(excinfo and excinfo.value, ProviderError):
+            report.longrepr = f"llmbench provider error: {error}"
+        return item.make_record(outcome, error)
+    if excinfo is not None and isinstance(excinfo.value, EvalFailure):
+        report.llmbench_score_failure = True  # type: ignore[attr-defined]
+        return item.make_record("failed", None)
+    if report.skipped:
+        return item.make_record("skipped", None)
+    return item.make_record(report.outcome, _message(excinfo) if report.failed else None)
+
+
+def _plain_record(
+    item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport, runtime: Runtime
+) -> Any:
+    state: PlainTestState | None = item.stash.get(PLAIN_STATE_KEY, None)
+    if state is None or report.when != "call":
+        return None
+    outcome = report.outcome
+    error = _message(call.excinfo) if report.failed else None
+    if state.error is not None and call.excinfo is not None and call.excinfo.value is state.error:
+        outcome = "error"  # an outage is not a low score, even in a plain test
+    path = item.path
+    root = item.config.rootpath
+    record = build_record(
+        nodeid=item.nodeid,
+        suite=path.stem,
+        eval_file=str(path.relative_to(root)) if path.is_relative_to(root) else str(path),
+        case_id=getattr(item, "originalname", item.name),
+        model=state.model.name if state.model else None,
+        model_id=state.model.model if state.model else None,
+        repeat=state.repeat,
+        outcome=outcome,
+        score=state.score if outcome in ("passed", "failed") else None,
+        threshold=None,
+        error=error,
+        error_kind=state.error.kind if outcome == "error" and state.error else None,
+        prompt=state.prompts[-1] if state.prompts else None,
+        metrics=dict(state.metrics),
+        worker=_worker(item.config),
+        started_at=state.started_at or _now(),
+        **_summed(state),
+    )
+    return runtime.redactor.value(record)
+
+
+def _summed(state: PlainTestState) -> dict[str, Any]:
+    """Totals over every call the test made; timings of the last call."""
+    if not state.completions:
+        return {}
+    fields = completion_fields(state.completions[-1])
+    for name in ("input_tokens", "output_tokens", "cost_usd", "latency_s"):
+        values = [getattr(c, name) for c in state.completions]
+        fields[name] = None if any(v is None for v in values) else sum(values)
+    fields["retries"] = sum(c.retries for c in state.completions)
+    return fields
+
+
+def _message(excinfo: Any) -> str | None:
+    if excinfo is None:
+        return None
+    value = excinfo.value
+    if isinstance(value, ProviderError):
+        return value.message
+    text = str(value).strip()
+    return f"{type(value).__name__}: {text}" if text else type(value).__name__
+
+
+def _scrub(report: pytest.TestReport, runtime: Runtime) -> None:
+    """Remove secrets from the failure text and captured output of ``report``."""
+    redactor = runtime.redactor
+    if not redactor.secrets:
+        return
+    if report.longrepr is not None:
+        text = str(report.longrepr)
+        cleaned = redactor.text(text)
+        if cleaned != text:
+            report.longrepr = cleaned
+    report.sections = [(title, redactor.text(content)) for title, content in report.sections]
+
+
+def _worker(config: pytest.Config) -> str:
+    workerinput = getattr(config, "workerinput", None)
+    return str(workerinput.get("workerid", "main")) if workerinput else "main"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,83 @@
+"""pytest-llmbench entry point: options, collection of eval files, the report wrapper.
+
+Imports nothing heavy: litellm, pandas and pydantic load only when an eval file is collected
+or a fixture of ours is used. A run without either is untouched: no network, no new files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import config as _config
+
+RECORDER_NAME = "llmbench-recorder"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register options and ini keys."""
+    _config.add_options(parser)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Register our fixtures everywhere and the recorder on the controller only."""
+    from . import fixtures
+
+    config.addinivalue_line("markers", "llmbench: an item created from a *.eval.yaml file")
+    config.addinivalue_line("markers", "llmbench_files(files): seed the workdir fixture")
+    config.pluginmanager.register(fixtures, "llmbench-fixtures")
+    if _config.explicitly_configured(config):
+        _config.get_run_config(config)  # bad options fail now, as a usage error
+    if hasattr(config, "workerinput"):
+        return
+    from .results import ResultsRecorder
+
+    config.pluginmanager.register(ResultsRecorder(config), RECORDER_NAME)
+    if config.pluginmanager.hasplugin("html"):
+        from .report.html import HtmlColumns
+
+        config.pluginmanager.register(HtmlColumns(), "llmbench-html")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistBridge(), "llmbench-xdist")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the engine; the controller also stops the embedded server."""
+    from .runtime import shutdown
+
+    shutdown(config)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """Collect files matching ``llmbench_pattern`` (``*.eval.yaml``)."""
+    pattern = parent.config.getini("llmbench_pattern") or _config.DEFAULT_PATTERN
+    if not file_path.match(pattern):
+        return None
+    from .collect import EvalFile
+
+    return EvalFile.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Attach the item's record to its report (it crosses xdist with the report)."""
+    report = yield
+    from .outcomes import attach_record
+
+    attach_record(item, call, report)
+    return report
+
+
+class _XdistBridge:
+    """Hands every worker the shared session directory of the embedded server."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        from .runtime import session_state
+
+        state_dir, owner = session_state(node.config)
+        node.workerinput["llmbench_state_dir"] = str(state_dir)
+        node.workerinput["llmbench_owner_pid"] = owner

@@ -1,0 +1,387 @@
+"""Model profiles: named litellm model strings with their endpoint, parameters, prices and tags.
+
+Profiles come from ``profiles/*.yaml`` files (``models:`` and ``sets:``), from 360-eval's JSONL
+profile files as they are, and from ``builtin.yaml`` shipped next to this module. ``--models``
+selects them by name, by ``@set``, or by raw litellm model string (see
+:meth:`ProfileRegistry.resolve`). Every loading error is a :class:`ProfileError` that names the
+file and line. Nothing here talks to a provider.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+BUILTIN_PROFILES = Path(__file__).parent / "profiles" / "builtin.yaml"
+PROFILE_SUFFIXES = (".yaml", ".yml", ".jsonl")
+
+_Loc = tuple[str | int, ...]
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# Names are selected in comma lists where a leading `@` means a set.
+_PROFILE_NAME = r"^[^,@\s][^,]*$"
+_ModelT = TypeVar("_ModelT", bound=BaseModel)
+
+
+class CostPer1k(BaseModel):
+    """Prices in USD per 1,000 tokens; they override litellm's price map."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    input: float = Field(ge=0)
+    """USD per 1,000 prompt (input) tokens."""
+    output: float = Field(ge=0)
+    """USD per 1,000 completion (output) tokens."""
+
+
+class ModelProfile(BaseModel):
+    """One model as the plugin calls it: a litellm model string plus everything around the call."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    name: str = Field(pattern=_PROFILE_NAME)
+    """Profile name: the key in ``models:``, used in ``--models`` and in test ids."""
+    model: str = Field(min_length=1)
+    """The litellm model string, e.g. ``openai/gpt-4o-mini``."""
+    display_name: str | None = None
+    """Human-readable name for reports; :attr:`label` falls back to :attr:`name`."""
+    api_base: str | None = None
+    """Endpoint URL, for self-hosted or proxied providers."""
+    api_key_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    """Name of the environment variable that holds the API key; never the key itself."""
+    embedded: bool = False
+    """Served by the plugin's embedded local server; its ``api_base`` is known only at run time."""
+    params: dict[str, Any] = {}
+    """Default litellm completion parameters (``temperature``, ``max_tokens``, ...)."""
+    cost_per_1k: CostPer1k | None = None
+    """Prices that override litellm's price map; ``None`` uses the map."""
+    tags: dict[str, str] = {}
+    """Free-form labels for grouping in reports (``tier``, ``region``, ``provider``, ...)."""
+    rpm: int | None = Field(default=None, gt=0)
+    """Requests-per-minute hint for the rate limiter."""
+    litellm: dict[str, Any] = {}
+    """Extra keyword arguments passed to litellm as they are (``aws_region_name``, ...)."""
+
+    @field_validator("params", "litellm")
+    @classmethod
+    def _no_inline_key(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # Profiles are committed to repositories; a key written here would leak.
+        if "api_key" in value:
+            raise ValueError("do not put 'api_key' in a profile; name its variable in api_key_env")
+        return value
+
+    @property
+    def label(self) -> str:
+        """The name shown to people: :attr:`display_name`, else :attr:`name`."""
+        return self.display_name or self.name
+
+
+class Eval360Profile(BaseModel):
+    """One line of a 360-eval profile file (``models_profiles.jsonl``, ``judge_profiles.jsonl``).
+
+    ``model_id`` is the litellm model string and the profile name; ``region`` becomes litellm's
+    ``aws_region_name`` and tag ``region``; ``target_rpm`` becomes ``rpm``. Prices are USD per
+    1,000 tokens, spelt ``input_token_cost``/``output_token_cost`` in model files and
+    ``input_cost_per_1k``/``output_cost_per_1k`` in judge files. The other fields mean what they
+    mean in :class:`ModelProfile`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_id: str
+    region: str | None = None
+    input_token_cost: float | None = None
+    output_token_cost: float | None = None
+    input_cost_per_1k: float | None = None
+    output_cost_per_1k: float | None = None
+    target_rpm: int | None = None
+    display_name: str | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+
+    def profile_fields(self) -> dict[str, Any]:
+        """The fields of the equivalent :class:`ModelProfile`, to be validated by it."""
+        cost_in = _first_set(self.input_token_cost, self.input_cost_per_1k)
+        cost_out = _first_set(self.output_token_cost, self.output_cost_per_1k)
+        fields = self.model_dump(include={"display_name", "api_base", "api_key_env"})
+        fields.update(name=self.model_id, model=self.model_id, rpm=self.target_rpm)
+        if cost_in is not None or cost_out is not None:
+            fields["cost_per_1k"] = {"input": cost_in, "output": cost_out}
+        if self.region:
+            fields.update(litellm={"aws_region_name": self.region}, tags={"region": self.region})
+        return fields
+
+
+class ProfileError(Exception):
+    """A profile file or a model selection is wrong; ``str()`` is ``path:line: message``."""
+
+    def __init__(self, message: str, path: Path | None = None, line: int | None = None) -> None:
+        super().__init__(message, path, line)
+        self.message = message
+        self.path = path
+        self.line = line
+
+    def __str__(self) -> str:
+        where = ":".join(str(part) for part in (self.path, self.line) if part is not None)
+        return f"{where}: {self.message}" if where else self.message
+
+
+@dataclass(frozen=True)
+class ProfileRegistry:
+    """All known profiles and model sets, after overrides.
+
+    Set members are profile names or raw litellm model strings: :func:`load_profiles` has
+    already expanded ``@other`` references.
+    """
+
+    models: Mapping[str, ModelProfile]
+    sets: Mapping[str, tuple[str, ...]]
+
+    def resolve(self, selection: str) -> list[ModelProfile]:
+        """Turn ``'a,b,@set'`` into profiles, in order, duplicates removed (first wins).
+
+        A name that is not a profile is taken as a raw litellm model string and gets an ad-hoc
+        ``ModelProfile(name=s, model=s)``; so is a set member that is not a profile. Empty entries
+        are ignored. Raises :class:`ProfileError` for an unknown ``@set`` (listing the known
+        ones) and for a selection that names no model at all.
+        """
+        names: list[str] = []
+        for entry in (part.strip() for part in selection.split(",")):
+            if entry.startswith("@"):
+                names.extend(self._set_members(entry[1:].strip()))
+            elif entry:
+                names.append(entry)
+        if not names:
+            raise ProfileError(f"no models selected by {selection!r}")
+        unique = dict.fromkeys(names)
+        return [self.get(name) or ModelProfile(name=name, model=name) for name in unique]
+
+    def get(self, name: str) -> ModelProfile | None:
+        """The profile called ``name``, or ``None``."""
+        return self.models.get(name)
+
+    def _set_members(self, name: str) -> tuple[str, ...]:
+        if name not in self.sets:
+            raise ProfileError(_unknown_set(name, self.sets))
+        return self.sets[name]
+
+
+def load_profiles(paths: Sequence[Path]) -> ProfileRegistry:
+    """Load ``builtin.yaml``, then each of ``paths`` in order; later definitions win by name.
+
+    A directory contributes its ``*.yaml``, ``*.yml`` and ``*.jsonl`` files sorted by name, and a
+    missing path without one of those suffixes is taken as a missing directory and ignored. Set
+    members ``@name`` are expanded once everything is loaded, so a set may use sets of any file.
+    """
+    models: dict[str, ModelProfile] = {}
+    sets: dict[str, _SetDef] = {}
+    for file in [BUILTIN_PROFILES, *(f for path in paths for f in _profile_files(path))]:
+        loaded = _load_file(file)
+        models.update(loaded.models)
+        sets.update(loaded.sets)
+    expanded = {name: _expand_set(name, sets) for name in sets}
+    return ProfileRegistry(models=models, sets=expanded)
+
+
+def api_key_missing(profile: ModelProfile, environ: Mapping[str, str]) -> str | None:
+    """The variable named by ``profile.api_key_env`` when it is unset or blank, else ``None``."""
+    name = profile.api_key_env
+    return name if name and not environ.get(name, "").strip() else None
+
+
+@dataclass(frozen=True)
+class _SetDef:
+    """A set as written: members may be ``@other`` sets; path and line locate its errors."""
+
+    members: tuple[str, ...]
+    path: Path
+    line: int | None
+
+
+@dataclass(frozen=True)
+class _ProfileFile:
+    models: dict[str, ModelProfile] = field(default_factory=dict)
+    sets: dict[str, _SetDef] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where values came from: a composed YAML tree, or one JSONL line."""
+
+    path: Path
+    root: yaml.Node | None = None
+    line: int | None = None
+
+    def line_at(self, loc: _Loc) -> int | None:
+        """1-based line of the deepest node that ``loc`` reaches (a key's line for mappings)."""
+        if self.root is None:
+            return self.line
+        node, line = self.root, self.root.start_mark.line
+        for part in loc:
+            found = _child(node, part)
+            if found is None:
+                break
+            node, line = found
+        return line + 1
+
+
+class _YamlDocument(BaseModel):
+    """The top level of a YAML profile file; profiles are validated one by one afterwards."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: dict[str, dict[str, Any]] | None = None
+    sets: dict[str, list[str]] | None = None
+
+
+def _profile_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        found = (p for p in path.iterdir() if p.suffix in PROFILE_SUFFIXES and p.is_file())
+        return sorted(found, key=lambda p: p.name)
+    if path.exists() or path.suffix in PROFILE_SUFFIXES:
+        return [path]
+    return []
+
+
+def _load_file(path: Path) -> _ProfileFile:
+    if path.suffix not in PROFILE_SUFFIXES:
+        raise ProfileError(f"not a profile file (expected {', '.join(PROFILE_SUFFIXES)})", path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"cannot read profile file: {exc}", path) from None
+    return _load_jsonl(path, text) if path.suffix == ".jsonl" else _load_yaml(path, text)
+
+
+def _load_yaml(path: Path, text: str) -> _ProfileFile:
+    root, data = _parse_yaml(path, text)
+    if root is None:
+        return _ProfileFile()
+    source = _Source(path, root)
+    if not isinstance(data, dict):
+        message = "expected a mapping with 'models' and/or 'sets'"
+        raise ProfileError(message, path, source.line_at(()))
+    doc = _validate(_YamlDocument, data, "profile file", source)
+    models = {name: _yaml_profile(name, body, source) for name, body in (doc.models or {}).items()}
+    sets = {
+        name: _SetDef(tuple(members), path, source.line_at(("sets", name)))
+        for name, members in (doc.sets or {}).items()
+    }
+    return _ProfileFile(models, sets)
+
+
+def _yaml_profile(name: str, body: dict[str, Any], source: _Source) -> ModelProfile:
+    what, loc = f"profile {name!r}", ("models", name)
+    if "name" in body:
+        message = f"{what}: unknown key 'name' (a profile is named by its key)"
+        raise ProfileError(message, source.path, source.line_at((*loc, "name")))
+    return _validate(ModelProfile, {**body, "name": name}, what, source, loc)
+
+
+def _load_jsonl(path: Path, text: str) -> _ProfileFile:
+    models: dict[str, ModelProfile] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        source = _Source(path, line=number)
+        row = _validate(Eval360Profile, _json_object(line, source), "profile", source)
+        profile = _validate(ModelProfile, row.profile_fields(), f"profile {row.model_id!r}", source)
+        models[profile.name] = profile
+    # A 360-eval file is a list of models to run together: it doubles as a set.
+    return _ProfileFile(models, {path.stem: _SetDef(tuple(models), path, None)})
+
+
+def _json_object(line: str, source: _Source) -> Any:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ProfileError(f"invalid JSON: {exc.msg}", source.path, source.line) from None
+    if not isinstance(value, dict):
+        message = f"expected a JSON object, got {type(value).__name__}"
+        raise ProfileError(message, source.path, source.line)
+    return value
+
+
+def _parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
+    """The composed tree (for line numbers) and the data built from it, in one pass."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        return node, None if node is None else loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = None if mark is None else mark.line + 1
+        raise ProfileError(f"invalid YAML: {exc.problem or exc.context}", path, line) from None
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"invalid YAML: {exc}", path) from None
+    finally:
+        loader.dispose()
+
+
+def _child(node: yaml.Node, part: str | int) -> tuple[yaml.Node, int] | None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                return value, key.start_mark.line
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        return node.value[part], node.value[part].start_mark.line
+    return None
+
+
+def _validate(
+    cls: type[_ModelT], data: Any, what: str, source: _Source, prefix: _Loc = ()
+) -> _ModelT:
+    """``cls.model_validate(data)``; the first error becomes a ProfileError at its line."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        # A misspelt key explains the "missing" error that comes with it: report it first.
+        error = min(exc.errors(), key=lambda error: error["type"] != "extra_forbidden")
+        loc = tuple(error["loc"])
+        key = ".".join(str(part) for part in loc)
+        if error["type"] == "missing":
+            message = f"missing required key {key!r}"
+        elif error["type"] == "extra_forbidden":
+            # `name` is a field but never a key: YAML takes it from the key, JSONL from model_id.
+            known = ", ".join(name for name in cls.model_fields if name != "name")
+            message = f"unknown key {key!r}" + (f" (known keys: {known})" if len(loc) == 1 else "")
+        else:
+            message = f"{key or 'value'}: {error['msg']}"
+        line = source.line_at(prefix + loc)
+        raise ProfileError(f"{what}: {message}", source.path, line) from None
+
+
+def _expand_set(
+    name: str, sets: Mapping[str, _SetDef], trail: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """Members of set ``name`` with ``@other`` sets expanded in place, duplicates removed."""
+    definition, trail = sets[name], (*trail, name)
+    members: list[str] = []
+    for member in definition.members:
+        ref = member[1:].strip()
+        if not member.startswith("@"):
+            members.append(member)
+        elif ref in trail:
+            cycle = " -> ".join(f"@{n}" for n in (*trail[trail.index(ref) :], ref))
+            problem = f"model set '@{name}' is cyclic: {cycle}"
+            raise ProfileError(problem, definition.path, definition.line)
+        elif ref not in sets:
+            problem = f"model set '@{name}': {_unknown_set(ref, sets)}"
+            raise ProfileError(problem, definition.path, definition.line)
+        else:
+            members.extend(_expand_set(ref, sets, trail))
+    return tuple(dict.fromkeys(members))
+
+
+def _unknown_set(name: str, known: Iterable[str]) -> str:
+    names = ", ".join(f"@{set_name}" for set_name in sorted(known)) or "none"
+    return f"unknown model set '@{name}' (known sets: {names})"
+
+
+def _first_set(*values: float | None) -> float | None:
+    return next((value for value in values if value is not None), None)

@@ -1,0 +1,61 @@
+"""Values exchanged with providers: what a call needs and what it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CallTarget:
+    """Everything litellm needs to reach one model, resolved at run time.
+
+    ``api_key`` is held here only to be handed to litellm; it is never written anywhere.
+    """
+
+    name: str
+    model_id: str
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    params: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    cost_per_1k_input: float | None = None
+    cost_per_1k_output: float | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model answer with its measurements."""
+
+    text: str
+    model_id: str
+    input_tokens: int | None
+    output_tokens: int | None
+    tokens_estimated: bool
+    ttft_s: float | None
+    latency_s: float
+    cost_usd: float | None
+    retries: int
+    streamed: bool
+    finish_reason: str | None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Output tokens per second of generation (after the first token when streamed)."""
+        generation = self.latency_s - (self.ttft_s or 0.0)
+        if not self.output_tokens or generation <= 0:
+            return None
+        return self.output_tokens / generation
+
+
+class ProviderError(Exception):
+    """A call that failed after retries: an infrastructure error, never a low score.
+
+    ``kind`` is one of ``provider``, ``timeout``, ``missing_key``, ``config``.
+    """
+
+    def __init__(self, message: str, kind: str = "provider", retries: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.retries = retries

@@ -1,0 +1,211 @@
+"""The only place that imports litellm: one async, streamed chat completion with retries.
+
+litellm is imported on first use, never at plugin load: it costs seconds, and without
+``LITELLM_LOCAL_MODEL_COST_MAP`` it tries to download its price map at import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .completion import CallTarget, Completion, ProviderError
+
+#: HTTP statuses worth another try; anything else (400, 401, 404, ...) fails at once.
+_RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+_BACKOFF_BASE_S = 0.5
+_BACKOFF_MAX_S = 20.0
+
+
+def import_litellm() -> Any:
+    """Import litellm with the local price map unless the user chose otherwise."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    return litellm
+
+
+async def acomplete(
+    target: CallTarget,
+    messages: Sequence[dict[str, Any]],
+    params: dict[str, Any],
+    *,
+    stream: bool = True,
+    timeout_s: float = 120.0,
+    max_retries: int = 2,
+) -> Completion:
+    """Call ``target`` once, retrying transient failures; raise :class:`ProviderError` at the end."""
+    litellm = import_litellm()
+    retries = 0
+    while True:
+        try:
+            return await _call_once(litellm, target, messages, params, stream, timeout_s, retries)
+        except Exception as exc:  # litellm raises many types; we classify them below
+            if retries >= max_retries or not _is_retryable(exc):
+                raise _provider_error(exc, target, retries) from None
+            retries += 1
+            await asyncio.sleep(_backoff_s(exc, retries))
+
+
+async def _call_once(
+    litellm: Any,
+    target: CallTarget,
+    messages: Sequence[dict[str, Any]],
+    params: dict[str, Any],
+    stream: bool,
+    timeout_s: float,
+    retries: int,
+) -> Completion:
+    kwargs = _request_kwargs(target, messages, params, stream, timeout_s)
+    started = time.perf_counter()
+    response = await litellm.acompletion(**kwargs)
+    if stream:
+        text, ttft, finish, usage = await _consume_stream(response, started)
+    else:
+        text, ttft, finish, usage = _read_response(response)
+    latency = time.perf_counter() - started
+    input_tokens, output_tokens, estimated = _token_counts(litellm, target, messages, text, usage)
+    return Completion(
+        text=text,
+        model_id=target.model_id,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        tokens_estimated=estimated,
+        ttft_s=ttft,
+        latency_s=latency,
+        cost_usd=_cost(litellm, target, input_tokens, output_tokens),
+        retries=retries,
+        streamed=stream,
+        finish_reason=finish,
+    )
+
+
+def _request_kwargs(
+    target: CallTarget,
+    messages: Sequence[dict[str, Any]],
+    params: dict[str, Any],
+    stream: bool,
+    timeout_s: float,
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        **target.extra,
+        **target.params,
+        **params,
+        "model": target.model_id,
+        "messages": list(messages),
+        "stream": stream,
+        "timeout": timeout_s,
+        # We count and pace retries ourselves; the SDK's silent retries would hide them.
+        "max_retries": 0,
+    }
+    if stream:
+        kwargs["stream_options"] = {"include_usage": True}
+    if target.api_base:
+        kwargs["api_base"] = target.api_base
+    if target.api_key:
+        kwargs["api_key"] = target.api_key
+    return kwargs
+
+
+async def _consume_stream(
+    response: Any, started: float
+) -> tuple[str, float | None, str | None, Any]:
+    parts: list[str] = []
+    ttft: float | None = None
+    finish: str | None = None
+    usage: Any = None
+    async for chunk in response:
+        usage = getattr(chunk, "usage", None) or usage
+        for choice in getattr(chunk, "choices", None) or []:
+            content = getattr(choice.delta, "content", None)
+            if content:
+                if ttft is None:
+                    ttft = time.perf_counter() - started
+                parts.append(content)
+            finish = choice.finish_reason or finish
+    return "".join(parts), ttft, finish, usage
+
+
+def _read_response(response: Any) -> tuple[str, float | None, str | None, Any]:
+    choice = response.choices[0]
+    return choice.message.content or "", None, choice.finish_reason, getattr(response, "usage", None)
+
+
+def _token_counts(
+    litellm: Any, target: CallTarget, messages: Sequence[dict[str, Any]], text: str, usage: Any
+) -> tuple[int | None, int | None, bool]:
+    prompt_tokens = getattr(usage, "prompt_tokens", None) if usage else None
+    completion_tokens = getattr(usage, "completion_tokens", None) if usage else None
+    if prompt_tokens is not None and completion_tokens is not None:
+        return int(prompt_tokens), int(completion_tokens), False
+    # Some servers (llama-cpp-python among them) send no usage on streams: count locally.
+    try:
+        counted_in = litellm.token_counter(model=target.model_id, messages=list(messages))
+        counted_out = litellm.token_counter(model=target.model_id, text=text) if text else 0
+    except Exception:
+        return None, None, True
+    return int(counted_in), int(counted_out), True
+
+
+def _cost(
+    litellm: Any, target: CallTarget, input_tokens: int | None, output_tokens: int | None
+) -> float | None:
+    if input_tokens is None or output_tokens is None:
+        return None
+    if target.cost_per_1k_input is not None and target.cost_per_1k_output is not None:
+        return (input_tokens * target.cost_per_1k_input + output_tokens * target.cost_per_1k_output) / 1000
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=target.model_id, prompt_tokens=input_tokens, completion_tokens=output_tokens
+        )
+    except Exception:  # a model missing from the price map has no known cost
+        return None
+    return float(prompt_cost) + float(completion_cost)
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    status = _status(exc)
+    if status is None:
+        # Connection resets, timeouts and broken streams carry no status: try again.
+        return not isinstance(exc, (ValueError, TypeError, KeyError, AttributeError))
+    return status in _RETRYABLE_STATUS
+
+
+def _backoff_s(exc: BaseException, attempt: int) -> float:
+    retry_after = _retry_after_s(exc)
+    if retry_after is not None:
+        return min(retry_after, _BACKOFF_MAX_S)
+    delay = min(_BACKOFF_BASE_S * 2 ** (attempt - 1), _BACKOFF_MAX_S)
+    return delay * (0.5 + random.random() / 2)
+
+
+def _retry_after_s(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _provider_error(exc: BaseException, target: CallTarget, retries: int) -> ProviderError:
+    status = _status(exc)
+    kind = "timeout" if status == 408 or "timeout" in type(exc).__name__.lower() else "provider"
+    message = str(exc).strip() or type(exc).__name__
+    if target.api_key:
+        message = message.replace(target.api_key, "[REDACTED]")
+    prefix = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")
+    tries = f" after {retries + 1} attempts" if retries else ""
+    return ProviderError(f"{target.name}: {prefix}{tries}: {message}", kind=kind, retries=retries)

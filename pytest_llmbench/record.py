@@ -1,0 +1,117 @@
+"""The wire record: one plain dict of JSON primitives per finished item.
+
+It is built on the process that ran the item (an xdist worker or the main process), put on
+the ``TestReport`` as ``report.llmbench_record``, and crosses xdist unchanged. The controller
+appends it to ``results.jsonl`` and aggregates it at session end. Every writer of a record goes
+through :func:`build_record`, so the field list below is the whole contract.
+
+Fields (``None`` where a value does not apply or was not measured):
+
+- ``schema`` (int): record format version, currently 1.
+- ``nodeid`` (str): the pytest node id of the item.
+- ``suite`` (str): the eval's suite name (file ``description`` is separate; the suite name is the
+  file name without ``.eval.yaml``, or the test module name for plain tests).
+- ``eval_file`` (str): path of the eval file (or test module) relative to the rootdir.
+- ``case_id`` (str): the case id inside the suite.
+- ``model`` (str): the model name as selected (profile name or litellm id).
+- ``model_id`` (str): the litellm model string actually called.
+- ``repeat`` (int): repeat index, 0-based.
+- ``tags`` (list[str]): the case's tags.
+- ``outcome`` (str): ``passed``, ``failed``, ``error`` or ``skipped``.
+- ``score`` (float | None): weighted mean of assertion scores, 0..1; ``None`` on error or when
+  the case has no assertion.
+- ``threshold`` (float): the score a case needs to pass.
+- ``passed`` (bool): ``outcome == "passed"``.
+- ``ttft_s``, ``latency_s`` (float | None): time to first token and total call time, seconds.
+- ``input_tokens``, ``output_tokens`` (int | None): token usage reported by the provider
+  (or counted locally when the provider does not report it; see ``tokens_estimated``).
+- ``tokens_estimated`` (bool): True when token counts were computed locally.
+- ``tokens_per_s`` (float | None): output tokens / (latency - ttft).
+- ``cost_usd`` (float | None): cost of the call (profile prices, else litellm's price map).
+- ``retries`` (int): provider retries made for this item.
+- ``tool_calls`` (int): tool calls made (0 for plain completions).
+- ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
+- ``error`` (str | None): the error message, secrets redacted.
+- ``error_kind`` (str | None): ``provider``, ``missing_key``, ``timeout``, ``config``, ``internal``.
+- ``prompt`` (str | None): the rendered last user message.
+- ``messages`` (list[dict]): the chat messages sent.
+- ``response`` (str | None): the model's answer text.
+- ``expected`` (str | None): the expected answer, if any.
+- ``assertions`` (list[dict]): each assertion's verdict: ``type``, ``passed``, ``score``,
+  ``weight``, ``reason``.
+- ``params`` (dict): the model parameters used (temperature, max_tokens, ...).
+- ``metrics`` (dict[str, float]): extra numeric metrics recorded by a test (``record_score``).
+- ``worker`` (str): ``main`` or the xdist worker id.
+- ``started_at`` (str): ISO-8601 UTC time the item's call started.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+#: Column order of a record; also the order of keys in results.jsonl.
+FIELDS: tuple[str, ...] = (
+    "schema",
+    "nodeid",
+    "suite",
+    "eval_file",
+    "case_id",
+    "model",
+    "model_id",
+    "repeat",
+    "tags",
+    "outcome",
+    "score",
+    "threshold",
+    "passed",
+    "ttft_s",
+    "latency_s",
+    "input_tokens",
+    "output_tokens",
+    "tokens_estimated",
+    "tokens_per_s",
+    "cost_usd",
+    "retries",
+    "tool_calls",
+    "streamed",
+    "error",
+    "error_kind",
+    "prompt",
+    "messages",
+    "response",
+    "expected",
+    "assertions",
+    "params",
+    "metrics",
+    "worker",
+    "started_at",
+)
+
+_DEFAULTS: dict[str, Any] = {
+    "schema": SCHEMA_VERSION,
+    "tags": [],
+    "tokens_estimated": False,
+    "retries": 0,
+    "tool_calls": 0,
+    "streamed": False,
+    "messages": [],
+    "assertions": [],
+    "params": {},
+    "metrics": {},
+    "worker": "main",
+}
+
+
+def build_record(**values: Any) -> dict[str, Any]:
+    """Return a record with every field of :data:`FIELDS`, in order.
+
+    Unknown keys are refused so that a typo cannot silently add a column.
+    """
+    unknown = set(values) - set(FIELDS)
+    if unknown:
+        raise TypeError(f"unknown record fields: {sorted(unknown)}")
+    record = {name: values.get(name, _DEFAULTS.get(name)) for name in FIELDS}
+    record["passed"] = record["outcome"] == "passed"
+    return record

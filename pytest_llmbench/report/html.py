@@ -1,0 +1,85 @@
+"""pytest-html integration: model, score, tokens, latency and cost columns; per-row extras.
+
+Registered on the controller only when pytest-html is active. It reads the record that arrived
+on the report, so it works the same with and without xdist.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pytest
+
+#: (column id, header, record field, format)
+_COLUMNS: tuple[tuple[str, str, str, str], ...] = (
+    ("llmModel", "Model", "model", "{}"),
+    ("llmScore", "Score", "score", "{:.3f}"),
+    ("llmTokens", "Tokens (in/out)", "tokens", "{}"),
+    ("llmLatency", "Latency (s)", "latency_s", "{:.2f}"),
+    ("llmCost", "Cost (USD)", "cost_usd", "{:.6f}"),
+)
+
+
+def _cell_value(record: dict[str, Any] | None, field: str, fmt: str) -> str:
+    if record is None:
+        return ""
+    if field == "tokens":
+        tokens_in, tokens_out = record.get("input_tokens"), record.get("output_tokens")
+        return "" if tokens_in is None and tokens_out is None else f"{tokens_in}/{tokens_out}"
+    value = record.get(field)
+    return "" if value is None else fmt.format(value)
+
+
+class HtmlColumns:
+    """Hook implementations for pytest-html 4."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        """Add our column headers after the test id."""
+        for offset, (column, title, _field, _fmt) in enumerate(_COLUMNS):
+            cells.insert(2 + offset, f'<th class="sortable" data-column-type="{column}">{title}</th>')
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        """Add the record's values (empty cells for reports without a record)."""
+        record = getattr(report, "llmbench_record", None)
+        for offset, (column, _title, field, fmt) in enumerate(_COLUMNS):
+            value = html.escape(_cell_value(record, field, fmt))
+            cells.insert(2 + offset, f'<td class="col-{column}">{value}</td>')
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Attach prompt, response, expected answer and verdicts as the row's extras."""
+        record = getattr(report, "llmbench_record", None)
+        if not isinstance(record, dict):
+            return
+        from pytest_html import extras
+
+        existing = list(getattr(report, "extras", []) or [])
+        report.extras = existing + [extras.html(render_extra(record))]  # type: ignore[attr-defined]
+
+
+def render_extra(record: dict[str, Any]) -> str:
+    """The HTML block shown under a row: the transcript and each assertion's verdict."""
+    parts = ['<div class="llmbench-extra">']
+    for title, field in (("Prompt", "prompt"), ("Response", "response"), ("Expected", "expected")):
+        value = record.get(field)
+        if value is not None:
+            parts.append(f"<h4>{title}</h4><pre>{html.escape(str(value))}</pre>")
+    if record.get("error"):
+        parts.append(f"<h4>Error</h4><pre>{html.escape(str(record['error']))}</pre>")
+    verdicts = record.get("assertions") or []
+    if verdicts:
+        parts.append('<h4>Assertions</h4><table class="llmbench-verdicts">')
+        parts.append("<tr><th>verdict</th><th>type</th><th>score</th><th>weight</th><th>reason</th></tr>")
+        for verdict in verdicts:
+            mark = "PASS" if verdict.get("passed") else "FAIL"
+            parts.append(
+                f"<tr><td>{mark}</td><td>{html.escape(str(verdict.get('type')))}</td>"
+                f"<td>{float(verdict.get('score', 0)):.3f}</td><td>{verdict.get('weight')}</td>"
+                f"<td>{html.escape(str(verdict.get('reason', '')))}</td></tr>"
+            )
+        parts.append("</table>")
+    parts.append("</div>")
+    return "".join(parts)

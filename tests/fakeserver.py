@@ -1,0 +1,530 @@
+"""A local fake OpenAI-compatible chat-completions server for tests.
+
+Runs in a background thread of the test process, bound to 127.0.0.1 on a free
+port, and stands in for remote providers.  litellm talks to it as
+``openai/<model>`` with ``api_base=server.base_url``.
+
+    with FakeLLMServer([Rule(match="capital", reply="Paris")]) as srv:
+        litellm.completion(model="openai/fake-model", api_base=srv.base_url,
+                           api_key="sk-test", messages=[...])
+        assert srv.requests[-1].body["model"] == "fake-model"
+
+Or use the ``fake_llm`` fixture (import it into a conftest.py).
+
+Stdlib only (plus pytest for the fixture).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator, Sequence
+
+import pytest
+
+__all__ = ["Rule", "RecordedRequest", "FakeLLMServer", "fake_llm", "count_words"]
+
+FAKE_MODELS = ("fake-model",)
+
+_ERROR_KINDS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "bad_request"),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "permission_denied"),
+    404: ("not_found_error", "model_not_found"),
+    408: ("timeout_error", "timeout"),
+    409: ("conflict_error", "conflict"),
+    413: ("invalid_request_error", "request_too_large"),
+    422: ("invalid_request_error", "unprocessable_entity"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    500: ("server_error", "server_error"),
+    502: ("server_error", "bad_gateway"),
+    503: ("server_error", "service_unavailable"),
+    504: ("server_error", "gateway_timeout"),
+}
+
+_WORD = re.compile(r"\S+")
+
+
+@dataclass
+class Rule:
+    """How to answer a request.  Rules are checked in order; the first match wins."""
+
+    match: str | None = None  # substring of the LAST user message content; None = anything
+    model: str | None = None  # only for this request "model" value; None = any
+    reply: str = "ok"
+    status: int = 200  # non-200 -> OpenAI-style JSON error body
+    error_message: str = "fake failure"
+    echo_auth: bool = False  # append the request's Authorization header to error_message
+    retry_after: float | None = None  # Retry-After header on errors
+    delay_s: float = 0.0  # sleep before the first byte of the response
+    times: int | None = None  # apply to the first N matching requests only, then fall through
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]  # lower-case keys
+    body: dict[str, Any]  # parsed JSON body ({} when there was none or it was not JSON)
+    time: float  # time.time() when the request was received
+    method: str = "POST"
+    raw_body: bytes = b""
+
+
+@dataclass
+class _RuleState:
+    rule: Rule
+    used: int = 0
+
+
+def count_words(text: str) -> int:
+    return len(text.split())
+
+
+def _content_text(content: Any) -> str:
+    """Text of a message content: a string, a list of parts, or None."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        return " ".join(texts)
+    return str(content)
+
+
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    msgs = body.get("messages")
+    if not isinstance(msgs, list):
+        return []
+    return [m for m in msgs if isinstance(m, dict)]
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for msg in reversed(_messages(body)):
+        if msg.get("role") == "user":
+            return _content_text(msg.get("content"))
+    return ""
+
+
+def _prompt_tokens(body: dict[str, Any]) -> int:
+    total = sum(count_words(_content_text(m.get("content"))) for m in _messages(body))
+    return max(1, total)
+
+
+def _truncate_words(text: str, limit: int) -> tuple[str, bool]:
+    """Cut ``text`` after ``limit`` words, keeping the original spacing."""
+    if limit < 0:
+        limit = 0
+    words = list(_WORD.finditer(text))
+    if len(words) <= limit:
+        return text, False
+    if limit == 0:
+        return "", True
+    return text[: words[limit - 1].end()], True
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = False
+
+    def __init__(self, owner: FakeLLMServer) -> None:
+        self.owner = owner
+        self.open_conns: set[socket.socket] = set()
+        self.conns_lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # pragma: no cover
+        # Clients hanging up (or stop() closing connections) are expected; stay quiet.
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, OSError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeLLM/1.0"
+    sys_version = ""
+    timeout = 30  # idle keep-alive connections go away eventually
+    server: _Server
+
+    # -- connection bookkeeping so stop() can close keep-alive connections --
+    def setup(self) -> None:
+        super().setup()
+        with self.server.conns_lock:
+            self.server.open_conns.add(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            with self.server.conns_lock:
+                self.server.open_conns.discard(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    # -- helpers --
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            data = bytearray()
+            while True:
+                line = self.rfile.readline()
+                size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    # trailers until blank line
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return bytes(data)
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _record(self, body: dict[str, Any], raw: bytes) -> None:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.server.owner._record(
+            RecordedRequest(
+                path=self.path,
+                headers=headers,
+                body=body,
+                time=time.time(),
+                method=self.command,
+                raw_body=raw,
+            )
+        )
+
+    def _send_json(
+        self, status: int, payload: dict[str, Any], extra_headers: dict[str, str] | None = None
+    ) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (extra_headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(
+        self,
+        status: int,
+        message: str,
+        retry_after: float | None = None,
+    ) -> None:
+        etype, code = _ERROR_KINDS.get(
+            status, ("server_error" if status >= 500 else "api_error", str(status))
+        )
+        headers = {}
+        if retry_after is not None:
+            ra = retry_after
+            headers["Retry-After"] = str(int(ra)) if float(ra).is_integer() else str(ra)
+        payload = {"error": {"message": message, "type": etype, "param": None, "code": code}}
+        self._send_json(status, payload, headers)
+
+    # -- routes --
+    def _route(self) -> str:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        return path
+
+    def do_GET(self) -> None:
+        raw = self._read_body()
+        self._record({}, raw)
+        route = self._route()
+        if route in ("/v1/models", "/models"):
+            created = int(time.time())
+            self._send_json(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": m, "object": "model", "created": created, "owned_by": "fake"}
+                        for m in FAKE_MODELS
+                    ],
+                },
+            )
+        else:
+            self._send_error(404, f"no route for GET {route}")
+
+    def do_POST(self) -> None:
+        raw = self._read_body()
+        try:
+            body = json.loads(raw) if raw else {}
+            parsed_ok = isinstance(body, dict)
+        except (ValueError, UnicodeDecodeError):
+            body, parsed_ok = {}, False
+        if not isinstance(body, dict):
+            body = {}
+        self._record(body, raw)
+
+        route = self._route()
+        if route not in ("/v1/chat/completions", "/chat/completions"):
+            self._send_error(404, f"no route for POST {route}")
+            return
+        if not parsed_ok:
+            self._send_error(400, "request body is not a JSON object")
+            return
+
+        limit = body.get("max_tokens")
+        if limit is None:
+            limit = body.get("max_completion_tokens")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            self._send_error(400, "max_tokens must be an integer")
+            return
+
+        owner = self.server.owner
+        rule = owner._pick_rule(body)
+        if rule is not None and rule.delay_s > 0:
+            time.sleep(rule.delay_s)
+
+        if rule is not None and rule.status != 200:
+            message = rule.error_message
+            if rule.echo_auth:
+                message = f"{message} (Authorization: {self.headers.get('Authorization', '')})"
+            self._send_error(rule.status, message, rule.retry_after)
+            return
+
+        reply = rule.reply if rule is not None else owner.default_reply
+        truncated = False
+        if limit is not None:
+            reply, truncated = _truncate_words(reply, limit)
+        finish_reason = "length" if truncated else "stop"
+
+        prompt_tokens = _prompt_tokens(body)
+        completion_tokens = count_words(reply)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        model = body.get("model") if isinstance(body.get("model"), str) else "fake-model"
+        cid = owner._next_id()
+        created = int(time.time())
+
+        if body.get("stream") is True:
+            opts = body.get("stream_options")
+            include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+            self._stream(cid, created, model, reply, finish_reason, usage if include_usage else None)
+            return
+
+        self._send_json(
+            200,
+            {
+                "id": cid,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "system_fingerprint": "fp_fake",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply},
+                        "logprobs": None,
+                        "finish_reason": finish_reason,
+                    }
+                ],
+                "usage": usage,
+            },
+        )
+
+    def _stream(
+        self,
+        cid: str,
+        created: int,
+        model: str,
+        reply: str,
+        finish_reason: str,
+        usage: dict[str, int] | None,
+    ) -> None:
+        owner = self.server.owner
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+
+        def chunk(choices: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> None:
+            obj: dict[str, Any] = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "system_fingerprint": "fp_fake",
+                "choices": choices,
+            }
+            if extra:
+                obj.update(extra)
+            self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+            self.wfile.flush()
+
+        def delta_choice(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+        try:
+            chunk([delta_choice({"role": "assistant", "content": ""})])
+            size = owner.chunk_size
+            pieces = [reply[i : i + size] for i in range(0, len(reply), size)]
+            for n, piece in enumerate(pieces):
+                if n and owner.token_delay_s > 0:
+                    time.sleep(owner.token_delay_s)
+                chunk([delta_choice({"content": piece})])
+            chunk([delta_choice({}, finish_reason)])
+            if usage is not None:
+                chunk([], {"usage": usage})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except OSError:
+            # client went away mid-stream
+            pass
+
+
+class FakeLLMServer:
+    """Fake OpenAI-compatible server on 127.0.0.1, served from a daemon thread."""
+
+    def __init__(
+        self,
+        rules: Sequence[Rule] = (),
+        default_reply: str = "ok",
+        chunk_size: int = 4,
+        token_delay_s: float = 0.0,
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be >= 1")
+        self.default_reply = default_reply
+        self.chunk_size = chunk_size
+        self.token_delay_s = token_delay_s
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._rules: list[_RuleState] = [_RuleState(r) for r in rules]
+        self._ids = itertools.count(1)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --
+    def start(self) -> FakeLLMServer:
+        if self._server is not None:
+            return self
+        server = _Server(self)
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"FakeLLMServer:{server.server_address[1]}",
+            daemon=True,
+        )
+        self._server, self._thread = server, thread
+        thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._server, self._thread = None, None
+        server.shutdown()
+        with server.conns_lock:
+            conns = list(server.open_conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- addresses --
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("FakeLLMServer is not running; call start() first")
+        return int(self._server.server_address[1])
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    # -- rules and records --
+    @property
+    def rules(self) -> list[Rule]:
+        with self._lock:
+            return [s.rule for s in self._rules]
+
+    def add_rule(self, rule: Rule) -> None:
+        with self._lock:
+            self._rules.append(_RuleState(rule))
+
+    def reset(self) -> None:
+        with self._lock:
+            self._rules.clear()
+            self.requests.clear()
+
+    def chat_requests(self) -> list[RecordedRequest]:
+        """Recorded POSTs to the chat-completions endpoint, in arrival order."""
+        with self._lock:
+            return [
+                r
+                for r in self.requests
+                if r.method == "POST" and r.path.split("?", 1)[0].rstrip("/").endswith(
+                    "/chat/completions"
+                )
+            ]
+
+    def _record(self, req: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(req)
+
+    def _next_id(self) -> str:
+        with self._lock:
+            return f"chatcmpl-fake-{next(self._ids)}"
+
+    def _pick_rule(self, body: dict[str, Any]) -> Rule | None:
+        text = _last_user_text(body)
+        model = body.get("model")
+        with self._lock:
+            for state in self._rules:
+                rule = state.rule
+                if rule.model is not None and rule.model != model:
+                    continue
+                if rule.match is not None and rule.match not in text:
+                    continue
+                if rule.times is not None and state.used >= rule.times:
+                    continue
+                state.used += 1
+                return rule
+        return None
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLMServer]:
+    """A started FakeLLMServer, stopped after the test."""
+    server = FakeLLMServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,417 @@
+"""Tests for pytest_llmbench.datasets: CSV/JSONL dataset files as eval cases."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+import yaml
+
+from pytest_llmbench.datasets import DatasetError, DatasetRow, DatasetSource, load_dataset
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "360-eval"
+needs_shared = pytest.mark.skipif(
+    not SHARED.is_dir(), reason=f"360-eval datasets not found at {SHARED}"
+)
+
+BOM_MAPPING: dict[str, Any] = {"prompt": "Prompt", "expected": "Golden_Answer"}
+CHEGG_MAPPING: dict[str, Any] = {
+    "prompt": "cleaned_question_body",
+    "expected": "cleaned_answer_body",
+}
+# (file, mapping, rows per NOTICE.md)
+REAL_CSVS: list[tuple[str, dict[str, Any], int]] = [
+    ("sample-benchmark-prompts-data-extraction.csv", {}, 20),
+    ("sample-benchmark-prompts-data-formatting.csv", {}, 22),
+    ("sample-benchmark-prompts-function-calling.csv", {}, 21),
+    ("sample-benchmark-prompts-summarization.csv", {}, 20),
+    ("sample-benchmark-prompts-text-to-sql.csv", {}, 21),
+    ("sample-benchmark-prompts-thinking-use-case.csv", BOM_MAPPING, 10),
+    ("sample-benchmark-prompts-customer-call-transcripts.csv", {}, 10),
+    ("chegg-question-answer-relevance-check.csv", CHEGG_MAPPING, 5),
+]
+
+
+def load(tmp_path: Path, name: str, text: str | bytes, **mapping: Any) -> list[DatasetRow]:
+    """Write ``text`` to ``tmp_path/name`` and load it with ``mapping``."""
+    target = tmp_path / name
+    if isinstance(text, bytes):
+        target.write_bytes(text)
+    else:
+        target.write_text(text, encoding="utf-8", newline="")
+    return load_dataset(DatasetSource(path=name, **mapping), tmp_path)
+
+
+def load_error(tmp_path: Path, name: str, text: str | bytes, **mapping: Any) -> DatasetError:
+    """Like :func:`load`, but expect a DatasetError and return it."""
+    with pytest.raises(DatasetError) as info:
+        load(tmp_path, name, text, **mapping)
+    return info.value
+
+
+def jsonl(*objects: Any) -> str:
+    return "".join(json.dumps(obj) + "\n" for obj in objects)
+
+
+# --- the real 360-eval files -------------------------------------------------------------
+
+
+@needs_shared
+@pytest.mark.parametrize(("name", "mapping", "count"), REAL_CSVS, ids=[c[0] for c in REAL_CSVS])
+def test_real_360_eval_csv_loads(name: str, mapping: dict[str, Any], count: int) -> None:
+    rows = load_dataset(DatasetSource(path=name, **mapping), SHARED)
+    with open(SHARED / name, encoding="utf-8-sig", newline="") as handle:
+        reference = list(csv.DictReader(handle))
+    prompt_col = mapping.get("prompt", "text_prompt")
+    expected_col = mapping.get("expected", "golden_answer")
+    assert len(rows) == count
+    assert [r.prompt for r in rows] == [ref[prompt_col] for ref in reference]
+    assert [r.expected for r in rows] == [ref[expected_col] or None for ref in reference]
+    assert [r.id for r in rows] == [f"row-{n}" for n in range(1, count + 1)]
+    assert rows[0].line == 2
+    assert all(isinstance(v, str) for r in rows for v in r.vars.values())
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("name", "mapping"),
+    [(n, m) for n, m, _ in REAL_CSVS if "customer-call" not in n and "chegg" not in n],
+)
+def test_real_csv_line_numbers_point_at_row_start(name: str, mapping: dict[str, Any]) -> None:
+    # In these files the prompt is the first column, so each row's line starts with its prompt.
+    lines = (SHARED / name).read_text(encoding="utf-8-sig").split("\n")
+    for row in load_dataset(DatasetSource(path=name, **mapping), SHARED):
+        first_line = row.prompt.split("\n")[0]
+        raw = lines[row.line - 1].removeprefix('"').replace('""', '"')
+        assert raw.startswith(first_line), (row.id, row.line)
+
+
+@needs_shared
+def test_real_multiline_prompt_preserved() -> None:
+    rows = load_dataset(DatasetSource(path="sample-benchmark-prompts-function-calling.csv"), SHARED)
+    assert rows[0].prompt.startswith("## Task: Generate the proper function ca")
+    assert rows[0].prompt.count("\n") == 39
+    assert rows[1].line == 42  # row 1 spans lines 2..41
+
+
+@needs_shared
+def test_real_bom_file_has_clean_column_names() -> None:
+    rows = load_dataset(
+        DatasetSource(path="sample-benchmark-prompts-thinking-use-case.csv", **BOM_MAPPING), SHARED
+    )
+    assert set(rows[0].vars) == {"Prompt", "Golden_Answer"}
+    calls = load_dataset(
+        DatasetSource(path="sample-benchmark-prompts-customer-call-transcripts.csv"), SHARED
+    )
+    assert next(iter(calls[0].vars)) == "Case ID"
+    assert "ROLE:\n" in calls[0].prompt
+
+
+@needs_shared
+def test_real_bom_file_without_mapping_names_columns_and_key() -> None:
+    source = DatasetSource(path="sample-benchmark-prompts-thinking-use-case.csv")
+    with pytest.raises(DatasetError) as info:
+        load_dataset(source, SHARED)
+    message = str(info.value)
+    assert "no prompt column" in message
+    assert "'Prompt', 'Golden_Answer'" in message
+    assert "set dataset.prompt" in message
+    assert info.value.line == 1
+
+
+# --- JSONL -------------------------------------------------------------------------------
+
+
+def test_360_eval_shaped_jsonl_loads_without_mapping(tmp_path: Path) -> None:
+    task = {"task_type": "Summarization", "task_criteria": "Be brief"}
+    line = {
+        "text_prompt": "Summarize\nthis",
+        "golden_answer": "Short.",
+        "expected_output_tokens": 120,
+        "task": task,
+    }
+    text = jsonl(line) + "\n  \n" + jsonl({**line, "text_prompt": "Second"})
+    rows = load(tmp_path, "cases.jsonl", text)
+    assert [(r.id, r.line) for r in rows] == [("row-1", 1), ("row-2", 4)]
+    first = rows[0]
+    assert (first.prompt, first.expected) == ("Summarize\nthis", "Short.")
+    assert first.task == task
+    assert first.expected_output_tokens == 120
+    assert first.vars["task"] == task and first.vars["expected_output_tokens"] == 120
+    assert (first.tags, first.threshold) == ((), None)
+
+
+def test_jsonl_id_vars_tags_threshold(tmp_path: Path) -> None:
+    line = {
+        "id": "q1",
+        "prompt": "Hi {name}",
+        "expected": {"a": 1},
+        "name": "top",
+        "vars": {"name": "Ann", "extra": [1]},
+        "tags": ["smoke", " fast "],
+        "threshold": 0.5,
+    }
+    (row,) = load(tmp_path, "c.ndjson", jsonl(line))
+    assert row.id == "q1"
+    assert row.expected == '{"a": 1}'
+    assert row.vars["name"] == "Ann" and row.vars["extra"] == [1]
+    assert "vars" not in row.vars and row.vars["id"] == "q1"
+    assert row.tags == ("smoke", "fast")
+    assert row.threshold == 0.5
+    assert row.task is None and row.expected_output_tokens is None
+
+
+def test_explicit_format_overrides_extension(tmp_path: Path) -> None:
+    rows = load(tmp_path, "cases.txt", jsonl({"input": "x", "output": "y"}), format="jsonl")
+    assert (rows[0].prompt, rows[0].expected) == ("x", "y")
+
+
+def test_jsonl_bom_tolerated(tmp_path: Path) -> None:
+    rows = load(tmp_path, "c.jsonl", b"\xef\xbb\xbf" + jsonl({"question": "q"}).encode())
+    assert rows[0].prompt == "q" and "question" in rows[0].vars
+
+
+def test_jsonl_default_columns_resolved_per_line(tmp_path: Path) -> None:
+    rows = load(tmp_path, "c.jsonl", jsonl({"prompt": "a", "answer": "1"}, {"input": "b"}))
+    assert [(r.prompt, r.expected) for r in rows] == [("a", "1"), ("b", None)]
+
+
+# --- CSV ---------------------------------------------------------------------------------
+
+
+def test_csv_mapping_vars_tags_and_padding(tmp_path: Path) -> None:
+    text = 'qid,question,answer,labels,threshold,note\nA1,Q?,yes,"x, y",0.8\n\n,,,\nA2,Q2,,,,n\n'
+    rows = load(
+        tmp_path, "qa.csv", text, prompt="question", expected="answer", id="qid", tags="labels"
+    )
+    assert [r.id for r in rows] == ["A1", "A2"]
+    assert rows[0].tags == ("x", "y") and rows[0].threshold == 0.8
+    assert rows[0].vars == {
+        "qid": "A1",
+        "question": "Q?",
+        "answer": "yes",
+        "labels": "x, y",
+        "threshold": "0.8",
+        "note": "",
+    }
+    assert rows[1].expected is None and rows[1].line == 5
+
+
+def test_csv_line_numbers_with_multiline_fields(tmp_path: Path) -> None:
+    text = 'prompt,expected\n"one\ntwo\nthree",a\nsingle,b\n"x\n\ny","multi\nline"\nlast,c\n'
+    rows = load(tmp_path, "m.csv", text)
+    assert [r.line for r in rows] == [2, 5, 6, 10]
+    assert rows[0].prompt == "one\ntwo\nthree" and rows[2].expected == "multi\nline"
+
+
+def test_csv_crlf_line_numbers_and_newlines_kept(tmp_path: Path) -> None:
+    rows = load(tmp_path, "m.csv", 'prompt\r\n"a\r\nb"\r\nc\r\n')
+    assert [(r.prompt, r.line) for r in rows] == [("a\r\nb", 2), ("c", 4)]
+
+
+def test_csv_row_numbers_are_stable_ids(tmp_path: Path) -> None:
+    rows = load(tmp_path, "s.csv", "prompt,id\na,\nb,\nc,given\n")
+    assert [r.id for r in rows] == ["row-1", "row-2", "given"]
+
+
+# --- limit and shorthand -----------------------------------------------------------------
+
+
+def test_limit_takes_first_rows_and_reads_no_further(tmp_path: Path) -> None:
+    text = "prompt\na\nb\nc\n,,,,,\n"  # the bad last row lies past the limit
+    rows = load(tmp_path, "l.csv", text, limit=2)
+    assert [r.prompt for r in rows] == ["a", "b"]
+    assert (
+        len(load(tmp_path, "l2.jsonl", jsonl(*({"prompt": str(i)} for i in range(5))), limit=3))
+        == 3
+    )
+
+
+def test_shorthand_string_is_path(tmp_path: Path) -> None:
+    spec = yaml.safe_load("dataset: data/x.jsonl")
+    source = DatasetSource.model_validate(spec["dataset"])
+    assert source == DatasetSource(path="data/x.jsonl")
+    assert source.encoding == "utf-8-sig" and source.format is None
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.jsonl").write_text(jsonl({"prompt": "p"}))
+    assert load_dataset(source, tmp_path)[0].prompt == "p"
+
+
+def test_path_is_relative_to_base_dir(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "shared" / "x.csv").write_text("Prompt,Golden_Answer\np,g\n")
+    source = DatasetSource(path="../shared/x.csv", prompt="Prompt", expected="Golden_Answer")
+    assert load_dataset(source, tmp_path / "evals")[0].expected == "g"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"path": "x.csv", "unknown": 1},
+        {"path": "x.csv", "limit": 0},
+        {"path": ""},
+        {"path": "x.csv", "encoding": "no-such-codec"},
+        {"path": "x.csv", "format": "tsv"},
+    ],
+)
+def test_source_rejects_bad_fields(data: dict[str, Any]) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        DatasetSource.model_validate(data)
+
+
+def test_source_is_frozen_and_documented() -> None:
+    source = DatasetSource(path="x.csv")
+    with pytest.raises(pydantic.ValidationError):
+        source.path = "y.csv"
+    assert all(f.description for f in DatasetSource.model_fields.values())
+
+
+# --- ids ---------------------------------------------------------------------------------
+
+
+def test_ids_sanitized_for_node_ids(tmp_path: Path) -> None:
+    raw = ["a[1]", "x::y", "has space", "p/q", "tab\there", " padded ", "ok-1.2", 7]
+    rows = load(tmp_path, "i.jsonl", jsonl(*({"id": i, "prompt": "p"} for i in raw)))
+    assert [r.id for r in rows] == [
+        "a-1-",
+        "x-y",
+        "has-space",
+        "p-q",
+        "tab-here",
+        "padded",
+        "ok-1.2",
+        "7",
+    ]
+
+
+def test_ids_colliding_after_sanitizing_rejected(tmp_path: Path) -> None:
+    error = load_error(
+        tmp_path, "i.jsonl", jsonl({"id": "a b", "prompt": "p"}, {"id": "a/b", "prompt": "q"})
+    )
+    assert "duplicate case id 'a-b' at lines 1 and 2" in str(error)
+    assert error.line == 2
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+def test_error_missing_file_names_resolved_path(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError) as info:
+        load_dataset(DatasetSource(path="../data/../nope.csv"), tmp_path / "evals")
+    resolved = (tmp_path / "nope.csv").resolve()
+    assert str(info.value).startswith(f"{resolved}: dataset file not found")
+    assert info.value.path == resolved and info.value.line is None
+
+
+def test_error_unknown_extension(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.tsv", "prompt\na\n")
+    assert "unknown dataset extension '.tsv'" in str(error) and "set format" in str(error)
+    assert error.line is None and error.path == tmp_path / "x.tsv"
+
+
+def test_error_mapped_column_missing_csv(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.csv", "q,a\nhi,yo\n", prompt="q", expected="answer")
+    assert "column 'answer' (dataset.expected) not found; available: 'q', 'a'" in str(error)
+    assert error.line == 1
+
+
+def test_error_mapped_column_missing_jsonl(tmp_path: Path) -> None:
+    error = load_error(
+        tmp_path, "x.jsonl", jsonl({"q": "a", "qid": 1}, {"q": "b"}), prompt="q", id="qid"
+    )
+    assert "column 'qid' (dataset.id) not found; available: 'q'" in str(error)
+    assert error.line == 2
+
+
+def test_error_no_prompt_column(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.csv", "body,answer\nhi,yo\n")
+    message = str(error)
+    assert "no prompt column (looked for text_prompt, prompt, question, input)" in message
+    assert "available: 'body', 'answer'" in message and "set dataset.prompt" in message
+    assert error.line == 1
+
+
+def test_error_empty_prompt_after_multiline_row(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.csv", 'prompt,expected\n"a\nb",1\n"  ",2\n')
+    assert "empty prompt in column 'prompt'" in str(error)
+    assert str(error).startswith(f"{tmp_path / 'x.csv'}:4: ")
+    assert error.line == 4
+
+
+def test_error_invalid_json_line(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.jsonl", jsonl({"prompt": "a"}) + "\n{\"prompt\": 'b'}\n")
+    assert "invalid JSON: Expecting value (column 12)" in str(error)
+    assert error.line == 3
+
+
+def test_error_jsonl_line_not_object(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.jsonl", jsonl({"prompt": "a"}, ["prompt", "b"]))
+    assert "line is a JSON list, not an object" in str(error)
+    assert error.line == 2
+
+
+def test_error_duplicate_ids_give_both_lines(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.csv", 'id,prompt\nk,"a\nb"\nz,c\nk,d\n')
+    assert "duplicate case id 'k' at lines 2 and 5" in str(error)
+    assert error.line == 5
+
+
+def test_error_generated_id_collides_with_given_id(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.csv", "id,prompt\nrow-2,a\n,b\n")
+    assert "duplicate case id 'row-2' at lines 2 and 3" in str(error)
+
+
+def test_error_csv_row_with_extra_fields(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.csv", 'prompt,expected\n"a\nb",1\nc,2,3\n')
+    assert "row has 3 fields but the header has 2" in str(error)
+    assert error.line == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "line"),
+    [
+        ("", "CSV file has no header row", 1),
+        ("prompt,expected\n", "dataset has no data rows", None),
+        ("prompt,prompt\na,b\n", "duplicate column names: prompt", 1),
+        ('prompt\na\n"b\nc\n', "malformed CSV row", 3),
+        ("prompt,threshold\na,1.5\n", "threshold must be a number from 0 to 1", 2),
+        ("prompt,expected_output_tokens\na,many\n", "expected_output_tokens must be a positive", 2),
+    ],
+)
+def test_error_csv_shapes_and_values(
+    tmp_path: Path, text: str, message: str, line: int | None
+) -> None:
+    error = load_error(tmp_path, "x.csv", text)
+    assert message in str(error)
+    assert error.line == line
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        ({"prompt": 3}, "prompt 'prompt' must be a string, got int"),
+        ({"prompt": "a", "vars": [1]}, "'vars' must be an object, got list"),
+        ({"prompt": "a", "tags": [1]}, "tags must be a comma-separated string or a list"),
+        ({"prompt": "a", "task": "sum"}, "'task' must be an object of strings"),
+        ({"prompt": "a", "threshold": True}, "threshold must be a number from 0 to 1"),
+        ({"prompt": "a", "expected_output_tokens": 0}, "expected_output_tokens must be a positive"),
+        ({"prompt": "a", "id": [1]}, "case id must be a string or an integer, got list"),
+    ],
+)
+def test_error_jsonl_values(tmp_path: Path, obj: dict[str, Any], message: str) -> None:
+    error = load_error(tmp_path, "x.jsonl", jsonl({"prompt": "ok"}, obj))
+    assert message in str(error)
+    assert error.line == 2
+
+
+def test_error_undecodable_bytes_give_line(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.csv", b"prompt\nok\ncaf\xe9\n")
+    assert "cannot decode as utf-8-sig" in str(error) and "dataset.encoding" in str(error)
+    assert error.line == 3
+    rows = load(tmp_path, "y.csv", b"prompt\ncaf\xe9\n", encoding="latin-1")
+    assert rows[0].prompt == "café"

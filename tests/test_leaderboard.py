@@ -1,0 +1,340 @@
+"""Tests for pytest_llmbench.leaderboard: aggregation rules, ranking, CSV files, terminal table."""
+
+from __future__ import annotations
+
+import csv
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from pytest_llmbench import leaderboard as lb
+from pytest_llmbench.record import FIELDS, build_record
+
+REPO_ROOT = Path(lb.__file__).resolve().parents[1]
+
+
+def rec(**values: Any) -> dict[str, Any]:
+    """A complete record; model m1, suite s1, case c1, repeat 0, passed unless told."""
+    values.setdefault("model", "m1")
+    values.setdefault("suite", "s1")
+    values.setdefault("case_id", "c1")
+    values.setdefault("repeat", 0)
+    values.setdefault("outcome", "passed")
+    values.setdefault("nodeid", f"{values['suite']}::{values['case_id']}[{values['model']}]")
+    return build_record(**values)
+
+
+def suite_s1() -> list[dict[str, Any]]:
+    """Five items of m1/s1. Error and skipped items carry values that must not leak into means."""
+    return [
+        rec(case_id="c1", repeat=0, score=1.0, latency_s=1.0, ttft_s=0.2, input_tokens=10,
+            output_tokens=20, cost_usd=0.001, tokens_per_s=10.0, tool_calls=1),
+        rec(case_id="c1", repeat=1, outcome="failed", score=0.5, latency_s=2.0, input_tokens=12,
+            output_tokens=30, cost_usd=0.002, tokens_per_s=20.0, retries=1),
+        rec(case_id="c2", repeat=0, outcome="error", latency_s=50.0, ttft_s=9.0, input_tokens=5,
+            cost_usd=0.0005, tokens_per_s=999.0, retries=3, error="boom", error_kind="provider"),
+        rec(case_id="c2", repeat=1, outcome="skipped", score=0.0, latency_s=100.0, ttft_s=7.0,
+            input_tokens=1000, output_tokens=1000, cost_usd=1.0, retries=7, tool_calls=9),
+        rec(case_id="c3", repeat=0, score=None, latency_s=3.0, ttft_s=0.4, input_tokens=8,
+            output_tokens=10, cost_usd=0.003, tool_calls=2),
+    ]
+
+
+def sample_records() -> list[dict[str, Any]]:
+    return [
+        *suite_s1(),
+        rec(suite="s2", case_id="c1", score=0.8, latency_s=0.5, input_tokens=4,
+            output_tokens=6, cost_usd=0.001),
+        rec(model="m2", case_id="c1", outcome="failed", score=0.25, latency_s=1.5),
+    ]
+
+
+def row_of(frame: pd.DataFrame, **keys: Any) -> pd.Series:
+    mask = pd.Series(True, index=frame.index)
+    for name, value in keys.items():
+        mask &= frame[name] == value
+    (index,) = frame.index[mask]
+    return frame.loc[index]
+
+
+# --- records_frame -------------------------------------------------------------------------
+
+
+def test_records_frame_has_record_fields_and_numeric_nan() -> None:
+    frame = lb.records_frame(suite_s1())
+    assert list(frame.columns) == list(FIELDS)
+    assert len(frame) == 5
+    assert frame["score"].dtype == "float64"
+    assert pd.isna(frame["score"].iloc[4])
+    assert pd.isna(frame["output_tokens"].iloc[2])
+
+
+def test_records_frame_of_nothing_is_empty_with_columns() -> None:
+    frame = lb.records_frame([])
+    assert frame.empty
+    assert list(frame.columns) == list(FIELDS)
+    assert lb.aggregate(frame, ["model"]).columns.tolist() == ["model", *lb.METRIC_COLUMNS]
+
+
+# --- aggregate rules -----------------------------------------------------------------------
+
+
+def test_metric_columns_order() -> None:
+    frame = lb.all_metrics(lb.records_frame(sample_records()))
+    assert list(frame.columns) == ["model", "suite", *lb.METRIC_COLUMNS]
+    assert lb.METRIC_COLUMNS[0] == "n_items" and lb.METRIC_COLUMNS[-1] == "retries_total"
+    assert len(lb.METRIC_COLUMNS) == 27
+
+
+def test_counts_and_rates_exclude_errors_and_skips() -> None:
+    row = row_of(lb.all_metrics(lb.records_frame(sample_records())), model="m1", suite="s1")
+    assert (row["n_items"], row["n_cases"], row["n_repeats"]) == (5, 3, 2)
+    assert (row["n_passed"], row["n_failed"], row["n_errors"], row["n_skipped"]) == (2, 1, 1, 1)
+    assert row["error_rate"] == pytest.approx(1 / 4)
+    assert row["pass_rate"] == pytest.approx(2 / 3)
+    # Only the answered items with a score: 1.0 and 0.5 (ddof=1 std).
+    assert row["score_mean"] == pytest.approx(0.75)
+    assert row["score_std"] == pytest.approx(math.sqrt(0.125))
+
+
+def test_totals_include_errors_means_only_answers() -> None:
+    row = row_of(lb.all_metrics(lb.records_frame(sample_records())), model="m1", suite="s1")
+    assert row["input_tokens_total"] == 10 + 12 + 5 + 8
+    assert row["output_tokens_total"] == 20 + 30 + 10
+    assert row["input_tokens_mean"] == pytest.approx((10 + 12 + 8) / 3)
+    assert row["output_tokens_mean"] == pytest.approx(20.0)
+    assert row["cost_usd_total"] == pytest.approx(0.001 + 0.002 + 0.0005 + 0.003)
+    assert row["cost_usd_mean"] == pytest.approx(0.006 / 3)
+    assert row["tool_calls_total"] == 3
+    assert row["retries_total"] == 4
+
+
+def test_latency_and_ttft_stats_use_linear_percentiles() -> None:
+    row = row_of(lb.all_metrics(lb.records_frame(sample_records())), model="m1", suite="s1")
+    assert row["latency_s_mean"] == pytest.approx(2.0)
+    assert row["latency_s_p50"] == pytest.approx(2.0)
+    assert row["latency_s_p95"] == pytest.approx(2.9)
+    assert row["ttft_s_mean"] == pytest.approx(0.3)
+    assert row["ttft_s_p50"] == pytest.approx(0.3)
+    assert row["ttft_s_p95"] == pytest.approx(0.39)
+    assert row["ttft_n"] == 2
+    assert row["tokens_per_s_mean"] == pytest.approx(15.0)
+
+
+def test_all_metrics_rows_sorted_by_model_then_suite() -> None:
+    records = list(reversed(sample_records()))
+    frame = lb.all_metrics(lb.records_frame(records))
+    assert list(zip(frame["model"], frame["suite"])) == [("m1", "s1"), ("m1", "s2"), ("m2", "s1")]
+
+
+def test_missing_values_give_nan_not_zero() -> None:
+    frame = lb.records_frame([rec(outcome="error"), rec(case_id="c2", outcome="skipped")])
+    row = lb.aggregate(frame, ["model"]).iloc[0]
+    assert row["error_rate"] == pytest.approx(1.0)
+    for name in ("pass_rate", "score_mean", "cost_usd_total", "latency_s_p50", "ttft_s_mean"):
+        assert math.isnan(row[name]), name
+    assert pd.isna(row["input_tokens_total"])
+    assert row["ttft_n"] == 0
+    assert row["retries_total"] == 0
+
+
+def test_error_rate_nan_when_everything_skipped() -> None:
+    row = lb.aggregate(lb.records_frame([rec(outcome="skipped")]), ["model"]).iloc[0]
+    assert (row["n_items"], row["n_skipped"]) == (1, 1)
+    assert math.isnan(row["error_rate"])
+
+
+def test_frames_stay_unrounded() -> None:
+    row = row_of(lb.all_metrics(lb.records_frame(sample_records())), model="m1", suite="s1")
+    assert row["pass_rate"] == 2 / 3
+    assert row["pass_rate"] != round(2 / 3, 6)
+
+
+# --- model_aggregate -----------------------------------------------------------------------
+
+
+def test_model_aggregate_has_suite_rows_and_all_row() -> None:
+    frame = lb.model_aggregate(lb.records_frame(sample_records()), "m1")
+    assert list(frame.columns) == ["suite", *lb.METRIC_COLUMNS]
+    assert frame["suite"].tolist() == ["s1", "s2", "__all__"]
+    total = frame.iloc[-1]
+    # c1 of s1 and c1 of s2 are different cases.
+    assert (total["n_items"], total["n_cases"], total["n_passed"]) == (6, 4, 3)
+    assert total["score_mean"] == pytest.approx((1.0 + 0.5 + 0.8) / 3)
+    assert total["cost_usd_total"] == pytest.approx(0.0075)
+
+
+def test_model_aggregate_unknown_model_raises() -> None:
+    with pytest.raises(KeyError, match="nope"):
+        lb.model_aggregate(lb.records_frame(sample_records()), "nope")
+
+
+# --- leaderboard ranking -------------------------------------------------------------------
+
+
+def ranking_records() -> list[dict[str, Any]]:
+    return [
+        rec(model="a", score=0.9),
+        rec(model="a", case_id="c2", outcome="failed", score=0.9),
+        rec(model="b", score=0.9),
+        rec(model="c", score=0.5, cost_usd=0.01),
+        rec(model="d", score=0.5, cost_usd=0.001),
+        rec(model="f", score=0.7),
+        rec(model="e", score=0.7),
+        rec(model="aa-errors", outcome="error"),
+        rec(model="y-noscore", score=None),
+    ]
+
+
+def test_leaderboard_ranks_with_tie_breaks_and_nan_last() -> None:
+    board = lb.leaderboard(lb.records_frame(ranking_records()))
+    assert board.columns.tolist()[:2] == ["rank", "model"]
+    assert board["rank"].tolist() == list(range(1, 9))
+    # score desc; then pass rate desc (b > a); then cost asc (d < c); then name (e < f);
+    # NaN score last, and among those NaN pass rate last.
+    assert board["model"].tolist() == ["b", "a", "e", "f", "d", "c", "y-noscore", "aa-errors"]
+
+
+def test_leaderboard_is_one_row_per_model() -> None:
+    board = lb.leaderboard(lb.records_frame(sample_records()))
+    assert board["model"].tolist() == ["m1", "m2"]
+    assert board.iloc[0]["n_items"] == 6
+    assert board.iloc[1]["score_mean"] == pytest.approx(0.25)
+
+
+# --- model_dir_name ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("openai/gpt-4o-mini", "openai-gpt-4o-mini"),
+        ("local/smollm2", "local-smollm2"),
+        ("model v1.5:free", "model-v1.5-free"),
+        ("a  b//c", "a-b-c"),
+        ("a--b", "a-b"),
+        ("../etc/passwd", "etc-passwd"),
+        ("..", "model"),
+        ("", "model"),
+        ("-.-", "model"),
+        ("ünï", "n"),
+        ("Keep_Case.2", "Keep_Case.2"),
+    ],
+)
+def test_model_dir_name(model: str, expected: str) -> None:
+    assert lb.model_dir_name(model) == expected
+
+
+# --- write_aggregates ----------------------------------------------------------------------
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def csv_header(path: Path) -> list[str]:
+    with path.open(newline="") as handle:
+        return next(csv.reader(handle))
+
+
+def test_write_aggregates_none_without_records(tmp_path: Path) -> None:
+    assert lb.write_aggregates([], tmp_path / "out") is None
+    assert not (tmp_path / "out").exists()
+
+
+def test_write_aggregates_file_layout(tmp_path: Path) -> None:
+    records = [*sample_records(), rec(model="openai/gpt-4o-mini", score=1.0)]
+    written = lb.write_aggregates(records, tmp_path / "out")
+    assert written is not None
+    assert written.all_metrics == tmp_path / "out" / "all_metrics.csv"
+    assert written.leaderboard == tmp_path / "out" / "leaderboard.csv"
+    assert dict(written.per_model) == {
+        "m1": tmp_path / "out" / "m1" / "aggregate_metrics.csv",
+        "m2": tmp_path / "out" / "m2" / "aggregate_metrics.csv",
+        "openai/gpt-4o-mini": tmp_path / "out" / "openai-gpt-4o-mini" / "aggregate_metrics.csv",
+    }
+    assert all(path.is_file() for path in written.per_model.values())
+
+
+def test_written_csv_headers_and_values(tmp_path: Path) -> None:
+    written = lb.write_aggregates(sample_records(), tmp_path)
+    assert written is not None
+    assert csv_header(written.all_metrics) == ["model", "suite", *lb.METRIC_COLUMNS]
+    assert csv_header(written.leaderboard) == ["rank", "model", *lb.METRIC_COLUMNS]
+    assert csv_header(written.per_model["m1"]) == ["suite", *lb.METRIC_COLUMNS]
+    row = read_csv(written.all_metrics)[0]
+    assert (row["model"], row["suite"]) == ("m1", "s1")
+    assert row["pass_rate"] == "0.666667"
+    assert row["score_std"] == "0.353553"
+    assert row["input_tokens_total"] == "35"
+    assert row["n_items"] == "5"
+    m2 = read_csv(written.all_metrics)[2]
+    assert m2["cost_usd_total"] == "" and m2["ttft_s_p50"] == ""
+    assert [r["suite"] for r in read_csv(written.per_model["m1"])] == ["s1", "s2", "__all__"]
+    assert [r["model"] for r in read_csv(written.leaderboard)] == ["m1", "m2"]
+
+
+def test_dir_name_collisions_get_suffix(tmp_path: Path) -> None:
+    records = [rec(model="openai:gpt-4o"), rec(model="openai/gpt-4o"), rec(model="M"),
+               rec(model="m")]
+    written = lb.write_aggregates(records, tmp_path)
+    assert written is not None
+    dirs = {model: path.parent.name for model, path in written.per_model.items()}
+    # Sorted by model name: "/" sorts before ":", "M" before "m"; case-insensitive collision.
+    assert dirs == {
+        "openai/gpt-4o": "openai-gpt-4o",
+        "openai:gpt-4o": "openai-gpt-4o-2",
+        "M": "M",
+        "m": "m-2",
+    }
+    assert read_csv(written.per_model["openai:gpt-4o"])[-1]["n_items"] == "1"
+
+
+# --- format_leaderboard --------------------------------------------------------------------
+
+
+def test_format_leaderboard_table() -> None:
+    records = [
+        rec(model="alpha", score=1.0, cost_usd=0.0012, latency_s=1.234, ttft_s=0.5),
+        rec(model="beta/long-name", outcome="error"),
+    ]
+    lines = lb.format_leaderboard(lb.leaderboard(lb.records_frame(records)))
+    assert lines == [
+        "rank  model           score    pass  errors  cost $  p50 s  ttft p50 s",
+        "   1  alpha           1.000  100.0%       0  0.0012   1.23        0.50",
+        "   2  beta/long-name      -       -       1       -      -           -",
+    ]
+
+
+def test_format_leaderboard_truncates() -> None:
+    records = [rec(model=name, score=score) for name, score in (("x", 0.1), ("y", 0.2),
+                                                                 ("z", 0.3))]
+    lines = lb.format_leaderboard(lb.leaderboard(lb.records_frame(records)), max_rows=2)
+    assert len(lines) == 4
+    assert lines[1].split()[:3] == ["1", "z", "0.300"]
+    assert lines[2].split()[:2] == ["2", "y"]
+    assert lines[-1] == "... 1 more model(s)"
+
+
+# --- import cost ---------------------------------------------------------------------------
+
+
+def test_import_does_not_load_pandas() -> None:
+    code = (
+        "import sys, pytest_llmbench.leaderboard as lb\n"
+        "print('pandas' in sys.modules)\n"
+        "lb.records_frame([])\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    # The second line proves the check can see pandas once it is really imported.
+    assert result.stdout.split() == ["False", "True"]
