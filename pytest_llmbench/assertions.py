@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 _KEYS = ("type", "value", "weight", "tolerance", "rel_tolerance", "threshold")
 #: The allowed (low, high) of each numeric key; None is unbounded.
@@ -28,6 +28,11 @@ _RANGES: dict[str, tuple[float, float | None]] = {
 }
 _DEFAULT_THRESHOLD = 0.5
 _QUOTE_LIMIT = 80
+_PYTHON_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+#: A fenced block: its info string (language) and its body.
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL)
+#: A number as models write it: signed, with optional thousands commas, decimals and exponent.
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 class AssertionSpecError(ValueError):
@@ -109,7 +114,7 @@ Checker = Callable[[Any, str, Assertion, AssertionContext], _Outcome]
 class _TypeSpec:
     check: Checker
     #: "defaults": the case's expected when omitted; "required": must be given; "none": no value
-    value_rule: str
+    value_rule: Literal["defaults", "required", "none"]
     parse_value: Callable[[str, Any], Any] | None = None  #: normalises a written value, or raises
     hint: str = ""  #: what a required value looks like
     options: frozenset[str] = frozenset()
@@ -196,8 +201,9 @@ def _equals_value(base: str, value: Any) -> Any:
 
 
 def _text_list_value(base: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, list) and value and all(isinstance(v, str) or _is_number(v) for v in value):
-        return tuple(str(item) for item in value)
+    items = value if isinstance(value, list) else []
+    if items and all(isinstance(item, str) or _is_number(item) for item in items):
+        return tuple(str(item) for item in items)
     raise AssertionSpecError(f"{base} needs a non-empty list of strings, got {value!r}", "value")
 
 
@@ -208,9 +214,6 @@ def _regex_value(base: str, value: Any) -> str:
     except re.error as exc:
         raise AssertionSpecError(f"invalid regex {pattern!r}: {exc}", "value") from None
     return pattern
-
-
-_PYTHON_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 
 def _python_value(base: str, value: Any) -> str:
@@ -301,9 +304,9 @@ def _check_equals(value: Any, output: str, a: Assertion, ctx: AssertionContext) 
             return _Outcome(False, str(exc), 0.0)
         want = _q(json.dumps(value))
         return _binary(parsed == value, f"{where} equals {want}", f"{where} differs from {want}")
-    want, got = _q(str(value).strip()), output.strip()
-    return _binary(got == str(value).strip(), f"output equals {want}",
-                   f"output {_q(got)} does not equal {want}")
+    want, got = str(value).strip(), output.strip()
+    return _binary(got == want, f"output equals {_q(want)}",
+                   f"output {_q(got)} does not equal {_q(want)}")
 
 
 def _substring_checker(mode: str, fold: bool) -> Checker:
@@ -342,9 +345,6 @@ def _check_starts_with(value: Any, output: str, a: Assertion, ctx: AssertionCont
                    f"output {_q(got)} does not start with {_q(want)}")
 
 
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL)
-
-
 def _parse_json_output(output: str) -> tuple[Any, str]:
     """Parse the whole output as JSON, else its single ```json (or bare ```) fenced block."""
     try:
@@ -379,7 +379,7 @@ def _check_json(value: Any, output: str, a: Assertion, ctx: AssertionContext) ->
 
     try:
         error = jsonschema.exceptions.best_match(validator.iter_errors(data))
-    except Exception as exc:  # e.g. a $ref that cannot be resolved
+    except Exception as exc:  # noqa: BLE001 -- e.g. a $ref that cannot be resolved
         reason = f"cannot apply the schema: {type(exc).__name__}: {_clip(str(exc))}"
         raise _CheckFailed(reason) from None
     if error is None:
@@ -410,14 +410,11 @@ def _load_schema(ref: str, base_dir: Path) -> Mapping[str, Any]:
             schema = yaml.safe_load(text)
         else:
             schema = json.loads(text)
-    except Exception as exc:  # OSError, or json's or yaml's parse errors (no common base)
+    except Exception as exc:  # noqa: BLE001 -- OSError, json's or yaml's errors: no common base
         raise _CheckFailed(f"cannot load schema file {ref}: {_clip(str(exc))}") from None
     if not isinstance(schema, Mapping):
         raise _CheckFailed(f"schema file {ref} does not hold a mapping")
     return schema
-
-
-_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def _first_number(text: str) -> float | None:
@@ -446,7 +443,7 @@ def _check_python(value: Any, output: str, a: Assertion, ctx: AssertionContext) 
     function = _load_function(value, ctx.base_dir)
     try:
         result = function(output, ctx)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- user code may raise anything; it is a verdict
         raise _CheckFailed(f"{value} raised {type(exc).__name__}: {_clip(str(exc))}") from None
     return _python_outcome(value, result, a.options.get("threshold", _DEFAULT_THRESHOLD))
 
@@ -460,7 +457,7 @@ def _load_function(ref: str, base_dir: Path) -> Callable[..., Any]:
         if module_name not in sys.modules:
             importlib.invalidate_caches()  # the module may be newer than the finders' caches
         function: Callable[..., Any] = getattr(importlib.import_module(module_name), name)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- importing user code may raise anything
         raise _CheckFailed(f"cannot load {ref}: {type(exc).__name__}: {_clip(str(exc))}") from None
     finally:
         sys.path[:] = saved

@@ -28,6 +28,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.addinivalue_line("markers", "llmbench: an item created from a *.eval.yaml file")
     config.addinivalue_line("markers", "llmbench_files(files): seed the workdir fixture")
+    # litellm trips pydantic deprecation warnings in its own code; they are not the user's to fix.
+    config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:litellm(\..*)?")
     config.pluginmanager.register(fixtures, "llmbench-fixtures")
     if _config.explicitly_configured(config):
         _config.get_run_config(config)  # bad options fail now, as a usage error

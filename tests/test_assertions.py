@@ -23,13 +23,16 @@ from pytest_llmbench.assertions import (
 SCHEMA = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
 
 
-def check(raw: Any, output: str, expected: str | None = None, base_dir: Path = Path(".")) -> Verdict:
+def check(
+    raw: Any, output: str, expected: str | None = None, base_dir: Path = Path(".")
+) -> Verdict:
+    """Parse ``raw`` and evaluate it on ``output`` for case c1 on model m."""
     context = AssertionContext(expected=expected, case_id="c1", model="m", base_dir=base_dir)
     return evaluate(parse_assertion(raw), output, context)
 
 
 # (assertion, output, passed, a fragment of the reason) for every type, passing and failing.
-CASES = [
+CASES: list[tuple[Any, str, bool, str]] = [
     ({"type": "equals", "value": "Paris"}, "  Paris\n", True, "output equals 'Paris'"),
     ({"type": "equals", "value": "Paris"}, "Paris.", False, "'Paris.' does not equal 'Paris'"),
     ({"type": "equals", "value": {"a": [1, 2]}}, '{"a": [1, 2]}', True, "output equals"),
@@ -37,14 +40,14 @@ CASES = [
     ({"type": "equals", "value": 42}, "42", True, "output equals '42'"),
     ({"type": "contains", "value": "Paris"}, "It is Paris.", True, "output contains 'Paris'"),
     ({"type": "contains", "value": "Paris"}, "it is paris", False, "does not contain 'Paris'"),
-    ({"type": "icontains", "value": "Paris"}, "it is PARIS", True, "contains 'Paris' (ignoring case)"),
+    ({"type": "icontains", "value": "Paris"}, "it is PARIS", True, "'Paris' (ignoring case)"),
     ({"type": "icontains", "value": "Paris"}, "it is Rome", False, "does not contain 'Paris'"),
     ({"type": "contains-any", "value": ["Rome", "Paris"]}, "Paris", True, "contains 'Paris'"),
-    ({"type": "contains-any", "value": ["Rome", "Oslo"]}, "Paris", False, "any of 'Rome', 'Oslo'"),
+    ({"type": "contains-any", "value": ["Rome", "Oslo"]}, "Paris", False, "of 'Rome', 'Oslo'"),
     ({"type": "contains-all", "value": ["a", "b"]}, "a and b", True, "contains all 2 strings"),
     ({"type": "contains-all", "value": ["a", "x", "y"]}, "a", False, "does not contain 'x', 'y'"),
     ({"type": "icontains-any", "value": ["ROME", "paris"]}, "PARIS", True, "contains 'paris'"),
-    ({"type": "icontains-any", "value": ["rome"]}, "Paris", False, "does not contain any of 'rome'"),
+    ({"type": "icontains-any", "value": ["rome"]}, "Paris", False, "contain any of 'rome'"),
     ({"type": "icontains-all", "value": ["A", "b"]}, "a B", True, "contains all 2 strings"),
     ({"type": "icontains-all", "value": ["A", "c"]}, "a B", False, "does not contain 'c'"),
     ({"type": "regex", "value": r"^\W*Paris"}, "**Paris**", True, r"matched '^\W*Paris'"),

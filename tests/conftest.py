@@ -1,0 +1,99 @@
+"""Shared fixtures: a fake OpenAI-compatible provider and a pytester project wired to it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fakeserver import FakeLLMServer, Rule, fake_llm  # noqa: E402,F401
+
+#: The fake provider's key; tests assert it never reaches any output.
+FAKE_KEY = "sk-fake-SECRET-0123456789abcdef"
+FAKE_KEY_ENV = "FAKE_LLM_API_KEY"
+
+
+@pytest.fixture(scope="session")
+def litellm_loaded() -> Any:
+    """Import litellm and pandas once.
+
+    pytester's in-process runs restore ``sys.modules`` afterwards; modules first imported inside
+    a run would be re-imported by the next one, which is slow (litellm) or fails (numpy).
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import pandas  # noqa: F401
+
+    from pytest_llmbench.providers.litellm_adapter import import_litellm
+
+    return import_litellm()
+
+
+@dataclass
+class Bench:
+    """A pytester project whose `fake` and `fake2` profiles talk to the fake server."""
+
+    pytester: pytest.Pytester
+    server: FakeLLMServer
+
+    def eval_file(self, name: str, text: str) -> Path:
+        """Write ``<name>.eval.yaml``."""
+        return self.pytester.makefile(".eval.yaml", **{name: text})
+
+    def run(self, *args: str) -> pytest.RunResult:
+        """Run pytest in-process with results in ./out."""
+        return self.pytester.runpytest("-p", "no:cacheprovider", "--results-dir=out", *args)
+
+    def run_subprocess(self, *args: str) -> pytest.RunResult:
+        """Run pytest in a subprocess (for xdist and import-isolation checks)."""
+        return self.pytester.runpytest_subprocess("-p", "no:cacheprovider", "--results-dir=out", *args)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The rows of out/results.jsonl."""
+        path = self.pytester.path / "out" / "results.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def out(self, name: str) -> Path:
+        """A path inside the results folder."""
+        return self.pytester.path / "out" / name
+
+
+@pytest.fixture
+def bench(
+    pytester: pytest.Pytester,
+    fake_llm: FakeLLMServer,
+    litellm_loaded: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Bench:
+    """A project with profiles `fake` and `fake2` pointing at a fake OpenAI-compatible server."""
+    monkeypatch.setenv(FAKE_KEY_ENV, FAKE_KEY)
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    pytester.makefile(
+        ".yaml",
+        **{
+            "profiles/fake": f"""
+models:
+  fake:
+    model: openai/fake-model
+    api_base: {fake_llm.base_url}
+    api_key_env: {FAKE_KEY_ENV}
+    params: {{temperature: 0}}
+    cost_per_1k: {{input: 0.001, output: 0.002}}
+  fake2:
+    model: openai/fake-model-2
+    api_base: {fake_llm.base_url}
+    api_key_env: {FAKE_KEY_ENV}
+    cost_per_1k: {{input: 0.01, output: 0.02}}
+sets:
+  fakes: [fake, fake2]
+"""
+        },
+    )
+    return Bench(pytester, fake_llm)

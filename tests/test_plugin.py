@@ -1,0 +1,78 @@
+"""The plugin as a whole: a basic run through the fake provider, and inertness."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import Bench, Rule
+
+CAPITALS = """
+description: Capitals
+model_params: {temperature: 0, max_tokens: 16}
+cases:
+  - id: france
+    prompt: What is the capital of France?
+    expected: Paris
+    assert: [contains]
+  - id: japan
+    prompt: What is the capital of Japan?
+    expected: Tokyo
+    assert: [contains]
+"""
+
+
+def test_eval_file_runs_through_provider_and_records(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="France", reply="Paris."))
+    bench.server.add_rule(Rule(match="Japan", reply="Kyoto."))
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run("--models=fake", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*capitals.eval.yaml::france?fake-r0? PASSED*",
+            "*capitals.eval.yaml::japan?fake-r0? FAILED*",
+            "*llmbench leaderboard*",
+            "*1  fake*0.500*50.0%*",
+        ]
+    )
+    rows = {r["case_id"]: r for r in bench.records()}
+    assert rows["france"]["response"] == "Paris."
+    assert rows["france"]["outcome"] == "passed"
+    assert rows["japan"]["outcome"] == "failed"
+    assert rows["japan"]["score"] == 0.0
+    assert rows["france"]["input_tokens"] > 0 and rows["france"]["output_tokens"] == 1
+    assert rows["france"]["cost_usd"] == pytest.approx(
+        (rows["france"]["input_tokens"] * 0.001 + 1 * 0.002) / 1000
+    )
+
+
+def test_plain_run_without_eval_files_is_inert(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import sys
+        def test_plain():
+            assert "litellm" not in sys.modules
+            assert "pandas" not in sys.modules
+        """
+    )
+    tmp_root = Path(tempfile.gettempdir())
+    state_before = set(tmp_root.glob("pytest-llmbench-*"))
+    before = _listing(pytester.path)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "llmbench" not in result.stdout.str().replace("plugins: llmbench", "")
+    assert _listing(pytester.path) == before
+    assert set(tmp_root.glob("pytest-llmbench-*")) == state_before
+
+
+def _listing(root: Path) -> list[str]:
+    """Every path below ``root`` except pytester's own basetemp."""
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if not _pytester_own(p.relative_to(root).parts[0])
+    )
+
+
+def _pytester_own(name: str) -> bool:
+    return name.startswith("runpytest") or name in ("stdout", "stderr")
