@@ -1,0 +1,90 @@
+"""Options, ini keys, .env files and usage errors."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench
+
+ONE_CASE = "cases: [{id: one, prompt: hi, expected: ok, assert: [contains]}]"
+
+
+def test_ini_settings_apply_and_the_command_line_wins(bench: Bench) -> None:
+    bench.pytester.makeini(
+        """
+        [pytest]
+        llmbench_models = fake2
+        llmbench_repeat = 2
+        """
+    )
+    bench.eval_file("one", ONE_CASE)
+    from_ini = bench.run("--collect-only", "-q")
+    from_ini.stdout.fnmatch_lines(["one.eval.yaml::one[[]fake2-r0[]]", "one.eval.yaml::one[[]fake2-r1[]]"])
+    from_cli = bench.run("--collect-only", "-q", "--models=fake", "--repeat=1")
+    from_cli.stdout.fnmatch_lines(["one.eval.yaml::one[[]fake-r0[]]", "*1 test collected*"])
+
+
+def test_env_file_supplies_keys_without_overriding_the_environment(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(FAKE_KEY_ENV)
+    bench.pytester.path.joinpath("keys.env").write_text(f"{FAKE_KEY_ENV}={FAKE_KEY}\n")
+    bench.eval_file("one", ONE_CASE)
+    result = bench.run("--models=fake", "--env-file=keys.env")
+    result.assert_outcomes(passed=1)
+    (request,) = bench.server.chat_requests()
+    assert request.headers["authorization"] == f"Bearer {FAKE_KEY}"
+    run_json = bench.out("run.json").read_text()
+    assert "keys.env" in run_json and FAKE_KEY not in run_json
+
+
+def test_default_dot_env_in_rootdir_is_loaded(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(FAKE_KEY_ENV)
+    bench.pytester.path.joinpath(".env").write_text(f"{FAKE_KEY_ENV}={FAKE_KEY}\n")
+    bench.eval_file("one", ONE_CASE)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+
+
+def test_real_environment_wins_over_env_file(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FAKE_KEY_ENV, "sk-from-environment-123")
+    bench.pytester.path.joinpath(".env").write_text(f"{FAKE_KEY_ENV}=sk-from-file-456\n")
+    bench.eval_file("one", ONE_CASE)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (request,) = bench.server.chat_requests()
+    assert request.headers["authorization"] == "Bearer sk-from-environment-123"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env-file=missing.env"], "*--env-file not found*missing.env*"),
+        (["--repeat=0"], "*--repeat must be at least 1*"),
+        (["--repeat=two"], "*--repeat must be a number*"),
+        (["--min-pass-rate=1.5"], "*--min-pass-rate must be between 0 and 1*"),
+        (["--request-timeout=-1"], "*--request-timeout must be at least*"),
+        (["--models=@nope"], "*nope*"),
+        (["--profiles=no/such/dir"], "*--profiles path not found*"),
+    ],
+)
+def test_bad_options_are_usage_errors(bench: Bench, args: list[str], message: str) -> None:
+    bench.eval_file("one", ONE_CASE)
+    result = bench.run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str()
+    assert bench.server.chat_requests() == []
+
+
+def test_broken_profile_file_is_a_usage_error_with_its_line(bench: Bench) -> None:
+    bench.pytester.makefile(".yaml", **{"profiles/broken": "models:\n  x:\n    modle: typo\n"})
+    bench.eval_file("one", ONE_CASE)
+    result = bench.run("--models=fake")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*profiles/broken.yaml:3:*"])
+
+
+def test_keys_cannot_be_put_in_eval_files(bench: Bench) -> None:
+    bench.eval_file("leaky", f"api_key: {FAKE_KEY}\n" + ONE_CASE)
+    result = bench.run("--models=fake")
+    result.stdout.fnmatch_lines(["*leaky.eval.yaml:1: *unknown key 'api_key'*"])
+    assert FAKE_KEY not in result.stdout.str() + result.stderr.str()
+    assert bench.server.chat_requests() == []
