@@ -23,7 +23,8 @@ RUN_CONFIG_KEY = pytest.StashKey["RunConfig"]()
 
 #: (option dest, ini name, help, default). One table drives both the CLI and the ini file.
 _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("models", "llmbench_models", "Comma list of litellm models, profile names or @sets", None),
+    ("models", "llmbench_models", "Comma list of litellm models, profile names or @sets "
+     "(write --models=@set: pytest reads a bare @word as an arguments file)", None),
     ("repeat", "llmbench_repeat", "Run every case N times (default 1)", "1"),
     ("results_dir", "llmbench_results_dir", "Folder for results (default: a new "
      "timestamped folder under llmbench-results/)", None),

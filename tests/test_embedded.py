@@ -101,6 +101,9 @@ def test_one_embedded_server_is_shared_by_xdist_workers(project: pytest.Pytester
     records = _records(project)
     assert len(records) == 4
     assert {r["worker"] for r in records} == {"gw0", "gw1"}
+    # Concurrent requests from two workers queue at the server; none cuts another's answer off.
+    assert all(r["response"].strip() and r["output_tokens"] > 0 for r in records), records
+    assert all("paris" in r["response"].lower() for r in records if r["case_id"] == "france")
     seen = [json.loads(p.read_text()) for p in sorted(project.path.glob("server-gw*.json"))]
     assert len(seen) == 2
     assert seen[0]["pid"] == seen[1]["pid"] and seen[0]["port"] == seen[1]["port"]

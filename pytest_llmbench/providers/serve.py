@@ -48,7 +48,9 @@ def main() -> None:
         n_threads_batch=args.threads,
         verbose=False,
     )
-    server = ServerSettings(host="127.0.0.1", port=args.port)
+    # interrupt_requests would let a new request cut off the stream in progress: with xdist
+    # workers sharing this server, answers must queue, not truncate each other.
+    server = ServerSettings(host="127.0.0.1", port=args.port, interrupt_requests=False)
     app = create_app(server_settings=server, model_settings=[model])
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
