@@ -394,7 +394,7 @@ def _schema_validator(schema: Mapping[str, Any]) -> Any:
 
     cls = jsonschema.validators.validator_for(schema)
     try:
-        cls.check_schema(schema)
+        cls.check_schema(dict(schema))
     except jsonschema.SchemaError as exc:
         raise _CheckFailed(f"invalid JSON schema: {_clip(exc.message, 2 * _QUOTE_LIMIT)}") from None
     return cls(schema)

@@ -25,9 +25,12 @@ if TYPE_CHECKING:
 
     from .assertions import Verdict
     from .profiles import ModelProfile
-    from .spec import EvalCase, LoadedEval
+    from .spec import EvalCase, EvalFileError, LoadedEval
 
-_MARKER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Tags that can be pytest markers and `-m` words: no ':' or '(' (they end a marker's name in the
+# ini `markers` lines) and no leading '_' (pytest refuses those).
+_MARKER_NAME = re.compile(r"^[^\W_][\w+.\-/]*$")
+_TAG_MARKERS_KEY = pytest.StashKey[set[str]]()
 
 
 class EvalFailure(Exception):
@@ -44,7 +47,12 @@ class EvalFile(pytest.File):
             loaded = load_spec(self.path)
         except EvalFileError as exc:
             raise self.CollectError(_relative(exc, self.config.rootpath)) from None
-        run = get_run_config(self.config)
+        try:
+            run = get_run_config(self.config)
+        except pytest.UsageError as exc:
+            # Only settings from the ini file get here (the command line is checked at configure);
+            # a collector cannot end the run as a usage error, but it can spare the traceback.
+            raise self.CollectError(str(exc)) from None
         return [
             self._item(loaded, case, model, repeat)
             for case in loaded.cases
@@ -52,7 +60,9 @@ class EvalFile(pytest.File):
             for repeat in range(run.repeat)
         ]
 
-    def _item(self, loaded: LoadedEval, case: EvalCase, model: ModelProfile, repeat: int) -> EvalItem:
+    def _item(
+        self, loaded: LoadedEval, case: EvalCase, model: ModelProfile, repeat: int
+    ) -> EvalItem:
         item = EvalItem.from_parent(
             self,
             name=f"{case.id}[{model.name}-r{repeat}]",
@@ -65,15 +75,44 @@ class EvalFile(pytest.File):
         item.add_marker("llmbench")
         for tag in case.tags:
             if _MARKER_NAME.match(tag):
-                self.config.addinivalue_line("markers", f"{tag}: eval cases tagged {tag}")
+                _register_marker(self.config, tag)
                 item.add_marker(tag)
         return item
 
 
-def _relative(exc: Exception, root: Path) -> str:
-    text = str(exc)
-    prefix = f"{root}/"
-    return text[len(prefix) :] if text.startswith(prefix) else text
+def _register_marker(config: pytest.Config, tag: str) -> None:
+    """Declare ``tag`` as a marker once per run (so ``--strict-markers`` accepts it)."""
+    seen = config.stash.setdefault(_TAG_MARKERS_KEY, set())
+    if tag in seen:
+        return
+    seen.add(tag)
+    declared = {line.split(":", 1)[0].split("(")[0].strip() for line in config.getini("markers")}
+    if tag not in declared:  # keep a description the project gave in its own ini
+        config.addinivalue_line("markers", f"{tag}: eval cases tagged {tag}")
+
+
+def _relative(exc: EvalFileError, root: Path) -> str:
+    """The error with the eval file's path relative to the rootdir, as in node ids."""
+    if not exc.path.is_relative_to(root):
+        return str(exc)
+    where = exc.path.relative_to(root).as_posix()
+    if exc.line is not None:
+        where = f"{where}:{exc.line}"
+    return f"{where}: {exc.message}"
+
+
+def _reparse_node_id(item: pytest.Item) -> None:
+    """Give the item the structured id that pytest parses from its node id string.
+
+    pytest 9 keys the ``--lf``/``--ff``/``--nf`` caches by a parsed ``NodeId`` (names, then the
+    ``[...]`` params apart), but builds a Function's own id without a callspec as the single name
+    ``france[fake-r0]``: the two never compared equal, so ``--lf`` reran everything. Older
+    pytest has no structured id and nothing to do.
+    """
+    node_id = getattr(item, "_id", None)
+    parse = getattr(type(node_id), "parse", None)
+    if node_id is not None and callable(parse):
+        item._id = parse(str(node_id))
 
 
 def run_eval_case(request: pytest.FixtureRequest) -> None:
@@ -96,6 +135,7 @@ class EvalItem(pytest.Function):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        _reparse_node_id(self)
         self.loaded = loaded
         self.case = case
         self.model = model
@@ -140,13 +180,13 @@ class EvalItem(pytest.Function):
         if self.score is not None and self.score < self.case.threshold:
             raise EvalFailure(f"score {self.score:.3f} < threshold {self.case.threshold:g}")
 
-    def repr_failure(  # type: ignore[override]
-        self, excinfo: ExceptionInfo[BaseException], style: Any = None
+    def repr_failure(  # type: ignore[override]  # as pytest.Function: no style
+        self, excinfo: ExceptionInfo[BaseException]
     ) -> str | TerminalRepr:
         """A readable verdict instead of a traceback for low scores."""
         if isinstance(excinfo.value, EvalFailure):
             return self._failure_text(str(excinfo.value))
-        return super().repr_failure(excinfo, style=style)
+        return super().repr_failure(excinfo)
 
     def _failure_text(self, headline: str) -> str:
         redactor = get_runtime(self.config).redactor
@@ -187,7 +227,9 @@ class EvalItem(pytest.Function):
             threshold=self.case.threshold,
             error=error,
             error_kind=provider_error.kind if provider_error else ("internal" if error else None),
-            retries=completion.retries if completion else (provider_error.retries if provider_error else 0),
+            retries=completion.retries
+            if completion
+            else (provider_error.retries if provider_error else 0),
             prompt=self.case.prompt,
             messages=[dict(m) for m in self.case.messages],
             expected=self.case.expected,

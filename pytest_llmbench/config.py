@@ -53,9 +53,11 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 def explicitly_configured(config: pytest.Config) -> bool:
-    """True when any llmbench option was given on the command line."""
+    """True when any llmbench option was given on the command line or in the ini file."""
     names = [f"llmbench_{dest}" for dest, *_ in _SETTINGS] + ["llmbench_profiles"]
-    return any(config.getoption(name) is not None for name in names)
+    if any(config.getoption(name) is not None for name in names):
+        return True
+    return any(config.getini(ini) for _, ini, *_ in _SETTINGS) or bool(config.getini("llmbench_profiles"))
 
 
 @dataclass(frozen=True)

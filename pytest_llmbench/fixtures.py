@@ -125,7 +125,7 @@ def llmbench_model(request: pytest.FixtureRequest) -> tuple[ModelProfile, int]:
     item = _eval_item(request)
     if item is not None:
         return item.model, item.repeat
-    return request.param  # type: ignore[no-any-return]
+    return request.param
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ def eval_case(request: pytest.FixtureRequest) -> EvalCase:
     item = _eval_item(request)
     if item is None:
         raise pytest.UsageError("the `eval_case` fixture exists only for items of *.eval.yaml files")
-    return item.case  # type: ignore[no-any-return]
+    return item.case
 
 
 @pytest.fixture

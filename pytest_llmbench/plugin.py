@@ -60,7 +60,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     from .collect import EvalFile
 
-    return EvalFile.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+    return EvalFile.from_parent(parent, path=file_path)
 
 
 @pytest.hookimpl(wrapper=True)

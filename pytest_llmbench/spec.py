@@ -8,6 +8,7 @@ and line, so collection can report ``path:line: message`` without a traceback.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,8 @@ from .yamlsource import LocatedDocument, SourceError, load_located_file
 
 EVAL_SUFFIX = ".eval.yaml"
 _TEMPLATE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
-_UNSAFE_ID = re.compile(r"[\[\]\s/]+|::")
+# Characters that split or confuse pytest node ids ("file::name[param]"); as in datasets.py.
+_UNSAFE_ID = re.compile(r"(?:::|[\[\]/\s])+")
 
 
 class EvalFileError(Exception):
@@ -56,19 +58,28 @@ class TaskSpec(_Strict):
 RawAssertion = str | dict[str, Any]
 
 
+class _AssertionItemError(ValueError):
+    """A bad ``assert:`` item; ``loc`` is where it sits inside the ``assert:`` list."""
+
+    def __init__(self, index: int, error: AssertionSpecError, raw: RawAssertion) -> None:
+        super().__init__(str(error))
+        in_mapping = isinstance(raw, dict) and error.field in raw
+        self.loc: tuple[Any, ...] = (index, error.field) if in_mapping else (index,)
+
+
 def _check_assertions(value: list[RawAssertion]) -> list[RawAssertion]:
     for index, raw in enumerate(value):
         try:
             parse_assertion(raw)
         except AssertionSpecError as exc:
-            raise ValueError(f"assert[{index}]: {exc}") from None
+            raise _AssertionItemError(index, exc, raw) from None
     return value
 
 
 class CaseSpec(_Strict):
     """One inline case of an eval file."""
 
-    id: str | None = Field(None, description="Case id; defaults to case-<n> (1-based)")
+    id: str | int | None = Field(None, description="Case id; defaults to case-<n> (1-based)")
     prompt: str | None = Field(None, description="User prompt; may use {{vars}}")
     messages: list[Message] | None = Field(None, description="Chat messages instead of prompt")
     system: str | None = Field(None, description="System prompt for this case")
@@ -152,7 +163,7 @@ def load_spec(path: Path) -> LoadedEval:
     except SourceError as exc:
         raise EvalFileError(path, exc.line, exc.message) from None
     if not isinstance(document.data, dict):
-        raise EvalFileError(path, 1, "an eval file must be a mapping with a `cases:` list")
+        raise EvalFileError(path, document.line_of(()) or 1, _not_a_mapping(document.data))
     try:
         spec = EvalSpec.model_validate(document.data)
     except ValidationError as exc:
@@ -161,44 +172,95 @@ def load_spec(path: Path) -> LoadedEval:
     return LoadedEval(path, suite_name(path), spec.description, tuple(cases))
 
 
+def _not_a_mapping(data: Any) -> str:
+    if data is None:
+        return "the file is empty; an eval file is a mapping with a `cases:` list"
+    return f"an eval file must be a mapping with a `cases:` list, not a {type(data).__name__}"
+
+
 def _first_error(path: Path, document: LocatedDocument, exc: ValidationError) -> EvalFileError:
     error = exc.errors(include_url=False)[0]
     loc = tuple(error["loc"])
-    where = ".".join(str(part) for part in loc) or "file"
     message = error["msg"].removeprefix("Value error, ")
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, _AssertionItemError):
+        loc = (*loc, *cause.loc)
     if error["type"] == "extra_forbidden":
         message = f"unknown key {loc[-1]!r}"
         where = ".".join(str(part) for part in loc[:-1]) or "top level"
+    else:
+        where = _where(loc, document, error["type"]) or "file"
     return EvalFileError(path, document.line_of(loc), f"{where}: {message}")
+
+
+def _where(loc: tuple[Any, ...], document: LocatedDocument, error_type: str) -> str:
+    """``loc`` as dotted text, without the union members pydantic appends (``expected.str``)."""
+    if error_type != "missing":  # a missing key is, rightly, not in the file
+        known = next(end for end in range(len(loc), -1, -1) if loc[:end] in document.lines)
+        loc = loc[:known]
+    return ".".join(str(part) for part in loc)
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a case comes from in its eval file, so that problems name the right line."""
+
+    path: Path
+    document: LocatedDocument
+    loc: tuple[Any, ...]  #: ``("cases", n)`` for an inline case, ``("dataset",)`` for a row
+
+    @property
+    def line(self) -> int:
+        """The case's own line."""
+        return self.document.line_of(self.loc) or 1
+
+    def error(self, message: str, *key: Any) -> EvalFileError:
+        """An error at the line of ``key`` inside the case (the case's line without one)."""
+        return EvalFileError(self.path, self.document.line_of((*self.loc, *key)) or 1, message)
+
+    def text(self, key: str, value: Any) -> str | None:
+        """A scalar as written in the file: ``yes`` stays ``yes``, not ``True``."""
+        if value is None or isinstance(value, str):
+            return value
+        return self.document.text_of((*self.loc, key)) or str(value)
+
+
+class _FieldError(ValueError):
+    """A problem with one field of a case; ``key`` is its location inside the case."""
+
+    def __init__(self, key: tuple[Any, ...], message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def _expand(spec: EvalSpec, path: Path, document: LocatedDocument) -> list[EvalCase]:
     cases: list[EvalCase] = []
     if spec.dataset is not None:
-        cases.extend(_dataset_cases(spec, path, document))
+        cases.extend(_dataset_cases(spec, _Place(path, document, ("dataset",))))
     for index, case in enumerate(spec.cases):
-        line = document.line_of(("cases", index)) or 1
-        cases.append(_inline_case(spec, case, index, path, line))
+        cases.append(_inline_case(spec, case, _Place(path, document, ("cases", index))))
     if not cases:
         raise EvalFileError(path, 1, "no cases: give a `cases:` list or a `dataset:`")
     _check_unique_ids(cases, path)
     return cases
 
 
-def _inline_case(spec: EvalSpec, case: CaseSpec, index: int, path: Path, line: int) -> EvalCase:
-    case_id = _safe_id(case.id) if case.id is not None else f"case-{index + 1}"
+def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
+    case_id = _inline_id(case, place)
+    if case.prompt is not None and case.messages is not None:
+        message = f"case {case_id!r}: give either `prompt` or `messages`, not both"
+        raise place.error(message, "messages")
     try:
         messages = _messages(spec, case.system, case.prompt, case.messages, case.vars)
-    except ValueError as exc:
-        raise EvalFileError(path, line, f"case {case_id!r}: {exc}") from None
+    except _FieldError as exc:
+        raise place.error(f"case {case_id!r}: {exc}", *exc.key) from None
     return _resolve(
         spec,
-        path,
-        line,
+        place,
+        case.assertions,
         case_id=case_id,
         messages=messages,
-        expected=None if case.expected is None else str(case.expected),
-        raw_assertions=case.assertions,
+        expected=place.text("expected", case.expected),
         threshold=case.threshold,
         model_params=case.model_params,
         tags=case.tags,
@@ -209,32 +271,38 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, index: int, path: Path, line: i
     )
 
 
-def _dataset_cases(spec: EvalSpec, path: Path, document: LocatedDocument) -> list[EvalCase]:
+def _inline_id(case: CaseSpec, place: _Place) -> str:
+    """The case's id made node-id safe; ``case-<n>`` when it has none (or a blank one)."""
+    written = place.text("id", case.id)
+    if written is None or not written.strip():
+        return f"case-{place.loc[-1] + 1}"
+    return _safe_id(written)
+
+
+def _dataset_cases(spec: EvalSpec, place: _Place) -> list[EvalCase]:
     assert spec.dataset is not None
-    line = document.line_of(("dataset",)) or 1
     try:
-        rows = load_dataset(spec.dataset, path.parent)
+        rows = load_dataset(spec.dataset, place.path.parent)
     except DatasetError as exc:
-        raise EvalFileError(path, line, f"dataset: {exc}") from None
-    return [_row_case(spec, row, path, line) for row in rows]
+        raise place.error(f"dataset: {exc}") from None
+    return [_row_case(spec, row, place) for row in rows]
 
 
-def _row_case(spec: EvalSpec, row: DatasetRow, path: Path, line: int) -> EvalCase:
+def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
     # A row's own prompt is sent verbatim; only a file-level template is rendered.
     row_vars = {**row.vars, "prompt": row.prompt} if spec.prompt is not None else None
     template = spec.prompt if spec.prompt is not None else row.prompt
     try:
         messages = _messages(spec, None, template, None, row_vars)
-    except ValueError as exc:
-        raise EvalFileError(path, line, f"dataset row {row.id!r} (line {row.line}): {exc}") from None
+    except _FieldError as exc:
+        raise place.error(f"dataset row {row.id!r} (line {row.line}): {exc}") from None
     return _resolve(
         spec,
-        path,
-        line,
+        place,
+        [],
         case_id=row.id,
         messages=messages,
         expected=row.expected,
-        raw_assertions=[],
         threshold=row.threshold,
         model_params={},
         tags=list(row.tags),
@@ -245,25 +313,34 @@ def _row_case(spec: EvalSpec, row: DatasetRow, path: Path, line: int) -> EvalCas
     )
 
 
-def _resolve(spec: EvalSpec, path: Path, line: int, **case: Any) -> EvalCase:
-    raw = [*case.pop("raw_assertions"), *spec.assertions]
-    assertions = tuple(parse_assertion(item) for item in raw)
-    expected = case["expected"]
-    for assertion in assertions:
-        if assertion.needs_value and expected is None:
-            message = f"case {case['case_id']!r}: `{assertion.type}` needs a value or `expected`"
-            raise EvalFileError(path, line, message)
+def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any) -> EvalCase:
+    """Complete a case with the file-level assertions, threshold, params and tags."""
+    assertions = _assertions(spec, place, own, case)
     threshold = case.pop("threshold")
     return EvalCase(
         id=case.pop("case_id"),
-        messages=case.pop("messages"),
         assertions=assertions,
         threshold=spec.threshold if threshold is None else threshold,
         model_params={**spec.model_params, **case.pop("model_params")},
         tags=tuple(dict.fromkeys([*spec.tags, *case.pop("tags")])),
-        line=line,
+        line=place.line,
         **case,
     )
+
+
+def _assertions(
+    spec: EvalSpec, place: _Place, own: list[RawAssertion], case: dict[str, Any]
+) -> tuple[Assertion, ...]:
+    """The case's own assertions, then the file-level ones; each needs a value or expected."""
+    assertions = tuple(parse_assertion(item) for item in [*own, *spec.assertions])
+    for index, assertion in enumerate(assertions):
+        if assertion.needs_value and case["expected"] is None:
+            mine = index < len(own)
+            origin = "" if mine else " (from the file-level `assert:`)"
+            message = f"`{assertion.type}`{origin} needs a value or `expected`"
+            at = ("assert", index) if mine else ()
+            raise place.error(f"case {case['case_id']!r}: {message}", *at)
+    return assertions
 
 
 def _messages(
@@ -273,43 +350,84 @@ def _messages(
     messages: list[Message] | None,
     variables: dict[str, Any] | None,
 ) -> tuple[dict[str, str], ...]:
-    if prompt is not None and messages is not None:
-        raise ValueError("give either `prompt` or `messages`, not both")
+    """The chat to send: a system message unless ``messages`` has one, then the user turn(s).
+
+    Raises :class:`_FieldError` naming the case key at fault.
+    """
     result: list[dict[str, str]] = []
+    system_key: tuple[Any, ...] = ("system",) if case_system is not None else ()
     system = case_system if case_system is not None else spec.system
     has_system = messages is not None and any(m.role == "system" for m in messages)
     if system is not None and not has_system:
-        result.append({"role": "system", "content": render_template(system, variables)})
+        result.append(_message("system", system, variables, system_key))
     if messages is not None:
-        result.extend({"role": m.role, "content": render_template(m.content, variables)} for m in messages)
+        for index, item in enumerate(messages):
+            at = ("messages", index, "content")
+            result.append(_message(item.role, item.content, variables, at))
         return tuple(result)
+    if prompt is None and spec.prompt is None:
+        message = "no prompt: give `prompt`, `messages`, or a file-level `prompt` template"
+        raise _FieldError((), message)
+    # A file-level template lacking a variable is the case's fault: point at its `vars:`.
+    key: tuple[Any, ...] = ("prompt",) if prompt is not None else ("vars",)
     text = prompt if prompt is not None else spec.prompt
-    if text is None:
-        raise ValueError("no prompt: give `prompt`, `messages`, or a file-level `prompt` template")
-    result.append({"role": "user", "content": render_template(text, variables)})
+    result.append(_message("user", text or "", variables, key))
     return tuple(result)
+
+
+def _message(
+    role: str, text: str, variables: dict[str, Any] | None, key: tuple[Any, ...]
+) -> dict[str, str]:
+    try:
+        return {"role": role, "content": render_template(text, variables)}
+    except ValueError as exc:
+        raise _FieldError(key, str(exc)) from None
 
 
 def render_template(text: str, variables: dict[str, Any] | None) -> str:
     """Replace ``{{name}}`` placeholders; an unknown name is an error, not an empty string.
 
-    ``variables=None`` means the text is not a template and is returned unchanged.
+    ``{{a.b}}`` and ``{{a.0}}`` reach into mappings and lists; mappings and lists render as
+    JSON. ``variables=None`` means the text is not a template and is returned unchanged.
     """
     if variables is None:
         return text
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name not in variables:
-            known = ", ".join(sorted(variables)) or "none"
-            raise ValueError(f"unknown template variable {name!r} (known: {known})")
-        return str(variables[name])
+        try:
+            value = _lookup(variables, name)
+        except KeyError:
+            known = ", ".join(sorted(map(str, variables))) or "none"
+            raise ValueError(f"unknown template variable {name!r} (known: {known})") from None
+        return value if isinstance(value, str) else _as_text(value)
 
     return _TEMPLATE_VAR.sub(replace, text)
 
 
+def _lookup(variables: dict[str, Any], name: str) -> Any:
+    """``variables[name]``, else a walk down the dotted parts of ``name``; KeyError if absent."""
+    if name in variables:
+        return variables[name]
+    value: Any = variables
+    for part in name.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            raise KeyError(name)
+    return value
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
 def _safe_id(case_id: str) -> str:
-    return _UNSAFE_ID.sub("-", case_id.strip()) or "case"
+    return _UNSAFE_ID.sub("-", case_id.strip())
 
 
 def _check_unique_ids(cases: list[EvalCase], path: Path) -> None:

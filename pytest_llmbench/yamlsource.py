@@ -13,6 +13,11 @@ from typing import Any
 
 import yaml
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+Loc = tuple[Any, ...]
+
 
 class SourceError(Exception):
     """A problem in a YAML source file, located by line (1-based, or None when unknown)."""
@@ -28,15 +33,21 @@ class LocatedDocument:
     """Plain data loaded from YAML plus the line of every nested value."""
 
     data: Any
-    lines: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    lines: dict[Loc, int] = field(default_factory=dict)
+    #: The source text of every scalar that did not load as a string (``yes``, ``3.10``, ``007``).
+    texts: dict[Loc, str] = field(default_factory=dict)
 
-    def line_of(self, loc: tuple[Any, ...]) -> int | None:
+    def line_of(self, loc: Loc) -> int | None:
         """The line of the deepest known prefix of ``loc``."""
         for end in range(len(loc), -1, -1):
             line = self.lines.get(tuple(loc[:end]))
             if line is not None:
                 return line
         return None
+
+    def text_of(self, loc: Loc) -> str | None:
+        """The source text of the non-string scalar at ``loc``, or None."""
+        return self.texts.get(tuple(loc))
 
 
 def load_located(text: str) -> LocatedDocument:
@@ -46,49 +57,109 @@ def load_located(text: str) -> LocatedDocument:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
-        raise SourceError(f"invalid YAML: {exc.problem or exc}", line) from None
+        detail = ", ".join(part for part in (exc.context, exc.problem) if part) or str(exc)
+        raise SourceError(f"invalid YAML: {detail}", line) from None
     if node is None:
         return LocatedDocument(None, {(): 1})
-    lines: dict[tuple[Any, ...], int] = {}
-    return LocatedDocument(_build(node, (), lines), lines)
+    builder = _Builder(set())
+    data = builder.build(node, ())
+    return LocatedDocument(data, builder.lines, builder.texts)
 
 
 def load_located_file(path: Path) -> LocatedDocument:
     """Read and parse ``path`` (UTF-8, BOM tolerated)."""
+    data = path.read_bytes()
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise SourceError(f"not UTF-8 text: {exc.reason}", None) from None
+        # exc.object is what was decoded: after a BOM it no longer starts at byte 0.
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise SourceError(f"not UTF-8 text: {exc.reason}", line) from None
     return load_located(text)
 
 
-def _build(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int]) -> Any:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        return _build_mapping(node, path, lines)
-    if isinstance(node, yaml.SequenceNode):
-        return [_build(item, (*path, i), lines) for i, item in enumerate(node.value)]
-    return _scalar(node)
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
 
 
-def _build_mapping(
-    node: yaml.MappingNode, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int]
-) -> dict[Any, Any]:
-    result: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        if not isinstance(key_node, yaml.ScalarNode):
-            raise SourceError("mapping keys must be plain values", key_node.start_mark.line + 1)
-        key = _scalar(key_node)
-        if key in result:
-            raise SourceError(f"duplicate key {key!r}", key_node.start_mark.line + 1)
-        result[key] = _build(value_node, (*path, key), lines)
-        # Errors about a key's value (unknown key, wrong type) read best at the key's line.
-        lines[(*path, key)] = key_node.start_mark.line + 1
-    return result
+class _Builder:
+    """Turns a node graph into plain values, recording lines and scalar source texts."""
 
+    def __init__(self, active: set[int]) -> None:
+        self.lines: dict[Loc, int] = {}
+        self.texts: dict[Loc, str] = {}
+        # Collections being built right now: an alias to one of them is a cycle.
+        self._active = active
+        self._constructor = yaml.constructor.SafeConstructor()
 
-_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+    def build(self, node: yaml.Node, path: Loc) -> Any:
+        self.lines[path] = _line(node)
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, path)
+        if id(node) in self._active:
+            raise SourceError("recursive alias: a value contains itself", _line(node))
+        self._active.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path)
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        finally:
+            self._active.discard(id(node))
 
+    def _mapping(self, node: yaml.MappingNode, path: Loc) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        merged: dict[Any, tuple[Any, _Builder]] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                self._merge(value_node, path, merged)
+                continue
+            key = self._key(key_node)
+            if key in result:
+                raise SourceError(f"duplicate key {key!r}", _line(key_node))
+            result[key] = self.build(value_node, (*path, key))
+            # Errors about a key's value (unknown key, wrong type) read best at the key's line.
+            self.lines[(*path, key)] = _line(key_node)
+        for key, (value, source) in merged.items():
+            if key not in result:  # keys written out beside `<<` win over merged ones
+                result[key] = value
+                self._adopt(source, (*path, key))
+        return result
 
-def _scalar(node: yaml.Node) -> Any:
-    return _CONSTRUCTOR.construct_object(node, deep=True)
+    def _merge(self, node: yaml.Node, path: Loc, merged: dict[Any, tuple[Any, _Builder]]) -> None:
+        """``<<: *anchor`` or ``<<: [*a, *b]`` (earlier sources win), as YAML 1.1 merge keys."""
+        sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        for source in sources:
+            if not isinstance(source, yaml.MappingNode):
+                raise SourceError("`<<` merges a mapping or a list of mappings", _line(source))
+            builder = _Builder(self._active)
+            for key, value in builder.build(source, path).items():
+                merged.setdefault(key, (value, builder))
+
+    def _adopt(self, other: _Builder, prefix: Loc) -> None:
+        """Take the lines and texts ``other`` recorded at or below ``prefix``."""
+
+        def below(loc: Loc) -> bool:
+            return loc[: len(prefix)] == prefix
+
+        self.lines.update({loc: line for loc, line in other.lines.items() if below(loc)})
+        self.texts.update({loc: text for loc, text in other.texts.items() if below(loc)})
+
+    def _key(self, node: yaml.Node) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            raise SourceError("mapping keys must be plain values", _line(node))
+        return self._construct(node)
+
+    def _scalar(self, node: yaml.ScalarNode, path: Loc) -> Any:
+        if node.tag == _TIMESTAMP_TAG:
+            return node.value  # eval files have no use for dates: keep what was written
+        value = self._construct(node)
+        if not isinstance(value, str):
+            self.texts[path] = node.value
+        return value
+
+    def _construct(self, node: yaml.ScalarNode) -> Any:
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise SourceError(f"invalid YAML value: {problem}", _line(node)) from None
