@@ -23,7 +23,9 @@ from typing import Any, Literal
 _KEYS = ("type", "value", "weight", "tolerance", "rel_tolerance", "threshold")
 #: The allowed (low, high) of each numeric key; None is unbounded.
 _RANGES: dict[str, tuple[float, float | None]] = {
-    "weight": (0.0, None), "tolerance": (0.0, None), "rel_tolerance": (0.0, None),
+    "weight": (0.0, None),
+    "tolerance": (0.0, None),
+    "rel_tolerance": (0.0, None),
     "threshold": (0.0, 1.0),
 }
 _DEFAULT_THRESHOLD = 0.5
@@ -88,8 +90,13 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as JSON primitives, for the wire record."""
-        return {"type": self.type, "passed": bool(self.passed), "score": float(self.score),
-                "weight": float(self.weight), "reason": self.reason}
+        return {
+            "type": self.type,
+            "passed": bool(self.passed),
+            "score": float(self.score),
+            "weight": float(self.weight),
+            "reason": self.reason,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,8 +312,9 @@ def _check_equals(value: Any, output: str, a: Assertion, ctx: AssertionContext) 
         want = _q(json.dumps(value))
         return _binary(parsed == value, f"{where} equals {want}", f"{where} differs from {want}")
     want, got = str(value).strip(), output.strip()
-    return _binary(got == want, f"output equals {_q(want)}",
-                   f"output {_q(got)} does not equal {_q(want)}")
+    return _binary(
+        got == want, f"output equals {_q(want)}", f"output {_q(got)} does not equal {_q(want)}"
+    )
 
 
 def _substring_checker(mode: str, fold: bool) -> Checker:
@@ -319,8 +327,11 @@ def _substring_checker(mode: str, fold: bool) -> Checker:
         found = [n for n in needles if (n.casefold() if fold else n) in haystack]
         if mode == "all":
             missing = ", ".join(_q(n, 40) for n in needles if n not in found)
-            return _binary(not missing, f"output contains all {len(needles)} strings{how}",
-                           f"output does not contain {missing}{how}")
+            return _binary(
+                not missing,
+                f"output contains all {len(needles)} strings{how}",
+                f"output does not contain {missing}{how}",
+            )
         if found:
             return _Outcome(True, f"output contains {_q(found[0])}{how}", 1.0)
         lacks = _q(value) if mode == "one" else "any of " + ", ".join(_q(n, 40) for n in needles)
@@ -341,8 +352,11 @@ def _check_regex(value: Any, output: str, a: Assertion, ctx: AssertionContext) -
 def _check_starts_with(value: Any, output: str, a: Assertion, ctx: AssertionContext) -> _Outcome:
     # Models often open with whitespace or a newline; that is not what the check is about.
     got, want = output.lstrip(), value.lstrip()
-    return _binary(got.startswith(want), f"output starts with {_q(want)}",
-                   f"output {_q(got)} does not start with {_q(want)}")
+    return _binary(
+        got.startswith(want),
+        f"output starts with {_q(want)}",
+        f"output {_q(got)} does not start with {_q(want)}",
+    )
 
 
 def _parse_json_output(output: str) -> tuple[Any, str]:
@@ -379,7 +393,7 @@ def _check_json(value: Any, output: str, a: Assertion, ctx: AssertionContext) ->
 
     try:
         error = jsonschema.exceptions.best_match(validator.iter_errors(data))
-    except Exception as exc:  # noqa: BLE001 -- e.g. a $ref that cannot be resolved
+    except Exception as exc:
         reason = f"cannot apply the schema: {type(exc).__name__}: {_clip(str(exc))}"
         raise _CheckFailed(reason) from None
     if error is None:
@@ -410,7 +424,7 @@ def _load_schema(ref: str, base_dir: Path) -> Mapping[str, Any]:
             schema = yaml.safe_load(text)
         else:
             schema = json.loads(text)
-    except Exception as exc:  # noqa: BLE001 -- OSError, json's or yaml's errors: no common base
+    except Exception as exc:
         raise _CheckFailed(f"cannot load schema file {ref}: {_clip(str(exc))}") from None
     if not isinstance(schema, Mapping):
         raise _CheckFailed(f"schema file {ref} does not hold a mapping")
@@ -443,7 +457,7 @@ def _check_python(value: Any, output: str, a: Assertion, ctx: AssertionContext) 
     function = _load_function(value, ctx.base_dir)
     try:
         result = function(output, ctx)
-    except Exception as exc:  # noqa: BLE001 -- user code may raise anything; it is a verdict
+    except Exception as exc:
         raise _CheckFailed(f"{value} raised {type(exc).__name__}: {_clip(str(exc))}") from None
     return _python_outcome(value, result, a.options.get("threshold", _DEFAULT_THRESHOLD))
 
@@ -457,7 +471,7 @@ def _load_function(ref: str, base_dir: Path) -> Callable[..., Any]:
         if module_name not in sys.modules:
             importlib.invalidate_caches()  # the module may be newer than the finders' caches
         function: Callable[..., Any] = getattr(importlib.import_module(module_name), name)
-    except Exception as exc:  # noqa: BLE001 -- importing user code may raise anything
+    except Exception as exc:
         raise _CheckFailed(f"cannot load {ref}: {type(exc).__name__}: {_clip(str(exc))}") from None
     finally:
         sys.path[:] = saved
@@ -523,10 +537,19 @@ _TYPES: dict[str, _TypeSpec] = {
     "starts-with": _TypeSpec(_check_starts_with, "defaults", _text_value),
     "is-json": _TypeSpec(_check_json, "none"),
     "json-schema": _TypeSpec(_check_json, "required", _schema_value, "a schema or a file path"),
-    "numeric": _TypeSpec(_check_numeric, "defaults", _numeric_value,
-                         options=frozenset({"tolerance", "rel_tolerance"})),
-    "python": _TypeSpec(_check_python, "required", _python_value, "'module:function'",
-                        options=frozenset({"threshold"})),
+    "numeric": _TypeSpec(
+        _check_numeric,
+        "defaults",
+        _numeric_value,
+        options=frozenset({"tolerance", "rel_tolerance"}),
+    ),
+    "python": _TypeSpec(
+        _check_python,
+        "required",
+        _python_value,
+        "'module:function'",
+        options=frozenset({"threshold"}),
+    ),
 }
 
 #: The base assertion types; each may also be written with a ``not-`` prefix.

@@ -57,7 +57,9 @@ def explicitly_configured(config: pytest.Config) -> bool:
     names = [f"llmbench_{dest}" for dest, *_ in _SETTINGS] + ["llmbench_profiles"]
     if any(config.getoption(name) is not None for name in names):
         return True
-    return any(config.getini(ini) for _, ini, *_ in _SETTINGS) or bool(config.getini("llmbench_profiles"))
+    return any(config.getini(ini) for _, ini, *_ in _SETTINGS) or bool(
+        config.getini("llmbench_profiles")
+    )
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def build_messages(
     chat: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     if messages is not None:
         return chat + [dict(message) for message in messages]
-    return chat + [{"role": "user", "content": prompt}]
+    return [*chat, {"role": "user", "content": prompt}]
 
 
 def _eval_item(request: pytest.FixtureRequest) -> Any:
@@ -153,7 +153,9 @@ def eval_case(request: pytest.FixtureRequest) -> EvalCase:
     """The case of the current eval item."""
     item = _eval_item(request)
     if item is None:
-        raise pytest.UsageError("the `eval_case` fixture exists only for items of *.eval.yaml files")
+        raise pytest.UsageError(
+            "the `eval_case` fixture exists only for items of *.eval.yaml files"
+        )
     return item.case
 
 
@@ -165,7 +167,13 @@ def workdir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
         files: Mapping[str, str] = item.case.files
     else:
         marker = request.node.get_closest_marker("llmbench_files")
-        files = dict(marker.args[0]) if marker and marker.args else dict(marker.kwargs) if marker else {}
+        files = (
+            dict(marker.args[0])
+            if marker and marker.args
+            else dict(marker.kwargs)
+            if marker
+            else {}
+        )
     root = tmp_path / "workdir"
     root.mkdir()
     for name, content in files.items():

@@ -61,19 +61,42 @@ METRIC_COLUMNS: tuple[str, ...] = (
 
 # Counts stay integers (nullable, so a missing total is empty in the CSV rather than "0.0").
 _INT_COLUMNS: tuple[str, ...] = (
-    "n_items", "n_cases", "n_repeats", "n_passed", "n_failed", "n_errors", "n_skipped",
-    "input_tokens_total", "output_tokens_total", "ttft_n", "tool_calls_total", "retries_total",
+    "n_items",
+    "n_cases",
+    "n_repeats",
+    "n_passed",
+    "n_failed",
+    "n_errors",
+    "n_skipped",
+    "input_tokens_total",
+    "output_tokens_total",
+    "ttft_n",
+    "tool_calls_total",
+    "retries_total",
 )
 _NUMERIC_FIELDS: tuple[str, ...] = (
-    "repeat", "score", "ttft_s", "latency_s", "input_tokens", "output_tokens",
-    "tokens_per_s", "cost_usd", "retries", "tool_calls",
+    "repeat",
+    "score",
+    "ttft_s",
+    "latency_s",
+    "input_tokens",
+    "output_tokens",
+    "tokens_per_s",
+    "cost_usd",
+    "retries",
+    "tool_calls",
 )
 _OUTCOME_COUNTS: tuple[tuple[str, str], ...] = (
-    ("n_passed", "passed"), ("n_failed", "failed"), ("n_errors", "error"), ("n_skipped", "skipped"),
+    ("n_passed", "passed"),
+    ("n_failed", "failed"),
+    ("n_errors", "error"),
+    ("n_skipped", "skipped"),
 )
 _ANSWERED = ("passed", "failed")
 #: Suite name of the row that aggregates all suites of a model.
 ALL_SUITES = "__all__"
+#: The model label of records from tests that called no model.
+NO_MODEL = "(no model)"
 _CSV_DECIMALS = 6
 
 
@@ -91,6 +114,8 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     extra = [key for record in records for key in record if key not in FIELDS]
     columns = list(FIELDS) + list(dict.fromkeys(extra))
     frame = pd.DataFrame([dict(record) for record in records], columns=columns)
+    # A plain test that only records a score has no model; it still gets a row of its own.
+    frame["model"] = frame["model"].fillna(NO_MODEL)
     for name in _NUMERIC_FIELDS:
         frame[name] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
     return frame
@@ -100,7 +125,7 @@ def aggregate(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Return :data:`METRIC_COLUMNS` per group of ``by``, key columns first, rows sorted by key."""
     keys = list(by)
     rows = [
-        {**dict(zip(keys, key)), **_metrics(group)}
+        {**dict(zip(keys, key, strict=False)), **_metrics(group)}
         for key, group in frame.groupby(keys, sort=True, dropna=False)
     ]
     return _metrics_frame(rows, keys)
@@ -173,7 +198,14 @@ def write_aggregates(records: Sequence[Mapping[str, Any]], out_dir: Path) -> Wri
 
 
 _BOARD_HEADER: tuple[str, ...] = (
-    "rank", "model", "score", "pass", "errors", "cost $", "p50 s", "ttft p50 s",
+    "rank",
+    "model",
+    "score",
+    "pass",
+    "errors",
+    "cost $",
+    "p50 s",
+    "ttft p50 s",
 )
 
 
@@ -184,7 +216,9 @@ def format_leaderboard(board: pd.DataFrame, max_rows: int = 20) -> list[str]:
     """
     shown = board.head(max(max_rows, 0))
     rows = [_board_cells(row) for _, row in shown.iterrows()]
-    widths = [max(len(cell) for cell in column) for column in zip(_BOARD_HEADER, *rows)]
+    widths = [
+        max(len(cell) for cell in column) for column in zip(_BOARD_HEADER, *rows, strict=False)
+    ]
     lines = [_board_line(cells, widths) for cells in [_BOARD_HEADER, *rows]]
     if len(board) > len(shown):
         lines.append(f"... {len(board) - len(shown)} more model(s)")
@@ -208,7 +242,7 @@ def _board_line(cells: Sequence[str], widths: Sequence[int]) -> str:
     # The model name reads best left-aligned; numbers line up on the right.
     parts = [
         cell.ljust(width) if index == 1 else cell.rjust(width)
-        for index, (cell, width) in enumerate(zip(cells, widths))
+        for index, (cell, width) in enumerate(zip(cells, widths, strict=False))
     ]
     return "  ".join(parts).rstrip()
 

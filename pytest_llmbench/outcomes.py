@@ -20,18 +20,21 @@ from .record import build_record
 from .runtime import RUNTIME_KEY, Runtime
 
 
-def attach_record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+def attach_record(
+    item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+) -> None:
     """Put the item's record on ``report`` when this phase finishes the item."""
     runtime = item.config.stash.get(RUNTIME_KEY, None)
     if runtime is None:
         return  # nothing of ours ran in this process
-    _scrub(report, runtime)
     if isinstance(item, EvalItem):
         record = _eval_record(item, call, report)
     else:
         record = _plain_record(item, call, report, runtime)
     if record is not None:
         report.llmbench_record = record  # type: ignore[attr-defined]
+    # Last: building the record may replace the failure text (a provider error's message).
+    _scrub(report, runtime)
 
 
 def _eval_record(item: EvalItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> Any:
@@ -51,7 +54,10 @@ def _eval_record(item: EvalItem, call: pytest.CallInfo[None], report: pytest.Tes
         return item.make_record("failed", None)
     if report.skipped:
         return item.make_record("skipped", None)
-    return item.make_record(report.outcome, _message(excinfo) if report.failed else None)
+    if report.failed:
+        # Anything but a low score (a crashing python assertion, a bug) is not a verdict.
+        return item.make_record("error", _message(excinfo))
+    return item.make_record(report.outcome, None)
 
 
 def _plain_record(
@@ -60,7 +66,7 @@ def _plain_record(
     state: PlainTestState | None = item.stash.get(PLAIN_STATE_KEY, None)
     if state is None or report.when != "call":
         return None
-    outcome = report.outcome
+    outcome: str = report.outcome
     error = _message(call.excinfo) if report.failed else None
     if state.error is not None and call.excinfo is not None and call.excinfo.value is state.error:
         outcome = "error"  # an outage is not a low score, even in a plain test
@@ -115,8 +121,14 @@ def _scrub(report: pytest.TestReport, runtime: Runtime) -> None:
     redactor = runtime.redactor
     if not redactor.secrets:
         return
-    if report.longrepr is not None:
-        text = str(report.longrepr)
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):
+        # A skip's (path, line, reason): terminal summaries need the tuple shape kept.
+        report.longrepr = tuple(  # type: ignore[assignment]
+            redactor.text(part) if isinstance(part, str) else part for part in longrepr
+        )
+    elif longrepr is not None:
+        text = str(longrepr)
         cleaned = redactor.text(text)
         if cleaned != text:
             report.longrepr = cleaned

@@ -12,7 +12,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?|ACCESS_KEY)", re.IGNORECASE)
+# TOKEN only as a whole word at the end (GITHUB_TOKEN, HF_TOKEN), not MAX_TOKENS and the like.
+_SECRET_NAME = re.compile(
+    r"(API_?KEY|(^|_)TOKEN$|SECRET|PASSWORD|PASSWD|CREDENTIALS?|ACCESS_KEY|PRIVATE_KEY)",
+    re.IGNORECASE,
+)
 #: Shorter values are too likely to occur in ordinary text to be replaced safely.
 _MIN_SECRET_LENGTH = 6
 
@@ -43,11 +47,11 @@ class Redactor:
         return value
 
     def value(self, value: Any) -> Any:
-        """Redact strings anywhere inside dicts, lists and tuples."""
+        """Redact strings anywhere inside dicts (keys too), lists and tuples."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping):
-            return {key: self.value(item) for key, item in value.items()}
+            return {self.value(key): self.value(item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.value(item) for item in value]
         return value

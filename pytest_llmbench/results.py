@@ -61,6 +61,11 @@ class ResultsRecorder:
         if isinstance(record, dict):
             self._append(record)
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """Count collection errors: an aggregate gate must not turn them into a pass."""
+        if report.failed:
+            self._other_failures += 1
+
     def _append(self, record: dict[str, Any]) -> None:
         if self._stream is None:
             self._stream = self._open_results()
@@ -71,7 +76,9 @@ class ResultsRecorder:
     def _open_results(self) -> IO[str]:
         self.out_dir = _results_dir(self.config)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        return open(self.out_dir / RESULTS_FILE, "a", encoding="utf-8")
+        # A reused --results-dir holds this run only: the aggregates and run.json describe this
+        # run's records, and results.jsonl must agree with them.
+        return open(self.out_dir / RESULTS_FILE, "w", encoding="utf-8")
 
     # -- at the end ------------------------------------------------------------------------
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -106,7 +113,8 @@ class ResultsRecorder:
             if rate < required:
                 self.gate_failures.append(GateFailure(str(row.model), rate, required))
         if self.gate_failures:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            if session.exitstatus == pytest.ExitCode.OK:  # keep worse: interrupted, internal
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         elif session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._other_failures == 0:
             # With an aggregate gate, single low-scoring cases do not fail the run by themselves.
             session.exitstatus = pytest.ExitCode.OK
@@ -157,7 +165,10 @@ def _results_dir(config: pytest.Config) -> Path:
 
 def _versions() -> dict[str, str | None]:
     names = ("pytest-llmbench", "pytest", "pytest-xdist", "litellm", "llama-cpp-python")
-    found: dict[str, str | None] = {"python": sys.version.split()[0], "platform": platform.platform()}
+    found: dict[str, str | None] = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+    }
     for name in names:
         try:
             found[name] = metadata.version(name)

@@ -62,7 +62,9 @@ class Runtime:
         elif profile.api_key_env:
             api_key = os.environ.get(profile.api_key_env) or None
             if api_key is None:
-                message = f"{profile.name}: {profile.api_key_env} is not set (needed for {profile.model})"
+                message = (
+                    f"{profile.name}: {profile.api_key_env} is not set (needed for {profile.model})"
+                )
                 raise ProviderError(message, "missing_key")
         cost = profile.cost_per_1k
         return CallTarget(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,14 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+pytest.register_assert_rewrite("fakeserver")
 
-from fakeserver import FakeLLMServer, Rule, fake_llm  # noqa: E402,F401
+from fakeserver import FakeLLMServer, Rule  # noqa: E402  (after the rewrite registration)
+
+__all__ = ["FAKE_KEY", "FAKE_KEY_ENV", "Bench", "FakeLLMServer", "Rule"]
+
+# The fake provider's `fake_llm` fixture.
+pytest_plugins = ["fakeserver"]
 
 #: The fake provider's key; tests assert it never reaches any output.
 FAKE_KEY = "sk-fake-SECRET-0123456789abcdef"
@@ -29,11 +34,19 @@ def litellm_loaded() -> Any:
     a run would be re-imported by the next one, which is slow (litellm) or fails (numpy).
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import asyncio
+
     import pandas  # noqa: F401
 
-    from pytest_llmbench.providers.litellm_adapter import import_litellm
+    from pytest_llmbench.providers.completion import CallTarget
+    from pytest_llmbench.providers.litellm_adapter import acomplete, import_litellm
 
-    return import_litellm()
+    litellm = import_litellm()
+    # litellm imports more on its first call; make it here, once, for the same reason.
+    with FakeLLMServer() as server:
+        target = CallTarget("warm-up", "openai/fake-model", server.base_url, "sk-warm-up-key")
+        asyncio.run(acomplete(target, [{"role": "user", "content": "hi"}], {}, max_retries=0))
+    return litellm
 
 
 @dataclass
@@ -53,7 +66,9 @@ class Bench:
 
     def run_subprocess(self, *args: str) -> pytest.RunResult:
         """Run pytest in a subprocess (for xdist and import-isolation checks)."""
-        return self.pytester.runpytest_subprocess("-p", "no:cacheprovider", "--results-dir=out", *args)
+        return self.pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--results-dir=out", *args
+        )
 
     def records(self) -> list[dict[str, Any]]:
         """The rows of out/results.jsonl."""

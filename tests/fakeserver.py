@@ -22,13 +22,14 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pytest
 
-__all__ = ["Rule", "RecordedRequest", "FakeLLMServer", "fake_llm", "count_words"]
+__all__ = ["FakeLLMServer", "RecordedRequest", "Rule", "count_words", "fake_llm"]
 
 FAKE_MODELS = ("fake-model",)
 
@@ -176,7 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.server.conns_lock:
                 self.server.open_conns.discard(self.connection)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # -- helpers --
@@ -319,7 +320,9 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream") is True:
             opts = body.get("stream_options")
             include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
-            self._stream(cid, created, model, reply, finish_reason, usage if include_usage else None)
+            self._stream(
+                cid, created, model, reply, finish_reason, usage if include_usage else None
+            )
             return
 
         self._send_json(
@@ -490,9 +493,8 @@ class FakeLLMServer:
             return [
                 r
                 for r in self.requests
-                if r.method == "POST" and r.path.split("?", 1)[0].rstrip("/").endswith(
-                    "/chat/completions"
-                )
+                if r.method == "POST"
+                and r.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions")
             ]
 
     def _record(self, req: RecordedRequest) -> None:

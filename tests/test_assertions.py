@@ -130,8 +130,13 @@ def test_score_verdicts_empty_and_all_zero_weights() -> None:
 def test_verdict_to_dict_is_json_primitives() -> None:
     verdict = check({"type": "contains", "value": "a", "weight": 2}, "abc")
     data = verdict.to_dict()
-    assert data == {"type": "contains", "passed": True, "score": 1.0, "weight": 2.0,
-                    "reason": "output contains 'a'"}
+    assert data == {
+        "type": "contains",
+        "passed": True,
+        "score": 1.0,
+        "weight": 2.0,
+        "reason": "output contains 'a'",
+    }
     assert json.loads(json.dumps(data)) == data
 
 
@@ -226,9 +231,11 @@ def test_json_schema_from_a_yaml_file(tmp_path: Path) -> None:
 def test_json_schema_file_problems_fail_even_when_negated(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "list.json").write_text("[1]")
-    for name, reason in [("missing.json", "cannot load schema file missing.json"),
-                         ("bad.json", "cannot load schema file bad.json"),
-                         ("list.json", "does not hold a mapping")]:
+    for name, reason in [
+        ("missing.json", "cannot load schema file missing.json"),
+        ("bad.json", "cannot load schema file bad.json"),
+        ("list.json", "does not hold a mapping"),
+    ]:
         verdict = check({"type": "not-json-schema", "value": name}, "{}", base_dir=tmp_path)
         assert not verdict.passed and reason in verdict.reason
 
@@ -261,7 +268,7 @@ def test_numeric_tolerance_forgives_float_rounding() -> None:
 
 # --- python -----------------------------------------------------------------------------------
 
-CHECKS = '''
+CHECKS = """
 def is_paris(output, context):
     return output.strip() == context.expected
 
@@ -284,7 +291,7 @@ def nothing(output, context):
     return None
 
 not_callable = 3
-'''
+"""
 
 
 @pytest.fixture
@@ -371,16 +378,25 @@ def test_python_missing_module_fails(tmp_path: Path) -> None:
         ({"value": "x"}, "type", "assertion has no 'type'"),
         ({"type": 3}, "type", "assertion type must be a string"),
         ({"type": "contains", "valu": "x", "extra": 1}, "extra", "unknown key 'extra', 'valu'"),
-        ({"type": "contains", "value": "x", "tolerance": 1}, "tolerance",
-         "'tolerance' does not apply to contains (only to numeric)"),
-        ({"type": "numeric", "value": 1, "threshold": 0.5}, "threshold",
-         "'threshold' does not apply to numeric (only to python)"),
+        (
+            {"type": "contains", "value": "x", "tolerance": 1},
+            "tolerance",
+            "'tolerance' does not apply to contains (only to numeric)",
+        ),
+        (
+            {"type": "numeric", "value": 1, "threshold": 0.5},
+            "threshold",
+            "'threshold' does not apply to numeric (only to python)",
+        ),
         ({"type": "contains-any", "value": "Paris"}, "value", "contains-any needs a non-empty"),
         ({"type": "contains-all", "value": []}, "value", "contains-all needs a non-empty list"),
         ({"type": "icontains-all", "value": ["a", None]}, "value", "list of strings"),
         ({"type": "contains", "value": ["a"]}, "value", "contains needs a string value"),
-        ({"type": "regex", "value": "(unclosed"}, "value",
-         "invalid regex '(unclosed': missing ), unterminated subpattern at position 0"),
+        (
+            {"type": "regex", "value": "(unclosed"},
+            "value",
+            "invalid regex '(unclosed': missing ), unterminated subpattern at position 0",
+        ),
         ({"type": "python", "value": "mychecks.check"}, "value", "like 'module.sub:function'"),
         ({"type": "python", "value": "my-checks:check"}, "value", "like 'module.sub:function'"),
         ({"type": "numeric", "value": "42"}, "value", "numeric needs a number, got '42'"),
@@ -389,12 +405,18 @@ def test_python_missing_module_fails(tmp_path: Path) -> None:
         ({"type": "json-schema", "value": {"type": "nope"}}, "value", "invalid JSON schema"),
         ({"type": "is-json", "value": "x"}, "value", "is-json takes no value"),
         ({"type": "contains", "value": "x", "weight": -1}, "weight", "weight must be >= 0, got -1"),
-        ({"type": "contains", "value": "x", "weight": "heavy"}, "weight",
-         "weight must be a number, got 'heavy'"),
+        (
+            {"type": "contains", "value": "x", "weight": "heavy"},
+            "weight",
+            "weight must be a number, got 'heavy'",
+        ),
         ({"type": "numeric", "value": 1, "tolerance": -0.1}, "tolerance", "tolerance must be >= 0"),
         ({"type": "numeric", "value": 1, "rel_tolerance": "x"}, "rel_tolerance", "a number"),
-        ({"type": "python", "value": "m:f", "threshold": 2}, "threshold",
-         "threshold must be between 0 and 1, got 2"),
+        (
+            {"type": "python", "value": "m:f", "threshold": 2},
+            "threshold",
+            "threshold must be between 0 and 1, got 2",
+        ),
         ("python", "value", "python needs a value ('module:function'), so it cannot be a bare"),
         ("json-schema", "value", "json-schema needs a value"),
         ("contains-any", "value", "contains-any needs a value (a list of strings)"),

@@ -18,7 +18,9 @@ def test_ini_settings_apply_and_the_command_line_wins(bench: Bench) -> None:
     )
     bench.eval_file("one", ONE_CASE)
     from_ini = bench.run("--collect-only", "-q")
-    from_ini.stdout.fnmatch_lines(["one.eval.yaml::one[[]fake2-r0[]]", "one.eval.yaml::one[[]fake2-r1[]]"])
+    from_ini.stdout.fnmatch_lines(
+        ["one.eval.yaml::one[[]fake2-r0[]]", "one.eval.yaml::one[[]fake2-r1[]]"]
+    )
     from_cli = bench.run("--collect-only", "-q", "--models=fake", "--repeat=1")
     from_cli.stdout.fnmatch_lines(["one.eval.yaml::one[[]fake-r0[]]", "*1 test collected*"])
 
@@ -37,7 +39,9 @@ def test_env_file_supplies_keys_without_overriding_the_environment(
     assert "keys.env" in run_json and FAKE_KEY not in run_json
 
 
-def test_default_dot_env_in_rootdir_is_loaded(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_dot_env_in_rootdir_is_loaded(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(FAKE_KEY_ENV)
     bench.pytester.path.joinpath(".env").write_text(f"{FAKE_KEY_ENV}={FAKE_KEY}\n")
     bench.eval_file("one", ONE_CASE)

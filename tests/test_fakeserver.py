@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 try:  # tests/ on sys.path (no tests/__init__.py)
-    from fakeserver import FakeLLMServer, Rule, fake_llm  # noqa: F401
+    from fakeserver import FakeLLMServer, Rule, fake_llm
 except ImportError:  # pragma: no cover - tests is a package
     from tests.fakeserver import FakeLLMServer, Rule, fake_llm  # noqa: F401
 
@@ -207,9 +207,7 @@ def test_error_status_json_body_and_retry_after(fake_llm: FakeLLMServer) -> None
 
 def test_error_for_streamed_request_is_json_and_no_retry_after_by_default() -> None:
     with FakeLLMServer([Rule(status=500, error_message="boom")]) as srv:
-        status, headers, body = post(
-            srv, {"model": "m", "messages": _msgs("x"), "stream": True}
-        )
+        status, headers, body = post(srv, {"model": "m", "messages": _msgs("x"), "stream": True})
     assert status == 500
     assert "retry-after" not in headers
     assert body["error"]["message"] == "boom"
@@ -332,7 +330,7 @@ def test_keep_alive_json_and_unknown_routes(fake_llm: FakeLLMServer) -> None:
 def test_lifecycle_base_url_and_stop() -> None:
     srv = FakeLLMServer()
     with pytest.raises(RuntimeError):
-        srv.base_url
+        _ = srv.base_url
     srv.start()
     port = srv.port
     assert srv.base_url == f"http://127.0.0.1:{port}/v1"

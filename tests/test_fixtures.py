@@ -60,7 +60,7 @@ def test_record_score_and_metrics_reach_the_record(bench: Bench) -> None:
     assert graded["metrics"] == {"words": 3.0}
     assert graded["prompt"] == "again"
     # Tokens and cost are summed over both calls the test made.
-    first, second = bench.server.chat_requests()
+    first, _second = bench.server.chat_requests()
     assert first.body["messages"][0] == {"role": "system", "content": "Answer in one word."}
     assert graded["output_tokens"] == 2
     assert by_case["test_no_llm"]["score"] == 1.0
@@ -166,7 +166,9 @@ def test_eval_case_fixture_outside_eval_items_is_a_clear_error(bench: Bench) -> 
     )
     result = bench.run()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*`eval_case` fixture exists only for items of *.eval.yaml files*"])
+    result.stdout.fnmatch_lines(
+        ["*`eval_case` fixture exists only for items of *.eval.yaml files*"]
+    )
 
 
 def test_eval_case_and_llm_inside_eval_item_conftest(bench: Bench) -> None:

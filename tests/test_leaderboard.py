@@ -32,24 +32,82 @@ def rec(**values: Any) -> dict[str, Any]:
 def suite_s1() -> list[dict[str, Any]]:
     """Five items of m1/s1. Error and skipped items carry values that must not leak into means."""
     return [
-        rec(case_id="c1", repeat=0, score=1.0, latency_s=1.0, ttft_s=0.2, input_tokens=10,
-            output_tokens=20, cost_usd=0.001, tokens_per_s=10.0, tool_calls=1),
-        rec(case_id="c1", repeat=1, outcome="failed", score=0.5, latency_s=2.0, input_tokens=12,
-            output_tokens=30, cost_usd=0.002, tokens_per_s=20.0, retries=1),
-        rec(case_id="c2", repeat=0, outcome="error", latency_s=50.0, ttft_s=9.0, input_tokens=5,
-            cost_usd=0.0005, tokens_per_s=999.0, retries=3, error="boom", error_kind="provider"),
-        rec(case_id="c2", repeat=1, outcome="skipped", score=0.0, latency_s=100.0, ttft_s=7.0,
-            input_tokens=1000, output_tokens=1000, cost_usd=1.0, retries=7, tool_calls=9),
-        rec(case_id="c3", repeat=0, score=None, latency_s=3.0, ttft_s=0.4, input_tokens=8,
-            output_tokens=10, cost_usd=0.003, tool_calls=2),
+        rec(
+            case_id="c1",
+            repeat=0,
+            score=1.0,
+            latency_s=1.0,
+            ttft_s=0.2,
+            input_tokens=10,
+            output_tokens=20,
+            cost_usd=0.001,
+            tokens_per_s=10.0,
+            tool_calls=1,
+        ),
+        rec(
+            case_id="c1",
+            repeat=1,
+            outcome="failed",
+            score=0.5,
+            latency_s=2.0,
+            input_tokens=12,
+            output_tokens=30,
+            cost_usd=0.002,
+            tokens_per_s=20.0,
+            retries=1,
+        ),
+        rec(
+            case_id="c2",
+            repeat=0,
+            outcome="error",
+            latency_s=50.0,
+            ttft_s=9.0,
+            input_tokens=5,
+            cost_usd=0.0005,
+            tokens_per_s=999.0,
+            retries=3,
+            error="boom",
+            error_kind="provider",
+        ),
+        rec(
+            case_id="c2",
+            repeat=1,
+            outcome="skipped",
+            score=0.0,
+            latency_s=100.0,
+            ttft_s=7.0,
+            input_tokens=1000,
+            output_tokens=1000,
+            cost_usd=1.0,
+            retries=7,
+            tool_calls=9,
+        ),
+        rec(
+            case_id="c3",
+            repeat=0,
+            score=None,
+            latency_s=3.0,
+            ttft_s=0.4,
+            input_tokens=8,
+            output_tokens=10,
+            cost_usd=0.003,
+            tool_calls=2,
+        ),
     ]
 
 
 def sample_records() -> list[dict[str, Any]]:
     return [
         *suite_s1(),
-        rec(suite="s2", case_id="c1", score=0.8, latency_s=0.5, input_tokens=4,
-            output_tokens=6, cost_usd=0.001),
+        rec(
+            suite="s2",
+            case_id="c1",
+            score=0.8,
+            latency_s=0.5,
+            input_tokens=4,
+            output_tokens=6,
+            cost_usd=0.001,
+        ),
         rec(model="m2", case_id="c1", outcome="failed", score=0.25, latency_s=1.5),
     ]
 
@@ -129,7 +187,11 @@ def test_latency_and_ttft_stats_use_linear_percentiles() -> None:
 def test_all_metrics_rows_sorted_by_model_then_suite() -> None:
     records = list(reversed(sample_records()))
     frame = lb.all_metrics(lb.records_frame(records))
-    assert list(zip(frame["model"], frame["suite"])) == [("m1", "s1"), ("m1", "s2"), ("m2", "s1")]
+    assert list(zip(frame["model"], frame["suite"], strict=False)) == [
+        ("m1", "s1"),
+        ("m1", "s2"),
+        ("m2", "s1"),
+    ]
 
 
 def test_missing_values_give_nan_not_zero() -> None:
@@ -281,8 +343,12 @@ def test_written_csv_headers_and_values(tmp_path: Path) -> None:
 
 
 def test_dir_name_collisions_get_suffix(tmp_path: Path) -> None:
-    records = [rec(model="openai:gpt-4o"), rec(model="openai/gpt-4o"), rec(model="M"),
-               rec(model="m")]
+    records = [
+        rec(model="openai:gpt-4o"),
+        rec(model="openai/gpt-4o"),
+        rec(model="M"),
+        rec(model="m"),
+    ]
     written = lb.write_aggregates(records, tmp_path)
     assert written is not None
     dirs = {model: path.parent.name for model, path in written.per_model.items()}
@@ -313,8 +379,7 @@ def test_format_leaderboard_table() -> None:
 
 
 def test_format_leaderboard_truncates() -> None:
-    records = [rec(model=name, score=score) for name, score in (("x", 0.1), ("y", 0.2),
-                                                                 ("z", 0.3))]
+    records = [rec(model=name, score=score) for name, score in (("x", 0.1), ("y", 0.2), ("z", 0.3))]
     lines = lb.format_leaderboard(lb.leaderboard(lb.records_frame(records)), max_rows=2)
     assert len(lines) == 4
     assert lines[1].split()[:3] == ["1", "z", "0.300"]
@@ -333,8 +398,24 @@ def test_import_does_not_load_pandas() -> None:
         "print('pandas' in sys.modules)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
         env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
     )
     # The second line proves the check can see pandas once it is really imported.
     assert result.stdout.split() == ["False", "True"]
+
+
+def test_records_without_a_model_aggregate_under_their_own_label(tmp_path: Path) -> None:
+    records = [
+        build_record(suite="s", case_id="a", model=None, outcome="passed", score=1.0),
+        build_record(suite="s", case_id="b", model="m", outcome="failed", score=0.0),
+    ]
+    written = lb.write_aggregates(records, tmp_path)
+    assert written is not None
+    board = lb.leaderboard(lb.records_frame(records))
+    assert list(board["model"]) == ["(no model)", "m"]
+    assert set(written.per_model) == {"(no model)", "m"}

@@ -70,7 +70,9 @@ def test_plain_run_without_eval_files_is_inert(pytester: pytest.Pytester) -> Non
 def _listing(root: Path) -> list[str]:
     """Every path below ``root`` except pytester's own basetemp."""
     return sorted(
-        str(p.relative_to(root)) for p in root.rglob("*") if not _pytester_own(p.relative_to(root).parts[0])
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if not _pytester_own(p.relative_to(root).parts[0])
     )
 
 

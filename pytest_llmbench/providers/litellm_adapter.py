@@ -7,6 +7,8 @@ litellm is imported on first use, never at plugin load: it costs seconds, and wi
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import email.utils
 import os
 import random
 import time
@@ -134,7 +136,12 @@ async def _consume_stream(
 
 def _read_response(response: Any) -> tuple[str, float | None, str | None, Any]:
     choice = response.choices[0]
-    return choice.message.content or "", None, choice.finish_reason, getattr(response, "usage", None)
+    return (
+        choice.message.content or "",
+        None,
+        choice.finish_reason,
+        getattr(response, "usage", None),
+    )
 
 
 def _token_counts(
@@ -159,7 +166,9 @@ def _cost(
     if input_tokens is None or output_tokens is None:
         return None
     if target.cost_per_1k_input is not None and target.cost_per_1k_output is not None:
-        return (input_tokens * target.cost_per_1k_input + output_tokens * target.cost_per_1k_output) / 1000
+        return (
+            input_tokens * target.cost_per_1k_input + output_tokens * target.cost_per_1k_output
+        ) / 1000
     try:
         prompt_cost, completion_cost = litellm.cost_per_token(
             model=target.model_id, prompt_tokens=input_tokens, completion_tokens=output_tokens
@@ -191,13 +200,37 @@ def _backoff_s(exc: BaseException, attempt: int) -> float:
 
 
 def _retry_after_s(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    value = headers.get("retry-after") if headers is not None else None
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
+    # litellm re-raises with a synthetic ``response`` whose headers are empty; the provider's
+    # real headers are on ``litellm_response_headers``.
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
+        if headers is None:
+            continue
+        seconds = _header_seconds(headers.get("retry-after-ms"), 1000.0)
+        if seconds is None:
+            seconds = _header_seconds(headers.get("retry-after"), 1.0)
+        if seconds is not None:
+            return seconds
+    return None
+
+
+def _header_seconds(value: Any, per_second: float) -> float | None:
+    """A Retry-After value (seconds, milliseconds or an HTTP date) in seconds."""
+    if value is None:
         return None
+    try:
+        return max(0.0, float(value) / per_second)
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return max(0.0, (when - dt.datetime.now(dt.timezone.utc)).total_seconds())
 
 
 def _provider_error(exc: BaseException, target: CallTarget, retries: int) -> ProviderError:

@@ -26,7 +26,9 @@ def _cell_value(record: dict[str, Any] | None, field: str, fmt: str) -> str:
         return ""
     if field == "tokens":
         tokens_in, tokens_out = record.get("input_tokens"), record.get("output_tokens")
-        return "" if tokens_in is None and tokens_out is None else f"{tokens_in}/{tokens_out}"
+        if tokens_in is None and tokens_out is None:
+            return ""
+        return "/".join("-" if count is None else str(count) for count in (tokens_in, tokens_out))
     value = record.get(field)
     return "" if value is None else fmt.format(value)
 
@@ -38,11 +40,15 @@ class HtmlColumns:
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
         """Add our column headers after the test id."""
         for offset, (column, title, _field, _fmt) in enumerate(_COLUMNS):
-            cells.insert(2 + offset, f'<th class="sortable" data-column-type="{column}">{title}</th>')
+            cells.insert(
+                2 + offset, f'<th class="sortable" data-column-type="{column}">{title}</th>'
+            )
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
         """Add the record's values (empty cells for reports without a record)."""
+        if not cells:
+            return  # another plugin removed the row; adding cells would bring it back
         record = getattr(report, "llmbench_record", None)
         for offset, (column, _title, field, fmt) in enumerate(_COLUMNS):
             value = html.escape(_cell_value(record, field, fmt))
@@ -57,7 +63,7 @@ class HtmlColumns:
         from pytest_html import extras
 
         existing = list(getattr(report, "extras", []) or [])
-        report.extras = existing + [extras.html(render_extra(record))]  # type: ignore[attr-defined]
+        report.extras = [*existing, extras.html(render_extra(record))]  # type: ignore[attr-defined]
 
 
 def render_extra(record: dict[str, Any]) -> str:
@@ -72,7 +78,9 @@ def render_extra(record: dict[str, Any]) -> str:
     verdicts = record.get("assertions") or []
     if verdicts:
         parts.append('<h4>Assertions</h4><table class="llmbench-verdicts">')
-        parts.append("<tr><th>verdict</th><th>type</th><th>score</th><th>weight</th><th>reason</th></tr>")
+        parts.append(
+            "<tr><th>verdict</th><th>type</th><th>score</th><th>weight</th><th>reason</th></tr>"
+        )
         for verdict in verdicts:
             mark = "PASS" if verdict.get("passed") else "FAIL"
             parts.append(

@@ -1,0 +1,227 @@
+"""Provider trouble through the litellm adapter: retries, Retry-After, timeouts, missing keys.
+
+An outage is an *error* outcome (pytest ERROR in setup), never a low score, and it is kept out of
+score means but counted in the error rate of every CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import email.utils
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pytester runs)
+import pytest
+from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
+
+from pytest_llmbench.providers.litellm_adapter import _backoff_s, _retry_after_s
+
+ONE_CASE = """
+cases:
+  - id: france
+    prompt: What is the capital of France?
+    expected: Paris
+    assert: [contains]
+"""
+
+TWO_CASES = """
+cases:
+  - id: france
+    prompt: What is the capital of France?
+    expected: Paris
+    assert: [contains]
+  - id: japan
+    prompt: What is the capital of Japan?
+    expected: Tokyo
+    assert: [contains]
+"""
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_server_error_then_success_passes_with_one_retry(bench: Bench) -> None:
+    bench.server.add_rule(Rule(status=500, times=1, retry_after=0.05))
+    bench.server.add_rule(Rule(reply="Paris."))
+    bench.eval_file("capitals", ONE_CASE)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["outcome"] == "passed"
+    assert record["retries"] == 1
+    assert record["error"] is None and record["error_kind"] is None
+    assert record["response"] == "Paris."
+    assert len(bench.server.chat_requests()) == 2
+    (row,) = _csv(bench.out("all_metrics.csv"))
+    assert row["retries_total"] == "1"
+    assert row["n_errors"] == "0"
+
+
+def test_rate_limit_retry_after_is_honoured(bench: Bench) -> None:
+    # Without Retry-After the first backoff is at most 0.5 s; the header asks for longer.
+    bench.server.add_rule(Rule(status=429, times=1, retry_after=0.8))
+    bench.server.add_rule(Rule(reply="Paris."))
+    bench.eval_file("capitals", ONE_CASE)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1)
+    first, second = bench.server.chat_requests()
+    assert second.time - first.time >= 0.75
+    (record,) = bench.records()
+    assert record["retries"] == 1
+
+
+def test_short_retry_after_is_used_instead_of_backoff(bench: Bench) -> None:
+    bench.server.add_rule(Rule(status=503, times=2, retry_after=0.01))
+    bench.server.add_rule(Rule(reply="Paris."))
+    bench.eval_file("capitals", ONE_CASE)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    requests = bench.server.chat_requests()
+    assert len(requests) == 3
+    # Exponential backoff alone would wait at least 0.25 s + 0.5 s.
+    assert requests[-1].time - requests[0].time < 0.7
+    assert bench.records()[0]["retries"] == 2
+
+
+def test_unauthorized_is_an_immediate_setup_error_without_traceback(bench: Bench) -> None:
+    bench.server.add_rule(Rule(status=401, error_message="Incorrect API key provided"))
+    bench.eval_file("capitals", ONE_CASE)
+    result = bench.run("--models=fake", "--max-retries=3")
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    assert "ERROR at setup of france[fake-r0]" in out
+    assert "FAILED" not in out
+    assert "Incorrect API key provided" in out
+    assert "Traceback" not in out and "raise " not in out and ".py:" not in out
+    assert len(bench.server.chat_requests()) == 1  # no retries for 401
+    (record,) = bench.records()
+    assert record["outcome"] == "error"
+    assert record["passed"] is False
+    assert record["error_kind"] == "provider"
+    assert record["retries"] == 0
+    assert "401" in record["error"] and "Incorrect API key provided" in record["error"]
+    assert record["score"] is None and record["response"] is None
+
+
+def test_persistent_server_error_gives_up_after_max_retries(bench: Bench) -> None:
+    bench.server.add_rule(Rule(status=503, retry_after=0.05, error_message="overloaded"))
+    bench.eval_file("capitals", ONE_CASE)
+    result = bench.run("--models=fake", "--max-retries=1")
+    result.assert_outcomes(errors=1)
+    assert len(bench.server.chat_requests()) == 2
+    (record,) = bench.records()
+    assert record["outcome"] == "error"
+    assert record["error_kind"] == "provider"
+    assert record["retries"] == 1
+    assert "overloaded" in record["error"] and "503" in record["error"]
+    assert "after 2 attempts" in record["error"]
+    (row,) = _csv(bench.out("all_metrics.csv"))
+    assert row["retries_total"] == "1"
+    assert row["n_errors"] == "1"
+
+
+def test_zero_max_retries_makes_one_attempt(bench: Bench) -> None:
+    bench.server.add_rule(Rule(status=500, retry_after=0.05))
+    bench.eval_file("capitals", ONE_CASE)
+    bench.run("--models=fake", "--max-retries=0").assert_outcomes(errors=1)
+    assert len(bench.server.chat_requests()) == 1
+    assert bench.records()[0]["retries"] == 0
+
+
+def test_slow_provider_times_out(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="Paris.", delay_s=2))
+    bench.eval_file("capitals", ONE_CASE)
+    result = bench.run("--models=fake", "--request-timeout=0.5", "--max-retries=0")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["outcome"] == "error"
+    assert record["error_kind"] == "timeout"
+    assert record["response"] is None
+
+
+def test_missing_key_names_the_variable_and_sends_nothing(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(FAKE_KEY_ENV)
+    bench.eval_file("capitals", ONE_CASE)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    assert FAKE_KEY_ENV in result.stdout.str()
+    assert "Traceback" not in result.stdout.str()
+    assert bench.server.chat_requests() == []
+    (record,) = bench.records()
+    assert record["outcome"] == "error"
+    assert record["error_kind"] == "missing_key"
+    assert FAKE_KEY_ENV in record["error"]
+    assert record["retries"] == 0
+
+
+def test_errors_are_kept_out_of_means_and_counted_in_error_rate(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="Japan", status=500, retry_after=0.01))
+    bench.server.add_rule(Rule(match="France", reply="Paris."))
+    bench.eval_file("capitals", TWO_CASES)
+    result = bench.run("--models=fake", "--max-retries=0")
+    result.assert_outcomes(passed=1, errors=1)
+    (row,) = _csv(bench.out("all_metrics.csv"))
+    assert row["n_items"] == "2"
+    assert row["n_passed"] == "1" and row["n_failed"] == "0" and row["n_errors"] == "1"
+    assert float(row["error_rate"]) == pytest.approx(0.5)
+    assert float(row["pass_rate"]) == pytest.approx(1.0)  # the error is not a failure
+    assert float(row["score_mean"]) == pytest.approx(1.0)  # nor a zero score
+    per_model = {r["suite"]: r for r in _csv(bench.out("fake/aggregate_metrics.csv"))}
+    assert per_model["__all__"]["n_errors"] == "1"
+    assert float(per_model["__all__"]["error_rate"]) == pytest.approx(0.5)
+    assert float(per_model["__all__"]["score_mean"]) == pytest.approx(1.0)
+    (board,) = _csv(bench.out("leaderboard.csv"))
+    assert board["n_errors"] == "1" and float(board["score_mean"]) == pytest.approx(1.0)
+
+
+def test_key_sent_as_bearer_is_the_profile_key(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="Paris."))
+    bench.eval_file("capitals", ONE_CASE)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (request,) = bench.server.chat_requests()
+    assert request.headers["authorization"] == f"Bearer {FAKE_KEY}"
+    assert request.body["model"] == "fake-model"
+    assert request.body["stream"] is True
+    assert request.body["temperature"] == 0  # from the profile's params
+
+
+class _LitellmLikeError(Exception):
+    """Shaped like litellm's exceptions: real headers apart, a synthetic empty response."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        super().__init__("rate limited")
+        self.status_code = 429
+        self.litellm_response_headers = headers
+        self.response = SimpleNamespace(headers={})
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "3"}, 3.0),
+        ({"retry-after": "0.25"}, 0.25),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+        ({"retry-after": "-4"}, 0.0),
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_header_forms(headers: dict[str, str], expected: float | None) -> None:
+    assert _retry_after_s(_LitellmLikeError(headers)) == expected
+
+
+def test_retry_after_http_date() -> None:
+    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=30)
+    seconds = _retry_after_s(_LitellmLikeError({"retry-after": email.utils.format_datetime(when)}))
+    assert seconds is not None and 25 <= seconds <= 30
+
+
+def test_retry_after_is_capped_and_used_as_the_backoff() -> None:
+    assert _backoff_s(_LitellmLikeError({"retry-after": "0.3"}), 1) == 0.3
+    assert _backoff_s(_LitellmLikeError({"retry-after": "3600"}), 1) == 20.0
+    assert 0.25 <= _backoff_s(_LitellmLikeError({}), 1) <= 0.5

@@ -1,0 +1,609 @@
+"""The controller's recorder: results.jsonl as items finish, CSVs, run.json, summary and gates."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
+import pytest
+from conftest import FAKE_KEY_ENV, Bench, Rule
+
+from pytest_llmbench.leaderboard import METRIC_COLUMNS, model_dir_name
+from pytest_llmbench.record import FIELDS
+
+CAPITALS = """
+description: Capitals
+model_params: {temperature: 0, max_tokens: 16}
+cases:
+  - id: france
+    prompt: What is the capital of France?
+    expected: Paris
+    tags: [geo]
+    assert: [contains]
+  - id: japan
+    prompt: What is the capital of Japan?
+    expected: Tokyo
+    assert:
+      - contains
+      - {type: not-contains, value: Kyoto, weight: 3}
+"""
+
+ARITH = """
+cases:
+  - id: add
+    prompt: Compute two plus two
+    expected: "4"
+    assert: [contains]
+  - id: mul
+    prompt: Compute three times four
+    expected: "12"
+    assert: [contains]
+"""
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return next(csv.reader(handle))
+
+
+def _right_answers(bench: Bench) -> None:
+    for match, reply in (
+        ("France", "Paris."),
+        ("Japan", "Tokyo."),
+        ("two plus two", "4"),
+        ("three times four", "It is 12"),
+    ):
+        bench.server.add_rule(Rule(match=match, reply=reply))
+
+
+def _cost(tokens_in: int, tokens_out: int, per_1k_in: float, per_1k_out: float) -> float:
+    return (tokens_in * per_1k_in + tokens_out * per_1k_out) / 1000
+
+
+# -- results.jsonl -----------------------------------------------------------------------------
+
+
+def test_every_record_has_all_fields_with_correct_values(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="France", reply="Paris."))
+    bench.server.add_rule(Rule(match="Japan", reply="Kyoto, I think"))
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run("--models=fake", "--repeat=2")
+    result.assert_outcomes(passed=2, failed=2)
+    lines = bench.out("results.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    assert len(records) == 4
+    for record in records:
+        assert tuple(record) == FIELDS  # every field, in order
+        assert record["schema"] == 1
+        assert record["suite"] == "capitals"
+        assert record["eval_file"] == "capitals.eval.yaml"
+        assert record["model"] == "fake" and record["model_id"] == "openai/fake-model"
+        assert record["threshold"] == 1.0
+        assert record["passed"] is (record["outcome"] == "passed")
+        assert (
+            record["nodeid"] == f"capitals.eval.yaml::{record['case_id']}[fake-r{record['repeat']}]"
+        )
+        assert record["input_tokens"] == 6  # the fake server counts words
+        assert record["tokens_estimated"] is False
+        assert record["streamed"] is True
+        assert record["ttft_s"] is not None and 0 < record["ttft_s"] <= record["latency_s"]
+        assert record["retries"] == 0 and record["tool_calls"] == 0
+        assert record["error"] is None and record["error_kind"] is None
+        assert record["params"] == {"temperature": 0, "max_tokens": 16}
+        assert record["metrics"] == {}
+        assert record["worker"] == "main"
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", record["started_at"])
+        assert record["messages"] == [{"role": "user", "content": record["prompt"]}]
+        expected_cost = _cost(record["input_tokens"], record["output_tokens"], 0.001, 0.002)
+        assert record["cost_usd"] == pytest.approx(expected_cost)
+    rows = {(r["case_id"], r["repeat"]): r for r in records}
+    assert set(rows) == {("france", 0), ("france", 1), ("japan", 0), ("japan", 1)}
+    france, japan = rows["france", 1], rows["japan", 0]
+    assert france["outcome"] == "passed" and france["score"] == 1.0
+    assert france["tags"] == ["geo"] and japan["tags"] == []
+    assert france["prompt"] == "What is the capital of France?"
+    assert france["response"] == "Paris." and france["output_tokens"] == 1
+    assert france["expected"] == "Paris"
+    assert france["assertions"] == [
+        {
+            "type": "contains",
+            "passed": True,
+            "score": 1.0,
+            "weight": 1.0,
+            "reason": france["assertions"][0]["reason"],
+        }
+    ]
+    assert japan["outcome"] == "failed" and japan["passed"] is False
+    assert japan["response"] == "Kyoto, I think" and japan["output_tokens"] == 3
+    assert japan["expected"] == "Tokyo"
+    assert [(a["type"], a["passed"], a["score"], a["weight"]) for a in japan["assertions"]] == [
+        ("contains", False, 0.0, 1.0),
+        ("not-contains", False, 0.0, 3.0),
+    ]
+    assert all(a["reason"] for a in japan["assertions"])
+    assert japan["score"] == 0.0
+
+
+def test_weighted_score_is_recorded(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="Japan", reply="Tokyo, not Kyoto"))
+    bench.eval_file("capitals", CAPITALS)
+    bench.run("--models=fake", "-k", "japan").assert_outcomes(failed=1)
+    (record,) = bench.records()
+    assert record["score"] == pytest.approx(0.25)  # contains (1) passes, not-contains (3) fails
+
+
+def test_records_are_appended_as_items_finish(bench: Bench) -> None:
+    bench.pytester.makeconftest(
+        """
+        from pathlib import Path
+
+        def pytest_runtest_logreport(report):
+            if report.when == "call":
+                results = Path("out/results.jsonl")
+                count = len(results.read_text().splitlines()) if results.exists() else 0
+                with open("counts.txt", "a") as handle:
+                    handle.write(f"{report.nodeid} {count}\\n")
+        """
+    )
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    bench.eval_file("arith", ARITH)
+    bench.run("--models=fake").assert_outcomes(passed=4)
+    counts = (bench.pytester.path / "counts.txt").read_text().splitlines()
+    assert [int(line.rsplit(" ", 1)[1]) for line in counts] == [1, 2, 3, 4]
+    assert [line.rsplit(" ", 1)[0] for line in counts] == [r["nodeid"] for r in bench.records()]
+
+
+def test_interrupted_run_keeps_finished_records_and_writes_aggregates(bench: Bench) -> None:
+    bench.pytester.makepyfile(
+        stopper="""
+        def stop(output, context):
+            raise KeyboardInterrupt
+        """
+    )
+    bench.eval_file(
+        "steps",
+        """
+        cases:
+          - id: first
+            prompt: first step
+            assert: [{type: contains, value: ok}]
+          - id: second
+            prompt: second step
+            assert: [{type: python, value: "stopper:stop"}]
+          - id: third
+            prompt: third step
+            assert: [{type: contains, value: ok}]
+        """,
+    )
+    # In-process, but without pytester re-raising the Ctrl-C in this test.
+    recorder = bench.pytester.inline_run(
+        "-p", "no:cacheprovider", "--results-dir=out", "--models=fake", no_reraise_ctrlc=True
+    )
+    assert recorder.ret == pytest.ExitCode.INTERRUPTED
+    records = bench.records()
+    assert [r["case_id"] for r in records] == ["first"]
+    assert records[0]["outcome"] == "passed"
+    (row,) = _csv(bench.out("all_metrics.csv"))
+    assert row["n_items"] == "1" and row["n_passed"] == "1"
+    assert bench.out("fake/aggregate_metrics.csv").is_file()
+    assert json.loads(bench.out("run.json").read_text())["records"] == 1
+
+
+def test_exitfirst_keeps_records_and_aggregates(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="France", reply="Lyon"))
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run("--models=fake", "-x")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=1)
+    assert [r["case_id"] for r in bench.records()] == ["france"]
+    (row,) = _csv(bench.out("all_metrics.csv"))
+    assert row["n_failed"] == "1" and float(row["pass_rate"]) == 0.0
+
+
+def test_no_record_no_files(bench: Bench) -> None:
+    bench.pytester.makepyfile("def test_plain():\n    assert True\n")
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1)
+    assert not (bench.pytester.path / "out").exists()
+    assert "llmbench leaderboard" not in result.stdout.str()
+
+
+# -- aggregate files ---------------------------------------------------------------------------
+
+
+def _two_models_two_suites(bench: Bench) -> pytest.RunResult:
+    """fake answers everything right; fake2 gets Japan wrong and errors on two plus two."""
+    bench.server.add_rule(Rule(model="fake-model-2", match="Japan", reply="Kyoto"))
+    bench.server.add_rule(Rule(model="fake-model-2", match="two plus two", status=500))
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    bench.eval_file("arith", ARITH)
+    return bench.run("--models=@fakes", "--repeat=2", "--max-retries=0")
+
+
+def test_all_metrics_has_one_hand_checked_row_per_model_and_suite(bench: Bench) -> None:
+    result = _two_models_two_suites(bench)
+    result.assert_outcomes(passed=12, failed=2, errors=2)
+    path = bench.out("all_metrics.csv")
+    assert _header(path) == ["model", "suite", *METRIC_COLUMNS]
+    rows = {(r["model"], r["suite"]): r for r in _csv(path)}
+    assert list(rows) == [
+        ("fake", "arith"),
+        ("fake", "capitals"),
+        ("fake2", "arith"),
+        ("fake2", "capitals"),
+    ]
+    fake_cap, fake2_cap, fake2_arith = (
+        rows["fake", "capitals"],
+        rows["fake2", "capitals"],
+        rows["fake2", "arith"],
+    )
+    assert (fake_cap["n_items"], fake_cap["n_cases"], fake_cap["n_repeats"]) == ("4", "2", "2")
+    assert float(fake_cap["pass_rate"]) == 1.0 and float(fake_cap["score_mean"]) == 1.0
+    assert fake_cap["n_errors"] == "0" and float(fake_cap["error_rate"]) == 0.0
+    assert (fake2_cap["n_passed"], fake2_cap["n_failed"], fake2_cap["n_errors"]) == ("2", "2", "0")
+    assert float(fake2_cap["pass_rate"]) == 0.5 and float(fake2_cap["score_mean"]) == 0.5
+    assert (fake2_arith["n_passed"], fake2_arith["n_failed"], fake2_arith["n_errors"]) == (
+        "2",
+        "0",
+        "2",
+    )
+    assert float(fake2_arith["error_rate"]) == 0.5
+    assert float(fake2_arith["pass_rate"]) == 1.0 and float(fake2_arith["score_mean"]) == 1.0
+    # Tokens: 6 prompt words per capitals item, 1-word answers; fake2 pays 10x the price.
+    assert fake_cap["input_tokens_total"] == "24" and fake_cap["output_tokens_total"] == "4"
+    assert float(fake_cap["cost_usd_total"]) == pytest.approx(4 * _cost(6, 1, 0.001, 0.002))
+    assert float(fake2_cap["cost_usd_total"]) == pytest.approx(4 * _cost(6, 1, 0.01, 0.02))
+    # The errored items spent no tokens; only the two mul answers count ("It is 12": 3 words).
+    assert fake2_arith["input_tokens_total"] == "8" and fake2_arith["output_tokens_total"] == "6"
+
+
+def test_per_model_aggregates_have_a_row_per_suite_and_a_total(bench: Bench) -> None:
+    _two_models_two_suites(bench)
+    for model in ("fake", "fake2"):
+        path = bench.out(model_dir_name(model)) / "aggregate_metrics.csv"
+        assert _header(path) == ["suite", *METRIC_COLUMNS]
+        rows = _csv(path)
+        assert [r["suite"] for r in rows] == ["arith", "capitals", "__all__"]
+        total = rows[-1]
+        assert total["n_items"] == "8" and total["n_cases"] == "4"
+    fake2_total = _csv(bench.out("fake2/aggregate_metrics.csv"))[-1]
+    assert (fake2_total["n_passed"], fake2_total["n_failed"], fake2_total["n_errors"]) == (
+        "4",
+        "2",
+        "2",
+    )
+    assert float(fake2_total["pass_rate"]) == pytest.approx(4 / 6)
+    assert float(fake2_total["error_rate"]) == pytest.approx(2 / 8)
+    assert float(fake2_total["score_mean"]) == pytest.approx(4 / 6)
+
+
+def test_model_names_become_safe_directory_names(bench: Bench) -> None:
+    bench.pytester.makefile(
+        ".yaml",
+        **{
+            "profiles/odd": f"""
+models:
+  "team/fake one":
+    model: openai/fake-model
+    api_base: {bench.server.base_url}
+    api_key_env: {FAKE_KEY_ENV}
+"""
+        },
+    )
+    bench.eval_file("capitals", CAPITALS)
+    bench.server.add_rule(Rule(reply="Paris. Tokyo."))
+    bench.run("--models=team/fake one").assert_outcomes(passed=2)
+    assert model_dir_name("team/fake one") == "team-fake-one"
+    rows = _csv(bench.out("team-fake-one/aggregate_metrics.csv"))
+    assert rows[-1]["suite"] == "__all__" and rows[-1]["n_passed"] == "2"
+    assert {r["model"] for r in _csv(bench.out("all_metrics.csv"))} == {"team/fake one"}
+
+
+def test_leaderboard_ranks_the_better_model_first(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model="fake-model-2", reply="I do not know"))
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run("--models=@fakes")
+    result.assert_outcomes(passed=2, failed=2)
+    path = bench.out("leaderboard.csv")
+    assert _header(path) == ["rank", "model", *METRIC_COLUMNS]
+    board = _csv(path)
+    assert [(r["rank"], r["model"]) for r in board] == [("1", "fake"), ("2", "fake2")]
+    # fake2: france scores 0; japan 0.75 (not-contains Kyoto, weight 3, holds) -> mean 0.375.
+    assert float(board[0]["score_mean"]) == 1.0
+    assert float(board[1]["score_mean"]) == pytest.approx(0.375)
+    assert float(board[1]["pass_rate"]) == 0.0
+    result.stdout.re_match_lines(
+        [r"\s*1\s+fake\s+1\.000\s+100\.0%.*", r"\s*2\s+fake2\s+0\.375\s+0\.0%.*"]
+    )
+
+
+def test_leaderboard_ranks_by_score_even_when_listed_last(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model="fake-model", reply="I do not know"))
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    bench.run("--models=fake,fake2")
+    assert [r["model"] for r in _csv(bench.out("leaderboard.csv"))] == ["fake2", "fake"]
+
+
+def test_run_json_has_config_and_versions(bench: Bench) -> None:
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    bench.run("--models=@fakes", "--repeat=2", "--max-retries=1", "--min-pass-rate=0.5")
+    data = json.loads(bench.out("run.json").read_text(encoding="utf-8"))
+    assert data["records"] == 8
+    assert data["exitstatus"] == 0
+    assert data["gate_failures"] == []
+    assert "--repeat=2" in data["args"]
+    assert data["rootdir"] == str(bench.pytester.path)
+    config = data["config"]
+    assert [m["name"] for m in config["models"]] == ["fake", "fake2"]
+    assert config["models"][0]["model"] == "openai/fake-model"
+    assert config["models"][0]["api_key_env"] == FAKE_KEY_ENV
+    assert config["repeat"] == 2 and config["max_retries"] == 1
+    assert config["min_pass_rate"] == 0.5
+    versions = data["versions"]
+    assert versions["pytest"] == pytest.__version__
+    assert versions["python"].count(".") == 2
+    assert versions["pytest-llmbench"]
+    assert data["started_at"] <= data["finished_at"]
+
+
+def test_default_results_dir_is_a_new_timestamped_folder(bench: Bench) -> None:
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    first = bench.pytester.runpytest("-p", "no:cacheprovider", "--models=fake")
+    first.assert_outcomes(passed=2)
+    second = bench.pytester.runpytest("-p", "no:cacheprovider", "--models=fake")
+    second.assert_outcomes(passed=2)
+    base = bench.pytester.path / "llmbench-results"
+    folders = sorted(p for p in base.iterdir())
+    assert len(folders) == 2
+    for folder in folders:
+        assert re.fullmatch(r"\d{8}-\d{6}(-\d+)?", folder.name)
+        assert len((folder / "results.jsonl").read_text().splitlines()) == 2
+        assert (folder / "all_metrics.csv").is_file() and (folder / "run.json").is_file()
+        assert (folder / "leaderboard.csv").is_file()
+        assert (folder / "fake" / "aggregate_metrics.csv").is_file()
+    assert f"llmbench: 2 records in {folders[0]}" in first.stdout.str()
+    assert f"llmbench: 2 records in {folders[1]}" in second.stdout.str()
+
+
+def test_terminal_summary_shows_leaderboard_and_path(bench: Bench) -> None:
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run("--models=@fakes")
+    result.stdout.fnmatch_lines(
+        [
+            "*= llmbench leaderboard =*",
+            "rank*model*score*pass*errors*cost $*p50 s*ttft p50 s",
+            "*1*fake *1.000*100.0%*0*",
+            "*2*fake2*1.000*100.0%*0*",
+            f"llmbench: 4 records in {bench.pytester.path / 'out'}",
+        ]
+    )
+
+
+# -- gates -------------------------------------------------------------------------------------
+
+
+def _half_right(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="France", reply="Paris."))
+    bench.server.add_rule(Rule(match="Japan", reply="Osaka"))
+    bench.eval_file("capitals", CAPITALS)
+
+
+def test_a_case_below_threshold_fails_the_run(bench: Bench) -> None:
+    _half_right(bench)
+    result = bench.run("--models=fake")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*capitals::japan on fake (repeat 0): score 0.750 < threshold 1*",
+            "*expected: Tokyo*",
+            "*got:      Osaka*",
+            "*?FAIL? contains (weight 1)*",
+        ]
+    )
+    assert "gate FAILED" not in result.stdout.str()
+
+
+def test_min_pass_rate_met_passes_the_run(bench: Bench) -> None:
+    _half_right(bench)
+    result = bench.run("--models=fake", "--min-pass-rate", "0.5")
+    result.assert_outcomes(passed=1, failed=1)
+    assert result.ret == pytest.ExitCode.OK
+    assert "gate FAILED" not in result.stdout.str()
+    assert json.loads(bench.out("run.json").read_text())["exitstatus"] == 0
+
+
+def test_min_pass_rate_missed_fails_the_run_and_names_the_model(bench: Bench) -> None:
+    _half_right(bench)
+    result = bench.run("--models=fake", "--min-pass-rate", "0.9")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["*llmbench gate FAILED: fake: pass rate 50.0% < --min-pass-rate 90.0%*"]
+    )
+    data = json.loads(bench.out("run.json").read_text())
+    assert data["exitstatus"] == 1
+    assert data["gate_failures"] == ["fake: pass rate 50.0% < --min-pass-rate 90.0%"]
+
+
+def test_min_pass_rate_names_only_the_failing_model(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model="fake-model-2", reply="no idea"))
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run("--models=@fakes", "--min-pass-rate", "0.9")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    gate_lines = [line for line in result.outlines if "gate FAILED" in line]
+    assert gate_lines == ["llmbench gate FAILED: fake2: pass rate 0.0% < --min-pass-rate 90.0%"]
+
+
+def test_min_pass_rate_does_not_hide_provider_errors(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="Japan", status=500))
+    bench.server.add_rule(Rule(match="France", reply="Paris."))
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run("--models=fake", "--min-pass-rate", "0.5", "--max-retries=0")
+    result.assert_outcomes(passed=1, errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "gate FAILED" not in result.stdout.str()
+
+
+def test_min_pass_rate_does_not_hide_ordinary_test_failures(bench: Bench) -> None:
+    _half_right(bench)
+    bench.pytester.makepyfile("def test_plain():\n    assert 1 == 2\n")
+    result = bench.run("--models=fake", "--min-pass-rate", "0.5")
+    result.assert_outcomes(passed=1, failed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_min_pass_rate_does_not_hide_collection_errors(bench: Bench) -> None:
+    _half_right(bench)
+    bench.eval_file("broken", "cases: [unclosed\n")
+    result = bench.run("--models=fake", "--min-pass-rate", "0.5", "--continue-on-collection-errors")
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_gate_failure_keeps_the_interrupted_exit_status(bench: Bench) -> None:
+    bench.pytester.makepyfile(
+        stopper="""
+        def stop(output, context):
+            raise KeyboardInterrupt
+        """
+    )
+    bench.server.add_rule(Rule(reply="wrong"))
+    bench.eval_file(
+        "steps",
+        """
+        cases:
+          - id: first
+            prompt: first step
+            assert: [{type: contains, value: right}]
+          - id: second
+            prompt: second step
+            assert: [{type: python, value: "stopper:stop"}]
+        """,
+    )
+    recorder = bench.pytester.inline_run(
+        "-p",
+        "no:cacheprovider",
+        "--results-dir=out",
+        "--models=fake",
+        "--min-pass-rate=0.9",
+        no_reraise_ctrlc=True,
+    )
+    assert recorder.ret == pytest.ExitCode.INTERRUPTED
+    data = json.loads(bench.out("run.json").read_text())
+    assert data["exitstatus"] == int(pytest.ExitCode.INTERRUPTED)
+    assert data["gate_failures"] == ["fake: pass rate 0.0% < --min-pass-rate 90.0%"]
+
+
+def test_reused_results_dir_holds_only_the_latest_run(bench: Bench) -> None:
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    bench.run("--models=@fakes").assert_outcomes(passed=4)
+    assert len(bench.records()) == 4
+    bench.run("--models=fake", "-k", "france").assert_outcomes(passed=1)
+    records = bench.records()
+    assert [(r["model"], r["case_id"]) for r in records] == [("fake", "france")]
+    (row,) = _csv(bench.out("all_metrics.csv"))
+    assert row["n_items"] == "1"
+    assert json.loads(bench.out("run.json").read_text())["records"] == len(records)
+
+
+# -- plain tests through our fixtures ----------------------------------------------------------
+
+
+def test_plain_test_with_llm_and_record_score_produces_a_record(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="France", reply="Paris is the capital"))
+    bench.pytester.makepyfile(
+        test_plain="""
+        def test_capital(llm, record_score):
+            answer = llm.complete("What is the capital of France?")
+            record_score(1.0 if "Paris" in answer.text else 0.0)
+            record_score(len(answer.text.split()), name="words")
+        """
+    )
+    result = bench.run("--models=@fakes")
+    result.assert_outcomes(passed=2)
+    records = {r["model"]: r for r in bench.records()}
+    assert set(records) == {"fake", "fake2"}
+    record = records["fake"]
+    assert tuple(record) == FIELDS
+    assert record["nodeid"] == "test_plain.py::test_capital[fake-r0]"
+    assert record["suite"] == "test_plain" and record["eval_file"] == "test_plain.py"
+    assert record["case_id"] == "test_capital"
+    assert record["model_id"] == "openai/fake-model"
+    assert record["outcome"] == "passed" and record["score"] == 1.0
+    assert record["metrics"] == {"words": 4.0}
+    assert record["prompt"] == "What is the capital of France?"
+    assert record["response"] == "Paris is the capital"
+    assert (record["input_tokens"], record["output_tokens"]) == (6, 4)
+    assert record["cost_usd"] == pytest.approx(_cost(6, 4, 0.001, 0.002))
+    assert records["fake2"]["cost_usd"] == pytest.approx(_cost(6, 4, 0.01, 0.02))
+    (row,) = [r for r in _csv(bench.out("all_metrics.csv")) if r["model"] == "fake"]
+    assert row["suite"] == "test_plain" and float(row["score_mean"]) == 1.0
+
+
+def test_plain_test_sums_tokens_over_calls(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="one two"))
+    bench.pytester.makepyfile(
+        test_twice="""
+        def test_twice(llm):
+            llm.complete("first question")
+            llm.complete("second question here")
+        """
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert (record["input_tokens"], record["output_tokens"]) == (5, 4)
+    assert record["prompt"] == "second question here"
+    assert record["score"] is None
+
+
+def test_plain_test_provider_error_is_an_error_outcome(bench: Bench) -> None:
+    bench.server.add_rule(Rule(status=500, error_message="backend down"))
+    bench.pytester.makepyfile(
+        test_down="""
+        def test_down(llm, record_score):
+            llm.complete("anything")
+            record_score(1.0)
+        """
+    )
+    result = bench.run("--models=fake", "--max-retries=0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    (record,) = bench.records()
+    assert record["outcome"] == "error" and record["error_kind"] == "provider"
+    assert "backend down" in record["error"]
+    assert record["score"] is None
+    (row,) = _csv(bench.out("all_metrics.csv"))
+    assert row["n_errors"] == "1" and row["n_failed"] == "0"
+
+
+def test_unexpected_exception_in_an_eval_item_is_an_error_record(bench: Bench) -> None:
+    bench.pytester.makeconftest(
+        """
+        def pytest_runtest_call(item):
+            if getattr(item, "case", None) is not None and item.case.id == "boom":
+                raise RuntimeError("scorer crashed")
+        """
+    )
+    bench.eval_file("two", "cases: [{id: boom, prompt: a}, {id: fine, prompt: b}]")
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1, failed=1)
+    by_case = {r["case_id"]: r for r in bench.records()}
+    assert by_case["boom"]["outcome"] == "error"
+    assert by_case["boom"]["error_kind"] == "internal"
+    assert "RuntimeError: scorer crashed" in by_case["boom"]["error"]
+    assert by_case["fine"]["outcome"] == "passed"
