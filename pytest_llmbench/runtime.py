@@ -62,10 +62,13 @@ class Runtime:
         elif profile.api_key_env:
             api_key = os.environ.get(profile.api_key_env) or None
             if api_key is None:
-                message = (
-                    f"{profile.name}: {profile.api_key_env} is not set (needed for {profile.model})"
-                )
-                raise ProviderError(message, "missing_key")
+                raise _missing_key(profile, [profile.api_key_env])
+        elif profile.api_base is None:
+            from .providers.litellm_adapter import missing_api_keys
+
+            missing = missing_api_keys(profile.model)
+            if missing:
+                raise _missing_key(profile, missing)
         cost = profile.cost_per_1k
         return CallTarget(
             name=profile.name,
@@ -105,6 +108,13 @@ class Runtime:
     def close(self) -> None:
         """Stop the engine loop of this process."""
         self.engine.close()
+
+
+def _missing_key(profile: ModelProfile, names: list[str]) -> ProviderError:
+    needed = " or ".join(names)
+    verb = "is" if len(names) == 1 else "are"
+    message = f"{profile.name}: {needed} {verb} not set (needed for {profile.model})"
+    return ProviderError(message, "missing_key")
 
 
 def get_runtime(config: pytest.Config) -> Runtime:

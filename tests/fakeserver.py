@@ -65,6 +65,7 @@ class Rule:
     retry_after: float | None = None  # Retry-After header on errors
     delay_s: float = 0.0  # sleep before the first byte of the response
     times: int | None = None  # apply to the first N matching requests only, then fall through
+    cut_stream: bool = False  # streamed: send the role chunk, then close with no answer or [DONE]
 
 
 @dataclass
@@ -320,8 +321,10 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream") is True:
             opts = body.get("stream_options")
             include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+            include_usage = include_usage and owner.stream_usage
+            cut = rule is not None and rule.cut_stream
             self._stream(
-                cid, created, model, reply, finish_reason, usage if include_usage else None
+                cid, created, model, reply, finish_reason, usage if include_usage else None, cut
             )
             return
 
@@ -353,6 +356,7 @@ class _Handler(BaseHTTPRequestHandler):
         reply: str,
         finish_reason: str,
         usage: dict[str, int] | None,
+        cut: bool = False,
     ) -> None:
         owner = self.server.owner
         self.close_connection = True
@@ -381,6 +385,8 @@ class _Handler(BaseHTTPRequestHandler):
 
         try:
             chunk([delta_choice({"role": "assistant", "content": ""})])
+            if cut:
+                return  # the connection closes: no answer, no finish reason, no [DONE]
             size = owner.chunk_size
             pieces = [reply[i : i + size] for i in range(0, len(reply), size)]
             for n, piece in enumerate(pieces):
@@ -406,9 +412,12 @@ class FakeLLMServer:
         default_reply: str = "ok",
         chunk_size: int = 4,
         token_delay_s: float = 0.0,
+        stream_usage: bool = True,
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
+        #: False acts like llama-cpp's server: no usage on streams, whatever the request asks.
+        self.stream_usage = stream_usage
         self.default_reply = default_reply
         self.chunk_size = chunk_size
         self.token_delay_s = token_delay_s

@@ -225,3 +225,57 @@ def test_retry_after_is_capped_and_used_as_the_backoff() -> None:
     assert _backoff_s(_LitellmLikeError({"retry-after": "0.3"}), 1) == 0.3
     assert _backoff_s(_LitellmLikeError({"retry-after": "3600"}), 1) == 20.0
     assert 0.25 <= _backoff_s(_LitellmLikeError({}), 1) <= 0.5
+
+
+def test_cut_stream_is_retried_then_passes(bench: Bench) -> None:
+    bench.server.add_rule(Rule(cut_stream=True, times=1))
+    bench.server.add_rule(Rule(reply="Paris"))
+    bench.eval_file("one", ONE_CASE)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["retries"] == 1 and record["response"] == "Paris"
+
+
+def test_persistently_cut_stream_is_an_error_not_an_empty_answer(bench: Bench) -> None:
+    bench.server.add_rule(Rule(cut_stream=True))
+    bench.eval_file("one", ONE_CASE)
+    result = bench.run("--models=fake", "--max-retries=1")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["outcome"] == "error" and record["score"] is None
+    assert "stream ended before any answer" in record["error"]
+    assert len(bench.server.chat_requests()) == 2
+
+
+def test_raw_model_without_its_key_is_an_error_before_any_request(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    bench.eval_file("one", ONE_CASE)
+    result = bench.run("--models=openai/gpt-4o-mini")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*openai/gpt-4o-mini: OPENAI_API_KEY is not set*"])
+    (record,) = bench.records()
+    assert record["error_kind"] == "missing_key"
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_stream_usage_from_the_provider_is_exact(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="Paris is the capital"))
+    bench.eval_file("one", ONE_CASE)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    # The fake server counts words: 6 prompt words, 4 answer words.
+    assert (record["input_tokens"], record["output_tokens"]) == (6, 4)
+    assert record["tokens_estimated"] is False
+
+
+def test_stream_without_provider_usage_is_counted_locally_and_flagged(bench: Bench) -> None:
+    bench.server.stream_usage = False
+    bench.server.add_rule(Rule(reply="Paris is the capital"))
+    bench.eval_file("one", ONE_CASE)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["tokens_estimated"] is True
+    assert record["input_tokens"] > 0 and record["output_tokens"] > 0

@@ -23,6 +23,27 @@ _BACKOFF_BASE_S = 0.5
 _BACKOFF_MAX_S = 20.0
 
 
+class IncompleteStreamError(ConnectionError):
+    """A stream that ended with neither an answer nor a finish reason: the connection was cut."""
+
+
+def missing_api_keys(model_id: str) -> list[str]:
+    """API-key variables that litellm says ``model_id`` needs and the environment lacks.
+
+    Only ``*_API_KEY`` variables count: cloud credentials (AWS, Vertex) and local endpoints can
+    come from files, metadata services or profiles that litellm cannot see from here.
+    """
+    litellm = import_litellm()
+    try:
+        found = litellm.validate_environment(model=model_id)
+    except Exception:  # an unknown provider: let the call itself say what is wrong
+        return []
+    missing = [str(name) for name in found.get("missing_keys") or []]
+    if found.get("keys_in_environment") or not missing:
+        return []
+    return missing if all(name.endswith("_API_KEY") for name in missing) else []
+
+
 def import_litellm() -> Any:
     """Import litellm with the local price map unless the user chose otherwise."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -131,7 +152,26 @@ async def _consume_stream(
                     ttft = time.perf_counter() - started
                 parts.append(content)
             finish = choice.finish_reason or finish
+    # litellm closes a cut stream with a made-up "stop"; the provider's own reason tells.
+    provider_finish = getattr(response, "received_finish_reason", finish)
+    if provider_finish is None and not parts:
+        raise IncompleteStreamError("the stream ended before any answer or finish reason")
+    if not _provider_sent_usage(response):
+        usage = None  # litellm's own guess; _token_counts counts locally and says so
     return "".join(parts), ttft, finish, usage
+
+
+def _provider_sent_usage(response: Any) -> bool:
+    """Whether the provider itself reported usage on the stream (llama-cpp's server does not)."""
+    chunks = getattr(response, "chunks", None)
+    if not isinstance(chunks, list):
+        return True  # cannot tell: trust what litellm reports
+    return any(_chunk_usage(chunk) is not None for chunk in chunks)
+
+
+def _chunk_usage(chunk: Any) -> Any:
+    getter = getattr(chunk, "get", None)
+    return getter("usage") if callable(getter) else getattr(chunk, "usage", None)
 
 
 def _read_response(response: Any) -> tuple[str, float | None, str | None, Any]:
