@@ -8,7 +8,6 @@ An :class:`EvalItem` is a ``pytest.Function`` built with ``callobj=``, so fixtur
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ import pytest
 
 from .config import get_run_config
 from .providers.completion import Completion, ProviderError
-from .record import build_record
+from .record import build_record, utc_now, worker_id
 from .runtime import get_runtime
 
 if TYPE_CHECKING:
@@ -151,7 +150,7 @@ class EvalItem(pytest.Function):
         super().setup()
         if self.case.files:
             self._request.getfixturevalue("workdir")
-        self.started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        self.started_at = utc_now()
         params = {**self.case.model_params}
         try:
             self.completion = get_runtime(self.config).complete(
@@ -235,7 +234,7 @@ class EvalItem(pytest.Function):
             expected=self.case.expected,
             assertions=[verdict.to_dict() for verdict in self.verdicts],
             params={**self.model.params, **self.case.model_params},
-            worker=_worker_id(self.config),
+            worker=worker_id(self.config),
             started_at=self.started_at,
             **completion_fields(completion),
         )
@@ -257,11 +256,6 @@ def completion_fields(completion: Completion | None) -> dict[str, Any]:
         "cost_usd": completion.cost_usd,
         "streamed": completion.streamed,
     }
-
-
-def _worker_id(config: pytest.Config) -> str:
-    workerinput = getattr(config, "workerinput", None)
-    return str(workerinput.get("workerid", "main")) if workerinput else "main"
 
 
 def _clip(text: str, limit: int = 300) -> str:

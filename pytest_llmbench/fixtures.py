@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .providers.completion import Completion, ProviderError
+from .record import utc_now
 from .runtime import Runtime, get_runtime
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def llm(request: pytest.FixtureRequest, llmbench_model: tuple[ModelProfile, int]
     state.model, state.repeat = model, repeat
 
     def on_call(chat: list[dict[str, Any]], completion: Completion | None, error: Any) -> None:
-        state.started_at = state.started_at or _now()
+        state.started_at = state.started_at or utc_now()
         state.prompts.append(str(chat[-1].get("content", "")) if chat else "")
         if completion is not None:
             state.completions.append(completion)
@@ -205,7 +205,3 @@ def record_score(request: pytest.FixtureRequest) -> Callable[..., None]:
             state.metrics[name] = number
 
     return record
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -8,7 +8,6 @@ items that touched our fixtures are scrubbed of secrets before anything prints o
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from .collect import EvalFailure, EvalItem, completion_fields
 from .fixtures import PLAIN_STATE_KEY, PlainTestState
 from .providers.completion import ProviderError
-from .record import build_record
+from .record import build_record, utc_now, worker_id
 from .runtime import RUNTIME_KEY, Runtime
 
 
@@ -87,8 +86,8 @@ def _plain_record(
         error_kind=state.error.kind if outcome == "error" and state.error else None,
         prompt=state.prompts[-1] if state.prompts else None,
         metrics=dict(state.metrics),
-        worker=_worker(item.config),
-        started_at=state.started_at or _now(),
+        worker=worker_id(item.config),
+        started_at=state.started_at or utc_now(),
         **_summed(state),
     )
     return runtime.redactor.value(record)
@@ -133,12 +132,3 @@ def _scrub(report: pytest.TestReport, runtime: Runtime) -> None:
         if cleaned != text:
             report.longrepr = cleaned
     report.sections = [(title, redactor.text(content)) for title, content in report.sections]
-
-
-def _worker(config: pytest.Config) -> str:
-    workerinput = getattr(config, "workerinput", None)
-    return str(workerinput.get("workerid", "main")) if workerinput else "main"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

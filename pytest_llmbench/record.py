@@ -47,6 +47,7 @@ Fields (``None`` where a value does not apply or was not measured):
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -115,3 +116,14 @@ def build_record(**values: Any) -> dict[str, Any]:
     record = {name: values.get(name, _DEFAULTS.get(name)) for name in FIELDS}
     record["passed"] = record["outcome"] == "passed"
     return record
+
+
+def utc_now() -> str:
+    """The current time as ISO-8601 UTC, to the second (the ``started_at`` format)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def worker_id(config: Any) -> str:
+    """``main``, or the xdist worker id of the process that owns ``config``."""
+    workerinput = getattr(config, "workerinput", None)
+    return str(workerinput.get("workerid", "main")) if workerinput else "main"

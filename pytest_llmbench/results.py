@@ -19,6 +19,7 @@ from typing import IO, Any
 import pytest
 
 from .config import get_run_config
+from .record import utc_now
 from .runtime import get_runtime
 
 RESULTS_FILE = "results.jsonl"
@@ -46,7 +47,7 @@ class ResultsRecorder:
         self.out_dir: Path | None = None
         self._stream: IO[str] | None = None
         self._other_failures = 0
-        self._started_at = _now()
+        self._started_at = utc_now()
         self.gate_failures: list[GateFailure] = []
         self.leaderboard_lines: list[str] = []
         self.aggregate_error: str | None = None
@@ -124,7 +125,7 @@ class ResultsRecorder:
         runtime = get_runtime(self.config)
         data = {
             "started_at": self._started_at,
-            "finished_at": _now(),
+            "finished_at": utc_now(),
             "args": list(self.config.invocation_params.args),
             "rootdir": str(self.config.rootpath),
             "exitstatus": int(session.exitstatus),
@@ -175,7 +176,3 @@ def _versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             found[name] = None
     return found
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
