@@ -16,10 +16,27 @@ pytest.register_assert_rewrite("fakeserver")
 
 from fakeserver import FakeLLMServer, Rule  # noqa: E402  (after the rewrite registration)
 
-__all__ = ["FAKE_KEY", "FAKE_KEY_ENV", "Bench", "FakeLLMServer", "Rule"]
+__all__ = ["FAKE_KEY", "FAKE_KEY_ENV", "FRANCE", "TWO_CAPITALS", "Bench", "FakeLLMServer", "Rule"]
 
 # The fake provider's `fake_llm` fixture.
 pytest_plugins = ["fakeserver"]
+
+#: One case, and two cases, that a reply of "Paris" / "Tokyo" passes.
+FRANCE = """
+cases:
+  - id: france
+    prompt: What is the capital of France?
+    expected: Paris
+    assert: [contains]
+"""
+TWO_CAPITALS = (
+    FRANCE
+    + """  - id: japan
+    prompt: What is the capital of Japan?
+    expected: Tokyo
+    assert: [contains]
+"""
+)
 
 #: The fake provider's key; tests assert it never reaches any output.
 FAKE_KEY = "sk-fake-SECRET-0123456789abcdef"

@@ -14,29 +14,9 @@ from types import SimpleNamespace
 
 import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pytester runs)
 import pytest
-from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
+from conftest import FAKE_KEY, FAKE_KEY_ENV, FRANCE, TWO_CAPITALS, Bench, Rule
 
 from pytest_llmbench.providers.litellm_adapter import _backoff_s, _retry_after_s
-
-ONE_CASE = """
-cases:
-  - id: france
-    prompt: What is the capital of France?
-    expected: Paris
-    assert: [contains]
-"""
-
-TWO_CASES = """
-cases:
-  - id: france
-    prompt: What is the capital of France?
-    expected: Paris
-    assert: [contains]
-  - id: japan
-    prompt: What is the capital of Japan?
-    expected: Tokyo
-    assert: [contains]
-"""
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -47,7 +27,7 @@ def _csv(path: Path) -> list[dict[str, str]]:
 def test_server_error_then_success_passes_with_one_retry(bench: Bench) -> None:
     bench.server.add_rule(Rule(status=500, times=1, retry_after=0.05))
     bench.server.add_rule(Rule(reply="Paris."))
-    bench.eval_file("capitals", ONE_CASE)
+    bench.eval_file("capitals", FRANCE)
     result = bench.run("--models=fake")
     result.assert_outcomes(passed=1)
     (record,) = bench.records()
@@ -65,7 +45,7 @@ def test_rate_limit_retry_after_is_honoured(bench: Bench) -> None:
     # Without Retry-After the first backoff is at most 0.5 s; the header asks for longer.
     bench.server.add_rule(Rule(status=429, times=1, retry_after=0.8))
     bench.server.add_rule(Rule(reply="Paris."))
-    bench.eval_file("capitals", ONE_CASE)
+    bench.eval_file("capitals", FRANCE)
     result = bench.run("--models=fake")
     result.assert_outcomes(passed=1)
     first, second = bench.server.chat_requests()
@@ -77,7 +57,7 @@ def test_rate_limit_retry_after_is_honoured(bench: Bench) -> None:
 def test_short_retry_after_is_used_instead_of_backoff(bench: Bench) -> None:
     bench.server.add_rule(Rule(status=503, times=2, retry_after=0.01))
     bench.server.add_rule(Rule(reply="Paris."))
-    bench.eval_file("capitals", ONE_CASE)
+    bench.eval_file("capitals", FRANCE)
     bench.run("--models=fake").assert_outcomes(passed=1)
     requests = bench.server.chat_requests()
     assert len(requests) == 3
@@ -88,7 +68,7 @@ def test_short_retry_after_is_used_instead_of_backoff(bench: Bench) -> None:
 
 def test_unauthorized_is_an_immediate_setup_error_without_traceback(bench: Bench) -> None:
     bench.server.add_rule(Rule(status=401, error_message="Incorrect API key provided"))
-    bench.eval_file("capitals", ONE_CASE)
+    bench.eval_file("capitals", FRANCE)
     result = bench.run("--models=fake", "--max-retries=3")
     result.assert_outcomes(errors=1)
     out = result.stdout.str()
@@ -108,7 +88,7 @@ def test_unauthorized_is_an_immediate_setup_error_without_traceback(bench: Bench
 
 def test_persistent_server_error_gives_up_after_max_retries(bench: Bench) -> None:
     bench.server.add_rule(Rule(status=503, retry_after=0.05, error_message="overloaded"))
-    bench.eval_file("capitals", ONE_CASE)
+    bench.eval_file("capitals", FRANCE)
     result = bench.run("--models=fake", "--max-retries=1")
     result.assert_outcomes(errors=1)
     assert len(bench.server.chat_requests()) == 2
@@ -125,7 +105,7 @@ def test_persistent_server_error_gives_up_after_max_retries(bench: Bench) -> Non
 
 def test_zero_max_retries_makes_one_attempt(bench: Bench) -> None:
     bench.server.add_rule(Rule(status=500, retry_after=0.05))
-    bench.eval_file("capitals", ONE_CASE)
+    bench.eval_file("capitals", FRANCE)
     bench.run("--models=fake", "--max-retries=0").assert_outcomes(errors=1)
     assert len(bench.server.chat_requests()) == 1
     assert bench.records()[0]["retries"] == 0
@@ -133,7 +113,7 @@ def test_zero_max_retries_makes_one_attempt(bench: Bench) -> None:
 
 def test_slow_provider_times_out(bench: Bench) -> None:
     bench.server.add_rule(Rule(reply="Paris.", delay_s=2))
-    bench.eval_file("capitals", ONE_CASE)
+    bench.eval_file("capitals", FRANCE)
     result = bench.run("--models=fake", "--request-timeout=0.5", "--max-retries=0")
     result.assert_outcomes(errors=1)
     (record,) = bench.records()
@@ -146,7 +126,7 @@ def test_missing_key_names_the_variable_and_sends_nothing(
     bench: Bench, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(FAKE_KEY_ENV)
-    bench.eval_file("capitals", ONE_CASE)
+    bench.eval_file("capitals", FRANCE)
     result = bench.run("--models=fake")
     result.assert_outcomes(errors=1)
     assert FAKE_KEY_ENV in result.stdout.str()
@@ -162,7 +142,7 @@ def test_missing_key_names_the_variable_and_sends_nothing(
 def test_errors_are_kept_out_of_means_and_counted_in_error_rate(bench: Bench) -> None:
     bench.server.add_rule(Rule(match="Japan", status=500, retry_after=0.01))
     bench.server.add_rule(Rule(match="France", reply="Paris."))
-    bench.eval_file("capitals", TWO_CASES)
+    bench.eval_file("capitals", TWO_CAPITALS)
     result = bench.run("--models=fake", "--max-retries=0")
     result.assert_outcomes(passed=1, errors=1)
     (row,) = _csv(bench.out("all_metrics.csv"))
@@ -181,7 +161,7 @@ def test_errors_are_kept_out_of_means_and_counted_in_error_rate(bench: Bench) ->
 
 def test_key_sent_as_bearer_is_the_profile_key(bench: Bench) -> None:
     bench.server.add_rule(Rule(reply="Paris."))
-    bench.eval_file("capitals", ONE_CASE)
+    bench.eval_file("capitals", FRANCE)
     bench.run("--models=fake").assert_outcomes(passed=1)
     (request,) = bench.server.chat_requests()
     assert request.headers["authorization"] == f"Bearer {FAKE_KEY}"
@@ -230,7 +210,7 @@ def test_retry_after_is_capped_and_used_as_the_backoff() -> None:
 def test_cut_stream_is_retried_then_passes(bench: Bench) -> None:
     bench.server.add_rule(Rule(cut_stream=True, times=1))
     bench.server.add_rule(Rule(reply="Paris"))
-    bench.eval_file("one", ONE_CASE)
+    bench.eval_file("one", FRANCE)
     result = bench.run("--models=fake")
     result.assert_outcomes(passed=1)
     (record,) = bench.records()
@@ -239,7 +219,7 @@ def test_cut_stream_is_retried_then_passes(bench: Bench) -> None:
 
 def test_persistently_cut_stream_is_an_error_not_an_empty_answer(bench: Bench) -> None:
     bench.server.add_rule(Rule(cut_stream=True))
-    bench.eval_file("one", ONE_CASE)
+    bench.eval_file("one", FRANCE)
     result = bench.run("--models=fake", "--max-retries=1")
     result.assert_outcomes(errors=1)
     (record,) = bench.records()
@@ -252,7 +232,7 @@ def test_raw_model_without_its_key_is_an_error_before_any_request(
     bench: Bench, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    bench.eval_file("one", ONE_CASE)
+    bench.eval_file("one", FRANCE)
     result = bench.run("--models=openai/gpt-4o-mini")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*openai/gpt-4o-mini: OPENAI_API_KEY is not set*"])
@@ -263,7 +243,7 @@ def test_raw_model_without_its_key_is_an_error_before_any_request(
 
 def test_stream_usage_from_the_provider_is_exact(bench: Bench) -> None:
     bench.server.add_rule(Rule(reply="Paris is the capital"))
-    bench.eval_file("one", ONE_CASE)
+    bench.eval_file("one", FRANCE)
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
     # The fake server counts words: 6 prompt words, 4 answer words.
@@ -274,7 +254,7 @@ def test_stream_usage_from_the_provider_is_exact(bench: Bench) -> None:
 def test_stream_without_provider_usage_is_counted_locally_and_flagged(bench: Bench) -> None:
     bench.server.stream_usage = False
     bench.server.add_rule(Rule(reply="Paris is the capital"))
-    bench.eval_file("one", ONE_CASE)
+    bench.eval_file("one", FRANCE)
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
     assert record["tokens_estimated"] is True

@@ -9,19 +9,7 @@ from typing import Any
 
 import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
 import pytest
-from conftest import Bench, Rule
-
-CAPITALS = """
-cases:
-  - id: france
-    prompt: What is the capital of France?
-    expected: Paris
-    assert: [contains]
-  - id: japan
-    prompt: What is the capital of Japan?
-    expected: Tokyo
-    assert: [contains]
-"""
+from conftest import TWO_CAPITALS, Bench, Rule
 
 ARITH = """
 cases:
@@ -70,7 +58,7 @@ def two_files(bench: Bench) -> Bench:
         ("three times four", "It is 12"),
     ):
         bench.server.add_rule(Rule(match=match, reply=reply))
-    bench.eval_file("capitals", CAPITALS)
+    bench.eval_file("capitals", TWO_CAPITALS)
     bench.eval_file("arith", ARITH)
     bench.pytester.makeconftest(REPORT_SPY)
     return bench
