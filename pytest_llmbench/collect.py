@@ -151,14 +151,20 @@ class EvalItem(pytest.Function):
         if self.case.files:
             self._request.getfixturevalue("workdir")
         self.started_at = utc_now()
-        params = {**self.case.model_params}
+        from .scheduler import BudgetExceeded
+
         try:
-            self.completion = get_runtime(self.config).complete(
-                self.model, self.case.messages, params
-            )
+            self.completion = get_runtime(self.config).scheduler().take(self)
+        except BudgetExceeded as exc:
+            pytest.skip(str(exc))
         except ProviderError as exc:
             self.provider_error = exc
             raise
+
+    @property
+    def prefetchable(self) -> bool:
+        """Whether the call may start before this item runs (not for parallel_safe: false files)."""
+        return self.loaded.parallel_safe
 
     def score_answer(self) -> None:
         """Evaluate every assertion; raise :class:`EvalFailure` below the threshold."""
@@ -255,6 +261,8 @@ def completion_fields(completion: Completion | None) -> dict[str, Any]:
         "tokens_per_s": completion.tokens_per_s,
         "cost_usd": completion.cost_usd,
         "streamed": completion.streamed,
+        "cached": completion.cached,
+        "rate_limit_wait_s": completion.rate_limit_wait_s,
     }
 
 

@@ -34,7 +34,24 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
      "(default: .env when present)", None),
     ("request_timeout", "llmbench_request_timeout", "Seconds before a model call times out", "120"),
     ("max_retries", "llmbench_max_retries", "Retries of a failed model call", "2"),
+    ("concurrency", "llmbench_concurrency", "Model calls in flight per model for the whole run, "
+     "split between xdist workers (default 8)", "8"),
+    ("stream", "llmbench_stream", "Stream all calls, a seeded sample of them (TTFT at low "
+     "cost; the default) or none: all, sample, off", "sample"),
+    ("cache", "llmbench_cache", "Response cache: off (default), use, refresh, or replay "
+     "(no network; a miss is an error)", "off"),
+    ("cache_dir", "llmbench_cache_dir", "Folder of the response cache (default .llmbench-cache)",
+     ".llmbench-cache"),
+    ("max_cost", "llmbench_max_cost", "Stop starting model calls once the run has spent this "
+     "many USD; the rest are skipped", None),
+    ("rpm", "llmbench_rpm", "Requests per minute per model, for models whose profile sets none",
+     None),
+    ("tpm", "llmbench_tpm", "Tokens per minute per model, for models whose profile sets none",
+     None),
 )  # fmt: skip
+
+STREAM_MODES = ("all", "sample", "off")
+CACHE_MODES = ("off", "use", "refresh", "replay")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -49,12 +66,21 @@ def add_options(parser: pytest.Parser) -> None:
         help="Folder or file of model profiles (repeatable; default: profiles/)",
     )  # fmt: skip
     parser.addini("llmbench_profiles", "Folders or files of model profiles", type="paths")
+    group.addoption(
+        "--rescore", dest="llmbench_rescore", action="store_true", default=None,
+        help="Recompute scores from cached responses without calling models",
+    )  # fmt: skip
+    group.addoption(
+        "--estimate-cost", dest="llmbench_estimate_cost", action="store_true", default=None,
+        help="With --collect-only: estimate each model's cost from the rendered prompts",
+    )  # fmt: skip
     parser.addini("llmbench_pattern", "Glob of eval file names", default=DEFAULT_PATTERN)
 
 
 def explicitly_configured(config: pytest.Config) -> bool:
     """True when any llmbench option was given on the command line or in the ini file."""
-    names = [f"llmbench_{dest}" for dest, *_ in _SETTINGS] + ["llmbench_profiles"]
+    names = [f"llmbench_{dest}" for dest, *_ in _SETTINGS]
+    names += ["llmbench_profiles", "llmbench_rescore", "llmbench_estimate_cost"]
     if any(config.getoption(name) is not None for name in names):
         return True
     return any(config.getini(ini) for _, ini, *_ in _SETTINGS) or bool(
@@ -74,6 +100,15 @@ class RunConfig:
     max_retries: int
     profiles: ProfileRegistry
     env_file: Path | None
+    concurrency: int = 8
+    stream: str = "sample"
+    cache_mode: str = "off"
+    cache_dir: Path | None = None
+    max_cost: float | None = None
+    rpm: float | None = None
+    tpm: float | None = None
+    rescore: bool = False
+    estimate_cost: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -84,6 +119,14 @@ class RunConfig:
             "request_timeout_s": self.request_timeout_s,
             "max_retries": self.max_retries,
             "env_file": str(self.env_file) if self.env_file else None,
+            "concurrency": self.concurrency,
+            "stream": self.stream,
+            "cache": self.cache_mode,
+            "cache_dir": str(self.cache_dir) if self.cache_dir else None,
+            "max_cost": self.max_cost,
+            "rpm": self.rpm,
+            "tpm": self.tpm,
+            "rescore": self.rescore,
         }
 
 
@@ -111,6 +154,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
     from .profiles import ProfileError, load_profiles
 
     env_file = _load_env_file(config)
+    rescore = bool(config.getoption("llmbench_rescore"))
     try:
         registry = load_profiles(_profile_paths(config))
         models = tuple(registry.resolve(_setting(config, "models") or DEFAULT_MODEL))
@@ -125,7 +169,31 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         max_retries=_number(config, "max_retries", int, minimum=0),
         profiles=registry,
         env_file=env_file,
+        concurrency=_number(config, "concurrency", int, minimum=1),
+        stream=_choice(config, "stream", STREAM_MODES),
+        # --rescore reads answers from the cache only: it is replay under another name.
+        cache_mode="replay" if rescore else _choice(config, "cache", CACHE_MODES),
+        cache_dir=_path(config, "cache_dir"),
+        max_cost=_optional_number(config, "max_cost"),
+        rpm=_optional_number(config, "rpm"),
+        tpm=_optional_number(config, "tpm"),
+        rescore=rescore,
+        estimate_cost=bool(config.getoption("llmbench_estimate_cost")),
     )
+
+
+def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:
+    raw = (_setting(config, dest) or "").lower()
+    if raw not in choices:
+        flag = "--" + dest.replace("_", "-")
+        raise pytest.UsageError(
+            f"llmbench: {flag} must be one of {', '.join(choices)}, got {raw!r}"
+        )
+    return raw
+
+
+def _optional_number(config: pytest.Config, dest: str) -> float | None:
+    return None if _setting(config, dest) is None else _number(config, dest, float, minimum=0.0)
 
 
 def _number(config: pytest.Config, dest: str, kind: type, minimum: float) -> Any:

@@ -31,6 +31,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # litellm trips pydantic deprecation warnings in its own code; they are not the user's to fix.
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:litellm(\..*)?")
     config.pluginmanager.register(fixtures, "llmbench-fixtures")
+    from .scheduler import Prefetcher
+
+    config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")
     if _config.explicitly_configured(config):
         _config.get_run_config(config)  # bad options fail now, as a usage error
     if hasattr(config, "workerinput"):

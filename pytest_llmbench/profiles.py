@@ -63,7 +63,13 @@ class ModelProfile(BaseModel):
     tags: dict[str, str] = {}
     """Free-form labels for grouping in reports (``tier``, ``region``, ``provider``, ...)."""
     rpm: int | None = Field(default=None, gt=0)
-    """Requests-per-minute hint for the rate limiter."""
+    """Requests per minute for this model over the whole run (split between xdist workers)."""
+    tpm: int | None = Field(default=None, gt=0)
+    """Tokens per minute for this model over the whole run (split between xdist workers)."""
+    concurrency: int | None = Field(default=None, gt=0)
+    """Calls in flight for this model; overrides ``--concurrency``."""
+    parallel_safe: bool = True
+    """False: this model takes one call at a time (a single-slot local server, a strict API)."""
     litellm: dict[str, Any] = {}
     """Extra keyword arguments passed to litellm as they are (``aws_region_name``, ...)."""
 

@@ -31,6 +31,9 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``retries`` (int): provider retries made for this item.
 - ``tool_calls`` (int): tool calls made (0 for plain completions).
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
+- ``cached`` (bool): the answer came from the response cache (no call was made this run).
+- ``rate_limit_wait_s`` (float): seconds the call waited for rate limits (429 backoff,
+  requests/tokens per minute).
 - ``error`` (str | None): the error message, secrets redacted.
 - ``error_kind`` (str | None): ``provider``, ``missing_key``, ``timeout``, ``config``, ``internal``.
 - ``prompt`` (str | None): the rendered last user message.
@@ -77,6 +80,8 @@ FIELDS: tuple[str, ...] = (
     "retries",
     "tool_calls",
     "streamed",
+    "cached",
+    "rate_limit_wait_s",
     "error",
     "error_kind",
     "prompt",
@@ -97,6 +102,8 @@ _DEFAULTS: dict[str, Any] = {
     "retries": 0,
     "tool_calls": 0,
     "streamed": False,
+    "cached": False,
+    "rate_limit_wait_s": 0.0,
     "messages": [],
     "assertions": [],
     "params": {},

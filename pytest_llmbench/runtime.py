@@ -23,8 +23,11 @@ from .redact import Redactor
 if TYPE_CHECKING:
     from .profiles import ModelProfile
     from .providers.embedded import EmbeddedServer
+    from .scheduler import CallScheduler
 
 RUNTIME_KEY = pytest.StashKey["Runtime"]()
+#: The items this process collected, in run order (for the stream sample).
+ITEMS_KEY = pytest.StashKey[list[pytest.Item]]()
 STATE_DIR_KEY = pytest.StashKey[tuple[str, int]]()
 #: The key the embedded server wants; any non-empty string works, it checks none.
 _EMBEDDED_KEY = "sk-llmbench-embedded"
@@ -53,6 +56,18 @@ class Runtime:
         self.redactor = Redactor.from_environ(os.environ, key_vars)
         self.engine = Engine()
         self._embedded: EmbeddedServer | None = None
+        self._scheduler: CallScheduler | None = None
+
+    def scheduler(self, items: Sequence[pytest.Item] = ()) -> CallScheduler:
+        """The call scheduler of this process (created on first use, with the run's items)."""
+        if self._scheduler is None:
+            from .scheduler import CallScheduler
+
+            workerinput = getattr(self.config, "workerinput", None) or {}
+            self._scheduler = CallScheduler(self, int(workerinput.get("workercount", 1)))
+            known: Sequence[pytest.Item] = self.config.stash.get(ITEMS_KEY, [])
+            self._scheduler.set_items(items or known)
+        return self._scheduler
 
     def target(self, profile: ModelProfile) -> CallTarget:
         """Resolve where and how to call ``profile``; raise ProviderError when it cannot be."""
@@ -106,7 +121,9 @@ class Runtime:
         return self._embedded
 
     def close(self) -> None:
-        """Stop the engine loop of this process."""
+        """Cancel pending calls and stop the engine loop of this process."""
+        if self._scheduler is not None:
+            self._scheduler.close()
         self.engine.close()
 
 

@@ -112,6 +112,7 @@ class EvalSpec(_Strict):
     tags: list[str] = Field(default_factory=list, description="Tags added to every case")
     dataset: DatasetSource | None = Field(None, description="Cases from a CSV/JSONL file")
     cases: list[CaseSpec] = Field(default_factory=list, description="Inline cases")
+    parallel_safe: bool = Field(True, description="False: this file's calls run one at a time")
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
 
@@ -148,6 +149,7 @@ class LoadedEval:
     suite: str
     description: str | None
     cases: tuple[EvalCase, ...]
+    parallel_safe: bool = True
 
 
 def suite_name(path: Path) -> str:
@@ -169,7 +171,7 @@ def load_spec(path: Path) -> LoadedEval:
     except ValidationError as exc:
         raise _first_error(path, document, exc) from None
     cases = _expand(spec, path, document)
-    return LoadedEval(path, suite_name(path), spec.description, tuple(cases))
+    return LoadedEval(path, suite_name(path), spec.description, tuple(cases), spec.parallel_safe)
 
 
 def _not_a_mapping(data: Any) -> str:

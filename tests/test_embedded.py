@@ -71,7 +71,9 @@ def _records(pytester: pytest.Pytester) -> list[dict]:
 
 
 def test_embedded_model_answers_for_real(project: pytest.Pytester) -> None:
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--results-dir=out", "-v")
+    result = project.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--results-dir=out", "-v", "--stream=all"
+    )  # fmt: skip
     assert result.ret in (0, 1), result.stdout.str()
     records = _records(project)
     assert {r["case_id"] for r in records} == {"france", "echo"}

@@ -79,6 +79,9 @@ def test_yaml_profile_all_fields(tmp_path: Path) -> None:
         "cost_per_1k": {"input": 0.00015, "output": 0.0006},
         "tags": {"tier": "standard", "region": "us"},
         "rpm": 500,
+        "tpm": None,
+        "concurrency": None,
+        "parallel_safe": True,
         "litellm": {"aws_region_name": "us-west-2"},
     }
     assert profile.label == "GPT-4o mini"

@@ -75,7 +75,7 @@ def test_every_record_has_all_fields_with_correct_values(bench: Bench) -> None:
     bench.server.add_rule(Rule(match="France", reply="Paris."))
     bench.server.add_rule(Rule(match="Japan", reply="Kyoto, I think"))
     bench.eval_file("capitals", CAPITALS)
-    result = bench.run("--models=fake", "--repeat=2")
+    result = bench.run("--models=fake", "--repeat=2", "--stream=all")
     result.assert_outcomes(passed=2, failed=2)
     lines = bench.out("results.jsonl").read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines]
@@ -96,6 +96,7 @@ def test_every_record_has_all_fields_with_correct_values(bench: Bench) -> None:
         assert record["streamed"] is True
         assert record["ttft_s"] is not None and 0 < record["ttft_s"] <= record["latency_s"]
         assert record["retries"] == 0 and record["tool_calls"] == 0
+        assert record["cached"] is False and record["rate_limit_wait_s"] == 0.0
         assert record["error"] is None and record["error_kind"] is None
         assert record["params"] == {"temperature": 0, "max_tokens": 16}
         assert record["metrics"] == {}

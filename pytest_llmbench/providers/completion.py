@@ -38,6 +38,8 @@ class Completion:
     retries: int
     streamed: bool
     finish_reason: str | None
+    cached: bool = False
+    rate_limit_wait_s: float = 0.0
 
     @property
     def tokens_per_s(self) -> float | None:

@@ -7,12 +7,13 @@ litellm is imported on first use, never at plugin load: it costs seconds, and wi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import email.utils
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .completion import CallTarget, Completion, ProviderError
@@ -62,18 +63,30 @@ async def acomplete(
     stream: bool = True,
     timeout_s: float = 120.0,
     max_retries: int = 2,
+    on_retry: Callable[[int | None], None] | None = None,
 ) -> Completion:
-    """Call ``target`` once, retrying transient failures; raise :class:`ProviderError` at the end."""
+    """Call ``target`` once, retrying transient failures; raise :class:`ProviderError` at the end.
+
+    ``on_retry(status)`` is told of every retry (429 lets a caller lower its concurrency).
+    """
     litellm = import_litellm()
     retries = 0
+    rate_limited_s = 0.0
     while True:
         try:
-            return await _call_once(litellm, target, messages, params, stream, timeout_s, retries)
+            completion = await _call_once(
+                litellm, target, messages, params, stream, timeout_s, retries
+            )
+            return dataclasses.replace(completion, rate_limit_wait_s=rate_limited_s)
         except Exception as exc:  # litellm raises many types; we classify them below
             if retries >= max_retries or not _is_retryable(exc):
                 raise _provider_error(exc, target, retries) from None
             retries += 1
-            await asyncio.sleep(_backoff_s(exc, retries))
+            if on_retry is not None:
+                on_retry(_status(exc))
+            delay = _backoff_s(exc, retries)
+            rate_limited_s += delay if _status(exc) == 429 else 0.0
+            await asyncio.sleep(delay)
 
 
 async def _call_once(

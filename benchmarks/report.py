@@ -1,0 +1,379 @@
+"""Machine facts, target checks and the Markdown of ``benchmarks/RESULTS.md``.
+
+Measured sections are kept in ``benchmarks/results.json``; a run replaces the sections it
+measured and RESULTS.md is rendered from all of them, so single scenarios can be re-run alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from scenarios import Row
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("litellm", "pytest", "pytest-xdist", "openai", "httpx", "aiohttp", "pytest-llmbench")
+TITLES = {
+    "throughput": "(a) Throughput",
+    "startup": "(b) Start-up",
+    "collection": "(c) Collection",
+    "cached": "(d) Cached re-run",
+}
+#: Wall time may be this many times the physical limit plus start-up (issue 3, section 5).
+THROUGHPUT_SLACK = 1.3
+CACHED_TARGET_S = 10.0
+COLLECT_TARGET_S = 5.0
+FULL_N = 2000
+FULL_COLLECT_N = 10_000
+DASH = "—"
+
+
+@dataclass
+class Section:
+    """One scenario's rows and how they were obtained."""
+
+    name: str
+    date: str
+    command: str
+    quick: bool
+    settings: dict[str, Any]
+    rows: list[Row]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Section:
+        """Rebuild a section stored in results.json."""
+        rows = [Row(**row) for row in data.pop("rows")]
+        return cls(rows=rows, **data)
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    """One target of issue 3 and whether the measurements meet it."""
+
+    target: str
+    measured: str
+    verdict: str
+
+
+def now_iso() -> str:
+    """The local time, to the second."""
+    return dt.datetime.now().astimezone().replace(microsecond=0).isoformat()
+
+
+# -- machine facts ------------------------------------------------------------------------------
+
+
+def _first_line_with(path: str, prefix: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(prefix):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _git_revision() -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10
+        )
+        return done.stdout.strip()
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--", "pytest_llmbench")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head} + uncommitted changes in pytest_llmbench/" if dirty else head
+
+
+def machine_facts() -> dict[str, str]:
+    """What the numbers depend on: CPUs, memory, Python and package versions, plugin revision."""
+    mem_kib = _first_line_with("/proc/meminfo", "MemTotal") or "0 kB"
+    facts = {
+        "nproc": str(len(os.sched_getaffinity(0))),
+        "cpu": _first_line_with("/proc/cpuinfo", "model name") or platform.processor(),
+        "memory": f"{int(mem_kib.split()[0]) / 1024**2:.1f} GiB",
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "plugin revision": _git_revision(),
+    }
+    facts.update({name: _version(name) for name in PACKAGES})
+    return facts
+
+
+# -- storage --------------------------------------------------------------------------------------
+
+
+def load_sections(path: Path) -> dict[str, Section]:
+    """Sections stored by earlier runs (none when the file is missing or unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {name: Section.from_dict(s) for name, s in data.get("sections", {}).items()}
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
+
+
+def save_sections(path: Path, sections: dict[str, Section], machine: dict[str, str]) -> None:
+    """Store all sections with the machine facts of the latest run."""
+    data = {"machine": machine, "sections": {name: asdict(s) for name, s in sections.items()}}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+# -- targets --------------------------------------------------------------------------------------
+
+
+def _find(sections: dict[str, Section], name: str, match: Callable[[Row], bool]) -> Row | None:
+    section = sections.get(name)
+    return next((row for row in section.rows if match(row)), None) if section else None
+
+
+def startup_s(sections: dict[str, Section], workers: int) -> float | None:
+    """The 1-item wall time under ``-n workers``."""
+    row = _find(sections, "startup", lambda r: r.n == 1 and r.workers == workers)
+    return row.wall_s if row and row.ok else None
+
+
+def _size_note(n: int, full: int) -> str:
+    return "" if n >= full else f" (at N={n}, not {full}: a reduced run)"
+
+
+def _throughput_check(sections: dict[str, Section], workers: int, conc: int) -> TargetCheck:
+    target = (
+        f"`-n {workers}`, `--concurrency {conc}`: wall <= {THROUGHPUT_SLACK} x "
+        "(physical limit + 1-item start-up)"
+    )
+    row = _find(sections, "throughput", lambda r: r.workers == workers and r.concurrency == conc)
+    start = startup_s(sections, workers)
+    if row is None or not row.ok or row.wall_s is None or row.limit_s is None:
+        status = row.status if row else "not run"
+        return TargetCheck(target, DASH, f"not measured: {status}")
+    if start is None:
+        return TargetCheck(target, f"wall {row.wall_s:.1f} s", "not judged: no start-up row")
+    bound = THROUGHPUT_SLACK * (row.limit_s + start)
+    measured = (
+        f"wall {row.wall_s:.1f} s vs bound {bound:.1f} s "
+        f"(limit {row.limit_s:.1f} s + start-up {start:.1f} s){_size_note(row.n, FULL_N)}"
+    )
+    return TargetCheck(target, measured, "met" if row.wall_s <= bound else "NOT met")
+
+
+def _single_check(
+    sections: dict[str, Section], name: str, target: str, limit_s: float, full_n: int
+) -> TargetCheck:
+    row = _find(sections, name, lambda r: r.label.startswith(("re-run", "--collect-only")))
+    if row is None or not row.ok or row.wall_s is None:
+        status = row.status if row else "not run"
+        return TargetCheck(target, DASH, f"not measured: {status}")
+    measured = f"wall {row.wall_s:.2f} s{_size_note(row.n, full_n)}"
+    return TargetCheck(target, measured, "met" if row.wall_s < limit_s else "NOT met")
+
+
+def target_checks(sections: dict[str, Section]) -> list[TargetCheck]:
+    """The four targets of issue 3, section 5, judged on the stored sections."""
+    return [
+        _throughput_check(sections, 0, 32),
+        _throughput_check(sections, 2, 64),
+        _single_check(
+            sections,
+            "cached",
+            f"cached re-run of {FULL_N} items < {CACHED_TARGET_S:.0f} s",
+            CACHED_TARGET_S,
+            FULL_N,
+        ),
+        _single_check(
+            sections,
+            "collection",
+            f"{FULL_COLLECT_N:,} items collect in < {COLLECT_TARGET_S:.0f} s",
+            COLLECT_TARGET_S,
+            FULL_COLLECT_N,
+        ),
+    ]
+
+
+# -- Markdown -------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def _int(value: int | None) -> str:
+    return DASH if value is None else str(value)
+
+
+def _outcomes(row: Row) -> str:
+    return ", ".join(f"{count} {name}" for name, count in sorted(row.outcomes.items())) or DASH
+
+
+def _status(row: Row) -> str:
+    return "; ".join(part for part in (row.status, row.note) if part)
+
+
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return lines
+
+
+def _ratio(wall: float | None, base: float | None) -> str:
+    return DASH if wall is None or not base else f"{wall / base:.2f}"
+
+
+def _throughput_cells(row: Row, start: float | None) -> tuple[str, ...]:
+    with_start = None if row.limit_s is None or start is None else row.limit_s + start
+    conc = "none (default)" if row.concurrency is None else str(row.concurrency)
+    return (
+        str(row.workers), conc, str(row.n), _fmt(row.wall_s), _fmt(row.limit_s),
+        _ratio(row.wall_s, row.limit_s), _ratio(row.wall_s, with_start),
+        _fmt(row.peak_rss_mib, 0), _int(row.max_in_flight), _outcomes(row), _status(row),
+    )  # fmt: skip
+
+
+def throughput_table(section: Section, sections: dict[str, Section]) -> list[str]:
+    """Rows of scenario (a)."""
+    headers = (
+        "-n", "--concurrency", "N", "wall s", "limit s", "wall/limit", "wall/(limit+start-up)",
+        "peak RSS MiB", "server max in flight", "outcomes", "status",
+    )  # fmt: skip
+    cells = [_throughput_cells(row, startup_s(sections, row.workers)) for row in section.rows]
+    return md_table(headers, cells)
+
+
+def startup_table(section: Section, sections: dict[str, Section]) -> list[str]:
+    """Rows of scenario (b)."""
+    headers = ("what", "wall s", "peak RSS MiB", "outcomes", "status")
+    cells = [
+        (row.label, _fmt(row.wall_s), _fmt(row.peak_rss_mib, 0), _outcomes(row), _status(row))
+        for row in section.rows
+    ]
+    return md_table(headers, cells)
+
+
+def _collection_cells(row: Row) -> tuple[str, ...]:
+    rate = DASH if not row.wall_s else f"{row.n / row.wall_s:,.0f}"
+    return (
+        str(row.n), _fmt(row.wall_s), _fmt(row.collect_s), rate,
+        _fmt(row.peak_rss_mib, 0), _status(row),
+    )  # fmt: skip
+
+
+def collection_table(section: Section, sections: dict[str, Section]) -> list[str]:
+    """Rows of scenario (c)."""
+    headers = ("items", "wall s", "pytest's 'collected in' s", "items/s", "peak RSS MiB", "status")
+    return md_table(headers, [_collection_cells(row) for row in section.rows])
+
+
+def _cached_cells(row: Row) -> tuple[str, ...]:
+    return (
+        row.label, str(row.n), _fmt(row.wall_s), _int(row.server_requests),
+        _fmt(row.peak_rss_mib, 0), _outcomes(row), _status(row),
+    )  # fmt: skip
+
+
+def cached_table(section: Section, sections: dict[str, Section]) -> list[str]:
+    """Rows of scenario (d)."""
+    headers = ("run", "N", "wall s", "server requests", "peak RSS MiB", "outcomes", "status")
+    return md_table(headers, [_cached_cells(row) for row in section.rows])
+
+
+def memory_table(sections: dict[str, Section]) -> list[str]:
+    """Scenario (e): the highest peak RSS of each scenario and the cell it came from."""
+    cells = []
+    for name, section in sections.items():
+        measured = [row for row in section.rows if row.peak_rss_mib is not None]
+        if not measured:
+            cells.append((TITLES.get(name, name), DASH, "no cell measured"))
+            continue
+        top = max(measured, key=lambda row: row.peak_rss_mib or 0.0)
+        cells.append((TITLES.get(name, name), _fmt(top.peak_rss_mib, 0), top.label))
+    return md_table(("scenario", "peak RSS MiB (highest cell)", "cell"), cells)
+
+
+TABLES: dict[str, Callable[[Section, dict[str, Section]], list[str]]] = {
+    "throughput": throughput_table,
+    "startup": startup_table,
+    "collection": collection_table,
+    "cached": cached_table,
+}
+
+_NOTES = """\
+How to read this:
+
+- **Physical limit** = N x per-call latency / concurrency: what a client that keeps exactly
+  `--concurrency` calls in flight would need against this server (no client overhead, no
+  start-up). Without `--concurrency`, the concurrency is the number of processes (1 for `-n 0`).
+  For `-n 2`, `--concurrency` is the total for the run, split between the workers.
+- **Start-up** is the 1-item wall time under the same `-n` (scenario b). The target is
+  wall <= 1.3 x (limit + start-up).
+- **Wall** is the whole `python -m pytest ...` subprocess, interpreter start included.
+- **Peak RSS** is the highest sum of `VmRSS` over the pytest process and all its descendants
+  (xdist workers), sampled every 50 ms from `/proc`; pages shared between processes count once
+  per process.
+- **flag not available**: pytest rejected the flag ("unrecognized arguments"): the plugin does
+  not have it yet, so nothing was measured.
+- Cells that make one call at a time (no `--concurrency`, or `--concurrency 1`) run at N=200:
+  2000 such calls take 500 s+.
+"""
+
+
+def render(sections: dict[str, Section], machine: dict[str, str]) -> str:
+    """The whole of RESULTS.md."""
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Rendered {now_iso()} by `benchmarks/run.py` (see `benchmarks/README.md`). "
+        "Each section says when and with which command it was measured.",
+        "",
+        "## Machine",
+        "",
+        *md_table(("fact", "value"), sorted(machine.items())),
+        "",
+        "## Targets (issue 3, section 5)",
+        "",
+        *md_table(
+            ("target", "measured", "verdict"),
+            [(c.target, c.measured, c.verdict) for c in target_checks(sections)],
+        ),
+        "",
+    ]
+    for name in TITLES:
+        lines += _section_lines(name, sections)
+    lines += ["## (e) Peak memory", "", *memory_table(sections), "", "## Notes", "", _NOTES]
+    return "\n".join(lines)
+
+
+def _section_lines(name: str, sections: dict[str, Section]) -> list[str]:
+    section = sections.get(name)
+    if section is None:
+        return [f"## {TITLES[name]}", "", "Not measured yet.", ""]
+    size = " (`--quick`: sizes divided by 10)" if section.quick else ""
+    settings = ", ".join(f"{key}={value}" for key, value in section.settings.items())
+    return [
+        f"## {TITLES[name]}",
+        "",
+        f"Measured {section.date}{size} with `{section.command}`.",
+        "",
+        f"Settings: {settings}.",
+        "",
+        *TABLES[name](section, sections),
+        "",
+    ]

@@ -1,0 +1,187 @@
+"""Per-model pacing of model calls on one process's event loop.
+
+``RateLimiter`` keeps request starts and tokens inside a sliding window (requests and tokens per
+minute); ``AdaptiveConcurrency`` bounds the calls in flight and backs off when the provider says
+we are too fast (AIMD). Under pytest-xdist each worker has its own loop and its own limiters; the
+caller splits a run-wide budget between workers (``rpm / n_workers``), so nothing here crosses
+processes. Both objects must be used from a single event loop (the engine's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class _Use:
+    at: float  # clock time the use was recorded
+    amount: int  # requests (1) or tokens
+
+
+@dataclass
+class _Window:
+    """Uses of one budget over the last ``span`` seconds."""
+
+    capacity: float
+    span: float
+    _uses: deque[_Use] = field(default_factory=deque)
+    _total: int = 0
+
+    def add(self, at: float, amount: int) -> None:
+        if amount > 0:
+            self._uses.append(_Use(at, amount))
+            self._total += amount
+
+    def wait(self, now: float, amount: int) -> float:
+        """Seconds until ``amount`` more fits; anything fits a window that holds nothing."""
+        while self._uses and self._uses[0].at + self.span <= now:
+            self._total -= self._uses.popleft().amount
+        total, free_at = self._total, now
+        for use in self._uses:
+            if total + amount <= self.capacity:
+                break
+            total -= use.amount
+            free_at = use.at + self.span
+        return free_at - now
+
+
+class RateLimiter:
+    """Sliding-window limiter: at most `rpm` request starts and `tpm` tokens in any 60 s window.
+
+    A fractional ``rpm`` admits its whole part, except below 1, where it becomes one start per
+    ``window_s / rpm`` seconds, so that a budget split between many workers never deadlocks.
+    ``clock`` and ``sleep`` are injectable so that tests need not wait in real time.
+    """
+
+    def __init__(
+        self,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        *,
+        window_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        for name, value in (("rpm", rpm), ("tpm", tpm), ("window_s", window_s)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive, got {value!r}")
+        self._unlimited = rpm is None and tpm is None
+        self._starts = _request_window(rpm, window_s)
+        self._tokens = _Window(math.inf if tpm is None else tpm, window_s)
+        self._clock, self._sleep = clock, sleep
+        self._lock = asyncio.Lock()  # FIFO: the first caller to wait is the first served
+
+    async def acquire(self, tokens: int = 0) -> float:
+        """Wait until one more request and ``tokens`` more tokens fit, record them.
+
+        Returns the seconds waited. A request larger than ``tpm`` goes once the window holds no
+        tokens. Cancelling a waiting call records nothing.
+        """
+        if tokens < 0:
+            raise ValueError(f"tokens must be >= 0, got {tokens}")
+        if self._unlimited:
+            return 0.0
+        started = self._clock()
+        async with self._lock:
+            while (delay := self._delay(tokens)) > 0:
+                await self._sleep(delay)
+            now = self._clock()
+            self._starts.add(now, 1)
+            self._tokens.add(now, tokens)
+        return self._clock() - started
+
+    def record_tokens(self, tokens: int) -> None:
+        """Count ``tokens`` used now beyond those passed to ``acquire`` (the estimate was low)."""
+        if tokens < 0:
+            raise ValueError(f"tokens must be >= 0, got {tokens}")
+        if not self._unlimited:
+            self._tokens.add(self._clock(), tokens)
+
+    def _delay(self, tokens: int) -> float:
+        now = self._clock()
+        return max(self._starts.wait(now, 1), self._tokens.wait(now, tokens))
+
+
+def _request_window(rpm: float | None, window_s: float) -> _Window:
+    if rpm is None:
+        return _Window(math.inf, window_s)
+    if rpm < 1:
+        return _Window(1, window_s / rpm)
+    return _Window(rpm, window_s)  # counts are whole: 2.5 per window admits 2
+
+
+class AdaptiveConcurrency:
+    """At most `limit` calls in flight; halves the allowed number on a rate-limit signal, and raises
+    it by one after every `recover_after` successful calls, back up to `limit`.
+
+    Use as ``async with concurrency: ...``; waiters enter in arrival order.
+    """
+
+    def __init__(self, limit: int, *, minimum: int = 1, recover_after: int = 10) -> None:
+        if not 1 <= minimum <= limit:
+            raise ValueError(f"need 1 <= minimum <= limit, got minimum={minimum}, limit={limit}")
+        if recover_after < 1:
+            raise ValueError(f"recover_after must be >= 1, got {recover_after}")
+        self._limit, self._minimum, self._recover_after = limit, minimum, recover_after
+        self._current = limit
+        self._in_flight = 0
+        self._successes = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def current(self) -> int:
+        """The number of calls allowed in flight now."""
+        return self._current
+
+    @property
+    def in_flight(self) -> int:
+        """The number of calls in flight now (may exceed ``current`` just after a back-off)."""
+        return self._in_flight
+
+    async def __aenter__(self) -> None:
+        if not self._waiters and self._in_flight < self._current:
+            self._in_flight += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            # A cancelled waiter stays queued until _wake skips it; one that was handed the slot
+            # just before the cancel passes it on.
+            if not waiter.cancelled():
+                self._release()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
+
+    def on_rate_limited(self) -> None:
+        """Halve the allowed number (not below ``minimum``); calls in flight keep running."""
+        self._current = max(self._minimum, self._current // 2)
+        self._successes = 0
+
+    def on_success(self) -> None:
+        """Count a successful call; every ``recover_after`` of them allow one more in flight."""
+        self._successes += 1
+        if self._successes >= self._recover_after:
+            self._successes = 0
+            self._current = min(self._limit, self._current + 1)
+            self._wake()
+
+    def _release(self) -> None:
+        self._in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        # Hand slots over directly, so a newcomer cannot take the place of a woken waiter.
+        while self._waiters and self._in_flight < self._current:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                self._in_flight += 1

@@ -1,0 +1,305 @@
+"""Run the model calls of upcoming eval items ahead of pytest, bounded per model.
+
+pytest runs and reports items one at a time, in order. Model calls are slow and I/O-bound, so
+before each item runs, :class:`Prefetcher` hands the next items of this process to the
+:class:`CallScheduler`, which starts their calls on the engine loop: at most ``concurrency``
+calls per model in flight (split between xdist workers), paced by requests and tokens per
+minute, halved on HTTP 429 and recovered after. An item's setup then only waits for its own
+call. Items are still set up, scored and reported by pytest in order; ``-x``, ``--maxfail``
+and Ctrl-C cancel whatever is pending when the engine closes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .providers.completion import Completion, ProviderError
+from .ratelimit import AdaptiveConcurrency, RateLimiter
+
+if TYPE_CHECKING:
+    from .cache import ResponseCache
+    from .collect import EvalItem
+    from .profiles import ModelProfile
+    from .runtime import Runtime
+
+#: Share of calls streamed under ``--stream=sample`` (besides one per model), in percent.
+STREAM_SAMPLE_PERCENT = 10
+#: How many items past the current one may have calls started, per unit of concurrency.
+_LOOKAHEAD_FACTOR = 2
+_MAX_LOOKAHEAD = 1024
+#: 429s closer together than this are one burst: concurrency is halved once for them.
+_BACKOFF_SPACING_S = 1.0
+
+
+class BudgetExceeded(Exception):
+    """``--max-cost`` was reached: no new calls are started."""
+
+
+@dataclass
+class ModelLane:
+    """The pacing state of one model in this process."""
+
+    concurrency: AdaptiveConcurrency
+    limiter: RateLimiter
+    last_backoff: float = -math.inf
+
+    def on_retry(self, status: int | None) -> None:
+        """A 429 halves how many calls may be in flight, once per burst (a second apart)."""
+        now = time.monotonic()
+        if status == 429 and now - self.last_backoff >= _BACKOFF_SPACING_S:
+            self.last_backoff = now
+            self.concurrency.on_rate_limited()
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+@dataclass
+class StreamSample:
+    """Which items stream under ``--stream=sample``: deterministic, the same on every worker."""
+
+    always: set[str] = field(default_factory=set)
+
+    @classmethod
+    def for_items(cls, items: Iterable[pytest.Item]) -> StreamSample:
+        """Always stream each model's item of lowest hash, so every model gets a TTFT sample."""
+        best: dict[str, tuple[int, str]] = {}
+        for item in items:
+            model = getattr(item, "model", None)
+            if model is None:
+                continue
+            candidate = (_digest(item.nodeid), item.nodeid)
+            best[model.name] = min(best.get(model.name, candidate), candidate)
+        return cls({nodeid for _, nodeid in best.values()})
+
+    def streams(self, nodeid: str) -> bool:
+        """Whether the item ``nodeid`` is in the sample."""
+        return nodeid in self.always or _digest(nodeid) % 100 < STREAM_SAMPLE_PERCENT
+
+
+class CallScheduler:
+    """Starts, paces, caches and budgets the model calls of eval items in this process."""
+
+    def __init__(self, runtime: Runtime, n_workers: int) -> None:
+        self._runtime = runtime
+        self._run = runtime.run
+        self._n_workers = max(1, n_workers)
+        self._futures: dict[str, concurrent.futures.Future[Completion]] = {}
+        self._lanes: dict[tuple[str, bool], ModelLane] = {}
+        self._sample = StreamSample()
+        self._cache: ResponseCache | None = None
+        self._spent = 0.0
+        budget = self._run.max_cost
+        self._budget = None if budget is None else budget / self._n_workers
+        per_model = math.ceil(self._run.concurrency / self._n_workers)
+        self.lookahead = min(_MAX_LOOKAHEAD, per_model * len(self._run.models) * _LOOKAHEAD_FACTOR)
+
+    # -- main thread --------------------------------------------------------------------------
+    def set_items(self, items: Sequence[pytest.Item]) -> None:
+        """Learn the collected items (for the deterministic stream sample)."""
+        self._sample = StreamSample.for_items(items)
+
+    def prefetch(self, items: Iterable[pytest.Item]) -> None:
+        """Start the calls of ``items`` that are eval items, up to the lookahead."""
+        from .collect import EvalItem
+
+        for item in items:
+            if len(self._futures) >= self.lookahead:
+                return
+            if (
+                isinstance(item, EvalItem)
+                and item.prefetchable
+                and item.nodeid not in self._futures
+            ):
+                self._futures[item.nodeid] = self._submit(item)
+
+    def take(self, item: EvalItem) -> Completion:
+        """Wait for ``item``'s call (starting it now if it was not prefetched)."""
+        future = self._futures.pop(item.nodeid, None) or self._submit(item)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    @property
+    def pending(self) -> int:
+        """Calls started for items that have not run yet."""
+        return len(self._futures)
+
+    def _submit(self, item: EvalItem) -> concurrent.futures.Future[Completion]:
+        try:
+            call = self._prepare(item)
+        except ProviderError as exc:  # a missing key: the item's own setup reports it
+            failed: concurrent.futures.Future[Completion] = concurrent.futures.Future()
+            failed.set_exception(exc)
+            return failed
+        return self._runtime.engine.submit(call)
+
+    def _prepare(self, item: EvalItem) -> Any:
+        target = self._runtime.target(item.model)
+        stream = self._streams(item.nodeid)
+        lane = self._lane(item.model, item.loaded.parallel_safe)
+        return self._call(item, target, stream, lane)
+
+    def _streams(self, nodeid: str) -> bool:
+        mode = self._run.stream
+        return mode == "all" or (mode == "sample" and self._sample.streams(nodeid))
+
+    def _lane(self, model: ModelProfile, file_parallel_safe: bool) -> ModelLane:
+        serial = not (model.parallel_safe and file_parallel_safe)
+        lane = self._lanes.get((model.name, serial))
+        if lane is None:
+            limit = 1 if serial else model.concurrency or self._run.concurrency
+            rpm, tpm = model.rpm or self._run.rpm, model.tpm or self._run.tpm
+            lane = ModelLane(
+                AdaptiveConcurrency(max(1, math.ceil(limit / self._n_workers))),
+                RateLimiter(self._share(rpm), self._share(tpm)),
+            )
+            self._lanes[(model.name, serial)] = lane
+        return lane
+
+    def _share(self, per_run: float | None) -> float | None:
+        return None if per_run is None else per_run / self._n_workers
+
+    # -- engine loop --------------------------------------------------------------------------
+    async def _call(self, item: EvalItem, target: Any, stream: bool, lane: ModelLane) -> Completion:
+        from .providers.litellm_adapter import acomplete
+
+        key, hit = self._cached(item, target)
+        if hit is not None:
+            return hit
+        async with lane.concurrency:
+            self._check_budget()
+            estimate = _estimate_tokens(item)
+            waited = await lane.limiter.acquire(estimate)
+            completion = await acomplete(
+                target,
+                item.case.messages,
+                dict(item.case.model_params),
+                stream=stream,
+                timeout_s=self._run.request_timeout_s,
+                max_retries=self._run.max_retries,
+                on_retry=lane.on_retry,
+            )
+            lane.concurrency.on_success()
+        used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
+        lane.limiter.record_tokens(max(0, used - estimate))  # the estimate was counted already
+        self._spent += completion.cost_usd or 0.0
+        if key is not None and self._run.cache_mode in ("use", "refresh"):
+            self._response_cache().put(key, completion)
+        wait = completion.rate_limit_wait_s + waited
+        return dataclasses.replace(completion, rate_limit_wait_s=wait)
+
+    def _cached(self, item: EvalItem, target: Any) -> tuple[str | None, Completion | None]:
+        mode = self._run.cache_mode
+        if mode == "off":
+            return None, None
+        from .cache import cache_key
+
+        params = {**target.params, **item.case.model_params}
+        key = cache_key(
+            target.model_id, item.case.messages, params, item.repeat, api_base=target.api_base
+        )
+        if mode == "refresh":
+            return key, None
+        hit = self._response_cache().get(key)
+        if hit is not None:
+            return key, dataclasses.replace(hit, cached=True, retries=0, rate_limit_wait_s=0.0)
+        if mode == "replay":
+            raise ProviderError(
+                f"{item.model.name}: no cached answer for {item.nodeid} (--cache=replay makes no calls)",
+                "cache_miss",
+            )
+        return key, None
+
+    def _response_cache(self) -> ResponseCache:
+        if self._cache is None:
+            from .cache import ResponseCache
+
+            folder = self._run.cache_dir or self._runtime.config.rootpath / ".llmbench-cache"
+            self._cache = ResponseCache(folder / "responses.sqlite")
+        return self._cache
+
+    def _check_budget(self) -> None:
+        if self._budget is not None and self._spent >= self._budget:
+            limit = self._run.max_cost
+            raise BudgetExceeded(
+                f"--max-cost {limit:g} USD reached; no new model calls are started"
+            )
+
+    def close(self) -> None:
+        """Forget pending calls (the engine cancels them) and close the cache."""
+        for future in self._futures.values():
+            future.cancel()
+        self._futures.clear()
+        if self._cache is not None:
+            self._cache.close()
+
+
+def _estimate_tokens(item: EvalItem) -> int:
+    """Tokens a call will use, for tokens-per-minute pacing before the real count is known."""
+    prompt_chars = sum(len(message["content"]) for message in item.case.messages)
+    answer = item.case.model_params.get("max_tokens") or item.case.expected_output_tokens or 256
+    return prompt_chars // 4 + int(answer)
+
+
+class Prefetcher:
+    """Before each item runs, start the calls of the items this process will run next."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self._positions: dict[str, int] = {}
+        self._items: list[pytest.Item] = []
+        self._active = False
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Remember this process's items, in run order."""
+        self._items = list(session.items)
+        self._positions = {item.nodeid: index for index, item in enumerate(self._items)}
+        self._active = any(hasattr(item, "prefetchable") for item in self._items)
+        from .runtime import ITEMS_KEY
+
+        self.config.stash[ITEMS_KEY] = self._items
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """Top up the calls in flight with this and the upcoming items."""
+        if not self._active:
+            return
+        from .runtime import get_runtime
+
+        scheduler = get_runtime(self.config).scheduler(self._items)
+        scheduler.prefetch(self._upcoming(item, scheduler.lookahead))
+
+    def _upcoming(self, item: pytest.Item, count: int) -> list[pytest.Item]:
+        queued = _xdist_queue(self.config)
+        if queued is not None:
+            return [item] + [self._items[i] for i in queued[:count] if 0 <= i < len(self._items)]
+        start = self._positions.get(item.nodeid, 0)
+        return self._items[start : start + count + 1]
+
+
+def _xdist_queue(config: pytest.Config) -> list[int] | None:
+    """Indices of the items an xdist worker will run next, or None outside a worker."""
+    if not hasattr(config, "workerinput"):
+        return None
+    for plugin in config.pluginmanager.get_plugins():
+        torun = getattr(plugin, "torun", None)
+        if torun is not None and hasattr(torun, "lock"):
+            upcoming = [getattr(plugin, "nextitem_index", None)]
+            with torun.lock() as queue:
+                upcoming.extend(queue)
+            return [index for index in upcoming if isinstance(index, int)]
+    return None

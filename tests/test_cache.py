@@ -1,0 +1,347 @@
+"""The response cache: stable keys, exact round trips, and real concurrent writers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import pickle
+import random
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmbench.cache import CacheError, CacheMiss, ResponseCache, cache_key
+from pytest_llmbench.providers.completion import Completion
+
+MESSAGES = [
+    {"role": "system", "content": "Answer in one word."},
+    {"role": "user", "content": "What is the capital of France?"},
+]
+PARAMS = {"temperature": 0.7, "max_tokens": 32}
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+BASE_KEY = cache_key("openai/gpt-4o-mini", MESSAGES, PARAMS, 0)
+
+WORKERS = 4
+DISTINCT_PER_WORKER = 200
+SHARED_KEYS = 50
+
+
+def make_completion(text: str = "Paris", **changes: Any) -> Completion:
+    fields: dict[str, Any] = {
+        "text": text,
+        "model_id": "openai/gpt-4o-mini",
+        "input_tokens": 17,
+        "output_tokens": 3,
+        "tokens_estimated": False,
+        "ttft_s": 0.123456789012345,
+        "latency_s": 0.9876543210987654,
+        "cost_usd": 1.5e-06,
+        "retries": 2,
+        "streamed": True,
+        "finish_reason": "stop",
+    }
+    return Completion(**{**fields, **changes})
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Any:
+    response_cache = ResponseCache(tmp_path / "cache" / "responses.sqlite")
+    yield response_cache
+    response_cache.close()
+
+
+# -- keys ------------------------------------------------------------------------------------
+def test_key_is_the_sha256_of_the_canonical_json() -> None:
+    canonical = json.dumps(
+        {
+            "v": 1,
+            "model": "m",
+            "api_base": "http://x",
+            "messages": [{"role": "user", "content": "héllo"}],
+            "params": {"temperature": 0},
+            "tools": None,
+            "repeat": 3,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    expected = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    key = cache_key(
+        "m", [{"role": "user", "content": "héllo"}], {"temperature": 0}, 3, api_base="http://x"
+    )
+    assert key == expected
+
+
+def test_key_ignores_dict_order() -> None:
+    reordered_messages = [dict(reversed(list(message.items()))) for message in MESSAGES]
+    reordered_params = dict(reversed(list(PARAMS.items())))
+    reordered_tools = [{"function": TOOLS[0]["function"], "type": "function"}]
+    assert reordered_messages[0] == MESSAGES[0]
+    assert list(reordered_messages[0]) != list(MESSAGES[0])
+    first = cache_key("m", MESSAGES, PARAMS, 1, tools=TOOLS)
+    second = cache_key("m", reordered_messages, reordered_params, 1, tools=reordered_tools)
+    assert first == second
+
+
+def test_key_is_the_same_in_another_process() -> None:
+    code = (
+        "import json, sys\n"
+        "from pytest_llmbench.cache import cache_key\n"
+        "m, p = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
+        "print(cache_key('openai/gpt-4o-mini', m, p, 0))\n"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    args = [sys.executable, "-c", code, json.dumps(MESSAGES), json.dumps(PARAMS)]
+    result = subprocess.run(args, capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.strip() == BASE_KEY
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param(cache_key("openai/gpt-4o", MESSAGES, PARAMS, 0), id="model"),
+        pytest.param(
+            cache_key("openai/gpt-4o-mini", MESSAGES, PARAMS, 0, api_base="http://h"), id="api_base"
+        ),
+        pytest.param(
+            cache_key(
+                "openai/gpt-4o-mini",
+                [MESSAGES[0], {"role": "user", "content": "What is the capital of Spain?"}],
+                PARAMS,
+                0,
+            ),
+            id="user-message",
+        ),
+        pytest.param(
+            cache_key(
+                "openai/gpt-4o-mini",
+                [{"role": "system", "content": "Be terse."}, MESSAGES[1]],
+                PARAMS,
+                0,
+            ),
+            id="system-message",
+        ),
+        pytest.param(cache_key("openai/gpt-4o-mini", MESSAGES[1:], PARAMS, 0), id="message-count"),
+        pytest.param(
+            cache_key("openai/gpt-4o-mini", MESSAGES, {**PARAMS, "temperature": 0.0}, 0),
+            id="temperature",
+        ),
+        pytest.param(
+            cache_key("openai/gpt-4o-mini", MESSAGES, {**PARAMS, "seed": 1}, 0), id="new-param"
+        ),
+        pytest.param(cache_key("openai/gpt-4o-mini", MESSAGES, PARAMS, 0, tools=TOOLS), id="tools"),
+        pytest.param(cache_key("openai/gpt-4o-mini", MESSAGES, PARAMS, 1), id="repeat"),
+    ],
+)
+def test_key_changes_with_what_determines_the_answer(changed: str) -> None:
+    assert changed != BASE_KEY
+    assert len(changed) == 64 and int(changed, 16) >= 0
+
+
+def test_key_ignores_params_that_do_not_change_the_answer() -> None:
+    transport = {
+        "timeout": 30,
+        "max_retries": 5,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "api_key": "sk-secret",
+    }
+    assert cache_key("openai/gpt-4o-mini", MESSAGES, {**PARAMS, **transport}, 0) == BASE_KEY
+
+
+# -- storage ---------------------------------------------------------------------------------
+def test_round_trip_keeps_every_field(cache: ResponseCache) -> None:
+    stored = make_completion("Paris — «ville lumière»\n")
+    cache.put(BASE_KEY, stored)
+    assert cache.get(BASE_KEY) == stored
+    sparse = make_completion(
+        "", input_tokens=None, output_tokens=None, ttft_s=None, cost_usd=None, finish_reason=None
+    )
+    cache.put("other", sparse)
+    assert cache.get("other") == sparse
+    row = cache._connection().execute("SELECT value, created_at FROM responses").fetchone()
+    assert set(json.loads(row[0])) == {field.name for field in fields(Completion)}
+    assert abs(row[1] - time.time()) < 60
+
+
+def test_miss_returns_none(cache: ResponseCache) -> None:
+    cache.put(BASE_KEY, make_completion())
+    assert cache.get("0" * 64) is None
+
+
+def test_put_replaces_an_earlier_answer(cache: ResponseCache) -> None:
+    cache.put(BASE_KEY, make_completion("first"))
+    cache.put(BASE_KEY, make_completion("second"))
+    assert cache.get(BASE_KEY) == make_completion("second")
+    assert len(cache) == 1
+
+
+def test_put_refuses_a_completion_without_text(cache: ResponseCache) -> None:
+    with pytest.raises(ValueError, match="errors are not cached"):
+        cache.put(BASE_KEY, make_completion(None))  # type: ignore[arg-type]
+    assert cache.get(BASE_KEY) is None
+
+
+def test_len_counts_entries(cache: ResponseCache) -> None:
+    assert len(cache) == 0
+    for index in range(3):
+        cache.put(f"key-{index}", make_completion(str(index)))
+    assert len(cache) == 3
+
+
+def test_entries_persist_across_instances(tmp_path: Path) -> None:
+    path = tmp_path / "responses.sqlite"
+    first = ResponseCache(path)
+    first.put(BASE_KEY, make_completion())
+    first.close()
+    second = ResponseCache(path)
+    try:
+        assert second.get(BASE_KEY) == make_completion()
+        assert len(second) == 1
+    finally:
+        second.close()
+
+
+def test_an_entry_from_an_older_completion_shape_is_a_miss(cache: ResponseCache) -> None:
+    cache.put(BASE_KEY, make_completion())
+    connection = cache._connection()
+    connection.execute("UPDATE responses SET value = ?", (json.dumps({"text": "Paris"}),))
+    assert cache.get(BASE_KEY) is None
+
+
+def test_get_of_an_existing_key_is_fast(cache: ResponseCache) -> None:
+    cache.put(BASE_KEY, make_completion())
+    cache.get(BASE_KEY)  # the connection is opened once, not per call
+    rounds = 500
+    start = time.perf_counter()
+    for _ in range(rounds):
+        cache.get(BASE_KEY)
+    assert (time.perf_counter() - start) / rounds < 0.001
+
+
+def test_no_file_until_first_use(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "dir" / "responses.sqlite"
+    response_cache = ResponseCache(path)
+    assert not path.parent.exists()
+    try:
+        assert response_cache.get(BASE_KEY) is None
+        assert path.is_file()
+    finally:
+        response_cache.close()
+
+
+def test_each_thread_gets_its_own_connection_and_close_closes_all(cache: ResponseCache) -> None:
+    cache.put(BASE_KEY, make_completion())
+    barrier = threading.Barrier(4)
+
+    def read_in_thread(_: int) -> Completion | None:
+        barrier.wait()  # all four threads alive at once, so none reuses another's connection
+        return cache.get(BASE_KEY)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(read_in_thread, range(4)))
+    assert results == [make_completion()] * 4
+    assert len(cache._connections) == 5  # the main thread's and four workers'
+    cache.close()
+    assert cache._connections == []
+    assert cache.get(BASE_KEY) == make_completion()  # usable again after close
+
+
+# -- errors ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("operation", ["get", "put", "len"])
+def test_corrupt_file_raises_cache_error_naming_the_path(tmp_path: Path, operation: str) -> None:
+    path = tmp_path / "responses.sqlite"
+    path.write_bytes(random.Random(0).randbytes(8192))
+    response_cache = ResponseCache(path)
+    calls = {
+        "get": lambda: response_cache.get(BASE_KEY),
+        "put": lambda: response_cache.put(BASE_KEY, make_completion()),
+        "len": lambda: len(response_cache),
+    }
+    with pytest.raises(CacheError) as excinfo:
+        calls[operation]()
+    assert str(path) in str(excinfo.value)
+    assert "not a database" in str(excinfo.value)
+    response_cache.close()
+
+
+def test_a_directory_at_the_path_raises_cache_error(tmp_path: Path) -> None:
+    path = tmp_path / "responses.sqlite"
+    path.mkdir()
+    with pytest.raises(CacheError) as excinfo:
+        ResponseCache(path).get(BASE_KEY)
+    assert str(path) in str(excinfo.value)
+
+
+def test_cache_miss_names_the_model_and_the_prompt() -> None:
+    long_prompt = "Explain   the\nrules of chess " + "in great detail " * 10
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": long_prompt},
+    ]
+    miss = CacheMiss("openai/gpt-4o-mini", messages)
+    text = str(miss)
+    assert "openai/gpt-4o-mini" in text
+    assert "Explain the rules of chess" in text
+    assert "Be brief" not in text
+    assert len(miss.prompt_excerpt) <= 60 and miss.prompt_excerpt.endswith("…")
+    assert str(pickle.loads(pickle.dumps(miss))) == text
+
+
+def test_cache_miss_excerpt_reads_text_parts() -> None:
+    parts = [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "Describe"}]
+    assert CacheMiss("m", [{"role": "user", "content": parts}]).prompt_excerpt == "Describe"
+    assert CacheMiss("m", []).prompt_excerpt == ""
+
+
+# -- concurrency -----------------------------------------------------------------------------
+def _write_keys(path: str, worker: int, barrier: Any) -> None:
+    """One writer process: its own keys and the shared ones, started with all the others."""
+    response_cache = ResponseCache(Path(path))
+    barrier.wait()
+    for index in range(DISTINCT_PER_WORKER):
+        response_cache.put(f"w{worker}-{index}", make_completion(f"{worker}:{index}"))
+        if index < SHARED_KEYS:
+            response_cache.put(f"shared-{index}", make_completion(f"shared by {worker}"))
+    response_cache.close()
+
+
+def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
+    # The file does not exist yet: the processes also race to create it and its schema.
+    path = tmp_path / "cache" / "responses.sqlite"
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(WORKERS)
+    processes = [
+        context.Process(target=_write_keys, args=(str(path), worker, barrier))
+        for worker in range(WORKERS)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=60)
+    assert [process.exitcode for process in processes] == [0] * WORKERS
+
+    response_cache = ResponseCache(path)
+    try:
+        assert len(response_cache) == WORKERS * DISTINCT_PER_WORKER + SHARED_KEYS
+        for worker in range(WORKERS):
+            for index in range(DISTINCT_PER_WORKER):
+                stored = response_cache.get(f"w{worker}-{index}")
+                assert stored == make_completion(f"{worker}:{index}")
+        writers = {f"shared by {worker}" for worker in range(WORKERS)}
+        for index in range(SHARED_KEYS):
+            shared = response_cache.get(f"shared-{index}")
+            assert shared is not None and shared.text in writers
+            assert shared == replace(make_completion(), text=shared.text)
+    finally:
+        response_cache.close()
