@@ -65,7 +65,7 @@ class Runtime:
 
             workerinput = getattr(self.config, "workerinput", None) or {}
             self._scheduler = CallScheduler(self, int(workerinput.get("workercount", 1)))
-            known: Sequence[pytest.Item] = self.config.stash.get(ITEMS_KEY, [])
+            known: list[pytest.Item] = self.config.stash.get(ITEMS_KEY, [])
             self._scheduler.set_items(items or known)
         return self._scheduler
 
