@@ -231,7 +231,7 @@ class EvalItem(pytest.Function):
             score=self.score if outcome in ("passed", "failed") else None,
             threshold=self.case.threshold,
             error=error,
-            error_kind=provider_error.kind if provider_error else ("internal" if error else None),
+            error_kind=_error_kind(outcome, error, provider_error),
             retries=completion.retries
             if completion
             else (provider_error.retries if provider_error else 0),
@@ -245,6 +245,16 @@ class EvalItem(pytest.Function):
             **completion_fields(completion),
         )
         return runtime.redactor.value(record)
+
+
+def _error_kind(
+    outcome: str, error: str | None, provider_error: ProviderError | None
+) -> str | None:
+    if provider_error is not None:
+        return provider_error.kind
+    if outcome == "skipped":
+        return "budget" if error and "--max-cost" in error else None
+    return "internal" if error else None
 
 
 def completion_fields(completion: Completion | None) -> dict[str, Any]:

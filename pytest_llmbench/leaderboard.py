@@ -57,6 +57,8 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "tokens_per_s_mean",
     "tool_calls_total",
     "retries_total",
+    "rate_limit_wait_s_total",
+    "n_cached",
 )
 
 # Counts stay integers (nullable, so a missing total is empty in the CSV rather than "0.0").
@@ -73,9 +75,11 @@ _INT_COLUMNS: tuple[str, ...] = (
     "ttft_n",
     "tool_calls_total",
     "retries_total",
+    "n_cached",
 )
 _NUMERIC_FIELDS: tuple[str, ...] = (
     "repeat",
+    "rate_limit_wait_s",
     "score",
     "ttft_s",
     "latency_s",
@@ -289,6 +293,8 @@ def _usage(spent: pd.DataFrame, answered: pd.DataFrame) -> dict[str, Any]:
         "cost_usd_mean": answered["cost_usd"].mean(),
         "tool_calls_total": int(spent["tool_calls"].sum()),
         "retries_total": int(spent["retries"].sum()),
+        "rate_limit_wait_s_total": float(spent["rate_limit_wait_s"].sum()),
+        "n_cached": int(spent["cached"].fillna(False).astype(bool).sum()),
     }
 
 

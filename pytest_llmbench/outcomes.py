@@ -44,7 +44,7 @@ def _eval_record(item: EvalItem, call: pytest.CallInfo[None], report: pytest.Tes
     excinfo = call.excinfo
     if report.when == "setup":
         outcome = "skipped" if report.skipped else "error"
-        error = None if report.skipped else _message(excinfo)
+        error = _skip_reason(report) if report.skipped else _message(excinfo)
         if isinstance(excinfo and excinfo.value, ProviderError):
             report.longrepr = f"llmbench provider error: {error}"
         return item.make_record(outcome, error)
@@ -103,6 +103,13 @@ def _summed(state: PlainTestState) -> dict[str, Any]:
         fields[name] = None if any(v is None for v in values) else sum(values)
     fields["retries"] = sum(c.retries for c in state.completions)
     return fields
+
+
+def _skip_reason(report: pytest.TestReport) -> str | None:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return None
 
 
 def _message(excinfo: Any) -> str | None:

@@ -38,6 +38,10 @@ def pytest_configure(config: pytest.Config) -> None:
         _config.get_run_config(config)  # bad options fail now, as a usage error
     if hasattr(config, "workerinput"):
         return
+    if config.getoption("llmbench_estimate_cost"):
+        from .estimate import CostEstimator
+
+        config.pluginmanager.register(CostEstimator(), "llmbench-estimate")
     from .results import ResultsRecorder
 
     config.pluginmanager.register(ResultsRecorder(config), RECORDER_NAME)

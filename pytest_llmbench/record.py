@@ -45,7 +45,7 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``params`` (dict): the model parameters used (temperature, max_tokens, ...).
 - ``metrics`` (dict[str, float]): extra numeric metrics recorded by a test (``record_score``).
 - ``worker`` (str): ``main`` or the xdist worker id.
-- ``started_at`` (str): ISO-8601 UTC time the item's call started.
+- ``started_at`` (str): ISO-8601 UTC time the item started (a prefetched call starts earlier).
 """
 
 from __future__ import annotations

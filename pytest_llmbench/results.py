@@ -148,6 +148,16 @@ class ResultsRecorder:
         if self.aggregate_error:
             write(f"llmbench: aggregates not written: {self.aggregate_error}", red=True)
         write(f"llmbench: {len(self.records)} records in {self.out_dir}")
+        over_budget = sum(1 for record in self.records if record.get("error_kind") == "budget")
+        if over_budget:
+            limit = get_run_config(self.config).max_cost
+            write(
+                f"llmbench: --max-cost {limit:g} USD reached: {over_budget} items skipped",
+                yellow=True,
+            )
+        cached = sum(1 for record in self.records if record.get("cached"))
+        if cached:
+            write(f"llmbench: {cached} answers from the response cache (no call made)")
         for failure in self.gate_failures:
             write(f"llmbench gate FAILED: {failure.describe()}", red=True, bold=True)
 

@@ -145,8 +145,8 @@ def test_records_frame_of_nothing_is_empty_with_columns() -> None:
 def test_metric_columns_order() -> None:
     frame = lb.all_metrics(lb.records_frame(sample_records()))
     assert list(frame.columns) == ["model", "suite", *lb.METRIC_COLUMNS]
-    assert lb.METRIC_COLUMNS[0] == "n_items" and lb.METRIC_COLUMNS[-1] == "retries_total"
-    assert len(lb.METRIC_COLUMNS) == 27
+    assert lb.METRIC_COLUMNS[0] == "n_items" and lb.METRIC_COLUMNS[-1] == "n_cached"
+    assert len(lb.METRIC_COLUMNS) == 29
 
 
 def test_counts_and_rates_exclude_errors_and_skips() -> None:
@@ -419,3 +419,14 @@ def test_records_without_a_model_aggregate_under_their_own_label(tmp_path: Path)
     board = lb.leaderboard(lb.records_frame(records))
     assert list(board["model"]) == ["(no model)", "m"]
     assert set(written.per_model) == {"(no model)", "m"}
+
+
+def test_cached_answers_and_rate_limit_waits_are_counted() -> None:
+    records = [
+        build_record(suite="s", case_id="a", model="m", outcome="passed", score=1.0, cached=True),
+        build_record(suite="s", case_id="b", model="m", outcome="passed", score=1.0, rate_limit_wait_s=1.5),
+        build_record(suite="s", case_id="c", model="m", outcome="error", rate_limit_wait_s=2.0),
+    ]
+    (row,) = lb.leaderboard(lb.records_frame(records)).to_dict("records")
+    assert row["n_cached"] == 1
+    assert row["rate_limit_wait_s_total"] == pytest.approx(3.5)

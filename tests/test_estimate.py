@@ -1,0 +1,80 @@
+"""--estimate-cost with --collect-only, and the budget/cache lines of the summary."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import Bench, Rule
+
+CASES = """
+model_params: {max_tokens: 16}
+cases:
+  - {id: a, prompt: "What is the capital of France?"}
+  - {id: b, prompt: "Name three primary colours, please.", expected_output_tokens: 40}
+"""
+
+
+def _rows(result: pytest.RunResult) -> dict[str, list[str]]:
+    lines = result.stdout.str().split("llmbench cost estimate", 1)[1].splitlines()[2:]
+    return {line.split()[0]: line.split() for line in lines if line.startswith(("fake", "openai/"))}
+
+
+def test_estimate_uses_prompt_tokens_output_budget_and_profile_prices(bench: Bench) -> None:
+    bench.eval_file("est", CASES)
+    result = bench.run("--collect-only", "-q", "--estimate-cost", "--models=fake,fake2", "--repeat=3")
+    assert result.ret == 0
+    rows = _rows(result)
+    assert set(rows) == {"fake", "fake2"}
+    for name, (price_in, price_out) in {"fake": (0.001, 0.002), "fake2": (0.01, 0.02)}.items():
+        _, items, tokens_in, tokens_out, cost = rows[name]
+        assert int(items) == 6
+        assert int(tokens_out) == 3 * (16 + 40)  # max_tokens, and expected_output_tokens wins
+        assert int(tokens_in) > 6 * 8  # two short prompts, three times
+        expected = (int(tokens_in) * price_in + int(tokens_out) * price_out) / 1000
+        assert float(cost) == pytest.approx(expected, abs=1e-4)
+    total = re.search(r"total: ([0-9.]+) USD", result.stdout.str())
+    assert total and float(total.group(1)) == pytest.approx(float(rows["fake"][4]) + float(rows["fake2"][4]), abs=2e-4)
+    assert bench.server.chat_requests() == []
+    assert not bench.out("results.jsonl").exists()
+
+
+def test_estimate_says_unknown_without_a_price(bench: Bench) -> None:
+    bench.eval_file("est", CASES)
+    result = bench.run("--collect-only", "--estimate-cost", "--models=openai/no-such-model-xyz")
+    rows = _rows(result)
+    assert rows["openai/no-such-model-xyz"][-1] == "unknown"
+
+
+def test_summary_reports_cached_answers(bench: Bench, tmp_path_factory: pytest.TempPathFactory) -> None:
+    cache = tmp_path_factory.mktemp("cache")
+    bench.server.add_rule(Rule(reply="Paris"))
+    bench.eval_file("est", CASES)
+    bench.run("--models=fake", f"--cache-dir={cache}", "--cache=use")
+    again = bench.run("--models=fake", f"--cache-dir={cache}", "--cache=use")
+    again.stdout.fnmatch_lines(["*llmbench: 2 answers from the response cache (no call made)*"])
+    assert len(bench.server.chat_requests()) == 2
+
+
+def test_summary_reports_items_skipped_by_the_budget(bench: Bench) -> None:
+    bench.pytester.makefile(
+        ".yaml",
+        **{
+            "profiles/pricey": f"""
+models:
+  pricey:
+    model: openai/fake-model
+    api_base: {bench.server.base_url}
+    api_key_env: FAKE_LLM_API_KEY
+    cost_per_1k: {{input: 1000.0, output: 1000.0}}
+"""
+        },
+    )
+    bench.eval_file("est", CASES)
+    result = bench.run("--models=pricey", "--max-cost=0.5", "--concurrency=1")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*llmbench: --max-cost 0.5 USD reached: 1 items skipped*"])
+    skipped = [r for r in bench.records() if r["outcome"] == "skipped"]
+    assert skipped and skipped[0]["error_kind"] == "budget"
+    assert "--max-cost" in skipped[0]["error"]
+    assert len(bench.server.chat_requests()) == 1
