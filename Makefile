@@ -28,8 +28,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests/ $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/python -m ruff check pytest_llmbench tests evals
-	$(BIN)/python -m ruff format --check pytest_llmbench tests evals
+	$(BIN)/python -m ruff check pytest_llmbench tests evals benchmarks
+	$(BIN)/python -m ruff format --check pytest_llmbench tests evals benchmarks
 	$(BIN)/python -m mypy pytest_llmbench
 
 # Re-resolve the lock file (needs uv on PATH); review the diff before committing.

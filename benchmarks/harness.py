@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -293,6 +294,8 @@ class ProcessRun:
     peak_rss_mib: float
     output: str
     timed_out: bool
+    cpu_s: float
+    """User + system CPU seconds of the process and the descendants it waited for."""
 
     def unavailable_flags(self) -> list[str]:
         """Flags pytest rejected as unrecognized (or ambiguous), e.g. ``['--concurrency']``."""
@@ -313,7 +316,12 @@ class ProcessRun:
 
 
 def run_bounded(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> ProcessRun:
-    """Run ``argv`` to its end or ``timeout_s``, timing it and sampling its tree's peak RSS."""
+    """Run ``argv`` to its end or ``timeout_s``, timing it and sampling its tree's peak RSS.
+
+    Runs are sequential, so the change in this process's ``RUSAGE_CHILDREN`` is the CPU time of
+    the run's tree (the fake server, still running, is not counted until it is reaped).
+    """
+    cpu_before = _children_cpu_s()
     started = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -340,7 +348,13 @@ def run_bounded(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: floa
     wall = time.perf_counter() - started
     peak = sampler.stop()
     text = out.decode(errors="replace")
-    return ProcessRun(proc.returncode, wall, peak, text, timed_out)
+    cpu = _children_cpu_s() - cpu_before
+    return ProcessRun(proc.returncode, wall, peak, text, timed_out, cpu)
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def count_records(out_dir: Path) -> tuple[int, dict[str, int]]:

@@ -34,6 +34,8 @@ COLLECT_TARGET_S = 5.0
 FULL_N = 2000
 FULL_COLLECT_N = 10_000
 DASH = "—"
+#: Runs with fewer items give no marginal CPU per item: start-up noise would swamp it.
+MIN_ITEMS_PER_ITEM_CPU = 100
 
 
 @dataclass
@@ -46,6 +48,11 @@ class Section:
     quick: bool
     settings: dict[str, Any]
     rows: list[Row]
+    load_before: str = ""
+    """The 1, 5 and 15 minute load averages when the section started: others' work shows."""
+    load_after: str = ""
+    revision: str = ""
+    """The plugin's git revision when the section was measured."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Section:
@@ -61,6 +68,14 @@ class TargetCheck:
     target: str
     measured: str
     verdict: str
+
+
+def load_average() -> str:
+    """``/proc/loadavg``'s three load averages."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 def now_iso() -> str:
@@ -89,7 +104,7 @@ def _version(name: str) -> str:
         return "not installed"
 
 
-def _git_revision() -> str:
+def git_revision() -> str:
     def git(*args: str) -> str:
         done = subprocess.run(
             ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10
@@ -113,13 +128,22 @@ def machine_facts() -> dict[str, str]:
         "memory": f"{int(mem_kib.split()[0]) / 1024**2:.1f} GiB",
         "os": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
-        "plugin revision": _git_revision(),
+        "plugin revision": git_revision(),
     }
     facts.update({name: _version(name) for name in PACKAGES})
     return facts
 
 
 # -- storage --------------------------------------------------------------------------------------
+
+
+def load_machine(path: Path) -> dict[str, str] | None:
+    """The machine facts stored with the latest measurement, if any."""
+    try:
+        machine = json.loads(path.read_text(encoding="utf-8")).get("machine")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return machine if isinstance(machine, dict) else None
 
 
 def load_sections(path: Path) -> dict[str, Section]:
@@ -234,17 +258,32 @@ def md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]
     return lines
 
 
+def startup_cpu_s(sections: dict[str, Section], workers: int) -> float | None:
+    """The 1-item CPU time under ``-n workers``."""
+    row = _find(sections, "startup", lambda r: r.n == 1 and r.workers == workers)
+    return row.cpu_s if row and row.ok else None
+
+
+def _per_item_ms(row: Row, start_cpu: float | None) -> str:
+    if row.cpu_s is None or start_cpu is None or row.n < MIN_ITEMS_PER_ITEM_CPU:
+        return DASH  # too few items: the difference would be noise
+    return f"{1000 * (row.cpu_s - start_cpu) / (row.n - 1):.1f}"
+
+
 def _ratio(wall: float | None, base: float | None) -> str:
     return DASH if wall is None or not base else f"{wall / base:.2f}"
 
 
-def _throughput_cells(row: Row, start: float | None) -> tuple[str, ...]:
+def _throughput_cells(row: Row, sections: dict[str, Section]) -> tuple[str, ...]:
+    start = startup_s(sections, row.workers)
     with_start = None if row.limit_s is None or start is None else row.limit_s + start
-    conc = "none (default)" if row.concurrency is None else str(row.concurrency)
+    conc = "default" if row.concurrency is None else str(row.concurrency)
+    per_item = _per_item_ms(row, startup_cpu_s(sections, row.workers))
     return (
         str(row.workers), conc, str(row.n), _fmt(row.wall_s), _fmt(row.limit_s),
-        _ratio(row.wall_s, row.limit_s), _ratio(row.wall_s, with_start),
-        _fmt(row.peak_rss_mib, 0), _int(row.max_in_flight), _outcomes(row), _status(row),
+        _ratio(row.wall_s, row.limit_s), _ratio(row.wall_s, with_start), _fmt(row.cpu_s, 1),
+        per_item, _fmt(row.peak_rss_mib, 0), _int(row.max_in_flight), _outcomes(row),
+        _status(row),
     )  # fmt: skip
 
 
@@ -252,46 +291,53 @@ def throughput_table(section: Section, sections: dict[str, Section]) -> list[str
     """Rows of scenario (a)."""
     headers = (
         "-n", "--concurrency", "N", "wall s", "limit s", "wall/limit", "wall/(limit+start-up)",
-        "peak RSS MiB", "server max in flight", "outcomes", "status",
+        "CPU s", "CPU ms/item past start-up", "peak RSS MiB", "server max in flight", "outcomes", "status",
     )  # fmt: skip
-    cells = [_throughput_cells(row, startup_s(sections, row.workers)) for row in section.rows]
+    cells = [_throughput_cells(row, sections) for row in section.rows]
     return md_table(headers, cells)
 
 
 def startup_table(section: Section, sections: dict[str, Section]) -> list[str]:
     """Rows of scenario (b)."""
-    headers = ("what", "wall s", "peak RSS MiB", "outcomes", "status")
-    cells = [
-        (row.label, _fmt(row.wall_s), _fmt(row.peak_rss_mib, 0), _outcomes(row), _status(row))
-        for row in section.rows
-    ]
-    return md_table(headers, cells)
+    headers = ("what", "wall s", "CPU s", "peak RSS MiB", "outcomes", "status")
+    return md_table(headers, [_startup_cells(row) for row in section.rows])
+
+
+def _startup_cells(row: Row) -> tuple[str, ...]:
+    return (
+        row.label, _fmt(row.wall_s), _fmt(row.cpu_s), _fmt(row.peak_rss_mib, 0),
+        _outcomes(row), _status(row),
+    )  # fmt: skip
 
 
 def _collection_cells(row: Row) -> tuple[str, ...]:
     rate = DASH if not row.wall_s else f"{row.n / row.wall_s:,.0f}"
     return (
-        str(row.n), _fmt(row.wall_s), _fmt(row.collect_s), rate,
+        str(row.n), _fmt(row.wall_s), _fmt(row.collect_s), rate, _fmt(row.cpu_s),
         _fmt(row.peak_rss_mib, 0), _status(row),
     )  # fmt: skip
 
 
 def collection_table(section: Section, sections: dict[str, Section]) -> list[str]:
     """Rows of scenario (c)."""
-    headers = ("items", "wall s", "pytest's 'collected in' s", "items/s", "peak RSS MiB", "status")
+    headers = (
+        "items", "wall s", "pytest's 'collected in' s", "items/s", "CPU s", "peak RSS MiB", "status",
+    )  # fmt: skip
     return md_table(headers, [_collection_cells(row) for row in section.rows])
 
 
 def _cached_cells(row: Row) -> tuple[str, ...]:
     return (
-        row.label, str(row.n), _fmt(row.wall_s), _int(row.server_requests),
+        row.label, str(row.n), _fmt(row.wall_s), _fmt(row.cpu_s, 1), _int(row.server_requests),
         _fmt(row.peak_rss_mib, 0), _outcomes(row), _status(row),
     )  # fmt: skip
 
 
 def cached_table(section: Section, sections: dict[str, Section]) -> list[str]:
     """Rows of scenario (d)."""
-    headers = ("run", "N", "wall s", "server requests", "peak RSS MiB", "outcomes", "status")
+    headers = (
+        "run", "N", "wall s", "CPU s", "server requests", "peak RSS MiB", "outcomes", "status",
+    )  # fmt: skip
     return md_table(headers, [_cached_cells(row) for row in section.rows])
 
 
@@ -320,18 +366,25 @@ How to read this:
 
 - **Physical limit** = N x per-call latency / concurrency: what a client that keeps exactly
   `--concurrency` calls in flight would need against this server (no client overhead, no
-  start-up). Without `--concurrency`, the concurrency is the number of processes (1 for `-n 0`).
-  For `-n 2`, `--concurrency` is the total for the run, split between the workers.
+  start-up). Rows without `--concurrency` (the plugin's default) use the highest number of
+  calls the server saw in flight at once. For `-n 2`, `--concurrency` is the total for the run,
+  split between the workers.
 - **Start-up** is the 1-item wall time under the same `-n` (scenario b). The target is
-  wall <= 1.3 x (limit + start-up).
+  wall <= 1.3 x (limit + start-up). Under `-n 2` one item busies one worker only; the
+  "2 items, -n 2" row shows the start-up when both workers call a model (each imports litellm).
 - **Wall** is the whole `python -m pytest ...` subprocess, interpreter start included.
+- **CPU s** is user + system time of the pytest process and its xdist workers; on 2 CPUs a
+  run cannot use more than 2 CPU seconds per wall second, so CPU s close to 2 x wall s means the
+  harness, not the endpoint, is the bottleneck. **CPU ms/item past start-up** is
+  (CPU s - the 1-item run's CPU s under the same `-n`) / (N - 1): the marginal cost of an item.
+  The load averages show other work on the machine.
 - **Peak RSS** is the highest sum of `VmRSS` over the pytest process and all its descendants
   (xdist workers), sampled every 50 ms from `/proc`; pages shared between processes count once
   per process.
 - **flag not available**: pytest rejected the flag ("unrecognized arguments"): the plugin does
   not have it yet, so nothing was measured.
-- Cells that make one call at a time (no `--concurrency`, or `--concurrency 1`) run at N=200:
-  2000 such calls take 500 s+.
+- Cells that may make one call at a time (the default concurrency, and `--concurrency 1`) run
+  at N=200: 2000 such calls take 500 s+.
 """
 
 
@@ -344,6 +397,8 @@ def render(sections: dict[str, Section], machine: dict[str, str]) -> str:
         "Each section says when and with which command it was measured.",
         "",
         "## Machine",
+        "",
+        "As recorded by the latest measuring run.",
         "",
         *md_table(("fact", "value"), sorted(machine.items())),
         "",
@@ -370,9 +425,13 @@ def _section_lines(name: str, sections: dict[str, Section]) -> list[str]:
     return [
         f"## {TITLES[name]}",
         "",
-        f"Measured {section.date}{size} with `{section.command}`.",
+        f"Measured {section.date}{size} with `{section.command}`, plugin revision "
+        f"{section.revision or 'not recorded (see Machine)'}.",
         "",
         f"Settings: {settings}.",
+        "",
+        f"Load average (1, 5, 15 min) before: {section.load_before or DASH}; "
+        f"after: {section.load_after or DASH}.",
         "",
         *TABLES[name](section, sections),
         "",

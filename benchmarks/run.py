@@ -25,6 +25,9 @@ from types import FrameType
 from harness import BENCH_DIR, ServerOptions
 from report import (
     Section,
+    git_revision,
+    load_average,
+    load_machine,
     load_sections,
     machine_facts,
     now_iso,
@@ -89,8 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     out.add_argument("--results-json", type=Path, default=BENCH_DIR / "results.json")
     out.add_argument("--no-write", action="store_true", help="Print only; write no file")
     out.add_argument("--keep-workdir", action="store_true", help="Keep the temporary folder")
+    out.add_argument("--render", action="store_true", help="Only re-render RESULTS.md from JSON")
     args = parser.parse_args(argv)
-    if not args.all and not any(getattr(args, name) for name in SCENARIOS):
+    if not args.render and not args.all and not any(getattr(args, name) for name in SCENARIOS):
         parser.error("choose scenarios (--throughput, --startup, --collection, --cached) or --all")
     return args
 
@@ -158,9 +162,12 @@ def run_scenarios(args: argparse.Namespace, ctx: BenchContext) -> dict[str, Sect
         if not (args.all or getattr(args, name)):
             continue
         print(f"== {name}", file=sys.stderr, flush=True)
-        date = now_iso()
+        date, load_before = now_iso(), load_average()
         rows = scenario(ctx)
-        sections[name] = Section(name, date, command, ctx.quick, _settings(ctx, name), rows)
+        section = Section(name, date, command, ctx.quick, _settings(ctx, name), rows)
+        section.load_before, section.load_after = load_before, load_average()
+        section.revision = git_revision()
+        sections[name] = section
     return sections
 
 
@@ -172,6 +179,8 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run, store, render and print."""
     args = parse_args(argv)
+    if args.render:
+        return write_results(args, {})
     signal.signal(signal.SIGTERM, _raise_interrupt)
     workdir = Path(tempfile.mkdtemp(prefix="llmbench-bench-"))
     try:
@@ -184,7 +193,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"work folder kept: {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    machine = machine_facts()
+    return write_results(args, measured)
+
+
+def write_results(args: argparse.Namespace, measured: dict[str, Section]) -> int:
+    """Merge ``measured`` into results.json, render RESULTS.md and print it."""
+    stored = None if measured else load_machine(args.results_json)
+    machine = stored or machine_facts()
     if args.no_write:
         print(render(measured, machine))
         return 0

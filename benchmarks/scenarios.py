@@ -6,8 +6,9 @@
 - collection: ``--collect-only`` of 10,000 items;
 - cached: a fully cached re-run of N items (``--cache=use`` twice, the second one timed).
 
-Peak memory is measured in every row. Cells that run one call at a time (no ``--concurrency``,
-or ``--concurrency 1``) use ``seq_n`` items (200), since 2000 sequential calls take 500 s+.
+Peak memory and CPU time are measured in every row. Cells that may run one call at a time (the
+plugin's default concurrency, and ``--concurrency 1``) use ``seq_n`` items (200), since 2000
+sequential calls take 500 s+.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Row:
     status: str = "ok"
     wall_s: float | None = None
     peak_rss_mib: float | None = None
+    cpu_s: float | None = None
     records: int | None = None
     outcomes: dict[str, int] = field(default_factory=dict)
     server_requests: int | None = None
@@ -128,7 +130,7 @@ def measure(
     row.status = _status(run, row.n, records, collect_only)
     if row.status.startswith("flag not available"):
         return row  # nothing was measured: pytest stopped at its argument parser
-    row.wall_s, row.peak_rss_mib = run.wall_s, run.peak_rss_mib
+    row.wall_s, row.peak_rss_mib, row.cpu_s = run.wall_s, run.peak_rss_mib, run.cpu_s
     row.records, row.outcomes = records, outcomes
     collected = run.collected()
     row.collect_s = collected[1] if collected else None
@@ -164,17 +166,22 @@ def throughput(ctx: BenchContext) -> list[Row]:
 def _throughput_cell(
     ctx: BenchContext, server: FakeServer, workers: int, concurrency: int | None
 ) -> Row:
+    # The plugin's default concurrency is not ours to know: such a cell runs at the sequential
+    # size, and its limit uses the concurrency the server saw.
     sequential = concurrency is None or concurrency == 1
     n = ctx.seq_n if sequential else ctx.n
-    effective = concurrency or max(1, workers)
-    flag = f"--concurrency={concurrency}" if concurrency else "no --concurrency"
+    flag = f"--concurrency={concurrency}" if concurrency else "default concurrency"
     row = Row(label=f"-n {workers}, {flag}", n=n, workers=workers, concurrency=concurrency)
-    row.limit_s = n * ctx.server.latency_s / effective
     if sequential and n != ctx.n:
-        row.note = f"run at N={n}: one call at a time"
+        row.note = f"run at N={n}"
     root = _suite(ctx, row.label, n, server.api_base)
     extra = [f"--concurrency={concurrency}"] if concurrency else []
     measure(ctx, row, root, extra, server)
+    effective = concurrency or row.max_in_flight
+    if concurrency is None and effective:
+        row.note = _join(row.note, f"limit at the concurrency the server saw ({effective})")
+    if effective:
+        row.limit_s = n * ctx.server.latency_s / effective
     if row.ok and row.server_requests is not None and row.server_requests < n:
         row.note = _join(row.note, f"only {row.server_requests} requests reached the server")
     return row
@@ -194,12 +201,19 @@ def startup(ctx: BenchContext) -> list[Row]:
     _progress("startup", rows[1])
     with FakeServer(ctx.server, ctx.workdir / "server-startup") as server:
         for workers in ctx.workers:
-            row = Row(label=f"1 item, -n {workers}", n=1, workers=workers)
-            row.limit_s = ctx.server.latency_s
-            measure(ctx, row, _suite(ctx, row.label, 1, server.api_base), [], server)
-            rows.append(row)
-            _progress("startup", row)
+            rows.append(_items_run(ctx, server, 1, workers))
+            if workers > 1:
+                # With one item only one worker calls a model; here each worker does.
+                rows.append(_items_run(ctx, server, workers, workers, "one per worker"))
     return rows
+
+
+def _items_run(ctx: BenchContext, server: FakeServer, n: int, workers: int, note: str = "") -> Row:
+    row = Row(label=f"{n} item{'s' if n > 1 else ''}, -n {workers}", n=n, workers=workers)
+    row.note = note
+    measure(ctx, row, _suite(ctx, row.label, n, server.api_base), [], server)
+    _progress("startup", row)
+    return row
 
 
 def _import_litellm(ctx: BenchContext) -> Row:
@@ -207,7 +221,7 @@ def _import_litellm(ctx: BenchContext) -> Row:
     argv = [sys.executable, "-c", "import litellm"]
     run = run_bounded(argv, ctx.workdir, bench_env(), ctx.timeout_s(0, 1))
     row.status = "ok" if run.returncode == 0 else f"exit {run.returncode}"
-    row.wall_s, row.peak_rss_mib = run.wall_s, run.peak_rss_mib
+    row.wall_s, row.peak_rss_mib, row.cpu_s = run.wall_s, run.peak_rss_mib, run.cpu_s
     return row
 
 
@@ -221,7 +235,7 @@ def _no_eval_file(ctx: BenchContext) -> Row:
     run = run_bounded(pytest_argv(root, out_dir, 0, []), root, bench_env(), ctx.timeout_s(0, 1))
     # Exit code 5: no tests collected, which is what this row measures.
     row.status = "ok" if run.returncode == 5 else f"exit {run.returncode}"
-    row.wall_s, row.peak_rss_mib = run.wall_s, run.peak_rss_mib
+    row.wall_s, row.peak_rss_mib, row.cpu_s = run.wall_s, run.peak_rss_mib, run.cpu_s
     return row
 
 
