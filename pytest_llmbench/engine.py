@@ -14,6 +14,8 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+#: How long closing waits for cancelled calls to unwind.
+_SETTLE_S = 2.0
 
 
 class Engine:
@@ -62,6 +64,15 @@ class Engine:
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
-    for task in asyncio.all_tasks(loop):
+    tasks = list(asyncio.all_tasks(loop))
+    for task in tasks:
         task.cancel()
-    loop.call_soon(loop.stop)
+
+    async def settle() -> None:
+        # Let cancelled tasks (ours and litellm's logging tasks) finish before the loop stops,
+        # or Python warns that pending tasks were destroyed.
+        if tasks:
+            await asyncio.wait(tasks, timeout=_SETTLE_S)
+        loop.stop()
+
+    loop.create_task(settle())

@@ -3,18 +3,21 @@
 ``RateLimiter`` keeps request starts and tokens inside a sliding window (requests and tokens per
 minute); ``AdaptiveConcurrency`` bounds the calls in flight and backs off when the provider says
 we are too fast (AIMD). Under pytest-xdist each worker has its own loop and its own limiters; the
-caller splits a run-wide budget between workers (``rpm / n_workers``), so nothing here crosses
-processes. Both objects must be used from a single event loop (the engine's).
+caller splits a run-wide budget between workers (``rpm / n_workers``), so neither crosses
+processes. Both must be used from a single event loop (the engine's). ``ProcessSlot`` is the one
+exception: a budget of one call cannot be split, so it is an exclusive lock on a shared file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,11 @@ class RateLimiter:
             self._starts.add(now, 1)
             self._tokens.add(now, tokens)
         return self._clock() - started
+
+    def record_request(self) -> None:
+        """Count a request that started without ``acquire`` (a retry), so later calls wait for it."""
+        if not self._unlimited:
+            self._starts.add(self._clock(), 1)
 
     def record_tokens(self, tokens: int) -> None:
         """Count ``tokens`` used now beyond those passed to ``acquire`` (the estimate was low)."""
@@ -185,3 +193,43 @@ class AdaptiveConcurrency:
             if not waiter.done():
                 waiter.set_result(None)
                 self._in_flight += 1
+
+
+class ProcessSlot:
+    """One holder at a time across every process of a run: an exclusive ``flock`` on ``path``.
+
+    Use as ``async with slot: ...``. Waiting polls a non-blocking lock every ``poll_s`` seconds,
+    so a cancelled waiter leaves no thread blocked in ``flock``; the lock of a process that dies
+    is released with its file descriptor. Two slots on one path exclude each other in a single
+    process too.
+    """
+
+    def __init__(self, path: Path, *, poll_s: float = 0.01) -> None:
+        self.path = Path(path)
+        self._poll_s = poll_s
+        self._fd: int | None = None
+
+    async def __aenter__(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            while not _try_lock(fd):
+                await asyncio.sleep(self._poll_s)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    async def __aexit__(self, *exc: object) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the lock
+
+
+def _try_lock(fd: int) -> bool:
+    import fcntl  # POSIX only: imported when a serial model or file meets xdist, not at load
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True

@@ -35,7 +35,9 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``rate_limit_wait_s`` (float): seconds the call waited for rate limits (429 backoff,
   requests/tokens per minute).
 - ``error`` (str | None): the error message, secrets redacted.
-- ``error_kind`` (str | None): ``provider``, ``missing_key``, ``timeout``, ``config``, ``internal``.
+- ``error_kind`` (str | None): ``provider``, ``missing_key``, ``timeout``, ``config``,
+  ``cache_miss`` (``--cache=replay`` found no answer), ``budget`` (skipped by ``--max-cost``),
+  ``internal``.
 - ``prompt`` (str | None): the rendered last user message.
 - ``messages`` (list[dict]): the chat messages sent.
 - ``response`` (str | None): the model's answer text.

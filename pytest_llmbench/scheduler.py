@@ -6,24 +6,27 @@ before each item runs, :class:`Prefetcher` hands the next items of this process 
 calls per model in flight (split between xdist workers), paced by requests and tokens per
 minute, halved on HTTP 429 and recovered after. An item's setup then only waits for its own
 call. Items are still set up, scored and reported by pytest in order; ``-x``, ``--maxfail``
-and Ctrl-C cancel whatever is pending when the engine closes.
+and Ctrl-C cancel whatever is pending when the session finishes. Items of ``parallel_safe:
+false`` files wait for their turn, as do the calls of such models; under xdist those take a
+lock shared by the workers, since a limit of one call cannot be split between them.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import pytest
 
 from .providers.completion import Completion, ProviderError
-from .ratelimit import AdaptiveConcurrency, RateLimiter
+from .ratelimit import AdaptiveConcurrency, ProcessSlot, RateLimiter
 
 if TYPE_CHECKING:
     from .cache import ResponseCache
@@ -96,13 +99,17 @@ class CallScheduler:
         self._n_workers = max(1, n_workers)
         self._futures: dict[str, concurrent.futures.Future[Completion]] = {}
         self._lanes: dict[tuple[str, bool], ModelLane] = {}
+        self._slots: dict[str, ProcessSlot] = {}
+        self._prefetchable: dict[str, bool] = {}
         self._sample = StreamSample()
         self._cache: ResponseCache | None = None
         self._spent = 0.0
         budget = self._run.max_cost
         self._budget = None if budget is None else budget / self._n_workers
-        per_model = math.ceil(self._run.concurrency / self._n_workers)
-        self.lookahead = min(_MAX_LOOKAHEAD, per_model * len(self._run.models) * _LOOKAHEAD_FACTOR)
+        # Enough upcoming items to fill every model's slots twice over (a profile may allow more
+        # calls in flight than --concurrency).
+        slots = sum(self._limit(model, file_parallel_safe=True) for model in self._run.models)
+        self.lookahead = min(_MAX_LOOKAHEAD, slots * _LOOKAHEAD_FACTOR)
 
     # -- main thread --------------------------------------------------------------------------
     def set_items(self, items: Sequence[pytest.Item]) -> None:
@@ -110,18 +117,30 @@ class CallScheduler:
         self._sample = StreamSample.for_items(items)
 
     def prefetch(self, items: Iterable[pytest.Item]) -> None:
-        """Start the calls of ``items`` that are eval items, up to the lookahead."""
-        from .collect import EvalItem
+        """Start the calls of ``items`` (the current item, then the next ones), up to the lookahead.
 
-        for item in items:
+        Calls started for items no longer among them are cancelled: those items were skipped
+        before their setup, or handed to another xdist worker, and would otherwise hold the
+        lookahead for good.
+        """
+        upcoming = list(items)
+        self._forget_all_but({item.nodeid for item in upcoming})
+        for item in upcoming:
             if len(self._futures) >= self.lookahead:
                 return
-            if (
-                isinstance(item, EvalItem)
-                and item.prefetchable
-                and item.nodeid not in self._futures
-            ):
+            if self._eligible(item) and item.nodeid not in self._futures:
                 self._futures[item.nodeid] = self._submit(item)
+
+    def _eligible(self, item: pytest.Item) -> TypeGuard[EvalItem]:
+        """``_prefetchable``, remembered: markers do not change once collected."""
+        known = self._prefetchable.get(item.nodeid)
+        if known is None:
+            known = self._prefetchable[item.nodeid] = _prefetchable(item)
+        return known
+
+    def _forget_all_but(self, nodeids: set[str]) -> None:
+        for nodeid in [nodeid for nodeid in self._futures if nodeid not in nodeids]:
+            self._futures.pop(nodeid).cancel()
 
     def take(self, item: EvalItem) -> Completion:
         """Wait for ``item``'s call (starting it now if it was not prefetched)."""
@@ -140,7 +159,7 @@ class CallScheduler:
     def _submit(self, item: EvalItem) -> concurrent.futures.Future[Completion]:
         try:
             call = self._prepare(item)
-        except ProviderError as exc:  # a missing key: the item's own setup reports it
+        except Exception as exc:  # a missing key, a server that will not start: setup reports it
             failed: concurrent.futures.Future[Completion] = concurrent.futures.Future()
             failed.set_exception(exc)
             return failed
@@ -150,7 +169,7 @@ class CallScheduler:
         target = self._runtime.target(item.model)
         stream = self._streams(item.nodeid)
         lane = self._lane(item.model, item.loaded.parallel_safe)
-        return self._call(item, target, stream, lane)
+        return self._call(item, target, stream, lane, self._process_slots(item))
 
     def _streams(self, nodeid: str) -> bool:
         mode = self._run.stream
@@ -160,26 +179,63 @@ class CallScheduler:
         serial = not (model.parallel_safe and file_parallel_safe)
         lane = self._lanes.get((model.name, serial))
         if lane is None:
-            limit = 1 if serial else model.concurrency or self._run.concurrency
             rpm, tpm = model.rpm or self._run.rpm, model.tpm or self._run.tpm
             lane = ModelLane(
-                AdaptiveConcurrency(max(1, math.ceil(limit / self._n_workers))),
+                AdaptiveConcurrency(self._limit(model, file_parallel_safe)),
                 RateLimiter(self._share(rpm), self._share(tpm)),
             )
             self._lanes[(model.name, serial)] = lane
         return lane
 
+    def _limit(self, model: ModelProfile, file_parallel_safe: bool) -> int:
+        """Calls of ``model`` this process may have in flight: its share of the run's."""
+        if not (model.parallel_safe and file_parallel_safe):
+            return 1
+        limit = model.concurrency or self._run.concurrency
+        return max(1, math.ceil(limit / self._n_workers))
+
     def _share(self, per_run: float | None) -> float | None:
         return None if per_run is None else per_run / self._n_workers
 
+    def _process_slots(self, item: EvalItem) -> list[ProcessSlot]:
+        """Locks that keep serial files and models to one call across xdist workers.
+
+        A limit of one call cannot be split between workers as the others are; alone, the
+        process's own serial lane is enough. Files come before models, in every process, so
+        two workers never wait on each other's lock.
+        """
+        if self._n_workers == 1:
+            return []
+        names = [] if item.loaded.parallel_safe else [f"file:{item.path}"]
+        if not item.model.parallel_safe:
+            names.append(f"model:{item.model.name}")
+        return [self._slot(name) for name in names]
+
+    def _slot(self, name: str) -> ProcessSlot:
+        slot = self._slots.get(name)
+        if slot is None:
+            from .runtime import session_state
+
+            folder = session_state(self._runtime.config)[0]  # shared with workers, removed at end
+            folder.mkdir(parents=True, exist_ok=True)
+            slot = self._slots[name] = ProcessSlot(folder / f"serial-{_digest(name):016x}.lock")
+        return slot
+
     # -- engine loop --------------------------------------------------------------------------
-    async def _call(self, item: EvalItem, target: Any, stream: bool, lane: ModelLane) -> Completion:
+    async def _call(
+        self,
+        item: EvalItem,
+        target: Any,
+        stream: bool,
+        lane: ModelLane,
+        slots: Sequence[ProcessSlot],
+    ) -> Completion:
         from .providers.litellm_adapter import acomplete
 
         key, hit = self._cached(item, target)
         if hit is not None:
             return hit
-        async with lane.concurrency:
+        async with lane.concurrency, _holding(slots):
             self._check_budget()
             estimate = _estimate_tokens(item)
             waited = await lane.limiter.acquire(estimate)
@@ -191,6 +247,8 @@ class CallScheduler:
                 timeout_s=self._run.request_timeout_s,
                 max_retries=self._run.max_retries,
                 on_retry=lane.on_retry,
+                # A retry is a request like any other: it waits its turn in the rpm window.
+                before_retry=lane.limiter.acquire,
             )
             lane.concurrency.on_success()
         used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
@@ -217,10 +275,9 @@ class CallScheduler:
         if hit is not None:
             return key, dataclasses.replace(hit, cached=True, retries=0, rate_limit_wait_s=0.0)
         if mode == "replay":
-            raise ProviderError(
-                f"{item.model.name}: no cached answer for {item.nodeid} (--cache=replay makes no calls)",
-                "cache_miss",
-            )
+            flag = "--rescore" if self._run.rescore else "--cache=replay"
+            message = f"no cached answer for {item.nodeid} ({flag} makes no calls)"
+            raise ProviderError(f"{item.model.name}: {message}", "cache_miss")
         return key, None
 
     def _response_cache(self) -> ResponseCache:
@@ -238,13 +295,40 @@ class CallScheduler:
                 f"--max-cost {limit:g} USD reached; no new model calls are started"
             )
 
+    def cancel_pending(self) -> None:
+        """Cancel the calls started for items that have not run (the engine stops them)."""
+        self._forget_all_but(set())
+
     def close(self) -> None:
-        """Forget pending calls (the engine cancels them) and close the cache."""
-        for future in self._futures.values():
-            future.cancel()
-        self._futures.clear()
+        """Cancel pending calls and close the cache."""
+        self.cancel_pending()
         if self._cache is not None:
             self._cache.close()
+
+
+@contextlib.asynccontextmanager
+async def _holding(slots: Sequence[ProcessSlot]) -> AsyncIterator[None]:
+    async with contextlib.AsyncExitStack() as stack:
+        for slot in slots:
+            await stack.enter_async_context(slot)
+        yield
+
+
+def _prefetchable(item: pytest.Item) -> TypeGuard[EvalItem]:
+    """An eval item whose call may start before it runs: not serial, not about to be skipped."""
+    from .collect import EvalItem
+
+    if not isinstance(item, EvalItem) or not item.prefetchable:
+        return False
+    if item.get_closest_marker("skip") is not None:
+        return False
+    return not any(_may_skip(mark) for mark in item.iter_markers("skipif"))
+
+
+def _may_skip(mark: pytest.Mark) -> bool:
+    """Whether a ``skipif`` mark may skip: a false condition does not, a string may."""
+    conditions = mark.args or ((mark.kwargs["condition"],) if "condition" in mark.kwargs else ())
+    return not conditions or any(isinstance(c, str) or bool(c) for c in conditions)
 
 
 def _estimate_tokens(item: EvalItem) -> int:
@@ -282,6 +366,16 @@ class Prefetcher:
 
         scheduler = get_runtime(self.config).scheduler(self._items)
         scheduler.prefetch(self._upcoming(item, scheduler.lookahead))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """After ``-x``, ``--maxfail`` or Ctrl-C, stop the calls of items that will not run now,
+        before the reports at session end, not at unconfigure."""
+        from .runtime import RUNTIME_KEY
+
+        runtime = self.config.stash.get(RUNTIME_KEY, None)
+        if self._active and runtime is not None:
+            runtime.scheduler().cancel_pending()
 
     def _upcoming(self, item: pytest.Item, count: int) -> list[pytest.Item]:
         queued = _xdist_queue(self.config)

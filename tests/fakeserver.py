@@ -137,6 +137,8 @@ def _truncate_words(text: str, limit: int) -> tuple[str, bool]:
 
 
 class _Server(ThreadingHTTPServer):
+    # The default backlog of 5 drops connections when many calls start at once.
+    request_queue_size = 128
     daemon_threads = True
     allow_reuse_address = False
 

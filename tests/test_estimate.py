@@ -22,7 +22,9 @@ def _rows(result: pytest.RunResult) -> dict[str, list[str]]:
 
 def test_estimate_uses_prompt_tokens_output_budget_and_profile_prices(bench: Bench) -> None:
     bench.eval_file("est", CASES)
-    result = bench.run("--collect-only", "-q", "--estimate-cost", "--models=fake,fake2", "--repeat=3")
+    result = bench.run(
+        "--collect-only", "-q", "--estimate-cost", "--models=fake,fake2", "--repeat=3"
+    )
     assert result.ret == 0
     rows = _rows(result)
     assert set(rows) == {"fake", "fake2"}
@@ -34,7 +36,9 @@ def test_estimate_uses_prompt_tokens_output_budget_and_profile_prices(bench: Ben
         expected = (int(tokens_in) * price_in + int(tokens_out) * price_out) / 1000
         assert float(cost) == pytest.approx(expected, abs=1e-4)
     total = re.search(r"total: ([0-9.]+) USD", result.stdout.str())
-    assert total and float(total.group(1)) == pytest.approx(float(rows["fake"][4]) + float(rows["fake2"][4]), abs=2e-4)
+    assert total and float(total.group(1)) == pytest.approx(
+        float(rows["fake"][4]) + float(rows["fake2"][4]), abs=2e-4
+    )
     assert bench.server.chat_requests() == []
     assert not bench.out("results.jsonl").exists()
 
@@ -46,7 +50,9 @@ def test_estimate_says_unknown_without_a_price(bench: Bench) -> None:
     assert rows["openai/no-such-model-xyz"][-1] == "unknown"
 
 
-def test_summary_reports_cached_answers(bench: Bench, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_summary_reports_cached_answers(
+    bench: Bench, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     cache = tmp_path_factory.mktemp("cache")
     bench.server.add_rule(Rule(reply="Paris"))
     bench.eval_file("est", CASES)

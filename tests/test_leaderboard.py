@@ -424,7 +424,9 @@ def test_records_without_a_model_aggregate_under_their_own_label(tmp_path: Path)
 def test_cached_answers_and_rate_limit_waits_are_counted() -> None:
     records = [
         build_record(suite="s", case_id="a", model="m", outcome="passed", score=1.0, cached=True),
-        build_record(suite="s", case_id="b", model="m", outcome="passed", score=1.0, rate_limit_wait_s=1.5),
+        build_record(
+            suite="s", case_id="b", model="m", outcome="passed", score=1.0, rate_limit_wait_s=1.5
+        ),
         build_record(suite="s", case_id="c", model="m", outcome="error", rate_limit_wait_s=2.0),
     ]
     (row,) = lb.leaderboard(lb.records_frame(records)).to_dict("records")

@@ -13,7 +13,7 @@ import email.utils
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .completion import CallTarget, Completion, ProviderError
@@ -74,10 +74,13 @@ async def acomplete(
     timeout_s: float = 120.0,
     max_retries: int = 2,
     on_retry: Callable[[int | None], None] | None = None,
+    before_retry: Callable[[], Awaitable[float]] | None = None,
 ) -> Completion:
     """Call ``target`` once, retrying transient failures; raise :class:`ProviderError` at the end.
 
-    ``on_retry(status)`` is told of every retry (429 lets a caller lower its concurrency).
+    ``on_retry(status)`` is told of every retry (429 lets a caller lower its concurrency);
+    ``before_retry()`` is awaited before each new attempt (a rate limiter's turn) and returns
+    the seconds it waited.
     """
     litellm = import_litellm()
     retries = 0
@@ -97,6 +100,8 @@ async def acomplete(
             delay = _backoff_s(exc, retries)
             rate_limited_s += delay if _status(exc) == 429 else 0.0
             await asyncio.sleep(delay)
+            if before_retry is not None:
+                rate_limited_s += await before_retry()
 
 
 async def _call_once(

@@ -1,0 +1,509 @@
+"""The call scheduler for real: concurrency, ordering, -x/-k/--lf/Ctrl-C, pacing, cache, budget.
+
+Every test drives pytest through pytester against the in-process fake server and reads what the
+server saw (request arrival times, models) beside the records the run wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import time
+from typing import Any
+
+import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
+import pytest
+from conftest import FAKE_KEY_ENV, Bench, Rule
+from fakeserver import FakeLLMServer, RecordedRequest
+
+DELAY = 0.3
+#: Scheduling slack when comparing request arrival times.
+SLACK = 0.05
+
+
+def cases_yaml(
+    count: int, *, header: str = "", expected: str = "ok", topic: str = "Question"
+) -> str:
+    """``count`` cases c00.. whose prompts are "<topic> NN ..." and which pass on ``expected``."""
+    lines = [header, "cases:"]
+    for index in range(count):
+        lines += [
+            f"  - id: c{index:02d}",
+            f"    prompt: {topic} {index:02d} is asked here please",
+            f"    expected: {expected}",
+            "    assert: [contains]",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def max_in_flight(requests: list[RecordedRequest], delay: float) -> int:
+    """The most requests that were in the server at once, each taking ``delay`` seconds."""
+    times = sorted(request.time for request in requests)
+    return max(
+        (sum(1 for other in times if other <= start < other + delay - SLACK) for start in times),
+        default=0,
+    )
+
+
+def nodeid_order(stdout: str) -> list[str]:
+    """Node ids of the ``-v`` result lines, in the order they were reported."""
+    return re.findall(r"^(\S+\.eval\.yaml::\S+) (?:PASSED|FAILED|ERROR|SKIPPED)", stdout, re.M)
+
+
+# --- 1-3: concurrency --------------------------------------------------------------------------
+def test_calls_run_concurrently_bounded_and_are_reported_in_order(bench: Bench) -> None:
+    bench.server.add_rule(Rule(delay_s=DELAY))
+    bench.eval_file("many", cases_yaml(16))
+    started = time.monotonic()
+    result = bench.run("-v", "-n", "0", "--models=fake", "--concurrency", "8", "--stream=off")
+    wall = time.monotonic() - started
+    result.assert_outcomes(passed=16)
+
+    times = [request.time for request in bench.server.chat_requests()]
+    assert len(times) == 16
+    assert times[7] - times[0] < 0.15, "the first 8 calls start together"
+    assert times[8] >= times[0] + DELAY - SLACK, "a 9th call waits for a slot"
+    assert max_in_flight(bench.server.chat_requests(), DELAY) == 8
+    assert wall < 16 * DELAY / 2, f"{wall:.2f}s is not concurrent"
+
+    expected = [f"many.eval.yaml::c{index:02d}[fake-r0]" for index in range(16)]
+    assert nodeid_order(result.stdout.str()) == expected
+    assert sorted(record["nodeid"] for record in bench.records()) == expected
+
+
+def test_concurrency_one_never_overlaps(bench: Bench) -> None:
+    bench.server.add_rule(Rule(delay_s=0.2))
+    bench.eval_file("few", cases_yaml(5))
+    bench.run("--models=fake", "--concurrency", "1").assert_outcomes(passed=5)
+    times = [request.time for request in bench.server.chat_requests()]
+    assert len(times) == 5
+    for earlier, later in itertools.pairwise(times):
+        assert later >= earlier + 0.2 - 0.01
+
+
+def test_concurrency_is_per_model(bench: Bench) -> None:
+    bench.server.add_rule(Rule(delay_s=0.2))
+    bench.eval_file("many", cases_yaml(8))
+    result = bench.run("--models=fake,fake2", "--concurrency", "2", "--stream=off")
+    result.assert_outcomes(passed=16)
+    requests = bench.server.chat_requests()
+    for model in ("fake-model", "fake-model-2"):
+        mine = [request for request in requests if request.body["model"] == model]
+        assert len(mine) == 8
+        assert max_in_flight(mine, 0.2) == 2, model
+    # Both models' calls run side by side: 4 in flight at the busiest moment.
+    assert max_in_flight(requests, 0.2) == 4
+
+
+# --- 4-6: pytest's controls keep their meaning ----------------------------------------------
+@pytest.mark.parametrize(("flags", "reported"), [(("-x",), 2), (("--maxfail", "2"), 4)])
+def test_stopping_early_cancels_pending_calls(
+    bench: Bench, flags: tuple[str, ...], reported: int
+) -> None:
+    bench.server.add_rule(Rule(match="Question 01", reply="wrong", delay_s=0.2))
+    bench.server.add_rule(Rule(match="Question 03", reply="wrong", delay_s=0.2))
+    bench.server.add_rule(Rule(delay_s=0.2))
+    bench.eval_file("many", cases_yaml(20))
+    started = time.monotonic()
+    result = bench.run("-v", "--models=fake", "--concurrency", "2", *flags)
+    wall = time.monotonic() - started
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    order = nodeid_order(result.stdout.str())
+    assert order == [f"many.eval.yaml::c{index:02d}[fake-r0]" for index in range(reported)]
+    records = bench.records()
+    assert sorted(record["nodeid"] for record in records) == order
+    seen = len(bench.server.chat_requests())
+    lookahead = 2 * 2  # concurrency x models x 2
+    assert seen <= reported + lookahead, "pending calls were cancelled at the stop"
+    assert wall < 5
+    time.sleep(0.5)  # nothing left running goes on calling the server after the run
+    assert len(bench.server.chat_requests()) == seen
+
+
+INTERRUPT = """
+import time
+from pathlib import Path
+
+def check(output, ctx):
+    if ctx.case_id == "c02":
+        Path("interrupted_at").write_text(repr(time.time()))
+        raise KeyboardInterrupt
+    return True
+"""
+
+
+def test_ctrl_c_ends_the_run_and_keeps_finished_records(bench: Bench) -> None:
+    for index in range(3):
+        bench.server.add_rule(Rule(match=f"Question {index:02d}", delay_s=0.05))
+    bench.server.add_rule(Rule(delay_s=30))  # calls still pending at Ctrl-C never finish
+    bench.pytester.makepyfile(interrupt=INTERRUPT)
+    header = "assert:\n  - {type: python, value: 'interrupt:check'}"
+    bench.eval_file("many", cases_yaml(12, header=header))
+    result = bench.pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--results-dir=out", "--models=fake", "--concurrency=4",
+        timeout=90,
+    )  # fmt: skip
+    ended = time.time()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert [record["case_id"] for record in bench.records()] == ["c00", "c01"]
+    assert all(record["outcome"] == "passed" for record in bench.records())
+    assert len(bench.server.chat_requests()) > 3, "calls were pending at the interrupt"
+    interrupted = float((bench.pytester.path / "interrupted_at").read_text())
+    assert ended - interrupted < 10, "a pending call kept the process alive"
+
+
+def test_deselected_items_are_never_called(bench: Bench) -> None:
+    bench.eval_file("many", cases_yaml(12))
+    result = bench.run("--models=fake", "-k", "c03 or c07", "--concurrency", "8")
+    result.assert_outcomes(passed=2)
+    prompts = sorted(r.body["messages"][-1]["content"] for r in bench.server.chat_requests())
+    assert prompts == [
+        "Question 03 is asked here please",
+        "Question 07 is asked here please",
+    ]
+
+
+def test_last_failed_reruns_only_the_failure_once(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="Question 04", reply="wrong", times=1))
+    bench.eval_file("many", cases_yaml(8))
+    args = ("--results-dir=out", "--models=fake")
+    bench.pytester.runpytest(*args).assert_outcomes(passed=7, failed=1)
+    bench.server.reset()
+    result = bench.pytester.runpytest(*args, "--lf")
+    result.assert_outcomes(passed=1)
+    requests = bench.server.chat_requests()
+    assert len(requests) == 1
+    assert "Question 04" in requests[0].body["messages"][-1]["content"]
+
+
+# --- 7-8: serial evals and models, xdist --------------------------------------------------
+SERIAL_PROFILE = """
+models:
+  serial:
+    model: openai/fake-model-serial
+    api_base: {base}
+    api_key_env: {env}
+    parallel_safe: false
+"""
+
+
+def test_parallel_unsafe_file_never_overlaps(bench: Bench) -> None:
+    bench.server.add_rule(Rule(delay_s=0.2))
+    bench.eval_file("serial", cases_yaml(5, header="parallel_safe: false", topic="Serial"))
+    bench.eval_file("free", cases_yaml(6, topic="Free"))
+    result = bench.run("--models=fake", "--concurrency", "8", "--stream=off")
+    result.assert_outcomes(passed=11)
+    requests = bench.server.chat_requests()
+    serial = [r for r in requests if "Serial" in r.body["messages"][-1]["content"]]
+    free = [r for r in requests if "Free" in r.body["messages"][-1]["content"]]
+    assert len(serial) == 5 and len(free) == 6
+    assert max_in_flight(serial, 0.2) == 1
+    assert max_in_flight(free, 0.2) == 6, "the other file still runs concurrently"
+
+
+def test_parallel_unsafe_profile_never_overlaps(bench: Bench) -> None:
+    bench.server.add_rule(Rule(delay_s=0.2))
+    profile = SERIAL_PROFILE.format(base=bench.server.base_url, env=FAKE_KEY_ENV)
+    bench.pytester.makefile(".yaml", **{"profiles/serial": profile})
+    bench.eval_file("many", cases_yaml(5))
+    result = bench.run("--models=serial,fake", "--concurrency", "8", "--stream=off")
+    result.assert_outcomes(passed=10)
+    requests = bench.server.chat_requests()
+    serial = [r for r in requests if r.body["model"] == "fake-model-serial"]
+    free = [r for r in requests if r.body["model"] == "fake-model"]
+    assert len(serial) == 5 and len(free) == 5
+    assert max_in_flight(serial, 0.2) == 1
+    assert max_in_flight(free, 0.2) >= 2
+
+
+def test_xdist_workers_each_run_calls_concurrently(bench: Bench) -> None:
+    bench.server.add_rule(Rule(delay_s=DELAY))
+    bench.eval_file("many", cases_yaml(16))
+    result = bench.run_subprocess("-n", "2", "--models=fake", "--concurrency", "4")
+    result.assert_outcomes(passed=16)
+    worker_of = {record["case_id"]: record["worker"] for record in bench.records()}
+    assert sorted(worker_of) == [f"c{i:02d}" for i in range(16)]
+    assert set(worker_of.values()) == {"gw0", "gw1"}
+    requests = bench.server.chat_requests()
+    assert len(requests) == 16
+    assert max_in_flight(requests, DELAY) <= 4, "the run's concurrency is split between workers"
+    for worker in ("gw0", "gw1"):
+        mine = [r for r in requests if worker_of[_case_id(r)] == worker]
+        assert max_in_flight(mine, DELAY) == 2, f"{worker} runs its share concurrently"
+    span = requests[-1].time - requests[0].time + DELAY
+    # Sequential: 16 x DELAY; as asked, about 5 (xdist hands each worker 2 items at first).
+    assert span < 16 * DELAY * 0.6, f"{span:.2f}s"
+
+
+def _case_id(request: RecordedRequest) -> str:
+    """c07 for the prompt "<topic> 07 is asked here please"."""
+    return "c" + request.body["messages"][-1]["content"].split()[1]
+
+
+# --- 9: 429 -----------------------------------------------------------------------------------
+def test_rate_limited_calls_are_retried_and_counted(bench: Bench) -> None:
+    bench.server.add_rule(Rule(status=429, retry_after=0.05, times=3))
+    bench.eval_file("many", cases_yaml(6))
+    bench.run("--models=fake", "--concurrency", "8").assert_outcomes(passed=6)
+    records = bench.records()
+    assert sum(record["retries"] for record in records) == 3
+    retried = [record for record in records if record["retries"]]
+    assert retried and all(record["rate_limit_wait_s"] >= 0.05 for record in retried)
+    assert len(bench.server.chat_requests()) == 9
+
+
+# --- 10: stream policy --------------------------------------------------------------------------
+def _streamed(records: list[dict[str, Any]]) -> set[str]:
+    for record in records:
+        assert (record["ttft_s"] is not None) == record["streamed"], record["nodeid"]
+    return {record["nodeid"] for record in records if record["streamed"]}
+
+
+def test_stream_policy(bench: Bench) -> None:
+    bench.eval_file("many", cases_yaml(40))
+    bench.run("--models=fake").assert_outcomes(passed=40)
+    sample = _streamed(bench.records())
+    assert 1 <= len(sample) < 40
+    bench.run("--models=fake").assert_outcomes(passed=40)
+    assert _streamed(bench.records()) == sample, "the sample is seeded, not random"
+    bench.run_subprocess("--models=fake", "-n", "2").assert_outcomes(passed=40)
+    assert _streamed(bench.records()) == sample, "workers pick the same sample"
+    bench.run("--models=fake", "--stream=all").assert_outcomes(passed=40)
+    assert len(_streamed(bench.records())) == 40
+    bench.run("--models=fake", "--stream=off").assert_outcomes(passed=40)
+    assert _streamed(bench.records()) == set()
+    assert all(r.body.get("stream") is not True for r in bench.server.chat_requests()[-40:])
+
+
+# --- 11-12: cache -----------------------------------------------------------------------------
+def _answers(records: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
+    return {r["nodeid"]: (r["response"], r["score"], r["outcome"]) for r in records}
+
+
+def test_cache_use_makes_a_second_run_free(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="Question 01", reply="not it"))
+    bench.eval_file("many", cases_yaml(4))
+    cache = ("--models=fake", "--cache=use", "--cache-dir=c")
+    bench.run(*cache).assert_outcomes(passed=3, failed=1)
+    first = bench.records()
+    assert len(bench.server.chat_requests()) == 4
+    assert not any(record["cached"] for record in first)
+    bench.server.reset()
+    bench.run(*cache).assert_outcomes(passed=3, failed=1)
+    assert bench.server.chat_requests() == []
+    second = bench.records()
+    assert all(record["cached"] for record in second)
+    assert _answers(second) == _answers(first)
+
+
+def test_cache_keeps_repeats_apart_and_refresh_calls_again(bench: Bench) -> None:
+    bench.eval_file("one", cases_yaml(1))
+    cache = ("--models=fake", "--cache-dir=c", "--repeat=2")
+    bench.run(*cache, "--cache=use").assert_outcomes(passed=2)
+    assert len(bench.server.chat_requests()) == 2
+    bench.run(*cache, "--cache=use").assert_outcomes(passed=2)
+    assert len(bench.server.chat_requests()) == 2
+    bench.server.add_rule(Rule(reply="ok, refreshed"))
+    bench.run(*cache, "--cache=refresh").assert_outcomes(passed=2)
+    assert len(bench.server.chat_requests()) == 4
+    assert not any(record["cached"] for record in bench.records())
+    bench.run(*cache, "--cache=replay").assert_outcomes(passed=2)
+    assert len(bench.server.chat_requests()) == 4
+    assert {record["response"] for record in bench.records()} == {"ok, refreshed"}
+
+
+def test_errors_are_never_cached(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="Question 01", status=503, times=1))
+    bench.eval_file("many", cases_yaml(3))
+    cache = ("--models=fake", "--cache=use", "--cache-dir=c", "--max-retries=0")
+    bench.run(*cache).assert_outcomes(passed=2, errors=1)
+    bench.server.reset()
+    bench.run(*cache).assert_outcomes(passed=3)
+    requests = bench.server.chat_requests()
+    assert len(requests) == 1 and "Question 01" in requests[0].body["messages"][-1]["content"]
+
+
+def test_replay_needs_the_cache_and_makes_no_call(bench: Bench) -> None:
+    bench.eval_file("many", cases_yaml(3))
+    replay = ("--models=fake", "--cache=replay", "--cache-dir=c")
+    result = bench.run(*replay)
+    result.assert_outcomes(errors=3)
+    assert result.stdout.str().count("no cached answer") >= 3
+    assert all("no cached answer" in record["error"] for record in bench.records())
+    assert bench.server.chat_requests() == []
+    bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(passed=3)
+    bench.server.reset()
+    bench.run(*replay).assert_outcomes(passed=3)
+    assert bench.server.chat_requests() == []
+
+
+def test_workers_share_one_cache(bench: Bench) -> None:
+    bench.eval_file("many", cases_yaml(16))
+    result = bench.run_subprocess("-n", "2", "--models=fake", "--cache=use", "--cache-dir=c")
+    result.assert_outcomes(passed=16)
+    assert {record["worker"] for record in bench.records()} == {"gw0", "gw1"}
+    bench.server.reset()
+    bench.run("-n", "0", "--models=fake", "--cache=replay", "--cache-dir=c").assert_outcomes(
+        passed=16
+    )
+    assert bench.server.chat_requests() == []
+
+
+def test_rescore_follows_a_changed_assertion_without_calls(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="Paris"))
+    bench.eval_file("many", cases_yaml(3, expected="Paris"))
+    bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(passed=3)
+    bench.server.reset()
+    bench.eval_file("many", cases_yaml(3, expected="Lyon"))
+    result = bench.run("--models=fake", "--cache-dir=c", "--rescore")
+    result.assert_outcomes(failed=3)
+    assert bench.server.chat_requests() == []
+    assert {(r["response"], r["score"]) for r in bench.records()} == {("Paris", 0.0)}
+    bench.eval_file("more", cases_yaml(1, topic="Unseen"))
+    result = bench.run("--models=fake", "--cache-dir=c", "--rescore", "more.eval.yaml")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no cached answer for more.eval.yaml::c00*--rescore makes no*"])
+    assert bench.server.chat_requests() == []
+
+
+# --- 13: cost budget ------------------------------------------------------------------------
+PRICEY_PROFILE = """
+models:
+  pricey:
+    model: openai/fake-model-pricey
+    api_base: {base}
+    api_key_env: {env}
+    cost_per_1k: {{input: 1.0, output: 1.0}}
+"""
+
+
+def test_max_cost_skips_the_rest_without_calling(bench: Bench) -> None:
+    profile = PRICEY_PROFILE.format(base=bench.server.base_url, env=FAKE_KEY_ENV)
+    bench.pytester.makefile(".yaml", **{"profiles/pricey": profile})
+    # 6 prompt words and 1 answer word ("ok"): 7 tokens, 0.007 USD a call.
+    bench.eval_file("many", cases_yaml(10))
+    result = bench.run("-rs", "--models=pricey", "--max-cost", "0.03", "--concurrency", "1")
+    records = bench.records()
+    passed = [r for r in records if r["outcome"] == "passed"]
+    skipped = [r for r in records if r["outcome"] == "skipped"]
+    assert passed and skipped and len(passed) + len(skipped) == 10
+    result.assert_outcomes(passed=len(passed), skipped=len(skipped))
+    assert len(bench.server.chat_requests()) == len(passed)
+    spent = sum(r["cost_usd"] for r in passed)
+    assert 0.03 <= spent <= 0.03 + 0.007 + 1e-9
+    assert [r["case_id"] for r in passed] == [f"c{i:02d}" for i in range(len(passed))]
+    result.stdout.fnmatch_lines([f"SKIPPED [[]{len(skipped)}[]] *--max-cost 0.03 USD reached*"])
+
+
+SKIP_EVERY_OTHER = """
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items[1::2]:
+        item.add_marker(pytest.mark.skip(reason="not today"))
+"""
+
+
+def test_skipped_items_are_not_called_and_do_not_stall_the_lookahead(bench: Bench) -> None:
+    bench.server.add_rule(Rule(delay_s=0.2))
+    bench.pytester.makeconftest(SKIP_EVERY_OTHER)
+    bench.eval_file("many", cases_yaml(20))
+    result = bench.run("--models=fake", "--concurrency", "2", "--stream=off")
+    result.assert_outcomes(passed=10, skipped=10)
+    prompts = [r.body["messages"][-1]["content"] for r in bench.server.chat_requests()]
+    assert sorted(prompt.split()[1] for prompt in prompts) == [f"{i:02d}" for i in range(0, 20, 2)]
+    # 10 calls two at a time: about 5 x 0.2 s when prefetch keeps both slots busy.
+    assert max_in_flight(bench.server.chat_requests(), 0.2) == 2
+
+
+BROKEN_FIXTURE = """
+import pytest
+
+@pytest.fixture(autouse=True)
+def broken_for_some(request):
+    if request.node.name[1:3] in {"01", "02", "03", "04", "05", "06"}:
+        raise RuntimeError("fixture broke")
+"""
+
+
+def test_items_whose_setup_fails_early_do_not_stall_the_lookahead(bench: Bench) -> None:
+    bench.server.add_rule(Rule(delay_s=0.2))
+    bench.pytester.makeconftest(BROKEN_FIXTURE)
+    bench.eval_file("many", cases_yaml(16))
+    result = bench.run("--models=fake", "--concurrency", "2", "--stream=off")
+    result.assert_outcomes(passed=10, errors=6)
+    requests = bench.server.chat_requests()
+    later = [r for r in requests if int(r.body["messages"][-1]["content"].split()[1]) >= 8]
+    assert len(later) == 8
+    assert max_in_flight(later, 0.2) == 2
+
+
+def test_parallel_unsafe_file_and_profile_hold_across_xdist_workers(bench: Bench) -> None:
+    bench.server.add_rule(Rule(delay_s=0.2))
+    profile = SERIAL_PROFILE.format(base=bench.server.base_url, env=FAKE_KEY_ENV)
+    bench.pytester.makefile(".yaml", **{"profiles/serial": profile})
+    bench.eval_file("serial", cases_yaml(6, header="parallel_safe: false", topic="Serial"))
+    bench.eval_file("free", cases_yaml(6, topic="Free"))
+    result = bench.run_subprocess("-n", "2", "--models=fake,serial", "--stream=off")
+    result.assert_outcomes(passed=24)
+    assert {record["worker"] for record in bench.records()} == {"gw0", "gw1"}
+    requests = bench.server.chat_requests()
+    serial_file = [r for r in requests if "Serial" in r.body["messages"][-1]["content"]]
+    serial_model = [r for r in requests if r.body["model"] == "fake-model-serial"]
+    assert len(serial_file) == len(serial_model) == 12
+    assert max_in_flight(serial_file, 0.2) == 1
+    assert max_in_flight(serial_model, 0.2) == 1
+    assert max_in_flight(requests, 0.2) >= 3, "everything else still runs concurrently"
+
+
+WIDE_PROFILE = """
+models:
+  wide:
+    model: openai/fake-model-wide
+    api_base: {base}
+    api_key_env: {env}
+    concurrency: 10
+"""
+
+
+def test_a_profiles_own_concurrency_is_reached(bench: Bench) -> None:
+    bench.server.add_rule(Rule(delay_s=DELAY))
+    profile = WIDE_PROFILE.format(base=bench.server.base_url, env=FAKE_KEY_ENV)
+    bench.pytester.makefile(".yaml", **{"profiles/wide": profile})
+    bench.eval_file("many", cases_yaml(20))
+    result = bench.run("--models=wide,fake", "--concurrency", "2", "--stream=off")
+    result.assert_outcomes(passed=40)
+    requests = bench.server.chat_requests()
+    wide = [r for r in requests if r.body["model"] == "fake-model-wide"]
+    narrow = [r for r in requests if r.body["model"] == "fake-model"]
+    assert max_in_flight(wide, DELAY) == 10, "the profile's concurrency overrides --concurrency"
+    assert max_in_flight(narrow, DELAY) == 2
+
+
+def test_retries_wait_their_turn_in_the_rate_limiter(fake_llm: FakeLLMServer) -> None:
+    from pytest_llmbench.providers.completion import CallTarget
+    from pytest_llmbench.providers.litellm_adapter import acomplete
+    from pytest_llmbench.ratelimit import AdaptiveConcurrency, RateLimiter
+    from pytest_llmbench.scheduler import ModelLane
+
+    fake_llm.add_rule(Rule(status=500, times=2))
+    turns: list[int] = []
+
+    async def before_retry() -> float:
+        turns.append(len(fake_llm.chat_requests()))
+        return 0.25  # as if the limiter had made the retry wait
+
+    target = CallTarget("fake", "openai/fake-model", fake_llm.base_url, "sk-test-key")
+    messages = [{"role": "user", "content": "hi"}]
+    completion = asyncio.run(
+        acomplete(target, messages, {}, stream=False, max_retries=2, before_retry=before_retry)
+    )
+    # Each retry asked the limiter first, after the failed attempt and before the next one.
+    assert turns == [1, 2]
+    assert completion.retries == 2 and completion.rate_limit_wait_s == pytest.approx(0.5)
+    lane = ModelLane(AdaptiveConcurrency(4), RateLimiter(rpm=2))
+    lane.on_retry(429)
+    assert lane.concurrency.current == 2
+    lane.on_retry(429)  # the same burst: not halved again
+    assert lane.concurrency.current == 2
