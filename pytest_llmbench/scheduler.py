@@ -17,6 +17,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
+import heapq
 import math
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -35,7 +36,9 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 #: Share of calls streamed under ``--stream=sample`` (besides one per model), in percent.
-STREAM_SAMPLE_PERCENT = 10
+STREAM_SAMPLE_PERCENT = 2
+#: Items per model always streamed under ``--stream=sample`` (all of them when fewer).
+STREAM_SAMPLE_MIN = 20
 #: How many items past the current one may have calls started, per unit of concurrency.
 _LOOKAHEAD_FACTOR = 2
 _MAX_LOOKAHEAD = 1024
@@ -75,15 +78,17 @@ class StreamSample:
 
     @classmethod
     def for_items(cls, items: Iterable[pytest.Item]) -> StreamSample:
-        """Always stream each model's item of lowest hash, so every model gets a TTFT sample."""
-        best: dict[str, tuple[int, str]] = {}
+        """Always stream each model's ``STREAM_SAMPLE_MIN`` items of lowest hash, so every model
+        gets TTFT percentiles from a real sample however few items it has."""
+        by_model: dict[str, list[tuple[int, str]]] = {}
         for item in items:
             model = getattr(item, "model", None)
-            if model is None:
-                continue
-            candidate = (_digest(item.nodeid), item.nodeid)
-            best[model.name] = min(best.get(model.name, candidate), candidate)
-        return cls({nodeid for _, nodeid in best.values()})
+            if model is not None:
+                by_model.setdefault(model.name, []).append((_digest(item.nodeid), item.nodeid))
+        chosen: set[str] = set()
+        for candidates in by_model.values():
+            chosen.update(nodeid for _, nodeid in heapq.nsmallest(STREAM_SAMPLE_MIN, candidates))
+        return cls(chosen)
 
     def streams(self, nodeid: str) -> bool:
         """Whether the item ``nodeid`` is in the sample."""

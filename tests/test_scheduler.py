@@ -264,7 +264,8 @@ def test_stream_policy(bench: Bench) -> None:
     bench.eval_file("many", cases_yaml(40))
     bench.run("--models=fake").assert_outcomes(passed=40)
     sample = _streamed(bench.records())
-    assert 1 <= len(sample) < 40
+    # Each model's 20 lowest-hash items, plus about 2% of the rest.
+    assert 20 <= len(sample) < 40
     bench.run("--models=fake").assert_outcomes(passed=40)
     assert _streamed(bench.records()) == sample, "the sample is seeded, not random"
     bench.run_subprocess("--models=fake", "-n", "2").assert_outcomes(passed=40)

@@ -107,8 +107,8 @@ def test_two_workers_give_the_same_records_and_metrics_as_one_process(two_files:
     # Timing fields are measured on the workers too, not lost on the way.
     answered = [r for r in parallel_records if r["outcome"] != "error"]
     assert all(r["latency_s"] and r["started_at"] for r in answered)
-    # --stream=sample (the default) streams a deterministic subset: TTFT exactly there.
-    assert any(r["streamed"] for r in answered) and not all(r["streamed"] for r in answered)
+    # --stream=sample (the default) streams each model's 20 lowest-hash items: here, all 8.
+    assert all(r["streamed"] for r in answered)
     assert all(bool(r["ttft_s"]) == r["streamed"] for r in answered)
 
     assert _metrics(root / "parallel" / "all_metrics.csv") == _metrics(
