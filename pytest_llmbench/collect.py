@@ -158,8 +158,11 @@ class EvalItem(pytest.Function):
         except BudgetExceeded as exc:
             pytest.skip(str(exc))
         except ProviderError as exc:
+            # No traceback: it says nothing the message does not, and formatting one parses
+            # source while the engine thread may be compiling (a CPython 3.11 ast race).
             self.provider_error = exc
-            raise
+            message = get_runtime(self.config).redactor.text(exc.message)
+            pytest.fail(f"llmbench provider error: {message}", pytrace=False)
 
     @property
     def prefetchable(self) -> bool:

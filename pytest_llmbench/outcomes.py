@@ -44,9 +44,10 @@ def _eval_record(item: EvalItem, call: pytest.CallInfo[None], report: pytest.Tes
     excinfo = call.excinfo
     if report.when == "setup":
         outcome = "skipped" if report.skipped else "error"
-        error = _skip_reason(report) if report.skipped else _message(excinfo)
-        if isinstance(excinfo and excinfo.value, ProviderError):
-            report.longrepr = f"llmbench provider error: {error}"
+        if item.provider_error is not None:
+            error: str | None = item.provider_error.message
+        else:
+            error = _skip_reason(report) if report.skipped else _message(excinfo)
         return item.make_record(outcome, error)
     if excinfo is not None and isinstance(excinfo.value, EvalFailure):
         report.llmbench_score_failure = True  # type: ignore[attr-defined]

@@ -42,6 +42,9 @@ STREAM_SAMPLE_MIN = 20
 #: How many items past the current one may have calls started, per unit of concurrency.
 _LOOKAHEAD_FACTOR = 2
 _MAX_LOOKAHEAD = 1024
+#: The rpm/tpm window, with a 5% margin: a burst stamped at once leaves this loop over a
+#: second or so, and the provider counts arrivals, not our stamps.
+_RATE_WINDOW_S = 60.0 * 1.05
 #: 429s closer together than this are one burst: concurrency is halved once for them.
 _BACKOFF_SPACING_S = 1.0
 
@@ -187,7 +190,7 @@ class CallScheduler:
             rpm, tpm = model.rpm or self._run.rpm, model.tpm or self._run.tpm
             lane = ModelLane(
                 AdaptiveConcurrency(self._limit(model, file_parallel_safe)),
-                RateLimiter(self._share(rpm), self._share(tpm)),
+                RateLimiter(self._share(rpm), self._share(tpm), window_s=_RATE_WINDOW_S),
             )
             self._lanes[(model.name, serial)] = lane
         return lane
@@ -235,7 +238,11 @@ class CallScheduler:
         lane: ModelLane,
         slots: Sequence[ProcessSlot],
     ) -> Completion:
-        from .providers.litellm_adapter import acomplete
+        from .providers.litellm_adapter import acomplete, import_litellm
+
+        # Import before a rate-limit stamp is taken: the first import blocks this loop for
+        # seconds, and a stamp taken before it would let the window run ahead of the server's.
+        import_litellm()
 
         key, hit = self._cached(item, target)
         if hit is not None:

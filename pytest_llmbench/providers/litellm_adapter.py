@@ -307,6 +307,8 @@ def _provider_error(exc: BaseException, target: CallTarget, retries: int) -> Pro
     message = str(exc).strip() or type(exc).__name__
     if target.api_key:
         message = message.replace(target.api_key, "[REDACTED]")
-    prefix = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")
+    # litellm gives connection failures a made-up 500: only a real response has a status.
+    shown = status if status and "Connection" not in type(exc).__name__ else None
+    prefix = f"{type(exc).__name__}" + (f" (HTTP {shown})" if shown else "")
     tries = f" after {retries + 1} attempts" if retries else ""
     return ProviderError(f"{target.name}: {prefix}{tries}: {message}", kind=kind, retries=retries)
