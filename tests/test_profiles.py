@@ -57,6 +57,7 @@ def test_builtin_local_smollm2() -> None:
         model="openai/smollm2",
         display_name="SmolLM2-135M-Instruct (embedded)",
         embedded=True,
+        parallel_safe=False,  # the embedded server answers one request at a time
         params={"temperature": 0},
         cost_per_1k=CostPer1k(input=0, output=0),
         tags={"provider": "local"},
