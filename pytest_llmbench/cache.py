@@ -24,16 +24,11 @@ from typing import Any
 
 from .providers.completion import Completion
 
-#: ``off``: no cache; ``use``: read, and store misses; ``refresh``: call anyway and overwrite;
-#: ``replay``: read only, a miss is a ``CacheMiss`` instead of a call.
-CACHE_MODES = ("off", "use", "refresh", "replay")
-
 #: Bumped when the key's layout changes, so old entries stop matching instead of lying.
 _KEY_VERSION = 1
 #: Call parameters that change how an answer is fetched, not what it is.
 _IGNORED_PARAMS = frozenset({"timeout", "max_retries", "stream", "stream_options", "api_key"})
 _BUSY_TIMEOUT_MS = 30_000
-_EXCERPT_CHARS = 60
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS responses "
@@ -70,35 +65,6 @@ def cache_key(
 
 class CacheError(Exception):
     """The cache file cannot be used (not a SQLite database, unreadable, locked too long)."""
-
-
-class CacheMiss(Exception):
-    """Replay mode found no cached answer for a call."""
-
-    def __init__(self, model_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
-        # Both kept in args so the exception pickles and unpickles unchanged.
-        super().__init__(model_id, list(messages))
-        self.model_id = model_id
-        self.prompt_excerpt = _prompt_excerpt(messages)
-
-    def __str__(self) -> str:
-        return (
-            f"no cached answer for {self.model_id} (prompt: {self.prompt_excerpt!r}); "
-            "replay mode makes no calls, run once with the cache in 'use' mode to record it"
-        )
-
-
-def _prompt_excerpt(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The start of the last user message (or the last message), on one line."""
-    users = [message for message in messages if message.get("role") == "user"]
-    chosen = users or list(messages)
-    if not chosen:
-        return ""
-    content = chosen[-1].get("content")
-    if isinstance(content, list):  # multimodal parts: keep the text ones
-        content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    text = " ".join(str(content or "").split())
-    return text if len(text) <= _EXCERPT_CHARS else text[: _EXCERPT_CHARS - 1] + "…"
 
 
 class ResponseCache:

@@ -165,6 +165,11 @@ class EvalItem(pytest.Function):
             pytest.fail(f"llmbench provider error: {message}", pytrace=False)
 
     @property
+    def params(self) -> dict[str, Any]:
+        """The model parameters of this item's call: the profile's, then the case's."""
+        return {**self.model.params, **self.case.model_params}
+
+    @property
     def prefetchable(self) -> bool:
         """Whether the call may start before this item runs (not for parallel_safe: false files)."""
         return self.loaded.parallel_safe
@@ -242,7 +247,7 @@ class EvalItem(pytest.Function):
             messages=[dict(m) for m in self.case.messages],
             expected=self.case.expected,
             assertions=[verdict.to_dict() for verdict in self.verdicts],
-            params={**self.model.params, **self.case.model_params},
+            params=self.params,
             worker=worker_id(self.config),
             started_at=self.started_at,
             **completion_fields(completion),

@@ -51,6 +51,8 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
 )  # fmt: skip
 
 STREAM_MODES = ("all", "sample", "off")
+#: ``off``: no cache; ``use``: read, and store misses; ``refresh``: call anyway and overwrite;
+#: ``replay``: read only, a miss is an error instead of a call.
 CACHE_MODES = ("off", "use", "refresh", "replay")
 
 

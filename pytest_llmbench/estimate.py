@@ -40,7 +40,7 @@ def estimate_items(items: Sequence[pytest.Item]) -> list[ModelEstimate]:
             continue
         model = item.model
         tokens_in = count_prompt_tokens(model.model, item.case.messages)
-        tokens_out = _output_tokens(item)
+        tokens_out = answer_token_budget(item)
         cost = model.cost_per_1k
         target = CallTarget(
             name=model.name,
@@ -57,8 +57,10 @@ def estimate_items(items: Sequence[pytest.Item]) -> list[ModelEstimate]:
     return [ModelEstimate(name, *values) for name, values in totals.items()]
 
 
-def _output_tokens(item: Any) -> int:
-    params = {**item.model.params, **item.case.model_params}
+def answer_token_budget(item: Any) -> int:
+    """Tokens an eval item's answer may take: ``expected_output_tokens``, else ``max_tokens``
+    (case over profile), else :data:`DEFAULT_OUTPUT_TOKENS`."""
+    params = item.params
     return int(
         item.case.expected_output_tokens or params.get("max_tokens") or DEFAULT_OUTPUT_TOKENS
     )

@@ -98,11 +98,6 @@ class RateLimiter:
             self._tokens.add(now, tokens)
         return self._clock() - started
 
-    def record_request(self) -> None:
-        """Count a request that started without ``acquire`` (a retry), so later calls wait for it."""
-        if not self._unlimited:
-            self._starts.add(self._clock(), 1)
-
     def record_tokens(self, tokens: int) -> None:
         """Count ``tokens`` used now beyond those passed to ``acquire`` (the estimate was low)."""
         if tokens < 0:

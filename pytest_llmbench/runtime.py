@@ -58,15 +58,15 @@ class Runtime:
         self._embedded: EmbeddedServer | None = None
         self._scheduler: CallScheduler | None = None
 
-    def scheduler(self, items: Sequence[pytest.Item] = ()) -> CallScheduler:
+    def scheduler(self) -> CallScheduler:
         """The call scheduler of this process (created on first use, with the run's items)."""
         if self._scheduler is None:
             from .scheduler import CallScheduler
 
             workerinput = getattr(self.config, "workerinput", None) or {}
             self._scheduler = CallScheduler(self, int(workerinput.get("workercount", 1)))
-            known: list[pytest.Item] = self.config.stash.get(ITEMS_KEY, [])
-            self._scheduler.set_items(items or known)
+            items: list[pytest.Item] = self.config.stash.get(ITEMS_KEY, [])
+            self._scheduler.set_items(items)
         return self._scheduler
 
     def target(self, profile: ModelProfile) -> CallTarget:

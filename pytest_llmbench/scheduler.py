@@ -159,11 +159,6 @@ class CallScheduler:
             future.cancel()
             raise
 
-    @property
-    def pending(self) -> int:
-        """Calls started for items that have not run yet."""
-        return len(self._futures)
-
     def _submit(self, item: EvalItem) -> concurrent.futures.Future[Completion]:
         try:
             call = self._prepare(item)
@@ -277,9 +272,8 @@ class CallScheduler:
             return None, None
         from .cache import cache_key
 
-        params = {**target.params, **item.case.model_params}
         key = cache_key(
-            target.model_id, item.case.messages, params, item.repeat, api_base=target.api_base
+            target.model_id, item.case.messages, item.params, item.repeat, api_base=target.api_base
         )
         if mode == "refresh":
             return key, None
@@ -345,9 +339,10 @@ def _may_skip(mark: pytest.Mark) -> bool:
 
 def _estimate_tokens(item: EvalItem) -> int:
     """Tokens a call will use, for tokens-per-minute pacing before the real count is known."""
+    from .estimate import answer_token_budget
+
     prompt_chars = sum(len(message["content"]) for message in item.case.messages)
-    answer = item.case.model_params.get("max_tokens") or item.case.expected_output_tokens or 256
-    return prompt_chars // 4 + int(answer)
+    return prompt_chars // 4 + answer_token_budget(item)
 
 
 class Prefetcher:
@@ -358,6 +353,7 @@ class Prefetcher:
         self._positions: dict[str, int] = {}
         self._items: list[pytest.Item] = []
         self._active = False
+        self._interactor: Any = _UNKNOWN
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -376,7 +372,7 @@ class Prefetcher:
             return
         from .runtime import get_runtime
 
-        scheduler = get_runtime(self.config).scheduler(self._items)
+        scheduler = get_runtime(self.config).scheduler()
         scheduler.prefetch(self._upcoming(item, scheduler.lookahead))
 
     @pytest.hookimpl(tryfirst=True)
@@ -390,22 +386,34 @@ class Prefetcher:
             runtime.scheduler().cancel_pending()
 
     def _upcoming(self, item: pytest.Item, count: int) -> list[pytest.Item]:
-        queued = _xdist_queue(self.config)
+        if self._interactor is _UNKNOWN:
+            self._interactor = _xdist_interactor(self.config)
+        queued = _xdist_queue(self._interactor)
         if queued is not None:
             return [item] + [self._items[i] for i in queued[:count] if 0 <= i < len(self._items)]
         start = self._positions.get(item.nodeid, 0)
         return self._items[start : start + count + 1]
 
 
-def _xdist_queue(config: pytest.Config) -> list[int] | None:
-    """Indices of the items an xdist worker will run next, or None outside a worker."""
+_UNKNOWN = object()
+
+
+def _xdist_interactor(config: pytest.Config) -> Any:
+    """The xdist worker's interactor plugin (it holds the queue of items to run), or None."""
     if not hasattr(config, "workerinput"):
         return None
     for plugin in config.pluginmanager.get_plugins():
         torun = getattr(plugin, "torun", None)
         if torun is not None and hasattr(torun, "lock"):
-            upcoming = [getattr(plugin, "nextitem_index", None)]
-            with torun.lock() as queue:
-                upcoming.extend(queue)
-            return [index for index in upcoming if isinstance(index, int)]
+            return plugin
     return None
+
+
+def _xdist_queue(interactor: Any) -> list[int] | None:
+    """Indices of the items an xdist worker will run next, or None outside a worker."""
+    if interactor is None:
+        return None
+    upcoming = [getattr(interactor, "nextitem_index", None)]
+    with interactor.torun.lock() as queue:
+        upcoming.extend(queue)
+    return [index for index in upcoming if isinstance(index, int)]

@@ -6,7 +6,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import pickle
 import random
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbench.cache import CacheError, CacheMiss, ResponseCache, cache_key
+from pytest_llmbench.cache import CacheError, ResponseCache, cache_key
 from pytest_llmbench.providers.completion import Completion
 
 MESSAGES = [
@@ -281,27 +280,6 @@ def test_a_directory_at_the_path_raises_cache_error(tmp_path: Path) -> None:
     with pytest.raises(CacheError) as excinfo:
         ResponseCache(path).get(BASE_KEY)
     assert str(path) in str(excinfo.value)
-
-
-def test_cache_miss_names_the_model_and_the_prompt() -> None:
-    long_prompt = "Explain   the\nrules of chess " + "in great detail " * 10
-    messages = [
-        {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": long_prompt},
-    ]
-    miss = CacheMiss("openai/gpt-4o-mini", messages)
-    text = str(miss)
-    assert "openai/gpt-4o-mini" in text
-    assert "Explain the rules of chess" in text
-    assert "Be brief" not in text
-    assert len(miss.prompt_excerpt) <= 60 and miss.prompt_excerpt.endswith("…")
-    assert str(pickle.loads(pickle.dumps(miss))) == text
-
-
-def test_cache_miss_excerpt_reads_text_parts() -> None:
-    parts = [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "Describe"}]
-    assert CacheMiss("m", [{"role": "user", "content": parts}]).prompt_excerpt == "Describe"
-    assert CacheMiss("m", []).prompt_excerpt == ""
 
 
 # -- concurrency -----------------------------------------------------------------------------
