@@ -9,14 +9,17 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import email.utils
+import logging
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pytester runs)
 import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, FRANCE, TWO_CAPITALS, Bench, Rule
 
-from pytest_llmbench.providers.litellm_adapter import _backoff_s, _retry_after_s
+from pytest_llmbench.providers.completion import CallTarget
+from pytest_llmbench.providers.litellm_adapter import _backoff_s, _register_prices, _retry_after_s
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -205,6 +208,28 @@ def test_retry_after_is_capped_and_used_as_the_backoff() -> None:
     assert _backoff_s(_LitellmLikeError({"retry-after": "0.3"}), 1) == 0.3
     assert _backoff_s(_LitellmLikeError({"retry-after": "3600"}), 1) == 20.0
     assert 0.25 <= _backoff_s(_LitellmLikeError({}), 1) <= 0.5
+
+
+def test_profile_prices_go_into_litellms_map_once_and_quietly(
+    litellm_loaded: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """litellm prices every response itself; with the profile's prices registered it agrees."""
+    priced = CallTarget(
+        name="priced",
+        model_id="openai/llmbench-price-probe",
+        cost_per_1k_input=0.5,
+        cost_per_1k_output=2.0,
+    )
+    unpriced = CallTarget(name="unpriced", model_id="openai/llmbench-unpriced-probe")
+    with caplog.at_level(logging.WARNING):
+        _register_prices(litellm_loaded, priced)
+        _register_prices(litellm_loaded, unpriced)
+    prompt, completion = litellm_loaded.cost_per_token(
+        model="openai/llmbench-price-probe", prompt_tokens=1000, completion_tokens=1000
+    )
+    assert (prompt, completion) == pytest.approx((0.5, 2.0))
+    assert "openai/llmbench-unpriced-probe" not in litellm_loaded.model_cost
+    assert not [r for r in caplog.records if "register_model" in r.getMessage()]
 
 
 def test_cut_stream_is_retried_then_passes(bench: Bench) -> None:
