@@ -235,13 +235,12 @@ class CallScheduler:
     ) -> Completion:
         from .providers.litellm_adapter import acomplete, import_litellm
 
+        key, hit = self._cached(item, target)
+        if hit is not None:
+            return hit  # a fully cached run never imports litellm (seconds of start-up)
         # Import before a rate-limit stamp is taken: the first import blocks this loop for
         # seconds, and a stamp taken before it would let the window run ahead of the server's.
         import_litellm()
-
-        key, hit = self._cached(item, target)
-        if hit is not None:
-            return hit
         async with lane.concurrency, _holding(slots):
             self._check_budget()
             estimate = _estimate_tokens(item)

@@ -508,3 +508,21 @@ def test_retries_wait_their_turn_in_the_rate_limiter(fake_llm: FakeLLMServer) ->
     assert lane.concurrency.current == 2
     lane.on_retry(429)  # the same burst: not halved again
     assert lane.concurrency.current == 2
+
+
+def test_a_fully_cached_run_never_imports_litellm(bench: Bench) -> None:
+    """litellm's import costs seconds: a replayed run must not pay it (checked in a fresh process)."""
+    bench.eval_file("many", cases_yaml(3))
+    bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(passed=3)
+    bench.pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            open("imported.txt", "w").write(str("litellm" in sys.modules))
+        """
+    )
+    bench.run_subprocess("--models=fake", "--cache=replay", "--cache-dir=c").assert_outcomes(
+        passed=3
+    )
+    assert (bench.pytester.path / "imported.txt").read_text() == "False"
