@@ -20,6 +20,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from .judging.spec import (
+    JUDGE_KEYS,
+    JUDGE_TYPES,
+    SIMILARITY_KEYS,
+    EmbeddingSpec,
+    GradedSpecError,
+    JudgeSpec,
+    parse_embedding_spec,
+    parse_judge_spec,
+    rouge_threshold,
+)
+
 _KEYS = ("type", "value", "weight", "tolerance", "rel_tolerance", "threshold")
 #: The allowed (low, high) of each numeric key; None is unbounded.
 _RANGES: dict[str, tuple[float, float | None]] = {
@@ -57,6 +69,13 @@ class Assertion:
     weight: float = 1.0  #: weight in the case score, >= 0
     #: type-specific extras (tolerance, rel_tolerance, threshold) as floats; read-only
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: how a model grades it (judged types, embedding similarity); None for local checks
+    graded: JudgeSpec | EmbeddingSpec | None = None
+
+    @property
+    def engine_graded(self) -> bool:
+        """True when a model call grades this assertion (a judge panel or an embedding)."""
+        return self.graded is not None
 
     @property
     def needs_value(self) -> bool:
@@ -141,6 +160,8 @@ def parse_assertion(raw: str | Mapping[str, Any]) -> Assertion:
         kind = type(raw).__name__
         raise AssertionSpecError(f"an assertion must be a type name or a mapping, got {kind}")
     type_name, base = _split_type(raw.get("type"))
+    if base in JUDGE_TYPES or base == "similarity":
+        return _parse_graded(raw, type_name, base)
     spec = _TYPES[base]
     _check_keys(raw, base, spec)
     value = raw.get("value")
@@ -156,6 +177,36 @@ def parse_assertion(raw: str | Mapping[str, Any]) -> Assertion:
     return Assertion(type_name, base, type_name != base, value, weight, options)
 
 
+def _parse_graded(raw: Mapping[str, Any], type_name: str, base: str) -> Assertion:
+    """A judged assertion, or ``similarity``: their own keys, and no ``not-`` prefix."""
+    if type_name != base:
+        raise AssertionSpecError(f"{base} cannot be negated with not-", "type")
+    extra = JUDGE_KEYS if base in JUDGE_TYPES else SIMILARITY_KEYS
+    allowed = ("type", "value", "weight", "threshold", *sorted(extra))
+    unknown = sorted(str(key) for key in raw if key not in allowed)
+    if unknown:
+        names = ", ".join(repr(key) for key in unknown)
+        message = f"unknown key {names} in {base} assertion; allowed keys: {', '.join(allowed)}"
+        raise AssertionSpecError(message, unknown[0])
+    spec = _TYPES[base]
+    value = raw.get("value")
+    if value is None and spec.value_rule == "required":
+        raise AssertionSpecError(f"{base} needs a value ({spec.hint})", "value")
+    if value is not None:
+        if spec.parse_value is None:
+            raise AssertionSpecError(f"{base} takes no value", "value")
+        value = spec.parse_value(base, value)
+    weight = _number_key(raw, "weight") if "weight" in raw else 1.0
+    try:
+        if base in JUDGE_TYPES:
+            return Assertion(type_name, base, False, value, weight, {}, parse_judge_spec(base, raw))
+        embedding = parse_embedding_spec(raw)
+        options = {} if embedding else {"threshold": rouge_threshold(raw)}
+    except GradedSpecError as exc:
+        raise AssertionSpecError(str(exc), exc.field) from None
+    return Assertion(type_name, base, False, value, weight, options, embedding)
+
+
 def _split_type(type_name: Any) -> tuple[str, str]:
     if type_name is None:
         raise AssertionSpecError("assertion has no 'type'", "type")
@@ -164,7 +215,10 @@ def _split_type(type_name: Any) -> tuple[str, str]:
     base = type_name.removeprefix("not-")
     if base not in _TYPES:
         known = ", ".join(sorted(_TYPES))
-        message = f"unknown assertion type {type_name!r}; known types: {known} (any may take not-)"
+        message = (
+            f"unknown assertion type {type_name!r}; known types: {known} "
+            "(any but the model-graded ones may take not-)"
+        )
         raise AssertionSpecError(message, "type")
     return type_name, base
 
@@ -525,6 +579,23 @@ def _list_type(mode: str, fold: bool) -> _TypeSpec:
     return _TypeSpec(check, "required", _text_list_value, "a list of strings")
 
 
+def _check_similarity(value: Any, output: str, a: Assertion, ctx: AssertionContext) -> _Outcome:
+    from .judging.similarity import rouge_l
+
+    if a.graded is not None:
+        _check_engine_graded(value, output, a, ctx)
+    score = rouge_l(output, str(value))
+    threshold = float(a.options.get("threshold", 0.5))
+    verb = ">=" if score >= threshold else "<"
+    return _Outcome(score >= threshold, f"ROUGE-L {score:.3f} {verb} {threshold:g}", score)
+
+
+def _check_engine_graded(value: Any, output: str, a: Assertion, ctx: AssertionContext) -> _Outcome:
+    # Judges and embeddings are called by the engine, which gives the verdict; reaching this
+    # means a caller evaluated locally what only a model can grade.
+    raise _CheckFailed(f"{a.type} is graded by a model call, not locally")
+
+
 _TYPES: dict[str, _TypeSpec] = {
     "equals": _TypeSpec(_check_equals, "defaults", _equals_value),
     "contains": _TypeSpec(_substring_checker("one", False), "defaults", _text_value),
@@ -543,6 +614,11 @@ _TYPES: dict[str, _TypeSpec] = {
         _numeric_value,
         options=frozenset({"tolerance", "rel_tolerance"}),
     ),
+    "similarity": _TypeSpec(_check_similarity, "defaults", _text_value),
+    "llm-rubric": _TypeSpec(_check_engine_graded, "required", _text_value, "the rubric"),
+    "closed-qa": _TypeSpec(_check_engine_graded, "required", _text_value, "the criterion"),
+    "factuality": _TypeSpec(_check_engine_graded, "defaults", _text_value),
+    "jury": _TypeSpec(_check_engine_graded, "none"),
     "python": _TypeSpec(
         _check_python,
         "required",

@@ -9,6 +9,9 @@ An :class:`EvalItem` is a ``pytest.Function`` built with ``callobj=``, so fixtur
 from __future__ import annotations
 
 import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +25,9 @@ from .runtime import get_runtime
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
-    from .assertions import Verdict
+    from .assertions import Assertion, Verdict
+    from .judging.panel import GradedAssertion
+    from .judging.spec import EmbeddingSpec, JudgeSpec
     from .profiles import ModelProfile
     from .spec import EvalCase, EvalFileError, LoadedEval
 
@@ -34,6 +39,16 @@ _TAG_MARKERS_KEY = pytest.StashKey[set[str]]()
 
 class EvalFailure(Exception):
     """A case scored below its threshold."""
+
+
+@dataclass(frozen=True)
+class GradedSpec:
+    """A judged assertion of a case: its index, the assertion, its settings and its panel."""
+
+    index: int
+    assertion: Assertion
+    spec: JudgeSpec | EmbeddingSpec
+    judges: tuple[ModelProfile, ...]  #: the panel, or the one embedding model
 
 
 class EvalFile(pytest.File):
@@ -52,15 +67,49 @@ class EvalFile(pytest.File):
             # Only settings from the ini file get here (the command line is checked at configure);
             # a collector cannot end the run as a usage error, but it can spare the traceback.
             raise self.CollectError(str(exc)) from None
-        return [
-            self._item(loaded, case, model, repeat)
-            for case in loaded.cases
-            for model in run.models
-            for repeat in range(run.repeat)
-        ]
+        items = []
+        for case in loaded.cases:
+            graded = self._graded(case)
+            for model in run.models:
+                for repeat in range(run.repeat):
+                    items.append(self._item(loaded, case, model, repeat, graded))
+        return items
+
+    def _graded(self, case: EvalCase) -> tuple[GradedSpec, ...]:
+        """The case's judged assertions with their panels (a bad judge name fails collection)."""
+        from .judging.spec import JudgeSpec
+        from .profiles import ProfileError
+
+        run = get_run_config(self.config)
+        graded = []
+        for index, assertion in enumerate(case.assertions):
+            spec = assertion.graded
+            if spec is None:
+                continue
+            try:
+                if not isinstance(spec, JudgeSpec):  # similarity by embedding: one model
+                    judges = tuple(run.profiles.resolve(spec.model))[:1]
+                elif spec.judges:
+                    judges = tuple(run.profiles.resolve(",".join(spec.judges)))
+                else:
+                    judges = run.judges
+            except ProfileError as exc:
+                from .spec import EvalFileError
+
+                message = f"case {case.id!r}: {assertion.type} judges: {exc}"
+                error = EvalFileError(self.path, case.line, message)
+                raise self.CollectError(_relative(error, self.config.rootpath)) from None
+            _warn_self_judging(self.config, run.models, judges, (self.path, case.line))
+            graded.append(GradedSpec(index, assertion, spec, judges))
+        return tuple(graded)
 
     def _item(
-        self, loaded: LoadedEval, case: EvalCase, model: ModelProfile, repeat: int
+        self,
+        loaded: LoadedEval,
+        case: EvalCase,
+        model: ModelProfile,
+        repeat: int,
+        graded: tuple[GradedSpec, ...] = (),
     ) -> EvalItem:
         item = EvalItem.from_parent(
             self,
@@ -70,6 +119,7 @@ class EvalFile(pytest.File):
             case=case,
             model=model,
             repeat=repeat,
+            graded_assertions=graded,
         )
         item.add_marker("llmbench")
         for tag in case.tags:
@@ -77,6 +127,39 @@ class EvalFile(pytest.File):
                 _register_marker(self.config, tag)
                 item.add_marker(tag)
         return item
+
+
+class SelfPreferenceWarning(UserWarning):
+    """A judge grades answers of its own model: LLM judges tend to favour their own outputs."""
+
+
+_SELF_JUDGING_KEY = pytest.StashKey[set[tuple[str, str]]]()
+
+
+def _warn_self_judging(
+    config: pytest.Config,
+    models: Sequence[ModelProfile],
+    judges: Sequence[ModelProfile],
+    where: tuple[Path, int],
+) -> None:
+    """Warn once per (model, judge) pair that calls the same model id, at the judged case."""
+    warned = config.stash.setdefault(_SELF_JUDGING_KEY, set())
+    for judge in judges:
+        for model in models:
+            pair = (model.name, judge.name)
+            if judge.model != model.model or pair in warned:
+                continue
+            warned.add(pair)
+            warnings.warn_explicit(
+                SelfPreferenceWarning(
+                    f"llmbench: self-preference bias: judge {judge.name} ({judge.model}) "
+                    f"is also the evaluated model {model.name}; {judge.name} judges its own "
+                    "answers. Prefer judges from another model family."
+                ),
+                SelfPreferenceWarning,
+                filename=str(where[0]),
+                lineno=where[1],
+            )
 
 
 def _register_marker(config: pytest.Config, tag: str) -> None:
@@ -131,6 +214,7 @@ class EvalItem(pytest.Function):
         case: EvalCase,
         model: ModelProfile,
         repeat: int,
+        graded_assertions: tuple[GradedSpec, ...] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -139,6 +223,8 @@ class EvalItem(pytest.Function):
         self.case = case
         self.model = model
         self.repeat = repeat
+        self.graded_assertions = graded_assertions
+        self.graded: dict[int, GradedAssertion] = {}
         self.completion: Completion | None = None
         self.verdicts: list[Verdict] = []
         self.score: float | None = None
@@ -154,7 +240,7 @@ class EvalItem(pytest.Function):
         from .scheduler import BudgetExceeded
 
         try:
-            self.completion = get_runtime(self.config).scheduler().take(self)
+            answer = get_runtime(self.config).scheduler().take(self)
         except BudgetExceeded as exc:
             pytest.skip(str(exc))
         except ProviderError as exc:
@@ -163,6 +249,20 @@ class EvalItem(pytest.Function):
             self.provider_error = exc
             message = get_runtime(self.config).redactor.text(exc.message)
             pytest.fail(f"llmbench provider error: {message}", pytrace=False)
+        self.completion = answer.completion
+        self.graded = {graded.index: graded for graded in answer.graded}
+        failures = [graded.failure for graded in answer.graded if graded.failure]
+        if failures:
+            # No verdict is not a failed verdict: the judges, not the answer, are at fault.
+            self.provider_error = ProviderError("; ".join(failures), "judge")
+            message = get_runtime(self.config).redactor.text(self.provider_error.message)
+            pytest.fail(f"llmbench judge error: {message}", pytrace=False)
+
+    @property
+    def judge_profiles(self) -> tuple[ModelProfile, ...]:
+        """Every judge this item's model-graded assertions call, once each."""
+        seen = {judge.name: judge for graded in self.graded_assertions for judge in graded.judges}
+        return tuple(seen.values())
 
     @property
     def params(self) -> dict[str, Any]:
@@ -188,10 +288,22 @@ class EvalItem(pytest.Function):
             base_dir=self.path.parent,
         )
         text = self.completion.text
-        self.verdicts = [evaluate(a, text, context) for a in self.case.assertions]
+        self.verdicts = [
+            self._graded_verdict(index, assertion) or evaluate(assertion, text, context)
+            for index, assertion in enumerate(self.case.assertions)
+        ]
         self.score = score_verdicts(self.verdicts)
+        # Graded checks (judges, similarity, python scores) pass at their own thresholds with a
+        # score below 1: a case passes when every assertion passes, or on partial credit when
+        # its weighted score reaches the case's threshold.
+        if all(verdict.passed for verdict in self.verdicts):
+            return
         if self.score is not None and self.score < self.case.threshold:
             raise EvalFailure(f"score {self.score:.3f} < threshold {self.case.threshold:g}")
+
+    def _graded_verdict(self, index: int, assertion: Assertion) -> Verdict | None:
+        graded = self.graded.get(index) if assertion.engine_graded else None
+        return graded.verdict if graded is not None else None
 
     def repr_failure(  # type: ignore[override]  # as pytest.Function: no style
         self, excinfo: ExceptionInfo[BaseException]
@@ -247,12 +359,29 @@ class EvalItem(pytest.Function):
             messages=[dict(m) for m in self.case.messages],
             expected=self.case.expected,
             assertions=[verdict.to_dict() for verdict in self.verdicts],
+            **self._judge_fields(),
             params=self.params,
             worker=worker_id(self.config),
             started_at=self.started_at,
             **completion_fields(completion),
         )
         return runtime.redactor.value(record)
+
+    def _judge_fields(self) -> dict[str, Any]:
+        """The record's judge fields: every judge's entry, the dimensions, tokens and cost."""
+        calls = [call for graded in self.graded.values() for call in graded.calls]
+        dimensions: dict[str, float] = {}
+        for graded in self.graded.values():
+            for key, value in graded.dimensions.items():
+                dimensions.setdefault(key, value)
+        costs = [call.cost_usd for call in calls if call.cost_usd is not None]
+        tokens = sum((call.input_tokens or 0) + (call.output_tokens or 0) for call in calls)
+        return {
+            "judges": [call.to_dict() for call in calls],
+            "dimensions": dimensions,
+            "judge_tokens": tokens,
+            "judge_cost": sum(costs) if costs else None,
+        }
 
 
 def _error_kind(

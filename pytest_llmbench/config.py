@@ -48,6 +48,10 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
      None),
     ("tpm", "llmbench_tpm", "Tokens per minute per model, for models whose profile sets none",
      None),
+    ("judges", "llmbench_judges", "Judge panel of model-graded assertions that name none: "
+     "comma list of profile names, litellm ids or @sets (default: the embedded model)", None),
+    ("judge_metrics", "llmbench_judge_metrics", "Extra dimensions every jury scores, comma "
+     'list (e.g. "brand voice, empathy")', None),
 )  # fmt: skip
 
 STREAM_MODES = ("all", "sample", "off")
@@ -111,6 +115,10 @@ class RunConfig:
     tpm: float | None = None
     rescore: bool = False
     estimate_cost: bool = False
+    #: the judge panel of judged assertions that name no judges
+    judges: tuple[ModelProfile, ...] = ()
+    #: extra jury dimensions from --judge-metrics (normalised keys)
+    judge_metrics: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -129,6 +137,8 @@ class RunConfig:
             "rpm": self.rpm,
             "tpm": self.tpm,
             "rescore": self.rescore,
+            "judges": [profile.name for profile in self.judges],
+            "judge_metrics": list(self.judge_metrics),
         }
 
 
@@ -162,6 +172,10 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         models = tuple(registry.resolve(_setting(config, "models") or DEFAULT_MODEL))
     except ProfileError as exc:
         raise pytest.UsageError(f"llmbench: {exc}") from None
+    try:
+        judges = tuple(registry.resolve(_setting(config, "judges") or DEFAULT_MODEL))
+    except ProfileError as exc:
+        raise pytest.UsageError(f"llmbench: --judges: {exc}") from None
     return RunConfig(
         models=models,
         repeat=_number(config, "repeat", int, minimum=1),
@@ -181,7 +195,20 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         tpm=_optional_number(config, "tpm"),
         rescore=rescore,
         estimate_cost=bool(config.getoption("llmbench_estimate_cost")),
+        judges=judges,
+        judge_metrics=_judge_metrics(config),
     )
+
+
+def _judge_metrics(config: pytest.Config) -> tuple[str, ...]:
+    from .judging.prompts import dimension_key
+
+    raw = _setting(config, "judge_metrics") or ""
+    try:
+        keys = [dimension_key(name) for name in raw.split(",") if name.strip()]
+    except ValueError as exc:
+        raise pytest.UsageError(f"llmbench: --judge-metrics: {exc}") from None
+    return tuple(dict.fromkeys(keys))
 
 
 def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:

@@ -9,6 +9,9 @@ Counting rules:
 - ``error`` items count in ``n_errors``; they are kept out of every mean, the percentiles and
   the pass rate, but tokens, cost, tool calls and retries they spent still count in the totals.
 - Means and percentiles are over the answered (passed or failed) items that have the value.
+- Judges: cost, tokens and failed judges count over every non-skipped item; the per-dimension
+  means (``dim_<key>_mean``, one column per judged dimension after :data:`METRIC_COLUMNS`) are
+  over the answered items that have the dimension.
 
 pandas is imported inside the functions: importing this module must stay cheap, because the
 plugin imports it in every pytest run, evals or not.
@@ -19,10 +22,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_llmbench.judging.agreement import (
+    DimensionAgreement,
+    dimension_agreement,
+    dimension_order,
+    judge_entries,
+)
 from pytest_llmbench.record import FIELDS
 
 if TYPE_CHECKING:
@@ -59,6 +68,9 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "retries_total",
     "rate_limit_wait_s_total",
     "n_cached",
+    "judge_cost_total",
+    "judge_tokens_total",
+    "judge_errors",
 )
 
 # Counts stay integers (nullable, so a missing total is empty in the CSV rather than "0.0").
@@ -76,6 +88,8 @@ _INT_COLUMNS: tuple[str, ...] = (
     "tool_calls_total",
     "retries_total",
     "n_cached",
+    "judge_tokens_total",
+    "judge_errors",
 )
 _NUMERIC_FIELDS: tuple[str, ...] = (
     "repeat",
@@ -87,6 +101,8 @@ _NUMERIC_FIELDS: tuple[str, ...] = (
     "output_tokens",
     "tokens_per_s",
     "cost_usd",
+    "judge_cost",
+    "judge_tokens",
     "retries",
     "tool_calls",
 )
@@ -126,13 +142,28 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def aggregate(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Return :data:`METRIC_COLUMNS` per group of ``by``, key columns first, rows sorted by key."""
-    keys = list(by)
+    """Return the metrics per group of ``by``, key columns first, rows sorted by key.
+
+    The metrics are :data:`METRIC_COLUMNS`, then ``dim_<key>_mean`` for each dimension judged
+    in ``frame`` (see :func:`judged_dimensions`).
+    """
+    keys, dimensions = list(by), judged_dimensions(frame)
     rows = [
-        {**dict(zip(keys, key, strict=False)), **_metrics(group)}
+        {**dict(zip(keys, key, strict=False)), **_metrics(group, dimensions)}
         for key, group in frame.groupby(keys, sort=True, dropna=False)
     ]
-    return _metrics_frame(rows, keys)
+    return _metrics_frame(rows, keys, dimensions)
+
+
+def judged_dimensions(frame: pd.DataFrame) -> list[str]:
+    """The dimension keys in the ``dimensions`` of answered records, in report order."""
+    answered = frame[frame["outcome"].isin(_ANSWERED)]
+    return dimension_order(key for scores in answered["dimensions"] for key in _dict(scores))
+
+
+def dimension_columns(dimensions: Iterable[str]) -> list[str]:
+    """The aggregate column of each dimension key: ``dim_<key>_mean``."""
+    return [f"dim_{key}_mean" for key in dimensions]
 
 
 def all_metrics(frame: pd.DataFrame) -> pd.DataFrame:
@@ -151,7 +182,10 @@ def model_aggregate(frame: pd.DataFrame, model: str) -> pd.DataFrame:
     if own.empty:
         raise KeyError(f"no records for model {model!r}")
     per_suite = aggregate(own, ["suite"])
-    total = _metrics_frame([{"suite": ALL_SUITES, **_metrics(own)}], ["suite"])
+    dimensions = judged_dimensions(own)
+    total = _metrics_frame(
+        [{"suite": ALL_SUITES, **_metrics(own, dimensions)}], ["suite"], dimensions
+    )
     return pd.concat([per_suite, total], ignore_index=True)
 
 
@@ -181,6 +215,8 @@ class WrittenFiles:
     leaderboard: Path
     #: model -> path of its ``<model_dir_name>/aggregate_metrics.csv``.
     per_model: Mapping[str, Path]
+    #: ``judge_agreement.csv``: one row per judged dimension; None when no item had judges.
+    judge_agreement: Path | None = None
 
 
 def write_aggregates(records: Sequence[Mapping[str, Any]], out_dir: Path) -> WrittenFiles | None:
@@ -194,11 +230,32 @@ def write_aggregates(records: Sequence[Mapping[str, Any]], out_dir: Path) -> Wri
         (out_dir / dir_name).mkdir(exist_ok=True)
         path = out_dir / dir_name / "aggregate_metrics.csv"
         per_model[model] = _write_csv(model_aggregate(frame, model), path)
+    agreement = None
+    if has_judges(records):
+        agreement = _write_csv(agreement_frame(records), out_dir / "judge_agreement.csv")
     return WrittenFiles(
         all_metrics=_write_csv(all_metrics(frame), out_dir / "all_metrics.csv"),
         leaderboard=_write_csv(leaderboard(frame), out_dir / "leaderboard.csv"),
         per_model=per_model,
+        judge_agreement=agreement,
     )
+
+
+def has_judges(records: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether any record has a judge entry (failed judges included)."""
+    return any(judge_entries(record.get("judges")) for record in records)
+
+
+#: Columns of ``judge_agreement.csv``: the fields of :class:`DimensionAgreement`.
+AGREEMENT_COLUMNS: tuple[str, ...] = ("dimension", "alpha", "units", "judges", "values")
+
+
+def agreement_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Return one row per judged dimension: Krippendorff's alpha and what it is over."""
+    import pandas as pd
+
+    rows = [asdict(row) for row in dimension_agreement(records)]
+    return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS)).astype({"alpha": "float64"})
 
 
 _BOARD_HEADER: tuple[str, ...] = (
@@ -220,10 +277,8 @@ def format_leaderboard(board: pd.DataFrame, max_rows: int = 20) -> list[str]:
     """
     shown = board.head(max(max_rows, 0))
     rows = [_board_cells(row) for _, row in shown.iterrows()]
-    widths = [
-        max(len(cell) for cell in column) for column in zip(_BOARD_HEADER, *rows, strict=False)
-    ]
-    lines = [_board_line(cells, widths) for cells in [_BOARD_HEADER, *rows]]
+    # The model name reads best left-aligned; numbers line up on the right.
+    lines = _table(_BOARD_HEADER, rows, left=1)
     if len(board) > len(shown):
         lines.append(f"... {len(board) - len(shown)} more model(s)")
     return lines
@@ -242,10 +297,58 @@ def _board_cells(row: pd.Series) -> tuple[str, ...]:
     )
 
 
-def _board_line(cells: Sequence[str], widths: Sequence[int]) -> str:
-    # The model name reads best left-aligned; numbers line up on the right.
+_JUDGES_HEADER: tuple[str, ...] = ("dimension", "mean", "alpha", "units")
+
+
+def format_judges(frame: pd.DataFrame) -> list[str]:
+    """Return the judge summary of a records frame; empty when no item had judges.
+
+    One line per dimension: the mean over answered items, Krippendorff's alpha between the
+    judges and the number of units it is over; then judge errors, tokens and cost.
+    """
+    records = [
+        {"nodeid": nodeid, "outcome": outcome, "judges": judges}
+        for nodeid, outcome, judges in zip(
+            frame["nodeid"], frame["outcome"], frame["judges"], strict=True
+        )
+    ]
+    if not has_judges(records):
+        return []
+    agreement = {row.dimension: row for row in dimension_agreement(records)}
+    answered = frame[frame["outcome"].isin(_ANSWERED)]
+    dimensions = dimension_order([*agreement, *judged_dimensions(frame)])
+    means = _dimension_means(answered, dimensions)
+    rows = [
+        (key, _fmt(means[column], ".3f"), *_agreement_cells(agreement.get(key)))
+        for key, column in zip(dimensions, dimension_columns(dimensions), strict=True)
+    ]
+    usage = _judge_usage(frame[frame["outcome"] != "skipped"])
+    cost = usage["judge_cost_total"]
+    return [
+        *_table(_JUDGES_HEADER, rows, left=0),
+        f"judge errors: {usage['judge_errors']} (excluded from scores); "
+        f"judge tokens: {usage['judge_tokens_total']}; "
+        f"judge cost: {'unknown' if _missing(cost) else f'${cost:.4f}'}",
+    ]
+
+
+def _agreement_cells(row: DimensionAgreement | None) -> tuple[str, str]:
+    if row is None or row.units == 0:
+        return "n/a (fewer than 2 judges)", "0"
+    if row.alpha is None:
+        return "n/a (no variation)", str(row.units)
+    return f"{row.alpha:.3f}", str(row.units)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int) -> list[str]:
+    """Fixed-width lines of ``header`` and ``rows``; column ``left`` is left-aligned."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
+    return [_table_line(cells, widths, left) for cells in [header, *rows]]
+
+
+def _table_line(cells: Sequence[str], widths: Sequence[int], left: int) -> str:
     parts = [
-        cell.ljust(width) if index == 1 else cell.rjust(width)
+        cell.ljust(width) if index == left else cell.rjust(width)
         for index, (cell, width) in enumerate(zip(cells, widths, strict=False))
     ]
     return "  ".join(parts).rstrip()
@@ -261,7 +364,7 @@ def _missing(value: Any) -> bool:
     return value is None or bool(pd.isna(value))
 
 
-def _metrics(group: pd.DataFrame) -> dict[str, Any]:
+def _metrics(group: pd.DataFrame, dimensions: Sequence[str]) -> dict[str, Any]:
     """Return the value of every metric column for one group of records."""
     outcomes = group["outcome"].value_counts()
     counts = {column: int(outcomes.get(outcome, 0)) for column, outcome in _OUTCOME_COUNTS}
@@ -279,6 +382,8 @@ def _metrics(group: pd.DataFrame) -> dict[str, Any]:
         "score_std": answered["score"].std(),
         **_usage(spent, answered),
         **_timing(answered),
+        **_judge_usage(spent),
+        **_dimension_means(answered, dimensions),
     }
 
 
@@ -312,6 +417,38 @@ def _timing(answered: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def _judge_usage(spent: pd.DataFrame) -> dict[str, Any]:
+    """Judge spending of the non-skipped items: cost (None if unknown), tokens, failed judges."""
+    return {
+        "judge_cost_total": spent["judge_cost"].sum(min_count=1),
+        "judge_tokens_total": int(spent["judge_tokens"].sum()),
+        "judge_errors": sum(
+            1
+            for entries in spent["judges"]
+            for entry in judge_entries(entries)
+            if entry.get("error")
+        ),
+    }
+
+
+def _dimension_means(answered: pd.DataFrame, dimensions: Sequence[str]) -> dict[str, float]:
+    """``dim_<key>_mean`` of each dimension over the answered items that have it (NaN if none)."""
+    known: dict[str, list[float]] = {key: [] for key in dimensions}
+    for scores in answered["dimensions"]:
+        for key, value in _dict(scores).items():
+            if key in known and value is not None:
+                known[key].append(float(value))
+    return {
+        column: math.fsum(values) / len(values) if values else math.nan
+        for column, values in zip(dimension_columns(dimensions), known.values(), strict=True)
+    }
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    # Older records have no ``dimensions``/``judges``: the frame holds NaN in their place.
+    return value if isinstance(value, dict) else {}
+
+
 def _ratio(part: int, whole: int) -> float:
     return part / whole if whole else math.nan
 
@@ -322,11 +459,14 @@ def _int_total(values: pd.Series) -> int | None:
     return int(known.sum()) if len(known) else None
 
 
-def _metrics_frame(rows: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
+def _metrics_frame(
+    rows: list[dict[str, Any]], keys: list[str], dimensions: Sequence[str]
+) -> pd.DataFrame:
     import pandas as pd
 
-    frame = pd.DataFrame(rows, columns=[*keys, *METRIC_COLUMNS])
-    dtypes = {name: "Int64" if name in _INT_COLUMNS else "float64" for name in METRIC_COLUMNS}
+    columns = [*METRIC_COLUMNS, *dimension_columns(dimensions)]
+    frame = pd.DataFrame(rows, columns=[*keys, *columns])
+    dtypes = {name: "Int64" if name in _INT_COLUMNS else "float64" for name in columns}
     return frame.astype(dtypes)
 
 

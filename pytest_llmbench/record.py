@@ -28,6 +28,9 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``tokens_estimated`` (bool): True when token counts were computed locally.
 - ``tokens_per_s`` (float | None): output tokens / (latency - ttft).
 - ``cost_usd`` (float | None): cost of the call (profile prices, else litellm's price map).
+- ``judge_cost`` (float | None): USD spent on this item's judge calls (``None`` when no judge
+  call had a known cost).
+- ``judge_tokens`` (int): input + output tokens of this item's judge calls.
 - ``retries`` (int): provider retries made for this item.
 - ``tool_calls`` (int): tool calls made (0 for plain completions).
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
@@ -36,7 +39,8 @@ Fields (``None`` where a value does not apply or was not measured):
   requests/tokens per minute).
 - ``error`` (str | None): the error message, secrets redacted.
 - ``error_kind`` (str | None): ``provider``, ``missing_key``, ``timeout``, ``config``,
-  ``cache_miss`` (``--cache=replay`` found no answer), ``budget`` (skipped by ``--max-cost``),
+  ``cache_miss`` (``--cache=replay`` found no answer), ``judge`` (every judge of a
+  model-graded assertion failed), ``budget`` (skipped by ``--max-cost``),
   ``internal``.
 - ``prompt`` (str | None): the rendered last user message.
 - ``messages`` (list[dict]): the chat messages sent.
@@ -44,6 +48,13 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``expected`` (str | None): the expected answer, if any.
 - ``assertions`` (list[dict]): each assertion's verdict: ``type``, ``passed``, ``score``,
   ``weight``, ``reason``.
+- ``judges`` (list[dict]): one entry per judge per model-graded assertion: ``assertion`` (index
+  into ``assertions``), ``type``, ``judge`` (name), ``model_id``, ``scores`` (dimension -> score
+  by this judge; empty when it failed), ``reasons`` (dimension -> text), ``error`` (why the judge
+  was excluded, or ``None``), ``attempts``, ``input_tokens``, ``output_tokens``, ``cost_usd``,
+  ``latency_s``, ``cached``.
+- ``dimensions`` (dict[str, float]): the item's aggregated score per judged dimension: jury
+  dimensions on the 1..5 scale, ``rubric``, ``factuality`` and ``closed_qa`` on 0..1.
 - ``params`` (dict): the model parameters used (temperature, max_tokens, ...).
 - ``metrics`` (dict[str, float]): extra numeric metrics recorded by a test (``record_score``).
 - ``worker`` (str): ``main`` or the xdist worker id.
@@ -79,6 +90,8 @@ FIELDS: tuple[str, ...] = (
     "tokens_estimated",
     "tokens_per_s",
     "cost_usd",
+    "judge_cost",
+    "judge_tokens",
     "retries",
     "tool_calls",
     "streamed",
@@ -91,6 +104,8 @@ FIELDS: tuple[str, ...] = (
     "response",
     "expected",
     "assertions",
+    "judges",
+    "dimensions",
     "params",
     "metrics",
     "worker",
@@ -108,6 +123,9 @@ _DEFAULTS: dict[str, Any] = {
     "rate_limit_wait_s": 0.0,
     "messages": [],
     "assertions": [],
+    "judges": [],
+    "dimensions": {},
+    "judge_tokens": 0,
     "params": {},
     "metrics": {},
     "worker": "main",

@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import platform
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
@@ -50,6 +50,8 @@ class ResultsRecorder:
         self._started_at = utc_now()
         self.gate_failures: list[GateFailure] = []
         self.leaderboard_lines: list[str] = []
+        self.judge_lines: list[str] = []
+        self.judge_agreement: list[dict[str, Any]] = []
         self.aggregate_error: str | None = None
 
     # -- as items finish -------------------------------------------------------------------
@@ -93,12 +95,22 @@ class ResultsRecorder:
         self._write_run_json(session)
 
     def _write_aggregates(self) -> Any:
-        from .leaderboard import format_leaderboard, leaderboard, records_frame, write_aggregates
+        from .judging.agreement import dimension_agreement
+        from .leaderboard import (
+            format_judges,
+            format_leaderboard,
+            leaderboard,
+            records_frame,
+            write_aggregates,
+        )
 
         assert self.out_dir is not None
         try:
             write_aggregates(self.records, self.out_dir)
-            board = leaderboard(records_frame(self.records))
+            frame = records_frame(self.records)
+            board = leaderboard(frame)
+            self.judge_lines = format_judges(frame)
+            self.judge_agreement = [asdict(row) for row in dimension_agreement(self.records)]
         except Exception as exc:  # a broken aggregate must not lose the run's exit status
             self.aggregate_error = f"{type(exc).__name__}: {exc}"
             return None
@@ -131,6 +143,7 @@ class ResultsRecorder:
             "exitstatus": int(session.exitstatus),
             "records": len(self.records),
             "gate_failures": [failure.describe() for failure in self.gate_failures],
+            "judge_agreement": self.judge_agreement,
             "config": runtime.run.to_dict(),
             "versions": _versions(),
         }
@@ -138,10 +151,14 @@ class ResultsRecorder:
         (self.out_dir / "run.json").write_text(text + "\n", encoding="utf-8")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Print the leaderboard, where the files are, and which gate failed."""
+        """Print the judges' summary, the leaderboard, where the files are, which gate failed."""
         if not self.records:
             return
         write = terminalreporter.write_line
+        if self.judge_lines:
+            terminalreporter.write_sep("=", "llmbench judges")
+            for line in self.judge_lines:
+                write(line)
         terminalreporter.write_sep("=", "llmbench leaderboard")
         for line in self.leaderboard_lines:
             write(line)

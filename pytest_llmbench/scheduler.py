@@ -32,7 +32,9 @@ from .ratelimit import AdaptiveConcurrency, ProcessSlot, RateLimiter
 if TYPE_CHECKING:
     from .cache import ResponseCache
     from .collect import EvalItem
+    from .judging.panel import GradedAssertion
     from .profiles import ModelProfile
+    from .providers.completion import CallTarget
     from .runtime import Runtime
 
 #: Share of calls streamed under ``--stream=sample`` (besides one per model), in percent.
@@ -45,12 +47,40 @@ _MAX_LOOKAHEAD = 1024
 #: The rpm/tpm window, with a 5% margin: a burst stamped at once leaves this loop over a
 #: second or so, and the provider counts arrivals, not our stamps.
 _RATE_WINDOW_S = 60.0 * 1.05
+#: Answer tokens assumed for a judge's verdict when pacing tokens per minute.
+_JUDGE_ANSWER_TOKENS = 256
 #: 429s closer together than this are one burst: concurrency is halved once for them.
 _BACKOFF_SPACING_S = 1.0
 
 
 class BudgetExceeded(Exception):
     """``--max-cost`` was reached: no new calls are started."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an item's setup gets: the model's completion and its model-graded verdicts."""
+
+    completion: Completion
+    graded: tuple[GradedAssertion, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One model call as the scheduler paces it (the evaluated model's or a judge's)."""
+
+    target: CallTarget
+    messages: Sequence[dict[str, str]]
+    params: dict[str, Any]  #: sent on top of the profile's own
+    key_params: dict[str, Any]  #: every parameter that shapes the answer, for the cache key
+    repeat: int
+    stream: bool
+    lane: ModelLane
+    slots: tuple[ProcessSlot, ...]
+    estimate: int  #: tokens, for tokens-per-minute pacing before the real count is known
+    model_name: str
+    nodeid: str  #: who asked, for a replay miss
+    embed: bool = False  #: embed the messages' texts instead of completing them
 
 
 @dataclass
@@ -105,7 +135,7 @@ class CallScheduler:
         self._runtime = runtime
         self._run = runtime.run
         self._n_workers = max(1, n_workers)
-        self._futures: dict[str, concurrent.futures.Future[Completion]] = {}
+        self._futures: dict[str, concurrent.futures.Future[Answer]] = {}
         self._lanes: dict[tuple[str, bool], ModelLane] = {}
         self._slots: dict[str, ProcessSlot] = {}
         self._prefetchable: dict[str, bool] = {}
@@ -150,8 +180,8 @@ class CallScheduler:
         for nodeid in [nodeid for nodeid in self._futures if nodeid not in nodeids]:
             self._futures.pop(nodeid).cancel()
 
-    def take(self, item: EvalItem) -> Completion:
-        """Wait for ``item``'s call (starting it now if it was not prefetched)."""
+    def take(self, item: EvalItem) -> Answer:
+        """Wait for ``item``'s answer (starting its call now if it was not prefetched)."""
         future = self._futures.pop(item.nodeid, None) or self._submit(item)
         try:
             return future.result()
@@ -159,20 +189,33 @@ class CallScheduler:
             future.cancel()
             raise
 
-    def _submit(self, item: EvalItem) -> concurrent.futures.Future[Completion]:
+    def _submit(self, item: EvalItem) -> concurrent.futures.Future[Answer]:
         try:
             call = self._prepare(item)
         except Exception as exc:  # a missing key, a server that will not start: setup reports it
-            failed: concurrent.futures.Future[Completion] = concurrent.futures.Future()
+            failed: concurrent.futures.Future[Answer] = concurrent.futures.Future()
             failed.set_exception(exc)
             return failed
         return self._runtime.engine.submit(call)
 
     def _prepare(self, item: EvalItem) -> Any:
-        target = self._runtime.target(item.model)
-        stream = self._streams(item.nodeid)
-        lane = self._lane(item.model, item.loaded.parallel_safe)
-        return self._call(item, target, stream, lane, self._process_slots(item))
+        # Targets are resolved here, on the main thread: an embedded server starts (seconds)
+        # without blocking the engine loop, and a missing key is the item's setup error.
+        request = _Request(
+            target=self._runtime.target(item.model),
+            messages=item.case.messages,
+            params=dict(item.case.model_params),
+            key_params=item.params,
+            repeat=item.repeat,
+            stream=self._streams(item.nodeid),
+            lane=self._lane(item.model, item.loaded.parallel_safe),
+            slots=tuple(self._process_slots(item)),
+            estimate=_estimate_tokens(item),
+            model_name=item.model.name,
+            nodeid=item.nodeid,
+        )
+        judges = {judge.name: self._runtime.target(judge) for judge in item.judge_profiles}
+        return self._call(item, request, judges)
 
     def _streams(self, nodeid: str) -> bool:
         mode = self._run.stream
@@ -226,53 +269,143 @@ class CallScheduler:
 
     # -- engine loop --------------------------------------------------------------------------
     async def _call(
-        self,
-        item: EvalItem,
-        target: Any,
-        stream: bool,
-        lane: ModelLane,
-        slots: Sequence[ProcessSlot],
-    ) -> Completion:
-        from .providers.litellm_adapter import acomplete, import_litellm
+        self, item: EvalItem, request: _Request, judge_targets: dict[str, CallTarget]
+    ) -> Answer:
+        """The item's answer, then (at once, still ahead of pytest) its model-graded verdicts."""
+        completion = await self._paced(request)
+        graded = await self._grade(item, completion, judge_targets)
+        return Answer(completion, graded)
 
-        key, hit = self._cached(item, target)
+    async def _paced(self, request: _Request) -> Completion:
+        """One model call: from the cache, or paced by the model's lane, budgeted and cached."""
+        from .providers.litellm_adapter import acomplete, aembed, import_litellm
+
+        key, hit = self._cached(request)
         if hit is not None:
             return hit  # a fully cached run never imports litellm (seconds of start-up)
         # Import before a rate-limit stamp is taken: the first import blocks this loop for
         # seconds, and a stamp taken before it would let the window run ahead of the server's.
         import_litellm()
-        async with lane.concurrency, _holding(slots):
+        lane = request.lane
+        async with lane.concurrency, _holding(request.slots):
             self._check_budget()
-            estimate = _estimate_tokens(item)
-            waited = await lane.limiter.acquire(estimate)
-            completion = await acomplete(
-                target,
-                item.case.messages,
-                dict(item.case.model_params),
-                stream=stream,
-                timeout_s=self._run.request_timeout_s,
-                max_retries=self._run.max_retries,
-                on_retry=lane.on_retry,
+            waited = await lane.limiter.acquire(request.estimate)
+            retrying: dict[str, Any] = {
+                "timeout_s": self._run.request_timeout_s,
+                "max_retries": self._run.max_retries,
+                "on_retry": lane.on_retry,
                 # A retry is a request like any other: it waits its turn in the rpm window.
-                before_retry=lane.limiter.acquire,
-            )
+                "before_retry": lane.limiter.acquire,
+            }
+            if request.embed:
+                texts = [message["content"] for message in request.messages]
+                completion = await aembed(request.target, texts, **retrying)
+            else:
+                completion = await acomplete(
+                    request.target,
+                    request.messages,
+                    request.params,
+                    stream=request.stream,
+                    **retrying,
+                )
             lane.concurrency.on_success()
         used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
-        lane.limiter.record_tokens(max(0, used - estimate))  # the estimate was counted already
+        lane.limiter.record_tokens(max(0, used - request.estimate))  # counted already
         self._spent += completion.cost_usd or 0.0
         if key is not None and self._run.cache_mode in ("use", "refresh"):
             self._response_cache().put(key, completion)
         wait = completion.rate_limit_wait_s + waited
         return dataclasses.replace(completion, rate_limit_wait_s=wait)
 
-    def _cached(self, item: EvalItem, target: Any) -> tuple[str | None, Completion | None]:
+    async def _grade(
+        self, item: EvalItem, completion: Completion, targets: dict[str, CallTarget]
+    ) -> tuple[GradedAssertion, ...]:
+        """Run the judges of every model-graded assertion of ``item`` concurrently."""
+        graded = item.graded_assertions
+        if not graded:
+            return ()
+        import asyncio
+
+        from .judging.panel import grade, grade_embedding, judge_request
+        from .judging.spec import EmbeddingSpec
+
+        async def complete(
+            judge: ModelProfile, messages: list[dict[str, str]], params: dict[str, Any]
+        ) -> Completion:
+            return await self._paced(self._judge_request(item, judge, targets, messages, params))
+
+        jobs = []
+        for entry in graded:
+            if isinstance(entry.spec, EmbeddingSpec):
+                (embedder,) = entry.judges
+                reference = entry.assertion.value or item.case.expected or ""
+                texts = [completion.text, str(reference)]
+                pair = [{"role": "user", "content": text} for text in texts]
+                embedding = self._paced(
+                    self._judge_request(item, embedder, targets, pair, {}, embed=True)
+                )
+                jobs.append(grade_embedding(entry.index, entry.assertion, embedding, embedder))
+                continue
+            try:
+                request = judge_request(
+                    entry.assertion,
+                    entry.spec,
+                    messages=item.case.messages,
+                    answer=completion.text,
+                    expected=item.case.expected,
+                    task=item.case.task,
+                    extra_dimensions=self._run.judge_metrics,
+                )
+            except ValueError as exc:  # nothing to judge against (factuality, no expected)
+                jobs.append(_ungradable(entry.index, entry.assertion, str(exc)))
+                continue
+            jobs.append(
+                grade(entry.index, entry.assertion, entry.spec, request, entry.judges, complete)
+            )
+        return tuple(await asyncio.gather(*jobs))
+
+    def _judge_request(
+        self,
+        item: EvalItem,
+        judge: ModelProfile,
+        targets: dict[str, CallTarget],
+        messages: Sequence[dict[str, str]],
+        params: dict[str, Any],
+        embed: bool = False,
+    ) -> _Request:
+        """A judge's (or an embedding model's) call, on that model's own lane."""
+        slots: list[ProcessSlot] = []
+        if self._n_workers > 1 and not judge.parallel_safe:
+            slots.append(self._slot(f"model:{judge.name}"))
+        chars = sum(len(message["content"]) for message in messages)
+        return _Request(
+            target=targets[judge.name],
+            messages=tuple(messages),
+            params=params,
+            key_params={**judge.params, **params, **({"embedding": True} if embed else {})},
+            repeat=item.repeat,
+            stream=False,  # a verdict is read whole; its TTFT means nothing
+            lane=self._lane(judge, file_parallel_safe=True),
+            slots=tuple(slots),
+            estimate=chars // 4 + _JUDGE_ANSWER_TOKENS,
+            model_name=judge.name,
+            nodeid=f"{item.nodeid} (judge {judge.name})",
+            embed=embed,
+        )
+
+    def _cached(self, request: _Request) -> tuple[str | None, Completion | None]:
         mode = self._run.cache_mode
         if mode == "off":
             return None, None
         from .cache import cache_key
 
+        target = request.target
         key = cache_key(
-            target.model_id, item.case.messages, item.params, item.repeat, api_base=target.api_base
+            target.model_id,
+            request.messages,
+            request.key_params,
+            request.repeat,
+            api_base=target.api_base,
         )
         if mode == "refresh":
             return key, None
@@ -281,8 +414,8 @@ class CallScheduler:
             return key, dataclasses.replace(hit, cached=True, retries=0, rate_limit_wait_s=0.0)
         if mode == "replay":
             flag = "--rescore" if self._run.rescore else "--cache=replay"
-            message = f"no cached answer for {item.nodeid} ({flag} makes no calls)"
-            raise ProviderError(f"{item.model.name}: {message}", "cache_miss")
+            message = f"no cached answer for {request.nodeid} ({flag} makes no calls)"
+            raise ProviderError(f"{request.model_name}: {message}", "cache_miss")
         return key, None
 
     def _response_cache(self) -> ResponseCache:
@@ -309,6 +442,16 @@ class CallScheduler:
         self.cancel_pending()
         if self._cache is not None:
             self._cache.close()
+
+
+async def _ungradable(index: int, assertion: Any, why: str) -> GradedAssertion:
+    """A failed verdict for an assertion its judges cannot be asked about (as a local check
+    without a value fails)."""
+    from .assertions import Verdict
+    from .judging.panel import GradedAssertion
+
+    verdict = Verdict(assertion.type, False, 0.0, assertion.weight, f"cannot be judged: {why}")
+    return GradedAssertion(index, verdict)
 
 
 @contextlib.asynccontextmanager

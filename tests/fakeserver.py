@@ -84,6 +84,12 @@ class _RuleState:
     used: int = 0
 
 
+def letter_vector(text: str) -> list[float]:
+    """26 letter counts of ``text``: the fake embedding."""
+    lowered = text.lower()
+    return [float(lowered.count(chr(ord("a") + i))) for i in range(26)]
+
+
 def count_words(text: str) -> int:
     return len(text.split())
 
@@ -241,6 +247,22 @@ class _Handler(BaseHTTPRequestHandler):
         payload = {"error": {"message": message, "type": etype, "param": None, "code": code}}
         self._send_json(status, payload, headers)
 
+    def _send_embeddings(self, body: dict[str, Any]) -> None:
+        """Embeddings as letter counts (a-z): texts with the same letters point the same way."""
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            self._send_error(400, "input must be a string or a list of strings")
+            return
+        data = [
+            {"object": "embedding", "index": i, "embedding": letter_vector(text)}
+            for i, text in enumerate(texts)
+        ]
+        tokens = sum(count_words(text) for text in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        model = body.get("model", "fake-embedding")
+        self._send_json(200, {"object": "list", "data": data, "model": model, "usage": usage})
+
     # -- routes --
     def _route(self) -> str:
         path = self.path.split("?", 1)[0].rstrip("/")
@@ -277,6 +299,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._record(body, raw)
 
         route = self._route()
+        if route in ("/v1/embeddings", "/embeddings") and parsed_ok:
+            self._send_embeddings(body)
+            return
         if route not in ("/v1/chat/completions", "/chat/completions"):
             self._send_error(404, f"no route for POST {route}")
             return

@@ -113,3 +113,39 @@ def test_one_embedded_server_is_shared_by_xdist_workers(project: pytest.Pytester
     assert seen[0]["pid"] == seen[1]["pid"] and seen[0]["port"] == seen[1]["port"]
     assert not _alive(seen[0]["pid"])
     assert set(tmp_root.glob("pytest-llmbench-*")) == before
+
+
+JURY = """
+cases:
+  - id: france
+    prompt: What is the capital of France? Answer in one word.
+    expected: Paris
+    task: {task_type: question answering, task_criteria: names the right city}
+    model_params: {max_tokens: 16}
+    assert:
+      - type: jury
+      - type: llm-rubric
+        value: The answer names Paris.
+"""
+
+
+def test_a_jury_of_the_embedded_model_grades_for_real(pytester: pytest.Pytester) -> None:
+    """The default panel is the embedded model: its verdicts are JSON because llama.cpp turns
+    the verdict's schema into a grammar, so even a 135M model gives parseable grades."""
+    pytester.makefile(".eval.yaml", jury=JURY)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--results-dir=out")
+    assert result.ret in (0, 1), result.stdout.str()
+    result.stdout.fnmatch_lines(["*self-preference*", "*llmbench judges*"])
+    (record,) = _records(pytester)
+    assert record["outcome"] in ("passed", "failed"), record["error"]
+    jury, rubric = record["judges"]
+    assert jury["judge"] == rubric["judge"] == "local/smollm2"
+    assert jury["error"] is None, jury
+    assert set(jury["scores"]) == {
+        "correctness", "completeness", "relevance", "format", "coherence",
+        "following_instructions",
+    }  # fmt: skip
+    assert all(score in (1, 2, 3, 4, 5) for score in jury["scores"].values())
+    assert rubric["error"] is None and 0 <= rubric["scores"]["rubric"] <= 1
+    assert record["judge_tokens"] > 100 and record["judge_cost"] == 0.0
+    assert (pytester.path / "out" / "judge_agreement.csv").is_file()

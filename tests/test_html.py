@@ -155,6 +155,58 @@ def test_render_extra_escapes_and_lists_verdicts() -> None:
     )
 
 
+def test_render_extra_shows_judges_and_dimensions_escaped() -> None:
+    block = render_extra(
+        {
+            "prompt": "p",
+            "response": "r",
+            "assertions": [
+                {"type": "jury", "passed": True, "score": 0.875, "weight": 1.0, "reason": "ok"}
+            ],
+            "dimensions": {"correctness": 4.5, "brand_<voice>": 3.0},
+            "judges": [
+                {
+                    "assertion": 0,
+                    "type": "jury",
+                    "judge": "<j1>",
+                    "model_id": 'openai/"quoted"',
+                    "scores": {"correctness": 4, "brand_<voice>": 3},
+                    "reasons": {"correctness": "mostly <b>right</b>", "brand_<voice>": "a & b"},
+                    "error": None,
+                },
+                {
+                    "assertion": 0,
+                    "type": "jury",
+                    "judge": "j2",
+                    "model_id": "openai/j2",
+                    "scores": {},
+                    "reasons": {},
+                    "error": "not JSON: <html>",
+                },
+            ],
+        }
+    )
+    assert "<h4>Dimensions</h4>" in block and "<h4>Judges</h4>" in block
+    assert "<tr><td>correctness</td><td>4.5</td></tr>" in block
+    assert "<tr><td>brand_&lt;voice&gt;</td><td>3</td></tr>" in block
+    assert (
+        '<tr><td title="openai/&quot;quoted&quot;">&lt;j1&gt;</td><td>jury</td>'
+        "<td>correctness</td><td>4</td><td>mostly &lt;b&gt;right&lt;/b&gt;</td><td></td></tr>"
+    ) in block
+    assert "<td>brand_&lt;voice&gt;</td><td>3</td><td>a &amp; b</td>" in block
+    # A failed judge has no scores: one row with its error.
+    assert (
+        '<tr><td title="openai/j2">j2</td><td>jury</td><td></td><td></td><td></td>'
+        "<td>not JSON: &lt;html&gt;</td></tr>"
+    ) in block
+    assert "<b>" not in block and "<j1>" not in block and "<html>" not in block
+
+
+def test_render_extra_without_judges_has_no_judge_tables() -> None:
+    block = render_extra({"prompt": "p", "response": "r", "judges": [], "dimensions": {}})
+    assert "Judges" not in block and "Dimensions" not in block
+
+
 def test_token_cell_marks_a_missing_count() -> None:
     columns = HtmlColumns()
     report = SimpleNamespace(

@@ -145,8 +145,14 @@ def test_records_frame_of_nothing_is_empty_with_columns() -> None:
 def test_metric_columns_order() -> None:
     frame = lb.all_metrics(lb.records_frame(sample_records()))
     assert list(frame.columns) == ["model", "suite", *lb.METRIC_COLUMNS]
-    assert lb.METRIC_COLUMNS[0] == "n_items" and lb.METRIC_COLUMNS[-1] == "n_cached"
-    assert len(lb.METRIC_COLUMNS) == 29
+    assert lb.METRIC_COLUMNS[0] == "n_items" and lb.METRIC_COLUMNS[-1] == "judge_errors"
+    assert lb.METRIC_COLUMNS[-4:] == (
+        "n_cached",
+        "judge_cost_total",
+        "judge_tokens_total",
+        "judge_errors",
+    )
+    assert len(lb.METRIC_COLUMNS) == 32
 
 
 def test_counts_and_rates_exclude_errors_and_skips() -> None:
@@ -432,3 +438,198 @@ def test_cached_answers_and_rate_limit_waits_are_counted() -> None:
     (row,) = lb.leaderboard(lb.records_frame(records)).to_dict("records")
     assert row["n_cached"] == 1
     assert row["rate_limit_wait_s_total"] == pytest.approx(3.5)
+
+
+# --- judges --------------------------------------------------------------------------------
+
+
+def judge(name: str, scores: dict[str, float], error: str | None = None) -> dict[str, Any]:
+    """A judge entry of assertion 0, shaped as the record contract says."""
+    return {
+        "assertion": 0,
+        "type": "llm-rubric" if "rubric" in scores else "jury",
+        "judge": name,
+        "model_id": f"openai/{name}",
+        "scores": scores,
+        "reasons": {key: f"{name} says so" for key in scores},
+        "error": error,
+        "attempts": 1,
+        "input_tokens": 8,
+        "output_tokens": 2,
+        "cost_usd": None,
+        "latency_s": 0.1,
+        "cached": False,
+    }
+
+
+def judged_records() -> list[dict[str, Any]]:
+    """m1: two answered jury items, a judge error item, a skipped item; m2: rubric + old record."""
+    old = rec(model="m2", case_id="c2", score=1.0)
+    for name in ("judges", "dimensions", "judge_cost", "judge_tokens"):
+        del old[name]  # results written before judges existed
+    return [
+        rec(
+            case_id="c1",
+            judges=[
+                judge("j1", {"correctness": 4, "coherence": 5}),
+                judge("j2", {"correctness": 5, "coherence": 5}),
+            ],
+            dimensions={"correctness": 4.5, "coherence": 5.0},
+            judge_tokens=30,
+            judge_cost=0.002,
+        ),
+        rec(
+            case_id="c2",
+            outcome="failed",
+            judges=[
+                judge("j1", {"correctness": 2, "coherence": 4}),
+                judge("j2", {"correctness": 3, "coherence": 5}),
+                judge("j3", {}, error="timeout"),
+            ],
+            dimensions={"correctness": 2.5, "coherence": 4.5},
+            judge_tokens=40,
+        ),
+        rec(
+            case_id="c3",
+            outcome="error",
+            error_kind="judge",
+            judges=[judge("j1", {}, error="not JSON"), judge("j2", {}, error="timeout")],
+            judge_tokens=10,
+            judge_cost=0.001,
+        ),
+        rec(
+            case_id="c4",
+            outcome="skipped",
+            judges=[judge("j1", {}, error="must not count")],
+            dimensions={"correctness": 1.0, "zeal": 1.0},
+            judge_tokens=1000,
+            judge_cost=1.0,
+        ),
+        rec(
+            model="m2",
+            judges=[judge("j1", {"rubric": 0.8})],
+            dimensions={"rubric": 0.8},
+            judge_tokens=5,
+            judge_cost=0.0005,
+        ),
+        old,
+    ]
+
+
+DIM_COLUMNS = ["dim_correctness_mean", "dim_coherence_mean", "dim_rubric_mean"]
+
+
+def test_judge_totals_count_errors_but_not_skips() -> None:
+    frame = lb.all_metrics(lb.records_frame(judged_records()))
+    m1, m2 = row_of(frame, model="m1"), row_of(frame, model="m2")
+    # c2's cost is unknown (None); c4 is skipped: 0.002 + 0.001.
+    assert m1["judge_cost_total"] == pytest.approx(0.003)
+    assert m1["judge_tokens_total"] == 30 + 40 + 10
+    assert m1["judge_errors"] == 1 + 2
+    # The old record has no judge fields: it adds nothing and breaks nothing.
+    assert m2["judge_cost_total"] == pytest.approx(0.0005)
+    assert (m2["judge_tokens_total"], m2["judge_errors"], m2["n_items"]) == (5, 0, 2)
+
+
+def test_dimension_means_are_dynamic_columns_over_answered_items() -> None:
+    frame = lb.all_metrics(lb.records_frame(judged_records()))
+    # Standard jury dimensions in contract order (correctness before coherence), then A-Z;
+    # "zeal" only appears on a skipped item, so it has no column.
+    assert list(frame.columns) == ["model", "suite", *lb.METRIC_COLUMNS, *DIM_COLUMNS]
+    m1, m2 = row_of(frame, model="m1"), row_of(frame, model="m2")
+    assert m1["dim_correctness_mean"] == pytest.approx(3.5)
+    assert m1["dim_coherence_mean"] == pytest.approx(4.75)
+    assert math.isnan(m1["dim_rubric_mean"])
+    assert m2["dim_rubric_mean"] == pytest.approx(0.8)  # the old record has no dimensions
+    assert math.isnan(m2["dim_correctness_mean"])
+
+
+def test_dimension_columns_in_leaderboard_and_model_aggregate() -> None:
+    frame = lb.records_frame(judged_records())
+    board = lb.leaderboard(frame)
+    assert board.columns.tolist() == ["rank", "model", *lb.METRIC_COLUMNS, *DIM_COLUMNS]
+    per_model = lb.model_aggregate(frame, "m1")
+    # A model's own file has the dimensions that model was judged on.
+    assert per_model.columns.tolist() == [
+        "suite",
+        *lb.METRIC_COLUMNS,
+        "dim_correctness_mean",
+        "dim_coherence_mean",
+    ]
+    assert per_model.iloc[-1]["dim_coherence_mean"] == pytest.approx(4.75)
+
+
+def test_records_without_judges_have_no_dimension_columns() -> None:
+    frame = lb.all_metrics(lb.records_frame(sample_records()))
+    assert list(frame.columns) == ["model", "suite", *lb.METRIC_COLUMNS]
+    row = row_of(frame, model="m1", suite="s1")
+    assert (row["judge_tokens_total"], row["judge_errors"]) == (0, 0)
+    assert pd.isna(row["judge_cost_total"])
+
+
+def test_agreement_frame_hand_checked() -> None:
+    frame = lb.agreement_frame(judged_records())
+    assert frame.columns.tolist() == ["dimension", "alpha", "units", "judges", "values"]
+    rows = {row["dimension"]: row for row in frame.to_dict("records")}
+    assert list(rows) == ["correctness", "coherence", "rubric"]
+    # correctness units (4, 5), (2, 3): D_o = (2 + 2) / 4 = 1; mean 3.5, squares sum 5,
+    # D_e = 2 * 5 / (4 - 1) = 10/3; alpha = 1 - 3/10 = 0.7.
+    assert rows["correctness"]["alpha"] == pytest.approx(0.7)
+    # coherence units (5, 5), (4, 5): D_o = 2 / 4 = 0.5; mean 4.75, squares sum 0.75,
+    # D_e = 2 * 0.75 / 3 = 0.5; alpha = 0: no better than chance.
+    assert rows["coherence"]["alpha"] == pytest.approx(0.0)
+    assert (rows["coherence"]["units"], rows["coherence"]["judges"]) == (2, 2)
+    assert math.isnan(rows["rubric"]["alpha"]) and rows["rubric"]["units"] == 0
+
+
+def test_write_aggregates_with_judges(tmp_path: Path) -> None:
+    written = lb.write_aggregates(judged_records(), tmp_path)
+    assert written is not None
+    assert written.judge_agreement == tmp_path / "judge_agreement.csv"
+    assert read_csv(written.judge_agreement) == [
+        {"dimension": "correctness", "alpha": "0.7", "units": "2", "judges": "2", "values": "4"},
+        {"dimension": "coherence", "alpha": "0.0", "units": "2", "judges": "2", "values": "4"},
+        {"dimension": "rubric", "alpha": "", "units": "0", "judges": "0", "values": "0"},
+    ]
+    assert csv_header(written.all_metrics)[-3:] == DIM_COLUMNS
+    assert csv_header(written.leaderboard)[-3:] == DIM_COLUMNS
+    m2 = read_csv(written.per_model["m2"])
+    assert csv_header(written.per_model["m2"])[-1] == "dim_rubric_mean"
+    assert m2[-1]["dim_rubric_mean"] == "0.8" and m2[-1]["judge_cost_total"] == "0.0005"
+    m1 = {row["model"]: row for row in read_csv(written.all_metrics)}["m1"]
+    assert m1["dim_rubric_mean"] == "" and m1["judge_errors"] == "3"
+
+
+def test_write_aggregates_without_judges_writes_no_agreement(tmp_path: Path) -> None:
+    written = lb.write_aggregates(sample_records(), tmp_path)
+    assert written is not None and written.judge_agreement is None
+    assert not (tmp_path / "judge_agreement.csv").exists()
+
+
+def test_format_judges() -> None:
+    lines = lb.format_judges(lb.records_frame(judged_records()))
+    assert lines == [
+        "dimension     mean                      alpha  units",
+        "correctness  3.500                      0.700      2",
+        "coherence    4.750                      0.000      2",
+        "rubric       0.800  n/a (fewer than 2 judges)      0",
+        "judge errors: 3 (excluded from scores); judge tokens: 85; judge cost: $0.0035",
+    ]
+
+
+def test_format_judges_no_variation_and_unknown_cost() -> None:
+    same = {"correctness": 5}
+    records = [
+        rec(judges=[judge("j1", same), judge("j2", same)], dimensions={"correctness": 5.0}),
+        rec(case_id="c2", judges=[judge("j1", same), judge("j2", same)], dimensions=same),
+    ]
+    lines = lb.format_judges(lb.records_frame(records))
+    assert lines[1].split(maxsplit=2) == ["correctness", "5.000", "n/a (no variation)      2"]
+    assert lines[-1] == (
+        "judge errors: 0 (excluded from scores); judge tokens: 0; judge cost: unknown"
+    )
+
+
+def test_format_judges_empty_without_judges() -> None:
+    assert lb.format_judges(lb.records_frame(sample_records())) == []
+    assert lb.format_judges(lb.records_frame([])) == []

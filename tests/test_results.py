@@ -345,6 +345,7 @@ def test_run_json_has_config_and_versions(bench: Bench) -> None:
     assert data["records"] == 8
     assert data["exitstatus"] == 0
     assert data["gate_failures"] == []
+    assert data["judge_agreement"] == []
     assert "--repeat=2" in data["args"]
     assert data["rootdir"] == str(bench.pytester.path)
     config = data["config"]
@@ -393,6 +394,74 @@ def test_terminal_summary_shows_leaderboard_and_path(bench: Bench) -> None:
             f"llmbench: 4 records in {bench.pytester.path / 'out'}",
         ]
     )
+    assert "llmbench judges" not in result.stdout.str()
+    assert not bench.out("judge_agreement.csv").exists()
+
+
+# Stands in for judge assertions: adds two judges' scores to each record as it is made.
+JUDGES_CONFTEST = """
+import pytest
+
+SCORES = {"france": (5, 4), "japan": (3, 3)}
+
+
+def entry(name, score):
+    return {
+        "assertion": 0, "type": "jury", "judge": name, "model_id": "openai/" + name,
+        "scores": {"correctness": score}, "reasons": {"correctness": "why"}, "error": None,
+        "attempts": 1, "input_tokens": 5, "output_tokens": 2, "cost_usd": 0.0005,
+        "latency_s": 0.1, "cached": False,
+    }
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    record = getattr(report, "llmbench_record", None)
+    if record is not None:
+        first, second = SCORES[record["case_id"]]
+        record["judges"] = [entry("j1", first), entry("j2", second)]
+        record["dimensions"] = {"correctness": (first + second) / 2}
+        record["judge_tokens"], record["judge_cost"] = 14, 0.001
+    return report
+"""
+
+
+def test_judges_summary_agreement_file_and_run_json(bench: Bench) -> None:
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    bench.pytester.makeconftest(JUDGES_CONFTEST)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=2)
+    # Units (5, 4) and (3, 3): D_o = 2 / 4 = 0.5; mean 3.75, squares sum 2.75,
+    # D_e = 2 * 2.75 / 3 = 11/6; alpha = 1 - 0.5 / (11/6) = 8/11 = 0.727.
+    result.stdout.fnmatch_lines(
+        [
+            "*= llmbench judges =*",
+            "dimension*mean*alpha*units",
+            "correctness*3.750*0.727*2",
+            "judge errors: 0 (excluded from scores); judge tokens: 28; judge cost: $0.0020",
+            "*= llmbench leaderboard =*",
+            "rank*model*score*",
+        ]
+    )
+    data = json.loads(bench.out("run.json").read_text(encoding="utf-8"))
+    (agreement,) = data["judge_agreement"]
+    assert agreement.pop("alpha") == pytest.approx(8 / 11)
+    assert agreement == {"dimension": "correctness", "units": 2, "judges": 2, "values": 4}
+    assert _csv(bench.out("judge_agreement.csv")) == [
+        {
+            "dimension": "correctness",
+            "alpha": "0.727273",
+            "units": "2",
+            "judges": "2",
+            "values": "4",
+        }
+    ]
+    (row,) = _csv(bench.out("all_metrics.csv"))
+    assert _header(bench.out("all_metrics.csv"))[-1] == "dim_correctness_mean"
+    assert (row["dim_correctness_mean"], row["judge_tokens_total"]) == ("3.75", "28")
+    assert float(row["judge_cost_total"]) == pytest.approx(0.002)
 
 
 # -- gates -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import email.utils
 import gc
+import json
 import logging
 import os
 import random
@@ -127,13 +128,47 @@ async def acomplete(
     the seconds it waited.
     """
     litellm = import_litellm()
+
+    async def attempt(retries: int) -> Completion:
+        return await _call_once(litellm, target, messages, params, stream, timeout_s, retries)
+
+    return await _retrying(attempt, target, max_retries, on_retry, before_retry)
+
+
+async def aembed(
+    target: CallTarget,
+    texts: Sequence[str],
+    *,
+    timeout_s: float = 120.0,
+    max_retries: int = 2,
+    on_retry: Callable[[int | None], None] | None = None,
+    before_retry: Callable[[], Awaitable[float]] | None = None,
+) -> Completion:
+    """Embed ``texts`` with ``target``, retrying as :func:`acomplete` does.
+
+    The vectors come back as the completion's text, a JSON list of lists, so that embedding
+    calls are paced, budgeted and cached like any other call.
+    """
+    litellm = import_litellm()
+
+    async def attempt(retries: int) -> Completion:
+        return await _embed_once(litellm, target, texts, timeout_s, retries)
+
+    return await _retrying(attempt, target, max_retries, on_retry, before_retry)
+
+
+async def _retrying(
+    attempt: Callable[[int], Awaitable[Completion]],
+    target: CallTarget,
+    max_retries: int,
+    on_retry: Callable[[int | None], None] | None,
+    before_retry: Callable[[], Awaitable[float]] | None,
+) -> Completion:
     retries = 0
     rate_limited_s = 0.0
     while True:
         try:
-            completion = await _call_once(
-                litellm, target, messages, params, stream, timeout_s, retries
-            )
+            completion = await attempt(retries)
             return dataclasses.replace(completion, rate_limit_wait_s=rate_limited_s)
         except Exception as exc:  # litellm raises many types; we classify them below
             if retries >= max_retries or not _is_retryable(exc):
@@ -146,6 +181,50 @@ async def acomplete(
             await asyncio.sleep(delay)
             if before_retry is not None:
                 rate_limited_s += await before_retry()
+
+
+async def _embed_once(
+    litellm: Any, target: CallTarget, texts: Sequence[str], timeout_s: float, retries: int
+) -> Completion:
+    kwargs: dict[str, Any] = {
+        **target.extra,
+        "model": target.model_id,
+        "input": list(texts),
+        "timeout": timeout_s,
+        "max_retries": 0,
+    }
+    if target.api_base:
+        kwargs["api_base"] = target.api_base
+    if target.api_key:
+        kwargs["api_key"] = target.api_key
+    started = time.perf_counter()
+    response = await litellm.aembedding(**kwargs)
+    latency = time.perf_counter() - started
+    vectors = [_vector(item) for item in response.data]
+    if len(vectors) != len(texts):
+        raise ValueError(f"{len(vectors)} embeddings for {len(texts)} texts")
+    usage = getattr(response, "usage", None)
+    tokens = getattr(usage, "prompt_tokens", None) if usage else None
+    return Completion(
+        text=json.dumps(vectors),
+        model_id=target.model_id,
+        input_tokens=tokens,
+        output_tokens=0 if tokens is not None else None,
+        tokens_estimated=False,
+        ttft_s=None,
+        latency_s=latency,
+        cost_usd=_cost(litellm, target, tokens, 0),
+        retries=retries,
+        streamed=False,
+        finish_reason="stop",
+    )
+
+
+def _vector(item: Any) -> list[float]:
+    values = item.get("embedding") if isinstance(item, dict) else getattr(item, "embedding", None)
+    if not isinstance(values, list):
+        raise ValueError("an embedding without a vector")
+    return [float(value) for value in values]
 
 
 async def _call_once(

@@ -67,27 +67,85 @@ class HtmlColumns:
 
 
 def render_extra(record: dict[str, Any]) -> str:
-    """The HTML block shown under a row: the transcript and each assertion's verdict."""
+    """The HTML block shown under a row: the transcript, each verdict, and the judges' scores."""
     parts = ['<div class="llmbench-extra">']
     for title, field in (("Prompt", "prompt"), ("Response", "response"), ("Expected", "expected")):
         value = record.get(field)
         if value is not None:
-            parts.append(f"<h4>{title}</h4><pre>{html.escape(str(value))}</pre>")
+            parts.append(f"<h4>{title}</h4><pre>{_text(value)}</pre>")
     if record.get("error"):
-        parts.append(f"<h4>Error</h4><pre>{html.escape(str(record['error']))}</pre>")
-    verdicts = record.get("assertions") or []
-    if verdicts:
-        parts.append('<h4>Assertions</h4><table class="llmbench-verdicts">')
-        parts.append(
-            "<tr><th>verdict</th><th>type</th><th>score</th><th>weight</th><th>reason</th></tr>"
-        )
-        for verdict in verdicts:
-            mark = "PASS" if verdict.get("passed") else "FAIL"
-            parts.append(
-                f"<tr><td>{mark}</td><td>{html.escape(str(verdict.get('type')))}</td>"
-                f"<td>{float(verdict.get('score', 0)):.3f}</td><td>{verdict.get('weight')}</td>"
-                f"<td>{html.escape(str(verdict.get('reason', '')))}</td></tr>"
-            )
-        parts.append("</table>")
+        parts.append(f"<h4>Error</h4><pre>{_text(record['error'])}</pre>")
+    parts += _verdicts_table(record.get("assertions") or [])
+    parts += _dimensions_table(record.get("dimensions") or {})
+    parts += _judges_table(record.get("judges") or [])
     parts.append("</div>")
     return "".join(parts)
+
+
+def _verdicts_table(verdicts: list[dict[str, Any]]) -> list[str]:
+    if not verdicts:
+        return []
+    parts = [
+        '<h4>Assertions</h4><table class="llmbench-verdicts">',
+        "<tr><th>verdict</th><th>type</th><th>score</th><th>weight</th><th>reason</th></tr>",
+    ]
+    for verdict in verdicts:
+        mark = "PASS" if verdict.get("passed") else "FAIL"
+        parts.append(
+            f"<tr><td>{mark}</td><td>{_text(verdict.get('type'))}</td>"
+            f"<td>{float(verdict.get('score', 0)):.3f}</td><td>{_text(verdict.get('weight'))}</td>"
+            f"<td>{_text(verdict.get('reason', ''))}</td></tr>"
+        )
+    parts.append("</table>")
+    return parts
+
+
+def _dimensions_table(dimensions: dict[str, Any]) -> list[str]:
+    """The item's score per judged dimension, aggregated over its judges."""
+    if not dimensions:
+        return []
+    rows = [
+        f"<tr><td>{_text(key)}</td><td>{_score(value)}</td></tr>"
+        for key, value in dimensions.items()
+    ]
+    return [
+        '<h4>Dimensions</h4><table class="llmbench-dimensions">',
+        "<tr><th>dimension</th><th>score</th></tr>",
+        *rows,
+        "</table>",
+    ]
+
+
+def _judges_table(judges: list[dict[str, Any]]) -> list[str]:
+    """One row per judge and dimension; a failed judge gets one row with its error."""
+    if not judges:
+        return []
+    parts = [
+        '<h4>Judges</h4><table class="llmbench-judges">',
+        "<tr><th>judge</th><th>type</th><th>dimension</th><th>score</th><th>reason</th>"
+        "<th>error</th></tr>",
+    ]
+    for entry in judges:
+        who = (
+            f'<td title="{_text(entry.get("model_id") or "")}">{_text(entry.get("judge"))}</td>'
+            f"<td>{_text(entry.get('type'))}</td>"
+        )
+        scores: dict[str, Any] = entry.get("scores") or {}
+        reasons: dict[str, Any] = entry.get("reasons") or {}
+        error = _text(entry.get("error") or "")
+        for key, score in scores.items() or [("", None)]:
+            parts.append(
+                f"<tr>{who}<td>{_text(key)}</td><td>{_score(score)}</td>"
+                f"<td>{_text(reasons.get(key, ''))}</td><td>{error}</td></tr>"
+            )
+    parts.append("</table>")
+    return parts
+
+
+def _text(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _score(value: Any) -> str:
+    # Jury scores are whole numbers 1..5 and rubric scores fractions: ``g`` shows both plainly.
+    return "" if value is None else _text(format(float(value), ".4g"))

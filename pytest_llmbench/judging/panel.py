@@ -1,0 +1,333 @@
+"""Grade one answer with a panel of judges: calls, strict parsing, exclusion, aggregation.
+
+Runs on the engine loop right after the evaluated model answered, so an item's judges are in
+flight while pytest reports earlier items. Each judge is called through ``complete`` (the
+scheduler's paced, cached, budgeted call); a reply that is not a valid verdict is asked for
+again once, with the problem named, and a judge that still fails (or whose provider fails) is
+excluded and recorded with its error. Only valid verdicts are aggregated; when none is left the
+assertion has no verdict and the item is an error, never a pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..providers.completion import Completion, ProviderError
+from .prompts import JURY_DIMENSIONS, JudgeRequest, judge_messages, reply_schema, retry_messages
+from .verdicts import VerdictError, parse_verdict
+
+if TYPE_CHECKING:
+    from ..assertions import Assertion, Verdict
+    from ..profiles import ModelProfile
+    from .spec import JudgeSpec
+
+#: Attempts per judge: the first, and one more after a malformed verdict.
+VERDICT_ATTEMPTS = 2
+#: One judge call: (judge, messages, params) -> completion, or ProviderError.
+CompleteFn = Callable[["ModelProfile", list[dict[str, str]], dict[str, Any]], Awaitable[Completion]]
+
+
+@dataclass(frozen=True)
+class JudgeCall:
+    """What one judge made of one assertion: its scores, or why it was excluded."""
+
+    assertion: int
+    type: str
+    judge: str
+    model_id: str
+    scores: dict[str, float] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+    attempts: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_s: float | None = None
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record's judge entry (see :mod:`pytest_llmbench.record`)."""
+        return {
+            "assertion": self.assertion,
+            "type": self.type,
+            "judge": self.judge,
+            "model_id": self.model_id,
+            "scores": dict(self.scores),
+            "reasons": dict(self.reasons),
+            "error": self.error,
+            "attempts": self.attempts,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "latency_s": self.latency_s,
+            "cached": self.cached,
+        }
+
+
+@dataclass(frozen=True)
+class GradedAssertion:
+    """A model-graded assertion after its calls: the verdict (None if every judge failed)."""
+
+    index: int
+    verdict: Verdict | None
+    calls: tuple[JudgeCall, ...] = ()
+    dimensions: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def failure(self) -> str | None:
+        """Why there is no verdict: each excluded judge and its error."""
+        if self.verdict is not None:
+            return None
+        errors = "; ".join(f"{call.judge}: {call.error}" for call in self.calls)
+        return f"assertion {self.index + 1}: every judge failed ({errors or 'no judge'})"
+
+
+def judge_request(
+    assertion: Assertion,
+    spec: JudgeSpec,
+    *,
+    messages: Sequence[dict[str, str]],
+    answer: str,
+    expected: str | None,
+    task: dict[str, Any] | None,
+    extra_dimensions: Sequence[str] = (),
+) -> JudgeRequest:
+    """What the judges of ``assertion`` are shown."""
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    systems = [m["content"] for m in messages if m["role"] == "system"]
+    dimensions: tuple[str, ...] = ()
+    if spec.kind == "jury":
+        dimensions = tuple(dict.fromkeys((*JURY_DIMENSIONS, *extra_dimensions, *spec.dimensions)))
+    reference = assertion.value if spec.kind == "factuality" and assertion.value else expected
+    return JudgeRequest(
+        kind=spec.kind,  # type: ignore[arg-type]  # checked at collection
+        question=users[-1] if users else None,
+        answer=answer,
+        expected=reference,
+        rubric=assertion.value if spec.kind in ("llm-rubric", "closed-qa") else None,
+        dimensions=dimensions,
+        task_type=(task or {}).get("task_type"),
+        task_criteria=(task or {}).get("task_criteria"),
+        system=systems[0] if systems else None,
+    )
+
+
+def judge_params(judge: ModelProfile, spec: JudgeSpec, request: JudgeRequest) -> dict[str, Any]:
+    """A judge's call parameters: its profile's, at the spec's temperature (0 by default), with
+    the verdict's JSON schema as structured output when asked for."""
+    params: dict[str, Any] = {**judge.params, "temperature": spec.temperature}
+    if spec.structured:
+        schema = reply_schema(request)
+        if judge.embedded:  # llama.cpp turns a json_object schema into a grammar
+            params["response_format"] = {"type": "json_object", "schema": schema}
+        else:
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "verdict", "schema": schema, "strict": True},
+            }
+    return params
+
+
+async def grade(
+    index: int,
+    assertion: Assertion,
+    spec: JudgeSpec,
+    request: JudgeRequest,
+    judges: Sequence[ModelProfile],
+    complete: CompleteFn,
+) -> GradedAssertion:
+    """Ask every judge at once; aggregate the valid verdicts into one :class:`Verdict`."""
+    calls = await asyncio.gather(*(_ask(index, spec, request, judge, complete) for judge in judges))
+    return aggregate(index, assertion, spec, request.score_keys, tuple(calls))
+
+
+async def _ask(
+    index: int, spec: JudgeSpec, request: JudgeRequest, judge: ModelProfile, complete: CompleteFn
+) -> JudgeCall:
+    messages = judge_messages(request)
+    params = judge_params(judge, spec, request)
+    usage = _Usage()
+    problem = "no attempt made"
+    for attempt in range(1, VERDICT_ATTEMPTS + 1):
+        try:
+            completion = await complete(judge, messages, params)
+        except ProviderError as exc:
+            return usage.call(index, spec.kind, judge, attempt, error=exc.message)
+        usage.add(completion)
+        try:
+            parsed = parse_verdict(request, completion.text)
+        except VerdictError as exc:
+            problem = f"malformed verdict: {exc}"
+            messages = retry_messages(messages, completion.text, str(exc))
+            continue
+        return usage.call(index, spec.kind, judge, attempt, parsed.scores, parsed.reasons)
+    return usage.call(index, spec.kind, judge, VERDICT_ATTEMPTS, error=problem)
+
+
+@dataclass
+class _Usage:
+    """Tokens, cost and time of one judge's attempts, summed."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_s: float | None = None
+    cached: bool = True
+
+    def add(self, completion: Completion) -> None:
+        self.input_tokens = _plus(self.input_tokens, completion.input_tokens)
+        self.output_tokens = _plus(self.output_tokens, completion.output_tokens)
+        self.cost_usd = _plus(self.cost_usd, completion.cost_usd)
+        self.latency_s = _plus(self.latency_s, completion.latency_s)
+        self.cached = self.cached and completion.cached
+
+    def call(
+        self,
+        index: int,
+        kind: str,
+        judge: ModelProfile,
+        attempts: int,
+        scores: dict[str, float] | None = None,
+        reasons: dict[str, str] | None = None,
+        error: str | None = None,
+    ) -> JudgeCall:
+        made_a_call = self.latency_s is not None
+        return JudgeCall(
+            assertion=index,
+            type=kind,
+            judge=judge.name,
+            model_id=judge.model,
+            scores=dict(scores or {}),
+            reasons=dict(reasons or {}),
+            error=error,
+            attempts=attempts,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cost_usd=self.cost_usd,
+            latency_s=self.latency_s,
+            cached=self.cached and made_a_call,
+        )
+
+
+def _plus(total: Any, value: Any) -> Any:
+    if value is None:
+        return total
+    return value if total is None else total + value
+
+
+async def grade_embedding(
+    index: int,
+    assertion: Assertion,
+    embedding: Awaitable[Completion],
+    embedder: ModelProfile,
+) -> GradedAssertion:
+    """``similarity`` by embedding cosine: the answer against the reference, one call for both.
+
+    The call is recorded as a judge entry (dimension ``cosine``), so its tokens, cost and
+    failures are counted with the judges'.
+    """
+    import json
+
+    from ..assertions import Verdict
+    from .similarity import cosine
+    from .spec import EmbeddingSpec
+
+    spec = assertion.graded
+    assert isinstance(spec, EmbeddingSpec)
+    usage = _Usage()
+    try:
+        completion = await embedding
+    except ProviderError as exc:
+        failed = usage.call(index, assertion.type, embedder, 1, error=exc.message)
+        return GradedAssertion(index, None, (failed,))
+    usage.add(completion)
+    answer, reference = json.loads(completion.text)
+    score = cosine(answer, reference)
+    passed = score >= spec.threshold
+    reason = f"embedding cosine {score:.3f} {'>=' if passed else '<'} {spec.threshold:g}"
+    call = usage.call(index, assertion.type, embedder, 1, {"cosine": score}, {"cosine": reason})
+    verdict = Verdict(assertion.type, passed, max(score, 0.0), assertion.weight, reason)
+    return GradedAssertion(index, verdict, (call,), {"cosine": score})
+
+
+# -- aggregation ------------------------------------------------------------------------------
+
+
+def aggregate(
+    index: int,
+    assertion: Assertion,
+    spec: JudgeSpec,
+    keys: Sequence[str],
+    calls: tuple[JudgeCall, ...],
+) -> GradedAssertion:
+    """Combine the valid judges' scores per dimension; the assertion passes when every
+    dimension does (LLM-as-a-jury: the mean over judges reaches the threshold by default)."""
+    from ..assertions import Verdict
+
+    valid = [call for call in calls if call.error is None]
+    if not valid:
+        return GradedAssertion(index, None, calls)
+    dimensions: dict[str, float] = {}
+    passed: dict[str, bool] = {}
+    for key in keys:
+        values = [call.scores[key] for call in valid]
+        dimensions[key], passed[key] = combine(values, spec.aggregate, spec.threshold)
+    ok = all(passed.values())
+    verdict = Verdict(
+        assertion.type,
+        ok,
+        _scaled_score(spec, dimensions),
+        assertion.weight,
+        _reason(spec, dimensions, passed, valid, calls),
+    )
+    return GradedAssertion(index, verdict, calls, dimensions)
+
+
+def combine(values: Sequence[float], how: str, threshold: float) -> tuple[float, bool]:
+    """One dimension over the judges: (the item's score, whether it passes)."""
+    if how == "majority":
+        votes = sum(1 for value in values if value >= threshold)
+        return statistics.fmean(values), votes * 2 > len(values)
+    if how == "median":
+        value = float(statistics.median(values))
+    elif how == "min":
+        value = float(min(values))
+    else:
+        value = statistics.fmean(values)
+    return value, value >= threshold
+
+
+def _scaled_score(spec: JudgeSpec, dimensions: dict[str, float]) -> float:
+    """The assertion's score: its dimensions on 0..1 (jury: 1..5 mapped), averaged."""
+    if spec.kind == "jury":
+        scaled = [(min(max(value, 1.0), 5.0) - 1.0) / 4.0 for value in dimensions.values()]
+    else:
+        scaled = [min(max(value, 0.0), 1.0) for value in dimensions.values()]
+    return statistics.fmean(scaled) if scaled else 0.0
+
+
+def _reason(
+    spec: JudgeSpec,
+    dimensions: dict[str, float],
+    passed: dict[str, bool],
+    valid: Sequence[JudgeCall],
+    calls: Sequence[JudgeCall],
+) -> str:
+    if spec.kind == "jury":
+        shown = ", ".join(f"{key} {value:.2f}" for key, value in dimensions.items())
+        failing = [key for key, ok in passed.items() if not ok]
+        head = f"{spec.aggregate} over {len(valid)} judge(s), pass >= {spec.threshold:g}: {shown}"
+        if failing:
+            head += f"; below: {', '.join(failing)}"
+    else:
+        key = next(iter(dimensions))
+        why = valid[0].reasons.get(key, "")
+        head = f"{key} {dimensions[key]:.2f} (pass >= {spec.threshold:g}); {why}".rstrip("; ")
+    excluded = [call for call in calls if call.error is not None]
+    if excluded:
+        head += "; excluded: " + "; ".join(f"{call.judge}: {call.error}" for call in excluded)
+    return head

@@ -1,0 +1,213 @@
+"""The strict parser of judge replies.
+
+:func:`parse_verdict` accepts exactly the reply shape that :func:`~.prompts.reply_schema`
+describes, as one JSON object, optionally in a single ``` (or ```json) fence. Anything else
+raises :class:`VerdictError` with a short message that says what is wrong; the engine shows it
+to the judge in a retry and, after the last attempt, records it as the judge's error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pytest_llmbench.judging.prompts import JudgeRequest
+
+#: The score of each factuality choice: only D (disagrees with the expected answer) fails.
+FACTUALITY_SCORES: dict[str, float] = {"A": 1.0, "B": 1.0, "C": 1.0, "D": 0.0, "E": 1.0}
+CLOSED_QA_SCORES: dict[str, float] = {"Y": 1.0, "N": 0.0}
+_QUOTE_LIMIT = 60
+#: A reply that is one fenced block; the body must then hold the object and nothing else.
+_FENCED = re.compile(r"```(?i:json)?\s*(.*?)\s*```", re.DOTALL)
+
+
+class VerdictError(ValueError):
+    """A judge reply that is not a valid verdict; the message says what is wrong."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedVerdict:
+    """The scores and reasons of one valid judge reply, keyed by the request's score keys."""
+
+    #: key -> score: jury 1..5, rubric 0..1, factuality and closed_qa 1.0 or 0.0
+    scores: dict[str, float]
+    #: key -> the judge's reason; factuality's starts with "choice X: "
+    reasons: dict[str, str]
+
+
+class _DuplicateKey(Exception):
+    """A JSON object names a key twice; which value the judge meant is unknowable."""
+
+
+def parse_verdict(request: JudgeRequest, reply: str) -> ParsedVerdict:
+    """Parse a judge's ``reply`` to ``request``, strictly.
+
+    The reply must be exactly one JSON object (whitespace and a single ``` / ```json fence
+    around it are allowed) with every key the schema requires, of the right type and range:
+    jury scores integers 1..5 (``5.0`` counts as 5), a rubric score a number 0..1, a choice or
+    verdict one of the allowed letters (after ``strip().upper()``), reasons strings. Booleans
+    are not numbers. Keys the schema does not name are ignored. Raises only VerdictError.
+    """
+    data = _load_object(reply)
+    return _PARSERS[request.kind](request, data)
+
+
+# --- reading the JSON ------------------------------------------------------------------------
+
+
+def _load_object(reply: str) -> dict[str, Any]:
+    if not isinstance(reply, str):
+        raise VerdictError(f"reply must be text, got {type(reply).__name__}")
+    text = _unfenced(reply.strip())
+    if not text:
+        raise VerdictError("empty reply")
+    value, end = _decode(text)
+    rest = text[end:].strip()
+    if rest.startswith(("{", "[")):
+        raise VerdictError(f"more than one JSON value: {_quote(rest)} follows the first")
+    if rest:
+        raise VerdictError(f"text after the JSON object: {_quote(rest)}")
+    if not isinstance(value, dict):
+        raise VerdictError(f"expected a JSON object, got {_json_type(value)}")
+    return value
+
+
+def _unfenced(text: str) -> str:
+    if not text.startswith("```"):
+        return text
+    match = _FENCED.fullmatch(text)
+    if match is None:
+        raise VerdictError("unclosed ``` fence")
+    body = match.group(1)
+    if "```" in body:
+        raise VerdictError("more than one ``` fence")
+    return body
+
+
+def _decode(text: str) -> tuple[Any, int]:
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
+    try:
+        return decoder.raw_decode(text)
+    except json.JSONDecodeError as exc:
+        start = text.find("{")
+        if exc.pos == 0 and start > 0:
+            raise VerdictError(f"text before the JSON object: {_quote(text[:start])}") from None
+        raise VerdictError(f"not JSON: {exc.msg} at {exc.lineno}:{exc.colno}") from None
+    except _DuplicateKey as exc:
+        raise VerdictError(f"duplicate key {_quote(str(exc))}") from None
+    except (RecursionError, ValueError) as exc:  # nested too deep; an integer too long
+        raise VerdictError(f"not JSON: {_clip(str(exc))}") from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+# --- checking the shape ----------------------------------------------------------------------
+
+
+def _parse_jury(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
+    missing = [key for key in request.dimensions if key not in data]
+    if missing:
+        plural = "s" if len(missing) > 1 else ""
+        names = ", ".join(_quote(key) for key in missing)
+        raise VerdictError(_clip(f"missing dimension{plural} {names}", 200))
+    scores: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+    for key in request.dimensions:
+        entry = data[key]
+        if not isinstance(entry, dict):
+            shown = _json_type(entry)
+            raise VerdictError(
+                f"{_quote(key)} must be an object with score and reason, got {shown}"
+            )
+        scores[key] = _jury_score(_field(entry, "score", key), f"{key}.score")
+        reasons[key] = _reason(entry, key)
+    return ParsedVerdict(scores, reasons)
+
+
+def _jury_score(value: Any, path: str) -> float:
+    # The range test comes first: it is safe for huge integers and NaN, float() is not.
+    if not _is_number(value) or not 1 <= value <= 5 or value != int(value):
+        raise VerdictError(f"{_quote(path)} must be an integer 1..5, got {_shown(value)}")
+    return float(value)
+
+
+def _parse_rubric(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
+    value = _field(data, "score")
+    if not _is_number(value) or not 0 <= value <= 1:
+        raise VerdictError(f"'score' must be a number 0..1, got {_shown(value)}")
+    return ParsedVerdict({"rubric": float(value)}, {"rubric": _reason(data)})
+
+
+def _parse_factuality(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
+    choice = _letter(data, "choice", FACTUALITY_SCORES)
+    reason = f"choice {choice}: {_reason(data)}"
+    return ParsedVerdict({"factuality": FACTUALITY_SCORES[choice]}, {"factuality": reason})
+
+
+def _parse_closed_qa(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
+    verdict = _letter(data, "verdict", CLOSED_QA_SCORES)
+    return ParsedVerdict({"closed_qa": CLOSED_QA_SCORES[verdict]}, {"closed_qa": _reason(data)})
+
+
+_PARSERS: dict[str, Callable[[JudgeRequest, dict[str, Any]], ParsedVerdict]] = {
+    "jury": _parse_jury,
+    "llm-rubric": _parse_rubric,
+    "factuality": _parse_factuality,
+    "closed-qa": _parse_closed_qa,
+}
+
+
+def _field(data: dict[str, Any], name: str, parent: str | None = None) -> Any:
+    if name not in data:
+        path = f"{parent}.{name}" if parent else name
+        raise VerdictError(f"missing {_quote(path)}")
+    return data[name]
+
+
+def _reason(data: dict[str, Any], parent: str | None = None) -> str:
+    value = _field(data, "reason", parent)
+    if not isinstance(value, str):
+        path = f"{parent}.reason" if parent else "reason"
+        raise VerdictError(f"{_quote(path)} must be a string, got {_json_type(value)}")
+    return value
+
+
+def _letter(data: dict[str, Any], name: str, allowed: dict[str, float]) -> str:
+    value = _field(data, name)
+    letter = value.strip().upper() if isinstance(value, str) else None
+    if letter is None or letter not in allowed:
+        options = ", ".join(allowed)
+        raise VerdictError(f"{_quote(name)} must be one of {options}, got {_shown(value)}")
+    return letter
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
+
+
+def _shown(value: Any) -> str:
+    return _clip(json.dumps(value, ensure_ascii=False))
+
+
+def _clip(text: str, limit: int = _QUOTE_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _quote(text: str) -> str:
+    escaped = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return f"'{_clip(escaped)}'"
