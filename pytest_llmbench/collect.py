@@ -93,6 +93,8 @@ class EvalFile(pytest.File):
                     judges = tuple(run.profiles.resolve(",".join(spec.judges)))
                 else:
                     judges = run.judges
+                if assertion.base_type == "llm-rubric":  # one judge grades a rubric: the first
+                    judges = judges[:1]
             except ProfileError as exc:
                 from .spec import EvalFileError
 
@@ -142,7 +144,13 @@ def _warn_self_judging(
     judges: Sequence[ModelProfile],
     where: tuple[Path, int],
 ) -> None:
-    """Warn once per (model, judge) pair that calls the same model id, at the judged case."""
+    """Warn once per (model, judge) pair that calls the same model id, at the judged case.
+
+    Under xdist every worker collects; only the first one warns, so the warning shows once.
+    """
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput and workerinput.get("workerid") != "gw0":
+        return
     warned = config.stash.setdefault(_SELF_JUDGING_KEY, set())
     for judge in judges:
         for model in models:
@@ -370,10 +378,12 @@ class EvalItem(pytest.Function):
     def _judge_fields(self) -> dict[str, Any]:
         """The record's judge fields: every judge's entry, the dimensions, tokens and cost."""
         calls = [call for graded in self.graded.values() for call in graded.calls]
-        dimensions: dict[str, float] = {}
+        # Two assertions grading one dimension (two rubrics, say): the item's value is their mean.
+        values: dict[str, list[float]] = {}
         for graded in self.graded.values():
             for key, value in graded.dimensions.items():
-                dimensions.setdefault(key, value)
+                values.setdefault(key, []).append(value)
+        dimensions = {key: sum(found) / len(found) for key, found in values.items()}
         costs = [call.cost_usd for call in calls if call.cost_usd is not None]
         tokens = sum((call.input_tokens or 0) + (call.output_tokens or 0) for call in calls)
         return {

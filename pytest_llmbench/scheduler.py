@@ -214,8 +214,17 @@ class CallScheduler:
             model_name=item.model.name,
             nodeid=item.nodeid,
         )
-        judges = {judge.name: self._runtime.target(judge) for judge in item.judge_profiles}
+        judges = {judge.name: self._judge_target(judge) for judge in item.judge_profiles}
         return self._call(item, request, judges)
+
+    def _judge_target(self, judge: ModelProfile) -> CallTarget | ProviderError:
+        """A judge's target, or why it cannot be called: that judge alone is then excluded."""
+        try:
+            return self._runtime.target(judge)
+        except ProviderError as exc:
+            return exc
+        except Exception as exc:  # an embedded server that will not start, say
+            return ProviderError(f"{judge.name}: {type(exc).__name__}: {exc}", "provider")
 
     def _streams(self, nodeid: str) -> bool:
         mode = self._run.stream
@@ -269,7 +278,10 @@ class CallScheduler:
 
     # -- engine loop --------------------------------------------------------------------------
     async def _call(
-        self, item: EvalItem, request: _Request, judge_targets: dict[str, CallTarget]
+        self,
+        item: EvalItem,
+        request: _Request,
+        judge_targets: dict[str, CallTarget | ProviderError],
     ) -> Answer:
         """The item's answer, then (at once, still ahead of pytest) its model-graded verdicts."""
         completion = await self._paced(request)
@@ -318,7 +330,10 @@ class CallScheduler:
         return dataclasses.replace(completion, rate_limit_wait_s=wait)
 
     async def _grade(
-        self, item: EvalItem, completion: Completion, targets: dict[str, CallTarget]
+        self,
+        item: EvalItem,
+        completion: Completion,
+        targets: dict[str, CallTarget | ProviderError],
     ) -> tuple[GradedAssertion, ...]:
         """Run the judges of every model-graded assertion of ``item`` concurrently."""
         graded = item.graded_assertions
@@ -332,7 +347,8 @@ class CallScheduler:
         async def complete(
             judge: ModelProfile, messages: list[dict[str, str]], params: dict[str, Any]
         ) -> Completion:
-            return await self._paced(self._judge_request(item, judge, targets, messages, params))
+            request = self._judge_request(item, judge, targets, messages, params)
+            return await self._judged_call(request)
 
         jobs = []
         for entry in graded:
@@ -341,7 +357,7 @@ class CallScheduler:
                 reference = entry.assertion.value or item.case.expected or ""
                 texts = [completion.text, str(reference)]
                 pair = [{"role": "user", "content": text} for text in texts]
-                embedding = self._paced(
+                embedding = self._judged_call(
                     self._judge_request(item, embedder, targets, pair, {}, embed=True)
                 )
                 jobs.append(grade_embedding(entry.index, entry.assertion, embedding, embedder))
@@ -354,7 +370,7 @@ class CallScheduler:
                     answer=completion.text,
                     expected=item.case.expected,
                     task=item.case.task,
-                    extra_dimensions=self._run.judge_metrics,
+                    extra_dimensions=(*self._run.judge_metrics, *item.case.judge_metrics),
                 )
             except ValueError as exc:  # nothing to judge against (factuality, no expected)
                 jobs.append(_ungradable(entry.index, entry.assertion, str(exc)))
@@ -364,22 +380,35 @@ class CallScheduler:
             )
         return tuple(await asyncio.gather(*jobs))
 
+    async def _judged_call(self, request: _Request | ProviderError) -> Completion:
+        """A judge's call; a judge that cannot be called, or the budget running out, is that
+        judge's error (it is excluded), not the item's: the answer was paid for already."""
+        if isinstance(request, ProviderError):
+            raise request
+        try:
+            return await self._paced(request)
+        except BudgetExceeded as exc:
+            raise ProviderError(f"{request.model_name}: not called: {exc}", "budget") from None
+
     def _judge_request(
         self,
         item: EvalItem,
         judge: ModelProfile,
-        targets: dict[str, CallTarget],
+        targets: dict[str, CallTarget | ProviderError],
         messages: Sequence[dict[str, str]],
         params: dict[str, Any],
         embed: bool = False,
-    ) -> _Request:
+    ) -> _Request | ProviderError:
         """A judge's (or an embedding model's) call, on that model's own lane."""
+        target = targets[judge.name]
+        if isinstance(target, ProviderError):
+            return target
         slots: list[ProcessSlot] = []
         if self._n_workers > 1 and not judge.parallel_safe:
             slots.append(self._slot(f"model:{judge.name}"))
         chars = sum(len(message["content"]) for message in messages)
         return _Request(
-            target=targets[judge.name],
+            target=target,
             messages=tuple(messages),
             params=params,
             key_params={**judge.params, **params, **({"embedding": True} if embed else {})},

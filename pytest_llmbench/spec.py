@@ -94,6 +94,9 @@ class CaseSpec(_Strict):
     files: dict[str, str] = Field(default_factory=dict, description="Files seeding the workdir")
     task: TaskSpec | None = Field(None, description="Task type and criteria")
     expected_output_tokens: int | None = Field(None, gt=0, description="Expected answer length")
+    judge_metrics: list[str] = Field(
+        default_factory=list, description="Extra dimensions the case's juries score"
+    )
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
 
@@ -113,6 +116,9 @@ class EvalSpec(_Strict):
     dataset: DatasetSource | None = Field(None, description="Cases from a CSV/JSONL file")
     cases: list[CaseSpec] = Field(default_factory=list, description="Inline cases")
     parallel_safe: bool = Field(True, description="False: this file's calls run one at a time")
+    judge_metrics: list[str] = Field(
+        default_factory=list, description="Extra dimensions every jury of the file scores"
+    )
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
 
@@ -133,6 +139,8 @@ class EvalCase:
     task: dict[str, Any] | None
     expected_output_tokens: int | None
     line: int
+    #: extra jury dimensions (normalised keys): the file's, then the case's
+    judge_metrics: tuple[str, ...] = ()
 
     @property
     def prompt(self) -> str | None:
@@ -270,6 +278,7 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
         vars=case.vars,
         task=case.task.model_dump() if case.task else None,
         expected_output_tokens=case.expected_output_tokens,
+        judge_metrics=case.judge_metrics,
     )
 
 
@@ -312,6 +321,7 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
         vars=row.vars,
         task=row.task,
         expected_output_tokens=row.expected_output_tokens,
+        judge_metrics=[],
     )
 
 
@@ -319,6 +329,7 @@ def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any
     """Complete a case with the file-level assertions, threshold, params and tags."""
     assertions = _assertions(spec, place, own, case)
     threshold = case.pop("threshold")
+    metrics = _judge_metrics(place, [*spec.judge_metrics, *case.pop("judge_metrics")])
     return EvalCase(
         id=case.pop("case_id"),
         assertions=assertions,
@@ -326,8 +337,19 @@ def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any
         model_params={**spec.model_params, **case.pop("model_params")},
         tags=tuple(dict.fromkeys([*spec.tags, *case.pop("tags")])),
         line=place.line,
+        judge_metrics=metrics,
         **case,
     )
+
+
+def _judge_metrics(place: _Place, names: list[str]) -> tuple[str, ...]:
+    """Jury dimension names as keys (``Brand voice`` -> ``brand_voice``), each once."""
+    from .judging.prompts import dimension_key
+
+    try:
+        return tuple(dict.fromkeys(dimension_key(name) for name in names))
+    except ValueError as exc:
+        raise place.error(f"judge_metrics: {exc}", "judge_metrics") from None
 
 
 def _assertions(

@@ -315,7 +315,7 @@ def test_keep_alive_json_and_unknown_routes(fake_llm: FakeLLMServer) -> None:
             assert resp.status == 200
             assert int(resp.getheader("Content-Length")) > 0
             assert reply_of(json.loads(resp.read())) == "ok"
-        conn.request("POST", "/v1/embeddings", body=payload)
+        conn.request("POST", "/v1/audio/speech", body=payload)
         resp = conn.getresponse()
         assert resp.status == 404
         assert "error" in json.loads(resp.read())
@@ -323,6 +323,21 @@ def test_keep_alive_json_and_unknown_routes(fake_llm: FakeLLMServer) -> None:
         resp = conn.getresponse()
         assert resp.status == 400
         assert json.loads(resp.read())["error"]["type"] == "invalid_request_error"
+    finally:
+        conn.close()
+
+
+def test_embeddings_are_letter_counts_with_usage(fake_llm: FakeLLMServer) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", fake_llm.port, timeout=5)
+    try:
+        payload = json.dumps({"model": "emb", "input": ["ab a", "zz"]})
+        conn.request("POST", "/v1/embeddings", body=payload)
+        body = json.loads(conn.getresponse().read())
+        first, second = (item["embedding"] for item in body["data"])
+        assert first[:3] == [2.0, 1.0, 0.0] and second[25] == 2.0 and len(second) == 26
+        assert body["usage"] == {"prompt_tokens": 3, "total_tokens": 3}
+        conn.request("POST", "/v1/embeddings", body=json.dumps({"input": 3}))
+        assert conn.getresponse().status == 400
     finally:
         conn.close()
 

@@ -427,3 +427,91 @@ def test_judged_records_are_the_same_with_and_without_xdist(judged: Bench) -> No
     with_xdist = judged_fields()
     judged.run("--models=fake").assert_outcomes(passed=1, failed=1)
     assert judged_fields() == with_xdist
+
+
+def test_user_dimensions_per_file_and_per_case(judged: Bench) -> None:
+    dims = all_dims(4) | {"tone": 4, "clarity": 2}
+    judged.server.add_rule(judge_rule(1, jury_reply(dims)))
+    judged.eval_file(
+        "summ",
+        """
+judge_metrics: [Tone]
+assert: [{type: jury, judges: [j1]}]
+cases:
+  - id: plain
+    prompt: Summarise the water cycle.
+  - id: clear
+    prompt: Summarise the water cycle clearly.
+    judge_metrics: [clarity]
+""",
+    )
+    judged.run("--models=fake").assert_outcomes(passed=1, failed=1)
+    plain, clear = judged.records()
+    assert list(plain["dimensions"])[6:] == ["tone"]
+    assert list(clear["dimensions"])[6:] == ["tone", "clarity"]
+    assert clear["outcome"] == "failed"  # clarity 2 < 3
+
+
+def test_a_bad_judge_metric_name_is_a_collection_error(judged: Bench) -> None:
+    judged.eval_file(
+        "summ", ONE_JURY_CASE.replace("    task:", "    judge_metrics: ['!!']\n    task:")
+    )
+    result = judged.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*summ.eval.yaml:4: judge_metrics:*"])
+
+
+def test_budget_reached_before_the_judges_excludes_them_and_keeps_the_paid_answer(
+    judged: Bench,
+) -> None:
+    judged.server.add_rule(judge_rule(1, jury_reply(all_dims(4))))
+    judged.eval_file("summ", ONE_JURY_CASE.replace("type: jury", "{type: jury, judges: [j1]}"))
+    # The evaluated answer costs more than the budget: no judge call may start after it.
+    result = judged.run("--models=fake", "--max-cost=1e-9")
+    result.assert_outcomes(errors=1)
+    (record,) = judged.records()
+    assert record["response"] and record["cost_usd"] > 0
+    (entry,) = record["judges"]
+    assert "--max-cost" in entry["error"] and entry["attempts"] == 1
+    assert judge_requests(judged, 1) == []
+
+
+def test_a_judge_without_its_key_is_excluded_not_the_item(
+    judged: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    judged.server.add_rule(judge_rule(1, jury_reply(all_dims(4))))
+    spec = "{type: jury, judges: [j1, openai/gpt-4o-mini]}"
+    judged.eval_file("summ", ONE_JURY_CASE.replace("type: jury", spec))
+    judged.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = judged.records()
+    good, keyless = record["judges"]
+    assert good["error"] is None
+    assert "OPENAI_API_KEY" in keyless["error"] and keyless["attempts"] == 1
+    assert "excluded: openai/gpt-4o-mini" in record["assertions"][0]["reason"]
+
+
+def test_llm_rubric_is_graded_by_one_judge_the_first_of_the_panel(judged: Bench) -> None:
+    judged.server.add_rule(judge_rule(1, '{"score": 1.0, "reason": "a"}'))
+    judged.server.add_rule(judge_rule(2, '{"score": 0.2, "reason": "b"}'))
+    spec = "{type: llm-rubric, value: mentions evaporation}"
+    judged.eval_file("summ", ONE_JURY_CASE.replace("type: jury", spec))
+    judged.run("--models=fake", "--judges=j1,j2").assert_outcomes(passed=1)
+    (record,) = judged.records()
+    assert [entry["judge"] for entry in record["judges"]] == ["j1"]
+    assert judge_requests(judged, 2) == []
+
+
+def test_two_assertions_on_one_dimension_are_averaged_in_the_record(judged: Bench) -> None:
+    judged.server.add_rule(
+        Rule(model="judge-1", match="first point", reply='{"score": 1.0, "reason": "a"}')
+    )
+    judged.server.add_rule(
+        Rule(model="judge-1", match="second point", reply='{"score": 0.6, "reason": "b"}')
+    )
+    two = "{type: llm-rubric, value: first point}\n      - {type: llm-rubric, value: second point}"
+    judged.eval_file("summ", ONE_JURY_CASE.replace("type: jury", two))
+    judged.run("--models=fake", "--judges=j1").assert_outcomes(passed=1)
+    (record,) = judged.records()
+    assert record["dimensions"] == {"rubric": pytest.approx(0.8)}
+    assert len(record["judges"]) == 2

@@ -245,8 +245,12 @@ async def grade_embedding(
         failed = usage.call(index, assertion.type, embedder, 1, error=exc.message)
         return GradedAssertion(index, None, (failed,))
     usage.add(completion)
-    answer, reference = json.loads(completion.text)
-    score = cosine(answer, reference)
+    try:
+        answer, reference = json.loads(completion.text)
+        score = cosine(answer, reference)
+    except (ValueError, TypeError) as exc:  # a corrupt cache entry, vectors of two sizes
+        failed = usage.call(index, assertion.type, embedder, 1, error=f"bad embeddings: {exc}")
+        return GradedAssertion(index, None, (failed,))
     passed = score >= spec.threshold
     reason = f"embedding cosine {score:.3f} {'>=' if passed else '<'} {spec.threshold:g}"
     call = usage.call(index, assertion.type, embedder, 1, {"cosine": score}, {"cosine": reason})
