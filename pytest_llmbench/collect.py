@@ -355,6 +355,7 @@ class EvalItem(pytest.Function):
             model_id=self.model.model,
             repeat=self.repeat,
             tags=list(self.case.tags),
+            task=dict(self.case.task) if self.case.task else None,
             outcome=outcome,
             score=self.score if outcome in ("passed", "failed") else None,
             threshold=self.case.threshold,

@@ -52,6 +52,10 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
      "comma list of profile names, litellm ids or @sets (default: the embedded model)", None),
     ("judge_metrics", "llmbench_judge_metrics", "Extra dimensions every jury scores, comma "
      'list (e.g. "brand voice, empathy")', None),
+    ("repeat_policy", "llmbench_repeat_policy", "When a case run several times (--repeat) "
+     "passes: all (default), majority, any or at-least:K of its repeats", "all"),
+    ("baseline", "llmbench_baseline", "A saved results folder to compare this run with "
+     "(regressions listed in the summary)", None),
 )  # fmt: skip
 
 STREAM_MODES = ("all", "sample", "off")
@@ -77,6 +81,10 @@ def add_options(parser: pytest.Parser) -> None:
         help="Recompute scores from cached responses without calling models",
     )  # fmt: skip
     group.addoption(
+        "--fail-on-regression", dest="llmbench_fail_on_regression", action="store_true",
+        default=None, help="With --baseline: fail the run on a significant regression",
+    )  # fmt: skip
+    group.addoption(
         "--estimate-cost", dest="llmbench_estimate_cost", action="store_true", default=None,
         help="With --collect-only: estimate each model's cost from the rendered prompts",
     )  # fmt: skip
@@ -86,7 +94,12 @@ def add_options(parser: pytest.Parser) -> None:
 def explicitly_configured(config: pytest.Config) -> bool:
     """True when any llmbench option was given on the command line or in the ini file."""
     names = [f"llmbench_{dest}" for dest, *_ in _SETTINGS]
-    names += ["llmbench_profiles", "llmbench_rescore", "llmbench_estimate_cost"]
+    names += [
+        "llmbench_profiles",
+        "llmbench_rescore",
+        "llmbench_estimate_cost",
+        "llmbench_fail_on_regression",
+    ]
     if any(config.getoption(name) is not None for name in names):
         return True
     return any(config.getini(ini) for _, ini, *_ in _SETTINGS) or bool(
@@ -119,6 +132,11 @@ class RunConfig:
     judges: tuple[ModelProfile, ...] = ()
     #: extra jury dimensions from --judge-metrics (normalised keys)
     judge_metrics: tuple[str, ...] = ()
+    #: when a repeated case passes: all, majority, any or at-least:K
+    repeat_policy: str = "all"
+    #: a saved results folder to compare with
+    baseline: Path | None = None
+    fail_on_regression: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -139,6 +157,9 @@ class RunConfig:
             "rescore": self.rescore,
             "judges": [profile.name for profile in self.judges],
             "judge_metrics": list(self.judge_metrics),
+            "repeat_policy": self.repeat_policy,
+            "baseline": str(self.baseline) if self.baseline else None,
+            "fail_on_regression": self.fail_on_regression,
         }
 
 
@@ -197,7 +218,31 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         estimate_cost=bool(config.getoption("llmbench_estimate_cost")),
         judges=judges,
         judge_metrics=_judge_metrics(config),
+        repeat_policy=_repeat_policy(config),
+        baseline=_baseline(config),
+        fail_on_regression=bool(config.getoption("llmbench_fail_on_regression")),
     )
+
+
+def _repeat_policy(config: pytest.Config) -> str:
+    raw = (_setting(config, "repeat_policy") or "all").lower()
+    if raw in ("all", "majority", "any"):
+        return raw
+    if raw.startswith("at-least:") and raw.removeprefix("at-least:").isdigit():
+        if int(raw.removeprefix("at-least:")) >= 1:
+            return raw
+    raise pytest.UsageError(
+        f"llmbench: --repeat-policy must be all, majority, any or at-least:K (K >= 1), got {raw!r}"
+    )
+
+
+def _baseline(config: pytest.Config) -> Path | None:
+    path = _path(config, "baseline")
+    if path is not None and not (path / "results.jsonl").is_file():
+        raise pytest.UsageError(f"llmbench: --baseline has no results.jsonl: {path}")
+    if path is None and config.getoption("llmbench_fail_on_regression"):
+        raise pytest.UsageError("llmbench: --fail-on-regression needs --baseline DIR")
+    return path
 
 
 def _judge_metrics(config: pytest.Config) -> tuple[str, ...]:

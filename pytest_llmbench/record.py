@@ -17,6 +17,7 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``model_id`` (str): the litellm model string actually called.
 - ``repeat`` (int): repeat index, 0-based.
 - ``tags`` (list[str]): the case's tags.
+- ``task`` (dict | None): the case's ``{"task_type", "task_criteria"}``, if any.
 - ``outcome`` (str): ``passed``, ``failed``, ``error`` or ``skipped``.
 - ``score`` (float | None): weighted mean of assertion scores, 0..1; ``None`` on error or when
   the case has no assertion.
@@ -79,6 +80,7 @@ FIELDS: tuple[str, ...] = (
     "model_id",
     "repeat",
     "tags",
+    "task",
     "outcome",
     "score",
     "threshold",

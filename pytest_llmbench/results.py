@@ -38,11 +38,16 @@ class GateFailure:
         return f"{self.model}: pass rate {self.pass_rate:.1%} < --min-pass-rate {self.required:.1%}"
 
 
+#: The controller's recorder, for plugins that read the run's records at the end.
+RECORDER_KEY = pytest.StashKey["ResultsRecorder"]()
+
+
 class ResultsRecorder:
     """Collects records, writes results files and applies the aggregate gates."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        config.stash[RECORDER_KEY] = self
         self.records: list[dict[str, Any]] = []
         self.out_dir: Path | None = None
         self._stream: IO[str] | None = None
