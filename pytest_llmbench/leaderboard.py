@@ -9,6 +9,11 @@ Counting rules:
 - ``error`` items count in ``n_errors``; they are kept out of every mean, the percentiles and
   the pass rate, but tokens, cost, tool calls and retries they spent still count in the totals.
 - Means and percentiles are over the answered (passed or failed) items that have the value.
+- Confidence intervals (``*_ci_low``/``*_ci_high``, 95%) treat the repeats of a case as one
+  cluster (:func:`pytest_llmbench.stats.clustered_mean`); the pass rate's is over the answered
+  items as 0/1 values. ``n_flaky`` counts the cases whose answered repeats disagree;
+  ``pass_at_k``/``pass_hat_k`` are averaged over the answered cases for ``k``, the fewest
+  answered repeats of any of them.
 - Judges: cost, tokens and failed judges count over every non-skipped item; the per-dimension
   means (``dim_<key>_mean``, one column per judged dimension after :data:`METRIC_COLUMNS`) are
   over the answered items that have the dimension.
@@ -33,6 +38,15 @@ from pytest_llmbench.judging.agreement import (
     judge_entries,
 )
 from pytest_llmbench.record import FIELDS
+from pytest_llmbench.stats import (  # NO_MODEL lives in stats: case verdicts need it too
+    NO_MODEL,
+    Comparison,
+    case_key,
+    case_verdicts,
+    compare,
+    summarize_repeats,
+)
+from pytest_llmbench.tables import is_missing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,6 +85,15 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "judge_cost_total",
     "judge_tokens_total",
     "judge_errors",
+    # Repeat-aware statistics (see pytest_llmbench.stats): 95% CIs clustered by case.
+    "score_ci_low",
+    "score_ci_high",
+    "pass_rate_ci_low",
+    "pass_rate_ci_high",
+    "n_flaky",
+    "pass_at_k",
+    "pass_hat_k",
+    "k",
 )
 
 # Counts stay integers (nullable, so a missing total is empty in the CSV rather than "0.0").
@@ -90,6 +113,8 @@ _INT_COLUMNS: tuple[str, ...] = (
     "n_cached",
     "judge_tokens_total",
     "judge_errors",
+    "n_flaky",
+    "k",
 )
 _NUMERIC_FIELDS: tuple[str, ...] = (
     "repeat",
@@ -115,8 +140,6 @@ _OUTCOME_COUNTS: tuple[tuple[str, str], ...] = (
 _ANSWERED = ("passed", "failed")
 #: Suite name of the row that aggregates all suites of a model.
 ALL_SUITES = "__all__"
-#: The model label of records from tests that called no model.
-NO_MODEL = "(no model)"
 _CSV_DECIMALS = 6
 
 
@@ -217,6 +240,11 @@ class WrittenFiles:
     per_model: Mapping[str, Path]
     #: ``judge_agreement.csv``: one row per judged dimension; None when no item had judges.
     judge_agreement: Path | None = None
+    #: ``case_verdicts.csv``: one row per model and case (see :data:`VERDICT_COLUMNS`).
+    case_verdicts: Path | None = None
+    #: ``comparisons.csv``: the top model against each other one (see
+    #: :data:`COMPARISON_COLUMNS`); only the header with a single model.
+    comparisons: Path | None = None
 
 
 def write_aggregates(records: Sequence[Mapping[str, Any]], out_dir: Path) -> WrittenFiles | None:
@@ -233,12 +261,86 @@ def write_aggregates(records: Sequence[Mapping[str, Any]], out_dir: Path) -> Wri
     agreement = None
     if has_judges(records):
         agreement = _write_csv(agreement_frame(records), out_dir / "judge_agreement.csv")
+    board = leaderboard(frame)
+    comparisons = top_comparisons(records, board["model"].tolist())
     return WrittenFiles(
         all_metrics=_write_csv(all_metrics(frame), out_dir / "all_metrics.csv"),
-        leaderboard=_write_csv(leaderboard(frame), out_dir / "leaderboard.csv"),
+        leaderboard=_write_csv(board, out_dir / "leaderboard.csv"),
         per_model=per_model,
         judge_agreement=agreement,
+        case_verdicts=_write_csv(verdicts_frame(records), out_dir / "case_verdicts.csv"),
+        comparisons=_write_csv(comparisons_frame(comparisons), out_dir / "comparisons.csv"),
     )
+
+
+#: Columns of ``case_verdicts.csv``: the fields of :class:`~pytest_llmbench.stats.CaseVerdict`.
+VERDICT_COLUMNS: tuple[str, ...] = (
+    "model",
+    "suite",
+    "case_id",
+    "n",
+    "passed",
+    "errors",
+    "pass_rate",
+    "verdict",
+)
+
+
+def verdicts_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per model and case: repeats answered, passed, errors, pass rate and verdict."""
+    import pandas as pd
+
+    rows = [asdict(verdict) for verdict in case_verdicts(records)]
+    return pd.DataFrame(rows, columns=list(VERDICT_COLUMNS)).astype({"pass_rate": "float64"})
+
+
+def top_comparisons(
+    records: Sequence[Mapping[str, Any]], models: Sequence[str], *, seed: int = 0
+) -> list[Comparison]:
+    """The first of ``models`` (the leaderboard's best) against each other one, in order.
+
+    Two comparisons per other model, score then pass rate (see
+    :func:`pytest_llmbench.stats.compare`); ``diff`` is other minus best.
+    """
+    if len(models) < 2:
+        return []
+    by_model: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        by_model.setdefault(case_key(record)[0], []).append(record)
+    best = models[0]
+    return [
+        comparison
+        for other in models[1:]
+        for comparison in compare(
+            by_model.get(best, []), by_model.get(other, []), best, other, seed=seed
+        )
+    ]
+
+
+#: Columns of ``comparisons.csv``.
+COMPARISON_COLUMNS: tuple[str, ...] = (
+    "model_a",
+    "model_b",
+    "metric",
+    "n_cases",
+    "diff",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "significant",
+)
+
+
+def comparisons_frame(comparisons: Iterable[Comparison]) -> pd.DataFrame:
+    """One row per comparison, columns :data:`COMPARISON_COLUMNS`."""
+    import pandas as pd
+
+    rows = [
+        (c.model_a, c.model_b, c.metric, c.n_cases, c.diff, c.low, c.high, c.p_value, c.significant)
+        for c in comparisons
+    ]
+    frame = pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
+    return frame.astype({"n_cases": "int64", "diff": "float64", "significant": "bool"})
 
 
 def has_judges(records: Iterable[Mapping[str, Any]]) -> bool:
@@ -259,42 +361,73 @@ def agreement_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 _BOARD_HEADER: tuple[str, ...] = (
-    "rank",
+    "#",
     "model",
-    "score",
+    "score [95% CI]",
     "pass",
     "errors",
     "cost $",
     "p50 s",
-    "ttft p50 s",
+    "ttft s",
 )
+_VS_TOP_HEADER = "vs #1"
+# Long model names are cut so that a row stays within 100 columns.
+_MODEL_WIDTH = 19
 
 
-def format_leaderboard(board: pd.DataFrame, max_rows: int = 20) -> list[str]:
+def format_leaderboard(
+    board: pd.DataFrame, max_rows: int = 20, comparisons: Sequence[Comparison] = ()
+) -> list[str]:
     """Return a fixed-width text table of ``board`` (from :func:`leaderboard`), header first.
 
-    Shows at most ``max_rows`` models; a last line says how many more there are.
+    The score shows its 95% CI. With ``comparisons`` (from :func:`top_comparisons`) a ``vs #1``
+    column gives rows 2..n their score difference to the top row, its p-value and ``*``
+    (significant, p < 0.05) or ``n.s.``. Shows at most ``max_rows`` models; a last line says
+    how many more there are.
     """
     shown = board.head(max(max_rows, 0))
-    rows = [_board_cells(row) for _, row in shown.iterrows()]
+    versus = {c.model_b: c for c in comparisons if c.metric == "score"}
+    header = _BOARD_HEADER + ((_VS_TOP_HEADER,) if versus else ())
+    rows = [_board_cells(row, versus) for _, row in shown.iterrows()]
     # The model name reads best left-aligned; numbers line up on the right.
-    lines = _table(_BOARD_HEADER, rows, left=1)
+    lines = _table(header, rows, left=1)
     if len(board) > len(shown):
         lines.append(f"... {len(board) - len(shown)} more model(s)")
     return lines
 
 
-def _board_cells(row: pd.Series) -> tuple[str, ...]:
-    return (
+def _board_cells(row: pd.Series, versus: Mapping[str, Comparison]) -> tuple[str, ...]:
+    model = str(row["model"])
+    cells = (
         str(row["rank"]),
-        str(row["model"]),
-        _fmt(row["score_mean"], ".3f"),
-        "-" if _missing(row["pass_rate"]) else f"{row['pass_rate'] * 100:.1f}%",
+        model if len(model) <= _MODEL_WIDTH else model[: _MODEL_WIDTH - 3] + "...",
+        _score_cell(row),
+        "-" if is_missing(row["pass_rate"]) else f"{row['pass_rate'] * 100:.1f}%",
         _fmt(row["n_errors"], "d"),
         _fmt(row["cost_usd_total"], ".4f"),
         _fmt(row["latency_s_p50"], ".2f"),
         _fmt(row["ttft_s_p50"], ".2f"),
     )
+    if not versus:
+        return cells
+    return (*cells, _versus_cell(versus.get(model)) if row["rank"] != 1 else "")
+
+
+def _score_cell(row: pd.Series) -> str:
+    """``0.62 [0.51, 0.73]``; the bare score when there is no interval."""
+    score, low, high = row["score_mean"], row.get("score_ci_low"), row.get("score_ci_high")
+    if is_missing(score) or is_missing(low) or is_missing(high):
+        return _fmt(score, ".2f")
+    return f"{score:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def _versus_cell(comparison: Comparison | None) -> str:
+    """``-0.08 p=0.03 *`` or ``-0.02 p=0.41 n.s.``; ``-`` without common scored cases."""
+    if comparison is None or comparison.n_cases == 0:
+        return "-"
+    p_value = comparison.p_value
+    shown = "p<0.01" if p_value < 0.01 else f"p={p_value:.2f}"
+    return f"{comparison.diff:+.2f} {shown} {'*' if comparison.significant else 'n.s.'}"
 
 
 _JUDGES_HEADER: tuple[str, ...] = ("dimension", "mean", "alpha", "units")
@@ -328,7 +461,7 @@ def format_judges(frame: pd.DataFrame) -> list[str]:
         *_table(_JUDGES_HEADER, rows, left=0),
         f"judge errors: {usage['judge_errors']} (excluded from scores); "
         f"judge tokens: {usage['judge_tokens_total']}; "
-        f"judge cost: {'unknown' if _missing(cost) else f'${cost:.4f}'}",
+        f"judge cost: {'unknown' if is_missing(cost) else f'${cost:.4f}'}",
     ]
 
 
@@ -355,13 +488,7 @@ def _table_line(cells: Sequence[str], widths: Sequence[int], left: int) -> str:
 
 
 def _fmt(value: Any, spec: str) -> str:
-    return "-" if _missing(value) else format(int(value) if spec == "d" else value, spec)
-
-
-def _missing(value: Any) -> bool:
-    import pandas as pd
-
-    return value is None or bool(pd.isna(value))
+    return "-" if is_missing(value) else format(int(value) if spec == "d" else value, spec)
 
 
 def _metrics(group: pd.DataFrame, dimensions: Sequence[str]) -> dict[str, Any]:
@@ -383,7 +510,31 @@ def _metrics(group: pd.DataFrame, dimensions: Sequence[str]) -> dict[str, Any]:
         **_usage(spent, answered),
         **_timing(answered),
         **_judge_usage(spent),
+        **_repeat_stats(group),
         **_dimension_means(answered, dimensions),
+    }
+
+
+_CASE_FIELDS = ["model", "suite", "case_id", "outcome", "score"]
+
+
+def _repeat_stats(group: pd.DataFrame) -> dict[str, Any]:
+    """Clustered CIs of the score and pass rate, flaky cases, pass@k and pass^k."""
+    columns = [group[name].tolist() for name in _CASE_FIELDS]
+    records = [
+        dict(zip(_CASE_FIELDS, values, strict=True)) for values in zip(*columns, strict=True)
+    ]
+    summary = summarize_repeats(records)
+    score, passing, at_k = summary.score, summary.pass_rate, summary.at_k
+    return {
+        "score_ci_low": math.nan if score is None else score.low,
+        "score_ci_high": math.nan if score is None else score.high,
+        "pass_rate_ci_low": math.nan if passing is None else passing.low,
+        "pass_rate_ci_high": math.nan if passing is None else passing.high,
+        "n_flaky": summary.n_flaky,
+        "pass_at_k": math.nan if at_k is None else at_k.pass_at_k,
+        "pass_hat_k": math.nan if at_k is None else at_k.pass_hat_k,
+        "k": None if at_k is None else at_k.k,
     }
 
 

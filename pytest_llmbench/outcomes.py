@@ -4,6 +4,8 @@ Runs inside the ``pytest_runtest_makereport`` wrapper on the process that ran th
 items get a record after the call phase, or after a failed/skipped setup (a provider error is an
 ``error`` outcome). Plain tests get one when they used ``llm`` or ``record_score``. Reports of
 items that touched our fixtures are scrubbed of secrets before anything prints or stores them.
+The record's headline numbers also become the item's user properties, which JUnit XML writes
+as ``<property>`` elements of the test case.
 """
 
 from __future__ import annotations
@@ -32,8 +34,53 @@ def attach_record(
         record = _plain_record(item, call, report, runtime)
     if record is not None:
         report.llmbench_record = record  # type: ignore[attr-defined]
+        _add_properties(item, report, record)
     # Last: building the record may replace the failure text (a provider error's message).
     _scrub(report, runtime)
+
+
+#: Record fields that become JUnit XML properties, named ``llmbench_<field>``, in this order.
+PROPERTY_FIELDS: tuple[str, ...] = (
+    "model",
+    "score",
+    "threshold",
+    "cost_usd",
+    "judge_cost",
+    "input_tokens",
+    "output_tokens",
+    "latency_s",
+    "ttft_s",
+    "retries",
+    "cached",
+)
+
+
+def record_properties(record: dict[str, Any]) -> list[tuple[str, object]]:
+    """The user properties of ``record``: ``(llmbench_<field>, value)`` for each field with a value.
+
+    Numbers stay numbers; booleans become ``"true"``/``"false"`` (junitxml writes ``str(value)``,
+    and CI parsers read lowercase booleans).
+    """
+    return [
+        (f"llmbench_{name}", _property_value(record[name]))
+        for name in PROPERTY_FIELDS
+        if record.get(name) is not None
+    ]
+
+
+def _property_value(value: Any) -> object:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def _add_properties(item: pytest.Item, report: pytest.TestReport, record: dict[str, Any]) -> None:
+    properties = record_properties(record)
+    # junitxml writes the properties of the *teardown* report, which pytest builds from
+    # ``item.user_properties`` on the process that ran the item; so they cross xdist with it.
+    # The report of this phase gets them too, as ``record_property`` would have given them.
+    item.user_properties.extend(properties)
+    report.user_properties.extend(properties)
 
 
 def _eval_record(item: EvalItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> Any:

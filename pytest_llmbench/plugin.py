@@ -45,6 +45,15 @@ def pytest_configure(config: pytest.Config) -> None:
     from .results import ResultsRecorder
 
     config.pluginmanager.register(ResultsRecorder(config), RECORDER_NAME)
+    # At session end, after the recorder (trylast): the report, CI outputs, the baseline gate.
+    # Each imports its heavy parts (pandas, plotly) only when the run has records.
+    from .baseline import BaselineGate
+    from .ci_outputs import CIOutputs
+    from .report.standalone import ReportWriter
+
+    config.pluginmanager.register(ReportWriter(config), "llmbench-report")
+    config.pluginmanager.register(CIOutputs(config), "llmbench-ci-outputs")
+    config.pluginmanager.register(BaselineGate(config), "llmbench-baseline")
     if config.pluginmanager.hasplugin("html"):
         from .report.html import HtmlColumns
 

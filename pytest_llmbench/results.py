@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,7 +22,12 @@ from .config import get_run_config
 from .record import utc_now
 from .runtime import get_runtime
 
+if TYPE_CHECKING:
+    from .stats import CaseVerdict
+
 RESULTS_FILE = "results.jsonl"
+#: The terminal lists at most this many flaky cases (all of them are in case_verdicts.csv).
+_MAX_FLAKY_LINES = 50
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,51 @@ class GateFailure:
     def describe(self) -> str:
         """One summary line."""
         return f"{self.model}: pass rate {self.pass_rate:.1%} < --min-pass-rate {self.required:.1%}"
+
+
+@dataclass(frozen=True)
+class RepeatOutcome:
+    """The run's cases judged across their repeats under ``--repeat-policy``."""
+
+    policy: str
+    #: Every case with an answered or error repeat (see :func:`.stats.case_verdicts`).
+    verdicts: tuple[CaseVerdict, ...]
+    #: The answered cases the policy does not pass (error-only cases are errors, not these).
+    failing: tuple[CaseVerdict, ...]
+
+    def summary(self) -> dict[str, Any]:
+        """Counts for run.json: cases per verdict and the cases failing the policy."""
+        from .stats import VERDICTS
+
+        counts = {name: sum(1 for v in self.verdicts if v.verdict == name) for name in VERDICTS}
+        return {
+            "policy": self.policy,
+            "cases": len(self.verdicts),
+            **counts,
+            "failing_policy": len(self.failing),
+        }
+
+    def flaky_lines(self) -> list[str]:
+        """One line per flaky case: model, suite::case_id, passed/n, and the policy's verdict."""
+        flaky = [verdict for verdict in self.verdicts if verdict.verdict == "flaky"]
+        lines = [
+            f"{v.model}  {v.suite}::{v.case_id}  {v.passed}/{v.n} passed  "
+            f"{'passes' if v not in self.failing else 'FAILS'} under "
+            f"--repeat-policy={self.policy}"
+            for v in flaky[:_MAX_FLAKY_LINES]
+        ]
+        if len(flaky) > _MAX_FLAKY_LINES:
+            lines.append(f"... {len(flaky) - _MAX_FLAKY_LINES} more (see case_verdicts.csv)")
+        return lines
+
+
+def judge_repeats(records: list[dict[str, Any]], policy: str) -> RepeatOutcome:
+    """The verdict of every case and those that fail ``policy``."""
+    from .stats import case_verdicts, policy_passes
+
+    verdicts = tuple(case_verdicts(records))
+    failing = tuple(v for v in verdicts if v.n and not policy_passes(v, policy))
+    return RepeatOutcome(policy, verdicts, failing)
 
 
 #: The controller's recorder, for plugins that read the run's records at the end.
@@ -58,6 +108,7 @@ class ResultsRecorder:
         self.judge_lines: list[str] = []
         self.judge_agreement: list[dict[str, Any]] = []
         self.aggregate_error: str | None = None
+        self.repeats: RepeatOutcome | None = None
 
     # -- as items finish -------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -95,9 +146,16 @@ class ResultsRecorder:
             self._stream.close()
         if not self.records or self.out_dir is None:
             return
+        self._judge_repeats()
         board = self._write_aggregates()
         self._apply_gates(session, board)
         self._write_run_json(session)
+
+    def _judge_repeats(self) -> None:
+        try:
+            self.repeats = judge_repeats(self.records, get_run_config(self.config).repeat_policy)
+        except Exception as exc:  # like a broken aggregate: keep the run's exit status
+            self.aggregate_error = f"{type(exc).__name__}: {exc}"
 
     def _write_aggregates(self) -> Any:
         from .judging.agreement import dimension_agreement
@@ -106,6 +164,7 @@ class ResultsRecorder:
             format_leaderboard,
             leaderboard,
             records_frame,
+            top_comparisons,
             write_aggregates,
         )
 
@@ -114,27 +173,43 @@ class ResultsRecorder:
             write_aggregates(self.records, self.out_dir)
             frame = records_frame(self.records)
             board = leaderboard(frame)
+            comparisons = top_comparisons(self.records, board["model"].tolist())
             self.judge_lines = format_judges(frame)
             self.judge_agreement = [asdict(row) for row in dimension_agreement(self.records)]
         except Exception as exc:  # a broken aggregate must not lose the run's exit status
             self.aggregate_error = f"{type(exc).__name__}: {exc}"
             return None
-        self.leaderboard_lines = format_leaderboard(board)
+        self.leaderboard_lines = format_leaderboard(board, comparisons=comparisons)
         return board
 
     def _apply_gates(self, session: pytest.Session, board: Any) -> None:
-        required = get_run_config(self.config).min_pass_rate
-        if required is None or board is None:
-            return
+        """Let ``--min-pass-rate``, else a ``--repeat-policy`` other than ``all``, decide.
+
+        Both only judge low scores: any other failure or error keeps the run failed, and a worse
+        status (interrupted, internal error) is kept. With an aggregate gate, single cases do not
+        fail the run by themselves, whatever the repeat policy.
+        """
+        run = get_run_config(self.config)
+        if run.min_pass_rate is not None:
+            if board is None:
+                return
+            self._check_pass_rates(board, run.min_pass_rate)
+            self._set_failed(session, bool(self.gate_failures))
+        elif run.repeat_policy != "all" and self.repeats is not None:
+            self._set_failed(session, bool(self.repeats.failing))
+
+    def _check_pass_rates(self, board: Any, required: float) -> None:
         for row in board.itertuples():
             rate = float(row.pass_rate) if row.pass_rate == row.pass_rate else 0.0
             if rate < required:
                 self.gate_failures.append(GateFailure(str(row.model), rate, required))
-        if self.gate_failures:
+
+    def _set_failed(self, session: pytest.Session, failed: bool) -> None:
+        """Fail an OK run when ``failed``; pass a run failed only by low scores when not."""
+        if failed:
             if session.exitstatus == pytest.ExitCode.OK:  # keep worse: interrupted, internal
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         elif session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._other_failures == 0:
-            # With an aggregate gate, single low-scoring cases do not fail the run by themselves.
             session.exitstatus = pytest.ExitCode.OK
 
     def _write_run_json(self, session: pytest.Session) -> None:
@@ -148,6 +223,7 @@ class ResultsRecorder:
             "exitstatus": int(session.exitstatus),
             "records": len(self.records),
             "gate_failures": [failure.describe() for failure in self.gate_failures],
+            "repeat_policy": self.repeats.summary() if self.repeats else None,
             "judge_agreement": self.judge_agreement,
             "config": runtime.run.to_dict(),
             "versions": _versions(),
@@ -160,6 +236,11 @@ class ResultsRecorder:
         if not self.records:
             return
         write = terminalreporter.write_line
+        flaky = self.repeats.flaky_lines() if self.repeats else []
+        if flaky:
+            terminalreporter.write_sep("=", "llmbench flaky cases")
+            for line in flaky:
+                write(line, yellow=True)
         if self.judge_lines:
             terminalreporter.write_sep("=", "llmbench judges")
             for line in self.judge_lines:
@@ -182,6 +263,14 @@ class ResultsRecorder:
             write(f"llmbench: {cached} answers from the response cache (no call made)")
         for failure in self.gate_failures:
             write(f"llmbench gate FAILED: {failure.describe()}", red=True, bold=True)
+        run = get_run_config(self.config)
+        if self.repeats and self.repeats.failing and run.repeat_policy != "all":
+            count = len(self.repeats.failing)
+            # With --min-pass-rate the gate decides the exit status; the count is still news.
+            write(
+                f"llmbench: {count} case(s) fail --repeat-policy={run.repeat_policy}",
+                red=run.min_pass_rate is None,
+            )
 
 
 def _results_dir(config: pytest.Config) -> Path:

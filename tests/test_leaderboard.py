@@ -145,14 +145,23 @@ def test_records_frame_of_nothing_is_empty_with_columns() -> None:
 def test_metric_columns_order() -> None:
     frame = lb.all_metrics(lb.records_frame(sample_records()))
     assert list(frame.columns) == ["model", "suite", *lb.METRIC_COLUMNS]
-    assert lb.METRIC_COLUMNS[0] == "n_items" and lb.METRIC_COLUMNS[-1] == "judge_errors"
-    assert lb.METRIC_COLUMNS[-4:] == (
+    assert lb.METRIC_COLUMNS[0] == "n_items" and lb.METRIC_COLUMNS[-1] == "k"
+    # The repeat statistics come right after the judge totals, before any dim_* column.
+    assert lb.METRIC_COLUMNS[-12:] == (
         "n_cached",
         "judge_cost_total",
         "judge_tokens_total",
         "judge_errors",
+        "score_ci_low",
+        "score_ci_high",
+        "pass_rate_ci_low",
+        "pass_rate_ci_high",
+        "n_flaky",
+        "pass_at_k",
+        "pass_hat_k",
+        "k",
     )
-    assert len(lb.METRIC_COLUMNS) == 32
+    assert len(lb.METRIC_COLUMNS) == 40
 
 
 def test_counts_and_rates_exclude_errors_and_skips() -> None:
@@ -377,10 +386,11 @@ def test_format_leaderboard_table() -> None:
         rec(model="beta/long-name", outcome="error"),
     ]
     lines = lb.format_leaderboard(lb.leaderboard(lb.records_frame(records)))
+    # One answered item: a single case with no spread, so its interval is the point.
     assert lines == [
-        "rank  model           score    pass  errors  cost $  p50 s  ttft p50 s",
-        "   1  alpha           1.000  100.0%       0  0.0012   1.23        0.50",
-        "   2  beta/long-name      -       -       1       -      -           -",
+        "#  model              score [95% CI]    pass  errors  cost $  p50 s  ttft s",
+        "1  alpha           1.00 [1.00, 1.00]  100.0%       0  0.0012   1.23    0.50",
+        "2  beta/long-name                  -       -       1       -      -       -",
     ]
 
 
@@ -388,7 +398,7 @@ def test_format_leaderboard_truncates() -> None:
     records = [rec(model=name, score=score) for name, score in (("x", 0.1), ("y", 0.2), ("z", 0.3))]
     lines = lb.format_leaderboard(lb.leaderboard(lb.records_frame(records)), max_rows=2)
     assert len(lines) == 4
-    assert lines[1].split()[:3] == ["1", "z", "0.300"]
+    assert lines[1].split()[:3] == ["1", "z", "0.30"]
     assert lines[2].split()[:2] == ["2", "y"]
     assert lines[-1] == "... 1 more model(s)"
 
@@ -633,3 +643,192 @@ def test_format_judges_no_variation_and_unknown_cost() -> None:
 def test_format_judges_empty_without_judges() -> None:
     assert lb.format_judges(lb.records_frame(sample_records())) == []
     assert lb.format_judges(lb.records_frame([])) == []
+
+
+# --- repeat statistics ---------------------------------------------------------------------
+
+
+def repeat_records(model: str = "m1", suite: str = "s1") -> list[dict[str, Any]]:
+    """Six cases of two repeats: four pass twice, one is flaky, one fails twice.
+
+    Passed items score 1.0 and failed ones 0.5, so every score and pass rate is hand-checkable.
+    """
+    runs = {"a": "PP", "b": "PP", "c": "PP", "d": "PP", "e": "PF", "f": "FF"}
+    return [
+        rec(
+            model=model,
+            suite=suite,
+            case_id=case,
+            repeat=index,
+            outcome="passed" if mark == "P" else "failed",
+            score=1.0 if mark == "P" else 0.5,
+        )
+        for case, marks in runs.items()
+        for index, mark in enumerate(marks)
+    ]
+
+
+def test_ci_columns_are_clustered_by_case() -> None:
+    records = [
+        *repeat_records(),
+        rec(case_id="g", outcome="error"),
+        rec(case_id="h", outcome="skipped"),
+    ]
+    (row,) = lb.leaderboard(lb.records_frame(records)).to_dict("records")
+    t5 = 2.570581835636  # t(0.975, 6 cases - 1)
+    # Pass: 0/1 clusters [1,1] x4, [1,0], [0,0]: m = 9/12 = 0.75; deviation sums 0.5 (x4), -0.5,
+    # -1.5 -> squares 1.0 + 0.25 + 2.25 = 3.5; var = 6/5 * 3.5 / 12^2; high clamps at 1.
+    assert row["pass_rate"] == 0.75
+    assert row["pass_rate_ci_low"] == pytest.approx(0.75 - t5 * math.sqrt(1.2 * 3.5 / 144))
+    assert row["pass_rate_ci_high"] == 1.0
+    # Score: clusters [1,1] x4, [1,0.5], [0.5,0.5]: m = 10.5/12 = 0.875; deviation sums 0.25 (x4),
+    # -0.25, -0.75 -> squares 0.25 + 0.0625 + 0.5625 = 0.875; var = 6/5 * 0.875 / 144.
+    assert row["score_mean"] == pytest.approx(0.875)
+    assert row["score_ci_low"] == pytest.approx(0.875 - t5 * math.sqrt(1.2 * 0.875 / 144))
+    assert row["score_ci_high"] == 1.0
+
+
+def test_flaky_and_pass_at_k_columns() -> None:
+    records = [*repeat_records(), rec(case_id="g", outcome="error")]
+    (row,) = lb.leaderboard(lb.records_frame(records)).to_dict("records")
+    assert (row["n_flaky"], row["k"]) == (1, 2)
+    # pass@2 per case: 1 (x4), flaky 1 - C(1,2)/C(2,2) = 1, never 0 -> 5/6.
+    # pass^2 per case: 1 (x4), C(1,2)/C(2,2) = 0, 0 -> 4/6. The error-only case is left out.
+    assert row["pass_at_k"] == pytest.approx(5 / 6)
+    assert row["pass_hat_k"] == pytest.approx(4 / 6)
+
+
+def test_k_is_the_fewest_answered_repeats() -> None:
+    records = [
+        *repeat_records(),
+        rec(case_id="short", repeat=0, outcome="passed", score=1.0),
+        rec(case_id="short", repeat=1, outcome="error"),
+    ]
+    (row,) = lb.leaderboard(lb.records_frame(records)).to_dict("records")
+    # k = 1: pass@1 = pass^1 = mean per-case pass rate = (4 + 0.5 + 0 + 1) / 7.
+    assert row["k"] == 1
+    assert row["pass_at_k"] == pytest.approx(5.5 / 7) == row["pass_hat_k"]
+
+
+def test_repeat_columns_without_answers_are_empty(tmp_path: Path) -> None:
+    written = lb.write_aggregates(
+        [rec(outcome="error"), rec(case_id="c2", outcome="skipped")], tmp_path
+    )
+    assert written is not None
+    (row,) = read_csv(written.leaderboard)
+    for name in ("score_ci_low", "pass_rate_ci_high", "pass_at_k", "k"):
+        assert row[name] == "", name
+    assert row["n_flaky"] == "0"
+
+
+def test_ci_per_suite_row_and_all_row() -> None:
+    records = [*repeat_records(suite="s1"), *repeat_records(suite="s2")]
+    frame = lb.model_aggregate(lb.records_frame(records), "m1")
+    s1, total = frame.iloc[0], frame.iloc[-1]
+    # Twice the cases with the same values: same mean, narrower interval (12 clusters).
+    assert total["pass_rate"] == s1["pass_rate"] == 0.75
+    assert total["pass_rate_ci_low"] > s1["pass_rate_ci_low"]
+    assert (s1["n_flaky"], total["n_flaky"]) == (1, 2)
+
+
+def test_case_verdicts_csv(tmp_path: Path) -> None:
+    records = [*repeat_records(), rec(case_id="g", outcome="error"), rec(model="m2", case_id="a")]
+    written = lb.write_aggregates(records, tmp_path)
+    assert written is not None and written.case_verdicts == tmp_path / "case_verdicts.csv"
+    assert csv_header(written.case_verdicts) == list(lb.VERDICT_COLUMNS)
+    rows = read_csv(written.case_verdicts)
+    assert [(r["model"], r["case_id"], r["verdict"]) for r in rows] == [
+        ("m1", "a", "passed"),
+        ("m1", "b", "passed"),
+        ("m1", "c", "passed"),
+        ("m1", "d", "passed"),
+        ("m1", "e", "flaky"),
+        ("m1", "f", "failed"),
+        ("m1", "g", "error"),
+        ("m2", "a", "passed"),
+    ]
+    flaky, error = rows[4], rows[6]
+    assert (flaky["suite"], flaky["n"], flaky["passed"], flaky["errors"]) == ("s1", "2", "1", "0")
+    assert flaky["pass_rate"] == "0.5"
+    assert (error["n"], error["errors"], error["pass_rate"]) == ("0", "1", "")
+
+
+def clear_winner_records() -> list[dict[str, Any]]:
+    """Eight cases: 'good' passes all, 'bad' fails all, 'close' fails one."""
+    return [
+        rec(
+            model=model, case_id=f"c{i}", outcome=outcome, score=1.0 if outcome == "passed" else 0.0
+        )
+        for i in range(8)
+        for model, outcome in (
+            ("good", "passed"),
+            ("bad", "failed"),
+            ("close", "failed" if i == 0 else "passed"),
+        )
+    ]
+
+
+def test_comparisons_csv_best_against_each_other_model(tmp_path: Path) -> None:
+    written = lb.write_aggregates(clear_winner_records(), tmp_path)
+    assert written is not None and written.comparisons == tmp_path / "comparisons.csv"
+    assert csv_header(written.comparisons) == list(lb.COMPARISON_COLUMNS)
+    rows = read_csv(written.comparisons)
+    # Leaderboard order: good, close, bad; both metrics for each pair.
+    assert [(r["model_a"], r["model_b"], r["metric"]) for r in rows] == [
+        ("good", "close", "score"),
+        ("good", "close", "pass_rate"),
+        ("good", "bad", "score"),
+        ("good", "bad", "pass_rate"),
+    ]
+    close_score, close_pass, bad_score, bad_pass = rows
+    # close: one of 8 cases differs: McNemar p = 1 and the bootstrap floor 2^0 = 1.
+    assert (close_score["diff"], close_score["p_value"], close_score["significant"]) == (
+        "-0.125",
+        "1.0",
+        "False",
+    )
+    assert close_pass["p_value"] == "1.0"
+    # bad: 8 discordant pairs: McNemar p = 2 / 2^8 = 0.0078125; score floor 2^(1-8) the same.
+    assert (bad_pass["n_cases"], bad_pass["diff"], bad_pass["p_value"]) == ("8", "-1.0", "0.007812")
+    assert (bad_score["ci_low"], bad_score["ci_high"], bad_score["significant"]) == (
+        "-1.0",
+        "-1.0",
+        "True",
+    )
+
+
+def test_comparisons_csv_with_one_model_has_only_the_header(tmp_path: Path) -> None:
+    written = lb.write_aggregates(repeat_records(), tmp_path)
+    assert written is not None and written.comparisons is not None
+    assert written.comparisons.read_text().splitlines() == [",".join(lb.COMPARISON_COLUMNS)]
+
+
+def test_format_leaderboard_vs_top_column() -> None:
+    records = clear_winner_records()
+    board = lb.leaderboard(lb.records_frame(records))
+    comparisons = lb.top_comparisons(records, board["model"].tolist())
+    lines = lb.format_leaderboard(board, comparisons=comparisons)
+    assert lines[0].split("  ")[-1] == "vs #1"
+    # The top row has no vs #1 cell: it ends with its (missing) TTFT.
+    assert lines[1].startswith("1  good ") and lines[1].endswith("  -")
+    assert len(lines[1]) < len(lines[2])
+    # close: one case of 8 differs, -1/8 = -0.125 (rounded half to even), not significant.
+    assert lines[2].startswith("2  close") and lines[2].endswith("-0.12 p=1.00 n.s.")
+    assert lines[3].startswith("3  bad") and lines[3].endswith("-1.00 p<0.01 *")
+    assert "1.00 [1.00, 1.00]" in lines[1] and "0.00 [0.00, 0.00]" in lines[3]
+
+
+def test_format_leaderboard_fits_100_columns() -> None:
+    long_name = "openrouter/meta-llama/llama-3.1-405b-instruct"
+    records = [
+        {**record, "model": long_name if record["model"] == "close" else record["model"]}
+        for record in clear_winner_records()
+    ]
+    for record in records:
+        record.update(cost_usd=1.23456, latency_s=12.5, ttft_s=1.25)
+    board = lb.leaderboard(lb.records_frame(records))
+    lines = lb.format_leaderboard(
+        board, comparisons=lb.top_comparisons(records, board["model"].tolist())
+    )
+    assert max(len(line) for line in lines) <= 100
+    assert "openrouter/meta-..." in lines[2]

@@ -34,7 +34,7 @@ def test_eval_file_runs_through_provider_and_records(bench: Bench) -> None:
             "*capitals.eval.yaml::france?fake-r0? PASSED*",
             "*capitals.eval.yaml::japan?fake-r0? FAILED*",
             "*llmbench leaderboard*",
-            "*1  fake*0.500*50.0%*",
+            "*1  fake*0.50 [[]0.00, 1.00[]]*50.0%*",
         ]
     )
     rows = {r["case_id"]: r for r in bench.records()}

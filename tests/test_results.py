@@ -325,7 +325,11 @@ def test_leaderboard_ranks_the_better_model_first(bench: Bench) -> None:
     assert float(board[1]["score_mean"]) == pytest.approx(0.375)
     assert float(board[1]["pass_rate"]) == 0.0
     result.stdout.re_match_lines(
-        [r"\s*1\s+fake\s+1\.000\s+100\.0%.*", r"\s*2\s+fake2\s+0\.375\s+0\.0%.*"]
+        [
+            r"1\s+fake\s+1\.00 \[1\.00, 1\.00\]\s+100\.0%.*",
+            # Two cases, differences -1 and -0.25: mean -0.625; two cases can never be significant.
+            r"2\s+fake2\s+0\.38 \[0\.00, 1\.00\]\s+0\.0%.*-0\.62 p=0\.50 n\.s\.$",
+        ]
     )
 
 
@@ -388,9 +392,9 @@ def test_terminal_summary_shows_leaderboard_and_path(bench: Bench) -> None:
     result.stdout.fnmatch_lines(
         [
             "*= llmbench leaderboard =*",
-            "rank*model*score*pass*errors*cost $*p50 s*ttft p50 s",
-            "*1*fake *1.000*100.0%*0*",
-            "*2*fake2*1.000*100.0%*0*",
+            "#*model*score ?95% CI?*pass*errors*cost $*p50 s*ttft s*vs #1",
+            "1*fake *1.00 ?1.00, 1.00?*100.0%*0*",
+            "2*fake2*1.00 ?1.00, 1.00?*100.0%*0*+0.00 p=1.00 n.s.",
             f"llmbench: 4 records in {bench.pytester.path / 'out'}",
         ]
     )
@@ -442,7 +446,7 @@ def test_judges_summary_agreement_file_and_run_json(bench: Bench) -> None:
             "correctness*3.750*0.727*2",
             "judge errors: 0 (excluded from scores); judge tokens: 28; judge cost: $0.0020",
             "*= llmbench leaderboard =*",
-            "rank*model*score*",
+            "#*model*score*",
         ]
     )
     data = json.loads(bench.out("run.json").read_text(encoding="utf-8"))
@@ -677,3 +681,192 @@ def test_unexpected_exception_in_an_eval_item_is_an_error_record(bench: Bench) -
     assert by_case["boom"]["error_kind"] == "internal"
     assert "RuntimeError: scorer crashed" in by_case["boom"]["error"]
     assert by_case["fine"]["outcome"] == "passed"
+
+
+# -- repeats: verdicts, --repeat-policy, flaky cases -------------------------------------------
+
+
+def _japan_flaky(bench: Bench) -> None:
+    """France always right; Japan wrong on its first call only: 2 of 3 repeats pass."""
+    bench.server.add_rule(Rule(match="Japan", reply="Osaka", times=1))
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+
+
+def test_case_verdicts_csv_and_flaky_section(bench: Bench) -> None:
+    _japan_flaky(bench)
+    result = bench.run("--models=fake", "--repeat=3")
+    result.assert_outcomes(passed=5, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the default policy is all
+    assert _csv(bench.out("case_verdicts.csv")) == [
+        {
+            "model": "fake",
+            "suite": "capitals",
+            "case_id": "france",
+            "n": "3",
+            "passed": "3",
+            "errors": "0",
+            "pass_rate": "1.0",
+            "verdict": "passed",
+        },
+        {
+            "model": "fake",
+            "suite": "capitals",
+            "case_id": "japan",
+            "n": "3",
+            "passed": "2",
+            "errors": "0",
+            "pass_rate": "0.666667",
+            "verdict": "flaky",
+        },
+    ]
+    result.stdout.fnmatch_lines(
+        [
+            "*= llmbench flaky cases =*",
+            "fake  capitals::japan  2/3 passed  FAILS under --repeat-policy=all",
+            "*= llmbench leaderboard =*",
+        ]
+    )
+    assert "capitals::france" not in "".join(line for line in result.outlines if "passed  " in line)
+    summary = json.loads(bench.out("run.json").read_text())["repeat_policy"]
+    assert summary == {
+        "policy": "all",
+        "cases": 2,
+        "passed": 1,
+        "failed": 0,
+        "flaky": 1,
+        "error": 0,
+        "failing_policy": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("policy", "passes"),
+    [("majority", True), ("any", True), ("at-least:2", True), ("at-least:3", False)],
+)
+def test_repeat_policy_decides_the_exit_status(bench: Bench, policy: str, passes: bool) -> None:
+    _japan_flaky(bench)
+    result = bench.run("--models=fake", "--repeat=3", f"--repeat-policy={policy}")
+    result.assert_outcomes(passed=5, failed=1)  # the items keep their own outcomes
+    expected = pytest.ExitCode.OK if passes else pytest.ExitCode.TESTS_FAILED
+    assert result.ret == expected
+    verdict = "passes" if passes else "FAILS"
+    result.stdout.fnmatch_lines(
+        [f"fake  capitals::japan  2/3 passed  {verdict} under --repeat-policy={policy}"]
+    )
+    data = json.loads(bench.out("run.json").read_text())
+    assert data["exitstatus"] == int(expected)
+    assert data["repeat_policy"]["failing_policy"] == (0 if passes else 1)
+    assert ("case(s) fail --repeat-policy" in result.stdout.str()) is not passes
+
+
+def test_repeat_policy_fails_a_case_below_it_even_when_every_item_passed(bench: Bench) -> None:
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run("--models=fake", "--repeat=2", "--repeat-policy=at-least:3")
+    result.assert_outcomes(passed=4)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["llmbench: 2 case(s) fail --repeat-policy=at-least:3"])
+    assert "llmbench flaky cases" not in result.stdout.str()  # no case is flaky
+
+
+def test_repeat_policy_keeps_a_case_that_always_fails_failed(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="Japan", reply="Osaka"))
+    _right_answers(bench)
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run("--models=fake", "--repeat=3", "--repeat-policy=any")
+    result.assert_outcomes(passed=3, failed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "llmbench flaky cases" not in result.stdout.str()
+    verdicts = {row["case_id"]: row["verdict"] for row in _csv(bench.out("case_verdicts.csv"))}
+    assert verdicts == {"france": "passed", "japan": "failed"}
+
+
+def test_repeat_policy_does_not_hide_other_failures(bench: Bench) -> None:
+    _japan_flaky(bench)
+    bench.pytester.makepyfile("def test_plain():\n    assert 1 == 2\n")
+    result = bench.run("--models=fake", "--repeat=3", "--repeat-policy=majority")
+    result.assert_outcomes(passed=5, failed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_repeat_policy_does_not_hide_provider_errors(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="France", status=500))
+    _japan_flaky(bench)
+    result = bench.run("--models=fake", "--repeat=3", "--repeat-policy=majority", "--max-retries=0")
+    result.assert_outcomes(passed=2, failed=1, errors=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = json.loads(bench.out("run.json").read_text())["repeat_policy"]
+    assert (summary["error"], summary["flaky"], summary["failing_policy"]) == (1, 1, 0)
+
+
+def test_min_pass_rate_decides_over_the_repeat_policy(bench: Bench) -> None:
+    _japan_flaky(bench)
+    # Under at-least:3 japan fails, but with an aggregate gate single cases do not fail the run:
+    # 5 of 6 items passed, 83% >= 80%.
+    result = bench.run(
+        "--models=fake", "--repeat=3", "--repeat-policy=at-least:3", "--min-pass-rate=0.8"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["llmbench: 1 case(s) fail --repeat-policy=at-least:3"])
+    bench.server.reset()
+    _japan_flaky(bench)
+    failed = bench.run(
+        "--models=fake", "--repeat=3", "--repeat-policy=majority", "--min-pass-rate=0.9"
+    )
+    assert failed.ret == pytest.ExitCode.TESTS_FAILED
+    assert "llmbench gate FAILED: fake: pass rate 83.3%" in failed.stdout.str()
+
+
+def test_repeat_ci_columns_are_sane(bench: Bench) -> None:
+    _japan_flaky(bench)
+    bench.run("--models=fake", "--repeat=3")
+    (row,) = _csv(bench.out("leaderboard.csv"))
+    assert _header(bench.out("leaderboard.csv"))[-8:] == [
+        "score_ci_low",
+        "score_ci_high",
+        "pass_rate_ci_low",
+        "pass_rate_ci_high",
+        "n_flaky",
+        "pass_at_k",
+        "pass_hat_k",
+        "k",
+    ]
+    score, pass_rate = float(row["score_mean"]), float(row["pass_rate"])
+    assert 0.0 <= float(row["score_ci_low"]) <= score <= float(row["score_ci_high"]) <= 1.0
+    assert 0.0 <= float(row["pass_rate_ci_low"]) <= pass_rate <= float(row["pass_rate_ci_high"])
+    assert float(row["pass_rate_ci_low"]) < pass_rate  # the flaky case gives it a width
+    assert (row["n_flaky"], row["k"]) == ("1", "3")
+    # pass@3: both cases pass at least once; pass^3: only france passes all three.
+    assert (float(row["pass_at_k"]), float(row["pass_hat_k"])) == (1.0, 0.5)
+
+
+EIGHT_CASES = "cases:\n" + "".join(
+    f"  - id: q{i}\n    prompt: Question number {i}\n    expected: answer\n    assert: [contains]\n"
+    for i in range(8)
+)
+
+
+def test_comparisons_csv_and_vs_top_column(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model="fake-model-2", reply="no idea"))
+    bench.server.add_rule(Rule(reply="the answer"))
+    bench.eval_file("quiz", EIGHT_CASES)
+    result = bench.run("--models=fake2,fake")
+    result.assert_outcomes(passed=8, failed=8)
+    rows = _csv(bench.out("comparisons.csv"))
+    assert [(r["model_a"], r["model_b"], r["metric"], r["n_cases"]) for r in rows] == [
+        ("fake", "fake2", "score", "8"),
+        ("fake", "fake2", "pass_rate", "8"),
+    ]
+    for row in rows:
+        assert float(row["diff"]) == -1.0
+        # 8 cases all one way: McNemar 2 / 2^8; the bootstrap's floor 2^(1 - 8) is the same.
+        assert float(row["p_value"]) == pytest.approx(2 / 256, abs=1e-6)
+        assert row["significant"] == "True"
+    result.stdout.re_match_lines(
+        [
+            r"#\s+model\s+score \[95% CI\]\s+pass.*vs #1$",
+            r"1\s+fake\s+1\.00 \[1\.00, 1\.00\]\s+100\.0%.*",
+            r"2\s+fake2\s+0\.00 \[0\.00, 0\.00\]\s+0\.0%.*-1\.00 p<0\.01 \*$",
+        ]
+    )

@@ -114,7 +114,10 @@ def test_two_workers_give_the_same_records_and_metrics_as_one_process(two_files:
     assert _metrics(root / "parallel" / "all_metrics.csv") == _metrics(
         root / "serial" / "all_metrics.csv"
     )
-    for name in ("leaderboard.csv", "fake/aggregate_metrics.csv", "fake2/aggregate_metrics.csv"):
+    same = ("leaderboard.csv", "fake/aggregate_metrics.csv", "fake2/aggregate_metrics.csv")
+    # Repeat verdicts and the seeded paired bootstrap too: the same with and without xdist.
+    same += ("case_verdicts.csv", "comparisons.csv")
+    for name in same:
         assert _metrics(root / "parallel" / name) == _metrics(root / "serial" / name), name
     # Reports reach the controller's recorder the same way: score failures stay marked as such.
     spied = _spied(root / "parallel.reports.jsonl")
@@ -132,9 +135,13 @@ def test_two_workers_give_the_same_records_and_metrics_as_one_process(two_files:
     # One results folder: workers write nothing of their own.
     assert sorted(p.name for p in (root / "parallel").iterdir()) == [
         "all_metrics.csv",
+        "case_verdicts.csv",
+        "comparisons.csv",
         "fake",
         "fake2",
         "leaderboard.csv",
+        "metrics.prom",
+        "report.html",
         "results.jsonl",
         "run.json",
     ]

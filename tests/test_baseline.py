@@ -1,0 +1,140 @@
+"""``--baseline DIR`` and ``--fail-on-regression``: a run gated against a saved run."""
+
+from __future__ import annotations
+
+import json
+
+import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
+import pytest
+from conftest import Bench, Rule
+
+from pytest_llmbench.baseline import BaselineGate, load_results
+
+N_CASES = 6
+# Two assertions, threshold 0.5: "Paris" alone scores 0.5 and still passes, so the score can
+# regress while every test passes; "London" fails both.
+CAPITALS = "threshold: 0.5\ncases:\n" + "".join(
+    f"""  - id: q{index}
+    prompt: "Question {index}: what is the capital of France?"
+    expected: Paris
+    assert: [contains, {{type: icontains, value: capital}}]
+"""
+    for index in range(N_CASES)
+)
+GOOD, HALF, BAD = "Paris is the capital.", "Paris.", "London."
+
+
+def _project(bench: Bench) -> None:
+    bench.eval_file("capitals", CAPITALS)
+
+
+def _reply(bench: Bench, text: str) -> None:
+    bench.server.reset()
+    bench.server.add_rule(Rule(match="France", reply=text))
+
+
+def _baseline_run(bench: Bench) -> None:
+    _project(bench)
+    _reply(bench, GOOD)
+    bench.run("--models=fake", "--results-dir=out1").assert_outcomes(passed=N_CASES)
+
+
+def _regressed_lines(output: str) -> list[str]:
+    return [line.strip() for line in output.splitlines() if line.strip().startswith("regressed:")]
+
+
+def test_fail_on_regression_fails_a_run_whose_score_dropped(bench: Bench) -> None:
+    _baseline_run(bench)
+    _reply(bench, HALF)
+    result = bench.run("--models=fake", "--baseline=out1", "--fail-on-regression")
+    result.assert_outcomes(passed=N_CASES)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*= llmbench baseline =*",
+            f"baseline: *out1 ({N_CASES} records)",
+            f"fake: {N_CASES} cases: 0 regressed, 0 improved",
+            "  score      -0.500 [[]-0.500, -0.500[]] p=0.0312 significant (n=6)",
+            "  pass rate  +0.000 [[]+0.000, +0.000[]] p=1 n.s. (n=6)",
+            "llmbench baseline FAILED: significant regression: fake",
+        ]
+    )
+
+
+def test_without_fail_on_regression_the_exit_code_follows_the_tests(bench: Bench) -> None:
+    _baseline_run(bench)
+    _reply(bench, HALF)
+    result = bench.run("--models=fake", "--baseline=out1")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["*= llmbench baseline =*", "llmbench: significant regression: fake"]
+    )
+    assert "FAILED" not in result.stdout.str()
+
+
+def test_regressed_cases_are_listed(bench: Bench) -> None:
+    _baseline_run(bench)
+    _reply(bench, BAD)
+    result = bench.run("--models=fake", "--baseline=out1", "--fail-on-regression")
+    result.assert_outcomes(failed=N_CASES)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    expected = [f"regressed: capitals::q{index} score 1.00 -> 0.00" for index in range(N_CASES)]
+    assert _regressed_lines(result.stdout.str()) == expected
+    result.stdout.fnmatch_lines(
+        [f"fake: {N_CASES} cases: {N_CASES} regressed, 0 improved", "*FAILED: *regression: fake"]
+    )
+
+
+def test_gate_fails_a_run_that_the_pass_rate_gate_lets_through(bench: Bench) -> None:
+    # --min-pass-rate=0 turns failed cases into an OK run; the regression gate runs after it.
+    _baseline_run(bench)
+    _reply(bench, BAD)
+    args = ("--models=fake", "--baseline=out1", "--min-pass-rate=0")
+    assert bench.run(*args).ret == pytest.ExitCode.OK
+    assert bench.run(*args, "--fail-on-regression").ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_no_regression_passes_and_says_so(bench: Bench) -> None:
+    _baseline_run(bench)
+    result = bench.run("--models=fake", "--baseline=out1", "--fail-on-regression")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["*= llmbench baseline =*", f"fake: {N_CASES} cases: 0 regressed*", "  score *+0.000*n.s.*"]
+    )
+    assert "significant regression" not in result.stdout.str()
+    assert len(load_results(bench.pytester.path / "out")) == N_CASES
+
+
+def test_a_model_missing_from_the_baseline_is_named(bench: Bench) -> None:
+    _baseline_run(bench)
+    result = bench.run("--models=fake,fake2", "--baseline=out1", "--fail-on-regression")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["fake: 6 cases*", "fake2: not in the baseline"])
+
+
+def test_missing_baseline_is_a_usage_error(bench: Bench) -> None:
+    _project(bench)
+    result = bench.run("--models=fake", "--baseline=nowhere")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*llmbench: --baseline has no results.jsonl: *nowhere"])
+    assert not bench.server.chat_requests()
+
+
+def test_corrupt_baseline_is_a_usage_error_naming_file_and_line(bench: Bench) -> None:
+    _baseline_run(bench)
+    path = bench.pytester.path / "out1" / "results.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join([lines[0], "{broken", *lines[1:]]) + "\n", encoding="utf-8")
+    bench.server.reset()
+    result = bench.run("--models=fake", "--baseline=out1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*llmbench: --baseline: {path}:2: not valid JSON*"])
+    assert not bench.server.chat_requests()
+
+
+def test_gate_is_inert_without_baseline(pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfig()
+    gate = BaselineGate(config)
+    gate.pytest_configure(config)
+    assert gate.baseline_dir is None and gate.baseline == []
+    assert json.dumps(gate.results) == "[]"

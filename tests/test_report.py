@@ -1,0 +1,410 @@
+"""The standalone HTML report: contents, escaping, determinism, a real browser, the plugin."""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FRANCE, Bench, Rule
+
+from pytest_llmbench.record import build_record
+from pytest_llmbench.report.standalone import CASE_ROWS_LIMIT, write_report
+
+CHROMIUM = Path("/usr/bin/chromium")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOT_COPY = REPO_ROOT / "test-output" / "report-screenshot.png"
+XSS = "<script>alert(1)</script>"
+SECTIONS = ("Run", "Leaderboard", "Scores", "Latency", "Cost", "Judges", "Errors", "Cases")
+#: Every chart, when the run has data for all of them.
+ALL_CHARTS = (
+    "leaderboard",
+    "score-heatmap",
+    "task-heatmap",
+    "latency-percentiles",
+    "latency-distribution",
+    "tokens-per-s",
+    "cost-vs-score",
+    "cost-breakdown",
+    "judge-radar",
+    "error-breakdown",
+)
+JURY = ("correctness", "completeness", "relevance", "format", "coherence", "following_instructions")
+
+
+def item(model: str, suite: str, case_id: str, repeat: int, passed: bool, **extra: Any) -> dict:
+    """A complete answered record; ``extra`` overrides any field."""
+    values: dict[str, Any] = {
+        "nodeid": f"{suite}.eval.yaml::{case_id}[{model}-r{repeat}]",
+        "suite": suite,
+        "eval_file": f"{suite}.eval.yaml",
+        "case_id": case_id,
+        "model": model,
+        "model_id": f"openai/{model}",
+        "repeat": repeat,
+        "outcome": "passed" if passed else "failed",
+        "score": 1.0 if passed else 0.25,
+        "threshold": 1.0,
+        "ttft_s": 0.05 + 0.01 * repeat,
+        "latency_s": 0.4 + 0.1 * repeat,
+        "input_tokens": 20,
+        "output_tokens": 8,
+        "tokens_per_s": 40.0 + repeat,
+        "cost_usd": 0.001,
+        "streamed": True,
+        "prompt": f"Question {case_id}?",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": f"Question {case_id}?"},
+        ],
+        "response": "Paris" if passed else "Lyon",
+        "expected": "Paris",
+        "assertions": [
+            {"type": "contains", "passed": passed, "score": 1.0 if passed else 0.0, "weight": 1.0}
+        ],
+        "started_at": "2026-01-01T00:00:00+00:00",
+    }
+    values.update(extra)
+    return build_record(**values)
+
+
+def jury(score: int) -> dict[str, Any]:
+    """What a two-judge jury leaves on a record: judge entries, dimensions, judge cost."""
+    judges = [
+        {
+            "assertion": 1,
+            "type": "jury",
+            "judge": name,
+            "model_id": f"openai/{name}",
+            "scores": dict.fromkeys(JURY, score),
+            "reasons": dict.fromkeys(JURY, f"{name} says <b>fine</b>"),
+            "error": None,
+            "cost_usd": 0.0005,
+        }
+        for name in ("judge-a", "judge-b")
+    ]
+    return {"judges": judges, "dimensions": dict.fromkeys(JURY, float(score)), "judge_cost": 0.001}
+
+
+def sample_records() -> list[dict[str, Any]]:
+    """Two models, three repeats, two suites, task types, juries, an error, an XSS answer."""
+    records = []
+    for model, strong in (("alpha", True), ("beta", False)):
+        for repeat in range(3):
+            task = {"task_type": "qa", "task_criteria": "short"}
+            records.append(
+                item(
+                    model,
+                    "capitals",
+                    "france",
+                    repeat,
+                    strong,
+                    task=task,
+                    **jury(4 if strong else 2),
+                )
+            )
+            records.append(item(model, "capitals", "japan", repeat, repeat < 2, task=task))
+            records.append(item(model, "math", "add", repeat, strong or repeat == 0))
+    records.append(
+        item("beta", "math", "xss", 0, False, response=XSS, error=None, expected="<i>nothing</i>")
+    )
+    records.append(
+        item(
+            "beta",
+            "math",
+            "mul",
+            0,
+            False,
+            outcome="error",
+            score=None,
+            error="provider said 500 <oops>",
+            error_kind="provider",
+            latency_s=None,
+            ttft_s=None,
+        )
+    )
+    return records
+
+
+RUN_INFO = {
+    "started_at": "2026-01-01T00:00:00+00:00",
+    "finished_at": "2026-01-01T00:01:00+00:00",
+    "args": ["evals/", "--models=alpha,beta", "-k", "a b"],
+    "exitstatus": 1,
+    "versions": {"python": "3.11.9", "pytest": "8.3.0", "litellm": None},
+}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of :func:`sample_records`, written once for the module."""
+    out = tmp_path_factory.mktemp("report")
+    return write_report(sample_records(), out, title="Sample <run>", run_info=RUN_INFO)
+
+
+def chart_ids(text: str) -> list[str]:
+    return re.findall(r'<div id="chart-([a-z-]+)" class="plotly-graph-div"', text)
+
+
+# -- contents -------------------------------------------------------------------------------
+
+
+def test_report_is_one_self_contained_file(report: Path) -> None:
+    from plotly.offline import get_plotlyjs
+
+    text = report.read_text(encoding="utf-8")
+    assert report.name == "report.html"
+    assert not re.search(r"<script[^>]*\bsrc\s*=", text, re.IGNORECASE)
+    assert not re.search(r"<link[^>]*https?://", text, re.IGNORECASE)
+    assert text.count(get_plotlyjs()[:200]) == 1  # plotly.js inlined, and only once
+
+
+def test_report_has_every_section_and_one_div_per_chart(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    for heading in SECTIONS:
+        assert f"<h2>{heading}</h2>" in text
+    assert sorted(chart_ids(text)) == sorted(ALL_CHARTS)
+    assert text.count('class="plotly-graph-div"') == len(ALL_CHARTS)
+    assert 'class="note"' in text  # the flaky-cases table's absence is never silent
+    # japan for both models (2 of 3 passed), add for beta (1 of 3)
+    assert "<h3>Flaky cases (3)</h3>" in text
+
+
+def test_record_text_is_escaped(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    assert XSS not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "&lt;i&gt;nothing&lt;/i&gt;" in text
+    assert "provider said 500 &lt;oops&gt;" in text
+    assert "judge-a says &lt;b&gt;fine&lt;/b&gt;" in text
+    assert "<title>Sample &lt;run&gt;</title>" in text
+
+
+def test_run_facts_and_leaderboard_with_intervals(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    assert "<dt>Started</dt><dd>2026-01-01T00:00:00+00:00</dd>" in text
+    assert "pytest evals/ --models=alpha,beta -k &#x27;a b&#x27;" in text
+    assert "python 3.11.9, pytest 8.3.0" in text and "litellm" not in text.split("Versions")[1][:80]
+    assert "<dt>Items</dt><dd>20 (11 passed, 8 failed, 1 error, 0 skipped)</dd>" in text
+    board = text.split('<table class="leaderboard">')[1].split("</table>")[0]
+    assert "score (95% CI)" in board and "pass rate (95% CI)" in board
+    rows = re.findall(
+        r"<tr><td class=\"num\">(\d)</td><td>(\w+)</td><td class=\"num\">([^<]*)", board
+    )
+    assert [(rank, model) for rank, model, _ in rows] == [("1", "alpha"), ("2", "beta")]
+    assert re.fullmatch(r"0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\]", rows[1][2])
+
+
+def test_leaderboard_chart_has_ci_error_bars(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    script = text.split('id="chart-leaderboard"')[1].split("</script>")[0]
+    assert '"arrayminus":[' in script and '"symmetric":false' in script
+
+
+def test_paired_comparisons_with_the_leader(tmp_path: Path) -> None:
+    # alpha passes 8 cases that beta fails: significant for both metrics.
+    records = [
+        item(model, "s", f"c{index}", 0, model == "alpha")
+        for model in ("alpha", "beta")
+        for index in range(8)
+    ]
+    text = write_report(records, tmp_path).read_text(encoding="utf-8")
+    table = text.split('<table class="comparisons">')[1].split("</table>")[0]
+    assert table.count("<td>beta vs alpha</td>") == 2
+    assert table.count("<td>significant</td>") == 2
+    assert '<td class="num">-0.750</td>' in table  # score 0.25 - 1.0
+
+
+def test_transcript_holds_messages_verdicts_and_judges(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    start = text.index('<tr><td>capitals</td><td>france</td><td>alpha</td><td class="num">0</td>')
+    row = text[start : text.index("</details>", start)]
+    assert "<h4>system</h4><pre>Be brief.</pre>" in row
+    assert "<h4>user</h4><pre>Question france?</pre>" in row
+    assert "<h4>Prompt</h4>" not in row  # the messages show it already
+    assert "<h4>Response</h4><pre>Paris</pre>" in row and "<h4>Expected</h4>" in row
+    assert "<td>PASS</td><td>contains</td>" in row
+    assert row.count("<td>jury</td><td>correctness</td><td>4</td>") == 2  # one row per judge
+
+
+def test_absent_data_gives_notes_not_charts(tmp_path: Path) -> None:
+    records = [
+        item("solo", "s", f"c{index}", 0, True, ttft_s=None, cost_usd=None, streamed=False)
+        for index in range(3)
+    ]
+    text = write_report(records, tmp_path).read_text(encoding="utf-8")
+    assert chart_ids(text) == [
+        "leaderboard",
+        "score-heatmap",
+        "task-heatmap",
+        "latency-percentiles",
+        "latency-distribution",
+        "tokens-per-s",
+    ]
+    for note in (
+        "No model has both a known cost and a score.",
+        "No cost is known for any model or judge call.",
+        "No jury ran in this run.",
+        "No item had an error.",
+        "No flaky case",
+    ):
+        assert note in text
+    assert "(none)" in text  # task type of cases without a task
+
+
+def test_no_records_still_gives_a_page(tmp_path: Path) -> None:
+    text = write_report([], tmp_path).read_text(encoding="utf-8")
+    assert "This run has no records." in text and not chart_ids(text)
+
+
+def without_generation_time(text: str) -> str:
+    return re.sub(r"<dt>Generated</dt><dd>[^<]*</dd>", "", text)
+
+
+def test_same_records_give_the_same_file(tmp_path: Path) -> None:
+    records = sample_records()
+    first = write_report(records, tmp_path / "a", run_info=RUN_INFO).read_text(encoding="utf-8")
+    random.Random(7).shuffle(records)  # xdist delivers records in any order
+    second = write_report(records, tmp_path / "b", run_info=RUN_INFO).read_text(encoding="utf-8")
+    assert without_generation_time(first) == without_generation_time(second)
+    assert "<dt>Generated</dt>" in first
+
+
+def many_records(count: int) -> list[dict[str, Any]]:
+    models = ("m1", "m2", "m3", "m4")
+    return [
+        item(
+            models[index % 4],
+            f"suite{index % 7}",
+            f"case{index // 4 % 500}",
+            index // 2000,
+            index % 3 != 0,
+            latency_s=0.1 + (index % 97) / 100,
+        )
+        for index in range(count)
+    ]
+
+
+def test_ten_thousand_records_are_fast_and_the_case_table_is_capped(tmp_path: Path) -> None:
+    records = many_records(10_000)
+    started = time.perf_counter()
+    text = write_report(records, tmp_path).read_text(encoding="utf-8")
+    elapsed = time.perf_counter() - started
+    assert elapsed < 30, f"report of 10,000 records took {elapsed:.1f} s"
+    table = text.split('<table class="cases">')[1]
+    assert table.count("<details>") == CASE_ROWS_LIMIT
+    assert f"Showing the first {CASE_ROWS_LIMIT:,} of 10,000 items" in text
+    assert len(chart_ids(text)) == 8  # no jury, no error
+
+
+# -- a real browser -------------------------------------------------------------------------
+
+
+def chromium(url: str, *flags: str, profile: Path) -> subprocess.CompletedProcess[str]:
+    """Run headless Chromium on ``url``; fail (never skip) when it is not installed."""
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's chromium "
+            "(apt-get install -y --no-install-recommends chromium), as .ci/run does"
+        )
+    command = [
+        str(CHROMIUM),
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=10000",
+        f"--user-data-dir={profile}",
+        *flags,
+        url,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def console_errors(stderr: str) -> list[str]:
+    return [
+        line
+        for line in stderr.splitlines()
+        if "CONSOLE" in line and ("ERROR" in line or "Uncaught" in line)
+    ]
+
+
+def test_console_error_check_catches_a_broken_page(tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><script>undefinedFunction();</script></body></html>")
+    result = chromium(page.as_uri(), "--dump-dom", profile=tmp_path / "profile")
+    assert console_errors(result.stderr), result.stderr[-3000:]
+
+
+def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None:
+    result = chromium(report.as_uri(), "--dump-dom", profile=tmp_path / "profile")
+    assert console_errors(result.stderr) == []
+    # Without the inlined plotly.js, whose source names the same classes.
+    dom = re.sub(r"<script\b.*?</script>", "", result.stdout, flags=re.DOTALL)
+    # plotly marks each drawn chart js-plotly-plot and draws its svg.main-svg layers in it.
+    assert dom.count("js-plotly-plot") == len(ALL_CHARTS)
+    assert dom.count('class="main-svg"') >= len(ALL_CHARTS)
+    for name in ALL_CHARTS:
+        drawn = dom.split(f'id="chart-{name}"')[1].split('id="chart-')[0]
+        assert 'class="main-svg"' in drawn, f"chart {name} was not drawn"
+    assert XSS not in dom  # the escaped answer stayed text
+
+
+def test_report_screenshot(report: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    result = chromium(
+        report.as_uri(),
+        f"--screenshot={shot}",
+        "--window-size=1400,3000",
+        profile=tmp_path / "profile",
+    )
+    assert console_errors(result.stderr) == []
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 50_000  # a blank page is a few kB
+    SCREENSHOT_COPY.parent.mkdir(exist_ok=True)
+    shutil.copyfile(shot, SCREENSHOT_COPY)  # kept for people to look at
+
+
+# -- the plugin -----------------------------------------------------------------------------
+
+
+def test_a_run_writes_the_report_and_names_it(bench: Bench) -> None:
+    bench.eval_file("geo", FRANCE)
+    bench.server.add_rule(Rule(match="France", reply="Paris"))
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1)
+    path = bench.out("report.html")
+    result.stdout.fnmatch_lines([f"llmbench: report {path}"])
+    text = path.read_text(encoding="utf-8")
+    assert "<td>geo</td><td>france</td><td>fake</td>" in text
+    assert "<dt>Command</dt><dd>pytest -p no:cacheprovider" in text  # from run.json
+
+
+def test_a_broken_report_keeps_the_exit_status(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Path:
+        raise RuntimeError("no disk")
+
+    monkeypatch.setattr("pytest_llmbench.report.standalone.write_report", broken)
+    bench.eval_file("geo", FRANCE)
+    bench.server.add_rule(Rule(match="France", reply="Paris"))
+    result = bench.run("--models=fake")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["llmbench: report not written: RuntimeError: no disk"])
+    assert not bench.out("report.html").exists()
+
+
+def test_no_records_no_report(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain(): pass")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*llmbench: report*")
