@@ -30,6 +30,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "llmbench_files(files): seed the workdir fixture")
     # litellm trips pydantic deprecation warnings in its own code; they are not the user's to fix.
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:litellm(\..*)?")
+    # pydantic warns about litellm's own TypedDicts (ReadOnly items) when it first builds them.
+    config.addinivalue_line(
+        "filterwarnings", r"ignore:Item .* is using the .ReadOnly. qualifier:UserWarning"
+    )
     config.pluginmanager.register(fixtures, "llmbench-fixtures")
     from .scheduler import Prefetcher
 
