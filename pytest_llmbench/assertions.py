@@ -10,12 +10,10 @@ check that raises, an unreadable schema file) gives a failed verdict that negati
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import math
 import numbers
 import re
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -71,6 +69,9 @@ class Assertion:
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     #: how a model grades it (judged types, embedding similarity); None for local checks
     graded: JudgeSpec | EmbeddingSpec | None = None
+    #: an agent check (``file-exists``, ``command``, ``tool-called``, ...): judged on the
+    #: agent's workdir and tool calls, not on the answer text
+    agent_check: Any = None
 
     @property
     def engine_graded(self) -> bool:
@@ -159,6 +160,8 @@ def parse_assertion(raw: str | Mapping[str, Any]) -> Assertion:
     elif not isinstance(raw, Mapping):
         kind = type(raw).__name__
         raise AssertionSpecError(f"an assertion must be a type name or a mapping, got {kind}")
+    if _base_name(raw.get("type")) in _agent_types():
+        return _parse_agent(raw)
     type_name, base = _split_type(raw.get("type"))
     if base in JUDGE_TYPES or base == "similarity":
         return _parse_graded(raw, type_name, base)
@@ -175,6 +178,29 @@ def parse_assertion(raw: str | Mapping[str, Any]) -> Assertion:
     weight = _number_key(raw, "weight") if "weight" in raw else 1.0
     options = {key: _number_key(raw, key) for key in sorted(spec.options & raw.keys())}
     return Assertion(type_name, base, type_name != base, value, weight, options)
+
+
+def _base_name(type_name: Any) -> str | None:
+    return type_name.removeprefix("not-") if isinstance(type_name, str) else None
+
+
+def _agent_types() -> frozenset[str]:
+    from .agent.checks import AGENT_TYPES
+
+    return AGENT_TYPES
+
+
+def _parse_agent(raw: Mapping[str, Any]) -> Assertion:
+    """An agent check; its own parser names the offending key."""
+    from .agent.checks import parse_agent_assertion
+
+    try:
+        check = parse_agent_assertion(raw)
+    except ValueError as exc:
+        raise AssertionSpecError(str(exc), getattr(exc, "field", None)) from None
+    return Assertion(
+        check.type, check.base_type, check.negate, check.value, check.weight, agent_check=check
+    )
 
 
 def _parse_graded(raw: Mapping[str, Any], type_name: str, base: str) -> Assertion:
@@ -517,21 +543,12 @@ def _check_python(value: Any, output: str, a: Assertion, ctx: AssertionContext) 
 
 
 def _load_function(ref: str, base_dir: Path) -> Callable[..., Any]:
-    """Import ``module:function`` with ``base_dir`` first on sys.path, restored afterwards."""
-    module_name, _, name = ref.partition(":")
-    saved = list(sys.path)
-    sys.path.insert(0, str(base_dir))
+    from .userimport import UserImportError, load_callable
+
     try:
-        if module_name not in sys.modules:
-            importlib.invalidate_caches()  # the module may be newer than the finders' caches
-        function: Callable[..., Any] = getattr(importlib.import_module(module_name), name)
-    except Exception as exc:
-        raise _CheckFailed(f"cannot load {ref}: {type(exc).__name__}: {_clip(str(exc))}") from None
-    finally:
-        sys.path[:] = saved
-    if not callable(function):
-        raise _CheckFailed(f"{ref} is not callable")
-    return function
+        return load_callable(ref, base_dir)
+    except UserImportError as exc:
+        raise _CheckFailed(_clip(str(exc), 200)) from None
 
 
 def _python_outcome(ref: str, result: Any, threshold: float) -> _Outcome:

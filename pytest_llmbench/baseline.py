@@ -47,7 +47,12 @@ def load_results(folder: Path) -> list[dict[str, Any]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{path}: cannot read: {exc}") from None
-    return [_parse_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()]
+    records = [
+        _parse_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()
+    ]
+    if not records:
+        raise ResultsError(f"{path}: no records (an empty run)")
+    return records
 
 
 def load_run_info(folder: Path) -> dict[str, Any] | None:
@@ -106,6 +111,9 @@ class ModelComparison:
     comparisons: tuple[Comparison, ...]
     #: Every case both runs answered, regressions first (see :func:`stats.case_changes`).
     changes: tuple[CaseChange, ...]
+    #: Cases (``suite::case_id``) the baseline answered and the new run did not: every repeat
+    #: errored, or the case is gone. A run whose items all error must not pass as "no change".
+    lost: tuple[str, ...] = ()
 
     @property
     def regressed(self) -> list[CaseChange]:
@@ -119,8 +127,10 @@ class ModelComparison:
 
     @property
     def significant_regression(self) -> bool:
-        """Whether the score or the pass rate went down significantly."""
-        return any(item.diff < 0 and item.significant for item in self.comparisons)
+        """Whether the score or the pass rate went down significantly, or cases were lost."""
+        return bool(self.lost) or any(
+            item.diff < 0 and item.significant for item in self.comparisons
+        )
 
 
 def compare_runs(
@@ -139,9 +149,25 @@ def compare_runs(
             model=model,
             comparisons=tuple(compare(old_by_model[model], new_by_model[model], model, model)),
             changes=tuple(case_changes(old_by_model[model], new_by_model[model], model, model)),
+            lost=_lost_cases(old_by_model[model], new_by_model[model]),
         )
         for model in chosen
     ]
+
+
+def _lost_cases(
+    baseline: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]]
+) -> tuple[str, ...]:
+    """Cases answered (passed or failed) in ``baseline`` that ``new`` did not answer."""
+
+    def answered(records: Iterable[Mapping[str, Any]]) -> set[str]:
+        return {
+            f"{record.get('suite')}::{record.get('case_id')}"
+            for record in records
+            if record.get("outcome") in ("passed", "failed")
+        }
+
+    return tuple(sorted(answered(baseline) - answered(new)))
 
 
 def _by_model(records: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -159,8 +185,12 @@ def format_comparison(result: ModelComparison, *, limit: int | None = _SHOWN_CAS
         f"{len(result.changes)} cases: {len(result.regressed)} regressed, "
         f"{len(result.improved)} improved"
     )
+    if result.lost:
+        counts += f", {len(result.lost)} no longer answered (errors or missing)"
     lines = [f"{result.model}: {counts}"]
     lines += [f"  {_format_stat(item)}" for item in result.comparisons]
+    shown_lost = result.lost if limit is None else result.lost[:limit]
+    lines += [f"  not answered now: {case}" for case in shown_lost]
     for title, changes in (("regressed", result.regressed), ("improved", result.improved)):
         shown = changes if limit is None else changes[:limit]
         lines += [f"  {title}: {_format_change(change)}" for change in shown]
@@ -232,11 +262,13 @@ class BaselineGate:
             return
         compared = {result.model for result in self.results}
         self.unmatched = [model for model in models_of(recorder.records) if model not in compared]
-        regressed = any(result.significant_regression for result in self.results)
+        regressed = [result.model for result in self.results if result.significant_regression]
         if regressed and get_run_config(self.config).fail_on_regression:
             self.failed = True
             if session.exitstatus == pytest.ExitCode.OK:  # keep worse: interrupted, internal
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            text = f"--fail-on-regression: {', '.join(regressed)} regressed against {self.baseline_dir}"
+            recorder.note_gate(session, text)
 
     @pytest.hookimpl(trylast=True)  # after the leaderboard it compares with
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

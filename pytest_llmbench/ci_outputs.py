@@ -296,7 +296,11 @@ def _sum(records: Iterable[Mapping[str, Any]], field: str) -> float:
 def _histogram(name: str, help: str, models: _Models, field: str) -> MetricFamily:
     samples: list[Sample] = []
     for model, own in models:
-        values = [float(r[field]) for r in own if isinstance(r.get(field), (int, float))]
+        values = [
+            float(r[field])
+            for r in own
+            if isinstance(r.get(field), (int, float)) and math.isfinite(r[field])
+        ]
         label = ("model", model)
         for bound in (*LATENCY_BUCKETS, math.inf):
             count = sum(1 for value in values if value <= bound)  # buckets are cumulative

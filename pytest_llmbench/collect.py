@@ -9,6 +9,7 @@ An :class:`EvalItem` is a ``pytest.Function`` built with ``callobj=``, so fixtur
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from .runtime import get_runtime
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
+    from .agent.loop import AgentRun
     from .assertions import Assertion, Verdict
     from .judging.panel import GradedAssertion
     from .judging.spec import EmbeddingSpec, JudgeSpec
@@ -67,13 +69,30 @@ class EvalFile(pytest.File):
             # Only settings from the ini file get here (the command line is checked at configure);
             # a collector cannot end the run as a usage error, but it can spare the traceback.
             raise self.CollectError(str(exc)) from None
+        interpreter = self._shim_interpreter(loaded)
         items = []
         for case in loaded.cases:
             graded = self._graded(case)
             for model in run.models:
                 for repeat in range(run.repeat):
-                    items.append(self._item(loaded, case, model, repeat, graded))
+                    item = self._item(loaded, case, model, repeat, graded)
+                    item.shim_interpreter = interpreter
+                    items.append(item)
         return items
+
+    def _shim_interpreter(self, loaded: LoadedEval) -> ModelProfile | None:
+        """An agent file's ``tool_shim_model``, resolved (a bad name fails collection)."""
+        from .profiles import ProfileError
+        from .spec import EvalFileError
+
+        name = loaded.agent.shim_model if loaded.agent is not None else None
+        if name is None:
+            return None
+        try:
+            return get_run_config(self.config).profiles.resolve(name)[0]
+        except (ProfileError, IndexError) as exc:
+            error = EvalFileError(self.path, None, f"tool_shim_model: {exc}")
+            raise self.CollectError(_relative(error, self.config.rootpath)) from None
 
     def _graded(self, case: EvalCase) -> tuple[GradedSpec, ...]:
         """The case's judged assertions with their panels (a bad judge name fails collection)."""
@@ -129,6 +148,19 @@ class EvalFile(pytest.File):
                 _register_marker(self.config, tag)
                 item.add_marker(tag)
         return item
+
+
+class SandboxWarning(UserWarning):
+    """Agent commands ran without bubblewrap, with resource limits only."""
+
+
+def _warn_sandbox_fallback() -> None:
+    """Say once per process that ``run_command`` fell back to rlimits (no working bwrap)."""
+    from .agent.sandbox import fallback_notice
+
+    notice = fallback_notice()
+    if notice is not None:
+        warnings.warn(notice, SandboxWarning, stacklevel=2)
 
 
 class SelfPreferenceWarning(UserWarning):
@@ -233,6 +265,11 @@ class EvalItem(pytest.Function):
         self.repeat = repeat
         self.graded_assertions = graded_assertions
         self.graded: dict[int, GradedAssertion] = {}
+        self.agent_run: AgentRun | None = None
+        #: a second model reading free-text replies of a shimmed agent (``tool_shim_model``)
+        self.shim_interpreter: ModelProfile | None = None
+        self.workdir_path: Path | None = None
+        self.post_metrics: dict[str, float] = {}
         self.completion: Completion | None = None
         self.verdicts: list[Verdict] = []
         self.score: float | None = None
@@ -242,8 +279,8 @@ class EvalItem(pytest.Function):
     def setup(self) -> None:
         """Fixtures first, then the model call."""
         super().setup()
-        if self.case.files:
-            self._request.getfixturevalue("workdir")
+        if self.case.files or self.case.include_dirs or self.loaded.agent is not None:
+            self.workdir_path = self._request.getfixturevalue("workdir")
         self.started_at = utc_now()
         from .scheduler import BudgetExceeded
 
@@ -258,7 +295,12 @@ class EvalItem(pytest.Function):
             message = get_runtime(self.config).redactor.text(exc.message)
             pytest.fail(f"llmbench provider error: {message}", pytrace=False)
         self.completion = answer.completion
+        self.agent_run = answer.agent
+        if self.agent_run is not None:
+            _warn_sandbox_fallback()
         self.graded = {graded.index: graded for graded in answer.graded}
+        if self.agent_run is not None and self.loaded.agent and self.loaded.agent.post_process:
+            self._post_process(self.loaded.agent.post_process)
         failures = [graded.failure for graded in answer.graded if graded.failure]
         if failures:
             # No verdict is not a failed verdict: the judges, not the answer, are at fault.
@@ -266,10 +308,43 @@ class EvalItem(pytest.Function):
             message = get_runtime(self.config).redactor.text(self.provider_error.message)
             pytest.fail(f"llmbench judge error: {message}", pytrace=False)
 
+    def _post_process(self, command: str) -> None:
+        """Run the file's ``post_process`` command; its JSON object becomes extra metrics.
+
+        A command that fails or prints no JSON object is the item's error (setup phase).
+        """
+        from .agent.post import PostProcessError, run_post_process
+
+        assert self.agent_run is not None and self.workdir_path is not None
+        try:
+            self.post_metrics = run_post_process(
+                command, self.workdir_path, self._post_process_input()
+            )
+        except PostProcessError as exc:
+            self.provider_error = ProviderError(str(exc), "post_process")
+            pytest.fail(f"llmbench post_process: {exc}", pytrace=False)
+
+    def _post_process_input(self) -> dict[str, Any]:
+        run = self.agent_run
+        assert run is not None
+        return {
+            "nodeid": self.nodeid,
+            "case_id": self.case.id,
+            "model": self.model.name,
+            "answer": run.answer,
+            "workdir": str(self.workdir_path),
+            "turns": run.turns,
+            "tool_counts": run.tool_counts(),
+            "stopped": run.stopped,
+            "transcript": list(run.transcript),
+        }
+
     @property
     def judge_profiles(self) -> tuple[ModelProfile, ...]:
         """Every judge this item's model-graded assertions call, once each."""
         seen = {judge.name: judge for graded in self.graded_assertions for judge in graded.judges}
+        if self.shim_interpreter is not None:  # called like a judge: its own lane and target
+            seen.setdefault(self.shim_interpreter.name, self.shim_interpreter)
         return tuple(seen.values())
 
     @property
@@ -279,8 +354,9 @@ class EvalItem(pytest.Function):
 
     @property
     def prefetchable(self) -> bool:
-        """Whether the call may start before this item runs (not for parallel_safe: false files)."""
-        return self.loaded.parallel_safe
+        """Whether the call may start before this item runs: not for parallel_safe: false
+        files, nor for agents (their workdir is made in setup)."""
+        return self.loaded.parallel_safe and self.loaded.agent is None
 
     def score_answer(self) -> None:
         """Evaluate every assertion; raise :class:`EvalFailure` below the threshold."""
@@ -297,7 +373,9 @@ class EvalItem(pytest.Function):
         )
         text = self.completion.text
         self.verdicts = [
-            self._graded_verdict(index, assertion) or evaluate(assertion, text, context)
+            self._agent_verdict(assertion)
+            or self._graded_verdict(index, assertion)
+            or evaluate(assertion, text, context)
             for index, assertion in enumerate(self.case.assertions)
         ]
         self.score = score_verdicts(self.verdicts)
@@ -308,6 +386,25 @@ class EvalItem(pytest.Function):
             return
         if self.score is not None and self.score < self.case.threshold:
             raise EvalFailure(f"score {self.score:.3f} < threshold {self.case.threshold:g}")
+
+    def _agent_verdict(self, assertion: Assertion) -> Verdict | None:
+        if assertion.agent_check is None:
+            return None
+        from .agent.checks import AgentOutcome, evaluate_agent
+        from .agent.sandbox import Sandbox, SandboxLimits
+
+        assert self.agent_run is not None and self.workdir_path is not None
+        agent = self.loaded.agent
+        mode = agent.sandbox if agent is not None else "auto"
+        sandbox = Sandbox(
+            self.workdir_path,
+            SandboxLimits(),
+            mode=mode,
+            path_prefix=(Path(sys.executable).parent,),
+        )
+        return evaluate_agent(
+            assertion.agent_check, AgentOutcome(self.workdir_path, self.agent_run, sandbox)
+        )
 
     def _graded_verdict(self, index: int, assertion: Assertion) -> Verdict | None:
         graded = self.graded.get(index) if assertion.engine_graded else None
@@ -369,12 +466,28 @@ class EvalItem(pytest.Function):
             expected=self.case.expected,
             assertions=[verdict.to_dict() for verdict in self.verdicts],
             **self._judge_fields(),
+            **self._agent_fields(),
             params=self.params,
+            metrics=dict(self.post_metrics),
             worker=worker_id(self.config),
             started_at=self.started_at,
             **completion_fields(completion),
         )
         return runtime.redactor.value(record)
+
+    def _agent_fields(self) -> dict[str, Any]:
+        """The record's agent fields: turns, tool calls, why it stopped, the transcript."""
+        run = self.agent_run
+        if run is None:
+            return {"workdir": str(self.workdir_path) if self.workdir_path else None}
+        return {
+            "turns": run.turns,
+            "tool_calls": len(run.tool_calls),
+            "tool_counts": run.tool_counts(),
+            "stopped": run.stopped,
+            "transcript": [dict(message) for message in run.transcript],
+            "workdir": str(self.workdir_path) if self.workdir_path else None,
+        }
 
     def _judge_fields(self) -> dict[str, Any]:
         """The record's judge fields: every judge's entry, the dimensions, tokens and cost."""

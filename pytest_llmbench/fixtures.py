@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -176,6 +177,9 @@ def workdir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
         )
     root = tmp_path / "workdir"
     root.mkdir()
+    for folder in item.case.include_dirs if item is not None else ():
+        # Links are copied as links: the agent's tools refuse those that point outside.
+        shutil.copytree(folder, root, symlinks=True, dirs_exist_ok=True)
     for name, content in files.items():
         target = root / _safe_relative(name)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -44,6 +44,8 @@ from pytest_llmbench.stats import (  # NO_MODEL lives in stats: case verdicts ne
     case_key,
     case_verdicts,
     compare,
+    pass_at_k,
+    pass_hat_k,
     summarize_repeats,
 )
 from pytest_llmbench.tables import is_missing
@@ -282,6 +284,9 @@ VERDICT_COLUMNS: tuple[str, ...] = (
     "passed",
     "errors",
     "pass_rate",
+    "k",
+    "pass_at_k",
+    "pass_hat_k",
     "verdict",
 )
 
@@ -290,8 +295,25 @@ def verdicts_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per model and case: repeats answered, passed, errors, pass rate and verdict."""
     import pandas as pd
 
-    rows = [asdict(verdict) for verdict in case_verdicts(records)]
-    return pd.DataFrame(rows, columns=list(VERDICT_COLUMNS)).astype({"pass_rate": "float64"})
+    verdicts = case_verdicts(records)
+    # k per model, as in the aggregates: the fewest answered repeats of any of its cases.
+    k_of: dict[str, int] = {}
+    for verdict in verdicts:
+        if verdict.n:
+            k_of[verdict.model] = min(k_of.get(verdict.model, verdict.n), verdict.n)
+    rows = []
+    for verdict in verdicts:
+        row: dict[str, Any] = asdict(verdict)
+        k = k_of.get(verdict.model)
+        if k and verdict.n:
+            row.update(
+                k=k,
+                pass_at_k=pass_at_k(verdict.n, verdict.passed, k),
+                pass_hat_k=pass_hat_k(verdict.n, verdict.passed, k),
+            )
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
+    return frame.astype({"pass_rate": "float64", "pass_at_k": "float64", "pass_hat_k": "float64"})
 
 
 def top_comparisons(

@@ -34,6 +34,13 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``judge_tokens`` (int): input + output tokens of this item's judge calls.
 - ``retries`` (int): provider retries made for this item.
 - ``tool_calls`` (int): tool calls made (0 for plain completions).
+- ``turns`` (int | None): model calls of an agent item's loop (``None`` for plain completions).
+- ``tool_counts`` (dict[str, int]): an agent item's tool calls per tool.
+- ``stopped`` (str | None): why an agent loop ended: ``answer``, ``max_turns``, ``seconds``,
+  ``tokens``.
+- ``transcript`` (list[dict]): an agent item's whole conversation: every model turn, its tool
+  calls and the tool results it was shown.
+- ``workdir`` (str | None): an agent item's folder (kept after the run, as pytest keeps tmp_path).
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
 - ``cached`` (bool): the answer came from the response cache (no call was made this run).
 - ``rate_limit_wait_s`` (float): seconds the call waited for rate limits (429 backoff,
@@ -96,6 +103,9 @@ FIELDS: tuple[str, ...] = (
     "judge_tokens",
     "retries",
     "tool_calls",
+    "turns",
+    "tool_counts",
+    "stopped",
     "streamed",
     "cached",
     "rate_limit_wait_s",
@@ -104,6 +114,8 @@ FIELDS: tuple[str, ...] = (
     "prompt",
     "messages",
     "response",
+    "transcript",
+    "workdir",
     "expected",
     "assertions",
     "judges",
@@ -120,6 +132,8 @@ _DEFAULTS: dict[str, Any] = {
     "tokens_estimated": False,
     "retries": 0,
     "tool_calls": 0,
+    "tool_counts": {},
+    "transcript": [],
     "streamed": False,
     "cached": False,
     "rate_limit_wait_s": 0.0,

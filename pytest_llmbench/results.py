@@ -44,6 +44,17 @@ class GateFailure:
 
 
 @dataclass(frozen=True)
+class GateNote:
+    """A failed gate described by its owner (``--fail-on-regression``, ``--repeat-policy``)."""
+
+    text: str
+
+    def describe(self) -> str:
+        """One summary line."""
+        return self.text
+
+
+@dataclass(frozen=True)
 class RepeatOutcome:
     """The run's cases judged across their repeats under ``--repeat-policy``."""
 
@@ -103,7 +114,7 @@ class ResultsRecorder:
         self._stream: IO[str] | None = None
         self._other_failures = 0
         self._started_at = utc_now()
-        self.gate_failures: list[GateFailure] = []
+        self.gate_failures: list[GateFailure | GateNote] = []
         self.leaderboard_lines: list[str] = []
         self.judge_lines: list[str] = []
         self.judge_agreement: list[dict[str, Any]] = []
@@ -196,7 +207,12 @@ class ResultsRecorder:
             self._check_pass_rates(board, run.min_pass_rate)
             self._set_failed(session, bool(self.gate_failures))
         elif run.repeat_policy != "all" and self.repeats is not None:
-            self._set_failed(session, bool(self.repeats.failing))
+            failing = len(self.repeats.failing)
+            if failing:
+                self.gate_failures.append(
+                    GateNote(f"{failing} case(s) fail --repeat-policy={run.repeat_policy}")
+                )
+            self._set_failed(session, bool(failing))
 
     def _check_pass_rates(self, board: Any, required: float) -> None:
         for row in board.itertuples():
@@ -209,8 +225,20 @@ class ResultsRecorder:
         if failed:
             if session.exitstatus == pytest.ExitCode.OK:  # keep worse: interrupted, internal
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        elif session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._other_failures == 0:
+        elif (
+            session.exitstatus == pytest.ExitCode.TESTS_FAILED
+            and self._other_failures == 0
+            # -x / --maxfail cut the run short: what never ran cannot pass a gate
+            and not (session.shouldfail or session.shouldstop)
+        ):
             session.exitstatus = pytest.ExitCode.OK
+
+    def note_gate(self, session: pytest.Session, text: str) -> None:
+        """Record a gate another plugin failed after ours ran; run.json then tells the final
+        exit status (the report and CI outputs read it after this)."""
+        self.gate_failures.append(GateNote(text))
+        if self.out_dir is not None and (self.out_dir / "run.json").exists():
+            self._write_run_json(session)
 
     def _write_run_json(self, session: pytest.Session) -> None:
         assert self.out_dir is not None

@@ -19,9 +19,11 @@ import dataclasses
 import hashlib
 import heapq
 import math
+import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 import pytest
@@ -30,6 +32,8 @@ from .providers.completion import Completion, ProviderError
 from .ratelimit import AdaptiveConcurrency, ProcessSlot, RateLimiter
 
 if TYPE_CHECKING:
+    from .agent.loop import AgentRun
+    from .agent.tools import Toolbox
     from .cache import ResponseCache
     from .collect import EvalItem
     from .judging.panel import GradedAssertion
@@ -47,6 +51,8 @@ _MAX_LOOKAHEAD = 1024
 #: The rpm/tpm window, with a 5% margin: a burst stamped at once leaves this loop over a
 #: second or so, and the provider counts arrivals, not our stamps.
 _RATE_WINDOW_S = 60.0 * 1.05
+#: Put first on an agent command's PATH: this Python (with pytest) as ``python``/``python3``.
+_PYTHON_BIN = (Path(sys.executable).parent,)
 #: Answer tokens assumed for a judge's verdict when pacing tokens per minute.
 _JUDGE_ANSWER_TOKENS = 256
 #: 429s closer together than this are one burst: concurrency is halved once for them.
@@ -63,6 +69,7 @@ class Answer:
 
     completion: Completion
     graded: tuple[GradedAssertion, ...] = ()
+    agent: AgentRun | None = None  #: an agent item's loop
 
 
 @dataclass(frozen=True)
@@ -215,7 +222,25 @@ class CallScheduler:
             nodeid=item.nodeid,
         )
         judges = {judge.name: self._judge_target(judge) for judge in item.judge_profiles}
-        return self._call(item, request, judges)
+        toolbox = self._toolbox(item) if item.loaded.agent is not None else None
+        return self._call(item, request, judges, toolbox)
+
+    def _toolbox(self, item: EvalItem) -> Toolbox:
+        """The agent item's tools on its workdir (made in setup); a sandbox that is required
+        but unavailable fails here, as the item's setup error."""
+        from .agent.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
+        from .agent.tools import Toolbox
+
+        agent = item.loaded.agent
+        assert agent is not None and item.workdir_path is not None
+        try:
+            sandbox = Sandbox(
+                item.workdir_path, SandboxLimits(), mode=agent.sandbox, path_prefix=_PYTHON_BIN
+            )
+            toolbox = Toolbox(item.workdir_path, agent.tools, sandbox, base_dir=item.path.parent)
+        except (SandboxUnavailable, ValueError) as exc:  # sandbox: required; a bad custom tool
+            raise ProviderError(f"{item.model.name}: {exc}", "config") from None
+        return toolbox
 
     def _judge_target(self, judge: ModelProfile) -> CallTarget | ProviderError:
         """A judge's target, or why it cannot be called: that judge alone is then excluded."""
@@ -282,11 +307,63 @@ class CallScheduler:
         item: EvalItem,
         request: _Request,
         judge_targets: dict[str, CallTarget | ProviderError],
+        toolbox: Toolbox | None = None,
     ) -> Answer:
-        """The item's answer, then (at once, still ahead of pytest) its model-graded verdicts."""
-        completion = await self._paced(request)
+        """The item's answer (an agent's whole loop), then its model-graded verdicts."""
+        run: AgentRun | None = None
+        if toolbox is not None:
+            run = await self._agent(item, request, toolbox, judge_targets)
+            completion = _agent_completion(run, request.target.model_id)
+        else:
+            completion = await self._paced(request)
         graded = await self._grade(item, completion, judge_targets)
-        return Answer(completion, graded)
+        return Answer(completion, graded, run)
+
+    async def _agent(
+        self,
+        item: EvalItem,
+        request: _Request,
+        toolbox: Toolbox,
+        targets: dict[str, CallTarget | ProviderError],
+    ) -> AgentRun:
+        """The agent loop: every turn is a paced, cached, budgeted call of the item's model."""
+        from .agent.loop import run_agent
+
+        agent = item.loaded.agent
+        assert agent is not None
+
+        async def complete(messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+            turn = dataclasses.replace(
+                request,
+                messages=tuple(messages),
+                params={**request.params, **params},
+                key_params={**request.key_params, **params},
+                stream=False,  # tool calls are read whole
+            )
+            return await self._paced(turn)
+
+        interpret = None
+        interpreter = item.shim_interpreter
+        if interpreter is not None:
+
+            async def interpret(
+                messages: list[dict[str, Any]], params: dict[str, Any]
+            ) -> Completion:
+                asked = self._judge_request(item, interpreter, targets, messages, params)
+                return await self._judged_call(asked)
+
+        shim = agent.tool_shim == "always" or (agent.tool_shim == "auto" and item.model.embedded)
+        return await run_agent(
+            complete,
+            toolbox,
+            request.messages,
+            max_turns=agent.max_turns,
+            limit_seconds=agent.limit_seconds,
+            limit_tokens=agent.limit_tokens,
+            shim=shim,
+            tool_names=agent.tools,
+            interpret=interpret,
+        )
 
     async def _paced(self, request: _Request) -> Completion:
         """One model call: from the cache, or paced by the model's lane, budgeted and cached."""
@@ -471,6 +548,24 @@ class CallScheduler:
         self.cancel_pending()
         if self._cache is not None:
             self._cache.close()
+
+
+def _agent_completion(run: AgentRun, model_id: str) -> Completion:
+    """An agent loop as one completion: its final answer, with usage summed over the turns."""
+    return Completion(
+        text=run.answer,
+        model_id=model_id,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        tokens_estimated=False,
+        ttft_s=None,
+        latency_s=run.latency_s,
+        cost_usd=run.cost_usd,
+        retries=run.retries,
+        streamed=False,
+        finish_reason=run.stopped,
+        cached=run.cached,
+    )
 
 
 async def _ungradable(index: int, assertion: Any, why: str) -> GradedAssertion:

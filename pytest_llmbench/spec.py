@@ -56,6 +56,16 @@ class TaskSpec(_Strict):
 
 
 RawAssertion = str | dict[str, Any]
+#: The agent tools every ``kind: agent`` file may name; others are ``module:function`` refs.
+BUILTIN_TOOL_NAMES = ("read_file", "write_file", "list_dir", "run_command")
+_TOOL_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+
+
+class AgentLimits(_Strict):
+    """Budgets of one agent item's whole loop."""
+
+    seconds: float | None = Field(None, gt=0, description="Wall time of the loop")
+    tokens: int | None = Field(None, gt=0, description="Input + output tokens of the loop")
 
 
 class _AssertionItemError(ValueError):
@@ -97,6 +107,9 @@ class CaseSpec(_Strict):
     judge_metrics: list[str] = Field(
         default_factory=list, description="Extra dimensions the case's juries score"
     )
+    include_dirs: list[str] = Field(
+        default_factory=list, description="Folders copied into the workdir (agent files)"
+    )
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
 
@@ -119,6 +132,34 @@ class EvalSpec(_Strict):
     judge_metrics: list[str] = Field(
         default_factory=list, description="Extra dimensions every jury of the file scores"
     )
+    kind: Literal["completion", "agent"] = Field("completion", description="agent: a tool loop")
+    tools: list[str] = Field(default_factory=list, description="Agent tools: built-ins or refs")
+    max_turns: int = Field(10, ge=1, le=200, description="Model calls of an agent loop")
+    limits: AgentLimits | None = Field(None, description="Agent loop budgets")
+    sandbox: Literal["auto", "required", "off"] = Field(
+        "auto", description="run_command under bubblewrap: when available, required, or never"
+    )
+    tool_shim: Literal["auto", "always", "never"] = Field(
+        "auto", description="JSON-in-text tool calls for models without native tool calls"
+    )
+    tool_shim_model: str | None = Field(
+        None, description="A second model that turns free-text replies into shim tool calls"
+    )
+    post_process: str | None = Field(
+        None, description="Command run after each agent item with {results}; prints JSON scores"
+    )
+    include_dirs: list[str] = Field(
+        default_factory=list, description="Folders copied into every agent item's workdir"
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in BUILTIN_TOOL_NAMES and not _TOOL_REF.fullmatch(name):
+                known = ", ".join(BUILTIN_TOOL_NAMES)
+                raise ValueError(f"unknown tool {name!r}: use one of {known} or 'module:function'")
+        return value
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
 
@@ -141,12 +182,29 @@ class EvalCase:
     line: int
     #: extra jury dimensions (normalised keys): the file's, then the case's
     judge_metrics: tuple[str, ...] = ()
+    #: folders (resolved, the file's then the case's) copied into an agent item's workdir
+    include_dirs: tuple[Path, ...] = ()
 
     @property
     def prompt(self) -> str | None:
         """The last user message."""
         users = [m["content"] for m in self.messages if m["role"] == "user"]
         return users[-1] if users else None
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """How the items of a ``kind: agent`` file run: tools, turns, budgets, sandbox."""
+
+    tools: tuple[str, ...]
+    max_turns: int
+    limit_seconds: float | None
+    limit_tokens: int | None
+    sandbox: str
+    tool_shim: str
+    post_process: str | None
+    #: a second model (profile name or litellm id) reading free-text replies in shim mode
+    shim_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +216,7 @@ class LoadedEval:
     description: str | None
     cases: tuple[EvalCase, ...]
     parallel_safe: bool = True
+    agent: AgentSpec | None = None
 
 
 def suite_name(path: Path) -> str:
@@ -179,7 +238,32 @@ def load_spec(path: Path) -> LoadedEval:
     except ValidationError as exc:
         raise _first_error(path, document, exc) from None
     cases = _expand(spec, path, document)
-    return LoadedEval(path, suite_name(path), spec.description, tuple(cases), spec.parallel_safe)
+    agent = _agent_spec(spec, path, document)
+    return LoadedEval(
+        path, suite_name(path), spec.description, tuple(cases), spec.parallel_safe, agent
+    )
+
+
+def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentSpec | None:
+    agent_keys = ("tools", "post_process", "limits", "tool_shim_model")
+    if spec.kind != "agent":
+        written = [key for key in agent_keys if getattr(spec, key)]
+        if written:
+            line = document.line_of((written[0],))
+            raise EvalFileError(path, line, f"{written[0]!r} needs `kind: agent`")
+        return None
+    if not spec.tools:
+        raise EvalFileError(path, document.line_of(("kind",)), "`kind: agent` needs `tools:`")
+    return AgentSpec(
+        tools=tuple(dict.fromkeys(spec.tools)),
+        max_turns=spec.max_turns,
+        limit_seconds=spec.limits.seconds if spec.limits else None,
+        limit_tokens=spec.limits.tokens if spec.limits else None,
+        sandbox=spec.sandbox,
+        tool_shim=spec.tool_shim,
+        post_process=spec.post_process,
+        shim_model=spec.tool_shim_model,
+    )
 
 
 def _not_a_mapping(data: Any) -> str:
@@ -279,6 +363,7 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
         task=case.task.model_dump() if case.task else None,
         expected_output_tokens=case.expected_output_tokens,
         judge_metrics=case.judge_metrics,
+        include_dirs=case.include_dirs,
     )
 
 
@@ -322,6 +407,7 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
         task=row.task,
         expected_output_tokens=row.expected_output_tokens,
         judge_metrics=[],
+        include_dirs=[],
     )
 
 
@@ -330,6 +416,7 @@ def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any
     assertions = _assertions(spec, place, own, case)
     threshold = case.pop("threshold")
     metrics = _judge_metrics(place, [*spec.judge_metrics, *case.pop("judge_metrics")])
+    folders = _include_dirs(place, [*spec.include_dirs, *case.pop("include_dirs")])
     return EvalCase(
         id=case.pop("case_id"),
         assertions=assertions,
@@ -338,8 +425,20 @@ def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any
         tags=tuple(dict.fromkeys([*spec.tags, *case.pop("tags")])),
         line=place.line,
         judge_metrics=metrics,
+        include_dirs=folders,
         **case,
     )
+
+
+def _include_dirs(place: _Place, names: list[str]) -> tuple[Path, ...]:
+    """Folders relative to the eval file; each must exist (a collection error otherwise)."""
+    folders = []
+    for name in dict.fromkeys(names):
+        folder = (place.path.parent / name).resolve()
+        if not folder.is_dir():
+            raise place.error(f"include_dirs: {name!r} is not a folder next to the eval file")
+        folders.append(folder)
+    return tuple(folders)
 
 
 def _judge_metrics(place: _Place, names: list[str]) -> tuple[str, ...]:
@@ -358,6 +457,11 @@ def _assertions(
     """The case's own assertions, then the file-level ones; each needs a value or expected."""
     assertions = tuple(parse_assertion(item) for item in [*own, *spec.assertions])
     for index, assertion in enumerate(assertions):
+        if assertion.agent_check is not None and spec.kind != "agent":
+            mine = index < len(own)
+            at = ("assert", index) if mine else ()
+            message = f"`{assertion.type}` checks an agent's work: it needs `kind: agent`"
+            raise place.error(f"case {case['case_id']!r}: {message}", *at)
         if assertion.needs_value and case["expected"] is None:
             mine = index < len(own)
             origin = "" if mine else " (from the file-level `assert:`)"

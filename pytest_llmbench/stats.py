@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -59,10 +60,11 @@ def clustered_mean(
         var = G / (G - 1) * sum_g (sum_i (y_gi - m))**2 / N**2
         CI  = m -/+ t(1 - (1 - confidence) / 2, G - 1) * sqrt(var)
 
-    The interval is clamped to [0, 1] when every value is in [0, 1] (scores, pass/fail).
-    Returns None without values. A single cluster has no between-case information: the
-    interval is the point when its values do not vary, else the widest sane one ([0, 1] for
-    values in [0, 1], else the range of the values).
+    For values in [0, 1] (scores, pass/fail) the interval is clamped to [0, 1] and never
+    narrower than the Wilson score interval of the mean with one observation per case: CR1
+    alone gives a zero-width interval when every case has the same mean (10 cases that all
+    pass, or 20 that each pass 2 of 3), which would read as certainty. Returns None without
+    values. For other values, a single cluster gives the range of its values.
     """
     groups = [[float(value) for value in cluster] for cluster in clusters if len(cluster)]
     values = [value for group in groups for value in group]
@@ -71,17 +73,32 @@ def clustered_mean(
     count = len(values)
     mean = math.fsum(values) / count
     unit = all(0.0 <= value <= 1.0 for value in values)
-    if len(groups) == 1:
-        if min(values) == max(values):
-            return Interval(mean, mean, mean)
-        return Interval(mean, 0.0, 1.0) if unit else Interval(mean, min(values), max(values))
     g = len(groups)
+    if g == 1:
+        if unit:
+            return Interval(mean, *wilson(mean, 1, confidence))
+        return Interval(mean, min(values), max(values))
     squares = math.fsum(math.fsum(value - mean for value in group) ** 2 for group in groups)
     half = t_quantile(1 - (1 - confidence) / 2, g - 1) * math.sqrt(g / (g - 1) * squares) / count
     low, high = mean - half, mean + half
     if unit:
-        low, high = max(low, 0.0), min(high, 1.0)
+        floor_low, floor_high = wilson(mean, g, confidence)
+        low, high = max(min(low, floor_low), 0.0), min(max(high, floor_high), 1.0)
     return Interval(mean, low, high)
+
+
+def wilson(share: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``share`` observed on ``n`` units."""
+    z = _normal_quantile(1 - (1 - confidence) / 2)
+    denominator = 1 + z * z / n
+    centre = (share + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / denominator
+    return max(centre - half, 0.0), min(centre + half, 1.0)
+
+
+def _normal_quantile(p: float) -> float:
+    """The standard normal quantile."""
+    return statistics.NormalDist().inv_cdf(p)
 
 
 @functools.lru_cache(maxsize=256)

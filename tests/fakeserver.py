@@ -9,6 +9,10 @@ port, and stands in for remote providers.  litellm talks to it as
                            api_key="sk-test", messages=[...])
         assert srv.requests[-1].body["model"] == "fake-model"
 
+Scripted tool calls: ``Rule(tool_calls=[{"name": "read_file", "arguments": {"path": "a.txt"}}],
+times=1)`` answers with an assistant message asking for those calls; an agent loop's next
+request ends with the tool's result (role ``tool``), which ``match_last`` can pick out.
+
 Or use the ``fake_llm`` fixture (import it into a conftest.py).
 
 Stdlib only (plus pytest for the fixture).
@@ -57,6 +61,10 @@ class Rule:
     """How to answer a request.  Rules are checked in order; the first match wins."""
 
     match: str | None = None  # substring of the LAST user message content; None = anything
+    # Substring of the last message's content whatever its role (an agent loop's tool result is
+    # a "tool" message, its shim result a user one); None = anything.
+    match_last: str | None = None
+    match_any: str | None = None  # substring of any message's content (any role); None = anything
     model: str | None = None  # only for this request "model" value; None = any
     reply: str = "ok"
     status: int = 200  # non-200 -> OpenAI-style JSON error body
@@ -66,6 +74,10 @@ class Rule:
     delay_s: float = 0.0  # sleep before the first byte of the response
     times: int | None = None  # apply to the first N matching requests only, then fall through
     cut_stream: bool = False  # streamed: send the role chunk, then close with no answer or [DONE]
+    # Answer with these tool calls (finish_reason "tool_calls"): each {"name": ..., "arguments":
+    # a dict (sent as its JSON) or a raw string (sent as is, so it may be broken JSON)}. The
+    # message content is null unless `reply` was changed from its default "ok".
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -116,6 +128,32 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(msgs, list):
         return []
     return [m for m in msgs if isinstance(m, dict)]
+
+
+def _last_text(body: dict[str, Any]) -> str:
+    msgs = _messages(body)
+    return _content_text(msgs[-1].get("content")) if msgs else ""
+
+
+def _any_text(body: dict[str, Any], needle: str) -> bool:
+    return any(needle in _content_text(m.get("content")) for m in _messages(body))
+
+
+def _wire_tool_calls(calls: list[dict[str, Any]], ids: Iterator[int]) -> list[dict[str, Any]]:
+    """A rule's tool calls in OpenAI's shape, arguments as a JSON string, with fresh ids."""
+    wired = []
+    for call in calls:
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        wired.append(
+            {
+                "id": f"call_{next(ids)}",
+                "type": "function",
+                "function": {"name": str(call.get("name", "")), "arguments": arguments},
+            }
+        )
+    return wired
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
@@ -329,13 +367,21 @@ class _Handler(BaseHTTPRequestHandler):
             return
 
         reply = rule.reply if rule is not None else owner.default_reply
+        tool_calls: list[dict[str, Any]] | None = None
         truncated = False
-        if limit is not None:
+        if rule is not None and rule.tool_calls is not None:
+            tool_calls = owner._tool_calls(rule.tool_calls)
+            # A tool-calling answer usually has no text; "ok" is only Rule's default.
+            reply = "" if rule.reply == "ok" else rule.reply
+        elif limit is not None:
             reply, truncated = _truncate_words(reply, limit)
-        finish_reason = "length" if truncated else "stop"
+        finish_reason = "tool_calls" if tool_calls else "length" if truncated else "stop"
 
         prompt_tokens = _prompt_tokens(body)
-        completion_tokens = count_words(reply)
+        completion_tokens = count_words(reply) + sum(
+            count_words(f"{c['function']['name']} {c['function']['arguments']}")
+            for c in tool_calls or []
+        )
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -351,9 +397,20 @@ class _Handler(BaseHTTPRequestHandler):
             include_usage = include_usage and owner.stream_usage
             cut = rule is not None and rule.cut_stream
             self._stream(
-                cid, created, model, reply, finish_reason, usage if include_usage else None, cut
+                cid,
+                created,
+                model,
+                reply,
+                finish_reason,
+                usage if include_usage else None,
+                cut,
+                tool_calls,
             )
             return
+
+        message: dict[str, Any] = {"role": "assistant", "content": reply}
+        if tool_calls is not None:
+            message = {"role": "assistant", "content": reply or None, "tool_calls": tool_calls}
 
         self._send_json(
             200,
@@ -366,7 +423,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": reply},
+                        "message": message,
                         "logprobs": None,
                         "finish_reason": finish_reason,
                     }
@@ -384,6 +441,7 @@ class _Handler(BaseHTTPRequestHandler):
         finish_reason: str,
         usage: dict[str, int] | None,
         cut: bool = False,
+        tool_calls: list[dict[str, Any]] | None = None,
     ) -> None:
         owner = self.server.owner
         self.close_connection = True
@@ -420,6 +478,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if n and owner.token_delay_s > 0:
                     time.sleep(owner.token_delay_s)
                 chunk([delta_choice({"content": piece})])
+            if tool_calls:
+                # Streamed tool calls arrive as deltas carrying their index in the list.
+                deltas = [{"index": i, **call} for i, call in enumerate(tool_calls)]
+                chunk([delta_choice({"tool_calls": deltas})])
             chunk([delta_choice({}, finish_reason)])
             if usage is not None:
                 chunk([], {"usage": usage})
@@ -452,6 +514,7 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._rules: list[_RuleState] = [_RuleState(r) for r in rules]
         self._ids = itertools.count(1)
+        self._call_ids = itertools.count(1)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -541,8 +604,13 @@ class FakeLLMServer:
         with self._lock:
             return f"chatcmpl-fake-{next(self._ids)}"
 
+    def _tool_calls(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        with self._lock:
+            return _wire_tool_calls(calls, self._call_ids)
+
     def _pick_rule(self, body: dict[str, Any]) -> Rule | None:
         text = _last_user_text(body)
+        last = _last_text(body)
         model = body.get("model")
         with self._lock:
             for state in self._rules:
@@ -550,6 +618,10 @@ class FakeLLMServer:
                 if rule.model is not None and rule.model != model:
                     continue
                 if rule.match is not None and rule.match not in text:
+                    continue
+                if rule.match_last is not None and rule.match_last not in last:
+                    continue
+                if rule.match_any is not None and not _any_text(body, rule.match_any):
                     continue
                 if rule.times is not None and state.used >= rule.times:
                     continue

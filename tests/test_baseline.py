@@ -59,6 +59,25 @@ def test_fail_on_regression_fails_a_run_whose_score_dropped(bench: Bench) -> Non
             "llmbench baseline FAILED: significant regression: fake",
         ]
     )
+    # run.json (and the report built from it) tell the final exit status and the gate.
+    run = json.loads(bench.out("run.json").read_text())
+    assert run["exitstatus"] == 1
+    assert any("--fail-on-regression: fake regressed" in gate for gate in run["gate_failures"])
+
+
+def test_a_run_whose_items_all_error_is_a_regression_not_no_change(bench: Bench) -> None:
+    _baseline_run(bench)
+    bench.server.reset()
+    bench.server.add_rule(Rule(status=401))  # every call fails at once
+    result = bench.run("--models=fake", "--baseline=out1", "--fail-on-regression")
+    result.assert_outcomes(errors=N_CASES)
+    result.stdout.fnmatch_lines(
+        [
+            f"fake: 0 cases: 0 regressed, 0 improved, {N_CASES} no longer answered*",
+            "  not answered now: capitals::*",
+            "llmbench baseline FAILED: significant regression: fake",
+        ]
+    )
 
 
 def test_without_fail_on_regression_the_exit_code_follows_the_tests(bench: Bench) -> None:

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from pytest_llmbench import leaderboard as lb
+from pytest_llmbench import stats
 from pytest_llmbench.record import FIELDS, build_record
 
 REPO_ROOT = Path(lb.__file__).resolve().parents[1]
@@ -386,10 +387,11 @@ def test_format_leaderboard_table() -> None:
         rec(model="beta/long-name", outcome="error"),
     ]
     lines = lb.format_leaderboard(lb.leaderboard(lb.records_frame(records)))
-    # One answered item: a single case with no spread, so its interval is the point.
+    # One answered item: a single case, so the Wilson interval of one observation:
+    # p = 1, n = 1: low = 1 / (1 + z^2) = 0.21, not the point [1.00, 1.00].
     assert lines == [
         "#  model              score [95% CI]    pass  errors  cost $  p50 s  ttft s",
-        "1  alpha           1.00 [1.00, 1.00]  100.0%       0  0.0012   1.23    0.50",
+        "1  alpha           1.00 [0.21, 1.00]  100.0%       0  0.0012   1.23    0.50",
         "2  beta/long-name                  -       -       1       -      -       -",
     ]
 
@@ -684,7 +686,12 @@ def test_ci_columns_are_clustered_by_case() -> None:
     # Score: clusters [1,1] x4, [1,0.5], [0.5,0.5]: m = 10.5/12 = 0.875; deviation sums 0.25 (x4),
     # -0.25, -0.75 -> squares 0.25 + 0.0625 + 0.5625 = 0.875; var = 6/5 * 0.875 / 144.
     assert row["score_mean"] == pytest.approx(0.875)
-    assert row["score_ci_low"] == pytest.approx(0.875 - t5 * math.sqrt(1.2 * 0.875 / 144))
+    # CR1 gives 0.875 - t5 * sqrt(1.2 * 0.875 / 144) = 0.6555, narrower than the Wilson floor on
+    # 6 cases: centre (0.875 + z²/12) / (1 + z²/6), half z*sqrt(0.875*0.125/6 + z²/144) / (...)
+    # = 0.4754 below it. The wider of the two is kept.
+    assert 0.875 - t5 * math.sqrt(1.2 * 0.875 / 144) > row["score_ci_low"]
+    assert row["score_ci_low"] == pytest.approx(stats.wilson(0.875, 6)[0])
+    assert row["score_ci_low"] == pytest.approx(0.4754, abs=1e-4)
     assert row["score_ci_high"] == 1.0
 
 
@@ -815,7 +822,8 @@ def test_format_leaderboard_vs_top_column() -> None:
     # close: one case of 8 differs, -1/8 = -0.125 (rounded half to even), not significant.
     assert lines[2].startswith("2  close") and lines[2].endswith("-0.12 p=1.00 n.s.")
     assert lines[3].startswith("3  bad") and lines[3].endswith("-1.00 p<0.01 *")
-    assert "1.00 [1.00, 1.00]" in lines[1] and "0.00 [0.00, 0.00]" in lines[3]
+    # 8 cases all passing / all failing: the Wilson floor, 8 / (8 + z^2) = 0.68.
+    assert "1.00 [0.68, 1.00]" in lines[1] and "0.00 [0.00, 0.32]" in lines[3]
 
 
 def test_format_leaderboard_fits_100_columns() -> None:

@@ -326,7 +326,8 @@ def test_leaderboard_ranks_the_better_model_first(bench: Bench) -> None:
     assert float(board[1]["pass_rate"]) == 0.0
     result.stdout.re_match_lines(
         [
-            r"1\s+fake\s+1\.00 \[1\.00, 1\.00\]\s+100\.0%.*",
+            # Both cases pass: not [1, 1] but the Wilson floor on 2 cases, 2 / (2 + z^2) = 0.34.
+            r"1\s+fake\s+1\.00 \[0\.34, 1\.00\]\s+100\.0%.*",
             # Two cases, differences -1 and -0.25: mean -0.625; two cases can never be significant.
             r"2\s+fake2\s+0\.38 \[0\.00, 1\.00\]\s+0\.0%.*-0\.62 p=0\.50 n\.s\.$",
         ]
@@ -393,8 +394,8 @@ def test_terminal_summary_shows_leaderboard_and_path(bench: Bench) -> None:
         [
             "*= llmbench leaderboard =*",
             "#*model*score ?95% CI?*pass*errors*cost $*p50 s*ttft s*vs #1",
-            "1*fake *1.00 ?1.00, 1.00?*100.0%*0*",
-            "2*fake2*1.00 ?1.00, 1.00?*100.0%*0*+0.00 p=1.00 n.s.",
+            "1*fake *1.00 ?0.34, 1.00?*100.0%*0*",
+            "2*fake2*1.00 ?0.34, 1.00?*100.0%*0*+0.00 p=1.00 n.s.",
             f"llmbench: 4 records in {bench.pytester.path / 'out'}",
         ]
     )
@@ -707,6 +708,9 @@ def test_case_verdicts_csv_and_flaky_section(bench: Bench) -> None:
             "passed": "3",
             "errors": "0",
             "pass_rate": "1.0",
+            "k": "3",
+            "pass_at_k": "1.0",
+            "pass_hat_k": "1.0",
             "verdict": "passed",
         },
         {
@@ -717,6 +721,10 @@ def test_case_verdicts_csv_and_flaky_section(bench: Bench) -> None:
             "passed": "2",
             "errors": "0",
             "pass_rate": "0.666667",
+            # k = 3 repeats: pass@3 = 1 - C(1,3)/C(3,3) = 1; pass^3 = C(2,3)/C(3,3) = 0.
+            "k": "3",
+            "pass_at_k": "1.0",
+            "pass_hat_k": "0.0",
             "verdict": "flaky",
         },
     ]
@@ -780,6 +788,14 @@ def test_repeat_policy_keeps_a_case_that_always_fails_failed(bench: Bench) -> No
     assert "llmbench flaky cases" not in result.stdout.str()
     verdicts = {row["case_id"]: row["verdict"] for row in _csv(bench.out("case_verdicts.csv"))}
     assert verdicts == {"france": "passed", "japan": "failed"}
+
+
+def test_a_run_cut_short_by_x_is_never_passed_by_the_repeat_policy(bench: Bench) -> None:
+    _japan_flaky(bench)
+    result = bench.run("--models=fake", "--repeat=3", "--repeat-policy=any", "-x")
+    result.stdout.fnmatch_lines(["*stopping after 1 failures*"])
+    # What never ran cannot pass a gate: the policy does not turn a stopped run green.
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
 def test_repeat_policy_does_not_hide_other_failures(bench: Bench) -> None:
@@ -866,7 +882,8 @@ def test_comparisons_csv_and_vs_top_column(bench: Bench) -> None:
     result.stdout.re_match_lines(
         [
             r"#\s+model\s+score \[95% CI\]\s+pass.*vs #1$",
-            r"1\s+fake\s+1\.00 \[1\.00, 1\.00\]\s+100\.0%.*",
-            r"2\s+fake2\s+0\.00 \[0\.00, 0\.00\]\s+0\.0%.*-1\.00 p<0\.01 \*$",
+            # 8 cases all one way: the Wilson floor, 8 / (8 + z^2) = 0.68 (and 0.32 above 0).
+            r"1\s+fake\s+1\.00 \[0\.68, 1\.00\]\s+100\.0%.*",
+            r"2\s+fake2\s+0\.00 \[0\.00, 0\.32\]\s+0\.0%.*-1\.00 p<0\.01 \*$",
         ]
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import subprocess
 import sys
 from dataclasses import astuple
@@ -129,12 +130,24 @@ def test_repeats_widen_the_interval_against_independent_samples() -> None:
 def test_clustered_mean_degenerate_inputs() -> None:
     assert stats.clustered_mean([]) is None
     assert stats.clustered_mean([[], []]) is None
-    # One cluster without spread: the point. With spread: the widest sane interval.
-    assert stats.clustered_mean([[0.5, 0.5]]) == Interval(0.5, 0.5, 0.5)
-    assert approx_interval(stats.clustered_mean([[0.0, 1.0, 1.0]]), 2 / 3, 0.0, 1.0)
+    # One cluster of values in [0, 1]: the Wilson interval of one observation, never a point.
+    # Wilson, n = 1, p = 0.5, z = 1.959964: centre 0.5, half = z*sqrt(0.25 + z²/4) / (1 + z²)
+    z = statistics.NormalDist().inv_cdf(0.975)  # 1.959964
+    half = z * math.sqrt(0.25 + z * z / 4) / (1 + z * z)
+    assert approx_interval(stats.clustered_mean([[0.5, 0.5]]), 0.5, 0.5 - half, 0.5 + half)
     assert stats.clustered_mean([[3.0, 7.0]]) == Interval(5.0, 3.0, 7.0)
-    # Empty clusters do not count as clusters; identical values give a zero-width interval.
-    assert stats.clustered_mean([[1.0], [], [1.0, 1.0]]) == Interval(1.0, 1.0, 1.0)
+    # Empty clusters do not count; identical values still get the Wilson floor of 2 cases:
+    # p = 1, n = 2: low = 2 / (2 + z²) = 0.342372.
+    same = stats.clustered_mean([[1.0], [], [1.0, 1.0]])
+    assert approx_interval(same, 1.0, 2 / (2 + z * z), 1.0)
+
+
+def test_equal_case_means_do_not_give_a_zero_width_interval() -> None:
+    # 20 cases each passing 2 of 3: CR1's spread is 0; the Wilson floor on 20 cases is not.
+    interval = stats.clustered_mean([[1.0, 1.0, 0.0]] * 20)
+    assert interval is not None and interval.estimate == pytest.approx(2 / 3)
+    assert interval.low == pytest.approx(0.4487, abs=1e-4)
+    assert interval.high == pytest.approx(0.8309, abs=1e-4)
 
 
 def test_clustered_mean_confidence_level() -> None:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..providers.completion import Completion, ProviderError
+from ..providers.completion import Completion, ProviderError, add_known
 from .prompts import JURY_DIMENSIONS, JudgeRequest, judge_messages, reply_schema, retry_messages
 from .verdicts import VerdictError, parse_verdict
 
@@ -179,10 +179,10 @@ class _Usage:
     cached: bool = True
 
     def add(self, completion: Completion) -> None:
-        self.input_tokens = _plus(self.input_tokens, completion.input_tokens)
-        self.output_tokens = _plus(self.output_tokens, completion.output_tokens)
-        self.cost_usd = _plus(self.cost_usd, completion.cost_usd)
-        self.latency_s = _plus(self.latency_s, completion.latency_s)
+        self.input_tokens = add_known(self.input_tokens, completion.input_tokens)
+        self.output_tokens = add_known(self.output_tokens, completion.output_tokens)
+        self.cost_usd = add_known(self.cost_usd, completion.cost_usd)
+        self.latency_s = add_known(self.latency_s, completion.latency_s)
         self.cached = self.cached and completion.cached
 
     def call(
@@ -211,12 +211,6 @@ class _Usage:
             latency_s=self.latency_s,
             cached=self.cached and made_a_call,
         )
-
-
-def _plus(total: Any, value: Any) -> Any:
-    if value is None:
-        return total
-    return value if total is None else total + value
 
 
 async def grade_embedding(

@@ -40,6 +40,13 @@ class Completion:
     finish_reason: str | None
     cached: bool = False
     rate_limit_wait_s: float = 0.0
+    #: tool calls the model asked for: ``{"id", "name", "arguments"}`` (arguments as sent: a
+    #: JSON string); empty for a plain answer
+    tool_calls: tuple[dict[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        # A cached completion comes back from JSON with a list here.
+        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -61,3 +68,10 @@ class ProviderError(Exception):
         self.message = message
         self.kind = kind
         self.retries = retries
+
+
+def add_known(total: Any, value: Any) -> Any:
+    """Sum where an unreported value (None) adds nothing; None until something is reported."""
+    if value is None:
+        return total
+    return value if total is None else total + value

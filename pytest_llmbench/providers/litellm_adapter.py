@@ -240,10 +240,12 @@ async def _call_once(
     kwargs = _request_kwargs(target, messages, params, stream, timeout_s)
     started = time.perf_counter()
     response = await litellm.acompletion(**kwargs)
+    tool_calls: tuple[dict[str, Any], ...] = ()
     if stream:
         text, ttft, finish, usage = await _consume_stream(response, started)
     else:
         text, ttft, finish, usage = _read_response(response)
+        tool_calls = _tool_calls(response)
     latency = time.perf_counter() - started
     input_tokens, output_tokens, estimated = _token_counts(litellm, target, messages, text, usage)
     return Completion(
@@ -258,7 +260,28 @@ async def _call_once(
         retries=retries,
         streamed=stream,
         finish_reason=finish,
+        tool_calls=tool_calls,
     )
+
+
+def _tool_calls(response: Any) -> tuple[dict[str, Any], ...]:
+    """The tool calls of a non-streamed answer, as plain dicts (arguments kept as sent)."""
+    message = response.choices[0].message
+    calls = getattr(message, "tool_calls", None) or []
+    found = []
+    for call in calls:
+        function = getattr(call, "function", None)
+        if function is None:
+            continue
+        arguments = getattr(function, "arguments", None)
+        found.append(
+            {
+                "id": str(getattr(call, "id", "") or ""),
+                "name": str(getattr(function, "name", "") or ""),
+                "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+            }
+        )
+    return tuple(found)
 
 
 def _request_kwargs(
@@ -281,6 +304,10 @@ def _request_kwargs(
     }
     if stream:
         kwargs["stream_options"] = {"include_usage": True}
+    if kwargs.get("tools"):
+        # With tools, litellm 1.106 imports its MCP gateway (the `mcp` package, not installed);
+        # its own flag skips that: we never use the gateway, and the flag is not sent.
+        kwargs["_skip_mcp_handler"] = True
     if target.api_base:
         kwargs["api_base"] = target.api_base
     if target.api_key:

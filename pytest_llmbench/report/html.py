@@ -78,6 +78,7 @@ def render_extra(record: dict[str, Any]) -> str:
     parts += _verdicts_table(record.get("assertions") or [])
     parts += _dimensions_table(record.get("dimensions") or {})
     parts += _judges_table(record.get("judges") or [])
+    parts += _agent_blocks(record)
     parts.append("</div>")
     return "".join(parts)
 
@@ -149,3 +150,34 @@ def _text(value: Any) -> str:
 def _score(value: Any) -> str:
     # Jury scores are whole numbers 1..5 and rubric scores fractions: ``g`` shows both plainly.
     return "" if value is None else _text(format(float(value), ".4g"))
+
+
+def _agent_blocks(record: dict[str, Any]) -> list[str]:
+    """An agent item's loop: turns, tools used, where its workdir is, and the transcript."""
+    transcript = record.get("transcript") or []
+    if not transcript and not record.get("turns"):
+        return []
+    counts = record.get("tool_counts") or {}
+    used = ", ".join(f"{name}: {count}" for name, count in counts.items()) or "none"
+    parts = [
+        "<h4>Agent</h4><p>"
+        f"{_text(record.get('turns'))} turn(s), stopped: {_text(record.get('stopped'))}; "
+        f"tools: {_text(used)}; workdir: <code>{_text(record.get('workdir'))}</code></p>"
+    ]
+    if transcript:
+        parts.append('<h4>Transcript</h4><ol class="llmbench-transcript">')
+        for message in transcript:
+            parts.append(f"<li><b>{_text(message.get('role'))}</b>{_message_body(message)}</li>")
+        parts.append("</ol>")
+    return parts
+
+
+def _message_body(message: dict[str, Any]) -> str:
+    body = ""
+    if message.get("content"):
+        body += f"<pre>{_text(message['content'])}</pre>"
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or call
+        name, arguments = function.get("name"), function.get("arguments")
+        body += f"<pre>→ {_text(name)}({_text(arguments)})</pre>"
+    return body

@@ -22,6 +22,7 @@ import pytest
 
 from pytest_llmbench.record import utc_now
 
+from ..baseline import model_of
 from ..tables import is_missing
 from .charts import Chart, ChartInput, build_sections, task_type
 
@@ -130,7 +131,7 @@ def _facts(records: Sequence[Mapping[str, Any]], title: str, info: Mapping[str, 
     counts = ", ".join(
         f"{outcomes.count(name)} {name}" for name in ("passed", "failed", "error", "skipped")
     )
-    models = sorted({str(record.get("model")) for record in records})
+    models = sorted({model_of(record) for record in records})
     cases = {(record.get("suite"), record.get("case_id")) for record in records}
     suites = {record.get("suite") for record in records}
     rows: list[tuple[str, Any]] = [
@@ -227,7 +228,7 @@ def _comparisons(records: Sequence[Mapping[str, Any]], models: Sequence[str]) ->
 
     by_model: dict[str, list[Mapping[str, Any]]] = {model: [] for model in models}
     for record in records:
-        by_model.setdefault(str(record.get("model")), []).append(record)
+        by_model.setdefault(model_of(record), []).append(record)
     leader = models[0]
     rows = [
         _comparison_row(result)
@@ -336,7 +337,7 @@ def _case_sort_key(record: Mapping[str, Any]) -> tuple[str, str, str, int, str]:
     return (
         str(record.get("suite")),
         str(record.get("case_id")),
-        str(record.get("model")),
+        model_of(record),
         repeat if isinstance(repeat, int) else -1,
         str(record.get("nodeid")),
     )

@@ -1,0 +1,320 @@
+"""The agent loop: ask the model, run the tools it calls, give it the results, until it answers.
+
+Tools go through litellm's native tool calling, or (``shim=True``, for models without it, such
+as the embedded one) through the JSON-in-text protocol of :mod:`pytest_llmbench.agent.shim`.
+The loop stops at the first turn without a tool call, after ``max_turns`` model calls, or when
+the item's time or token budget is spent; every tool call asked for is run and answered, so the
+transcript never ends on a call without its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pytest_llmbench.agent.shim import (
+    interpreter_messages,
+    is_protocol_reply,
+    parse_shim_reply,
+    shim_response_format,
+    shim_tool_result,
+    with_shim_prompt,
+)
+from pytest_llmbench.providers.completion import Completion, add_known
+
+__all__ = [
+    "MAX_RESULT_CHARS",
+    "AgentRun",
+    "CompleteFn",
+    "ToolCall",
+    "ToolboxLike",
+    "run_agent",
+]
+
+#: The most characters of one tool result the model is shown (and the transcript keeps).
+MAX_RESULT_CHARS = 4000
+_NOTE_ROOM = 60  # room kept for the note that says how much was cut
+
+#: One model call: the conversation so far and extra call parameters (tools, response format).
+CompleteFn = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[Completion]]
+
+
+class ToolboxLike(Protocol):
+    """What the loop needs of a toolbox (``agent.tools.Toolbox`` in the plugin)."""
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tools in OpenAI's function-tool format."""
+        ...
+
+    def call(self, name: str, arguments: Mapping[str, Any] | str) -> str:
+        """Run one tool; failures come back as ``"error: ..."`` text."""
+        ...
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model asked for, and what it was shown in return."""
+
+    turn: int  # 1-based model turn that asked for it
+    name: str
+    arguments: dict[str, Any]  # parsed; {} when unparseable (then error=True)
+    result: str  # what the model was shown (truncated to MAX_RESULT_CHARS)
+    error: bool  # the tool refused or failed (the result starts with "error: ")
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """A whole agent loop: its answer, its tool calls, and its costs summed over the turns."""
+
+    answer: str  # the final text answer ("" when the loop stopped otherwise)
+    turns: int  # model calls made
+    tool_calls: tuple[ToolCall, ...]
+    transcript: tuple[dict[str, Any], ...]  # every message: system/user/assistant/tool
+    stopped: str  # "answer" | "max_turns" | "seconds" | "tokens"
+    shimmed: bool  # tools went through the JSON-in-text shim
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    latency_s: float
+    retries: int
+    cached: bool  # every turn came from the cache
+
+    def tool_counts(self) -> dict[str, int]:
+        """Calls per tool name, in order of first call."""
+        return dict(Counter(call.name for call in self.tool_calls))
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A tool call as the model asked for it, before it runs."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    problem: str | None  # why it cannot run (unparseable arguments)
+
+
+class _Totals:
+    """Measurements summed over the turns."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.cost_usd: float | None = None
+        self.latency_s = 0.0
+        self.retries = 0
+        self.all_cached = True
+
+    def add(self, completion: Completion, *, turn: bool = True) -> None:
+        """Add a call's usage; an interpreter's call costs but is not a model turn."""
+        self.turns += 1 if turn else 0
+        self.input_tokens = add_known(self.input_tokens, completion.input_tokens)
+        self.output_tokens = add_known(self.output_tokens, completion.output_tokens)
+        self.cost_usd = add_known(self.cost_usd, completion.cost_usd)
+        self.latency_s += completion.latency_s
+        self.retries += completion.retries
+        self.all_cached = self.all_cached and completion.cached
+
+    @property
+    def tokens(self) -> int:
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+
+async def run_agent(
+    complete: CompleteFn,
+    toolbox: ToolboxLike,
+    messages: Sequence[dict[str, Any]],
+    *,
+    max_turns: int,
+    limit_seconds: float | None,
+    limit_tokens: int | None,
+    shim: bool,
+    tool_names: Sequence[str],
+    interpret: CompleteFn | None = None,
+) -> AgentRun:
+    """Run the loop; a :class:`ProviderError` from ``complete`` propagates (the item errors).
+
+    The time limit also bounds a model call in flight (it is cancelled); the token limit is
+    checked between turns, since a call's tokens are known only once it is done. In shim mode,
+    ``interpret`` (a second model) turns a reply that is not protocol JSON into protocol JSON;
+    its tokens and cost count in the run's totals, not in its turns.
+    """
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be at least 1, not {max_turns}")
+    started = time.perf_counter()
+    schemas = toolbox.schemas()
+    transcript = with_shim_prompt(messages, schemas) if shim else [dict(m) for m in messages]
+    params: dict[str, Any] = (
+        {"response_format": shim_response_format(tool_names, schemas)}
+        if shim
+        else {"tools": schemas, "tool_choice": "auto"}
+    )
+    totals = _Totals()
+    calls: list[ToolCall] = []
+    answer, stopped = "", "max_turns"
+    for turn in range(1, max_turns + 1):
+        completion = await _call_within(complete, transcript, params, started, limit_seconds)
+        if completion is None:
+            stopped = "seconds"
+            break
+        totals.add(completion)
+        read = completion
+        if shim and interpret is not None and not is_protocol_reply(completion.text):
+            asked = interpreter_messages(completion.text, schemas)
+            read = await interpret(asked, dict(params))
+            totals.add(read, turn=False)
+        requests = (
+            _shim_turn(completion, transcript, tool_names, turn, read)
+            if shim
+            else _native_turn(completion, transcript, turn)
+        )
+        if not requests:
+            answer, stopped = _answer(read, shim, tool_names), "answer"
+            break
+        for request in requests:
+            call = await _run_tool(toolbox, request, turn)
+            calls.append(call)
+            transcript.append(_result_message(request, call.result, shim))
+        if limit_tokens is not None and totals.tokens > limit_tokens:
+            stopped = "tokens"
+            break
+        if limit_seconds is not None and time.perf_counter() - started > limit_seconds:
+            stopped = "seconds"
+            break
+    return AgentRun(
+        answer=answer,
+        turns=totals.turns,
+        tool_calls=tuple(calls),
+        transcript=tuple(transcript),
+        stopped=stopped,
+        shimmed=shim,
+        input_tokens=totals.input_tokens,
+        output_tokens=totals.output_tokens,
+        cost_usd=totals.cost_usd,
+        latency_s=totals.latency_s,
+        retries=totals.retries,
+        cached=totals.turns > 0 and totals.all_cached,
+    )
+
+
+async def _call_within(
+    complete: CompleteFn,
+    transcript: list[dict[str, Any]],
+    params: dict[str, Any],
+    started: float,
+    limit_seconds: float | None,
+) -> Completion | None:
+    """One model call, cut off where the time budget ends (None: the budget ran out)."""
+    # A copy, so a caller (or a cache key) never sees the transcript change under it.
+    messages, call_params = list(transcript), dict(params)
+    if limit_seconds is None:
+        return await complete(messages, call_params)
+    left = limit_seconds - (time.perf_counter() - started)
+    if left <= 0:
+        return None
+    try:
+        return await asyncio.wait_for(complete(messages, call_params), left)
+    except asyncio.TimeoutError:
+        if time.perf_counter() - started < limit_seconds:
+            raise  # a timeout of the call's own, not the budget's
+        return None
+
+
+def _native_turn(
+    completion: Completion, transcript: list[dict[str, Any]], turn: int
+) -> list[_Request]:
+    """Record the assistant's message; return the tool calls it asked for."""
+    if not completion.tool_calls:
+        transcript.append({"role": "assistant", "content": completion.text})
+        return []
+    requests: list[_Request] = []
+    wired: list[dict[str, Any]] = []
+    for index, call in enumerate(completion.tool_calls, 1):
+        call_id = str(call.get("id") or f"call_{turn}_{index}")
+        name = str(call.get("name", ""))
+        raw = call.get("arguments", "")
+        raw_text = raw if isinstance(raw, str) else json.dumps(raw)
+        arguments, problem = _parse_arguments(raw)
+        requests.append(_Request(call_id, name, arguments, problem))
+        wired.append(
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": raw_text},
+            }
+        )
+    # OpenAI's shape: content may be null beside the calls; the calls go back as sent.
+    transcript.append(
+        {"role": "assistant", "content": completion.text or None, "tool_calls": wired}
+    )
+    return requests
+
+
+def _shim_turn(
+    completion: Completion,
+    transcript: list[dict[str, Any]],
+    tool_names: Sequence[str],
+    turn: int,
+    read: Completion | None = None,
+) -> list[_Request]:
+    """Record the assistant's raw text; return the tool call it (or, when ``read`` is the
+    interpreter's reading of it, that reading) spelled out, if any."""
+    transcript.append({"role": "assistant", "content": completion.text})
+    parsed = parse_shim_reply((read or completion).text, tool_names)
+    if parsed.tool is None:
+        return []
+    return [_Request(f"shim_{turn}", parsed.tool, parsed.arguments, parsed.problem)]
+
+
+def _answer(completion: Completion, shim: bool, tool_names: Sequence[str]) -> str:
+    if shim:
+        return parse_shim_reply(completion.text, tool_names).answer or ""
+    return completion.text.strip()
+
+
+def _parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """A native call's arguments as a dict, or ({}, why not)."""
+    if isinstance(raw, dict):
+        return raw, None
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}, None  # a tool without parameters is often called with ""
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            return {}, f"the arguments are not valid JSON ({exc}): {raw[:200]}"
+        if isinstance(value, dict):
+            return value, None
+    return {}, f"the arguments are not a JSON object: {str(raw)[:200]}"
+
+
+async def _run_tool(toolbox: ToolboxLike, request: _Request, turn: int) -> ToolCall:
+    if request.problem is not None:
+        result = f"error: {request.problem}"
+    else:
+        try:
+            # Tools block (files, subprocesses); a thread keeps other items' calls moving.
+            result = await asyncio.to_thread(toolbox.call, request.name, request.arguments)
+        except Exception as exc:  # custom tools are user code; the model sees what went wrong
+            result = f"error: {request.name} failed: {type(exc).__name__}: {exc}"
+    shown = _truncate(result)
+    return ToolCall(turn, request.name, request.arguments, shown, result.startswith("error: "))
+
+
+def _truncate(result: str) -> str:
+    if len(result) <= MAX_RESULT_CHARS:
+        return result
+    keep = MAX_RESULT_CHARS - _NOTE_ROOM
+    return f"{result[:keep]}\n[... {len(result) - keep} more characters cut]"
+
+
+def _result_message(request: _Request, result: str, shim: bool) -> dict[str, Any]:
+    if shim:
+        return shim_tool_result(request.name, result)
+    return {"role": "tool", "tool_call_id": request.call_id, "content": result}

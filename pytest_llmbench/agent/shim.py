@@ -1,0 +1,219 @@
+"""The tool shim: tool calls as JSON in plain text, for models without native tool calling.
+
+The embedded SmolLM2 model has no tool-calling chat format, so the tools are described in the
+system message and the model answers with one JSON object per turn: ``{"tool": ..., "arguments":
+{...}}`` to call a tool, ``{"answer": ...}`` to finish. :func:`shim_response_format` hands the
+server a JSON schema of exactly those two shapes; llama.cpp compiles it into a grammar, so even a
+135M model can only emit protocol JSON (with the tool name one of the tools).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ShimTurn",
+    "parse_shim_reply",
+    "shim_response_format",
+    "shim_system_prompt",
+    "shim_tool_result",
+    "with_shim_prompt",
+]
+
+_PROTOCOL = """\
+Reply with ONLY one JSON object and nothing else. Either call one tool:
+{"tool": "<tool name>", "arguments": {<the tool's arguments>}}
+and its result comes back in the next message; or, when the task is done, give the final answer:
+{"answer": "<your final answer>"}"""
+
+# A reply wrapped in a Markdown code fence, as chat models like to do.
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ShimTurn:
+    """One model reply read through the shim: a tool call, or the final answer."""
+
+    #: the tool asked for; None when the reply is the final answer
+    tool: str | None = None
+    #: the call's arguments ({} when they were not a JSON object: see ``problem``)
+    arguments: dict[str, Any] = field(default_factory=dict)
+    #: the final answer; None for a tool call
+    answer: str | None = None
+    #: why the call's arguments cannot be used (the tool is then not run)
+    problem: str | None = None
+
+
+def shim_system_prompt(schemas: Sequence[Mapping[str, Any]]) -> str:
+    """The tools (from their OpenAI function schemas) and the reply protocol, for the model.
+
+    Each tool is shown as the exact JSON that calls it, with placeholders: a small model copies
+    a template far more reliably than it reads a JSON Schema (shown one, it copies the schema).
+    """
+    lines = ["You can use these tools:"]
+    for schema in schemas:
+        function = _function(schema)
+        name = str(function.get("name", ""))
+        lines.append(f"- {name}: {function.get('description', '')}".rstrip())
+        template = {"tool": name, "arguments": _placeholders(function.get("parameters"))}
+        lines.append(f"  call: {json.dumps(template, ensure_ascii=False)}")
+        for argument, spec in _properties(function.get("parameters")).items():
+            if isinstance(spec, Mapping) and spec.get("description"):
+                lines.append(f"  {argument}: {spec['description']}")
+    return "\n".join(lines) + "\n\n" + _PROTOCOL
+
+
+def _function(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The function part of an OpenAI tool schema (or the schema itself, already that)."""
+    function = schema.get("function")
+    return function if isinstance(function, Mapping) else schema
+
+
+def _properties(parameters: Any) -> Mapping[str, Any]:
+    if not isinstance(parameters, Mapping):
+        return {}
+    properties = parameters.get("properties")
+    return properties if isinstance(properties, Mapping) else {}
+
+
+def _placeholders(parameters: Any) -> dict[str, str]:
+    """``{"path": "<string>", ...}``: each argument with its type where a value goes."""
+    shown = {}
+    for argument, spec in _properties(parameters).items():
+        kind = spec.get("type", "value") if isinstance(spec, Mapping) else "value"
+        shown[str(argument)] = f"<{kind}>"
+    return shown
+
+
+def with_shim_prompt(
+    messages: Sequence[Mapping[str, Any]], schemas: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """``messages`` with the shim's instructions added to the first system message (or a new
+    one in front), so the eval's own system prompt keeps its place and wording."""
+    prompt = shim_system_prompt(schemas)
+    result = [dict(message) for message in messages]
+    for message in result:
+        if message.get("role") == "system" and isinstance(message.get("content"), str):
+            message["content"] = f"{message['content']}\n\n{prompt}"
+            return result
+    return [{"role": "system", "content": prompt}, *result]
+
+
+def shim_response_format(
+    tool_names: Sequence[str], schemas: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """A ``json_object`` response format whose schema admits exactly the protocol's shapes.
+
+    With the tools' ``schemas``, each tool gets its own branch whose ``arguments`` follow that
+    tool's parameters, so the grammar also forces the right argument names; without them any
+    object passes as arguments. Plain JSON Schema only (type, properties, required, enum,
+    anyOf): that is what llama.cpp's grammar compiler handles.
+    """
+    answer = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+    }
+    if not tool_names:  # an empty enum matches nothing; answering is the only move left
+        return {"type": "json_object", "schema": answer}
+    parameters: dict[str, dict[str, Any]] = {}
+    for schema in schemas:
+        function = _function(schema)
+        if isinstance(function.get("parameters"), Mapping):
+            parameters[str(function.get("name"))] = dict(function["parameters"])
+    branches = [_call_branch([name], parameters[name]) for name in tool_names if name in parameters]
+    generic = [name for name in tool_names if name not in parameters]
+    if generic:
+        branches.append(_call_branch(generic, {"type": "object"}))
+    return {"type": "json_object", "schema": {"anyOf": [*branches, answer]}}
+
+
+def _call_branch(names: Sequence[str], arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "tool": {"type": "string", "enum": list(names)},
+            "arguments": arguments,
+        },
+        "required": ["tool", "arguments"],
+    }
+
+
+def shim_tool_result(name: str, result: str) -> dict[str, Any]:
+    """How a tool's result goes back to a shimmed model: a user message (it knows no tool role)."""
+    return {"role": "user", "content": f"Tool {name} returned:\n{result}"}
+
+
+def parse_shim_reply(text: str, tool_names: Sequence[str]) -> ShimTurn:
+    """Read one reply: a protocol tool call, a protocol answer, or (anything else) the answer.
+
+    A tool name outside ``tool_names`` still counts as a call, so the model is told the tool
+    does not exist instead of having its attempt taken for a final answer.
+    """
+    stripped = text.strip()
+    found = _json_object(stripped)
+    if found is None:
+        return ShimTurn(answer=stripped)
+    tool = found.get("tool")
+    if isinstance(tool, str) and tool:
+        return _tool_turn(tool, found.get("arguments", {}))
+    if "answer" in found:
+        answer = found["answer"]
+        return ShimTurn(answer=answer if isinstance(answer, str) else json.dumps(answer))
+    return ShimTurn(answer=stripped)
+
+
+def _tool_turn(tool: str, arguments: Any) -> ShimTurn:
+    if isinstance(arguments, str):
+        # Some models send the arguments as a JSON string, as native tool calls do.
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            pass
+    if isinstance(arguments, dict):
+        return ShimTurn(tool=tool, arguments=arguments)
+    shown = json.dumps(arguments, ensure_ascii=False)[:200]
+    return ShimTurn(tool=tool, problem=f"the arguments are not a JSON object: {shown}")
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object the reply consists of, or begins with (after prose or inside a fence)."""
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        start = text.find("{")
+        if start < 0:
+            return None
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def is_protocol_reply(text: str) -> bool:
+    """Whether ``text`` is protocol JSON (a tool call or an answer), not free text."""
+    found = _json_object(text.strip())
+    return found is not None and ("tool" in found or "answer" in found)
+
+
+def interpreter_messages(reply: str, schemas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages asking a second model to turn a free-text ``reply`` into protocol JSON.
+
+    For models that answer in prose ("I'll write the file hello.txt with ..."): the
+    interpreter only translates, it does not do the task.
+    """
+    system = (
+        "You translate another assistant's reply into a tool protocol. Do not solve anything "
+        "yourself: only restate what the reply asks for or answers.\n\n"
+        + shim_system_prompt(schemas)
+    )
+    user = f"The assistant's reply:\n<reply>\n{reply}\n</reply>\nThe JSON object:"
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -1,0 +1,291 @@
+"""Agent eval files end to end: collection, the loop through the engine, checks, records.
+
+A fake tool-calling server scripts the model's tool calls; the tools, the sandbox and the checks
+are real.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import Bench, Rule
+
+AGENT = """
+kind: agent
+tools: [read_file, write_file, list_dir, run_command]
+max_turns: 5
+cases:
+  - id: hello
+    files: {notes.txt: "remember the milk"}
+    prompt: Write hello.txt with hello, then say done.
+    assert:
+      - {type: file-contains, path: hello.txt, value: hello}
+      - {type: tool-sequence, value: [read_file, write_file]}
+      - {type: command, value: "cat hello.txt", output_contains: hello}
+      - {type: not-tool-called, value: run_command}
+      - icontains
+    expected: done
+"""
+
+
+def _script_hello(bench: Bench) -> None:
+    """Turn 1 reads notes.txt; turn 2 (after the read) writes hello.txt; turn 3 answers."""
+    bench.server.add_rule(
+        Rule(match_last="wrote", reply="All done.")  # after write_file's result
+    )
+    bench.server.add_rule(
+        Rule(
+            match_last="remember the milk",  # after read_file's result
+            tool_calls=[
+                {"name": "write_file", "arguments": {"path": "hello.txt", "content": "hello"}}
+            ],
+        )
+    )
+    bench.server.add_rule(
+        Rule(
+            match="Write hello.txt",
+            tool_calls=[{"name": "read_file", "arguments": {"path": "notes.txt"}}],
+        )
+    )
+
+
+def test_an_agent_item_runs_the_loop_and_is_checked_on_its_workdir(bench: Bench) -> None:
+    _script_hello(bench)
+    bench.eval_file("agent", AGENT)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["turns"] == 3 and record["stopped"] == "answer"
+    assert record["tool_calls"] == 2
+    assert record["tool_counts"] == {"read_file": 1, "write_file": 1}
+    assert record["response"] == "All done."
+    workdir = Path(record["workdir"])
+    assert (workdir / "hello.txt").read_text() == "hello"
+    roles = [message["role"] for message in record["transcript"]]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    # tokens summed over the three turns
+    requests = bench.server.chat_requests()
+    assert len(requests) == 3 and all(r.body.get("tools") for r in requests)
+    assert record["input_tokens"] > 0 and record["cost_usd"] > 0
+    assert all(verdict["passed"] for verdict in record["assertions"])
+
+
+def test_an_escape_attempt_is_a_tool_error_the_model_sees(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match_last="error:", reply="I could not."))
+    bench.server.add_rule(
+        Rule(
+            match="escape",
+            tool_calls=[
+                {"name": "write_file", "arguments": {"path": "../outside.txt", "content": "x"}}
+            ],
+        )
+    )
+    bench.eval_file(
+        "agent",
+        """
+kind: agent
+tools: [write_file]
+cases:
+  - id: escape
+    prompt: Please escape.
+    assert: [{type: not-file-exists, path: outside.txt}, {type: tool-called, value: write_file}]
+""",
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    tool_message = next(m for m in record["transcript"] if m["role"] == "tool")
+    assert tool_message["content"].startswith("error: ")
+    assert not (Path(record["workdir"]).parent / "outside.txt").exists()
+
+
+def test_agent_settings_are_checked_at_collection(bench: Bench) -> None:
+    bench.eval_file(
+        "bad",
+        """
+kind: agent
+tools: [read_file, teleport]
+cases:
+  - {id: x, prompt: hi}
+""",
+    )
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*bad.eval.yaml:2: tools: unknown tool 'teleport'*"])
+
+
+def test_agent_checks_need_kind_agent(bench: Bench) -> None:
+    bench.eval_file(
+        "plain",
+        """
+cases:
+  - id: x
+    prompt: hi
+    assert: [{type: file-exists, path: a.txt}]
+""",
+    )
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*plain.eval.yaml:4: case 'x': `file-exists` checks an agent's work: it needs `kind: agent`"
+        ]
+    )
+
+
+def test_post_process_scores_are_merged_into_the_record(bench: Bench) -> None:
+    _script_hello(bench)
+    bench.pytester.makefile(
+        ".py",
+        score="""
+import json, sys
+item = json.load(open(sys.argv[1]))
+print("log line first")
+print(json.dumps({"tools_used": sum(item["tool_counts"].values()), "note": "text is dropped"}))
+""",
+    )
+    script = bench.pytester.path / "score.py"
+    bench.eval_file(
+        "agent",
+        AGENT.replace(
+            "max_turns: 5", f'max_turns: 5\npost_process: "python3 {script} {{results}}"'
+        ),
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["metrics"] == {"tools_used": 2.0}
+
+
+def test_a_failing_post_process_is_the_items_error(bench: Bench) -> None:
+    _script_hello(bench)
+    bench.eval_file("agent", AGENT.replace("max_turns: 5", 'max_turns: 5\npost_process: "exit 3"'))
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*llmbench post_process: 'exit 3' exited with 3*"])
+    assert bench.records()[0]["error_kind"] == "post_process"
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_agent_records_are_the_same_with_and_without_xdist(bench: Bench, workers: str) -> None:
+    _script_hello(bench)
+    bench.eval_file("agent", AGENT)
+    result = bench.run_subprocess("-n", workers, "--models=fake")
+    result.assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert (record["turns"], record["tool_counts"]) == (3, {"read_file": 1, "write_file": 1})
+    assert json.dumps(record["assertions"])  # plain JSON across the xdist boundary
+
+
+SANDBOXED = """
+kind: agent
+tools: [run_command]
+sandbox: {mode}
+cases:
+  - {{id: x, prompt: Run it., assert: [{{type: tool-called, value: run_command}}]}}
+"""
+
+
+#: A machine without a working bwrap, in a fresh process (module state stays there).
+NO_BWRAP = """
+import pytest_llmbench.agent.sandbox as sandbox
+
+sandbox.bwrap_path = lambda: None
+"""
+
+
+def test_sandbox_required_without_bwrap_is_a_clear_item_error(bench: Bench) -> None:
+    bench.pytester.makeconftest(NO_BWRAP)
+    bench.eval_file("agent", SANDBOXED.format(mode="required"))
+    result = bench.run_subprocess("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*llmbench provider error: fake: *bwrap*"])
+    assert "Traceback" not in result.stdout.str()
+    assert bench.server.chat_requests() == []  # no model call without the sandbox it needs
+
+
+def test_without_bwrap_auto_mode_falls_back_and_says_so_once(bench: Bench) -> None:
+    bench.pytester.makeconftest(NO_BWRAP)
+    bench.server.add_rule(Rule(match_last="exit code", reply="ran"))
+    bench.server.add_rule(
+        Rule(
+            match="Run it",
+            tool_calls=[{"name": "run_command", "arguments": {"command": "echo hi"}}],
+        )
+    )
+    bench.eval_file("agent", SANDBOXED.format(mode="auto"))
+    result = bench.run_subprocess("--models=fake", "--repeat=2")
+    result.assert_outcomes(passed=2)
+    assert result.stdout.str().count("SandboxWarning") == 1
+
+
+def test_a_second_model_reads_free_text_replies_in_shim_mode(bench: Bench) -> None:
+    # The agent (fake) writes prose; the interpreter (fake2) turns it into a protocol call.
+    bench.server.add_rule(
+        Rule(model="fake-model", match_last="returned", reply='{"answer": "done"}')
+    )
+    bench.server.add_rule(Rule(model="fake-model", reply="I will write hello into hello.txt now."))
+    call = '{"tool": "write_file", "arguments": {"path": "hello.txt", "content": "hello"}}'
+    bench.server.add_rule(Rule(model="fake-model-2", reply=call))
+    bench.eval_file(
+        "agent",
+        """
+kind: agent
+tools: [write_file]
+tool_shim: always
+tool_shim_model: fake2
+cases:
+  - id: prose
+    prompt: Write hello.txt.
+    assert: [{type: file-contains, path: hello.txt, value: hello}]
+""",
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["turns"] == 2 and record["tool_counts"] == {"write_file": 1}
+    assert record["response"] == "done"
+    models = [r.body["model"] for r in bench.server.chat_requests()]
+    assert models == ["fake-model", "fake-model-2", "fake-model"]  # read once, then protocol
+    interpreter = bench.server.chat_requests()[1]
+    assert "I will write hello into hello.txt now." in interpreter.body["messages"][-1]["content"]
+    assert interpreter.body["response_format"]["type"] == "json_object"
+
+
+def test_escape_attempts_through_the_loop_all_fail_and_are_reported(bench: Bench) -> None:
+    outside = bench.pytester.path / "outside-target.txt"
+    attempts = [
+        {"name": "read_file", "arguments": {"path": "/etc/passwd"}},
+        {"name": "write_file", "arguments": {"path": "../../escaped.txt", "content": "x"}},
+        {"name": "read_file", "arguments": {"path": "link/secret.txt"}},
+        {"name": "run_command", "arguments": {"command": f"echo x > {outside}"}},
+        {"name": "run_command", "arguments": {"command": "yes"}},
+        {"name": "run_command", "arguments": {"command": "bomb(){ bomb|bomb & }; bomb; sleep 5"}},
+    ]
+    bench.server.add_rule(Rule(match_last="error", reply="gave up"))
+    bench.server.add_rule(Rule(match="break out", tool_calls=attempts))
+    secrets = bench.pytester.mkdir("secrets")
+    (secrets / "secret.txt").write_text("top secret")
+    seed = bench.pytester.mkdir("seed")
+    (seed / "link").symlink_to(secrets)  # a symlink in the workdir that points outside
+    bench.eval_file(
+        "agent",
+        """
+kind: agent
+tools: [read_file, write_file, run_command]
+include_dirs: [seed]
+cases:
+  - {id: escape, prompt: Please break out., assert: [{type: tool-called, value: run_command}]}
+""",
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    results = [m["content"] for m in record["transcript"] if m["role"] == "tool"]
+    assert len(results) == len(attempts)
+    read_etc, write_up, read_link, write_out, endless, bomb = results
+    for refused in (read_etc, write_up, read_link):
+        assert refused.startswith("error: ")
+    assert "root:" not in read_etc and "top secret" not in read_link
+    assert not outside.exists() and not (bench.pytester.path / "escaped.txt").exists()
+    assert "exit code" in write_out.lower() or write_out.startswith("error: ")
+    assert endless.startswith("error: the command printed more than") and len(endless) < 20_000
+    assert bomb.startswith("error: ")  # the process cap or the timeout stopped it

@@ -1,0 +1,245 @@
+"""The agent sandbox, with real bubblewrap and real processes: escapes fail, limits hold."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_llmbench.agent import sandbox as sandbox_module
+from pytest_llmbench.agent.sandbox import (
+    FALLBACK_NOTICE,
+    CommandResult,
+    Sandbox,
+    SandboxLimits,
+    SandboxUnavailable,
+    fallback_notice,
+    set_max_concurrent,
+)
+
+QUICK = SandboxLimits(timeout_s=10.0)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    wd = tmp_path / "work"
+    wd.mkdir()
+    return wd
+
+
+@pytest.fixture
+def confined(workdir: Path) -> Sandbox:
+    """A bwrap sandbox; "required" makes a broken bwrap fail these tests instead of passing."""
+    return Sandbox(workdir, QUICK, mode="required")
+
+
+def host_task_count() -> int:
+    return sum(1 for entry in os.listdir("/proc") if entry.isdigit())
+
+
+def test_bwrap_works_here() -> None:
+    # .ci/run installs bubblewrap: the escape tests below must run for real
+    assert sandbox_module.bwrap_path() is not None
+
+
+def test_writes_inside_the_workdir(confined: Sandbox, workdir: Path) -> None:
+    result = confined.run("mkdir -p out && echo made > out/file.txt && pwd")
+    assert (result.exit_code, result.stdout, result.sandboxed) == (0, f"{workdir}\n", True)
+    assert (workdir / "out/file.txt").read_text() == "made\n"
+
+
+def test_writes_outside_do_not_reach_the_host(confined: Sandbox, workdir: Path) -> None:
+    mark = f"llmbench-escape-{uuid.uuid4().hex}"
+    result = confined.run(f"touch /tmp/{mark} && ls /tmp/{mark}")
+    assert result.exit_code == 0  # the private /tmp is writable...
+    assert not (Path("/tmp") / mark).exists()  # ...and not the host's
+    confined.run(f'touch "$HOME/../{mark}"')
+    assert not (workdir.parent / mark).exists()
+    for place in ("/usr", "/etc", "/var/tmp", str(Path.home())):
+        result = confined.run(f"touch {place}/{mark}")
+        assert result.exit_code != 0, place
+        assert "Read-only file system" in result.stderr
+        assert not (Path(place) / mark).exists()
+
+
+def test_cannot_remount_the_system_writable(confined: Sandbox) -> None:
+    # as root, bwrap keeps capabilities unless dropped; CAP_SYS_ADMIN would allow this
+    mark = f"llmbench-escape-{uuid.uuid4().hex}"
+    escaped = Path("/usr") / mark
+    try:
+        result = confined.run(f"mount -o remount,rw,bind / ; touch {escaped}")
+        assert "Read-only file system" in result.stderr
+        assert not escaped.exists()
+    finally:
+        escaped.unlink(missing_ok=True)  # should this ever fail, leave the host clean
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    yield server.getsockname()[1]
+    server.close()
+
+
+def test_no_network_under_bwrap(workdir: Path, confined: Sandbox, listener: int) -> None:
+    connect = (
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener}), 2)\""
+    )
+    unconfined = Sandbox(workdir, QUICK, mode="off").run(connect)
+    assert unconfined.exit_code == 0, unconfined.stderr  # the listener is reachable from the host
+    result = confined.run(connect)
+    assert result.exit_code != 0
+    assert "Error" in result.stderr
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_environment_has_no_secrets(
+    workdir: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SECRET_API_KEY", "sk-fake-secret")
+    result = Sandbox(workdir, QUICK, mode=mode).run("env")
+    assert "FAKE_SECRET" not in result.stdout and "sk-fake-secret" not in result.stdout
+    env = dict(line.split("=", 1) for line in result.stdout.splitlines())
+    assert env["HOME"] == str(workdir) and env["LANG"] == "C.UTF-8"
+    assert env["PATH"] == sandbox_module.CLEAN_PATH
+    assert set(env) <= {"HOME", "LANG", "PATH", "PWD", "SHLVL", "_"}
+
+
+def test_timeout_kills_the_command(workdir: Path) -> None:
+    result = Sandbox(workdir, SandboxLimits(timeout_s=1.0), mode="required").run("sleep 100")
+    assert result.timed_out and result.exit_code is None
+    assert result.duration_s < 3.0
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_background_jobs_die_with_the_command(workdir: Path, mode: str) -> None:
+    seconds = f"77.{uuid.uuid4().int % 10**6:06d}"  # a command line no one else runs
+    result = Sandbox(workdir, QUICK, mode=mode).run(f"sleep {seconds} & echo started")
+    assert (result.exit_code, result.stdout) == (0, "started\n")
+    time.sleep(0.2)
+    commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"sleep {seconds}" not in commands
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_endless_output_is_truncated_and_killed(workdir: Path, mode: str) -> None:
+    limits = SandboxLimits(timeout_s=20.0, max_output_bytes=1000)
+    result = Sandbox(workdir, limits, mode=mode).run("yes")
+    assert result.truncated and not result.timed_out
+    assert result.duration_s < 5.0
+    assert result.stdout.endswith("\n[... output truncated at 1000 bytes]")
+    assert len(result.stdout) == 1000 + len("\n[... output truncated at 1000 bytes]")
+    assert result.exit_code == 137  # killed
+
+
+def test_output_under_the_cap_is_kept_whole(confined: Sandbox) -> None:
+    result = confined.run("printf 'x%.0s' $(seq 500); echo; echo err >&2")
+    assert result.stdout == "x" * 500 + "\n" and result.stderr == "err\n"
+    assert not result.truncated
+
+
+def test_process_cap_refuses_forks_past_it(workdir: Path) -> None:
+    sandbox = Sandbox(workdir, SandboxLimits(timeout_s=10.0, max_processes=16), mode="required")
+    result = sandbox.run("for i in $(seq 40); do sleep 1 & done; wait")
+    assert "fork" in result.stderr.lower()  # dash: "Cannot fork"
+    assert result.process_limit_hit or sandbox.process_limit == "rlimit"
+
+
+def test_fork_bomb_is_contained(workdir: Path) -> None:
+    sandbox = Sandbox(workdir, SandboxLimits(timeout_s=2.0, max_processes=32), mode="required")
+    # never let a bomb loose where nothing caps it (root without a pids cgroup)
+    assert sandbox.process_limit in ("cgroup", "rlimit")
+    before = host_task_count()
+    # the busy loop (builtins only) keeps the shell, and so the bomb, alive until the timeout
+    result = sandbox.run("bash -c ':(){ :|:& };:; while true; do true; done'")
+    assert result.timed_out and result.duration_s < 5.0
+    assert result.process_limit_hit or sandbox.process_limit == "rlimit"
+    assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
+    deadline = time.monotonic() + 5.0
+    while host_task_count() > before + 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert host_task_count() <= before + 5  # nothing of the bomb lingers
+
+
+def test_memory_hog_fails_under_rlimit_as(workdir: Path) -> None:
+    limits = SandboxLimits(timeout_s=10.0, memory_mb=512)
+    result = Sandbox(workdir, limits, mode="required").run("python3 -c \"x=' '*2_000_000_000\"")
+    assert result.exit_code == 1
+    assert "MemoryError" in result.stderr
+
+
+def test_file_size_limit(workdir: Path) -> None:
+    limits = SandboxLimits(timeout_s=10.0, max_file_mb=1)
+    result = Sandbox(workdir, limits, mode="required").run("head -c 3000000 /dev/zero > big.bin")
+    assert result.exit_code != 0
+    assert (workdir / "big.bin").stat().st_size <= 1024 * 1024
+
+
+def test_missing_workdir_is_an_error_result(tmp_path: Path) -> None:
+    result = Sandbox(tmp_path / "gone", QUICK, mode="off").run("true")
+    assert result.error is not None and "is not a directory" in result.error
+    assert result.exit_code is None
+
+
+def test_required_raises_without_bwrap(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_module, "bwrap_path", lambda: None)
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        Sandbox(workdir, QUICK, mode="required")
+
+
+def test_auto_falls_back_with_one_notice(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_module, "_NOTICE", sandbox_module._OnceNotice())
+    assert fallback_notice() is None  # nothing fell back yet
+    Sandbox(workdir, QUICK, mode="auto")
+    assert fallback_notice() is None  # bwrap works here: no fallback
+    monkeypatch.setattr(sandbox_module, "bwrap_path", lambda: None)
+    first = Sandbox(workdir, QUICK, mode="auto")
+    Sandbox(workdir, QUICK, mode="auto")
+    result = first.run("echo fine")
+    assert (result.sandboxed, result.stdout) == (False, "fine\n")
+    assert fallback_notice() == FALLBACK_NOTICE
+    assert fallback_notice() is None
+
+
+def test_bad_mode(workdir: Path) -> None:
+    with pytest.raises(ValueError, match="sandbox mode must be one of auto, required, off"):
+        Sandbox(workdir, QUICK, mode="maybe")
+
+
+def test_concurrent_commands_are_bounded(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_module, "_SLOTS", sandbox_module._SLOTS)  # restored afterwards
+    bound = 2
+    set_max_concurrent(bound)
+    sandbox = Sandbox(workdir, QUICK, mode="required")
+    results: list[CommandResult] = []
+
+    def one(i: int) -> None:
+        command = f"date +%s.%N > start{i}; sleep 0.5; date +%s.%N > end{i}"
+        results.append(sandbox.run(command))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2 * bound)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [r.exit_code for r in results] == [0] * (2 * bound)
+    spans = [
+        (float((workdir / f"start{i}").read_text()), float((workdir / f"end{i}").read_text()))
+        for i in range(2 * bound)
+    ]
+    running = [sum(start <= t < end for start, end in spans) for t, _ in spans]
+    assert max(running) == bound
+
+
+def test_set_max_concurrent_rejects_zero() -> None:
+    with pytest.raises(ValueError, match=">= 1"):
+        set_max_concurrent(0)
