@@ -365,3 +365,15 @@ def test_report_of_a_corrupt_run_json_is_a_usage_error(
     assert code == 2
     assert err.startswith(f"llmbench: {run / 'run.json'}: not a JSON file")
     assert not (run / "report.html").exists()
+
+
+def test_compare_a_model_switch_old_equals_new(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = _run(tmp_path / "base", _passing("gpt-x", len(CASES)))
+    new = _run(tmp_path / "new", _passing("gpt-y", 0))
+    code, out, err = _call(capsys, "compare", baseline, new, "--model", "gpt-x=gpt-y")
+    assert err == "" and code == 1  # every case regressed: significant
+    assert f"gpt-x -> gpt-y: {len(CASES)} cases: {len(CASES)} regressed, 0 improved" in out
+    code, out, err = _call(capsys, "compare", baseline, new, "--model", "gpt-x=gpt-z")
+    assert code == 2 and "model 'gpt-z' is not in the new run (it has: gpt-y)" in err
