@@ -599,8 +599,8 @@ def _list_type(mode: str, fold: bool) -> _TypeSpec:
 def _check_similarity(value: Any, output: str, a: Assertion, ctx: AssertionContext) -> _Outcome:
     from .judging.similarity import rouge_l
 
-    if a.graded is not None:
-        _check_engine_graded(value, output, a, ctx)
+    if a.graded is not None:  # by embedding: the engine's verdict, never a local one
+        raise _CheckFailed(f"{a.type} is graded by a model call, not locally")
     score = rouge_l(output, str(value))
     threshold = float(a.options.get("threshold", 0.5))
     verb = ">=" if score >= threshold else "<"

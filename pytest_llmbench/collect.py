@@ -9,7 +9,6 @@ An :class:`EvalItem` is a ``pytest.Function`` built with ``callobj=``, so fixtur
 from __future__ import annotations
 
 import re
-import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
     from .agent.loop import AgentRun
+    from .agent.sandbox import Sandbox
     from .assertions import Assertion, Verdict
     from .judging.panel import GradedAssertion
     from .judging.spec import EmbeddingSpec, JudgeSpec
@@ -266,6 +266,7 @@ class EvalItem(pytest.Function):
         self.graded_assertions = graded_assertions
         self.graded: dict[int, GradedAssertion] = {}
         self.agent_run: AgentRun | None = None
+        self.agent_sandbox: Sandbox | None = None
         #: a second model reading free-text replies of a shimmed agent (``tool_shim_model``)
         self.shim_interpreter: ModelProfile | None = None
         self.workdir_path: Path | None = None
@@ -296,6 +297,7 @@ class EvalItem(pytest.Function):
             pytest.fail(f"llmbench provider error: {message}", pytrace=False)
         self.completion = answer.completion
         self.agent_run = answer.agent
+        self.agent_sandbox = answer.sandbox
         if self.agent_run is not None:
             _warn_sandbox_fallback()
         self.graded = {graded.index: graded for graded in answer.graded}
@@ -391,20 +393,10 @@ class EvalItem(pytest.Function):
         if assertion.agent_check is None:
             return None
         from .agent.checks import AgentOutcome, evaluate_agent
-        from .agent.sandbox import Sandbox, SandboxLimits
 
-        assert self.agent_run is not None and self.workdir_path is not None
-        agent = self.loaded.agent
-        mode = agent.sandbox if agent is not None else "auto"
-        sandbox = Sandbox(
-            self.workdir_path,
-            SandboxLimits(),
-            mode=mode,
-            path_prefix=(Path(sys.executable).parent,),
-        )
-        return evaluate_agent(
-            assertion.agent_check, AgentOutcome(self.workdir_path, self.agent_run, sandbox)
-        )
+        run, workdir, sandbox = self.agent_run, self.workdir_path, self.agent_sandbox
+        assert run is not None and workdir is not None and sandbox is not None
+        return evaluate_agent(assertion.agent_check, AgentOutcome(workdir, run, sandbox))
 
     def _graded_verdict(self, index: int, assertion: Assertion) -> Verdict | None:
         graded = self.graded.get(index) if assertion.engine_graded else None

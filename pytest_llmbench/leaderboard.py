@@ -249,11 +249,39 @@ class WrittenFiles:
     comparisons: Path | None = None
 
 
-def write_aggregates(records: Sequence[Mapping[str, Any]], out_dir: Path) -> WrittenFiles | None:
-    """Write the aggregate CSVs under ``out_dir``; return their paths, or None without records."""
+@dataclass(frozen=True)
+class RunSummary:
+    """What the session end derives from the records, computed once (:func:`summarize`)."""
+
+    frame: pd.DataFrame  #: :func:`records_frame`
+    board: pd.DataFrame  #: :func:`leaderboard`
+    comparisons: tuple[Comparison, ...]  #: :func:`top_comparisons` in board order
+    agreement: tuple[DimensionAgreement, ...]  #: judge agreement per dimension
+
+
+def summarize(records: Sequence[Mapping[str, Any]]) -> RunSummary:
+    """The records frame, the leaderboard, the paired comparisons and the judge agreement."""
+    frame = records_frame(records)
+    board = leaderboard(frame)
+    return RunSummary(
+        frame=frame,
+        board=board,
+        comparisons=tuple(top_comparisons(records, board["model"].tolist())),
+        agreement=tuple(dimension_agreement(records)),
+    )
+
+
+def write_aggregates(
+    records: Sequence[Mapping[str, Any]], out_dir: Path, summary: RunSummary | None = None
+) -> WrittenFiles | None:
+    """Write the aggregate CSVs under ``out_dir``; return their paths, or None without records.
+
+    ``summary`` is :func:`summarize` of ``records`` when the caller has it already.
+    """
     if not records:
         return None
-    frame = records_frame(records)
+    summary = summary or summarize(records)
+    frame = summary.frame
     out_dir.mkdir(parents=True, exist_ok=True)
     per_model: dict[str, Path] = {}
     for model, dir_name in _model_dirs(frame["model"].tolist()).items():
@@ -262,16 +290,15 @@ def write_aggregates(records: Sequence[Mapping[str, Any]], out_dir: Path) -> Wri
         per_model[model] = _write_csv(model_aggregate(frame, model), path)
     agreement = None
     if has_judges(records):
-        agreement = _write_csv(agreement_frame(records), out_dir / "judge_agreement.csv")
-    board = leaderboard(frame)
-    comparisons = top_comparisons(records, board["model"].tolist())
+        rows = agreement_frame(summary.agreement)
+        agreement = _write_csv(rows, out_dir / "judge_agreement.csv")
     return WrittenFiles(
         all_metrics=_write_csv(all_metrics(frame), out_dir / "all_metrics.csv"),
-        leaderboard=_write_csv(board, out_dir / "leaderboard.csv"),
+        leaderboard=_write_csv(summary.board, out_dir / "leaderboard.csv"),
         per_model=per_model,
         judge_agreement=agreement,
         case_verdicts=_write_csv(verdicts_frame(records), out_dir / "case_verdicts.csv"),
-        comparisons=_write_csv(comparisons_frame(comparisons), out_dir / "comparisons.csv"),
+        comparisons=_write_csv(comparisons_frame(summary.comparisons), out_dir / "comparisons.csv"),
     )
 
 
@@ -374,11 +401,11 @@ def has_judges(records: Iterable[Mapping[str, Any]]) -> bool:
 AGREEMENT_COLUMNS: tuple[str, ...] = ("dimension", "alpha", "units", "judges", "values")
 
 
-def agreement_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+def agreement_frame(agreement: Iterable[DimensionAgreement]) -> pd.DataFrame:
     """Return one row per judged dimension: Krippendorff's alpha and what it is over."""
     import pandas as pd
 
-    rows = [asdict(row) for row in dimension_agreement(records)]
+    rows = [asdict(row) for row in agreement]
     return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS)).astype({"alpha": "float64"})
 
 
@@ -455,21 +482,16 @@ def _versus_cell(comparison: Comparison | None) -> str:
 _JUDGES_HEADER: tuple[str, ...] = ("dimension", "mean", "alpha", "units")
 
 
-def format_judges(frame: pd.DataFrame) -> list[str]:
+def format_judges(frame: pd.DataFrame, agreement_rows: Iterable[DimensionAgreement]) -> list[str]:
     """Return the judge summary of a records frame; empty when no item had judges.
 
     One line per dimension: the mean over answered items, Krippendorff's alpha between the
-    judges and the number of units it is over; then judge errors, tokens and cost.
+    judges (``agreement_rows``, from :func:`dimension_agreement`) and the number of units it is
+    over; then judge errors, tokens and cost.
     """
-    records = [
-        {"nodeid": nodeid, "outcome": outcome, "judges": judges}
-        for nodeid, outcome, judges in zip(
-            frame["nodeid"], frame["outcome"], frame["judges"], strict=True
-        )
-    ]
-    if not has_judges(records):
+    if not has_judges({"judges": judges} for judges in frame["judges"]):
         return []
-    agreement = {row.dimension: row for row in dimension_agreement(records)}
+    agreement = {row.dimension: row for row in agreement_rows}
     answered = frame[frame["outcome"].isin(_ANSWERED)]
     dimensions = dimension_order([*agreement, *judged_dimensions(frame)])
     means = _dimension_means(answered, dimensions)

@@ -169,29 +169,19 @@ class ResultsRecorder:
             self.aggregate_error = f"{type(exc).__name__}: {exc}"
 
     def _write_aggregates(self) -> Any:
-        from .judging.agreement import dimension_agreement
-        from .leaderboard import (
-            format_judges,
-            format_leaderboard,
-            leaderboard,
-            records_frame,
-            top_comparisons,
-            write_aggregates,
-        )
+        from .leaderboard import format_judges, format_leaderboard, summarize, write_aggregates
 
         assert self.out_dir is not None
         try:
-            write_aggregates(self.records, self.out_dir)
-            frame = records_frame(self.records)
-            board = leaderboard(frame)
-            comparisons = top_comparisons(self.records, board["model"].tolist())
-            self.judge_lines = format_judges(frame)
-            self.judge_agreement = [asdict(row) for row in dimension_agreement(self.records)]
+            summary = summarize(self.records)
+            write_aggregates(self.records, self.out_dir, summary)
+            self.judge_lines = format_judges(summary.frame, summary.agreement)
+            self.judge_agreement = [asdict(row) for row in summary.agreement]
         except Exception as exc:  # a broken aggregate must not lose the run's exit status
             self.aggregate_error = f"{type(exc).__name__}: {exc}"
             return None
-        self.leaderboard_lines = format_leaderboard(board, comparisons=comparisons)
-        return board
+        self.leaderboard_lines = format_leaderboard(summary.board, comparisons=summary.comparisons)
+        return summary.board
 
     def _apply_gates(self, session: pytest.Session, board: Any) -> None:
         """Let ``--min-pass-rate``, else a ``--repeat-policy`` other than ``all``, decide.

@@ -33,6 +33,7 @@ from .ratelimit import AdaptiveConcurrency, ProcessSlot, RateLimiter
 
 if TYPE_CHECKING:
     from .agent.loop import AgentRun
+    from .agent.sandbox import Sandbox
     from .agent.tools import Toolbox
     from .cache import ResponseCache
     from .collect import EvalItem
@@ -70,6 +71,7 @@ class Answer:
     completion: Completion
     graded: tuple[GradedAssertion, ...] = ()
     agent: AgentRun | None = None  #: an agent item's loop
+    sandbox: Sandbox | None = None  #: the agent's sandbox, reused by its ``command`` checks
 
 
 @dataclass(frozen=True)
@@ -317,7 +319,7 @@ class CallScheduler:
         else:
             completion = await self._paced(request)
         graded = await self._grade(item, completion, judge_targets)
-        return Answer(completion, graded, run)
+        return Answer(completion, graded, run, toolbox.sandbox if toolbox is not None else None)
 
     async def _agent(
         self,

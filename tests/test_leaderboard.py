@@ -14,6 +14,7 @@ import pytest
 
 from pytest_llmbench import leaderboard as lb
 from pytest_llmbench import stats
+from pytest_llmbench.judging.agreement import dimension_agreement
 from pytest_llmbench.record import FIELDS, build_record
 
 REPO_ROOT = Path(lb.__file__).resolve().parents[1]
@@ -580,7 +581,7 @@ def test_records_without_judges_have_no_dimension_columns() -> None:
 
 
 def test_agreement_frame_hand_checked() -> None:
-    frame = lb.agreement_frame(judged_records())
+    frame = lb.agreement_frame(dimension_agreement(judged_records()))
     assert frame.columns.tolist() == ["dimension", "alpha", "units", "judges", "values"]
     rows = {row["dimension"]: row for row in frame.to_dict("records")}
     assert list(rows) == ["correctness", "coherence", "rubric"]
@@ -619,7 +620,9 @@ def test_write_aggregates_without_judges_writes_no_agreement(tmp_path: Path) -> 
 
 
 def test_format_judges() -> None:
-    lines = lb.format_judges(lb.records_frame(judged_records()))
+    lines = lb.format_judges(
+        lb.records_frame(judged_records()), dimension_agreement(judged_records())
+    )
     assert lines == [
         "dimension     mean                      alpha  units",
         "correctness  3.500                      0.700      2",
@@ -635,7 +638,7 @@ def test_format_judges_no_variation_and_unknown_cost() -> None:
         rec(judges=[judge("j1", same), judge("j2", same)], dimensions={"correctness": 5.0}),
         rec(case_id="c2", judges=[judge("j1", same), judge("j2", same)], dimensions=same),
     ]
-    lines = lb.format_judges(lb.records_frame(records))
+    lines = lb.format_judges(lb.records_frame(records), dimension_agreement(records))
     assert lines[1].split(maxsplit=2) == ["correctness", "5.000", "n/a (no variation)      2"]
     assert lines[-1] == (
         "judge errors: 0 (excluded from scores); judge tokens: 0; judge cost: unknown"
@@ -643,8 +646,8 @@ def test_format_judges_no_variation_and_unknown_cost() -> None:
 
 
 def test_format_judges_empty_without_judges() -> None:
-    assert lb.format_judges(lb.records_frame(sample_records())) == []
-    assert lb.format_judges(lb.records_frame([])) == []
+    assert lb.format_judges(lb.records_frame(sample_records()), ()) == []
+    assert lb.format_judges(lb.records_frame([]), ()) == []
 
 
 # --- repeat statistics ---------------------------------------------------------------------

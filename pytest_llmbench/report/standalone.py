@@ -224,17 +224,9 @@ def _comparisons(records: Sequence[Mapping[str, Any]], models: Sequence[str]) ->
     """The leader against every other model on their common cases: paired tests."""
     if len(models) < 2:
         return ""
-    from pytest_llmbench.stats import compare
+    from pytest_llmbench.leaderboard import top_comparisons
 
-    by_model: dict[str, list[Mapping[str, Any]]] = {model: [] for model in models}
-    for record in records:
-        by_model.setdefault(model_of(record), []).append(record)
-    leader = models[0]
-    rows = [
-        _comparison_row(result)
-        for other in models[1:]
-        for result in compare(by_model[leader], by_model[other], leader, other)
-    ]
+    rows = [_comparison_row(result) for result in top_comparisons(records, models)]
     header = "".join(
         _th(name, spec)
         for name, spec in (
