@@ -56,6 +56,23 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
      "passes: all (default), majority, any or at-least:K of its repeats", "all"),
     ("baseline", "llmbench_baseline", "A saved results folder to compare this run with "
      "(regressions listed in the summary)", None),
+    ("temperature_variations", "llmbench_temperature_variations", "Add K temperatures around "
+     "each configured one, alternately below and above it in steps of half of it (0.4 with 2: 0.2, "
+     "0.4, 0.6); results group by temperature", "0"),
+    ("optimize_prompts", "llmbench_optimize_prompts", "Rewrite each prompt for each model with "
+     "the --optimizer model: only (evaluate the rewrites) or both (original and _optimized "
+     "side by side)", None),
+    ("optimizer", "llmbench_optimizer", "Model that rewrites prompts for --optimize-prompts "
+     "(profile name or litellm id; default: the embedded model)", None),
+)  # fmt: skip
+#: Flags (store_true options): (option dest, help). Each is also an ini key ``llmbench_<dest>``.
+_FLAGS: tuple[tuple[str, str], ...] = (
+    ("latency_only", "Only measure the models: TTFT, latency, tokens, throughput and cost; "
+     "no assertions or judges (scores empty, eval_type latency; every call streamed)"),
+    ("check_models", "Before the run, make one minimal call per model, in parallel, and "
+     "report those that cannot be reached"),
+    ("skip_unavailable", "With --check-models: leave unreachable models out of the run "
+     "instead of failing it"),
 )  # fmt: skip
 
 STREAM_MODES = ("all", "sample", "off")
@@ -88,6 +105,11 @@ def add_options(parser: pytest.Parser) -> None:
         "--estimate-cost", dest="llmbench_estimate_cost", action="store_true", default=None,
         help="With --collect-only: estimate each model's cost from the rendered prompts",
     )  # fmt: skip
+    for dest, help_text in _FLAGS:
+        flag = "--" + dest.replace("_", "-")
+        group.addoption(flag, dest=f"llmbench_{dest}", action="store_true", default=None,
+                        help=help_text)  # fmt: skip
+        parser.addini(f"llmbench_{dest}", help_text, type="bool", default=False)
     parser.addini("llmbench_pattern", "Glob of eval file names", default=DEFAULT_PATTERN)
 
 
@@ -99,12 +121,12 @@ def explicitly_configured(config: pytest.Config) -> bool:
         "llmbench_rescore",
         "llmbench_estimate_cost",
         "llmbench_fail_on_regression",
+        *(f"llmbench_{dest}" for dest, _ in _FLAGS),
     ]
     if any(config.getoption(name) is not None for name in names):
         return True
-    return any(config.getini(ini) for _, ini, *_ in _SETTINGS) or bool(
-        config.getini("llmbench_profiles")
-    )
+    inis = [ini for _, ini, *_ in _SETTINGS] + [f"llmbench_{dest}" for dest, _ in _FLAGS]
+    return any(config.getini(ini) for ini in inis) or bool(config.getini("llmbench_profiles"))
 
 
 @dataclass(frozen=True)
@@ -137,6 +159,18 @@ class RunConfig:
     #: a saved results folder to compare with
     baseline: Path | None = None
     fail_on_regression: bool = False
+    #: extra temperatures around each configured one (``--temperature-variations K``)
+    temperature_variations: int = 0
+    #: measure latency, tokens and cost only: no assertions, no judges
+    latency_only: bool = False
+    #: ``only`` or ``both`` (``--optimize-prompts``), ``None`` without prompt optimization
+    optimize_prompts: str | None = None
+    #: the model that rewrites prompts for ``--optimize-prompts``
+    optimizer: ModelProfile | None = None
+    #: one minimal call per model before the run (``--check-models``)
+    check_models: bool = False
+    #: leave models that fail the check out of the run
+    skip_unavailable: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -160,6 +194,12 @@ class RunConfig:
             "repeat_policy": self.repeat_policy,
             "baseline": str(self.baseline) if self.baseline else None,
             "fail_on_regression": self.fail_on_regression,
+            "temperature_variations": self.temperature_variations,
+            "latency_only": self.latency_only,
+            "optimize_prompts": self.optimize_prompts,
+            "optimizer": self.optimizer.name if self.optimizer else None,
+            "check_models": self.check_models,
+            "skip_unavailable": self.skip_unavailable,
         }
 
 
@@ -197,6 +237,18 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         judges = tuple(registry.resolve(_setting(config, "judges") or DEFAULT_MODEL))
     except ProfileError as exc:
         raise pytest.UsageError(f"llmbench: --judges: {exc}") from None
+    optimize = _optimize_mode(config)
+    try:
+        optimizer = registry.resolve(_setting(config, "optimizer") or DEFAULT_MODEL)[0]
+    except ProfileError as exc:
+        raise pytest.UsageError(f"llmbench: --optimizer: {exc}") from None
+    check_models, skip_unavailable = (
+        _flag(config, "check_models"),
+        _flag(config, "skip_unavailable"),
+    )
+    if skip_unavailable and not check_models:
+        raise pytest.UsageError("llmbench: --skip-unavailable needs --check-models")
+    latency_only = _flag(config, "latency_only")
     return RunConfig(
         models=models,
         repeat=_number(config, "repeat", int, minimum=1),
@@ -207,7 +259,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         profiles=registry,
         env_file=env_file,
         concurrency=_number(config, "concurrency", int, minimum=1),
-        stream=_choice(config, "stream", STREAM_MODES),
+        stream=_stream_mode(config, latency_only),
         # --rescore reads answers from the cache only: it is replay under another name.
         cache_mode="replay" if rescore else _choice(config, "cache", CACHE_MODES),
         cache_dir=_path(config, "cache_dir"),
@@ -221,7 +273,36 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         repeat_policy=_repeat_policy(config),
         baseline=_baseline(config),
         fail_on_regression=bool(config.getoption("llmbench_fail_on_regression")),
+        temperature_variations=_number(config, "temperature_variations", int, minimum=0),
+        latency_only=latency_only,
+        optimize_prompts=optimize,
+        optimizer=optimizer if optimize else None,
+        check_models=check_models,
+        skip_unavailable=skip_unavailable,
     )
+
+
+def _flag(config: pytest.Config, dest: str) -> bool:
+    """A store_true option: the command line, else its ini key."""
+    given = config.getoption(f"llmbench_{dest}")
+    return bool(given) if given is not None else bool(config.getini(f"llmbench_{dest}"))
+
+
+def _stream_mode(config: pytest.Config, latency_only: bool) -> str:
+    """``--stream``; a latency-only run streams every call (TTFT for each) unless told not to."""
+    given = config.getoption("llmbench_stream") is not None or config.getini("llmbench_stream")
+    if latency_only and not given:
+        return "all"
+    return _choice(config, "stream", STREAM_MODES)
+
+
+def _optimize_mode(config: pytest.Config) -> str | None:
+    raw = _setting(config, "optimize_prompts")
+    if raw is None or raw == "":
+        return None
+    if raw.lower() not in ("only", "both"):
+        raise pytest.UsageError(f"llmbench: --optimize-prompts must be only or both, got {raw!r}")
+    return raw.lower()
 
 
 def _repeat_policy(config: pytest.Config) -> str:
