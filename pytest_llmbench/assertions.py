@@ -96,6 +96,10 @@ class AssertionContext:
     case_id: str = ""  #: the case id inside its suite
     #: the eval file's directory; python modules and schema files resolve against it
     base_dir: Path = Path(".")
+    choices: tuple[str, ...] | None = None  #: a multiple choice case's choices, in order
+    answer_index: int | None = None  #: the 0-based index of the right choice
+    #: the marks shown before the choices when not the letters A, B, ... (ARC's "1".."4")
+    choice_labels: tuple[str, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -607,6 +611,29 @@ def _check_similarity(value: Any, output: str, a: Assertion, ctx: AssertionConte
     return _Outcome(score >= threshold, f"ROUGE-L {score:.3f} {verb} {threshold:g}", score)
 
 
+def _check_choice(value: Any, output: str, a: Assertion, ctx: AssertionContext) -> _Outcome:
+    """The choice the answer names, against the case's answer key (see :mod:`.choices`)."""
+    from .choices import choice_marks, extract_choice
+
+    choices, right = ctx.choices, ctx.answer_index
+    if not choices:
+        raise _CheckFailed("the case has no choices")
+    try:
+        marks = choice_marks(choices, ctx.choice_labels)
+    except ValueError as exc:
+        raise _CheckFailed(str(exc)) from None
+    if right is None or not 0 <= right < len(marks):
+        raise _CheckFailed(f"the case has no answer among its {len(marks)} choices")
+    chosen = extract_choice(output, choices, ctx.choice_labels)
+    answer = f"{marks[right]} ({_clip(choices[right], 40)})"
+    if chosen is None:
+        return _Outcome(False, f"named no choice; answer {answer}", 0.0)
+    if chosen == right:
+        return _Outcome(True, f"chose {answer}, the answer", 1.0)
+    picked = f"{marks[chosen]} ({_clip(choices[chosen], 40)})"
+    return _Outcome(False, f"chose {picked}; answer {answer}", 0.0)
+
+
 def _check_engine_graded(value: Any, output: str, a: Assertion, ctx: AssertionContext) -> _Outcome:
     # Judges and embeddings are called by the engine, which gives the verdict; reaching this
     # means a caller evaluated locally what only a model can grade.
@@ -636,6 +663,7 @@ _TYPES: dict[str, _TypeSpec] = {
     "closed-qa": _TypeSpec(_check_engine_graded, "required", _text_value, "the criterion"),
     "factuality": _TypeSpec(_check_engine_graded, "defaults", _text_value),
     "jury": _TypeSpec(_check_engine_graded, "none"),
+    "choice": _TypeSpec(_check_choice, "none"),
     "python": _TypeSpec(
         _check_python,
         "required",

@@ -28,7 +28,7 @@ from .providers.completion import Completion
 _KEY_VERSION = 1
 #: Call parameters that change how an answer is fetched, not what it is.
 _IGNORED_PARAMS = frozenset({"timeout", "max_retries", "stream", "stream_options", "api_key"})
-_BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_MS = 30_000
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS responses "
@@ -126,17 +126,17 @@ class ResponseCache:
             # each connection is used by the thread that opened it alone.
             connection = sqlite3.connect(
                 self.path,
-                timeout=_BUSY_TIMEOUT_MS / 1000,
+                timeout=BUSY_TIMEOUT_MS / 1000,
                 isolation_level=None,
                 check_same_thread=False,
             )
         except (OSError, sqlite3.Error) as exc:
             raise self._error(exc) from exc
         try:
-            connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            _execute_when_unlocked(connection, "PRAGMA journal_mode = WAL")
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            execute_when_unlocked(connection, "PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
-            _execute_when_unlocked(connection, _SCHEMA)
+            execute_when_unlocked(connection, _SCHEMA)
         except sqlite3.Error as exc:
             connection.close()
             raise self._error(exc) from exc
@@ -151,13 +151,13 @@ class ResponseCache:
         )
 
 
-def _execute_when_unlocked(connection: sqlite3.Connection, sql: str) -> None:
+def execute_when_unlocked(connection: sqlite3.Connection, sql: str) -> None:
     """Run a setup statement, retrying while other processes hold the lock it needs.
 
     Several processes opening a new file at once all switch it to WAL; SQLite answers "database
     is locked" to all but one at once, without waiting on the busy timeout, to avoid a deadlock.
     """
-    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     while True:
         try:
             connection.execute(sql)

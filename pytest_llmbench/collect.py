@@ -21,6 +21,7 @@ from .config import get_run_config
 from .providers.completion import Completion, ProviderError
 from .record import build_record, utc_now, worker_id
 from .runtime import get_runtime
+from .variants import PLAIN, Variant
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from .agent.loop import AgentRun
     from .agent.sandbox import Sandbox
     from .assertions import Assertion, Verdict
+    from .config import RunConfig
     from .judging.panel import GradedAssertion
     from .judging.spec import EmbeddingSpec, JudgeSpec
     from .profiles import ModelProfile
@@ -72,13 +74,37 @@ class EvalFile(pytest.File):
         interpreter = self._shim_interpreter(loaded)
         items = []
         for case in loaded.cases:
-            graded = self._graded(case)
+            graded = () if run.latency_only else self._graded(case)
             for model in run.models:
-                for repeat in range(run.repeat):
-                    item = self._item(loaded, case, model, repeat, graded)
-                    item.shim_interpreter = interpreter
-                    items.append(item)
+                for variant in self._variants(case, model, run):
+                    for repeat in range(run.repeat):
+                        item = self._item(loaded, case, model, repeat, graded, variant)
+                        item.shim_interpreter = interpreter
+                        items.append(item)
         return items
+
+    def _variants(self, case: EvalCase, model: ModelProfile, run: RunConfig) -> list[Variant]:
+        """The case's variants on ``model``: temperatures x original/optimized prompt."""
+        from .variants import configured_temperature, temperature_variations
+
+        temperatures: list[float | None] = [None]
+        if run.temperature_variations:
+            try:
+                base = configured_temperature({**model.params, **case.model_params})
+            except ValueError as exc:
+                from .spec import EvalFileError
+
+                error = EvalFileError(
+                    self.path, case.line, f"case {case.id!r} on {model.name}: {exc}"
+                )
+                raise self.CollectError(_relative(error, self.config.rootpath)) from None
+            temperatures = list(temperature_variations(base, run.temperature_variations))
+        optimized = {None: [False], "only": [True], "both": [False, True]}[run.optimize_prompts]
+        return [
+            Variant(case.prompt_variant, temperature, flag)
+            for temperature in temperatures
+            for flag in optimized
+        ]
 
     def _shim_interpreter(self, loaded: LoadedEval) -> ModelProfile | None:
         """An agent file's ``tool_shim_model``, resolved (a bad name fails collection)."""
@@ -131,16 +157,19 @@ class EvalFile(pytest.File):
         model: ModelProfile,
         repeat: int,
         graded: tuple[GradedSpec, ...] = (),
+        variant: Variant = PLAIN,
     ) -> EvalItem:
+        param = "-".join([model.name, *variant.id_parts(), f"r{repeat}"])
         item = EvalItem.from_parent(
             self,
-            name=f"{case.id}[{model.name}-r{repeat}]",
+            name=f"{case.id}[{param}]",
             callobj=run_eval_case,
             loaded=loaded,
             case=case,
             model=model,
             repeat=repeat,
             graded_assertions=graded,
+            variant=variant,
         )
         item.add_marker("llmbench")
         for tag in case.tags:
@@ -255,6 +284,7 @@ class EvalItem(pytest.Function):
         model: ModelProfile,
         repeat: int,
         graded_assertions: tuple[GradedSpec, ...] = (),
+        variant: Variant = PLAIN,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -263,6 +293,11 @@ class EvalItem(pytest.Function):
         self.case = case
         self.model = model
         self.repeat = repeat
+        self.variant = variant
+        #: the rewrite of an optimized variant's prompt: status and reason (record field)
+        self.optimization: dict[str, Any] | None = None
+        #: the messages actually sent (an optimized variant's differ from the case's)
+        self.sent_messages: tuple[dict[str, Any], ...] | None = None
         self.graded_assertions = graded_assertions
         self.graded: dict[int, GradedAssertion] = {}
         self.agent_run: AgentRun | None = None
@@ -301,6 +336,8 @@ class EvalItem(pytest.Function):
         if self.agent_run is not None:
             _warn_sandbox_fallback()
         self.graded = {graded.index: graded for graded in answer.graded}
+        self.optimization = answer.optimization
+        self.sent_messages = answer.messages
         if self.agent_run is not None and self.loaded.agent and self.loaded.agent.post_process:
             self._post_process(self.loaded.agent.post_process)
         failures = [graded.failure for graded in answer.graded if graded.failure]
@@ -345,14 +382,35 @@ class EvalItem(pytest.Function):
     def judge_profiles(self) -> tuple[ModelProfile, ...]:
         """Every judge this item's model-graded assertions call, once each."""
         seen = {judge.name: judge for graded in self.graded_assertions for judge in graded.judges}
-        if self.shim_interpreter is not None:  # called like a judge: its own lane and target
-            seen.setdefault(self.shim_interpreter.name, self.shim_interpreter)
+        helpers = [self.shim_interpreter]  # called like judges: their own lanes and targets
+        if self.variant.optimized:
+            helpers.append(get_run_config(self.config).optimizer)
+        for helper in helpers:
+            if helper is not None:
+                seen.setdefault(helper.name, helper)
         return tuple(seen.values())
 
     @property
     def params(self) -> dict[str, Any]:
-        """The model parameters of this item's call: the profile's, then the case's."""
-        return {**self.model.params, **self.case.model_params}
+        """The model parameters of this item's call: the profile's, the case's, the variant's."""
+        return {**self.model.params, **self.call_params}
+
+    @property
+    def call_params(self) -> dict[str, Any]:
+        """The parameters sent on top of the profile's: the case's, then the variant's."""
+        if self.variant.temperature is None:
+            return dict(self.case.model_params)
+        return {**self.case.model_params, "temperature": self.variant.temperature}
+
+    @property
+    def label(self) -> str:
+        """The contestant results rank: the model name with the variant's suffixes."""
+        return self.variant.label(self.model.name)
+
+    @property
+    def latency_only(self) -> bool:
+        """``--latency-only``: the answer is measured, not scored."""
+        return get_run_config(self.config).latency_only
 
     @property
     def prefetchable(self) -> bool:
@@ -365,6 +423,8 @@ class EvalItem(pytest.Function):
         from .assertions import AssertionContext, evaluate, score_verdicts
 
         assert self.completion is not None
+        if self.latency_only:
+            return  # measured, not scored: no verdicts, no score
         context = AssertionContext(
             expected=self.case.expected,
             prompt=self.case.prompt,
@@ -372,6 +432,8 @@ class EvalItem(pytest.Function):
             model=self.model.name,
             case_id=self.case.id,
             base_dir=self.path.parent,
+            choices=self.case.choices,
+            answer_index=self.case.answer_index,
         )
         text = self.completion.text
         self.verdicts = [
@@ -414,7 +476,7 @@ class EvalItem(pytest.Function):
         redactor = get_runtime(self.config).redactor
         answer = self.completion.text if self.completion else ""
         lines = [
-            f"{self.loaded.suite}::{self.case.id} on {self.model.name} (repeat {self.repeat}): {headline}",
+            f"{self.loaded.suite}::{self.case.id} on {self.label} (repeat {self.repeat}): {headline}",
             f"  prompt:   {_clip(self.case.prompt or '')}",
             f"  expected: {_clip(self.case.expected or '-')}",
             f"  got:      {_clip(answer)}",
@@ -430,6 +492,8 @@ class EvalItem(pytest.Function):
 
     def make_record(self, outcome: str, error: str | None) -> dict[str, Any]:
         """The wire record of this item (see :mod:`pytest_llmbench.record`)."""
+        from .spec import last_user_text
+
         completion = self.completion
         provider_error = self.provider_error
         runtime = get_runtime(self.config)
@@ -440,8 +504,9 @@ class EvalItem(pytest.Function):
             if self.path.is_relative_to(self.config.rootpath)
             else str(self.path),
             case_id=self.case.id,
-            model=self.model.name,
+            model=self.label,
             model_id=self.model.model,
+            **self._variant_fields(),
             repeat=self.repeat,
             tags=list(self.case.tags),
             task=dict(self.case.task) if self.case.task else None,
@@ -453,8 +518,8 @@ class EvalItem(pytest.Function):
             retries=completion.retries
             if completion
             else (provider_error.retries if provider_error else 0),
-            prompt=self.case.prompt,
-            messages=[dict(m) for m in self.case.messages],
+            prompt=last_user_text(self.sent_messages) or self.case.prompt,
+            messages=[dict(m) for m in self.sent_messages or self.case.messages],
             expected=self.case.expected,
             assertions=[verdict.to_dict() for verdict in self.verdicts],
             **self._judge_fields(),
@@ -466,6 +531,34 @@ class EvalItem(pytest.Function):
             **completion_fields(completion),
         )
         return runtime.redactor.value(record)
+
+    def _variant_fields(self) -> dict[str, Any]:
+        """The record's matrix fields: profile, prompt variant, temperature, type, tags, ..."""
+        temperature = self.params.get("temperature")
+        return {
+            "profile": self.model.name,
+            "prompt_variant": self.variant.prompt_name,
+            "temperature": temperature if isinstance(temperature, (int, float)) else None,
+            "optimized": self.variant.optimized,
+            "optimization": self.optimization,
+            "eval_type": "latency" if self.latency_only else "quality",
+            "model_tags": dict(self.model.tags),
+            "images": _described_images(self.case.images, self.config.rootpath),
+            "solver": self.loaded.solver,
+            "choice": self._choice(),
+        }
+
+    def _choice(self) -> dict[str, Any] | None:
+        case, completion = self.case, self.completion
+        if case.choices is None or case.answer_index is None or completion is None:
+            return None
+        if self.latency_only:
+            return None
+        from .choices import choice_outcome
+
+        # The prompt shows the options lettered A, B, ... (a dataset's own labels only pick the
+        # answer at collection), so the answer is read by letter.
+        return choice_outcome(completion.text, case.choices, case.answer_index)
 
     def _agent_fields(self) -> dict[str, Any]:
         """The record's agent fields: turns, tool calls, why it stopped, the transcript."""
@@ -527,6 +620,15 @@ def completion_fields(completion: Completion | None) -> dict[str, Any]:
         "cached": completion.cached,
         "rate_limit_wait_s": completion.rate_limit_wait_s,
     }
+
+
+def _described_images(refs: Sequence[str], root: Path) -> list[str]:
+    """Image references as the record shows them: paths from the rootdir, URLs abridged."""
+    if not refs:
+        return []
+    from .vision import describe_ref
+
+    return [describe_ref(ref, root=root) for ref in refs]
 
 
 def _clip(text: str, limit: int = 300) -> str:

@@ -17,6 +17,10 @@ Counting rules:
 - Judges: cost, tokens and failed judges count over every non-skipped item; the per-dimension
   means (``dim_<key>_mean``, one column per judged dimension after :data:`METRIC_COLUMNS`) are
   over the answered items that have the dimension.
+- Multiple choice: ``mc_n`` counts the answered items with a ``choice``; ``mc_accuracy`` is the
+  share of them whose choice is correct (NaN without any).
+- A latency-only run (every record ``eval_type == "latency"``) has no scores: its boards rank by
+  latency p50, fastest first (:func:`is_latency_only`).
 
 pandas is imported inside the functions: importing this module must stay cheap, because the
 plugin imports it in every pytest run, evals or not.
@@ -27,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +68,9 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "n_skipped",
     "error_rate",
     "pass_rate",
+    # Multiple choice: answered items with a choice, and the share of them chosen right.
+    "mc_n",
+    "mc_accuracy",
     "score_mean",
     "score_std",
     "input_tokens_total",
@@ -117,6 +124,7 @@ _INT_COLUMNS: tuple[str, ...] = (
     "judge_errors",
     "n_flaky",
     "k",
+    "mc_n",
 )
 _NUMERIC_FIELDS: tuple[str, ...] = (
     "repeat",
@@ -218,16 +226,120 @@ def leaderboard(frame: pd.DataFrame) -> pd.DataFrame:
     """Return one row per model, best first, with a 1-based ``rank`` column in front.
 
     Order: score_mean desc, pass_rate desc, cost_usd_total asc, model name; NaN sorts last.
+    A latency-only run (:func:`is_latency_only`) has no scores: latency_s_p50 asc, then cost.
     """
-    board = aggregate(frame, ["model"]).sort_values(
-        ["score_mean", "pass_rate", "cost_usd_total", "model"],
-        ascending=[False, False, True, True],
-        na_position="last",
-        kind="stable",
-    )
+    return _ranked(aggregate(frame, ["model"]), "model", is_latency_only(frame))
+
+
+#: The axes :func:`grouped` groups by; ``tag:<name>`` reads ``model_tags[<name>]``.
+GROUP_AXES: tuple[str, ...] = ("model", "profile", "prompt_variant", "temperature", "eval_type")
+_TAG_AXIS = "tag:"
+#: The key of records that lack the axis value (older runs, items without the variant).
+NO_VALUE = "(none)"
+
+
+def axis_column(axis: str) -> str:
+    """The key column of ``axis`` in :func:`grouped`: the axis, or ``tag_<name>``.
+
+    Raises :class:`ValueError` for an unknown axis, listing the known ones.
+    """
+    if axis in GROUP_AXES:
+        return axis
+    name = axis[len(_TAG_AXIS) :] if axis.startswith(_TAG_AXIS) else ""
+    if not name.strip():
+        known = ", ".join([*GROUP_AXES, "tag:<name>"])
+        raise ValueError(f"unknown group axis {axis!r}; known: {known}")
+    return f"tag_{name}"
+
+
+def axis_values(frame: pd.DataFrame, axis: str) -> list[str]:
+    """The value of ``axis`` for each row of ``frame``, as text; :data:`NO_VALUE` if missing."""
+    axis_column(axis)  # validates
+    if axis.startswith(_TAG_AXIS):
+        name = axis[len(_TAG_AXIS) :]
+        column = frame["model_tags"] if "model_tags" in frame else [None] * len(frame)
+        return [_axis_text(_dict(tags).get(name)) for tags in column]
+    values = frame[axis] if axis in frame else [None] * len(frame)
+    texts = [_axis_text(value) for value in values]
+    if axis == "eval_type":  # records from before eval types were all quality evals
+        return ["quality" if text == NO_VALUE else text for text in texts]
+    return texts
+
+
+def _axis_text(value: Any) -> str:
+    if is_missing(value) or value == "":
+        return NO_VALUE
+    if isinstance(value, float):
+        return f"{value:g}"  # temperatures: 0.2, not 0.20000000000000001
+    return str(value)
+
+
+def grouped(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """Return one row per value of ``axis``, ranked like :func:`leaderboard`.
+
+    ``axis`` is one of :data:`GROUP_AXES` or ``tag:<name>``; the key column is named by
+    :func:`axis_column`, its values are text (:data:`NO_VALUE` when a record lacks one). The
+    metric columns are those of :func:`aggregate`; a ``rank`` column comes first. Raises
+    :class:`ValueError` for an unknown axis.
+    """
+    column = axis_column(axis)
+    keyed = frame.assign(**{column: axis_values(frame, axis)})
+    return _ranked(aggregate(keyed, [column]), column, is_latency_only(frame))
+
+
+def is_latency_only(frame: pd.DataFrame) -> bool:
+    """Whether every record is a latency measurement (``--latency-only``): no scores to rank."""
+    if frame.empty or "eval_type" not in frame:
+        return False
+    return bool((frame["eval_type"] == "latency").all())
+
+
+def _ranked(board: pd.DataFrame, key: str, latency: bool) -> pd.DataFrame:
+    """Sort ``board`` best first and put a 1-based ``rank`` column in front.
+
+    Quality: score_mean desc, pass_rate desc, cost_usd_total asc, key. Latency runs:
+    latency_s_p50 asc, cost_usd_total asc, key. NaN sorts last.
+    """
+    if latency:
+        order, ascending = ["latency_s_p50", "cost_usd_total", key], [True, True, True]
+    else:
+        order = ["score_mean", "pass_rate", "cost_usd_total", key]
+        ascending = [False, False, True, True]
+    board = board.sort_values(order, ascending=ascending, na_position="last", kind="stable")
     board = board.reset_index(drop=True)
     board.insert(0, "rank", range(1, len(board) + 1))
+    board.attrs[LATENCY_ONLY] = latency  # format_leaderboard reads it
     return board
+
+
+#: Key of a board's ``attrs`` that tells a latency-only board (see :func:`format_leaderboard`).
+LATENCY_ONLY = "llmbench_latency_only"
+
+
+def varied_axes(frame: pd.DataFrame) -> list[str]:
+    """The axes besides ``model`` worth a :func:`grouped` table of their own, in order.
+
+    :data:`GROUP_AXES` first, then ``tag:<name>`` for each name in ``model_tags``, sorted; an
+    axis counts when it has at least 2 distinct values and does not merely rename the models
+    (one value per model and one model per value, as ``profile`` in a run without prompt or
+    temperature variants): that table would be the leaderboard again.
+    """
+    tags = sorted({name for value in frame.get("model_tags", ()) for name in _dict(value)})
+    axes = [axis for axis in GROUP_AXES if axis != "model"] + [f"tag:{name}" for name in tags]
+    models = [str(model) for model in frame["model"]]
+    found = []
+    for axis in axes:
+        values = axis_values(frame, axis)
+        pairs = set(zip(models, values, strict=True))
+        renames = len(pairs) == len(set(models)) == len(set(values))
+        if len(set(values)) >= 2 and not renames:
+            found.append(axis)
+    return found
+
+
+def grouped_file_name(axis: str) -> str:
+    """``by_<axis>.csv``; ``by_tag_<name>.csv`` for a tag (its name made safe for a file)."""
+    return f"by_{model_dir_name(axis_column(axis))}.csv"
 
 
 @dataclass(frozen=True)
@@ -247,6 +359,8 @@ class WrittenFiles:
     #: ``comparisons.csv``: the top model against each other one (see
     #: :data:`COMPARISON_COLUMNS`); only the header with a single model.
     comparisons: Path | None = None
+    #: axis -> ``by_<axis>.csv`` (:func:`grouped`), for each of :func:`varied_axes`.
+    grouped: Mapping[str, Path] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -292,6 +406,10 @@ def write_aggregates(
     if has_judges(records):
         rows = agreement_frame(summary.agreement)
         agreement = _write_csv(rows, out_dir / "judge_agreement.csv")
+    by_axis = {
+        axis: _write_csv(grouped(frame, axis), out_dir / grouped_file_name(axis))
+        for axis in varied_axes(frame)
+    }
     return WrittenFiles(
         all_metrics=_write_csv(all_metrics(frame), out_dir / "all_metrics.csv"),
         leaderboard=_write_csv(summary.board, out_dir / "leaderboard.csv"),
@@ -299,6 +417,7 @@ def write_aggregates(
         judge_agreement=agreement,
         case_verdicts=_write_csv(verdicts_frame(records), out_dir / "case_verdicts.csv"),
         comparisons=_write_csv(comparisons_frame(summary.comparisons), out_dir / "comparisons.csv"),
+        grouped=by_axis,
     )
 
 
@@ -419,6 +538,17 @@ _BOARD_HEADER: tuple[str, ...] = (
     "p50 s",
     "ttft s",
 )
+_LATENCY_HEADER: tuple[str, ...] = (
+    "#",
+    "model",
+    "ttft p50 s (n)",
+    "p50 s",
+    "p95 s",
+    "tok/s",
+    "errors",
+    "cost $",
+)
+_ACCURACY_HEADER = "MC acc"
 _VS_TOP_HEADER = "vs #1"
 # Long model names are cut so that a row stays within 100 columns.
 _MODEL_WIDTH = 19
@@ -429,15 +559,18 @@ def format_leaderboard(
 ) -> list[str]:
     """Return a fixed-width text table of ``board`` (from :func:`leaderboard`), header first.
 
-    The score shows its 95% CI. With ``comparisons`` (from :func:`top_comparisons`) a ``vs #1``
-    column gives rows 2..n their score difference to the top row, its p-value and ``*``
-    (significant, p < 0.05) or ``n.s.``. Shows at most ``max_rows`` models; a last line says
-    how many more there are.
+    The score shows its 95% CI; an ``MC acc`` column follows the pass rate when any item was
+    multiple choice. With ``comparisons`` (from :func:`top_comparisons`) a ``vs #1`` column
+    gives rows 2..n their score difference to the top row, its p-value and ``*`` (significant,
+    p < 0.05) or ``n.s.``. A latency-only board shows TTFT p50 (and how many items had one),
+    latency p50/p95, tokens/s, errors and cost instead. Shows at most ``max_rows`` models; a
+    last line says how many more there are.
     """
     shown = board.head(max(max_rows, 0))
-    versus = {c.model_b: c for c in comparisons if c.metric == "score"}
-    header = _BOARD_HEADER + ((_VS_TOP_HEADER,) if versus else ())
-    rows = [_board_cells(row, versus) for _, row in shown.iterrows()]
+    if board.attrs.get(LATENCY_ONLY):
+        header, rows = _LATENCY_HEADER, [_latency_cells(row) for _, row in shown.iterrows()]
+    else:
+        header, rows = _quality_table(board, shown, comparisons)
     # The model name reads best left-aligned; numbers line up on the right.
     lines = _table(header, rows, left=1)
     if len(board) > len(shown):
@@ -445,21 +578,62 @@ def format_leaderboard(
     return lines
 
 
-def _board_cells(row: pd.Series, versus: Mapping[str, Comparison]) -> tuple[str, ...]:
+def _quality_table(
+    board: pd.DataFrame, shown: pd.DataFrame, comparisons: Sequence[Comparison]
+) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The header and rows of a board of scores."""
+    versus = {c.model_b: c for c in comparisons if c.metric == "score"}
+    accuracy = bool("mc_n" in board and (board["mc_n"].fillna(0) > 0).any())
+    header = list(_BOARD_HEADER)
+    if accuracy:
+        header.insert(_BOARD_HEADER.index("pass") + 1, _ACCURACY_HEADER)
+    if versus:
+        header.append(_VS_TOP_HEADER)
+    rows = [_board_cells(row, versus, accuracy) for _, row in shown.iterrows()]
+    return tuple(header), rows
+
+
+def _board_cells(
+    row: pd.Series, versus: Mapping[str, Comparison], accuracy: bool = False
+) -> tuple[str, ...]:
     model = str(row["model"])
-    cells = (
+    cells = [
         str(row["rank"]),
-        model if len(model) <= _MODEL_WIDTH else model[: _MODEL_WIDTH - 3] + "...",
+        _model_cell(model),
         _score_cell(row),
-        "-" if is_missing(row["pass_rate"]) else f"{row['pass_rate'] * 100:.1f}%",
+        _percent(row["pass_rate"]),
         _fmt(row["n_errors"], "d"),
         _fmt(row["cost_usd_total"], ".4f"),
         _fmt(row["latency_s_p50"], ".2f"),
         _fmt(row["ttft_s_p50"], ".2f"),
+    ]
+    if accuracy:
+        cells.insert(_BOARD_HEADER.index("pass") + 1, _percent(row["mc_accuracy"]))
+    if versus:
+        cells.append(_versus_cell(versus.get(model)) if row["rank"] != 1 else "")
+    return tuple(cells)
+
+
+def _latency_cells(row: pd.Series) -> tuple[str, ...]:
+    ttft = _fmt(row["ttft_s_p50"], ".2f")
+    return (
+        str(row["rank"]),
+        _model_cell(str(row["model"])),
+        ttft if ttft == "-" else f"{ttft} ({int(row['ttft_n'])})",
+        _fmt(row["latency_s_p50"], ".2f"),
+        _fmt(row["latency_s_p95"], ".2f"),
+        _fmt(row["tokens_per_s_mean"], ".1f"),
+        _fmt(row["n_errors"], "d"),
+        _fmt(row["cost_usd_total"], ".4f"),
     )
-    if not versus:
-        return cells
-    return (*cells, _versus_cell(versus.get(model)) if row["rank"] != 1 else "")
+
+
+def _model_cell(model: str) -> str:
+    return model if len(model) <= _MODEL_WIDTH else model[: _MODEL_WIDTH - 3] + "..."
+
+
+def _percent(value: Any) -> str:
+    return "-" if is_missing(value) else f"{value * 100:.1f}%"
 
 
 def _score_cell(row: pd.Series) -> str:
@@ -555,8 +729,16 @@ def _metrics(group: pd.DataFrame, dimensions: Sequence[str]) -> dict[str, Any]:
         **_timing(answered),
         **_judge_usage(spent),
         **_repeat_stats(group),
+        **_choice_stats(answered),
         **_dimension_means(answered, dimensions),
     }
+
+
+def _choice_stats(answered: pd.DataFrame) -> dict[str, Any]:
+    """``mc_n`` and ``mc_accuracy`` over the answered multiple-choice items."""
+    choices = [_dict(value) for value in answered["choice"]] if "choice" in answered else []
+    correct = [bool(choice.get("correct")) for choice in choices if choice]
+    return {"mc_n": len(correct), "mc_accuracy": _ratio(sum(correct), len(correct))}
 
 
 _CASE_FIELDS = ["model", "suite", "case_id", "outcome", "score"]

@@ -126,6 +126,8 @@ def _plain_record(
         case_id=getattr(item, "originalname", item.name),
         model=state.model.name if state.model else None,
         model_id=state.model.model if state.model else None,
+        profile=state.model.name if state.model else None,
+        model_tags=dict(state.model.tags) if state.model else {},
         repeat=state.repeat,
         outcome=outcome,
         score=state.score if outcome in ("passed", "failed") else None,

@@ -38,10 +38,21 @@ def pytest_configure(config: pytest.Config) -> None:
     from .scheduler import Prefetcher
 
     config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")
-    if _config.explicitly_configured(config):
-        _config.get_run_config(config)  # bad options fail now, as a usage error
+    # Bad options fail now, as a usage error.
+    run = _config.get_run_config(config) if _config.explicitly_configured(config) else None
+    checking = run is not None and run.check_models
     if hasattr(config, "workerinput"):
+        if checking:
+            from .preflight import restrict_worker_models
+
+            restrict_worker_models(config)
         return
+    if run is not None and run.check_models:
+        from .preflight import ModelChecker, check_options
+
+        check_options(run)
+        # Its pytest_sessionstart runs before collection and before xdist starts the workers.
+        config.pluginmanager.register(ModelChecker(config), "llmbench-check-models")
     if config.getoption("llmbench_estimate_cost"):
         from .estimate import CostEstimator
 
@@ -94,12 +105,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 class _XdistBridge:
-    """Hands every worker the shared session directory of the embedded server."""
+    """Hands every worker the embedded server's session directory and the models to collect."""
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
+        from .preflight import worker_input
         from .runtime import session_state
 
         state_dir, owner = session_state(node.config)
         node.workerinput["llmbench_state_dir"] = str(state_dir)
         node.workerinput["llmbench_owner_pid"] = owner
+        # The models --check-models --skip-unavailable left out, checked before nodes start.
+        node.workerinput.update(worker_input(node.config))

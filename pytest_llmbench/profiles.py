@@ -5,6 +5,12 @@ profile files as they are, and from ``builtin.yaml`` shipped next to this module
 selects them by name, by ``@set``, or by raw litellm model string (see
 :meth:`ProfileRegistry.resolve`). Every loading error is a :class:`ProfileError` that names the
 file and line. Nothing here talks to a provider.
+
+Deployment variants: a YAML profile with ``variants: {<v>: {<keys>}}`` becomes one profile
+``<name>_<v>`` per variant (the variant's keys over the base's, ``params``/``litellm``/``tags``
+merged one level deep, tag ``variant: <v>``), and ``<name>`` becomes a model set of them that
+``--models <name>`` and ``--models @<name>`` both select. In a 360-eval file, lines that share a
+``model_id`` (one model in several regions) become profiles ``<model_id>_<region>``.
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ class ModelProfile(BaseModel):
     """False: this model takes one call at a time (a single-slot local server, a strict API)."""
     litellm: dict[str, Any] = {}
     """Extra keyword arguments passed to litellm as they are (``aws_region_name``, ...)."""
+    vision: bool | None = None
+    """Whether the model accepts images; ``None``: unknown (images are sent and may fail)."""
 
     @field_validator("params", "litellm")
     @classmethod
@@ -147,19 +155,24 @@ class ProfileRegistry:
 
     models: Mapping[str, ModelProfile]
     sets: Mapping[str, tuple[str, ...]]
+    #: Names of the sets made of a profile's deployment variants: a plain name selects them.
+    variant_groups: frozenset[str] = frozenset()
 
     def resolve(self, selection: str) -> list[ModelProfile]:
         """Turn ``'a,b,@set'`` into profiles, in order, duplicates removed (first wins).
 
         A name that is not a profile is taken as a raw litellm model string and gets an ad-hoc
-        ``ModelProfile(name=s, model=s)``; so is a set member that is not a profile. Empty entries
-        are ignored. Raises :class:`ProfileError` for an unknown ``@set`` (listing the known
-        ones) and for a selection that names no model at all.
+        ``ModelProfile(name=s, model=s)``; so is a set member that is not a profile. The name of
+        a profile with deployment variants selects all of them, as its ``@set`` does. Empty
+        entries are ignored. Raises :class:`ProfileError` for an unknown ``@set`` (listing the
+        known ones) and for a selection that names no model at all.
         """
         names: list[str] = []
         for entry in (part.strip() for part in selection.split(",")):
             if entry.startswith("@"):
                 names.extend(self._set_members(entry[1:].strip()))
+            elif entry in self.variant_groups and entry not in self.models:
+                names.extend(self._set_members(entry))
             elif entry:
                 names.append(entry)
         if not names:
@@ -186,12 +199,18 @@ def load_profiles(paths: Sequence[Path]) -> ProfileRegistry:
     """
     models: dict[str, ModelProfile] = {}
     sets: dict[str, _SetDef] = {}
+    groups: set[str] = set()
     for file in [BUILTIN_PROFILES, *(f for path in paths for f in _profile_files(path))]:
         loaded = _load_file(file)
+        # A later file's profile replaces an earlier variant group of that name, and back.
+        groups.difference_update(loaded.models)
+        for name in loaded.groups:
+            models.pop(name, None)
+        groups.update(loaded.groups)
         models.update(loaded.models)
         sets.update(loaded.sets)
     expanded = {name: _expand_set(name, sets) for name in sets}
-    return ProfileRegistry(models=models, sets=expanded)
+    return ProfileRegistry(models=models, sets=expanded, variant_groups=frozenset(groups))
 
 
 def api_key_missing(profile: ModelProfile, environ: Mapping[str, str]) -> str | None:
@@ -213,6 +232,8 @@ class _SetDef:
 class _ProfileFile:
     models: dict[str, ModelProfile] = field(default_factory=dict)
     sets: dict[str, _SetDef] = field(default_factory=dict)
+    #: The names of ``sets`` that are a profile's deployment variants.
+    groups: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -225,15 +246,19 @@ class _Source:
 
     def line_at(self, loc: _Loc) -> int | None:
         """1-based line of the deepest node that ``loc`` reaches (a key's line for mappings)."""
+        return self.reach(loc)[1]
+
+    def reach(self, loc: _Loc) -> tuple[int, int | None]:
+        """How many parts of ``loc`` exist in the tree, and :meth:`line_at` of ``loc``."""
         if self.root is None:
-            return self.line
-        node, line = self.root, self.root.start_mark.line
+            return 0, self.line
+        node, line, depth = self.root, self.root.start_mark.line, 0
         for part in loc:
             found = _child(node, part)
             if found is None:
                 break
-            node, line = found
-        return line + 1
+            (node, line), depth = found, depth + 1
+        return depth, line + 1
 
 
 class _YamlDocument(BaseModel):
@@ -273,33 +298,139 @@ def _load_yaml(path: Path, text: str) -> _ProfileFile:
         message = "expected a mapping with 'models' and/or 'sets'"
         raise ProfileError(message, path, source.line_at(()))
     doc = _validate(_YamlDocument, data, "profile file", source)
-    models = {name: _yaml_profile(name, body, source) for name, body in (doc.models or {}).items()}
     sets = {
         name: _SetDef(tuple(members), path, source.line_at(("sets", name)))
         for name, members in (doc.sets or {}).items()
     }
-    return _ProfileFile(models, sets)
+    models: dict[str, ModelProfile] = {}
+    groups: list[str] = []
+    bodies = doc.models or {}
+    for name, body in bodies.items():
+        if "variants" not in body:
+            models[name] = _yaml_profile(name, body, source)
+            continue
+        if name in sets:
+            message = f"profile {name!r}: its variants make a model set {name!r}; one exists"
+            raise ProfileError(message, path, source.line_at(("models", name, "variants")))
+        variants = _yaml_variants(name, body, source, taken={*bodies, *models})
+        models.update(variants)
+        sets[name] = _SetDef(tuple(variants), path, source.line_at(("models", name)))
+        groups.append(name)
+    return _ProfileFile(models, sets, frozenset(groups))
 
 
 def _yaml_profile(name: str, body: dict[str, Any], source: _Source) -> ModelProfile:
     what, loc = f"profile {name!r}", ("models", name)
+    _refuse_name_key(what, body, source, loc)
+    return _validate(ModelProfile, {**body, "name": name}, what, source, (loc,))
+
+
+def _refuse_name_key(what: str, body: Mapping[str, Any], source: _Source, loc: _Loc) -> None:
     if "name" in body:
         message = f"{what}: unknown key 'name' (a profile is named by its key)"
         raise ProfileError(message, source.path, source.line_at((*loc, "name")))
-    return _validate(ModelProfile, {**body, "name": name}, what, source, loc)
+
+
+#: Profile keys whose mappings a variant merges into the base's instead of replacing them.
+_MERGED_KEYS = ("params", "litellm", "tags")
+
+
+def _yaml_variants(
+    name: str, body: dict[str, Any], source: _Source, taken: set[str]
+) -> dict[str, ModelProfile]:
+    """The profiles ``<name>_<variant>`` of a profile with ``variants:``, in file order."""
+    what, loc = f"profile {name!r}", ("models", name)
+    _refuse_name_key(what, body, source, loc)
+    base = {key: value for key, value in body.items() if key != "variants"}
+    variants = body["variants"]
+    if not isinstance(variants, dict) or not variants:
+        message = f"{what}: 'variants' must be a non-empty mapping of variant name to keys"
+        raise ProfileError(message, source.path, source.line_at((*loc, "variants")))
+    profiles: dict[str, ModelProfile] = {}
+    for variant, keys in variants.items():
+        vloc = (*loc, "variants", variant)
+        full = f"{name}_{variant}"
+        if full in taken or full in profiles:
+            message = f"{what}: variant {variant!r} makes profile {full!r}, which already exists"
+            raise ProfileError(message, source.path, source.line_at(vloc))
+        where = f"{what} variant {variant!r}"
+        _check_variant_keys(where, keys, source, vloc)
+        data = {**_variant_fields(base, keys, str(variant)), "name": full}
+        profiles[full] = _validate(ModelProfile, data, where, source, (loc, vloc))
+    return profiles
+
+
+def _check_variant_keys(what: str, keys: Any, source: _Source, loc: _Loc) -> None:
+    if not isinstance(keys, dict):
+        message = f"{what}: expected a mapping of profile keys"
+        raise ProfileError(message, source.path, source.line_at(loc))
+    known = [key for key in ModelProfile.model_fields if key != "name"]
+    for key in keys:
+        if key not in known:
+            message = f"{what}: unknown key {key!r} (known keys: {', '.join(known)})"
+            raise ProfileError(message, source.path, source.line_at((*loc, key)))
+
+
+def _variant_fields(base: Mapping[str, Any], keys: Mapping[str, Any], variant: str) -> dict:
+    """``keys`` over ``base``: mappings of :data:`_MERGED_KEYS` merged, tag ``variant`` added."""
+    fields = dict(base)
+    for key, value in keys.items():
+        old = fields.get(key)
+        if key in _MERGED_KEYS and isinstance(old, dict) and isinstance(value, dict):
+            value = {**old, **value}
+        fields[key] = value
+    tags = fields.get("tags", {})
+    if isinstance(tags, dict):
+        fields["tags"] = {**tags, "variant": variant}
+    if isinstance(base.get("display_name"), str) and "display_name" not in keys:
+        fields["display_name"] = f"{base['display_name']} ({variant})"
+    return fields
 
 
 def _load_jsonl(path: Path, text: str) -> _ProfileFile:
-    models: dict[str, ModelProfile] = {}
+    rows: list[tuple[_Source, Eval360Profile]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         source = _Source(path, line=number)
-        row = _validate(Eval360Profile, _json_object(line, source), "profile", source)
-        profile = _validate(ModelProfile, row.profile_fields(), f"profile {row.model_id!r}", source)
+        rows.append(
+            (source, _validate(Eval360Profile, _json_object(line, source), "profile", source))
+        )
+    shared = _shared_model_ids(row for _, row in rows)
+    models: dict[str, ModelProfile] = {}
+    for source, row in rows:
+        fields = row.profile_fields()
+        if row.model_id in shared:  # one model in several regions: one profile per region
+            fields = _regional_fields(fields, row, source, models)
+        profile = _validate(ModelProfile, fields, f"profile {row.model_id!r}", source)
         models[profile.name] = profile
     # A 360-eval file is a list of models to run together: it doubles as a set.
     return _ProfileFile(models, {path.stem: _SetDef(tuple(models), path, None)})
+
+
+def _shared_model_ids(rows: Iterable[Eval360Profile]) -> set[str]:
+    seen: set[str] = set()
+    shared: set[str] = set()
+    for row in rows:
+        (shared if row.model_id in seen else seen).add(row.model_id)
+    return shared
+
+
+def _regional_fields(
+    fields: dict[str, Any], row: Eval360Profile, source: _Source, models: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``fields`` named ``<model_id>_<region>``; an error for a second line of one region."""
+    name = f"{row.model_id}_{row.region}" if row.region else row.model_id
+    if name in models:
+        problem = (
+            f"profile {row.model_id!r}: model_id repeated with the same region "
+            f"({row.region or 'none'}); lines of one model_id need distinct regions"
+        )
+        raise ProfileError(problem, source.path, source.line)
+    fields = {**fields, "name": name}
+    if row.display_name and row.region:
+        fields["display_name"] = f"{row.display_name} ({row.region})"
+    return fields
 
 
 def _json_object(line: str, source: _Source) -> Any:
@@ -340,9 +471,14 @@ def _child(node: yaml.Node, part: str | int) -> tuple[yaml.Node, int] | None:
 
 
 def _validate(
-    cls: type[_ModelT], data: Any, what: str, source: _Source, prefix: _Loc = ()
+    cls: type[_ModelT], data: Any, what: str, source: _Source, prefixes: Sequence[_Loc] = ((),)
 ) -> _ModelT:
-    """``cls.model_validate(data)``; the first error becomes a ProfileError at its line."""
+    """``cls.model_validate(data)``; the first error becomes a ProfileError at its line.
+
+    The line is that of the error's key under the prefix that reaches deepest into the file,
+    the last of equally deep ones (a variant's keys override its base's); the first prefix's
+    own line when no key of the error is written under any of them (a missing key).
+    """
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
@@ -358,8 +494,17 @@ def _validate(
             message = f"unknown key {key!r}" + (f" (known keys: {known})" if len(loc) == 1 else "")
         else:
             message = f"{key or 'value'}: {error['msg']}"
-        line = source.line_at(prefix + loc)
+        line = _error_line(source, prefixes, loc)
         raise ProfileError(f"{what}: {message}", source.path, line) from None
+
+
+def _error_line(source: _Source, prefixes: Sequence[_Loc], loc: _Loc) -> int | None:
+    reached = [
+        (source.reach(prefix + loc)[0] - len(prefix), index)
+        for index, prefix in enumerate(prefixes)
+    ]
+    depth, index = max(reached)  # the deepest; the last of equally deep ones
+    return source.line_at((prefixes[index] if depth > 0 else prefixes[0]) + loc)
 
 
 def _expand_set(

@@ -13,8 +13,26 @@ Fields (``None`` where a value does not apply or was not measured):
   file name without ``.eval.yaml``, or the test module name for plain tests).
 - ``eval_file`` (str): path of the eval file (or test module) relative to the rootdir.
 - ``case_id`` (str): the case id inside the suite.
-- ``model`` (str): the model name as selected (profile name or litellm id).
+- ``model`` (str): the contestant that results rank: the model name as selected (profile name
+  or litellm id), plus the item's variant: ``:prompt`` for a ``prompts:`` variant, ``_optimized``
+  for a rewritten prompt, ``@t<temperature>`` under ``--temperature-variations``
+  (``smollm2:concise@t0.2``). Without variants it is the model name.
 - ``model_id`` (str): the litellm model string actually called.
+- ``profile`` (str | None): the model name without variant suffixes (a deployment variant of a
+  profile is its own profile, e.g. ``nova-pro_priority``).
+- ``prompt_variant`` (str | None): the eval file's ``prompts:`` variant, ``_optimized`` suffixed
+  when the prompt was rewritten.
+- ``temperature`` (float | None): the temperature sent, when one was set.
+- ``optimized`` (bool): the prompt was rewritten by ``--optimize-prompts``.
+- ``optimization`` (dict | None): the rewrite's ``status`` (rewritten, skipped, failed) and
+  ``reason``; the rewrite itself is in ``prompt_optimizations.jsonl``.
+- ``eval_type`` (str): ``quality``, or ``latency`` under ``--latency-only`` (no assertions, no
+  judges, score empty).
+- ``model_tags`` (dict[str, str]): the profile's tags (region, tier, provider, ...).
+- ``images`` (list[str]): images sent with the prompt: paths and URLs (data URLs abridged).
+- ``solver`` (str | None): the ``module:function`` that produced the answer.
+- ``choice`` (dict | None): a multiple choice item's ``chosen`` letter (None when the answer
+  named none), the right ``answer`` letter and whether it was ``correct``.
 - ``repeat`` (int): repeat index, 0-based.
 - ``tags`` (list[str]): the case's tags.
 - ``task`` (dict | None): the case's ``{"task_type", "task_criteria"}``, if any.
@@ -85,6 +103,13 @@ FIELDS: tuple[str, ...] = (
     "case_id",
     "model",
     "model_id",
+    "profile",
+    "prompt_variant",
+    "temperature",
+    "optimized",
+    "optimization",
+    "eval_type",
+    "model_tags",
     "repeat",
     "tags",
     "task",
@@ -116,6 +141,9 @@ FIELDS: tuple[str, ...] = (
     "response",
     "transcript",
     "workdir",
+    "images",
+    "solver",
+    "choice",
     "expected",
     "assertions",
     "judges",
@@ -128,6 +156,10 @@ FIELDS: tuple[str, ...] = (
 
 _DEFAULTS: dict[str, Any] = {
     "schema": SCHEMA_VERSION,
+    "optimized": False,
+    "eval_type": "quality",
+    "model_tags": {},
+    "images": [],
     "tags": [],
     "tokens_estimated": False,
     "retries": 0,

@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import platform
 import sys
+from collections import Counter
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
@@ -118,6 +119,8 @@ class ResultsRecorder:
         self.leaderboard_lines: list[str] = []
         self.judge_lines: list[str] = []
         self.judge_agreement: list[dict[str, Any]] = []
+        #: ``prompt_optimizations.jsonl``, written under --optimize-prompts
+        self.optimization_log: Path | None = None
         self.aggregate_error: str | None = None
         self.repeats: RepeatOutcome | None = None
 
@@ -157,10 +160,21 @@ class ResultsRecorder:
             self._stream.close()
         if not self.records or self.out_dir is None:
             return
+        self._write_optimization_log()
         self._judge_repeats()
         board = self._write_aggregates()
         self._apply_gates(session, board)
         self._write_run_json(session)
+
+    def _write_optimization_log(self) -> None:
+        """``prompt_optimizations.jsonl``: every rewrite, skip and failure of the run."""
+        if not get_run_config(self.config).optimize_prompts:
+            return
+        from .optimize import store_path, write_log
+
+        assert self.out_dir is not None
+        redact = get_runtime(self.config).redactor.value
+        self.optimization_log = write_log(store_path(self.config), self.out_dir, redact=redact)
 
     def _judge_repeats(self) -> None:
         try:
@@ -231,6 +245,8 @@ class ResultsRecorder:
             self._write_run_json(session)
 
     def _write_run_json(self, session: pytest.Session) -> None:
+        from .preflight import check_summary
+
         assert self.out_dir is not None
         runtime = get_runtime(self.config)
         data = {
@@ -243,6 +259,8 @@ class ResultsRecorder:
             "gate_failures": [failure.describe() for failure in self.gate_failures],
             "repeat_policy": self.repeats.summary() if self.repeats else None,
             "judge_agreement": self.judge_agreement,
+            "prompt_optimizations": _optimization_counts(self.records),
+            "check_models": check_summary(self.config),
             "config": runtime.run.to_dict(),
             "versions": _versions(),
         }
@@ -276,6 +294,11 @@ class ResultsRecorder:
                 f"llmbench: --max-cost {limit:g} USD reached: {over_budget} items skipped",
                 yellow=True,
             )
+        optimized = _optimization_counts(self.records)
+        if optimized:
+            counts = ", ".join(f"{count} {status}" for status, count in optimized.items())
+            where = self.optimization_log or "(no log)"
+            write(f"llmbench: optimized prompts: {counts}; rewrites in {where}")
         cached = sum(1 for record in self.records if record.get("cached"))
         if cached:
             write(f"llmbench: {cached} answers from the response cache (no call made)")
@@ -289,6 +312,16 @@ class ResultsRecorder:
                 f"llmbench: {count} case(s) fail --repeat-policy={run.repeat_policy}",
                 red=run.min_pass_rate is None,
             )
+
+
+def _optimization_counts(records: list[dict[str, Any]]) -> dict[str, int] | None:
+    """Optimized items by the status of their rewrite (None when no prompt was optimized)."""
+    statuses = [
+        (record.get("optimization") or {}).get("status", "none")
+        for record in records
+        if record.get("optimized")
+    ]
+    return dict(sorted(Counter(statuses).items())) if statuses else None
 
 
 def _results_dir(config: pytest.Config) -> Path:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .cache import ResponseCache
     from .collect import EvalItem
     from .judging.panel import GradedAssertion
+    from .optimize import PromptOptimizer, Rewrite
     from .profiles import ModelProfile
     from .providers.completion import CallTarget
     from .runtime import Runtime
@@ -72,6 +73,10 @@ class Answer:
     graded: tuple[GradedAssertion, ...] = ()
     agent: AgentRun | None = None  #: an agent item's loop
     sandbox: Sandbox | None = None  #: the agent's sandbox, reused by its ``command`` checks
+    #: an optimized variant's rewrite: ``{"status", "reason"}``
+    optimization: dict[str, Any] | None = None
+    #: the messages sent, when they are not the case's own (a rewritten prompt, images)
+    messages: tuple[dict[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ class _Request:
     """One model call as the scheduler paces it (the evaluated model's or a judge's)."""
 
     target: CallTarget
-    messages: Sequence[dict[str, str]]
+    messages: Sequence[dict[str, Any]]
     params: dict[str, Any]  #: sent on top of the profile's own
     key_params: dict[str, Any]  #: every parameter that shapes the answer, for the cache key
     repeat: int
@@ -150,6 +155,7 @@ class CallScheduler:
         self._prefetchable: dict[str, bool] = {}
         self._sample = StreamSample()
         self._cache: ResponseCache | None = None
+        self._optimizer: PromptOptimizer | None = None
         self._spent = 0.0
         budget = self._run.max_cost
         self._budget = None if budget is None else budget / self._n_workers
@@ -212,8 +218,8 @@ class CallScheduler:
         # without blocking the engine loop, and a missing key is the item's setup error.
         request = _Request(
             target=self._runtime.target(item.model),
-            messages=item.case.messages,
-            params=dict(item.case.model_params),
+            messages=_with_images(item, item.case.messages),
+            params=item.call_params,
             key_params=item.params,
             repeat=item.repeat,
             stream=self._streams(item.nodeid),
@@ -313,13 +319,84 @@ class CallScheduler:
     ) -> Answer:
         """The item's answer (an agent's whole loop), then its model-graded verdicts."""
         run: AgentRun | None = None
+        optimization: dict[str, Any] | None = None
+        if item.variant.optimized:
+            rewrite = await self._rewrite(item, judge_targets)
+            optimization = rewrite.to_record()
+            request = dataclasses.replace(request, messages=_optimized_messages(item, rewrite))
         if toolbox is not None:
             run = await self._agent(item, request, toolbox, judge_targets)
             completion = _agent_completion(run, request.target.model_id)
+        elif item.loaded.solver is not None:
+            completion = await self._solve(item, request)
         else:
             completion = await self._paced(request)
         graded = await self._grade(item, completion, judge_targets)
-        return Answer(completion, graded, run, toolbox.sandbox if toolbox is not None else None)
+        sandbox = toolbox.sandbox if toolbox is not None else None
+        sent = None if request.messages is item.case.messages else tuple(request.messages)
+        return Answer(completion, graded, run, sandbox, optimization, sent)
+
+    async def _rewrite(
+        self, item: EvalItem, targets: dict[str, CallTarget | ProviderError]
+    ) -> Rewrite:
+        """The item's prompt rewritten for its model by the optimizer (once per run)."""
+        optimizer = self._run.optimizer
+        assert optimizer is not None
+
+        async def complete(messages: list[dict[str, str]], params: dict[str, Any]) -> Completion:
+            request = self._judge_request(item, optimizer, targets, messages, params)
+            if not isinstance(request, ProviderError):
+                # One rewrite per prompt and model, whichever repeat asks first.
+                nodeid = f"{item.nodeid} (optimizer {optimizer.name})"
+                request = dataclasses.replace(request, repeat=0, nodeid=nodeid)
+            return await self._judged_call(request)
+
+        return await self._prompt_optimizer().rewrite(item.case.template, item.model, complete)
+
+    def _prompt_optimizer(self) -> PromptOptimizer:
+        if self._optimizer is None:
+            from .optimize import PromptOptimizer, store_path
+
+            assert self._run.optimizer is not None
+            store = store_path(self._runtime.config)
+            store.parent.mkdir(parents=True, exist_ok=True)
+            timeout = 3 * self._run.request_timeout_s  # a claim older than that was abandoned
+            self._optimizer = PromptOptimizer(store, self._run.optimizer, claim_timeout_s=timeout)
+        return self._optimizer
+
+    async def _solve(self, item: EvalItem, request: _Request) -> Completion:
+        """The file's ``solver`` answers the case, its model calls paced like the item's."""
+        from .solver import SolverCase, run_solver, solver_completion
+        from .spec import last_user_text
+
+        calls = 0
+
+        async def complete(messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+            nonlocal calls
+            calls += 1
+            # Each call of the solver is its own answer: the n-th call has its own cache entry.
+            key_params = {**request.key_params, **params, "llmbench_solver_call": calls}
+            call = dataclasses.replace(
+                request,
+                messages=tuple(messages),
+                params={**request.params, **params},
+                key_params=key_params,
+                stream=request.stream and calls == 1,
+            )
+            return await self._paced(call)
+
+        assert item.loaded.solver is not None
+        case = SolverCase(
+            id=item.case.id,
+            prompt=last_user_text(request.messages),
+            messages=tuple(request.messages),
+            vars=dict(item.case.vars),
+            expected=item.case.expected,
+            choices=item.case.choices,
+            model=item.model.name,
+        )
+        run = await run_solver(item.loaded.solver, item.path.parent, case, complete)
+        return solver_completion(run, request.target.model_id)
 
     async def _agent(
         self,
@@ -550,6 +627,34 @@ class CallScheduler:
         self.cancel_pending()
         if self._cache is not None:
             self._cache.close()
+        if self._optimizer is not None:
+            self._optimizer.close()
+
+
+def _with_images(item: EvalItem, messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
+    """``messages`` with the case's images on the last user message (read on this thread).
+
+    A model known not to take images is this item's error; no call is made.
+    """
+    if not item.case.images:
+        return messages
+    from .vision import ImageError, attach_images, unsupported_message, vision_support
+
+    if vision_support(item.model) is False:
+        raise ProviderError(unsupported_message(item.model), "unsupported")
+    try:
+        return attach_images(messages, item.case.images)
+    except ImageError as exc:  # the file went away since collection
+        raise ProviderError(f"{item.model.name}: {exc}", "config") from None
+
+
+def _optimized_messages(item: EvalItem, rewrite: Rewrite) -> tuple[dict[str, Any], ...]:
+    """The rewritten template rendered with the case's vars (the original when it cannot be)."""
+    try:
+        messages = item.case.render(rewrite.messages)
+    except ValueError:
+        messages = item.case.messages
+    return tuple(_with_images(item, messages))
 
 
 def _agent_completion(run: AgentRun, model_id: str) -> Completion:
@@ -608,8 +713,9 @@ def _may_skip(mark: pytest.Mark) -> bool:
 def _estimate_tokens(item: EvalItem) -> int:
     """Tokens a call will use, for tokens-per-minute pacing before the real count is known."""
     from .estimate import answer_token_budget
+    from .spec import message_text
 
-    prompt_chars = sum(len(message["content"]) for message in item.case.messages)
+    prompt_chars = sum(len(message_text(message)) for message in item.case.messages)
     return prompt_chars // 4 + answer_token_budget(item)
 
 

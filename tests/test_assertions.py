@@ -84,7 +84,7 @@ def test_the_cases_cover_every_known_type() -> None:
     covered = {parse_assertion(raw).base_type for raw, *_ in CASES}
     # python has tests of its own; the model-graded types are in test_judges.py
     graded = {"similarity", "llm-rubric", "jury", "factuality", "closed-qa"}
-    assert covered | {"python"} | graded == KNOWN_TYPES
+    assert covered | {"python", "choice"} | graded == KNOWN_TYPES
 
 
 def test_shorthand_negation_of_is_json() -> None:
@@ -378,7 +378,7 @@ def test_python_missing_module_fails(tmp_path: Path) -> None:
         (
             "containz",
             "type",
-            "unknown assertion type 'containz'; known types: closed-qa, contains,",
+            "unknown assertion type 'containz'; known types: choice, closed-qa, contains,",
         ),
         ("not-containz", "type", "known types:"),
         ({"value": "x"}, "type", "assertion has no 'type'"),

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
+import fnmatch
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -377,3 +380,299 @@ def test_compare_a_model_switch_old_equals_new(
     assert f"gpt-x -> gpt-y: {len(CASES)} cases: {len(CASES)} regressed, 0 improved" in out
     code, out, err = _call(capsys, "compare", baseline, new, "--model", "gpt-x=gpt-z")
     assert code == 2 and "model 'gpt-z' is not in the new run (it has: gpt-y)" in err
+
+
+# -- leaderboard --group-by ----------------------------------------------------------------------
+
+
+def _matrix_records() -> list[dict[str, Any]]:
+    """Two deployment variants of one model, at two temperatures, in two regions."""
+    records = []
+    for profile, region, passed in (("nova_priority", "us", 6), ("nova_flex", "eu", 2)):
+        for temperature in (0.2, 0.4):
+            for index, case in enumerate(CASES):
+                extra = {"profile": profile, "temperature": temperature}
+                extra["model_tags"] = {"region": region, "tier": profile.split("_")[1]}
+                label = f"{profile}@t{temperature}"
+                records.append(_record(label, case, index < passed, **extra))
+    return records
+
+
+def test_leaderboard_group_by_profile_ranks_profiles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path / "run", _matrix_records())
+    code, out, err = _call(capsys, "leaderboard", run, "--group-by", "profile")
+    assert (code, err) == (0, "")
+    header, _, first, second = _md_rows(out)
+    assert header[:3] == ["rank", "profile", "score [95% CI]"]
+    assert first[:2] == ["1", "nova_priority"] and first[3].startswith("75.0%")
+    assert second[:2] == ["2", "nova_flex"] and second[3].startswith("25.0%")
+    assert first[4] == "8"  # cases, each run at two temperatures
+
+
+def test_leaderboard_group_by_tag_and_temperature(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path / "run", _matrix_records())
+    code, out, _ = _call(capsys, "leaderboard", run, "--group-by", "tag:region", "--format", "csv")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [(row["rank"], row["tag_region"]) for row in rows] == [("1", "us"), ("2", "eu")]
+    assert float(rows[0]["pass_rate"]) == pytest.approx(6 / 8)
+    code, out, _ = _call(
+        capsys, "leaderboard", run, "--group-by", "temperature", "--format", "html"
+    )
+    assert code == 0
+    assert "<th>temperature</th>" in out and "<th>model</th>" not in out
+    assert "<td>0.2</td>" in out and "<td>0.4</td>" in out
+
+
+def test_leaderboard_group_by_an_axis_older_runs_lack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path / "run", _passing("m", 3))
+    code, out, _ = _call(capsys, "leaderboard", run, "--group-by", "prompt_variant")
+    assert code == 0
+    (row,) = _md_rows(out)[2:]
+    assert row[:2] == ["1", "(none)"] and row[3].startswith("37.5%")
+
+
+def test_leaderboard_group_by_an_unknown_axis_lists_the_known_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path / "run", _passing("m", 3))
+    code, out, err = _call(capsys, "leaderboard", run, "--group-by", "region")
+    assert (code, out) == (2, "")
+    assert err.startswith("llmbench: --group-by: unknown group axis 'region'")
+    for axis in ("model", "profile", "prompt_variant", "temperature", "eval_type", "tag:<name>"):
+        assert axis in err
+    assert err.count("\n") == 1
+
+
+# -- validate ------------------------------------------------------------------------------------
+
+GOOD_EVAL = """
+cases:
+  - id: france
+    prompt: What is the capital of France?
+    expected: Paris
+    assert: [icontains]
+  - id: judged
+    prompt: Say something kind.
+    assert:
+      - {type: llm-rubric, value: Kind, judges: ["@panel"]}
+"""
+PROFILES = """
+models:
+  judge-a: {model: openai/a}
+  judge-b: {model: openai/b}
+sets:
+  panel: [judge-a, "@more"]
+"""
+MORE_PROFILES = "sets:\n  more: [judge-b]\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder (the working folder) with profiles whose sets span two files."""
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "models.yaml").write_text(PROFILES, encoding="utf-8")
+    (tmp_path / "profiles" / "more.yml").write_text(MORE_PROFILES, encoding="utf-8")
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "qa.eval.yaml").write_text(GOOD_EVAL, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_validate_a_folder_checks_eval_and_profile_files(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "evals" / "data").mkdir()
+    (project / "evals" / "data" / "rows.yaml").write_text("not: [a profile", encoding="utf-8")
+    for skipped in (".git", "node_modules", "env"):
+        (project / skipped).mkdir()
+        (project / skipped / "x.eval.yaml").write_text("{", encoding="utf-8")
+    (project / "env" / "pyvenv.cfg").write_text("home = /usr\n", encoding="utf-8")  # a venv
+    code, out, err = _call(capsys, "validate", ".")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "ok   profiles/models.yaml",  # its set needs more.yml's: no count for the file alone
+        "ok   profiles/more.yml (0 profiles, 1 set)",
+        "ok   evals/qa.eval.yaml (2 cases)",
+        "llmbench: 3 files valid",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("cases:\n  - prompt: [unclosed\n", "evals/bad.eval.yaml:3: invalid YAML: *"),
+        (
+            "cases:\n  - prompt: hi\n    bogus: 1\n",
+            "evals/bad.eval.yaml:3: cases.0: unknown key 'bogus'",
+        ),
+        ("dataset: {path: rows.csv}\n", "evals/bad.eval.yaml:1: dataset: *rows.csv*"),
+        (
+            "cases:\n  - prompt: hi\n    assert:\n      - {type: jury, judges: ['@nope']}\n",
+            "evals/bad.eval.yaml:2: case 'case-1': jury judges: unknown model set '@nope' *",
+        ),
+        (
+            "cases:\n  - prompt: hi\n    expected: hello\n    assert:\n"
+            "      - {type: similarity, method: embedding, embedding_model: '@vectors'}\n",
+            "evals/bad.eval.yaml:2: case 'case-1': similarity judges: unknown model set '@vectors' *",
+        ),
+        (
+            "kind: agent\ntools: [read_file]\ntool_shim_model: '@nope'\ncases:\n  - prompt: hi\n",
+            "evals/bad.eval.yaml: tool_shim_model: unknown model set '@nope' *",
+        ),
+    ],
+    ids=["malformed-yaml", "unknown-key", "bad-dataset", "judge-set", "embedding-set", "shim-set"],
+)
+def test_validate_names_the_problem_as_collection_does(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], text: str, problem: str
+) -> None:
+    pytester.makefile(".eval.yaml", **{"evals/bad": text, "evals/good": FRANCE_EVAL})
+    code, out, err = _call(capsys, "validate", "evals")
+    assert (code, err) == (1, "")
+    bad, good, total = out.splitlines()
+    assert fnmatch.fnmatchcase(bad, problem), bad
+    assert good == "ok   evals/good.eval.yaml (1 case)"
+    assert total == "llmbench: 1 of 2 files invalid"
+    assert "Traceback" not in out
+    # A run reports the same line when it collects the file.
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "evals/bad.eval.yaml")
+    assert bad in result.stdout.lines
+
+
+FRANCE_EVAL = "cases:\n  - {prompt: Capital of France?, expected: Paris, assert: [icontains]}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("models: {a: {model: x}\n", "profiles/bad.yaml:2: invalid YAML: *"),
+        (
+            "models:\n  a:\n    model: x\n    modle: y\n",
+            "profiles/bad.yaml:4: profile 'a': unknown key 'modle'*",
+        ),
+        (
+            "sets:\n  s: ['@ghost']\n",
+            "profiles/bad.yaml:2: model set '@s': unknown model set '@ghost'*",
+        ),
+        (
+            '{"model_id": "a", "colour": 1}\n',
+            "profiles/bad.jsonl:1: profile: unknown key 'colour'*",
+        ),
+    ],
+    ids=["malformed-yaml", "unknown-key", "set-reference", "jsonl"],
+)
+def test_validate_a_bad_profile_file_and_the_others(
+    project: Path, capsys: pytest.CaptureFixture[str], text: str, problem: str
+) -> None:
+    suffix = ".jsonl" if problem.startswith("profiles/bad.jsonl") else ".yaml"
+    (project / "profiles" / f"bad{suffix}").write_text(text, encoding="utf-8")
+    code, out, err = _call(capsys, "validate", "profiles", "evals/qa.eval.yaml")
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    assert len(lines) == 5 and "Traceback" not in out
+    (bad,) = [line for line in lines if not line.startswith(("ok   ", "llmbench: "))]
+    assert fnmatch.fnmatchcase(bad, problem), bad
+    assert "ok   profiles/more.yml (0 profiles, 1 set)" in lines
+    assert "ok   evals/qa.eval.yaml (2 cases)" in lines  # the valid files still resolve @panel
+    assert lines[-1] == "llmbench: 1 of 4 files invalid"
+
+
+def test_validate_resolves_model_names_against_the_profiles_given(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = project / "other-profiles"
+    elsewhere.mkdir()
+    (elsewhere / "judges.yaml").write_text("sets:\n  team: [openai/x]\n", encoding="utf-8")
+    code, out, _ = _call(capsys, "validate", "evals", "--profiles", elsewhere)
+    assert code == 1  # @panel is in profiles/, not in the profiles given
+    assert out.splitlines()[0] == "ok   other-profiles/judges.yaml (0 profiles, 1 set)"
+    assert (
+        "evals/qa.eval.yaml:7: case 'judged': llm-rubric judges: unknown model set '@panel'" in out
+    )
+    code, out, _ = _call(
+        capsys, "validate", "evals", "--profiles", elsewhere, "--profiles", "profiles"
+    )
+    assert code == 0 and out.splitlines()[-1] == "llmbench: 4 files valid"
+
+
+def test_validate_quiet_prints_problems_only(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _call(capsys, "validate", "-q", ".") == (0, "", "")
+    (project / "evals" / "bad.eval.yaml").write_text("cases: 3\n", encoding="utf-8")
+    code, out, err = _call(capsys, "validate", ".", "--quiet")
+    assert (code, err) == (1, "")
+    assert out == "evals/bad.eval.yaml:1: cases: Input should be a valid list\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["validate", "nope"], "llmbench: nope: no such file or folder\n"),
+        (["validate", "notes.txt"], "llmbench: notes.txt: not an eval file (*.eval.yaml) *\n"),
+        (
+            ["validate", "empty"],
+            "llmbench: no eval file (*.eval.yaml) or profile file found in empty\n",
+        ),
+        (
+            ["validate", "evals", "--profiles", "gone"],
+            "llmbench: --profiles: no such file or folder: gone\n",
+        ),
+        (["validate"], "usage: llmbench validate *"),
+    ],
+    ids=["missing", "other-file", "empty-folder", "missing-profiles", "no-path"],
+)
+def test_validate_bad_usage_exits_2(
+    project: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    (project / "notes.txt").write_text("hi", encoding="utf-8")
+    (project / "empty").mkdir()
+    code, out, err = _call(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert fnmatch.fnmatchcase(err, message), err
+
+
+def test_validate_imports_no_litellm(project: Path) -> None:
+    script = (
+        "import sys\n"
+        "from pytest_llmbench.cli import main\n"
+        "code = main(['validate', '.'])\n"
+        "print('litellm loaded' if 'litellm' in sys.modules else 'no litellm')\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=project, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["llmbench: 3 files valid", "no litellm"]
+
+
+def test_validate_counts_cases_and_prompt_variants(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = 'prompts: ["Q: {{q}}", {name: terse, prompt: "{{q}}?"}]\ncases:\n'
+    text += "".join(f"  - vars: {{q: {letter}}}\n" for letter in "abc")
+    (project / "evals" / "variants.eval.yaml").write_text(text, encoding="utf-8")
+    code, out, _ = _call(capsys, "validate", "evals/variants.eval.yaml")
+    assert code == 0
+    assert "ok   evals/variants.eval.yaml (3 cases x 2 prompts)" in out.splitlines()
+
+
+def test_validate_reports_an_unexpected_error_in_one_line(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pytest_llmbench.spec
+
+    def failing_user_code(path: Path) -> None:
+        raise ImportError("No module named 'helpers'")
+
+    monkeypatch.setattr(pytest_llmbench.spec, "load_spec", failing_user_code)
+    code, out, err = _call(capsys, "validate", ".")
+    assert (code, err) == (1, "")
+    assert "evals/qa.eval.yaml: ImportError: No module named 'helpers'" in out.splitlines()

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import random
+import re
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -415,3 +420,280 @@ def test_error_undecodable_bytes_give_line(tmp_path: Path) -> None:
     assert error.line == 3
     rows = load(tmp_path, "y.csv", b"prompt\ncaf\xe9\n", encoding="latin-1")
     assert rows[0].prompt == "café"
+
+
+# --- split, shuffle and prompts from a template ------------------------------------------
+
+
+def test_split_on_a_csv_file_is_an_error(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "x.csv", "prompt\na\n", split="test")
+    assert "dataset.split needs a folder with splits, not a single file" in str(error)
+
+
+def test_shuffle_keeps_ids_and_lines_tied_to_rows(tmp_path: Path) -> None:
+    text = "prompt\n" + "".join(f"p{n}\n" for n in range(1, 11))
+    rows = load(tmp_path, "s.csv", text, shuffle=True, seed=3, limit=4)
+    order = list(range(1, 11))
+    random.Random(3).shuffle(order)
+    assert [r.id for r in rows] == [f"row-{n}" for n in order[:4]]
+    assert all(r.prompt == f"p{r.number}" and r.line == r.number + 1 for r in rows)
+    default_seed = load(tmp_path, "s.csv", text, shuffle=True)
+    random.Random(0).shuffle(order := list(range(1, 11)))
+    assert [r.number for r in default_seed] == order
+
+
+def test_without_needs_prompt_a_row_may_lack_a_prompt(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("country,capital\nFrance,Paris\n", encoding="utf-8")
+    (row,) = load_dataset(DatasetSource(path="t.csv"), tmp_path, needs_prompt=False)
+    assert row.prompt is None and row.vars == {"country": "France", "capital": "Paris"}
+    with pytest.raises(DatasetError, match="no prompt column"):
+        load_dataset(DatasetSource(path="t.csv"), tmp_path)
+
+
+def test_without_needs_prompt_empty_prompts_are_none(tmp_path: Path) -> None:
+    (tmp_path / "e.jsonl").write_text(jsonl({"prompt": ""}, {"prompt": "q"}), encoding="utf-8")
+    rows = load_dataset(DatasetSource(path="e.jsonl"), tmp_path, needs_prompt=False)
+    assert [r.prompt for r in rows] == [None, "q"]
+    with pytest.raises(DatasetError, match="empty prompt in column 'prompt'"):
+        load_dataset(DatasetSource(path="e.jsonl"), tmp_path)
+    with pytest.raises(DatasetError, match=re.escape("column 'ask' (dataset.prompt) not found")):
+        load_dataset(DatasetSource(path="e.jsonl", prompt="ask"), tmp_path, needs_prompt=False)
+
+
+# --- columns, choices, answers and images in CSV/JSONL ------------------------------------
+
+
+def test_columns_copy_values_into_vars(tmp_path: Path) -> None:
+    rows = load(
+        tmp_path,
+        "c.jsonl",
+        jsonl({"q": "Hi", "n": 3, "xs": [1, 2]}),
+        prompt="q",
+        columns={"question": "q", "count": "n"},
+    )
+    assert rows[0].vars == {"q": "Hi", "n": 3, "xs": [1, 2], "question": "Hi", "count": 3}
+    error = load_error(tmp_path, "d.csv", "q\nHi\n", prompt="q", columns={"v": "zz"})
+    assert "column 'zz' (dataset.columns.v) not found; available: 'q'" in str(error)
+    assert error.line == 1
+
+
+def test_jsonl_default_choices_column_takes_the_answer(tmp_path: Path) -> None:
+    lines = [
+        {"question": "2+2?", "choices": ["3", 4, "5"], "answer": "B", "expected": "four"},
+        {"question": "Sky?", "answer": "blue"},  # no choices: answer is the expected text
+    ]
+    first, second = load(tmp_path, "mc.jsonl", jsonl(*lines))
+    assert (first.choices, first.answer, first.expected) == (("3", "4", "5"), "B", "four")
+    assert first.choice_labels is None
+    assert (second.choices, second.answer, second.expected) == (None, None, "blue")
+
+
+def test_jsonl_arc_struct_choices_and_numeric_answer(tmp_path: Path) -> None:
+    line = {"question": "q", "choices": {"text": ["a", "b"], "label": ["1", "2"]}, "label": 1}
+    (row,) = load(tmp_path, "arc.jsonl", jsonl(line), answer="label")
+    assert (row.choices, row.choice_labels, row.answer) == (("a", "b"), ("1", "2"), 1)
+
+
+def test_csv_choice_columns_and_json_list_cells(tmp_path: Path) -> None:
+    text = "goal,sol1,sol2,label\nOpen a jar,Twist,Smash,0\n"
+    (piqa,) = load(
+        tmp_path, "piqa.csv", text, prompt="goal", choices=["sol1", "sol2"], answer="label"
+    )
+    assert (piqa.choices, piqa.answer, piqa.expected) == (("Twist", "Smash"), "0", None)
+    text = 'ctx,endings,answer\nHe,"[""runs"", ""sits""]",1\n'
+    (hella,) = load(tmp_path, "h.csv", text, prompt="ctx", choices="endings")
+    assert (hella.choices, hella.answer) == (("runs", "sits"), "1")
+
+
+@pytest.mark.parametrize(
+    ("line", "mapping", "message"),
+    [
+        ({"prompt": "p", "choices": "a, b"}, {}, "choices in 'choices' must be a non-empty list"),
+        ({"prompt": "p", "choices": []}, {}, "choices in 'choices' must be a non-empty list"),
+        ({"prompt": "p", "choices": ["a", None]}, {}, "a choice in 'choices' must be a non-empty"),
+        ({"prompt": "p", "choices": "[1,"}, {}, "starts with '[' but is not a JSON list"),
+        (
+            {"prompt": "p", "choices": {"text": ["a"], "label": ["A", "B"]}},
+            {},
+            "'choices' has 2 labels for 1 choices",
+        ),
+        ({"prompt": "p", "label": 1}, {"answer": "label"}, "dataset.answer needs choices"),
+        ({"prompt": "p", "o1": "a", "o2": ""}, {"choices": ["o1", "o2"]}, "a choice in 'o2'"),
+        ({"prompt": "p", "image": 3}, {}, "an image must be a path, a URL or image bytes"),
+    ],
+)
+def test_error_choice_and_image_values(
+    tmp_path: Path, line: dict[str, Any], mapping: dict[str, Any], message: str
+) -> None:
+    error = load_error(tmp_path, "x.jsonl", jsonl(line), **mapping)
+    assert message in str(error) and error.line == 1
+
+
+def test_choices_need_two_columns_in_a_list() -> None:
+    with pytest.raises(pydantic.ValidationError, match="at least two"):
+        DatasetSource(path="x.csv", choices=["only"])
+
+
+def test_csv_image_paths_relative_to_the_dataset_folder(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    text = (
+        'prompt,image\nq1,pics/a.png\nq2,https://x.test/b.png\nq3,"[""a.png"", ""b.gif""]"\nq4,\n'
+    )
+    rows = load(tmp_path, "data/v.csv", text)
+    data = tmp_path / "data"
+    assert rows[0].images == (str(data / "pics" / "a.png"),)
+    assert rows[1].images == ("https://x.test/b.png",)
+    assert rows[2].images == (str(data / "a.png"), str(data / "b.gif"))
+    assert rows[3].images == ()
+    assert rows[0].vars["image"] == [str(data / "pics" / "a.png")]
+    (other,) = load(tmp_path, "o.csv", "prompt,pic\nq,p.png\n", images="pic")
+    assert other.images == (str(tmp_path / "p.png"),)
+
+
+# --- factories ---------------------------------------------------------------------------
+
+ADDITION = '''
+import random
+
+
+def addition(n, seed=0):
+    """NEAR AI's 3-digit addition: random pairs, the sum expected."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        a, b = rng.randint(100, 999), rng.randint(100, 999)
+        yield {"prompt": f"What is {a} + {b}?", "expected": a + b, "vars": {"a": a, "b": b}}
+
+
+def as_list():
+    return [{"question": "q", "choices": ["x", "y"], "answer": 1, "id": "only"}]
+
+
+def boom(**kwargs):
+    raise ValueError("no data today")
+
+
+def breaks_midway():
+    yield {"prompt": "fine"}
+    raise KeyError("gone")
+
+
+def bad_item():
+    yield {"prompt": "fine"}
+    yield {"prompt": "fine too"}
+    yield 42
+
+
+def not_iterable():
+    return 7
+
+
+def nothing():
+    return []
+
+
+def bad_row():
+    return [{"prompt": "ok"}, {"prompt": "ok", "tags": 5}]
+
+
+def pictures():
+    return [{"prompt": "p", "images": ["pic.png", {"bytes": b"\\x89PNG\\r\\n\\x1a\\nxx"}]}]
+'''
+
+
+@pytest.fixture
+def factory_module(tmp_path: Path) -> str:
+    """A module of factories in ``tmp_path`` under a fresh name (imports are cached)."""
+    name = f"factories_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(ADDITION, encoding="utf-8")
+    return name
+
+
+def from_factory(tmp_path: Path, ref: str, **source: Any) -> list[DatasetRow]:
+    return load_dataset(DatasetSource(factory=ref, **source), tmp_path)
+
+
+def factory_error(tmp_path: Path, ref: str, **source: Any) -> DatasetError:
+    with pytest.raises(DatasetError) as info:
+        from_factory(tmp_path, ref, **source)
+    assert info.value.path is None and info.value.line is None
+    return info.value
+
+
+def test_factory_near_ai_addition(tmp_path: Path, factory_module: str) -> None:
+    rows = from_factory(tmp_path, f"{factory_module}:addition", args={"n": 5, "seed": 11})
+    rng = random.Random(11)
+    pairs = [(rng.randint(100, 999), rng.randint(100, 999)) for _ in range(5)]
+    assert [(r.prompt, r.expected) for r in rows] == [
+        (f"What is {a} + {b}?", str(a + b)) for a, b in pairs
+    ]
+    assert [r.id for r in rows] == [f"row-{n}" for n in range(1, 6)]
+    assert rows[0].vars["a"] == pairs[0][0] and rows[0].where == "row 1"
+    shuffled = from_factory(
+        tmp_path, f"{factory_module}:addition", args={"n": 5, "seed": 11}, shuffle=True, limit=2
+    )
+    assert {(r.id, r.prompt) for r in shuffled} <= {(r.id, r.prompt) for r in rows}
+
+
+def test_factory_limit_stops_an_endless_generator(tmp_path: Path, factory_module: str) -> None:
+    rows = from_factory(tmp_path, f"{factory_module}:addition", args={"n": 10**9}, limit=3)
+    assert len(rows) == 3
+
+
+def test_factory_returning_a_list_with_choices(tmp_path: Path, factory_module: str) -> None:
+    (row,) = from_factory(tmp_path, f"{factory_module}:as_list")
+    assert (row.id, row.prompt, row.choices, row.answer) == ("only", "q", ("x", "y"), 1)
+
+
+def test_factory_images_relative_to_the_eval_folder(tmp_path: Path, factory_module: str) -> None:
+    (row,) = from_factory(tmp_path, f"{factory_module}:pictures")
+    assert row.images[0] == str(tmp_path / "pic.png")
+    assert row.images[1].startswith("data:image/png;base64,iVBORw0KGgp4eA")
+
+
+@pytest.mark.parametrize(
+    ("function", "message"),
+    [
+        ("boom", "factory {m}:boom raised ValueError: no data today"),
+        ("breaks_midway", "factory {m}:breaks_midway raised KeyError: 'gone'"),
+        ("bad_item", "factory row 3: expected a mapping, got int"),
+        ("not_iterable", "factory {m}:not_iterable returned int, not an iterable of mappings"),
+        ("nothing", "factory {m}:nothing gave no rows"),
+        ("bad_row", "factory row 2: tags must be a comma-separated string or a list of strings"),
+        ("missing", "factory {m}:missing: cannot load: AttributeError"),
+    ],
+)
+def test_factory_errors(tmp_path: Path, factory_module: str, function: str, message: str) -> None:
+    error = factory_error(tmp_path, f"{factory_module}:{function}")
+    assert str(error).startswith(message.format(m=factory_module))
+    assert "Traceback" not in str(error)
+
+
+def test_factory_duplicate_ids_name_factory_rows(tmp_path: Path, factory_module: str) -> None:
+    (tmp_path / f"{factory_module}_dup.py").write_text(
+        "def rows():\n    return [{'id': 'x', 'prompt': 'a'}, {'id': 'x', 'prompt': 'b'}]\n"
+    )
+    error = factory_error(tmp_path, f"{factory_module}_dup:rows")
+    assert "duplicate case id 'x' at factory rows 1 and 2" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({}, "give exactly one of path and factory"),
+        ({"path": "x.csv", "factory": "m:f"}, "give exactly one of path and factory"),
+        ({"path": "x.csv", "args": {"n": 1}}, "args is for a factory"),
+        ({"factory": "m:f", "split": "test"}, "split and format are for a path"),
+        ({"factory": "no colon"}, "String should match pattern"),
+    ],
+)
+def test_source_origin_rules(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(pydantic.ValidationError, match=re.escape(message)):
+        DatasetSource.model_validate(data)
+
+
+def test_module_import_loads_no_pyarrow() -> None:
+    code = (
+        "import sys, pytest_llmbench.datasets; "
+        "sys.exit('pyarrow' in sys.modules or 'datasets' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

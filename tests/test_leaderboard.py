@@ -148,6 +148,9 @@ def test_metric_columns_order() -> None:
     frame = lb.all_metrics(lb.records_frame(sample_records()))
     assert list(frame.columns) == ["model", "suite", *lb.METRIC_COLUMNS]
     assert lb.METRIC_COLUMNS[0] == "n_items" and lb.METRIC_COLUMNS[-1] == "k"
+    # Multiple-choice accuracy sits beside the pass rate.
+    pass_rate = lb.METRIC_COLUMNS.index("pass_rate")
+    assert lb.METRIC_COLUMNS[pass_rate : pass_rate + 3] == ("pass_rate", "mc_n", "mc_accuracy")
     # The repeat statistics come right after the judge totals, before any dim_* column.
     assert lb.METRIC_COLUMNS[-12:] == (
         "n_cached",
@@ -163,7 +166,7 @@ def test_metric_columns_order() -> None:
         "pass_hat_k",
         "k",
     )
-    assert len(lb.METRIC_COLUMNS) == 40
+    assert len(lb.METRIC_COLUMNS) == 42
 
 
 def test_counts_and_rates_exclude_errors_and_skips() -> None:
@@ -843,3 +846,203 @@ def test_format_leaderboard_fits_100_columns() -> None:
     )
     assert max(len(line) for line in lines) <= 100
     assert "openrouter/meta-..." in lines[2]
+
+
+# --- issue 7: variants, grouping, multiple choice, latency-only runs ---------------------------
+
+
+ISSUE7_FIELDS = (
+    "profile",
+    "prompt_variant",
+    "temperature",
+    "optimized",
+    "optimization",
+    "eval_type",
+    "model_tags",
+    "images",
+    "solver",
+    "choice",
+)
+
+
+def vrec(**values: Any) -> dict[str, Any]:
+    """:func:`rec` with issue-7 fields (profile, temperature, model_tags, choice, eval_type...)
+    set after the build, so the tests hold whether or not record.FIELDS lists them yet."""
+    extra = {key: values.pop(key) for key in list(values) if key not in FIELDS}
+    return {**rec(**values), **extra}
+
+
+def matrix_records() -> list[dict[str, Any]]:
+    """Two deployment variants of one model, two prompts on one of them, a temperature."""
+    aws = {"provider": "aws"}
+    return [
+        vrec(model="nova_fast:p1@t0.2", case_id="a", score=1.0, profile="nova_fast",
+             cost_usd=0.01, model_tags={**aws, "tier": "fast"}, temperature=0.2,
+             prompt_variant="p1"),
+        vrec(model="nova_fast:p1@t0.2", case_id="b", score=0.0, outcome="failed",
+             profile="nova_fast", model_tags={**aws, "tier": "fast"}, temperature=0.2,
+             prompt_variant="p1"),
+        vrec(model="nova_flex:p1", case_id="a", score=1.0, profile="nova_flex",
+             model_tags={**aws, "tier": "flex"}, prompt_variant="p1"),
+        vrec(model="nova_flex:p2", case_id="a", score=1.0, profile="nova_flex",
+             model_tags={**aws, "tier": "flex"}, prompt_variant="p2"),
+        vrec(model="nova_flex:p2", case_id="b", outcome="error", profile="nova_flex",
+             model_tags={**aws, "tier": "flex"}, prompt_variant="p2"),
+    ]  # fmt: skip
+
+
+def test_grouped_by_each_axis() -> None:
+    frame = lb.records_frame(matrix_records())
+    by_profile = lb.grouped(frame, "profile")
+    assert by_profile.columns.tolist()[:3] == ["rank", "profile", "n_items"]
+    assert by_profile.columns.tolist()[2:] == list(lb.METRIC_COLUMNS)
+    assert by_profile["profile"].tolist() == ["nova_flex", "nova_fast"]  # 1.0 beats 0.5
+    flex = row_of(by_profile, profile="nova_flex")
+    assert (flex["n_items"], flex["n_errors"], flex["score_mean"]) == (3, 1, 1.0)
+    by_prompt = lb.grouped(frame, "prompt_variant")
+    assert by_prompt["prompt_variant"].tolist() == ["p2", "p1"]  # 1.0 beats 0.67
+    assert lb.grouped(frame, "temperature")["temperature"].tolist() == ["(none)", "0.2"]
+    by_tier = lb.grouped(frame, "tag:tier")
+    assert by_tier.columns[1] == "tag_tier" and by_tier["tag_tier"].tolist() == ["flex", "fast"]
+    assert lb.grouped(frame, "tag:provider")["tag_provider"].tolist() == ["aws"]
+    assert lb.grouped(frame, "tag:nope")["tag_nope"].tolist() == ["(none)"]
+    # Records before eval types were quality evals.
+    assert lb.grouped(frame, "eval_type")["eval_type"].tolist() == ["quality"]
+    by_model = lb.grouped(frame, "model")
+    assert by_model.drop(columns="rank").equals(lb.leaderboard(frame).drop(columns="rank"))
+
+
+def test_grouped_works_on_old_records_and_no_records() -> None:
+    old_records = [
+        {key: value for key, value in record.items() if key not in ISSUE7_FIELDS}
+        for record in sample_records()
+    ]
+    frame = lb.records_frame(old_records)
+    # A frame read by an older reader lacks the columns altogether.
+    frame = frame.drop(columns=[name for name in ISSUE7_FIELDS if name in frame])
+    (row,) = lb.grouped(frame, "profile").to_dict("records")
+    assert (row["rank"], row["profile"], row["n_items"]) == (1, "(none)", 7)
+    assert lb.grouped(frame, "tag:region")["tag_region"].tolist() == ["(none)"]
+    empty = lb.grouped(lb.records_frame([]), "temperature")
+    assert empty.empty and empty.columns.tolist()[:2] == ["rank", "temperature"]
+    assert lb.varied_axes(frame) == []
+    assert (lb.leaderboard(frame)["mc_n"] == 0).all() and not lb.is_latency_only(frame)
+    assert lb.varied_axes(lb.records_frame(old_records)) == []
+
+
+@pytest.mark.parametrize("axis", ["models", "tag:", "region", ""])
+def test_grouped_unknown_axis_lists_the_known_ones(axis: str) -> None:
+    with pytest.raises(ValueError, match=r"unknown group axis .*known: model, profile, "
+                       r"prompt_variant, temperature, eval_type, tag:<name>"):  # fmt: skip
+        lb.grouped(lb.records_frame(sample_records()), axis)
+
+
+def test_write_aggregates_writes_a_file_per_varied_axis(tmp_path: Path) -> None:
+    records = matrix_records()
+    frame = lb.records_frame(records)
+    assert lb.varied_axes(frame) == ["profile", "prompt_variant", "temperature", "tag:tier"]
+    written = lb.write_aggregates(records, tmp_path)
+    assert written is not None
+    assert {axis: path.name for axis, path in written.grouped.items()} == {
+        "profile": "by_profile.csv",
+        "prompt_variant": "by_prompt_variant.csv",
+        "temperature": "by_temperature.csv",
+        "tag:tier": "by_tag_tier.csv",
+    }
+    assert sorted(p.name for p in tmp_path.glob("by_*.csv")) == sorted(
+        p.name for p in written.grouped.values()
+    )
+    assert csv_header(written.grouped["tag:tier"]) == ["rank", "tag_tier", *lb.METRIC_COLUMNS]
+    rows = read_csv(written.grouped["prompt_variant"])
+    assert [(r["rank"], r["prompt_variant"], r["n_items"]) for r in rows] == [
+        ("1", "p2", "2"),
+        ("2", "p1", "3"),
+    ]
+    # One value everywhere: no file.
+    single = lb.write_aggregates(sample_records(), tmp_path / "single")
+    assert single is not None and dict(single.grouped) == {}
+    assert not list((tmp_path / "single").glob("by_*.csv"))
+
+
+def test_an_axis_that_only_renames_the_models_gets_no_file(tmp_path: Path) -> None:
+    # Two plain profiles: by profile, by tier and by prompt would be the leaderboard again.
+    records = [
+        vrec(model=name, case_id=case, score=1.0, profile=name, prompt_variant=prompt,
+             model_tags={"tier": tier, "provider": "aws"})
+        for name, tier, prompt in (("a", "fast", "p1"), ("b", "flex", "p2"))
+        for case in ("x", "y")
+    ]  # fmt: skip
+    assert lb.varied_axes(lb.records_frame(records)) == []
+    # A third model on a tier already taken makes the tier worth a table, not the profiles.
+    records.append(vrec(model="c", score=0.5, profile="c", model_tags={"tier": "fast"}))
+    assert lb.varied_axes(lb.records_frame(records)) == ["tag:provider", "tag:tier"]
+
+
+def mc(chosen: str | None, answer: str = "B") -> dict[str, Any]:
+    return {"chosen": chosen, "answer": answer, "correct": chosen == answer}
+
+
+def test_multiple_choice_accuracy() -> None:
+    records = [
+        vrec(model="m", case_id="a", choice=mc("B"), score=1.0),
+        vrec(model="m", case_id="b", choice=mc("C"), outcome="failed", score=0.0),
+        vrec(model="m", case_id="c", choice=mc(None), outcome="failed", score=0.0),
+        vrec(model="m", case_id="d", choice=mc("B"), score=1.0),
+        vrec(model="m", case_id="e", choice=mc("B"), outcome="error"),  # not answered
+        vrec(model="m", case_id="f", score=1.0),  # not multiple choice
+        vrec(model="n", case_id="a", score=0.5, choice=None),
+    ]
+    board = lb.leaderboard(lb.records_frame(records))
+    m, n = row_of(board, model="m"), row_of(board, model="n")
+    assert (m["mc_n"], m["mc_accuracy"]) == (4, 0.5)
+    assert n["mc_n"] == 0 and math.isnan(n["mc_accuracy"])
+    lines = lb.format_leaderboard(board)
+    assert lines[0].split()[5:7] == ["pass", "MC"] and "MC acc" in lines[0]
+    assert lines[1].split()[:2] == ["1", "m"] and " 50.0% " in lines[1]
+    assert lines[2].split()[6] == "-"  # n has no multiple-choice item
+    # Without any multiple-choice item the table is the one it always was.
+    old = lb.format_leaderboard(lb.leaderboard(lb.records_frame(sample_records())))
+    assert "MC acc" not in old[0]
+
+
+def latency_records() -> list[dict[str, Any]]:
+    def timed(model: str, case: str, latency: float, **more: Any) -> dict[str, Any]:
+        return vrec(model=model, case_id=case, eval_type="latency", latency_s=latency, **more)
+
+    return [
+        timed("slow", "a", 3.0, ttft_s=1.0, tokens_per_s=10.0, cost_usd=0.001),
+        timed("slow", "b", 5.0, ttft_s=1.5, tokens_per_s=12.0, cost_usd=0.001),
+        timed("fast", "a", 1.0, ttft_s=0.25, tokens_per_s=50.0, cost_usd=0.01),
+        timed("fast", "b", 1.2, tokens_per_s=40.0, cost_usd=0.01),
+        timed("cheap", "a", 1.5, cost_usd=0.0),
+        timed("cheap", "b", 1.5, cost_usd=0.0),
+        timed("fast2", "a", 1.5, cost_usd=0.5),
+        timed("fast2", "b", 1.5, cost_usd=0.5),
+        timed("broken", "a", math.nan, outcome="error"),
+    ]
+
+
+def test_latency_only_board_ranks_by_latency_and_shows_timing() -> None:
+    frame = lb.records_frame(latency_records())
+    assert lb.is_latency_only(frame) and not lb.is_latency_only(lb.records_frame(sample_records()))
+    board = lb.leaderboard(frame)
+    # p50 ascending; a tie at 1.5 s goes to the cheaper one; no latency sorts last.
+    assert board["model"].tolist() == ["fast", "cheap", "fast2", "slow", "broken"]
+    lines = lb.format_leaderboard(board, comparisons=lb.top_comparisons(latency_records(), []))
+    assert lines == [
+        "#  model   ttft p50 s (n)  p50 s  p95 s  tok/s  errors  cost $",
+        "1  fast          0.25 (1)   1.10   1.19   45.0       0  0.0200",
+        "2  cheap                -   1.50   1.50      -       0  0.0000",
+        "3  fast2                -   1.50   1.50      -       0  1.0000",
+        "4  slow          1.25 (2)   4.00   4.90   11.0       0  0.0020",
+        "5  broken               -      -      -      -       1       -",
+    ]
+    by_tier = lb.grouped(frame, "eval_type")
+    assert by_tier.attrs[lb.LATENCY_ONLY] and by_tier["eval_type"].tolist() == ["latency"]
+
+
+def test_mixed_runs_rank_by_score() -> None:
+    records = [*latency_records()[:2], vrec(model="q", score=0.5, eval_type="quality")]
+    board = lb.leaderboard(lb.records_frame(records))
+    assert board["model"].tolist() == ["q", "slow"]
+    assert "score [95% CI]" in lb.format_leaderboard(board)[0]

@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import FAKE_KEY_ENV, FRANCE, Bench, Rule
 
 from pytest_llmbench.profiles import (
     BUILTIN_PROFILES,
@@ -61,6 +62,7 @@ def test_builtin_local_smollm2() -> None:
         params={"temperature": 0},
         cost_per_1k=CostPer1k(input=0, output=0),
         tags={"provider": "local"},
+        vision=False,  # SmolLM2 reads text only
     )
     assert registry.sets == {"local": ("local/smollm2",)}
     assert BUILTIN_PROFILES.name == "builtin.yaml"
@@ -84,6 +86,7 @@ def test_yaml_profile_all_fields(tmp_path: Path) -> None:
         "concurrency": None,
         "parallel_safe": True,
         "litellm": {"aws_region_name": "us-west-2"},
+        "vision": None,  # unknown unless told
     }
     assert profile.label == "GPT-4o mini"
     assert registry.models["claude-haiku"].label == "claude-haiku"
@@ -342,3 +345,218 @@ def test_api_key_missing(
 ) -> None:
     profile = ModelProfile(name="a", model="openai/a", api_key_env=api_key_env)
     assert api_key_missing(profile, environ) == missing
+
+
+# --- vision ------------------------------------------------------------------------------------
+
+
+def test_vision_flag(tmp_path: Path) -> None:
+    text = "models:\n  eyes: {model: m/a, vision: true}\n  blind: {model: m/b, vision: no}\n"
+    registry = load_profiles([write(tmp_path, "p.yaml", text)])
+    assert (registry.models["eyes"].vision, registry.models["blind"].vision) == (True, False)
+    bad = write(tmp_path, "bad.yaml", "models:\n  a:\n    model: m\n    vision: maybe\n")
+    with pytest.raises(ProfileError, match=r"bad.yaml:4: profile 'a': vision: Input should be"):
+        load_profiles([bad])
+
+
+# --- deployment variants -----------------------------------------------------------------------
+
+NOVA = """\
+models:
+  nova-pro:
+    model: bedrock/us.amazon.nova-pro-v1:0
+    display_name: Nova Pro
+    params: {temperature: 0, max_tokens: 64}
+    litellm: {aws_region_name: us-east-1}
+    tags: {provider: aws}
+    variants:
+      priority: {litellm: {service_tier: priority}, tags: {tier: priority}}
+      flex:
+        litellm: {service_tier: flex}
+        tags: {tier: flex}
+        params: {reasoning_effort: low}
+        rpm: 30
+        cost_per_1k: {input: 0.0004, output: 0.0016}
+        api_base: https://flex.example/v1
+        display_name: Nova Pro (cheap)
+  other: {model: m/other}
+"""
+
+
+def test_variants_become_profiles_merged_over_the_base(tmp_path: Path) -> None:
+    registry = load_profiles([write(tmp_path, "p.yaml", NOVA)])
+    assert "nova-pro" not in registry.models
+    priority, flex = registry.models["nova-pro_priority"], registry.models["nova-pro_flex"]
+    assert priority.model == flex.model == "bedrock/us.amazon.nova-pro-v1:0"
+    assert priority.litellm == {"aws_region_name": "us-east-1", "service_tier": "priority"}
+    assert priority.tags == {"provider": "aws", "tier": "priority", "variant": "priority"}
+    assert priority.params == {"temperature": 0, "max_tokens": 64}
+    assert (priority.rpm, priority.cost_per_1k, priority.api_base) == (None, None, None)
+    assert priority.label == "Nova Pro (priority)"
+    assert flex.litellm == {"aws_region_name": "us-east-1", "service_tier": "flex"}
+    assert flex.params == {"temperature": 0, "max_tokens": 64, "reasoning_effort": "low"}
+    assert flex.tags == {"provider": "aws", "tier": "flex", "variant": "flex"}
+    assert (flex.rpm, flex.api_base, flex.label) == (
+        30,
+        "https://flex.example/v1",
+        "Nova Pro (cheap)",
+    )
+    assert flex.cost_per_1k == CostPer1k(input=0.0004, output=0.0016)
+    assert registry.sets["nova-pro"] == ("nova-pro_priority", "nova-pro_flex")
+    assert registry.variant_groups == {"nova-pro"}
+
+
+def test_variant_group_selected_by_plain_name_and_as_a_set(tmp_path: Path) -> None:
+    text = NOVA + "sets:\n  mix: ['@nova-pro', other]\n"
+    registry = load_profiles([write(tmp_path, "p.yaml", text)])
+    both = ["nova-pro_priority", "nova-pro_flex"]
+    assert [p.name for p in registry.resolve("nova-pro")] == both
+    assert [p.name for p in registry.resolve("@nova-pro")] == both
+    assert [p.name for p in registry.resolve("nova-pro_flex,nova-pro")] == both[::-1]
+    assert [p.name for p in registry.resolve("@mix")] == [*both, "other"]
+
+
+def test_variants_and_plain_profiles_override_each_other_by_file_order(tmp_path: Path) -> None:
+    grouped = write(
+        tmp_path, "a.yaml", "models:\n  local/smollm2:\n    model: m/x\n    variants: {a: {}}\n"
+    )
+    plain = write(tmp_path, "b.yaml", "models:\n  local/smollm2: {model: m/plain}\n")
+    registry = load_profiles([grouped])
+    assert "local/smollm2" not in registry.models  # the builtin profile gave way to the group
+    assert [p.name for p in registry.resolve("local/smollm2")] == ["local/smollm2_a"]
+    registry = load_profiles([grouped, plain])
+    assert [p.model for p in registry.resolve("local/smollm2")] == ["m/plain"]
+    assert registry.variant_groups == frozenset()
+
+
+BAD_VARIANTS = [
+    (
+        "models:\n  a:\n    model: m\n    variants:\n      v:\n        colour: red\n",
+        6,
+        "profile 'a' variant 'v': unknown key 'colour' (known keys: model, ",
+    ),
+    ("models:\n  a:\n    model: m\n    variants: {}\n", 4, "'variants' must be a non-empty"),
+    ("models:\n  a:\n    model: m\n    variants: [x]\n", 4, "'variants' must be a non-empty"),
+    ("models:\n  a:\n    model: m\n    variants:\n      v: fast\n", 5, "expected a mapping"),
+    (
+        "models:\n  a_v: {model: m}\n  a:\n    model: m\n    variants:\n      v: {}\n",
+        6,
+        "profile 'a': variant 'v' makes profile 'a_v', which already exists",
+    ),
+    (
+        "models:\n  a:\n    model: m\n    variants:\n      v: {}\n  a_v: {model: m}\n",
+        5,
+        "makes profile 'a_v', which already exists",
+    ),
+    (
+        "models:\n  a:\n    model: m\n    variants:\n      v:\n        variants: {w: {}}\n",
+        6,
+        "variant 'v': unknown key 'variants'",
+    ),
+    ("models:\n  a:\n    model: m\n    variants:\n      v:\n        rpm: lots\n", 6, "rpm: Input"),
+    (
+        "models:\n  a:\n    model: m\n    tags:\n      gen: 4\n    variants:\n"
+        "      v:\n        tags: {tier: x}\n",
+        5,
+        "profile 'a' variant 'v': tags.gen: ",
+    ),
+    (
+        "models:\n  a:\n    rpm: 0\n    variants:\n      v: {model: m, rpm: 5}\n      w: {}\n",
+        2,
+        "missing required key 'model'",
+    ),
+    ("models:\n  a:\n    model: m\n    rpm: 0\n    variants:\n      v: {}\n", 4, "rpm: Input"),
+    ("models:\n  a:\n    name: b\n    variants:\n      v: {}\n", 3, "unknown key 'name'"),
+    (
+        "models:\n  a:\n    model: m\n    variants:\n      v: {}\nsets:\n  a: [x]\n",
+        4,
+        "profile 'a': its variants make a model set 'a'; one exists",
+    ),
+    (
+        "models:\n  a:\n    model: m\n    variants:\n      v:\n        litellm: {api_key: k}\n",
+        6,
+        "do not put 'api_key'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"), BAD_VARIANTS, ids=[m for *_, m in BAD_VARIANTS]
+)
+def test_variant_errors_name_path_and_line(
+    tmp_path: Path, text: str, line: int, message: str
+) -> None:
+    path = write(tmp_path, "bad.yaml", text)
+    with pytest.raises(ProfileError) as info:
+        load_profiles([path])
+    assert str(info.value).startswith(f"{path}:{line}: "), str(info.value)
+    assert message in str(info.value)
+
+
+def test_variant_litellm_params_reach_the_provider(bench: Bench) -> None:
+    bench.pytester.makefile(
+        ".yaml",
+        **{
+            "profiles/variants": f"""
+models:
+  tiered:
+    model: openai/fake-model
+    api_base: {bench.server.base_url}
+    api_key_env: {FAKE_KEY_ENV}
+    params: {{temperature: 0}}
+    variants:
+      priority: {{litellm: {{service_tier: priority}}}}
+      thinking: {{params: {{reasoning_effort: low}}, tags: {{tier: slow}}}}
+"""
+        },
+    )
+    bench.server.add_rule(Rule(reply="Paris."))
+    bench.eval_file("capitals", FRANCE)
+    result = bench.run("--models=tiered")
+    result.assert_outcomes(passed=2)
+    bodies = {
+        request.body.get("service_tier", request.body.get("reasoning_effort")): request.body
+        for request in bench.server.chat_requests()
+    }
+    assert set(bodies) == {"priority", "low"}
+    assert "reasoning_effort" not in bodies["priority"]
+    assert "service_tier" not in bodies["low"]
+    assert all(body["temperature"] == 0 for body in bodies.values())
+    records = {record["model"]: record for record in bench.records()}
+    assert set(records) == {"tiered_priority", "tiered_thinking"}
+
+
+# --- 360-eval files with one model in several regions ------------------------------------------
+
+
+def test_jsonl_model_in_two_regions_becomes_two_profiles(tmp_path: Path) -> None:
+    text = (
+        '{"model_id": "m/a", "region": "us-west-2", "display_name": "A"}\n'
+        '{"model_id": "m/b"}\n'
+        '{"model_id": "m/a", "region": "eu-west-1", "target_rpm": 5}\n'
+    )
+    registry = load_profiles([write(tmp_path, "team.jsonl", text)])
+    assert registry.sets["team"] == ("m/a_us-west-2", "m/b", "m/a_eu-west-1")
+    west, europe = registry.models["m/a_us-west-2"], registry.models["m/a_eu-west-1"]
+    assert west.model == europe.model == "m/a"
+    assert west.litellm == {"aws_region_name": "us-west-2"} and west.label == "A (us-west-2)"
+    assert europe.tags == {"region": "eu-west-1"} and europe.rpm == 5
+    assert "m/a" not in registry.models
+    # A line without a region keeps the bare model_id beside the regional ones.
+    text += '{"model_id": "m/a"}\n'
+    registry = load_profiles([write(tmp_path, "team.jsonl", text)])
+    assert registry.sets["team"][-1] == "m/a" and registry.models["m/a"].litellm == {}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"model_id": "m/a", "region": "us"}\n{"model_id": "m/b"}\n{"model_id": "m/a", "region": "us"}\n',
+        '{"model_id": "m/a"}\n\n{"model_id": "m/a", "target_rpm": 3}\n',
+    ],
+)
+def test_jsonl_duplicate_model_and_region_is_an_error(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path, "dup.jsonl", text)
+    with pytest.raises(ProfileError, match="model_id repeated with the same region") as info:
+        load_profiles([path])
+    assert (info.value.path, info.value.line) == (path, 3)

@@ -69,6 +69,9 @@ def item(model: str, suite: str, case_id: str, repeat: int, passed: bool, **extr
         ],
         "started_at": "2026-01-01T00:00:00+00:00",
     }
+    # Each model is its own profile (no prompt or temperature variant), on its own tier.
+    values["profile"] = model
+    values["model_tags"] = {"provider": "test", "tier": "priority" if model == "alpha" else "flex"}
     values.update(extra)
     return build_record(**values)
 
@@ -109,7 +112,9 @@ def sample_records() -> list[dict[str, Any]]:
                 )
             )
             records.append(item(model, "capitals", "japan", repeat, repeat < 2, task=task))
-            records.append(item(model, "math", "add", repeat, strong or repeat == 0))
+            passed = strong or repeat == 0
+            choice = {"chosen": "B" if passed else "C", "answer": "B", "correct": passed}
+            records.append(item(model, "math", "add", repeat, passed, choice=choice))
     records.append(
         item("beta", "math", "xss", 0, False, response=XSS, error=None, expected="<i>nothing</i>")
     )
@@ -408,3 +413,133 @@ def test_no_records_no_report(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*llmbench: report*")
+
+
+# -- issue 7: variants, multiple choice, latency-only runs --------------------------------------
+
+
+def test_multiple_choice_accuracy_and_no_variants_section(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    # math/add is multiple choice: alpha chose right 3 times of 3, beta once.
+    board = text.split('<table class="leaderboard">')[1].split("</table>")[0]
+    assert '<th class="num">MC accuracy</th>' in board
+    assert '<td class="num">100.0%</td>' in board and '<td class="num">33.3%</td>' in board
+    # Profile and tier name the same two groups as the models: no Variants section repeats them.
+    assert "<h2>Variants</h2>" not in text
+
+
+def matrix_records() -> list[dict[str, Any]]:
+    """Two profiles on two tiers, two prompts each: four contestants."""
+    return [
+        item(
+            f"{profile}:{prompt}",
+            "s",
+            case,
+            0,
+            passed,
+            profile=profile,
+            prompt_variant=prompt,
+            model_tags={"tier": tier},
+        )
+        for profile, tier in (("nova", "flex"), ("claude", "priority"))
+        for prompt, passed in (("short", True), ("long", False))
+        for case in ("c1", "c2")
+    ]
+
+
+def test_variants_section_has_a_table_and_a_chart_per_axis(tmp_path: Path) -> None:
+    text = write_report(matrix_records(), tmp_path).read_text(encoding="utf-8")
+    section = text.split('<section id="variants">')[1].split("</section>")[0]
+    assert re.findall(r"<h3>([^<]+)</h3>", section) == [
+        "By profile",
+        "Score per profile (95% CI)",
+        "By prompt_variant",
+        "Score per prompt_variant (95% CI)",
+        "By tag:tier",
+        "Score per tag:tier (95% CI)",
+    ]
+    prompts = section.split('<table class="grouped by-prompt_variant">')[1].split("</table>")[0]
+    assert "<th>prompt_variant</th>" in prompts and "score (95% CI)" in prompts
+    assert re.findall(r'<tr><td class="num">(\d)</td><td>(\w+)</td>', prompts) == [
+        ("1", "short"),
+        ("2", "long"),
+    ]
+    assert chart_ids(section) == ["by-profile", "by-prompt-variant", "by-tag-tier"]
+    script = section.split('id="chart-by-prompt-variant"')[1].split("</script>")[0]
+    assert '"arrayminus":[' in script  # the score's CI
+    assert "MC accuracy" not in text
+    assert '<a href="#variants">Variants</a>' in text
+
+
+def latency_records() -> list[dict[str, Any]]:
+    """Two deployment variants each of two models timed on three prompts, no score."""
+    return [
+        item(
+            f"{name}_{tier}",
+            "timing",
+            f"c{index}",
+            0,
+            True,
+            eval_type="latency",
+            score=None,
+            threshold=None,
+            assertions=[],
+            latency_s=(0.5 if tier == "priority" else 1.5) + index / 10 + len(name) / 100,
+            profile=f"{name}_{tier}",
+            model_tags={"tier": tier, "variant": tier, "provider": provider},
+        )
+        for name, provider in (("nova", "aws"), ("claude", "anthropic"))
+        for tier in ("flex", "priority")
+        for index in range(3)
+    ]
+
+
+@pytest.fixture(scope="module")
+def latency_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_report(latency_records(), tmp_path_factory.mktemp("latency"))
+
+
+LATENCY_CHARTS = [
+    "by-tag-provider",
+    "by-tag-tier",
+    "by-tag-variant",
+    "latency-percentiles",
+    "latency-distribution",
+    "tokens-per-s",
+    "cost-breakdown",
+]
+
+
+def test_latency_only_report_has_no_score_sections(latency_report: Path) -> None:
+    text = latency_report.read_text(encoding="utf-8")
+    headings = re.findall(r"<h2>([^<]+)</h2>", text)
+    assert headings == ["Run", "Leaderboard", "Variants", "Latency", "Cost", "Errors", "Cases"]
+    assert chart_ids(text) == LATENCY_CHARTS
+    assert "<dt>Eval type</dt><dd>latency only: no scores</dd>" in text
+    board = text.split('<table class="leaderboard">')[1].split("</table>")[0]
+    assert "score" not in board and "pass rate" not in board
+    assert '<th class="num">latency p95 s</th>' in board
+    # The fastest first.
+    assert re.findall(r"<td>(\w+_\w+)</td>", board) == [
+        "nova_priority",
+        "claude_priority",
+        "nova_flex",
+        "claude_flex",
+    ]
+    assert "Paired comparisons" not in text
+    tiers = text.split('<table class="grouped by-tag_tier">')[1].split("</table>")[0]
+    assert re.findall(r"<td>(\w+)</td>", tiers) == ["priority", "flex"]
+    assert "score" not in tiers and '<th class="num">latency p95 s</th>' in tiers
+    assert "<h3>Latency p50 (s) per tag:tier</h3>" in text
+
+
+def test_latency_only_report_renders_in_headless_chromium(
+    latency_report: Path, tmp_path: Path
+) -> None:
+    result = chromium(latency_report.as_uri(), "--dump-dom", profile=tmp_path / "profile")
+    assert console_errors(result.stderr) == []
+    dom = re.sub(r"<script\b.*?</script>", "", result.stdout, flags=re.DOTALL)
+    assert dom.count("js-plotly-plot") == len(LATENCY_CHARTS)
+    for name in LATENCY_CHARTS:
+        drawn = dom.split(f'id="chart-{name}"')[1].split('id="chart-')[0]
+        assert 'class="main-svg"' in drawn, f"chart {name} was not drawn"

@@ -51,14 +51,14 @@ def parse_verdict(request: JudgeRequest, reply: str) -> ParsedVerdict:
     verdict one of the allowed letters (after ``strip().upper()``), reasons strings. Booleans
     are not numbers. Keys the schema does not name are ignored. Raises only VerdictError.
     """
-    data = _load_object(reply)
+    data = load_object(reply)
     return _PARSERS[request.kind](request, data)
 
 
 # --- reading the JSON ------------------------------------------------------------------------
 
 
-def _load_object(reply: str) -> dict[str, Any]:
+def load_object(reply: str) -> dict[str, Any]:
     if not isinstance(reply, str):
         raise VerdictError(f"reply must be text, got {type(reply).__name__}")
     text = _unfenced(reply.strip())

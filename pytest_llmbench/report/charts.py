@@ -12,6 +12,7 @@ that never write a report.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,8 @@ class ChartInput:
     board: pd.DataFrame
     #: models in leaderboard order
     models: tuple[str, ...]
+    #: every record is a latency measurement (``--latency-only``): no score charts
+    latency_only: bool = False
 
     @property
     def answered(self) -> pd.DataFrame:
@@ -78,7 +81,14 @@ Builder = Callable[[ChartInput], Chart]
 
 
 def build_sections(data: ChartInput) -> list[tuple[str, list[Chart]]]:
-    """Every chart of the report, grouped under its section heading, in report order."""
+    """Every chart of the report, grouped under its section heading, in report order.
+
+    A latency-only run has no scores: no score section, no score chart, no judges.
+    """
+    if data.latency_only:
+        return [
+            (heading, [build(data) for build in builders]) for heading, builders in _LATENCY_LAYOUT
+        ]
     layout: tuple[tuple[str, tuple[Builder, ...]], ...] = (
         ("Leaderboard", (leaderboard_chart,)),
         ("Scores", (score_heatmap, task_heatmap)),
@@ -88,6 +98,37 @@ def build_sections(data: ChartInput) -> list[tuple[str, list[Chart]]]:
         ("Errors", (error_breakdown,)),
     )
     return [(heading, [build(data) for build in builders]) for heading, builders in layout]
+
+
+def grouped_chart(board: pd.DataFrame, axis: str, latency_only: bool = False) -> Chart:
+    """One bar per value of ``axis`` (a :func:`~pytest_llmbench.leaderboard.grouped` board):
+    the score mean with its 95% CI, or for a latency-only run the latency p50."""
+    import plotly.graph_objects as go
+
+    from pytest_llmbench.leaderboard import axis_column
+
+    key = axis_column(axis)
+    name = "by-" + re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-")
+    column, label = (
+        ("latency_s_p50", "latency p50 (s)") if latency_only else ("score_mean", "score")
+    )
+    title = f"{label.capitalize()} per {axis}" + ("" if latency_only else " (95% CI)")
+    if board[column].isna().all():
+        return Chart(name, title, None, f"No value of {axis} has a {label}.")
+    bars = go.Bar(
+        name=label,
+        x=_strings(board[key]),
+        y=_values(board[column]),
+        marker_color=_METRIC_COLOURS[0],
+        error_y=None
+        if latency_only
+        else _error_bars(board, column, "score_ci_low", "score_ci_high"),
+        hovertemplate="%{x}: %{y:.3f}<extra>" + label + "</extra>",
+    )
+    figure = go.Figure(bars)
+    _layout(figure, xaxis={"title": {"text": axis}, "type": "category"},
+            yaxis={"title": {"text": label}})  # fmt: skip
+    return Chart(name, title, figure)
 
 
 def leaderboard_chart(data: ChartInput) -> Chart:
@@ -341,6 +382,14 @@ def error_breakdown(data: ChartInput) -> Chart:
     # One kind alone would get no legend, and its name would show nowhere.
     _layout(figure, barmode="stack", showlegend=True, yaxis={"title": {"text": "items"}})
     return Chart(name, title, figure)
+
+
+_LATENCY_LAYOUT: tuple[tuple[str, tuple[Builder, ...]], ...] = (
+    ("Leaderboard", ()),
+    ("Latency", (latency_percentiles, latency_distribution, tokens_per_s)),
+    ("Cost", (cost_breakdown,)),
+    ("Errors", (error_breakdown,)),
+)
 
 
 def task_type(task: Any) -> str:

@@ -24,7 +24,7 @@ from pytest_llmbench.record import utc_now
 
 from ..baseline import model_of
 from ..tables import is_missing
-from .charts import Chart, ChartInput, build_sections, task_type
+from .charts import Chart, ChartInput, build_sections, grouped_chart, task_type
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,22 +105,42 @@ def _sections(
     facts = _facts(records, title, run_info)
     if not records:
         return [("Run", facts + '<p class="note">This run has no records.</p>')]
-    from pytest_llmbench.leaderboard import leaderboard, records_frame
+    from pytest_llmbench.leaderboard import is_latency_only, leaderboard, records_frame
 
     frame = records_frame(records)
     board = leaderboard(frame)
-    data = ChartInput(frame, board, tuple(str(model) for model in board["model"]))
+    latency = is_latency_only(frame)
+    models = tuple(str(model) for model in board["model"])
+    data = ChartInput(frame, board, models, latency_only=latency)
     charts = dict(build_sections(data))
+    # Paired tests compare scores and pass rates: a latency run has neither.
+    versus = "" if latency else _comparisons(records, data.models)
     extra = {
-        "Leaderboard": _leaderboard_table(board) + _comparisons(records, data.models),
+        "Leaderboard": _leaderboard_table(board, latency=latency) + versus,
         "Scores": _flaky_table(records),
         "Judges": _agreement_table(records),
     }
-    return [
-        ("Run", facts),
-        *[(name, extra.get(name, "") + _charts(found)) for name, found in charts.items()],
-        ("Cases", _cases_table(records)),
-    ]
+    sections = [(name, extra.get(name, "") + _charts(found)) for name, found in charts.items()]
+    variants = _variants(frame, latency)
+    if variants:
+        sections.insert(1, ("Variants", variants))  # right after the leaderboard
+    if latency:
+        facts = facts.replace("</dl>", _fact("Eval type", "latency only: no scores") + "</dl>")
+    return [("Run", facts), *sections, ("Cases", _cases_table(records))]
+
+
+def _variants(frame: pd.DataFrame, latency: bool) -> str:
+    """A table and a chart per axis with several values (profile, prompt, temperature, tag)."""
+    from pytest_llmbench.leaderboard import axis_column, grouped, varied_axes
+
+    parts = []
+    for axis in varied_axes(frame):
+        board = grouped(frame, axis)
+        table = _leaderboard_table(board, key=axis_column(axis), latency=latency)
+        parts.append(
+            f"<h3>By {_text(axis)}</h3>{table}{_chart(grouped_chart(board, axis, latency))}"
+        )
+    return "".join(parts)
 
 
 # -- run facts ------------------------------------------------------------------------------
@@ -147,12 +167,12 @@ def _facts(records: Sequence[Mapping[str, Any]], title: str, info: Mapping[str, 
         ("Gate failures", "; ".join(map(str, info.get("gate_failures") or [])) or None),
         ("Versions", _versions(info.get("versions"))),
     ]
-    items = "".join(
-        f"<dt>{_text(name)}</dt><dd>{_text(value)}</dd>"
-        for name, value in rows
-        if value not in (None, "")
-    )
+    items = "".join(_fact(name, value) for name, value in rows if value not in (None, ""))
     return f'<dl class="facts">{items}</dl>'
+
+
+def _fact(name: str, value: Any) -> str:
+    return f"<dt>{_text(name)}</dt><dd>{_text(value)}</dd>"
 
 
 def _command(args: Any) -> str | None:
@@ -175,6 +195,7 @@ _BOARD_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("model", "model", "s"),
     ("score", "score_mean", ".3f"),
     ("pass rate", "pass_rate", ".1%"),
+    ("MC accuracy", "mc_accuracy", ".1%"),
     ("flaky", "n_flaky", "d"),
     ("pass@k", "pass_at_k", ".3f"),
     ("pass^k", "pass_hat_k", ".3f"),
@@ -187,6 +208,19 @@ _BOARD_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("TTFT p50 s", "ttft_s_p50", ".2f"),
     ("tokens/s", "tokens_per_s_mean", ".1f"),
 )
+#: The columns of a latency-only board: timings instead of scores.
+_LATENCY_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("rank", "rank", "d"),
+    ("model", "model", "s"),
+    ("items", "n_items", "d"),
+    ("errors", "n_errors", "d"),
+    ("TTFT p50 s", "ttft_s_p50", ".2f"),
+    ("TTFT n", "ttft_n", "d"),
+    ("latency p50 s", "latency_s_p50", ".2f"),
+    ("latency p95 s", "latency_s_p95", ".2f"),
+    ("tokens/s", "tokens_per_s_mean", ".1f"),
+    ("cost $", "cost_usd_total", ".4f"),
+)
 #: Columns shown with their 95% CI: column -> (low column, high column).
 _CI_COLUMNS = {
     "score_mean": ("score_ci_low", "score_ci_high"),
@@ -194,9 +228,21 @@ _CI_COLUMNS = {
 }
 
 
-def _leaderboard_table(board: pd.DataFrame) -> str:
-    """The leaderboard, with ``[low, high]`` 95% CIs where the board has them."""
-    columns = [column for column in _BOARD_COLUMNS if column[1] in board.columns]
+def _leaderboard_table(board: pd.DataFrame, key: str = "model", latency: bool = False) -> str:
+    """The leaderboard, with ``[low, high]`` 95% CIs where the board has them.
+
+    ``key`` is the board's group column (``model``, or a :func:`grouped` axis column). A
+    latency-only board shows timings instead of scores; multiple-choice accuracy shows only when
+    some item was multiple choice.
+    """
+    shown = _LATENCY_COLUMNS if latency else _BOARD_COLUMNS
+    columns = [
+        (key, key, spec) if column == "model" else (name, column, spec)
+        for name, column, spec in shown
+        if column == "model" or column in board.columns
+    ]
+    if "mc_n" not in board.columns or not (board["mc_n"].fillna(0) > 0).any():
+        columns = [column for column in columns if column[1] != "mc_accuracy"]
     header = "".join(
         _th(name + (" (95% CI)" if column in _CI_COLUMNS and _has_ci(board, column) else ""), spec)
         for name, column, spec in columns
@@ -205,7 +251,8 @@ def _leaderboard_table(board: pd.DataFrame) -> str:
         "<tr>" + "".join(_board_cell(row, column, spec) for _, column, spec in columns) + "</tr>"
         for _, row in board.iterrows()
     )
-    return f'<table class="leaderboard"><tr>{header}</tr>{rows}</table>'
+    css = "leaderboard" if key == "model" else f"grouped by-{_text(_anchor(key))}"
+    return f'<table class="{css}"><tr>{header}</tr>{rows}</table>'
 
 
 def _has_ci(board: pd.DataFrame, column: str) -> bool:
