@@ -551,7 +551,7 @@ _LATENCY_HEADER: tuple[str, ...] = (
 _ACCURACY_HEADER = "MC acc"
 _VS_TOP_HEADER = "vs #1"
 # Long model names are cut so that a row stays within 100 columns.
-_MODEL_WIDTH = 19
+_MODEL_WIDTH = 20
 
 
 def format_leaderboard(
@@ -629,7 +629,12 @@ def _latency_cells(row: pd.Series) -> tuple[str, ...]:
 
 
 def _model_cell(model: str) -> str:
-    return model if len(model) <= _MODEL_WIDTH else model[: _MODEL_WIDTH - 3] + "..."
+    """The name, cut in the middle when long: a variant's suffix (``:terse@t0.2``) tells
+    contestants apart, so both ends stay."""
+    if len(model) <= _MODEL_WIDTH:
+        return model
+    head = (_MODEL_WIDTH - 3) // 3
+    return model[:head] + "..." + model[-(_MODEL_WIDTH - 3 - head) :]
 
 
 def _percent(value: Any) -> str:

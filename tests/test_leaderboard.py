@@ -845,7 +845,12 @@ def test_format_leaderboard_fits_100_columns() -> None:
         board, comparisons=lb.top_comparisons(records, board["model"].tolist())
     )
     assert max(len(line) for line in lines) <= 100
-    assert "openrouter/meta-..." in lines[2]
+    assert "openr...05b-instruct" in lines[2]
+
+
+def test_a_long_contestant_keeps_its_variant_suffix() -> None:
+    cell = lb._model_cell("openrouter/meta-llama/llama-3.1-405b:terse@t0.2")
+    assert len(cell) <= 20 and cell.endswith("terse@t0.2")
 
 
 # --- issue 7: variants, grouping, multiple choice, latency-only runs ---------------------------
