@@ -164,7 +164,8 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Return one row per record, record fields first, numeric fields as float (None -> NaN)."""
     import pandas as pd
 
-    extra = [key for record in records for key in record if key not in FIELDS]
+    known = set(FIELDS)
+    extra = [key for record in records for key in record if key not in known]
     columns = list(FIELDS) + list(dict.fromkeys(extra))
     frame = pd.DataFrame([dict(record) for record in records], columns=columns)
     # A plain test that only records a score has no model; it still gets a row of its own.

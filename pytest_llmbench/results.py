@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import platform
 import sys
+import threading
 from collections import Counter
 from dataclasses import asdict, dataclass
 from importlib import metadata
@@ -123,6 +124,7 @@ class ResultsRecorder:
         self.optimization_log: Path | None = None
         self.aggregate_error: str | None = None
         self.repeats: RepeatOutcome | None = None
+        self._warm_up: threading.Thread | None = None
 
     # -- as items finish -------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -142,6 +144,7 @@ class ResultsRecorder:
     def _append(self, record: dict[str, Any]) -> None:
         if self._stream is None:
             self._stream = self._open_results()
+            self._warm_up = _start_warm_up()
         self._stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         self._stream.flush()
         self.records.append(record)
@@ -158,6 +161,8 @@ class ResultsRecorder:
         """Write aggregates and run.json; apply ``--min-pass-rate``."""
         if self._stream is not None:
             self._stream.close()
+        if self._warm_up is not None:
+            self._warm_up.join()  # it never outlives the session
         if not self.records or self.out_dir is None:
             return
         self._write_optimization_log()
@@ -312,6 +317,32 @@ class ResultsRecorder:
                 f"llmbench: {count} case(s) fail --repeat-policy={run.repeat_policy}",
                 red=run.min_pass_rate is None,
             )
+
+
+def _start_warm_up() -> threading.Thread:
+    """Import what the session end needs (pandas, plotly) on a background thread, now.
+
+    The main process mostly waits for reports while items run (under xdist it only relays
+    them), so the imports overlap with the run instead of adding a second or so after it.
+    """
+    thread = threading.Thread(target=_warm_up, name="llmbench-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warm_up() -> None:
+    try:
+        import pandas  # noqa: F401
+        import plotly.graph_objects as go
+
+        from . import leaderboard  # noqa: F401
+        from .report import charts  # noqa: F401
+
+        # plotly builds the validators of a trace type, and of layouts, on first use.
+        traces = (go.Bar, go.Box, go.Heatmap, go.Scatter, go.Scatterpolar)
+        go.Figure([trace() for trace in traces]).to_plotly_json()
+    except Exception:  # pragma: no cover  (the session end imports them again and reports)
+        return
 
 
 def _optimization_counts(records: list[dict[str, Any]]) -> dict[str, int] | None:
