@@ -249,6 +249,11 @@ def build_run_config(config: pytest.Config) -> RunConfig:
     if skip_unavailable and not check_models:
         raise pytest.UsageError("llmbench: --skip-unavailable needs --check-models")
     latency_only = _flag(config, "latency_only")
+    if latency_only and (rescore or _setting(config, "cache") in ("use", "replay")):
+        raise pytest.UsageError(
+            "llmbench: --latency-only measures calls: it does not go with --cache=use, "
+            "--cache=replay or --rescore (cached answers carry old latencies)"
+        )
     return RunConfig(
         models=models,
         repeat=_number(config, "repeat", int, minimum=1),

@@ -30,7 +30,7 @@ class ModelEstimate:
 
 def estimate_items(items: Sequence[pytest.Item]) -> list[ModelEstimate]:
     """One estimate per model, in the order models first appear."""
-    from .collect import EvalItem
+    from .item import EvalItem
     from .providers.completion import CallTarget
     from .providers.litellm_adapter import count_prompt_tokens, price
 

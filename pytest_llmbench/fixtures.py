@@ -93,7 +93,7 @@ def build_messages(
 
 
 def _eval_item(request: pytest.FixtureRequest) -> Any:
-    from .collect import EvalItem
+    from .item import EvalItem
 
     node = request.node
     return node if isinstance(node, EvalItem) else None

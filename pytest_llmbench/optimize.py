@@ -19,34 +19,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import functools
 import hashlib
 import json
 import os
 import sqlite3
-import threading
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cache import BUSY_TIMEOUT_MS, execute_when_unlocked
 from .judging.verdicts import load_object
+from .optimize_store import Outcome, RewriteStore, store_path, write_log
 from .providers.completion import Completion, ProviderError
-from .spec import TEMPLATE_VAR
+from .templating import TEMPLATE_VAR
 
 if TYPE_CHECKING:
-    import pytest
-
     from .profiles import ModelProfile
 
-#: The store's file name in the session directory.
-STORE_FILE = "prompt_optimizations.sqlite"
-#: The log's file name in the results folder.
-LOG_FILE = "prompt_optimizations.jsonl"
+#: The store's session-end helpers, which callers import from here, as before the store had a
+#: module of its own.
+__all__ = ["store_path", "write_log"]
+
 #: A rewrite may be this many times the original's length ...
 MAX_GROWTH = 4
 #: ... plus this many characters.
@@ -111,17 +106,6 @@ class _Prompt:
 
     def normalised(self) -> tuple[str, str]:
         return " ".join((self.system or "").split()), " ".join(self.prompt.split())
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """One finished optimizer call (or a skip without a call), as stored."""
-
-    status: str
-    messages: tuple[dict[str, str], ...]
-    reason: str
-    reply: str | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
 
 
 # -- templates and the optimizer's messages ---------------------------------------------------
@@ -276,7 +260,7 @@ class PromptOptimizer:
         self.optimizer = optimizer
         self.store = RewriteStore(Path(store_path))
         self.claim_timeout_s = claim_timeout_s
-        self._known: dict[str, _Outcome] = {}
+        self._known: dict[str, Outcome] = {}
 
     async def rewrite(
         self, template: Sequence[dict[str, str]], target: ModelProfile, complete: CompleteFn
@@ -289,14 +273,14 @@ class PromptOptimizer:
             return self._result(known, target, cached=True)
         original = split_template(template)
         if isinstance(original, str):  # stored too, so that the log shows the skip
-            make = _skip(_Outcome("skipped", tuple(template), original))
+            make = _skip(Outcome("skipped", tuple(template), original))
         else:
             make = functools.partial(self._ask, original, target, complete)
         try:
             stored, mine = await self._settle(key, self._meta(template, target), make)
         except sqlite3.Error as exc:
             reason = f"prompt store {self.store.path}: {exc}"
-            return self._result(_Outcome("failed", tuple(template), reason), target, cached=False)
+            return self._result(Outcome("failed", tuple(template), reason), target, cached=False)
         self._known[key] = stored
         return self._result(stored, target, cached=not mine)
 
@@ -314,15 +298,15 @@ class PromptOptimizer:
             "original": json.dumps(list(template), ensure_ascii=False),
         }
 
-    def _result(self, outcome: _Outcome, target: ModelProfile, *, cached: bool) -> Rewrite:
+    def _result(self, outcome: Outcome, target: ModelProfile, *, cached: bool) -> Rewrite:
         messages = tuple(dict(message) for message in outcome.messages)
         return Rewrite(
             outcome.status, messages, outcome.reason, self.optimizer.name, target.name, cached
         )
 
     async def _settle(
-        self, key: str, meta: dict[str, Any], make: Callable[[], Awaitable[_Outcome]]
-    ) -> tuple[_Outcome, bool]:
+        self, key: str, meta: dict[str, Any], make: Callable[[], Awaitable[Outcome]]
+    ) -> tuple[Outcome, bool]:
         """(the stored outcome, whether this task made it): claim the key and ``make`` the
         outcome, or wait for the owner's; take over a claim that went stale."""
         token = f"{os.getpid()}-{uuid.uuid4().hex}"
@@ -339,8 +323,8 @@ class PromptOptimizer:
             delay = min(delay * 2, _POLL_S[1])
 
     async def _produce(
-        self, key: str, token: str, make: Callable[[], Awaitable[_Outcome]]
-    ) -> tuple[_Outcome, bool]:
+        self, key: str, token: str, make: Callable[[], Awaitable[Outcome]]
+    ) -> tuple[Outcome, bool]:
         heartbeat = asyncio.create_task(self._heartbeat(key, token))
         try:
             outcome = await make()
@@ -358,13 +342,13 @@ class PromptOptimizer:
             with contextlib.suppress(sqlite3.Error):
                 await asyncio.to_thread(self.store.refresh, key, token)
 
-    async def _ask(self, original: _Prompt, target: ModelProfile, complete: CompleteFn) -> _Outcome:
+    async def _ask(self, original: _Prompt, target: ModelProfile, complete: CompleteFn) -> Outcome:
         messages = optimizer_messages(original, target)
         params = optimizer_params(self.optimizer, original)
         try:
             completion = await complete(messages, params)
         except ProviderError as exc:
-            return _Outcome("failed", original.messages, f"optimizer call failed: {exc.message}")
+            return Outcome("failed", original.messages, f"optimizer call failed: {exc.message}")
         status, rewrite, reason = judge_reply(original, completion.text)
         usage = {
             "input_tokens": completion.input_tokens,
@@ -374,210 +358,11 @@ class PromptOptimizer:
             "response_cached": completion.cached,
         }
         chosen = rewrite.messages if rewrite is not None else original.messages
-        return _Outcome(status, chosen, reason, completion.text[:_REPLY_CHARS], usage)
+        return Outcome(status, chosen, reason, completion.text[:_REPLY_CHARS], usage)
 
 
-# -- the shared store -------------------------------------------------------------------------
-
-_COLUMNS = (
-    "key TEXT PRIMARY KEY, state TEXT NOT NULL, owner TEXT, claimed_at REAL, "
-    "optimizer TEXT, optimizer_model TEXT, target TEXT, target_model TEXT, template_hash TEXT, "
-    "original TEXT, messages TEXT, status TEXT, reason TEXT, reply TEXT, input_tokens INTEGER, "
-    "output_tokens INTEGER, cost_usd REAL, latency_s REAL, response_cached INTEGER, "
-    "started_at REAL, finished_at REAL"
-)
-_SCHEMA = f"CREATE TABLE IF NOT EXISTS rewrites ({_COLUMNS})"
-_USAGE = ("input_tokens", "output_tokens", "cost_usd", "latency_s", "response_cached")
-
-
-class RewriteStore:
-    """The run's rewrites in one SQLite file shared by every process (WAL, busy timeout).
-
-    One connection per instance, used by one thread at a time; every method is one short
-    transaction, so the write lock is never held across a model call.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._connection: sqlite3.Connection | None = None
-
-    def claim(
-        self, key: str, token: str, meta: dict[str, Any], stale_s: float
-    ) -> tuple[bool, _Outcome | None]:
-        """(claimed, the stored outcome if done): claim ``key`` when it is free or stale."""
-        now = time.time()
-        with self._transaction() as db:
-            row = db.execute("SELECT * FROM rewrites WHERE key = ?", (key,)).fetchone()
-            if row is not None and row["state"] == "done":
-                return False, _outcome(row)
-            if row is None:
-                names = ["key", "state", "owner", "claimed_at", "started_at", *meta]
-                values = [key, "pending", token, now, now, *meta.values()]
-                marks = ", ".join("?" * len(names))
-                db.execute(f"INSERT INTO rewrites ({', '.join(names)}) VALUES ({marks})", values)
-                return True, None
-            if row["claimed_at"] < now - stale_s:
-                db.execute(
-                    "UPDATE rewrites SET owner = ?, claimed_at = ? WHERE key = ?", (token, now, key)
-                )
-                return True, None
-            return False, None
-
-    def finish(self, key: str, token: str, outcome: _Outcome) -> tuple[_Outcome, bool]:
-        """Store ``outcome`` unless another owner finished first; (the stored one, ours?)."""
-        with self._transaction() as db:
-            row = db.execute("SELECT * FROM rewrites WHERE key = ?", (key,)).fetchone()
-            if row is not None and row["state"] == "done":
-                return _outcome(row), False
-            values = {
-                "state": "done",
-                "owner": token,
-                "messages": json.dumps(list(outcome.messages), ensure_ascii=False),
-                "status": outcome.status,
-                "reason": outcome.reason,
-                "reply": outcome.reply,
-                **{name: outcome.usage.get(name) for name in _USAGE},
-                "finished_at": time.time(),
-            }
-            assignments = ", ".join(f"{name} = ?" for name in values)
-            db.execute(f"UPDATE rewrites SET {assignments} WHERE key = ?", (*values.values(), key))
-            return outcome, True
-
-    def refresh(self, key: str, token: str) -> None:
-        """Keep this owner's claim fresh while its call is in flight."""
-        with self._transaction() as db:
-            db.execute(
-                "UPDATE rewrites SET claimed_at = ? WHERE key = ? AND owner = ? "
-                "AND state = 'pending'",
-                (time.time(), key, token),
-            )
-
-    def release(self, key: str, token: str) -> None:
-        """Give up this owner's claim, so that a waiter claims it at once."""
-        with self._transaction() as db:
-            db.execute(
-                "DELETE FROM rewrites WHERE key = ? AND owner = ? AND state = 'pending'",
-                (key, token),
-            )
-
-    def rows(self) -> list[dict[str, Any]]:
-        """Every entry, pending ones included."""
-        with self._transaction() as db:
-            return [dict(row) for row in db.execute("SELECT * FROM rewrites")]
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        # IMMEDIATE takes the write lock up front: a read-then-write cannot race another process.
-        with self._lock:
-            db = self._connection or self._open()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
-    def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(
-            self.path,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,
-            check_same_thread=False,  # used from asyncio.to_thread's threads, one at a time
-        )
-        db.row_factory = sqlite3.Row
-        try:
-            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            execute_when_unlocked(db, "PRAGMA journal_mode = WAL")
-            execute_when_unlocked(db, _SCHEMA)
-        except sqlite3.Error:
-            db.close()
-            raise
-        self._connection = db
-        return db
-
-
-def _skip(outcome: _Outcome) -> Callable[[], Awaitable[_Outcome]]:
-    async def make() -> _Outcome:
+def _skip(outcome: Outcome) -> Callable[[], Awaitable[Outcome]]:
+    async def make() -> Outcome:
         return outcome
 
     return make
-
-
-def _outcome(row: sqlite3.Row) -> _Outcome:
-    messages = tuple(json.loads(row["messages"]))
-    usage = {name: row[name] for name in _USAGE}
-    return _Outcome(row["status"], messages, row["reason"], row["reply"], usage)
-
-
-# -- session end ------------------------------------------------------------------------------
-
-
-def store_path(config: pytest.Config) -> Path:
-    """The run's store: :data:`STORE_FILE` in the session directory every worker shares."""
-    from .runtime import session_state
-
-    return session_state(config)[0] / STORE_FILE
-
-
-def write_log(
-    store: Path, out_dir: Path, *, redact: Callable[[Any], Any] | None = None
-) -> Path | None:
-    """Write ``prompt_optimizations.jsonl`` in ``out_dir``: one line per stored entry, sorted
-    by target, template and optimizer, written atomically; ``redact`` is applied to each line.
-    None (and no file) when the store is missing or empty."""
-    if not store.exists():
-        return None
-    reader = RewriteStore(store)
-    try:
-        rows = reader.rows()
-    finally:
-        reader.close()
-    if not rows:
-        return None
-    rows.sort(key=lambda row: (row["target"], row["template_hash"], row["optimizer"], row["key"]))
-    lines = [json.dumps(_log_entry(row, redact), ensure_ascii=False) for row in rows]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / LOG_FILE
-    partial = path.with_name(f".{LOG_FILE}.{os.getpid()}.tmp")
-    partial.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    os.replace(partial, path)
-    return path
-
-
-def _log_entry(row: dict[str, Any], redact: Callable[[Any], Any] | None) -> dict[str, Any]:
-    done = row["state"] == "done"
-    original = json.loads(row["original"]) if row["original"] else None
-    entry = {
-        "target": row["target"],
-        "target_model": row["target_model"],
-        "optimizer": row["optimizer"],
-        "optimizer_model": row["optimizer_model"],
-        "template_hash": row["template_hash"],
-        "status": row["status"] if done else "pending",
-        "reason": row["reason"] if done else "the optimizer call never finished",
-        "original": original,
-        "rewritten": json.loads(row["messages"]) if row["status"] == "rewritten" else None,
-        "reply": row["reply"],
-        **{name: row[name] for name in _USAGE},
-        "started_at": _iso(row["started_at"]),
-        "finished_at": _iso(row["finished_at"]),
-    }
-    entry["response_cached"] = bool(entry["response_cached"])
-    return redact(entry) if redact is not None else entry
-
-
-def _iso(stamp: float | None) -> str | None:
-    if stamp is None:
-        return None
-    moment = dt.datetime.fromtimestamp(stamp, dt.timezone.utc)
-    return moment.isoformat(timespec="seconds")

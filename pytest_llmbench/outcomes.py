@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from .collect import EvalFailure, EvalItem, completion_fields
 from .fixtures import PLAIN_STATE_KEY, PlainTestState
+from .item import EvalFailure, EvalItem, completion_fields
 from .providers.completion import ProviderError
 from .record import build_record, utc_now, worker_id
 from .runtime import RUNTIME_KEY, Runtime
@@ -119,6 +119,8 @@ def _plain_record(
         outcome = "error"  # an outage is not a low score, even in a plain test
     path = item.path
     root = item.config.rootpath
+    # A plain test runs its own asserts; under --latency-only its record is a measurement too.
+    latency = runtime.run.latency_only
     record = build_record(
         nodeid=item.nodeid,
         suite=path.stem,
@@ -130,7 +132,8 @@ def _plain_record(
         model_tags=dict(state.model.tags) if state.model else {},
         repeat=state.repeat,
         outcome=outcome,
-        score=state.score if outcome in ("passed", "failed") else None,
+        score=state.score if outcome in ("passed", "failed") and not latency else None,
+        eval_type="latency" if latency else "quality",
         threshold=None,
         error=error,
         error_kind=state.error.kind if outcome == "error" and state.error else None,

@@ -35,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "filterwarnings", r"ignore:Item .* is using the .ReadOnly. qualifier:UserWarning"
     )
     config.pluginmanager.register(fixtures, "llmbench-fixtures")
-    from .scheduler import Prefetcher
+    from .prefetch import Prefetcher
 
     config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")
     # Bad options fail now, as a usage error.

@@ -15,7 +15,6 @@ merged one level deep, tag ``variant: <v>``), and ``<name>`` becomes a model set
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,42 +94,6 @@ class ModelProfile(BaseModel):
         return self.display_name or self.name
 
 
-class Eval360Profile(BaseModel):
-    """One line of a 360-eval profile file (``models_profiles.jsonl``, ``judge_profiles.jsonl``).
-
-    ``model_id`` is the litellm model string and the profile name; ``region`` becomes litellm's
-    ``aws_region_name`` and tag ``region``; ``target_rpm`` becomes ``rpm``. Prices are USD per
-    1,000 tokens, spelt ``input_token_cost``/``output_token_cost`` in model files and
-    ``input_cost_per_1k``/``output_cost_per_1k`` in judge files. The other fields mean what they
-    mean in :class:`ModelProfile`.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model_id: str
-    region: str | None = None
-    input_token_cost: float | None = None
-    output_token_cost: float | None = None
-    input_cost_per_1k: float | None = None
-    output_cost_per_1k: float | None = None
-    target_rpm: int | None = None
-    display_name: str | None = None
-    api_base: str | None = None
-    api_key_env: str | None = None
-
-    def profile_fields(self) -> dict[str, Any]:
-        """The fields of the equivalent :class:`ModelProfile`, to be validated by it."""
-        cost_in = _first_set(self.input_token_cost, self.input_cost_per_1k)
-        cost_out = _first_set(self.output_token_cost, self.output_cost_per_1k)
-        fields = self.model_dump(include={"display_name", "api_base", "api_key_env"})
-        fields.update(name=self.model_id, model=self.model_id, rpm=self.target_rpm)
-        if cost_in is not None or cost_out is not None:
-            fields["cost_per_1k"] = {"input": cost_in, "output": cost_out}
-        if self.region:
-            fields.update(litellm={"aws_region_name": self.region}, tags={"region": self.region})
-        return fields
-
-
 class ProfileError(Exception):
     """A profile file or a model selection is wrong; ``str()`` is ``path:line: message``."""
 
@@ -198,7 +161,7 @@ def load_profiles(paths: Sequence[Path]) -> ProfileRegistry:
     members ``@name`` are expanded once everything is loaded, so a set may use sets of any file.
     """
     models: dict[str, ModelProfile] = {}
-    sets: dict[str, _SetDef] = {}
+    sets: dict[str, SetDef] = {}
     groups: set[str] = set()
     for file in [BUILTIN_PROFILES, *(f for path in paths for f in _profile_files(path))]:
         loaded = _load_file(file)
@@ -220,7 +183,7 @@ def api_key_missing(profile: ModelProfile, environ: Mapping[str, str]) -> str | 
 
 
 @dataclass(frozen=True)
-class _SetDef:
+class SetDef:
     """A set as written: members may be ``@other`` sets; path and line locate its errors."""
 
     members: tuple[str, ...]
@@ -229,15 +192,17 @@ class _SetDef:
 
 
 @dataclass(frozen=True)
-class _ProfileFile:
+class ProfileFile:
+    """What one profile file defines: profiles, model sets, and which sets are variant groups."""
+
     models: dict[str, ModelProfile] = field(default_factory=dict)
-    sets: dict[str, _SetDef] = field(default_factory=dict)
+    sets: dict[str, SetDef] = field(default_factory=dict)
     #: The names of ``sets`` that are a profile's deployment variants.
     groups: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
-class _Source:
+class Source:
     """Where values came from: a composed YAML tree, or one JSONL line."""
 
     path: Path
@@ -279,27 +244,31 @@ def _profile_files(path: Path) -> list[Path]:
     return []
 
 
-def _load_file(path: Path) -> _ProfileFile:
+def _load_file(path: Path) -> ProfileFile:
     if path.suffix not in PROFILE_SUFFIXES:
         raise ProfileError(f"not a profile file (expected {', '.join(PROFILE_SUFFIXES)})", path)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"cannot read profile file: {exc}", path) from None
-    return _load_jsonl(path, text) if path.suffix == ".jsonl" else _load_yaml(path, text)
+    if path.suffix == ".jsonl":
+        from .eval360 import load_jsonl  # eval360 builds on this module: imported when used
+
+        return load_jsonl(path, text)
+    return _load_yaml(path, text)
 
 
-def _load_yaml(path: Path, text: str) -> _ProfileFile:
+def _load_yaml(path: Path, text: str) -> ProfileFile:
     root, data = _parse_yaml(path, text)
     if root is None:
-        return _ProfileFile()
-    source = _Source(path, root)
+        return ProfileFile()
+    source = Source(path, root)
     if not isinstance(data, dict):
         message = "expected a mapping with 'models' and/or 'sets'"
         raise ProfileError(message, path, source.line_at(()))
-    doc = _validate(_YamlDocument, data, "profile file", source)
+    doc = validate(_YamlDocument, data, "profile file", source)
     sets = {
-        name: _SetDef(tuple(members), path, source.line_at(("sets", name)))
+        name: SetDef(tuple(members), path, source.line_at(("sets", name)))
         for name, members in (doc.sets or {}).items()
     }
     models: dict[str, ModelProfile] = {}
@@ -314,18 +283,18 @@ def _load_yaml(path: Path, text: str) -> _ProfileFile:
             raise ProfileError(message, path, source.line_at(("models", name, "variants")))
         variants = _yaml_variants(name, body, source, taken={*bodies, *models})
         models.update(variants)
-        sets[name] = _SetDef(tuple(variants), path, source.line_at(("models", name)))
+        sets[name] = SetDef(tuple(variants), path, source.line_at(("models", name)))
         groups.append(name)
-    return _ProfileFile(models, sets, frozenset(groups))
+    return ProfileFile(models, sets, frozenset(groups))
 
 
-def _yaml_profile(name: str, body: dict[str, Any], source: _Source) -> ModelProfile:
+def _yaml_profile(name: str, body: dict[str, Any], source: Source) -> ModelProfile:
     what, loc = f"profile {name!r}", ("models", name)
     _refuse_name_key(what, body, source, loc)
-    return _validate(ModelProfile, {**body, "name": name}, what, source, (loc,))
+    return validate(ModelProfile, {**body, "name": name}, what, source, (loc,))
 
 
-def _refuse_name_key(what: str, body: Mapping[str, Any], source: _Source, loc: _Loc) -> None:
+def _refuse_name_key(what: str, body: Mapping[str, Any], source: Source, loc: _Loc) -> None:
     if "name" in body:
         message = f"{what}: unknown key 'name' (a profile is named by its key)"
         raise ProfileError(message, source.path, source.line_at((*loc, "name")))
@@ -336,7 +305,7 @@ _MERGED_KEYS = ("params", "litellm", "tags")
 
 
 def _yaml_variants(
-    name: str, body: dict[str, Any], source: _Source, taken: set[str]
+    name: str, body: dict[str, Any], source: Source, taken: set[str]
 ) -> dict[str, ModelProfile]:
     """The profiles ``<name>_<variant>`` of a profile with ``variants:``, in file order."""
     what, loc = f"profile {name!r}", ("models", name)
@@ -356,11 +325,11 @@ def _yaml_variants(
         where = f"{what} variant {variant!r}"
         _check_variant_keys(where, keys, source, vloc)
         data = {**_variant_fields(base, keys, str(variant)), "name": full}
-        profiles[full] = _validate(ModelProfile, data, where, source, (loc, vloc))
+        profiles[full] = validate(ModelProfile, data, where, source, (loc, vloc))
     return profiles
 
 
-def _check_variant_keys(what: str, keys: Any, source: _Source, loc: _Loc) -> None:
+def _check_variant_keys(what: str, keys: Any, source: Source, loc: _Loc) -> None:
     if not isinstance(keys, dict):
         message = f"{what}: expected a mapping of profile keys"
         raise ProfileError(message, source.path, source.line_at(loc))
@@ -385,63 +354,6 @@ def _variant_fields(base: Mapping[str, Any], keys: Mapping[str, Any], variant: s
     if isinstance(base.get("display_name"), str) and "display_name" not in keys:
         fields["display_name"] = f"{base['display_name']} ({variant})"
     return fields
-
-
-def _load_jsonl(path: Path, text: str) -> _ProfileFile:
-    rows: list[tuple[_Source, Eval360Profile]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        source = _Source(path, line=number)
-        rows.append(
-            (source, _validate(Eval360Profile, _json_object(line, source), "profile", source))
-        )
-    shared = _shared_model_ids(row for _, row in rows)
-    models: dict[str, ModelProfile] = {}
-    for source, row in rows:
-        fields = row.profile_fields()
-        if row.model_id in shared:  # one model in several regions: one profile per region
-            fields = _regional_fields(fields, row, source, models)
-        profile = _validate(ModelProfile, fields, f"profile {row.model_id!r}", source)
-        models[profile.name] = profile
-    # A 360-eval file is a list of models to run together: it doubles as a set.
-    return _ProfileFile(models, {path.stem: _SetDef(tuple(models), path, None)})
-
-
-def _shared_model_ids(rows: Iterable[Eval360Profile]) -> set[str]:
-    seen: set[str] = set()
-    shared: set[str] = set()
-    for row in rows:
-        (shared if row.model_id in seen else seen).add(row.model_id)
-    return shared
-
-
-def _regional_fields(
-    fields: dict[str, Any], row: Eval360Profile, source: _Source, models: Mapping[str, Any]
-) -> dict[str, Any]:
-    """``fields`` named ``<model_id>_<region>``; an error for a second line of one region."""
-    name = f"{row.model_id}_{row.region}" if row.region else row.model_id
-    if name in models:
-        problem = (
-            f"profile {row.model_id!r}: model_id repeated with the same region "
-            f"({row.region or 'none'}); lines of one model_id need distinct regions"
-        )
-        raise ProfileError(problem, source.path, source.line)
-    fields = {**fields, "name": name}
-    if row.display_name and row.region:
-        fields["display_name"] = f"{row.display_name} ({row.region})"
-    return fields
-
-
-def _json_object(line: str, source: _Source) -> Any:
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ProfileError(f"invalid JSON: {exc.msg}", source.path, source.line) from None
-    if not isinstance(value, dict):
-        message = f"expected a JSON object, got {type(value).__name__}"
-        raise ProfileError(message, source.path, source.line)
-    return value
 
 
 def _parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
@@ -470,8 +382,8 @@ def _child(node: yaml.Node, part: str | int) -> tuple[yaml.Node, int] | None:
     return None
 
 
-def _validate(
-    cls: type[_ModelT], data: Any, what: str, source: _Source, prefixes: Sequence[_Loc] = ((),)
+def validate(
+    cls: type[_ModelT], data: Any, what: str, source: Source, prefixes: Sequence[_Loc] = ((),)
 ) -> _ModelT:
     """``cls.model_validate(data)``; the first error becomes a ProfileError at its line.
 
@@ -498,7 +410,7 @@ def _validate(
         raise ProfileError(f"{what}: {message}", source.path, line) from None
 
 
-def _error_line(source: _Source, prefixes: Sequence[_Loc], loc: _Loc) -> int | None:
+def _error_line(source: Source, prefixes: Sequence[_Loc], loc: _Loc) -> int | None:
     reached = [
         (source.reach(prefix + loc)[0] - len(prefix), index)
         for index, prefix in enumerate(prefixes)
@@ -508,7 +420,7 @@ def _error_line(source: _Source, prefixes: Sequence[_Loc], loc: _Loc) -> int | N
 
 
 def _expand_set(
-    name: str, sets: Mapping[str, _SetDef], trail: tuple[str, ...] = ()
+    name: str, sets: Mapping[str, SetDef], trail: tuple[str, ...] = ()
 ) -> tuple[str, ...]:
     """Members of set ``name`` with ``@other`` sets expanded in place, duplicates removed."""
     definition, trail = sets[name], (*trail, name)
@@ -532,7 +444,3 @@ def _expand_set(
 def _unknown_set(name: str, known: Iterable[str]) -> str:
     names = ", ".join(f"@{set_name}" for set_name in sorted(known)) or "none"
     return f"unknown model set '@{name}' (known sets: {names})"
-
-
-def _first_set(*values: float | None) -> float | None:
-    return next((value for value in values if value is not None), None)

@@ -303,7 +303,7 @@ class ResultsRecorder:
         if optimized:
             counts = ", ".join(f"{count} {status}" for status, count in optimized.items())
             where = self.optimization_log or "(no log)"
-            write(f"llmbench: optimized prompts: {counts}; rewrites in {where}")
+            write(f"llmbench: items with an optimized prompt: {counts}; rewrites in {where}")
         cached = sum(1 for record in self.records if record.get("cached"))
         if cached:
             write(f"llmbench: {cached} answers from the response cache (no call made)")

@@ -15,7 +15,11 @@ call's error, kind unchanged.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import functools
 import inspect
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -152,11 +156,30 @@ async def run_solver(ref: str, base_dir: Path, case: SolverCase, complete: Compl
     return SolverRun(answer, client.calls, time.perf_counter() - started)
 
 
+#: Threads for sync solvers. A sync solver blocks its thread while it waits for its model
+#: calls, and litellm starts each call on the loop's default executor: sync solvers on that
+#: executor would fill it and wait forever for calls that cannot start. They get their own.
+SOLVER_THREADS = 64
+_executor: concurrent.futures.ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _solver_executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=SOLVER_THREADS, thread_name_prefix="llmbench-solver"
+            )
+        return _executor
+
+
 async def _call(function: Callable[..., Any], case: SolverCase, client: SolverClient) -> Any:
-    """Await an async solver on this loop; run a sync one in a worker thread."""
+    """Await an async solver on this loop; run a sync one on a solver thread."""
     if _is_async(function):
         return await function(case, client)
-    result = await asyncio.to_thread(function, case, client)
+    run = functools.partial(contextvars.copy_context().run, function, case, client)
+    result = await asyncio.get_running_loop().run_in_executor(_solver_executor(), run)
     return await result if inspect.isawaitable(result) else result
 
 

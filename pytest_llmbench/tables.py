@@ -28,10 +28,11 @@ def md_cell(text: str) -> str:
     return " ".join(text.split()).replace("\\", "\\\\").replace("|", "\\|")
 
 
-def board_markdown(board: pd.DataFrame) -> str:
-    """The leaderboard as a Markdown table of its main columns (numbers right-aligned)."""
-    header, rows = board_table(board)
-    align = [":---" if name == "model" else "---:" for name in header]
+def board_markdown(board: pd.DataFrame, key: str = "model") -> str:
+    """The leaderboard as a Markdown table of its main columns (numbers right-aligned); ``key``
+    names the key column, as in :func:`board_table`."""
+    header, rows = board_table(board, key)
+    align = [":---" if name == key else "---:" for name in header]
     lines = [_md_row(header), "| " + " | ".join(align) + " |"]
     lines += [_md_row(row) for row in rows]
     return "\n".join(lines) + "\n"
@@ -41,9 +42,10 @@ def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(md_cell(cell) for cell in cells) + " |"
 
 
-def board_html(board: pd.DataFrame) -> str:
-    """The leaderboard as a small self-contained HTML page (every cell escaped)."""
-    header, rows = board_table(board)
+def board_html(board: pd.DataFrame, key: str = "model") -> str:
+    """The leaderboard as a small self-contained HTML page (every cell escaped); ``key`` names
+    the key column, as in :func:`board_table`."""
+    header, rows = board_table(board, key)
     head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
     body = "\n".join(
         "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
@@ -77,14 +79,17 @@ thead {{ background: #f3f3f3; }}
 """
 
 
-def board_table(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """Header and text rows of the leaderboard's main columns (95% CIs when the board has them)."""
-    header = ["rank", "model", "score [95% CI]", "pass rate [95% CI]", "cases", "errors"]
+def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], list[list[str]]]:
+    """Header and text rows of the leaderboard's main columns (95% CIs when the board has them).
+
+    ``key`` is the key column: ``model``, or the axis column of a board grouped by another axis.
+    """
+    header = ["rank", key, "score [95% CI]", "pass rate [95% CI]", "cases", "errors"]
     header += ["cost USD", "latency p50 s"]
     rows = [
         [
             str(row["rank"]),
-            str(row["model"]),
+            str(row[key]),
             _with_ci(row, "score_mean", "score_ci_low", "score_ci_high", "{:.3f}"),
             _with_ci(row, "pass_rate", "pass_rate_ci_low", "pass_rate_ci_high", "{:.1%}"),
             _number(row.get("n_cases"), "{:d}"),

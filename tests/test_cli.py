@@ -426,6 +426,9 @@ def test_leaderboard_group_by_tag_and_temperature(
     assert code == 0
     assert "<th>temperature</th>" in out and "<th>model</th>" not in out
     assert "<td>0.2</td>" in out and "<td>0.4</td>" in out
+    code, _, err = _call(capsys, "leaderboard", run, "--group-by", "tag:zone")
+    assert code == 2
+    assert "no record has the tag 'zone' (tags: region, tier)" in err
 
 
 def test_leaderboard_group_by_an_axis_older_runs_lack(

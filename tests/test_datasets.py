@@ -508,17 +508,42 @@ def test_csv_choice_columns_and_json_list_cells(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "mapping", "message"),
     [
-        ({"prompt": "p", "choices": "a, b"}, {}, "choices in 'choices' must be a non-empty list"),
-        ({"prompt": "p", "choices": []}, {}, "choices in 'choices' must be a non-empty list"),
-        ({"prompt": "p", "choices": ["a", None]}, {}, "a choice in 'choices' must be a non-empty"),
-        ({"prompt": "p", "choices": "[1,"}, {}, "starts with '[' but is not a JSON list"),
         (
-            {"prompt": "p", "choices": {"text": ["a"], "label": ["A", "B"]}},
+            {"prompt": "p", "choices": "a, b", "answer": 0},
+            {},
+            "choices in 'choices' must be a non-empty list",
+        ),
+        (
+            {"prompt": "p", "choices": [], "answer": 0},
+            {},
+            "choices in 'choices' must be a non-empty list",
+        ),
+        (
+            {"prompt": "p", "choices": ["a", None], "answer": 0},
+            {},
+            "a choice in 'choices' must be a non-empty",
+        ),
+        (
+            {"prompt": "p", "choices": "[1,", "answer": 0},
+            {},
+            "starts with '[' but is not a JSON list",
+        ),
+        (
+            {"prompt": "p", "choices": {"text": ["a"], "label": ["A", "B"]}, "answer": "A"},
             {},
             "'choices' has 2 labels for 1 choices",
         ),
         ({"prompt": "p", "label": 1}, {"answer": "label"}, "dataset.answer needs choices"),
-        ({"prompt": "p", "o1": "a", "o2": ""}, {"choices": ["o1", "o2"]}, "a choice in 'o2'"),
+        (
+            {"prompt": "p", "o1": "a", "o2": "", "answer": 0},
+            {"choices": ["o1", "o2"]},
+            "a choice in 'o2'",
+        ),
+        (
+            {"prompt": "p", "choices": ["a", "b"], "gold": 1},
+            {},
+            "no answer column for the choices (looked for answer, answerKey, label)",
+        ),
         ({"prompt": "p", "image": 3}, {}, "an image must be a path, a URL or image bytes"),
     ],
 )

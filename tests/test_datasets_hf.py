@@ -135,8 +135,9 @@ def test_arc_dataset_dict_struct_choices_with_labels(tmp_path: Path) -> None:
     train = hf.Dataset.from_dict({key: values[:1] for key, values in ARC.items()})
     hf.DatasetDict({"train": train, "test": arc}).save_to_disk(str(tmp_path / "arc"))
 
-    # `question` and `choices` are default columns: only the answer needs naming.
-    rows = load(tmp_path, path="arc", split="test", answer="answerKey")
+    # `question`, `choices` and `answerKey` are default columns: ARC loads as it is.
+    rows = load(tmp_path, path="arc", split="test")
+    assert rows == load(tmp_path, path="arc", split="test", answer="answerKey")
     assert [r.id for r in rows] == ["Mercury_7175875", "NYSEDREGENTS_2015_4_8"]
     assert rows[0].prompt == "Which is a planet?"
     assert rows[0].choices == ("Sun", "Mars", "Moon")

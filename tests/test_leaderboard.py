@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from pytest_llmbench import boardtext, stats
 from pytest_llmbench import leaderboard as lb
-from pytest_llmbench import stats
 from pytest_llmbench.judging.agreement import dimension_agreement
 from pytest_llmbench.record import FIELDS, build_record
 
@@ -849,7 +849,7 @@ def test_format_leaderboard_fits_100_columns() -> None:
 
 
 def test_a_long_contestant_keeps_its_variant_suffix() -> None:
-    cell = lb._model_cell("openrouter/meta-llama/llama-3.1-405b:terse@t0.2")
+    cell = boardtext._model_cell("openrouter/meta-llama/llama-3.1-405b:terse@t0.2")
     assert len(cell) <= 20 and cell.endswith("terse@t0.2")
 
 

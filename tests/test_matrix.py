@@ -417,7 +417,9 @@ cases:
     assert {r["model"] for r in records if not r["optimized"]} == {"fake"}
     (log_line,) = bench.out("prompt_optimizations.jsonl").read_text().splitlines()
     assert '"status": "rewritten"' in log_line and "{{country}}" in log_line
-    result.stdout.fnmatch_lines(["llmbench: optimized prompts: 4 rewritten; rewrites in *"])
+    result.stdout.fnmatch_lines(
+        ["llmbench: items with an optimized prompt: 4 rewritten; rewrites in *"]
+    )
 
 
 def test_a_failed_rewrite_falls_back_to_the_original_prompt(bench: Bench) -> None:
@@ -442,3 +444,138 @@ def test_a_solver_that_cannot_be_imported_is_a_collection_error(bench: Bench) ->
     result = bench.run("--models=fake", "--collect-only")
     result.stdout.fnmatch_lines(["solved.eval.yaml:1: solver: nowhere:solve: cannot load: *"])
     assert "Traceback" not in result.stdout.str()
+
+
+# --- xdist ----------------------------------------------------------------------------------
+
+
+def test_the_matrix_gives_the_same_records_with_two_workers(bench: Bench) -> None:
+    """Prompt variants x temperatures x original/optimized prompts: -n 2 (real pytest-xdist)
+    gives the records -n 0 gives, and the optimizer is asked once per prompt and model."""
+    import json
+
+    _prompt_project(bench)
+    rewrite = '{"system": null, "prompt": "Capital city of {{country}}, one word, please."}'
+    bench.server.add_rule(Rule(model="fake-model-2", reply=rewrite))
+    bench.server.add_rule(Rule(match="France", reply="Paris"))
+    bench.server.add_rule(Rule(reply="Tokyo"))
+    common = (
+        "--models=fake",
+        "--temperature-variations=2",
+        "--optimize-prompts=both",
+        "--optimizer=fake2",
+        "--stream=off",
+    )
+    serial = bench.run("-n", "0", "--results-dir=serial", *common)
+    serial.assert_outcomes(passed=36)  # 2 cases x 3 prompts x 3 temperatures x 2
+    optimizer_calls = sum(r.body["model"] == "fake-model-2" for r in bench.server.chat_requests())
+    assert optimizer_calls == 3  # one rewrite per prompt variant (and model)
+    bench.server.reset()
+    bench.server.add_rule(Rule(model="fake-model-2", reply=rewrite))
+    bench.server.add_rule(Rule(match="France", reply="Paris"))
+    bench.server.add_rule(Rule(reply="Tokyo"))
+    parallel = bench.run_subprocess("-n", "2", "--results-dir=parallel", *common)
+    parallel.assert_outcomes(passed=36)
+    optimizer_calls = sum(r.body["model"] == "fake-model-2" for r in bench.server.chat_requests())
+    assert optimizer_calls == 3  # shared by the two workers
+
+    def comparable(folder: str) -> list[dict[str, object]]:
+        path = bench.pytester.path / folder / "results.jsonl"
+        records = [json.loads(line) for line in path.read_text().splitlines() if line]
+        volatile = ("ttft_s", "latency_s", "tokens_per_s", "started_at", "worker")
+        return sorted(
+            ({k: v for k, v in r.items() if k not in volatile} for r in records),
+            key=lambda r: str(r["nodeid"]),
+        )
+
+    assert comparable("parallel") == comparable("serial")
+    labels = {r["model"] for r in comparable("serial")}
+    assert "fake:terse_optimized@t0" in labels and "fake:formal@t0.5" in labels
+    for name in ("leaderboard.csv", "by_temperature.csv", "by_prompt_variant.csv"):
+        serial_rows = (bench.pytester.path / "serial" / name).read_text().splitlines()
+        parallel_rows = (bench.pytester.path / "parallel" / name).read_text().splitlines()
+        assert len(serial_rows) == len(parallel_rows) > 2, name
+
+
+def test_more_sync_solver_items_than_executor_threads_do_not_hang(bench: Bench) -> None:
+    """Sync solvers block a thread while they wait for their calls; litellm starts calls on the
+    loop's default executor (cpu_count + 4 threads), so they must not run there."""
+    import os
+
+    count = (os.cpu_count() or 1) + 8
+    bench.pytester.makepyfile(strategies=SOLVER)
+    cases = "".join(f"  - {{id: c{i}, prompt: q{i}, expected: OK}}\n" for i in range(count))
+    bench.eval_file("up", "solver: strategies:upper\ncases:\n" + cases)
+    bench.server.add_rule(Rule(reply="ok", delay_s=0.2))
+    result = bench.pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--results-dir=out", "--models=fake", "--concurrency=64",
+        timeout=120,  # a hang fails the test instead of the suite
+    )  # fmt: skip
+    result.assert_outcomes(passed=count)
+
+
+# --- review fixes -----------------------------------------------------------------------------
+
+
+def test_choices_placed_by_the_template_are_lettered_even_over_a_choices_column(
+    bench: Bench,
+) -> None:
+    (bench.pytester.path / "q.jsonl").write_text(
+        '{"id": "cap", "question": "Capital of France?", "choices": ["Lyon", "Paris"], '
+        '"answer": 1}\n'
+    )
+    bench.eval_file(
+        "mc",
+        "dataset: {path: q.jsonl}\n"
+        'prompt: "Question: {{question}}\\n{{choices}}\\nAnswer with the letter."\n',
+    )
+    bench.server.add_rule(Rule(reply="B"))
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    sent = bench.server.chat_requests()[0].body["messages"][-1]["content"]
+    assert sent == "Question: Capital of France?\nA. Lyon\nB. Paris\nAnswer with the letter."
+
+
+def test_a_case_system_cannot_silently_replace_a_variant_system(bench: Bench) -> None:
+    bench.eval_file(
+        "v",
+        "prompts:\n  - {name: teacher, prompt: 'hi {{x}}', system: You teach.}\n"
+        "cases:\n  - id: one\n    vars: {x: 1}\n    system: Case system.\n",
+    )
+    result = bench.run("--models=fake", "--collect-only")
+    result.stdout.fnmatch_lines(
+        ["v.eval.yaml:6: case 'one': its `system` would replace the `system` of prompt "
+         "variant 'teacher'; give it in one place"]
+    )  # fmt: skip
+
+
+def test_cases_varying_around_different_temperatures_are_warned_about(bench: Bench) -> None:
+    bench.eval_file(
+        "t",
+        "model_params: {temperature: 0.4}\ncases:\n  - {id: a, prompt: hi}\n"
+        "  - {id: b, prompt: hi, model_params: {temperature: 1.0}}\n",
+    )
+    result = bench.run("--models=fake2", "--temperature-variations=2", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        ["*TemperatureVariationWarning: llmbench: --temperature-variations: cases of fake2 vary "
+         "around different temperatures (0.4 and 1 here)*"]
+    )  # fmt: skip
+
+
+def test_latency_only_refuses_cached_answers(bench: Bench) -> None:
+    bench.eval_file("one", "cases: [{id: a, prompt: hi}]\n")
+    for flags in (("--cache=use",), ("--cache=replay",), ("--rescore",)):
+        result = bench.run("--models=fake", "--latency-only", *flags)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(["*--latency-only measures calls*"])
+
+
+def test_latency_only_turns_plain_test_records_into_measurements(bench: Bench) -> None:
+    bench.pytester.makepyfile(
+        test_plain="def test_one(llm, record_score):\n"
+        "    assert llm.complete('hi').text\n    record_score(1.0)\n"
+    )
+    bench.server.add_rule(Rule(reply="hello"))
+    bench.run("--models=fake", "--latency-only").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["eval_type"] == "latency" and record["score"] is None
+    assert record["latency_s"] > 0

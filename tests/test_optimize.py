@@ -14,14 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbench.optimize import (
-    LOG_FILE,
-    PromptOptimizer,
-    Rewrite,
-    RewriteStore,
-    rewrite_key,
-    write_log,
-)
+from pytest_llmbench.optimize import PromptOptimizer, Rewrite, rewrite_key
+from pytest_llmbench.optimize_store import LOG_FILE, RewriteStore, write_log
 from pytest_llmbench.profiles import ModelProfile
 from pytest_llmbench.providers.completion import Completion, ProviderError
 

@@ -542,6 +542,9 @@ def test_jsonl_model_in_two_regions_becomes_two_profiles(tmp_path: Path) -> None
     assert west.litellm == {"aws_region_name": "us-west-2"} and west.label == "A (us-west-2)"
     assert europe.tags == {"region": "eu-west-1"} and europe.rpm == 5
     assert "m/a" not in registry.models
+    # Its model_id selects every region, as a YAML profile's name selects its variants.
+    assert [p.name for p in registry.resolve("m/a")] == ["m/a_us-west-2", "m/a_eu-west-1"]
+    assert [p.name for p in registry.resolve("@m/a")] == ["m/a_us-west-2", "m/a_eu-west-1"]
     # A line without a region keeps the bare model_id beside the regional ones.
     text += '{"model_id": "m/a"}\n'
     registry = load_profiles([write(tmp_path, "team.jsonl", text)])

@@ -14,7 +14,8 @@ import pytest
 from conftest import FRANCE, Bench, Rule
 
 from pytest_llmbench.record import build_record
-from pytest_llmbench.report.standalone import CASE_ROWS_LIMIT, write_report
+from pytest_llmbench.report.standalone import write_report
+from pytest_llmbench.report.tables import CASE_ROWS_LIMIT
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..assertions import AssertionSpecError, Verdict, _is_number, _q
+from ..assertion_base import AssertionSpecError, Verdict, is_number, q
 from .tools import ToolError, resolve_inside
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def _split_type(type_name: Any) -> tuple[str, str]:
 
 def _weight(raw: Mapping[str, Any]) -> float:
     value = raw.get("weight", 1.0)
-    if not _is_number(value) or not math.isfinite(value) or value < 0:
+    if not is_number(value) or not math.isfinite(value) or value < 0:
         raise AssertionSpecError(f"weight must be a number >= 0, got {value!r}", "weight")
     return float(value)
 
@@ -143,7 +143,7 @@ def _weight(raw: Mapping[str, Any]) -> float:
 def _text(base: str, key: str, value: Any) -> str:
     if isinstance(value, str) and value:
         return value
-    if _is_number(value):  # YAML reads `value: 42` as an int
+    if is_number(value):  # YAML reads `value: 42` as an int
         return str(value)
     raise AssertionSpecError(f"{base} needs a non-empty string {key}, got {value!r}", key)
 
@@ -227,7 +227,7 @@ def _timeout(raw: Mapping[str, Any]) -> float | None:
     value = raw.get("timeout")
     if value is None:
         return None
-    if _is_number(value) and math.isfinite(value) and value > 0:
+    if is_number(value) and math.isfinite(value) and value > 0:
         return float(value)
     raise AssertionSpecError(f"timeout must be a number of seconds > 0, got {value!r}", "timeout")
 
@@ -290,9 +290,9 @@ def _check_file_exists(check: AgentCheck, outcome: AgentOutcome) -> _Result:
 def _check_file_contains(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     raw, text = _file_text(check, outcome)
     passed = check.value in text
-    shown = f"{raw} ({len(text)} chars: {_q(text)})"
+    shown = f"{raw} ({len(text)} chars: {q(text)})"
     return _result(
-        passed, f"{raw} contains {_q(check.value)}", f"{shown} does not contain {_q(check.value)}"
+        passed, f"{raw} contains {q(check.value)}", f"{shown} does not contain {q(check.value)}"
     )
 
 
@@ -300,7 +300,7 @@ def _check_file_matches(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     raw, text = _file_text(check, outcome)
     passed = re.search(check.value, text) is not None
     return _result(
-        passed, f"{raw} matches {_q(check.value)}", f"no match for {_q(check.value)} in {raw}"
+        passed, f"{raw} matches {q(check.value)}", f"no match for {q(check.value)} in {raw}"
     )
 
 
@@ -308,14 +308,14 @@ def _check_command(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     result = _sandbox_for(check, outcome.sandbox).run(check.value)
     output = result.stdout + result.stderr
     if result.error is not None:
-        raise _CheckFailed(f"command {_q(check.value)} could not run: {result.error}")
+        raise _CheckFailed(f"command {q(check.value)} could not run: {result.error}")
     if result.timed_out or result.exit_code is None:
-        raise _CheckFailed(f"command {_q(check.value)} timed out after {result.duration_s:.1f}s")
-    shown = f"exit code {result.exit_code}; output: {_q(output.strip(), _OUTPUT_SHOWN)}"
+        raise _CheckFailed(f"command {q(check.value)} timed out after {result.duration_s:.1f}s")
+    shown = f"exit code {result.exit_code}; output: {q(output.strip(), _OUTPUT_SHOWN)}"
     if result.exit_code != check.exit_code:
         return _Result(False, f"{shown} (wanted exit code {check.exit_code})")
     if check.output_contains is not None and check.output_contains not in output:
-        return _Result(False, f"{shown} (lacks {_q(check.output_contains)})")
+        return _Result(False, f"{shown} (lacks {q(check.output_contains)})")
     return _Result(True, shown)
 
 
@@ -331,7 +331,7 @@ def _sandbox_for(check: AgentCheck, sandbox: Sandbox) -> Sandbox:
 
 def _calls_shown(calls: Sequence[ToolCall]) -> str:
     names = ", ".join(call.name for call in calls)
-    return _q(names, _OUTPUT_SHOWN) if calls else "no tool calls"
+    return q(names, _OUTPUT_SHOWN) if calls else "no tool calls"
 
 
 def _check_tool_called(check: AgentCheck, outcome: AgentOutcome) -> _Result:
@@ -369,10 +369,10 @@ def _check_tool_args(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     if matching:
         # The model asked for it either way; a refusal is worth knowing when reading the reason.
         call = next((call for call in matching if not call.error), matching[0])
-        refused = f" (the tool refused it: {_q(call.result)})" if call.error else ""
+        refused = f" (the tool refused it: {q(call.result)})" if call.error else ""
         return _Result(True, f"{check.value} called (turn {call.turn}) with {wanted}{refused}")
     seen = "; ".join(repr(call.arguments) for call in calls)
-    return _Result(False, f"no {check.value} call had {wanted} (got {_q(seen, _OUTPUT_SHOWN)})")
+    return _Result(False, f"no {check.value} call had {wanted} (got {q(seen, _OUTPUT_SHOWN)})")
 
 
 def _arg_matches(arguments: Mapping[str, Any], key: str, want: Any) -> bool:

@@ -1,0 +1,256 @@
+"""Rows: the records a reader yields, mapped to :class:`DatasetRow` values.
+
+Column mapping (``prompt:``, ``expected:``, ``id:``, ... or their default names), the checks and
+conversions of a row's scalar cells, and the unique-id check over all rows. Multiple-choice and
+image cells are converted in :mod:`.cells`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import cells
+from .source import DatasetError, DatasetSource, RowError
+
+_PROMPT_KEYS = ("text_prompt", "prompt", "question", "input")
+_EXPECTED_KEYS = ("golden_answer", "expected", "answer", "output")
+_CHOICES_KEYS = ("choices",)
+#: Answer columns of multiple choice sets: MMLU/Winogrande ``answer``, ARC ``answerKey``,
+#: HellaSwag/PIQA ``label``.
+_ANSWER_KEYS = ("answer", "answerKey", "label")
+_IMAGE_KEYS = ("images", "image")
+# Characters that split or confuse pytest node ids ("file::name[param]").
+#: Characters that split or confuse pytest node ids ("file::name[param]"); case ids replace them.
+UNSAFE_ID = re.compile(r"(?:::|[\[\]/\s])+")
+
+
+@dataclass(frozen=True)
+class DatasetRow:
+    """One case read from a dataset."""
+
+    id: str  # the id column's value made node-id safe, else f"row-{number}"
+    prompt: str | None  # never empty; None only when the eval file has a prompt template
+    expected: str | None  # None when the column is absent or the cell empty
+    vars: dict[str, Any]  # every column (CSV: strings; else as stored), `columns:` and `vars` over
+    tags: tuple[str, ...]  # from the tags column: comma-separated (CSV) or a list
+    task: dict[str, str] | None  # `task`: 360-eval's {"task_type": ..., "task_criteria": ...}
+    expected_output_tokens: int | None  # from the expected_output_tokens key or column
+    threshold: float | None  # from the threshold key or column, 0..1
+    line: int | None  # 1-based line where a CSV/JSONL row starts; None for tables and factories
+    number: int  # 1-based row in the source, before any shuffle
+    images: tuple[str, ...] = ()  # absolute paths, http(s) URLs or data: URLs
+    choices: tuple[str, ...] | None = None  # the options of a multiple-choice row
+    choice_labels: tuple[str, ...] | None = None  # their labels when the data gives them (ARC)
+    answer: Any = None  # the right choice as stored (letter, index, label, text); None if unknown
+
+    @property
+    def where(self) -> str:
+        """``line N`` for a text file's row, ``row N`` otherwise."""
+        return f"line {self.line}" if self.line is not None else f"row {self.number}"
+
+
+@dataclass(frozen=True)
+class Record:
+    """A parsed row before mapping, and where it starts."""
+
+    number: int  # 1-based data row number, blank rows not counted
+    line: int | None  # CSV/JSONL line; None for table rows and factory rows
+    fields: dict[str, Any]  # CSV: the columns; else the keys but `vars`
+    extra_vars: Any = None  # `vars`, still unchecked
+    task: Any = None  # `task`, still unchecked
+
+
+@dataclass(frozen=True)
+class Origin:
+    """What the records come from: names it in errors, anchors relative image paths."""
+
+    path: Path | None  # the file or folder; None for a factory
+    label: str  # how a table row is named in messages: "row", "factory row"
+    folder: Path  # relative image paths start here
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The keys a source's mapping resolves to, given the columns a row has."""
+
+    prompt: str | None
+    expected: str | None
+    id: str | None
+    tags: str | None
+    choices: str | tuple[str, ...] | None
+    answer: str | None
+    images: str | None
+
+
+def object_record(number: int, line: int | None, obj: Mapping[str, Any]) -> Record:
+    """A JSONL-shaped mapping (JSONL line, table row, factory item) as a record."""
+    fields = {str(key): value for key, value in obj.items() if key != "vars"}
+    return Record(number, line, fields, obj.get("vars"), obj.get("task"))
+
+
+def build_row(
+    record: Record, source: DatasetSource, origin: Origin, needs_prompt: bool
+) -> DatasetRow:
+    try:
+        cols = resolve_columns(source, list(record.fields), needs_prompt)
+        get = record.fields.get
+        choices, labels = cells.choices(cols.choices, record.fields)
+        images = cells.images(get(cols.images) if cols.images else None, origin.folder)
+        renamed = {var: get(column) for var, column in source.columns.items()}
+        shown = {cols.images: list(images)} if cols.images else {}  # refs, not image bytes
+        return DatasetRow(
+            id=_case_id(get(cols.id) if cols.id else None, record.number),
+            prompt=_prompt(get(cols.prompt), cols.prompt, needs_prompt) if cols.prompt else None,
+            expected=_text(get(cols.expected) if cols.expected else None),
+            vars={**record.fields, **shown, **renamed, **_vars(record.extra_vars)},
+            tags=_tags(get(cols.tags) if cols.tags else None),
+            task=_task(record.task),
+            expected_output_tokens=_positive_int(get("expected_output_tokens")),
+            threshold=_threshold(get("threshold")),
+            line=record.line,
+            number=record.number,
+            images=images,
+            choices=choices,
+            choice_labels=labels,
+            answer=cells.answer(get(cols.answer)) if cols.answer and choices else None,
+        )
+    except RowError as exc:
+        if record.line is not None:
+            raise DatasetError(str(exc), origin.path, record.line) from None
+        raise DatasetError(f"{origin.label} {record.number}: {exc}", origin.path) from None
+
+
+def resolve_columns(source: DatasetSource, available: list[str], needs_prompt: bool) -> _Columns:
+    def pick(key: str, column: str | None, defaults: tuple[str, ...]) -> str | None:
+        if column is not None and column not in available:
+            raise RowError(f"column {column!r} (dataset.{key}) not found; available: {names}")
+        return column or next((name for name in defaults if name in available), None)
+
+    names = ", ".join(map(repr, available)) or "(none)"
+    prompt = pick("prompt", source.prompt, _PROMPT_KEYS)
+    if prompt is None and needs_prompt:
+        raise RowError(
+            f"no prompt column (looked for {', '.join(_PROMPT_KEYS)}); available: {names}; "
+            "set dataset.prompt to the column holding the prompt"
+        )
+    for var, column in source.columns.items():
+        pick(f"columns.{var}", column, ())
+    if isinstance(source.choices, tuple):
+        choices: str | tuple[str, ...] | None = source.choices
+        for column in source.choices:
+            pick("choices", column, ())
+    else:
+        choices = pick("choices", source.choices, _CHOICES_KEYS)
+    if source.answer is not None and choices is None:
+        raise RowError("dataset.answer needs choices: set dataset.choices or add a choices column")
+    answer = pick("answer", source.answer, _ANSWER_KEYS if choices else ())
+    if choices is not None and answer is None:
+        looked = ", ".join(_ANSWER_KEYS)
+        raise RowError(
+            f"no answer column for the choices (looked for {looked}); set dataset.answer"
+        )
+    # With choices the answer column names the right choice; it is not the expected text.
+    expected_defaults = tuple(name for name in _EXPECTED_KEYS if name != answer)
+    return _Columns(
+        prompt=prompt,
+        expected=pick("expected", source.expected, expected_defaults),
+        id=pick("id", source.id, ("id",)),
+        tags=pick("tags", source.tags, ("tags",)),
+        choices=choices,
+        answer=answer,
+        images=pick("images", source.images, _IMAGE_KEYS),
+    )
+
+
+def _prompt(value: Any, column: str, needs_prompt: bool) -> str | None:
+    if not needs_prompt and (value is None or value == ""):
+        return None
+    if not isinstance(value, str):
+        raise RowError(f"prompt {column!r} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise RowError(f"empty prompt in column {column!r}")
+    return value
+
+
+def _text(value: Any) -> str | None:
+    """An expected answer as text: "" means none; structured values and numbers become JSON."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _case_id(value: Any, number: int) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return f"row-{number}"
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise RowError(f"case id must be a string or an integer, got {type(value).__name__}")
+    return UNSAFE_ID.sub("-", str(value).strip())
+
+
+def _vars(value: Any) -> dict[str, Any]:
+    if value is not None and not isinstance(value, dict):
+        raise RowError(f"'vars' must be an object, got {type(value).__name__}")
+    return value or {}
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    if items is not None and not (isinstance(items, list) and all(map(is_str, items))):
+        raise RowError("tags must be a comma-separated string or a list of strings")
+    return tuple(tag.strip() for tag in items or () if tag.strip())
+
+
+def _task(value: Any) -> dict[str, str] | None:
+    if value is not None and not (isinstance(value, dict) and all(map(is_str, value.values()))):
+        raise RowError("'task' must be an object of strings (task_type, task_criteria)")
+    return value
+
+
+def _positive_int(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RowError(f"expected_output_tokens must be a positive integer, got {value!r}")
+    return value
+
+
+def _threshold(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not 0.0 <= number <= 1.0:
+        raise RowError(f"threshold must be a number from 0 to 1, got {value!r}")
+    return number
+
+
+def is_str(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def check_unique_ids(rows: list[DatasetRow], origin: Origin) -> None:
+    first: dict[str, DatasetRow] = {}
+    for row in rows:
+        if row.id in first:
+            unit = "lines" if row.line is not None else f"{origin.label}s"
+            earlier = first[row.id]
+            places = f"{earlier.line or earlier.number} and {row.line or row.number}"
+            raise DatasetError(
+                f"duplicate case id {row.id!r} at {unit} {places} "
+                "(ids are compared after '[', ']', '::', '/' and whitespace become '-')",
+                origin.path,
+                row.line,
+            )
+        first[row.id] = row
