@@ -88,6 +88,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--pytest-arg", action="append", default=[], help="Extra pytest flag (repeatable)"
     )
     out.add_argument("--timeout-cap", type=float, default=1800.0, help="Max seconds per run")
+    out.add_argument(
+        "--runs", type=int, default=1,
+        help="Run every cell this many times and keep the run of median wall time (default 1)",
+    )  # fmt: skip
     out.add_argument("--results-md", type=Path, default=BENCH_DIR / "RESULTS.md")
     out.add_argument("--results-json", type=Path, default=BENCH_DIR / "results.json")
     out.add_argument("--no-write", action="store_true", help="Print only; write no file")
@@ -129,12 +133,14 @@ def build_context(args: argparse.Namespace, workdir: Path) -> BenchContext:
         extra=tuple(args.pytest_arg),
         workdir=workdir,
         timeout_cap_s=args.timeout_cap,
+        runs=max(1, args.runs),
     )
 
 
 def _settings(ctx: BenchContext, name: str) -> dict[str, object]:
     server = ctx.server
     settings: dict[str, object] = {
+        "runs per cell": ctx.runs,
         "ttft_s": server.ttft_s,
         "token_delay_s": server.token_delay_s,
         "tokens": server.tokens,

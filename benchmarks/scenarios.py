@@ -18,6 +18,7 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness import (
     FakeServer,
@@ -77,6 +78,8 @@ class BenchContext:
     extra: tuple[str, ...]
     workdir: Path
     timeout_cap_s: float
+    #: runs per cell; the cell keeps the run of median wall time (the machine's speed varies)
+    runs: int = 1
 
     def timeout_s(self, n: int, concurrency: int) -> float:
         """A generous bound for a run of ``n`` calls, ``concurrency`` at a time."""
@@ -119,13 +122,14 @@ def measure(
     server: FakeServer | None,
     collect_only: bool = False,
 ) -> Row:
-    """Run pytest on ``root`` once and fill ``row`` with what it measured."""
-    out_dir = ctx.workdir / "out" / f"{_slug(row.label)}-{uuid.uuid4().hex[:6]}"
-    if server is not None:
-        server.reset_stats()
-    argv = pytest_argv(root, out_dir, row.workers, [*extra, *ctx.extra])
-    timeout = ctx.timeout_s(row.n, row.concurrency or max(1, row.workers))
-    run = run_bounded(argv, root, bench_env(), timeout)
+    """Run pytest on ``root`` ``ctx.runs`` times and fill ``row`` with the run of median wall
+    time (every run's wall time goes into the note when there are several)."""
+    attempts = [_attempt(ctx, row, root, extra, server) for _ in range(ctx.runs)]
+    attempts.sort(key=lambda attempt: attempt[0].wall_s)
+    run, out_dir, stats = attempts[len(attempts) // 2]
+    if len(attempts) > 1:
+        walls = ", ".join(f"{attempt[0].wall_s:.1f}" for attempt in attempts)
+        row.note = _join(row.note, f"median of {len(attempts)} runs (wall s: {walls})")
     records, outcomes = (None, {}) if collect_only else count_records(out_dir)
     row.status = _status(run, row.n, records, collect_only)
     if row.status.startswith("flag not available"):
@@ -134,12 +138,24 @@ def measure(
     row.records, row.outcomes = records, outcomes
     collected = run.collected()
     row.collect_s = collected[1] if collected else None
-    if server is not None:
-        stats = server.stats()
+    if stats is not None:
         row.server_requests, row.max_in_flight = stats["requests"], stats["max_in_flight"]
     if not row.ok:
         print(f"--- output tail of {row.label}:\n{run.tail()}", file=sys.stderr, flush=True)
     return row
+
+
+def _attempt(
+    ctx: BenchContext, row: Row, root: Path, extra: list[str], server: FakeServer | None
+) -> tuple[ProcessRun, Path, dict[str, Any] | None]:
+    """One bounded pytest run: the run, its results folder and the server's counters."""
+    out_dir = ctx.workdir / "out" / f"{_slug(row.label)}-{uuid.uuid4().hex[:6]}"
+    if server is not None:
+        server.reset_stats()
+    argv = pytest_argv(root, out_dir, row.workers, [*extra, *ctx.extra])
+    timeout = ctx.timeout_s(row.n, row.concurrency or max(1, row.workers))
+    run = run_bounded(argv, root, bench_env(), timeout)
+    return run, out_dir, server.stats() if server is not None else None
 
 
 def _suite(ctx: BenchContext, name: str, n: int, api_base: str) -> Path:
