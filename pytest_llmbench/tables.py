@@ -83,7 +83,12 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
     """Header and text rows of the leaderboard's main columns (95% CIs when the board has them).
 
     ``key`` is the key column: ``model``, or the axis column of a board grouped by another axis.
+    A latency-only board (``--latency-only``) shows timings instead of scores.
     """
+    from .grouping import LATENCY_ONLY
+
+    if board.attrs.get(LATENCY_ONLY):
+        return _latency_table(board, key)
     header = ["rank", key, "score [95% CI]", "pass rate [95% CI]", "cases", "errors"]
     header += ["cost USD", "latency p50 s"]
     rows = [
@@ -96,6 +101,26 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
             _number(row.get("n_errors"), "{:d}"),
             _number(row.get("cost_usd_total"), "{:.4f}"),
             _number(row.get("latency_s_p50"), "{:.2f}"),
+        ]
+        for row in board.to_dict("records")
+    ]
+    return header, rows
+
+
+def _latency_table(board: pd.DataFrame, key: str) -> tuple[list[str], list[list[str]]]:
+    """A latency-only board: TTFT p50 with its sample size, latency p50/p95, tokens/s, cost."""
+    header = ["rank", key, "ttft p50 s (n)", "latency p50 s", "latency p95 s", "tokens/s"]
+    header += ["errors", "cost USD"]
+    rows = [
+        [
+            str(row["rank"]),
+            str(row[key]),
+            f"{_number(row.get('ttft_s_p50'), '{:.2f}')} ({_number(row.get('ttft_n'), '{:d}')})",
+            _number(row.get("latency_s_p50"), "{:.2f}"),
+            _number(row.get("latency_s_p95"), "{:.2f}"),
+            _number(row.get("tokens_per_s_mean"), "{:.1f}"),
+            _number(row.get("n_errors"), "{:d}"),
+            _number(row.get("cost_usd_total"), "{:.4f}"),
         ]
         for row in board.to_dict("records")
     ]

@@ -67,6 +67,26 @@ def _md_rows(text: str) -> list[list[str]]:
 # -- leaderboard ---------------------------------------------------------------------------------
 
 
+def test_leaderboard_of_a_latency_only_run_shows_timings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def measured(model: str, latency: float) -> list[dict[str, Any]]:
+        return [
+            _record(model, case, True, score=None, eval_type="latency", latency_s=latency,
+                    ttft_s=latency / 4, streamed=True)
+            for case in CASES
+        ]  # fmt: skip
+
+    run = _run(tmp_path / "run", measured("slow", 2.0) + measured("fast", 0.5))
+    code, out, _ = _call(capsys, "leaderboard", run)
+    assert code == 0
+    rows = _md_rows(out)
+    assert rows[0][2:5] == ["ttft p50 s (n)", "latency p50 s", "latency p95 s"]
+    assert "score [95% CI]" not in rows[0]
+    assert [row[1] for row in rows[2:]] == ["fast", "slow"]
+    assert rows[2][2] == f"0.12 ({len(CASES)})" and rows[2][3] == "0.50"
+
+
 def test_leaderboard_markdown_ranks_models_of_one_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
