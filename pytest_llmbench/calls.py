@@ -72,12 +72,9 @@ def with_images(item: EvalItem, messages: Sequence[dict[str, Any]]) -> Sequence[
 
 
 def optimized_messages(item: EvalItem, rewrite: Rewrite) -> tuple[dict[str, Any], ...]:
-    """The rewritten template rendered with the case's vars (the original when it cannot be)."""
-    try:
-        messages = item.case.render(rewrite.messages)
-    except ValueError:
-        messages = item.case.messages
-    return tuple(with_images(item, messages))
+    """The rewritten template rendered with the case's vars (the optimizer accepted it only
+    with the original's placeholders, and the original rendered at collection)."""
+    return tuple(with_images(item, item.case.render(rewrite.messages)))
 
 
 def agent_completion(run: AgentRun, model_id: str) -> Completion:

@@ -144,6 +144,13 @@ class EvalFile(pytest.File):
         return item
 
 
+def _warns_at_collection(config: pytest.Config) -> bool:
+    """Whether this process warns about what it collects: under xdist every worker collects,
+    and only the first one warns, so a warning shows once."""
+    workerinput = getattr(config, "workerinput", None)
+    return not workerinput or workerinput.get("workerid") == "gw0"
+
+
 class SelfPreferenceWarning(UserWarning):
     """A judge grades answers of its own model: LLM judges tend to favour their own outputs."""
 
@@ -161,8 +168,7 @@ def _warn_self_judging(
 
     Under xdist every worker collects; only the first one warns, so the warning shows once.
     """
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput and workerinput.get("workerid") != "gw0":
+    if not _warns_at_collection(config):
         return
     warned = config.stash.setdefault(_SELF_JUDGING_KEY, set())
     for judge in judges:
@@ -188,21 +194,21 @@ class TemperatureVariationWarning(UserWarning):
     then holds some cases only."""
 
 
-_BASES_KEY = pytest.StashKey[dict[str, float | None]]()
+#: Per model: the first base temperature seen, and whether mixed bases were warned about.
+_BASES_KEY = pytest.StashKey[dict[str, tuple[float | None, bool]]]()
 
 
 def _warn_mixed_bases(
     config: pytest.Config, model: ModelProfile, base: float | None, where: tuple[Path, int]
 ) -> None:
     """Warn once per model when a case's base temperature differs from the first one seen."""
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput and workerinput.get("workerid") != "gw0":
+    if not _warns_at_collection(config):
         return
     bases = config.stash.setdefault(_BASES_KEY, {})
-    first = bases.setdefault(model.name, base)
-    if first == base or f"{model.name} (warned)" in bases:
+    first, warned = bases.setdefault(model.name, (base, False))
+    if first == base or warned:
         return
-    bases[f"{model.name} (warned)"] = base
+    bases[model.name] = (first, True)
     warnings.warn_explicit(
         TemperatureVariationWarning(
             f"llmbench: --temperature-variations: cases of {model.name} vary around different "

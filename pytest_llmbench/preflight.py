@@ -220,16 +220,10 @@ def _unprefixed(message: str, name: str) -> str:
 
 
 def restrict_models(config: pytest.Config, names: Sequence[str]) -> None:
-    """Keep only the models named ``names`` in this process's RunConfig (and its runtime's)."""
-    from .runtime import RUNTIME_KEY
-
+    """Keep only the models named ``names`` in this process's RunConfig."""
     run = get_run_config(config)
     kept = tuple(model for model in run.models if model.name in set(names))
-    reduced = dataclasses.replace(run, models=kept)
-    config.stash[RUN_CONFIG_KEY] = reduced
-    runtime = config.stash.get(RUNTIME_KEY, None)
-    if runtime is not None:
-        runtime.run = reduced  # the runtime keeps the config it was made with
+    config.stash[RUN_CONFIG_KEY] = dataclasses.replace(run, models=kept)
 
 
 def worker_input(config: pytest.Config) -> dict[str, Any]:

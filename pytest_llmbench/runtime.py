@@ -51,12 +51,16 @@ class Runtime:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.run: RunConfig = get_run_config(config)
         key_vars = [p.api_key_env for p in self.run.profiles.models.values() if p.api_key_env]
         self.redactor = Redactor.from_environ(os.environ, key_vars)
         self.engine = Engine()
         self._embedded: EmbeddedServer | None = None
         self._scheduler: CallScheduler | None = None
+
+    @property
+    def run(self) -> RunConfig:
+        """The run's config (``--check-models --skip-unavailable`` may narrow its models)."""
+        return get_run_config(self.config)
 
     def scheduler(self) -> CallScheduler:
         """The call scheduler of this process (created on first use, with the run's items)."""
