@@ -25,6 +25,7 @@ from .streaming import digest
 if TYPE_CHECKING:
     from .cache import ResponseCache
     from .calls import Request
+    from .config import RunConfig
     from .profiles import ModelProfile
     from .runtime import Runtime
 
@@ -33,6 +34,26 @@ if TYPE_CHECKING:
 _RATE_WINDOW_S = 60.0 * 1.05
 #: 429s closer together than this are one burst: concurrency is halved once for them.
 _BACKOFF_SPACING_S = 1.0
+#: How many items past the current one may have calls started, per unit of concurrency.
+_LOOKAHEAD_FACTOR = 2
+_MAX_LOOKAHEAD = 1024
+
+
+def process_limit(
+    run: RunConfig, model: ModelProfile, n_workers: int, file_parallel_safe: bool = True
+) -> int:
+    """Calls of ``model`` one process may have in flight: its share of the run's."""
+    if not (model.parallel_safe and file_parallel_safe):
+        return 1
+    limit = model.concurrency or run.concurrency
+    return max(1, math.ceil(limit / max(1, n_workers)))
+
+
+def lookahead(run: RunConfig, n_workers: int) -> int:
+    """How many items past the current one a process may start calls for: enough to fill every
+    model's slots twice over (a profile may allow more calls in flight than --concurrency)."""
+    slots = sum(process_limit(run, model, n_workers) for model in run.models)
+    return min(_MAX_LOOKAHEAD, slots * _LOOKAHEAD_FACTOR)
 
 
 class BudgetExceeded(Exception):
@@ -84,10 +105,7 @@ class CallPacer:
 
     def limit(self, model: ModelProfile, file_parallel_safe: bool) -> int:
         """Calls of ``model`` this process may have in flight: its share of the run's."""
-        if not (model.parallel_safe and file_parallel_safe):
-            return 1
-        limit = model.concurrency or self._run.concurrency
-        return max(1, math.ceil(limit / self._n_workers))
+        return process_limit(self._run, model, self._n_workers, file_parallel_safe)
 
     def _share(self, per_run: float | None) -> float | None:
         return None if per_run is None else per_run / self._n_workers

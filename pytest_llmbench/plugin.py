@@ -105,7 +105,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 class _XdistBridge:
-    """Hands every worker the embedded server's session directory and the models to collect."""
+    """Hands every worker the embedded server's session directory and the models to collect,
+    and schedules items so that each worker has enough queued to keep its calls in flight."""
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -117,3 +118,10 @@ class _XdistBridge:
         node.workerinput["llmbench_owner_pid"] = owner
         # The models --check-models --skip-unavailable left out, checked before nodes start.
         node.workerinput.update(worker_input(node.config))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """``--dist load`` keeping every worker's queue as deep as its look-ahead."""
+        from .distribution import make_scheduler
+
+        return make_scheduler(config, log)

@@ -31,7 +31,7 @@ from .calls import (
     optimized_messages,
     with_images,
 )
-from .pacing import BudgetExceeded, CallPacer
+from .pacing import BudgetExceeded, CallPacer, lookahead
 from .prefetch import prefetchable
 from .providers.completion import Completion, ProviderError
 from .streaming import StreamSample
@@ -47,9 +47,6 @@ if TYPE_CHECKING:
     from .ratelimit import ProcessSlot
     from .runtime import Runtime
 
-#: How many items past the current one may have calls started, per unit of concurrency.
-_LOOKAHEAD_FACTOR = 2
-_MAX_LOOKAHEAD = 1024
 #: Put first on an agent command's PATH: this Python (with pytest) as ``python``/``python3``.
 _PYTHON_BIN = (Path(sys.executable).parent,)
 #: Answer tokens assumed for a judge's verdict when pacing tokens per minute.
@@ -68,10 +65,7 @@ class CallScheduler:
         self._prefetchable: dict[str, bool] = {}
         self._sample = StreamSample()
         self._optimizer: PromptOptimizer | None = None
-        # Enough upcoming items to fill every model's slots twice over (a profile may allow more
-        # calls in flight than --concurrency).
-        slots = sum(self._pacer.limit(model, file_parallel_safe=True) for model in self._run.models)
-        self.lookahead = min(_MAX_LOOKAHEAD, slots * _LOOKAHEAD_FACTOR)
+        self.lookahead = lookahead(self._run, self._n_workers)
 
     # -- main thread --------------------------------------------------------------------------
     def set_items(self, items: Sequence[pytest.Item]) -> None:
