@@ -229,6 +229,7 @@ def mean_pass_at_k(verdicts: Iterable[CaseVerdict]) -> PassAtK | None:
 
 def _number(value: Any) -> float | None:
     """A finite float, or None for None, NaN (pandas' missing) and non-numbers."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return None
+    if type(value) is not float:  # the common case first: the ABC check costs a microsecond
+        if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return None
     return float(value) if math.isfinite(value) else None

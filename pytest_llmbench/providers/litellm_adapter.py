@@ -64,12 +64,20 @@ def import_litellm() -> Any:
     if _litellm is not None:
         return _litellm
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    # The import builds about a million long-lived objects; collections during it find next to
+    # no garbage and cost a fifth of its CPU (2.75 s -> 2.2 s here, the same peak memory).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        import litellm
+    finally:
+        if collecting:
+            gc.enable()
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False
     # litellm's modules live as long as the process: keep the collector from walking them on
-    # every full collection (about a million objects).
+    # every full collection.
     gc.freeze()
     _litellm = litellm
     return litellm
