@@ -69,7 +69,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ReportWriter(config), "llmbench-report")
     config.pluginmanager.register(CIOutputs(config), "llmbench-ci-outputs")
     config.pluginmanager.register(BaselineGate(config), "llmbench-baseline")
-    if config.pluginmanager.hasplugin("html"):
+    if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
+        # Only when a pytest-html report is written: the extras cost CPU on every report.
         from .report.html import HtmlColumns
 
         config.pluginmanager.register(HtmlColumns(), "llmbench-html")

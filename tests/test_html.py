@@ -234,3 +234,11 @@ def test_a_row_removed_by_another_plugin_stays_removed() -> None:
     cells: list[str] = []
     HtmlColumns().pytest_html_results_table_row(SimpleNamespace(llmbench_record={}), cells)  # type: ignore[arg-type]
     assert cells == []
+
+
+def test_extras_are_built_only_when_an_html_report_is_written(pytester: pytest.Pytester) -> None:
+    """Without ``--html`` no extras are rendered: they cost CPU on every report for nothing."""
+    without = pytester.parseconfigure()
+    assert without.pluginmanager.get_plugin("llmbench-html") is None
+    with_html = pytester.parseconfigure("--html=report.html")
+    assert isinstance(with_html.pluginmanager.get_plugin("llmbench-html"), HtmlColumns)

@@ -1,7 +1,7 @@
 """pytest-html integration: model, score, tokens, latency and cost columns; per-row extras.
 
-Registered on the controller only when pytest-html is active. It reads the record that arrived
-on the report, so it works the same with and without xdist.
+Registered on the controller only when pytest-html writes a report (``--html``). It reads the
+record that arrived on the report, so it works the same with and without xdist.
 """
 
 from __future__ import annotations
