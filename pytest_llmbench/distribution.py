@@ -13,8 +13,9 @@ worker's 1035 items took 4 s of the run's 20 s).
 items queued than its look-ahead (see :func:`~pytest_llmbench.pacing.lookahead`), plus the two
 xdist keeps, is topped up with the eval items at the head of the unsent ones, at most its fair
 share of them (the unsent items divided by the workers). Other tests are scheduled exactly as
-xdist does. It replaces ``--dist load`` only (the default of ``-n``), and not when
-``--maxschedchunk`` is given: the user then chose how many items travel at once.
+xdist does. It replaces xdist's own ``--dist load`` scheduler only (the default of ``-n``), not
+another plugin's, and not when ``--maxschedchunk`` is given: the user then chose how many items
+travel at once.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ from xdist.workermanage import parse_tx_spec_config
 _XDIST_MIN_QUEUE = 2
 
 
-def make_scheduler(config: pytest.Config, log: Any) -> LoadScheduling | None:
-    """Our scheduler for ``--dist load`` without ``--maxschedchunk``, else None (xdist's own)."""
-    if config.getvalue("dist") != "load" or config.getoption("maxschedchunk") is not None:
-        return None
+def make_scheduler(config: pytest.Config, log: Any, chosen: Any) -> Any:
+    """Ours in place of xdist's own load scheduler (``--dist load`` without ``--maxschedchunk``);
+    any other scheduler ``chosen`` by xdist or another plugin is kept."""
+    if type(chosen) is not LoadScheduling or config.getoption("maxschedchunk") is not None:
+        return chosen
     from . import config as _config
     from .pacing import lookahead
 

@@ -120,9 +120,11 @@ class _XdistBridge:
         # The models --check-models --skip-unavailable left out, checked before nodes start.
         node.workerinput.update(worker_input(node.config))
 
-    @pytest.hookimpl(optionalhook=True)
+    @pytest.hookimpl(optionalhook=True, wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """``--dist load`` keeping every worker's queue as deep as its look-ahead."""
+        """xdist's ``--dist load`` scheduler becomes one that keeps every worker's queue as deep
+        as its look-ahead; any other (another mode, another plugin's) is kept."""
         from .distribution import make_scheduler
 
-        return make_scheduler(config, log)
+        chosen = yield
+        return make_scheduler(config, log, chosen)

@@ -17,7 +17,7 @@ import pytest
 from conftest import Bench, Rule
 from xdist.scheduler import LoadScheduling
 
-from pytest_llmbench.distribution import LookaheadScheduling, eval_nodeid_matcher, make_scheduler
+from pytest_llmbench.distribution import LookaheadScheduling, eval_nodeid_matcher
 
 DEPTH = 10
 
@@ -184,18 +184,38 @@ def test_the_eval_pattern_follows_the_ini(pytester: pytest.Pytester) -> None:
     assert not is_eval("tests/test_a.py::test_b")
 
 
-def test_used_for_dist_load_only(bench: Bench) -> None:
-    # xdist turns -n 2 into these when the command line runs; parseconfig does not.
-    load = ("--tx", "2*popen", "--dist", "load")
-    chosen = make_scheduler(bench.pytester.parseconfig(*load, "--models=fake"), None)
+def chosen_scheduler(pytester: pytest.Pytester, *args: str) -> Any:
+    """The scheduler xdist's DSession would use: the hook as configured plugins answer it."""
+    # xdist turns -n 2 into these when the command line runs; parseconfigure does not.
+    config = pytester.parseconfigure("--tx", "2*popen", "--dist", "load", *args)
+    return config.hook.pytest_xdist_make_scheduler(config=config, log=None)
+
+
+def test_replaces_xdists_load_scheduler_only(bench: Bench) -> None:
+    chosen = chosen_scheduler(bench.pytester, "--models=fake")
     assert isinstance(chosen, LookaheadScheduling)
     assert chosen.depth == 2 * 4 + 2, "--concurrency 8 over 2 workers: 4 each, twice, plus 2"
-    wide = make_scheduler(
-        bench.pytester.parseconfig(*load, "--models=fake,fake2", "--concurrency=64"), None
+    wide = chosen_scheduler(bench.pytester, "--models=fake,fake2", "--concurrency=64")
+    assert isinstance(wide, LookaheadScheduling) and wide.depth == 2 * (32 + 32) + 2
+    assert type(chosen_scheduler(bench.pytester, "--maxschedchunk", "4")) is LoadScheduling
+    for mode in ("loadscope", "worksteal", "each"):
+        kept = chosen_scheduler(bench.pytester, "--dist", mode)
+        assert not isinstance(kept, LoadScheduling), mode
+
+
+def test_another_plugins_scheduler_is_kept(bench: Bench) -> None:
+    bench.pytester.makeconftest(
+        """
+from xdist.scheduler import LoadScheduling
+
+class Mine(LoadScheduling):
+    pass
+
+def pytest_xdist_make_scheduler(config, log):
+    return Mine(config, log)
+"""
     )
-    assert wide is not None and wide.depth == 2 * (32 + 32) + 2
-    for flags in (["--dist", "loadscope"], ["--dist", "worksteal"], ["--maxschedchunk", "4"]):
-        assert make_scheduler(bench.pytester.parseconfig(*load, *flags), None) is None
+    assert type(chosen_scheduler(bench.pytester)).__name__ == "Mine"
 
 
 QUEUE_LOG = """

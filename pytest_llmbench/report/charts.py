@@ -471,16 +471,22 @@ def _layout(figure: Any, **extra: Any) -> None:
     )
 
 
-@functools.cache
 def chart_template() -> Any:
     """plotly_white with the defaults of the trace types drawn here only: half the cost of
     applying the whole template to a figure (plotly copies and validates it each time), and half
     its size in each chart's JSON."""
     import plotly.graph_objects as go
+
+    return _template(go.layout.Template)
+
+
+@functools.cache
+def _template(template_class: Any) -> Any:
+    """Built once per plotly import (a test run in-process may import plotly afresh)."""
     import plotly.io as pio
 
     white = pio.templates["plotly_white"]
-    return go.layout.Template(
+    return template_class(
         layout=white.layout, data={name: getattr(white.data, name) for name in _TRACE_TYPES}
     )
 
