@@ -38,12 +38,15 @@ def make_scheduler(config: pytest.Config, log: Any, chosen: Any) -> Any:
     any other scheduler ``chosen`` by xdist or another plugin is kept."""
     if type(chosen) is not LoadScheduling or config.getoption("maxschedchunk") is not None:
         return chosen
-    from . import config as _config
-    from .pacing import lookahead
 
-    workers = len(parse_tx_spec_config(config))
-    depth = lookahead(_config.get_run_config(config), workers) + _XDIST_MIN_QUEUE
-    return LookaheadScheduling(config, log, depth=depth, is_eval=eval_nodeid_matcher(config))
+    def depth() -> int:
+        from . import config as _config
+        from .pacing import lookahead
+
+        workers = len(parse_tx_spec_config(config))
+        return lookahead(_config.get_run_config(config), workers) + _XDIST_MIN_QUEUE
+
+    return LookaheadScheduling(config, log, depth_of=depth, is_eval=eval_nodeid_matcher(config))
 
 
 def eval_nodeid_matcher(config: pytest.Config) -> Callable[[str], bool]:
@@ -63,10 +66,18 @@ class LookaheadScheduling(LoadScheduling):
     unsent."""
 
     def __init__(
-        self, config: pytest.Config, log: Any, *, depth: int, is_eval: Callable[[str], bool]
+        self,
+        config: pytest.Config,
+        log: Any,
+        *,
+        depth_of: Callable[[], int],
+        is_eval: Callable[[str], bool],
     ) -> None:
         super().__init__(config, log)
-        self.depth = depth
+        #: Eval items each worker keeps queued; known once the collection has eval items (the
+        #: run's settings are only read then, so a run of plain tests never loads them).
+        self.depth = 0
+        self.depth_of = depth_of
         self._is_eval = is_eval
         self._evals: list[bool] = []
 
@@ -76,6 +87,10 @@ class LookaheadScheduling(LoadScheduling):
         super().schedule()
         if first and self.collection is not None:
             self._evals = [self._is_eval(nodeid) for nodeid in self.collection]
+            if not any(self._evals):
+                self._evals = []  # plain tests only: xdist's scheduling, unchanged
+                return
+            self.depth = self.depth_of()
             for node in self.nodes:
                 self._top_up(node)
             if not self.pending:  # all sent: xdist shuts workers down once nothing is left

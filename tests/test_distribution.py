@@ -72,7 +72,9 @@ def started(
 
 
 def ours(config: pytest.Config) -> LookaheadScheduling:
-    return LookaheadScheduling(config, None, depth=DEPTH, is_eval=eval_nodeid_matcher(config))
+    return LookaheadScheduling(
+        config, None, depth_of=lambda: DEPTH, is_eval=eval_nodeid_matcher(config)
+    )
 
 
 def xdists(config: pytest.Config) -> LoadScheduling:
@@ -156,9 +158,19 @@ def test_small_runs_send_everything_once_and_shut_down(
 
 
 def test_plain_tests_are_scheduled_as_xdist_does(pytester: pytest.Pytester) -> None:
+    """Without eval items the run's settings are not even read (no .env, no profiles)."""
+
+    def unread(config: pytest.Config) -> LookaheadScheduling:
+        def depth() -> int:
+            raise AssertionError("the look-ahead was computed for plain tests")
+
+        return LookaheadScheduling(
+            config, None, depth_of=depth, is_eval=eval_nodeid_matcher(config)
+        )
+
     collection = plain(120)
     runs = []
-    for scheduler_of in (ours, xdists):
+    for scheduler_of in (unread, xdists):
         scheduler, nodes = started(pytester, scheduler_of, collection)
         run_to_end(scheduler, nodes, duration=0.3)
         runs.append([node.sent for node in nodes])
@@ -194,9 +206,9 @@ def chosen_scheduler(pytester: pytest.Pytester, *args: str) -> Any:
 def test_replaces_xdists_load_scheduler_only(bench: Bench) -> None:
     chosen = chosen_scheduler(bench.pytester, "--models=fake")
     assert isinstance(chosen, LookaheadScheduling)
-    assert chosen.depth == 2 * 4 + 2, "--concurrency 8 over 2 workers: 4 each, twice, plus 2"
+    assert chosen.depth_of() == 2 * 4 + 2, "--concurrency 8 over 2 workers: 4 each, twice, +2"
     wide = chosen_scheduler(bench.pytester, "--models=fake,fake2", "--concurrency=64")
-    assert isinstance(wide, LookaheadScheduling) and wide.depth == 2 * (32 + 32) + 2
+    assert isinstance(wide, LookaheadScheduling) and wide.depth_of() == 2 * (32 + 32) + 2
     assert type(chosen_scheduler(bench.pytester, "--maxschedchunk", "4")) is LoadScheduling
     for mode in ("loadscope", "worksteal", "each"):
         kept = chosen_scheduler(bench.pytester, "--dist", mode)
