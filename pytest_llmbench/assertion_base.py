@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -129,6 +130,15 @@ class TypeSpec:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def valid_regex(pattern: str) -> str:
+    """``pattern``, or an :class:`AssertionSpecError` naming why it does not compile."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise AssertionSpecError(f"invalid regex {pattern!r}: {exc}", "value") from None
+    return pattern
 
 
 def binary(passed: bool, if_passed: str, if_failed: str) -> Outcome:

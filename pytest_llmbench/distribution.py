@@ -80,6 +80,7 @@ class LookaheadScheduling(LoadScheduling):
         self.depth_of = depth_of
         self._is_eval = is_eval
         self._evals: list[bool] = []
+        self._only_evals = False
 
     def schedule(self) -> None:
         """xdist's initial distribution, then every worker topped up to the look-ahead."""
@@ -90,6 +91,7 @@ class LookaheadScheduling(LoadScheduling):
             if not any(self._evals):
                 self._evals = []  # plain tests only: xdist's scheduling, unchanged
                 return
+            self._only_evals = all(self._evals)
             self.depth = self.depth_of()
             for node in self.nodes:
                 self._top_up(node)
@@ -106,7 +108,9 @@ class LookaheadScheduling(LoadScheduling):
     def _top_up(self, node: Any) -> None:
         if node.shutting_down or not self.pending or not self._evals:
             return
-        queued = sum(1 for index in self.node2pending[node] if self._evals[index])
+        pending = self.node2pending[node]
+        # Counted on every report: skip the walk when every item is an eval item.
+        queued = len(pending) if self._only_evals else sum(self._evals[i] for i in pending)
         fair_share = math.ceil(len(self.pending) / len(self.node2pending))
         wanted = min(self.depth - queued, fair_share)
         count = 0

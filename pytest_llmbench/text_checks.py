@@ -19,6 +19,7 @@ from .assertion_base import (
     binary,
     is_number,
     q,
+    valid_regex,
 )
 from .structured_checks import NotJson, parse_json_output
 
@@ -45,12 +46,7 @@ def _text_list_value(base: str, value: Any) -> tuple[str, ...]:
 
 
 def regex_value(base: str, value: Any) -> str:
-    pattern = text_value(base, value)
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise AssertionSpecError(f"invalid regex {pattern!r}: {exc}", "value") from None
-    return pattern
+    return valid_regex(text_value(base, value))
 
 
 # --- checks ----------------------------------------------------------------------------------

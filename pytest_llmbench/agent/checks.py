@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..assertion_base import AssertionSpecError, Verdict, is_number, q
+from ..assertion_base import AssertionSpecError, Verdict, is_number, q, valid_regex
 from .tools import ToolError, resolve_inside
 
 if TYPE_CHECKING:
@@ -175,12 +175,7 @@ def _text_value(base: str, raw: Mapping[str, Any]) -> str:
 
 
 def _regex_value(base: str, raw: Mapping[str, Any]) -> str:
-    pattern = _text_value(base, raw)
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise AssertionSpecError(f"invalid regex {pattern!r}: {exc}", "value") from None
-    return pattern
+    return valid_regex(_text_value(base, raw))
 
 
 def _names(base: str, value: Any, *, single: bool) -> str | tuple[str, ...]:
