@@ -19,7 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .baseline import (
+from .render.markup import board_html, board_markdown
+from .results.baseline import (
     ResultsError,
     compare_runs,
     format_comparison,
@@ -28,8 +29,7 @@ from .baseline import (
     model_of,
     models_of,
 )
-from .tables import board_html, board_markdown
-from .validate import UsageFailure, validate_command
+from .spec.validate import UsageFailure, validate_command
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _leaderboard_command(args: argparse.Namespace) -> int:
-    from .leaderboard import axis_column, grouped, leaderboard, records_frame
+    from .results.summary import axis_column, grouped, leaderboard, records_frame
 
     try:
         key = axis_column(args.group_by)

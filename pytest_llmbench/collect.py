@@ -17,17 +17,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .config import get_run_config
-from .item import (
-    EvalItem,
-    GradedSpec,
-    run_eval_case,
-)
-from .variants import PLAIN, Variant
+from .item import EvalItem, GradedSpec, run_eval_case
+from .spec.variants import PLAIN, Variant
 
 if TYPE_CHECKING:
     from .config import RunConfig
-    from .profiles import ModelProfile
-    from .spec import EvalCase, EvalFileError, LoadedEval
+    from .models.profiles import ModelProfile
+    from .spec.schema import EvalCase, EvalFileError, LoadedEval
 
 # Tags that can be pytest markers and `-m` words: no ':' or '(' (they end a marker's name in the
 # ini `markers` lines) and no leading '_' (pytest refuses those).
@@ -39,7 +35,8 @@ class EvalFile(pytest.File):
     """A ``*.eval.yaml`` file."""
 
     def collect(self) -> list[EvalItem]:
-        from .spec import EvalFileError, load_spec
+        from .spec.load import load_spec
+        from .spec.schema import EvalFileError
 
         try:
             loaded = load_spec(self.path)
@@ -65,14 +62,14 @@ class EvalFile(pytest.File):
 
     def _variants(self, case: EvalCase, model: ModelProfile, run: RunConfig) -> list[Variant]:
         """The case's variants on ``model``: temperatures x original/optimized prompt."""
-        from .variants import configured_temperature, temperature_variations
+        from .spec.variants import configured_temperature, temperature_variations
 
         temperatures: list[float | None] = [None]
         if run.temperature_variations:
             try:
                 base = configured_temperature({**model.params, **case.model_params})
             except ValueError as exc:
-                from .spec import EvalFileError
+                from .spec.schema import EvalFileError
 
                 error = EvalFileError(
                     self.path, case.line, f"case {case.id!r} on {model.name}: {exc}"
@@ -89,8 +86,8 @@ class EvalFile(pytest.File):
 
     def _shim_interpreter(self, loaded: LoadedEval) -> ModelProfile | None:
         """An agent file's ``tool_shim_model``, resolved (a bad name fails collection)."""
-        from .panels import shim_model
-        from .spec import EvalFileError
+        from .spec.helper_models import shim_model
+        from .spec.schema import EvalFileError
 
         try:
             return shim_model(loaded, get_run_config(self.config).profiles)
@@ -99,8 +96,8 @@ class EvalFile(pytest.File):
 
     def _graded(self, loaded: LoadedEval, case: EvalCase) -> tuple[GradedSpec, ...]:
         """The case's judged assertions with their panels (a bad judge name fails collection)."""
-        from .panels import assertion_panel
-        from .spec import EvalFileError
+        from .spec.helper_models import assertion_panel
+        from .spec.schema import EvalFileError
 
         run = get_run_config(self.config)
         graded = []

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from .profiles import ModelProfile, ProfileRegistry
+    from .models.profiles import ModelProfile, ProfileRegistry
 
 DEFAULT_MODEL = "local/smollm2"
 DEFAULT_PATTERN = "*.eval.yaml"
@@ -224,7 +224,8 @@ def _setting(config: pytest.Config, dest: str) -> str | None:
 
 def build_run_config(config: pytest.Config) -> RunConfig:
     """Resolve options, ini, ``.env`` and profiles; raise ``pytest.UsageError`` when bad."""
-    from .profiles import ProfileError, load_profiles
+    from .models.profile_files import load_profiles
+    from .models.profiles import ProfileError
 
     env_file = _load_env_file(config)
     rescore = bool(config.getoption("llmbench_rescore"))
@@ -332,7 +333,7 @@ def _baseline(config: pytest.Config) -> Path | None:
 
 
 def _judge_metrics(config: pytest.Config) -> tuple[str, ...]:
-    from .judging.prompts import dimension_key
+    from .scoring.judged import dimension_key
 
     raw = _setting(config, "judge_metrics") or ""
     try:

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .providers.completion import Completion, ProviderError
-from .record import utc_now
-from .runtime import Runtime, get_runtime
+from .engine.runtime import Runtime, get_runtime
+from .models.providers.completion import Completion, ProviderError
+from .results.record import utc_now
 
 if TYPE_CHECKING:
-    from .profiles import ModelProfile
-    from .spec import EvalCase
+    from .models.profiles import ModelProfile
+    from .spec.schema import EvalCase
 
 PLAIN_STATE_KEY = pytest.StashKey["PlainTestState"]()
 

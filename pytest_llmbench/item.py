@@ -17,21 +17,21 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .config import get_run_config
-from .providers.completion import Completion, ProviderError
-from .record import build_record, utc_now, worker_id
-from .runtime import get_runtime
-from .variants import PLAIN, Variant
+from .engine.runtime import get_runtime
+from .models.providers.completion import Completion, ProviderError
+from .results.record import build_record, utc_now, worker_id
+from .spec.variants import PLAIN, Variant
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
     from .agent.loop import AgentRun
     from .agent.sandbox import Sandbox
-    from .assertions import Assertion, Verdict
     from .judging.panel import GradedAssertion
-    from .judging.spec import EmbeddingSpec, JudgeSpec
-    from .profiles import ModelProfile
-    from .spec import EvalCase, LoadedEval
+    from .models.profiles import ModelProfile
+    from .scoring.assertions import Assertion, Verdict
+    from .scoring.judged import EmbeddingSpec, JudgeSpec
+    from .spec.schema import EvalCase, LoadedEval
 
 
 class EvalFailure(Exception):
@@ -127,7 +127,7 @@ class EvalItem(pytest.Function):
         if self.case.files or self.case.include_dirs or self.loaded.agent is not None:
             self.workdir_path = self._request.getfixturevalue("workdir")
         self.started_at = utc_now()
-        from .pacing import BudgetExceeded
+        from .engine.pacing import BudgetExceeded
 
         try:
             answer = get_runtime(self.config).scheduler().take(self)
@@ -229,7 +229,7 @@ class EvalItem(pytest.Function):
 
     def score_answer(self) -> None:
         """Evaluate every assertion; raise :class:`EvalFailure` below the threshold."""
-        from .assertions import AssertionContext, evaluate, score_verdicts
+        from .scoring.assertions import AssertionContext, evaluate, score_verdicts
 
         assert self.completion is not None
         if self.latency_only:
@@ -263,7 +263,7 @@ class EvalItem(pytest.Function):
     def _agent_verdict(self, assertion: Assertion) -> Verdict | None:
         if assertion.agent_check is None:
             return None
-        from .agent.checks import AgentOutcome, evaluate_agent
+        from .scoring.agent import AgentOutcome, evaluate_agent
 
         run, workdir, sandbox = self.agent_run, self.workdir_path, self.agent_sandbox
         assert run is not None and workdir is not None and sandbox is not None
@@ -300,8 +300,8 @@ class EvalItem(pytest.Function):
         return self.path, self.case.line - 1, self.name
 
     def make_record(self, outcome: str, error: str | None) -> dict[str, Any]:
-        """The wire record of this item (see :mod:`pytest_llmbench.record`)."""
-        from .templating import last_user_text
+        """The wire record of this item (see :mod:`pytest_llmbench.results.record`)."""
+        from .spec.templating import last_user_text
 
         completion = self.completion
         provider_error = self.provider_error
@@ -363,7 +363,7 @@ class EvalItem(pytest.Function):
             return None
         if self.latency_only:
             return None
-        from .choices import choice_outcome
+        from .scoring.choices import choice_outcome
 
         # The prompt shows the options lettered A, B, ... (a dataset's own labels only pick the
         # answer at collection), so the answer is read by letter.
@@ -435,7 +435,7 @@ def _described_images(refs: Sequence[str], root: Path) -> list[str]:
     """Image references as the record shows them: paths from the rootdir, URLs abridged."""
     if not refs:
         return []
-    from .vision import describe_ref
+    from .spec.images import describe_ref
 
     return [describe_ref(ref, root=root) for ref in refs]
 

@@ -35,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "filterwarnings", r"ignore:Item .* is using the .ReadOnly. qualifier:UserWarning"
     )
     config.pluginmanager.register(fixtures, "llmbench-fixtures")
-    from .prefetch import Prefetcher
+    from .engine.prefetch import Prefetcher
 
     config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")
     # Bad options fail now, as a usage error.
@@ -43,35 +43,35 @@ def pytest_configure(config: pytest.Config) -> None:
     checking = run is not None and run.check_models
     if hasattr(config, "workerinput"):
         if checking:
-            from .preflight import restrict_worker_models
+            from .engine.preflight import restrict_worker_models
 
             restrict_worker_models(config)
         return
     if run is not None and run.check_models:
-        from .preflight import ModelChecker, check_options
+        from .engine.preflight import ModelChecker, check_options
 
         check_options(run)
         # Its pytest_sessionstart runs before collection and before xdist starts the workers.
         config.pluginmanager.register(ModelChecker(config), "llmbench-check-models")
     if config.getoption("llmbench_estimate_cost"):
-        from .estimate import CostEstimator
+        from .engine.estimate import CostEstimator
 
         config.pluginmanager.register(CostEstimator(), "llmbench-estimate")
-    from .results import ResultsRecorder
+    from .results.recorder import ResultsRecorder
 
     config.pluginmanager.register(ResultsRecorder(config), RECORDER_NAME)
     # At session end, after the recorder (trylast): the report, CI outputs, the baseline gate.
     # Each imports its heavy parts (pandas, plotly) only when the run has records.
-    from .baseline import BaselineGate
-    from .ci_outputs import CIOutputs
+    from .render.ci import CIOutputs
     from .report.standalone import ReportWriter
+    from .results.baseline import BaselineGate
 
     config.pluginmanager.register(ReportWriter(config), "llmbench-report")
     config.pluginmanager.register(CIOutputs(config), "llmbench-ci-outputs")
     config.pluginmanager.register(BaselineGate(config), "llmbench-baseline")
     if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
         # Only when a pytest-html report is written: the extras cost CPU on every report.
-        from .report.html import HtmlColumns
+        from .report.html_columns import HtmlColumns
 
         config.pluginmanager.register(HtmlColumns(), "llmbench-html")
     if config.pluginmanager.hasplugin("xdist"):
@@ -80,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop the engine; the controller also stops the embedded server."""
-    from .runtime import shutdown
+    from .engine.runtime import shutdown
 
     shutdown(config)
 
@@ -99,7 +99,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Attach the item's record to its report (it crosses xdist with the report)."""
     report = yield
-    from .outcomes import attach_record
+    from .results.attach import attach_record
 
     attach_record(item, call, report)
     return report
@@ -111,8 +111,8 @@ class _XdistBridge:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        from .preflight import worker_input
-        from .runtime import session_state
+        from .engine.preflight import worker_input
+        from .engine.runtime import session_state
 
         state_dir, owner = session_state(node.config)
         node.workerinput["llmbench_state_dir"] = str(state_dir)
@@ -124,7 +124,7 @@ class _XdistBridge:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """xdist's ``--dist load`` scheduler becomes one that keeps every worker's queue as deep
         as its look-ahead; any other (another mode, another plugin's) is kept."""
-        from .distribution import make_scheduler
+        from .engine.xdist_schedule import make_scheduler
 
         chosen = yield
         return make_scheduler(config, log, chosen)

@@ -55,8 +55,8 @@ def litellm_loaded() -> Any:
 
     import pandas  # noqa: F401
 
-    from pytest_llmbench.providers.completion import CallTarget
-    from pytest_llmbench.providers.litellm_adapter import acomplete, import_litellm
+    from pytest_llmbench.models.providers.completion import CallTarget
+    from pytest_llmbench.models.providers.litellm_adapter import acomplete, import_litellm
 
     litellm = import_litellm()
     # litellm imports more on its first call; make it here, once, for the same reason.

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbench.agent.checks import (
+from pytest_llmbench.agent.loop import AgentRun, ToolCall
+from pytest_llmbench.agent.sandbox import CommandResult, Sandbox, SandboxLimits
+from pytest_llmbench.scoring.agent import (
     AGENT_KEYS,
     AGENT_TYPES,
     AgentCheck,
@@ -16,9 +18,7 @@ from pytest_llmbench.agent.checks import (
     evaluate_agent,
     parse_agent_assertion,
 )
-from pytest_llmbench.agent.loop import AgentRun, ToolCall
-from pytest_llmbench.agent.sandbox import CommandResult, Sandbox, SandboxLimits
-from pytest_llmbench.assertions import AssertionSpecError, Verdict, parse_assertion
+from pytest_llmbench.scoring.assertions import AssertionSpecError, Verdict, parse_assertion
 
 #: The calls of the hand-made run: (name, arguments), one per turn; turn 5 is the answer.
 CALLS: list[tuple[str, dict[str, Any]]] = [

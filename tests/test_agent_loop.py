@@ -24,7 +24,7 @@ from pytest_llmbench.agent.shim import (
     with_shim_prompt,
 )
 from pytest_llmbench.agent.tools import BUILTIN_TOOLS, Toolbox
-from pytest_llmbench.providers.completion import CallTarget, Completion, ProviderError
+from pytest_llmbench.models.providers.completion import CallTarget, Completion, ProviderError
 
 TOOLS = ("read_file", "write_file", "list_dir")
 TASK = [
@@ -511,7 +511,7 @@ def test_fake_server_streams_tool_calls(fake_llm: FakeLLMServer) -> None:
 
 
 def _through_litellm(server: FakeLLMServer) -> Any:
-    from pytest_llmbench.providers.litellm_adapter import acomplete
+    from pytest_llmbench.models.providers.litellm_adapter import acomplete
 
     target = CallTarget("fake", "openai/fake-model", server.base_url, "sk-fake-agent-key")
 

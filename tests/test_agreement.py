@@ -1,4 +1,4 @@
-"""Tests for pytest_llmbench.judging.agreement: Krippendorff's interval alpha per dimension."""
+"""Tests for pytest_llmbench.results.stats.agreement: Krippendorff's interval alpha per dimension."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbench.judging.agreement import (
+from pytest_llmbench.results.stats.agreement import (
     DimensionAgreement,
     dimension_agreement,
     dimension_order,

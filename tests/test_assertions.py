@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbench.assertions import (
+from pytest_llmbench.scoring.assertions import (
     KNOWN_TYPES,
     Assertion,
     AssertionContext,

@@ -8,7 +8,7 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pyte
 import pytest
 from conftest import Bench, Rule
 
-from pytest_llmbench.baseline import BaselineGate, load_results
+from pytest_llmbench.results.baseline import BaselineGate, load_results
 
 N_CASES = 6
 # Two assertions, threshold 0.5: "Paris" alone scores 0.5 and still passes, so the score can

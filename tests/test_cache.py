@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbench.cache import CacheError, ResponseCache, cache_key
-from pytest_llmbench.providers.completion import Completion
+from pytest_llmbench.engine.cache import CacheError, ResponseCache, cache_key
+from pytest_llmbench.models.providers.completion import Completion
 
 MESSAGES = [
     {"role": "system", "content": "Answer in one word."},
@@ -95,7 +95,7 @@ def test_key_ignores_dict_order() -> None:
 def test_key_is_the_same_in_another_process() -> None:
     code = (
         "import json, sys\n"
-        "from pytest_llmbench.cache import cache_key\n"
+        "from pytest_llmbench.engine.cache import cache_key\n"
         "m, p = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
         "print(cache_key('openai/gpt-4o-mini', m, p, 0))\n"
     )

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbench.assertions import (
+from pytest_llmbench.scoring.assertions import (
     AssertionContext,
     AssertionSpecError,
     evaluate,
     parse_assertion,
 )
-from pytest_llmbench.choices import (
+from pytest_llmbench.scoring.choices import (
     LETTERS,
     answer_index,
     choice_marks,

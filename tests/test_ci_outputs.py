@@ -16,7 +16,7 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pyte
 import pytest
 from conftest import FAKE_KEY, TWO_CAPITALS, Bench, Rule
 
-from pytest_llmbench.ci_outputs import (
+from pytest_llmbench.render.ci import (
     LATENCY_BUCKETS,
     escape_label_value,
     format_value,
@@ -24,7 +24,7 @@ from pytest_llmbench.ci_outputs import (
     render_metrics,
     step_summary,
 )
-from pytest_llmbench.outcomes import PROPERTY_FIELDS, record_properties
+from pytest_llmbench.results.attach import PROPERTY_FIELDS, record_properties
 
 #: Two answered cases and one a 401 turns into an error (401 is not retried).
 CASES = (

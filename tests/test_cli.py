@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_llmbench.cli import main
-from pytest_llmbench.record import build_record
+from pytest_llmbench.results.record import build_record
 
 CASES = [f"c{index}" for index in range(8)]
 
@@ -690,12 +690,12 @@ def test_validate_counts_cases_and_prompt_variants(
 def test_validate_reports_an_unexpected_error_in_one_line(
     project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_llmbench.spec
+    import pytest_llmbench.spec.schema
 
     def failing_user_code(path: Path) -> None:
         raise ImportError("No module named 'helpers'")
 
-    monkeypatch.setattr(pytest_llmbench.spec, "load_spec", failing_user_code)
+    monkeypatch.setattr(pytest_llmbench.spec.schema, "load_spec", failing_user_code)
     code, out, err = _call(capsys, "validate", ".")
     assert (code, err) == (1, "")
     assert "evals/qa.eval.yaml: ImportError: No module named 'helpers'" in out.splitlines()

@@ -1,4 +1,4 @@
-"""Tests for pytest_llmbench.datasets: CSV/JSONL dataset files as eval cases."""
+"""Tests for pytest_llmbench.spec.datasets: CSV/JSONL dataset files as eval cases."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pydantic
 import pytest
 import yaml
 
-from pytest_llmbench.datasets import DatasetError, DatasetRow, DatasetSource, load_dataset
+from pytest_llmbench.spec.datasets import DatasetError, DatasetRow, DatasetSource, load_dataset
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "360-eval"
 needs_shared = pytest.mark.skipif(
@@ -718,7 +718,7 @@ def test_source_origin_rules(data: dict[str, Any], message: str) -> None:
 
 def test_module_import_loads_no_pyarrow() -> None:
     code = (
-        "import sys, pytest_llmbench.datasets; "
+        "import sys, pytest_llmbench.spec.datasets; "
         "sys.exit('pyarrow' in sys.modules or 'datasets' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -1,4 +1,4 @@
-"""Tests for pytest_llmbench.datasets on parquet files and Hugging Face save_to_disk folders.
+"""Tests for pytest_llmbench.spec.datasets on parquet files and Hugging Face save_to_disk folders.
 
 The fixtures are written by the real ``datasets`` library (a dev dependency), so the loader is
 checked against the layouts it actually produces; the package itself reads them with pyarrow.
@@ -18,7 +18,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 hf = pytest.importorskip("datasets")
 hf.disable_progress_bars()
 
-from pytest_llmbench.datasets import (  # noqa: E402  (after the offline switch)
+from pytest_llmbench.spec.datasets import (  # noqa: E402  (after the offline switch)
     DatasetError,
     DatasetRow,
     DatasetSource,

@@ -17,7 +17,7 @@ import pytest
 from conftest import Bench, Rule
 from xdist.scheduler import LoadScheduling
 
-from pytest_llmbench.distribution import LookaheadScheduling, eval_nodeid_matcher
+from pytest_llmbench.engine.xdist_schedule import LookaheadScheduling, eval_nodeid_matcher
 
 DEPTH = 10
 
@@ -233,7 +233,7 @@ def pytest_xdist_make_scheduler(config, log):
 QUEUE_LOG = """
 import json, os
 import pytest
-from pytest_llmbench.prefetch import _xdist_interactor, _xdist_queue
+from pytest_llmbench.engine.prefetch import _xdist_interactor, _xdist_queue
 
 seen = []
 

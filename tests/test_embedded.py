@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbench.providers.embedded import find_model_file, process_alive
+from pytest_llmbench.models.providers.embedded import find_model_file, process_alive
 
 CAPITALS = """
 description: Capitals on the embedded model
@@ -31,7 +31,7 @@ cases:
 #: Each process reports the embedded server it used: (pid, port) from the shared session dir.
 REPORT_SERVER = """
 import json
-from pytest_llmbench.runtime import session_state
+from pytest_llmbench.engine.runtime import session_state
 
 def pytest_sessionfinish(session):
     state_dir, owner = session_state(session.config)

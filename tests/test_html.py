@@ -13,7 +13,7 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pyte
 import pytest
 from conftest import Bench, Rule
 
-from pytest_llmbench.report.html import HtmlColumns, render_extra
+from pytest_llmbench.report.html_columns import HtmlColumns, render_extra
 
 CAPITALS = """
 cases:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbench.cli import SCAFFOLD_FILES, main, scaffold_template
-from pytest_llmbench.profiles import load_profiles
+from pytest_llmbench.models.profile_files import load_profiles
 
 
 def _call(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:

@@ -11,12 +11,12 @@ from pytest_llmbench.judging.prompts import (
     JUDGE_KINDS,
     JURY_DIMENSIONS,
     JudgeRequest,
-    dimension_key,
     judge_messages,
     reply_schema,
     retry_messages,
 )
 from pytest_llmbench.judging.verdicts import ParsedVerdict, VerdictError, parse_verdict
+from pytest_llmbench.scoring.judged import dimension_key
 
 USER_DIMENSIONS = ("brand_voice", "tone")
 

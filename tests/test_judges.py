@@ -323,7 +323,7 @@ def test_a_judge_that_is_also_the_evaluated_model_is_warned_about(judged: Bench)
 def test_similarity_by_embedding_cosine_is_a_paced_cached_call(judged: Bench) -> None:
     from fakeserver import letter_vector
 
-    from pytest_llmbench.judging.similarity import cosine
+    from pytest_llmbench.scoring.similarity import cosine
 
     judged.pytester.makefile(
         ".yaml",

@@ -1,4 +1,4 @@
-"""Tests for pytest_llmbench.leaderboard: aggregation rules, ranking, CSV files, terminal table."""
+"""Tests for pytest_llmbench.results.summary: aggregation rules, ranking, CSV files, terminal table."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from pytest_llmbench import boardtext, stats
-from pytest_llmbench import leaderboard as lb
-from pytest_llmbench.judging.agreement import dimension_agreement
-from pytest_llmbench.record import FIELDS, build_record
+from pytest_llmbench.render import terminal as boardtext
+from pytest_llmbench.render.terminal import format_judges, format_leaderboard
+from pytest_llmbench.results import stats
+from pytest_llmbench.results import summary as lb
+from pytest_llmbench.results.record import FIELDS, build_record
+from pytest_llmbench.results.stats.agreement import dimension_agreement
 
 REPO_ROOT = Path(lb.__file__).resolve().parents[1]
 
@@ -390,7 +392,7 @@ def test_format_leaderboard_table() -> None:
         rec(model="alpha", score=1.0, cost_usd=0.0012, latency_s=1.234, ttft_s=0.5),
         rec(model="beta/long-name", outcome="error"),
     ]
-    lines = lb.format_leaderboard(lb.leaderboard(lb.records_frame(records)))
+    lines = format_leaderboard(lb.leaderboard(lb.records_frame(records)))
     # One answered item: a single case, so the Wilson interval of one observation:
     # p = 1, n = 1: low = 1 / (1 + z^2) = 0.21, not the point [1.00, 1.00].
     assert lines == [
@@ -402,7 +404,7 @@ def test_format_leaderboard_table() -> None:
 
 def test_format_leaderboard_truncates() -> None:
     records = [rec(model=name, score=score) for name, score in (("x", 0.1), ("y", 0.2), ("z", 0.3))]
-    lines = lb.format_leaderboard(lb.leaderboard(lb.records_frame(records)), max_rows=2)
+    lines = format_leaderboard(lb.leaderboard(lb.records_frame(records)), max_rows=2)
     assert len(lines) == 4
     assert lines[1].split()[:3] == ["1", "z", "0.30"]
     assert lines[2].split()[:2] == ["2", "y"]
@@ -414,7 +416,7 @@ def test_format_leaderboard_truncates() -> None:
 
 def test_import_does_not_load_pandas() -> None:
     code = (
-        "import sys, pytest_llmbench.leaderboard as lb\n"
+        "import sys, pytest_llmbench.results.summary as lb\n"
         "print('pandas' in sys.modules)\n"
         "lb.records_frame([])\n"
         "print('pandas' in sys.modules)\n"
@@ -623,9 +625,7 @@ def test_write_aggregates_without_judges_writes_no_agreement(tmp_path: Path) -> 
 
 
 def test_format_judges() -> None:
-    lines = lb.format_judges(
-        lb.records_frame(judged_records()), dimension_agreement(judged_records())
-    )
+    lines = format_judges(lb.records_frame(judged_records()), dimension_agreement(judged_records()))
     assert lines == [
         "dimension     mean                      alpha  units",
         "correctness  3.500                      0.700      2",
@@ -641,7 +641,7 @@ def test_format_judges_no_variation_and_unknown_cost() -> None:
         rec(judges=[judge("j1", same), judge("j2", same)], dimensions={"correctness": 5.0}),
         rec(case_id="c2", judges=[judge("j1", same), judge("j2", same)], dimensions=same),
     ]
-    lines = lb.format_judges(lb.records_frame(records), dimension_agreement(records))
+    lines = format_judges(lb.records_frame(records), dimension_agreement(records))
     assert lines[1].split(maxsplit=2) == ["correctness", "5.000", "n/a (no variation)      2"]
     assert lines[-1] == (
         "judge errors: 0 (excluded from scores); judge tokens: 0; judge cost: unknown"
@@ -649,8 +649,8 @@ def test_format_judges_no_variation_and_unknown_cost() -> None:
 
 
 def test_format_judges_empty_without_judges() -> None:
-    assert lb.format_judges(lb.records_frame(sample_records()), ()) == []
-    assert lb.format_judges(lb.records_frame([]), ()) == []
+    assert format_judges(lb.records_frame(sample_records()), ()) == []
+    assert format_judges(lb.records_frame([]), ()) == []
 
 
 # --- repeat statistics ---------------------------------------------------------------------
@@ -820,7 +820,7 @@ def test_format_leaderboard_vs_top_column() -> None:
     records = clear_winner_records()
     board = lb.leaderboard(lb.records_frame(records))
     comparisons = lb.top_comparisons(records, board["model"].tolist())
-    lines = lb.format_leaderboard(board, comparisons=comparisons)
+    lines = format_leaderboard(board, comparisons=comparisons)
     assert lines[0].split("  ")[-1] == "vs #1"
     # The top row has no vs #1 cell: it ends with its (missing) TTFT.
     assert lines[1].startswith("1  good ") and lines[1].endswith("  -")
@@ -841,7 +841,7 @@ def test_format_leaderboard_fits_100_columns() -> None:
     for record in records:
         record.update(cost_usd=1.23456, latency_s=12.5, ttft_s=1.25)
     board = lb.leaderboard(lb.records_frame(records))
-    lines = lb.format_leaderboard(
+    lines = format_leaderboard(
         board, comparisons=lb.top_comparisons(records, board["model"].tolist())
     )
     assert max(len(line) for line in lines) <= 100
@@ -1001,12 +1001,12 @@ def test_multiple_choice_accuracy() -> None:
     m, n = row_of(board, model="m"), row_of(board, model="n")
     assert (m["mc_n"], m["mc_accuracy"]) == (4, 0.5)
     assert n["mc_n"] == 0 and math.isnan(n["mc_accuracy"])
-    lines = lb.format_leaderboard(board)
+    lines = format_leaderboard(board)
     assert lines[0].split()[5:7] == ["pass", "MC"] and "MC acc" in lines[0]
     assert lines[1].split()[:2] == ["1", "m"] and " 50.0% " in lines[1]
     assert lines[2].split()[6] == "-"  # n has no multiple-choice item
     # Without any multiple-choice item the table is the one it always was.
-    old = lb.format_leaderboard(lb.leaderboard(lb.records_frame(sample_records())))
+    old = format_leaderboard(lb.leaderboard(lb.records_frame(sample_records())))
     assert "MC acc" not in old[0]
 
 
@@ -1033,7 +1033,7 @@ def test_latency_only_board_ranks_by_latency_and_shows_timing() -> None:
     board = lb.leaderboard(frame)
     # p50 ascending; a tie at 1.5 s goes to the cheaper one; no latency sorts last.
     assert board["model"].tolist() == ["fast", "cheap", "fast2", "slow", "broken"]
-    lines = lb.format_leaderboard(board, comparisons=lb.top_comparisons(latency_records(), []))
+    lines = format_leaderboard(board, comparisons=lb.top_comparisons(latency_records(), []))
     assert lines == [
         "#  model   ttft p50 s (n)  p50 s  p95 s  tok/s  errors  cost $",
         "1  fast          0.25 (1)   1.10   1.19   45.0       0  0.0200",
@@ -1050,4 +1050,4 @@ def test_mixed_runs_rank_by_score() -> None:
     records = [*latency_records()[:2], vrec(model="q", score=0.5, eval_type="quality")]
     board = lb.leaderboard(lb.records_frame(records))
     assert board["model"].tolist() == ["q", "slow"]
-    assert "score [95% CI]" in lb.format_leaderboard(board)[0]
+    assert "score [95% CI]" in format_leaderboard(board)[0]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import Bench, Rule
 
-from pytest_llmbench.variants import Variant, temperature_variations
+from pytest_llmbench.spec.variants import Variant, temperature_variations
 
 PROMPTS = """\
 prompts:

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbench.optimize import PromptOptimizer, Rewrite, rewrite_key
-from pytest_llmbench.optimize_store import LOG_FILE, RewriteStore, write_log
-from pytest_llmbench.profiles import ModelProfile
-from pytest_llmbench.providers.completion import Completion, ProviderError
+from pytest_llmbench.engine.optimizer import PromptOptimizer, Rewrite, rewrite_key
+from pytest_llmbench.engine.optimizer_store import LOG_FILE, RewriteStore, write_log
+from pytest_llmbench.models.profiles import ModelProfile
+from pytest_llmbench.models.providers.completion import Completion, ProviderError
 
 OPTIMIZER = ModelProfile(name="local/smollm2", model="openai/smollm2", embedded=True)
 REMOTE_OPTIMIZER = ModelProfile(name="gpt", model="openai/gpt-4o-mini")
@@ -210,9 +210,9 @@ def test_twenty_concurrent_tasks_make_one_call_per_target(tmp_path: Path) -> Non
 _WORKER = """
 import asyncio, json, sys, time
 from pathlib import Path
-from pytest_llmbench.optimize import PromptOptimizer
-from pytest_llmbench.profiles import ModelProfile
-from pytest_llmbench.providers.completion import Completion
+from pytest_llmbench.engine.optimizer import PromptOptimizer
+from pytest_llmbench.models.profiles import ModelProfile
+from pytest_llmbench.models.providers.completion import Completion
 
 store, counter, go = map(Path, sys.argv[1:4])
 template = json.loads(sys.argv[4])

@@ -15,7 +15,7 @@ import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, FRANCE, TWO_CAPITALS, Bench, Rule
 from fakeserver import RecordedRequest
 
-from pytest_llmbench.preflight import CHECK_PROMPT
+from pytest_llmbench.engine.preflight import CHECK_PROMPT
 
 ABSENT_KEY_ENV = "LLMBENCH_PREFLIGHT_ABSENT_KEY"
 #: Writes the check's summary (what the lead puts in run.json) to summary.json at session end.
@@ -23,7 +23,7 @@ SUMMARY_CONFTEST = """
 import json
 from pathlib import Path
 
-from pytest_llmbench.preflight import check_summary
+from pytest_llmbench.engine.preflight import check_summary
 
 
 def pytest_sessionfinish(session):

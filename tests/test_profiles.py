@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import FAKE_KEY_ENV, FRANCE, Bench, Rule
 
-from pytest_llmbench.profiles import (
+from pytest_llmbench.models.profiles import (
     BUILTIN_PROFILES,
     CostPer1k,
     ModelProfile,

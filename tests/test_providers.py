@@ -18,8 +18,12 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pyte
 import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, FRANCE, TWO_CAPITALS, Bench, Rule
 
-from pytest_llmbench.providers.completion import CallTarget
-from pytest_llmbench.providers.litellm_adapter import _backoff_s, _register_prices, _retry_after_s
+from pytest_llmbench.models.providers.completion import CallTarget
+from pytest_llmbench.models.providers.litellm_adapter import (
+    _backoff_s,
+    _register_prices,
+    _retry_after_s,
+)
 
 
 def _csv(path: Path) -> list[dict[str, str]]:

@@ -9,8 +9,8 @@ from typing import TypeVar
 
 import pytest
 
-from pytest_llmbench.engine import Engine
-from pytest_llmbench.ratelimit import AdaptiveConcurrency, RateLimiter
+from pytest_llmbench.engine.loop import Engine
+from pytest_llmbench.engine.ratelimit import AdaptiveConcurrency, RateLimiter
 
 T = TypeVar("T")
 

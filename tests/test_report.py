@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from conftest import FRANCE, Bench, Rule
 
-from pytest_llmbench.record import build_record
+from pytest_llmbench.report.html_tables import CASE_ROWS_LIMIT
 from pytest_llmbench.report.standalone import write_report
-from pytest_llmbench.report.tables import CASE_ROWS_LIMIT
+from pytest_llmbench.results.record import build_record
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO_ROOT = Path(__file__).resolve().parents[1]

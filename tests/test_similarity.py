@@ -1,4 +1,4 @@
-"""Tests for pytest_llmbench.judging.similarity: ROUGE-L F1 and cosine similarity."""
+"""Tests for pytest_llmbench.scoring.similarity: ROUGE-L F1 and cosine similarity."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_llmbench.judging.similarity import cosine, rouge_l
+from pytest_llmbench.scoring.similarity import cosine, rouge_l
 
 # --- rouge_l -------------------------------------------------------------------------------
 

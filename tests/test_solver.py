@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbench.providers.completion import Completion, ProviderError
-from pytest_llmbench.solver import (
+from pytest_llmbench.engine.solver import (
     SolverCase,
     SolverClient,
     SolverRun,
     run_solver,
     solver_completion,
 )
+from pytest_llmbench.models.providers.completion import Completion, ProviderError
 
 CASE = SolverCase(
     id="france",
@@ -188,7 +188,7 @@ VOTING = """
     import asyncio
     from collections import Counter
 
-    from pytest_llmbench.choices import extract_choice, LETTERS
+    from pytest_llmbench.scoring.choices import extract_choice, LETTERS
 
     async def vote(case, client):
         replies = await asyncio.gather(
@@ -350,7 +350,7 @@ def test_any_error_the_engine_raises_propagates_unchanged(tmp_path: Path, solver
 def test_a_solver_may_handle_a_failed_call_itself(tmp_path: Path, solvers: Any) -> None:
     module = solvers(
         """
-        from pytest_llmbench.providers.completion import ProviderError
+        from pytest_llmbench.models.providers.completion import ProviderError
 
         async def solve(case, client):
             try:

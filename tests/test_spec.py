@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbench.spec import EvalCase, EvalFileError, LoadedEval, load_spec
-from pytest_llmbench.templating import render_template
+from pytest_llmbench.spec.load import load_spec
+from pytest_llmbench.spec.schema import EvalCase, EvalFileError, LoadedEval
+from pytest_llmbench.spec.templating import render_template
 
 DATASETS_360 = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "360-eval"
 needs_360 = pytest.mark.skipif(not DATASETS_360.is_dir(), reason="360-eval datasets not present")

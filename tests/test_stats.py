@@ -1,4 +1,4 @@
-"""Tests for pytest_llmbench.stats: verdicts, pass@k, clustered CIs, paired comparisons.
+"""Tests for pytest_llmbench.results.stats: verdicts, pass@k, clustered CIs, paired comparisons.
 
 Expected values are worked out by hand in the comments, so a wrong formula cannot hide behind
 the same code computing both sides.
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from pytest_llmbench import stats
-from pytest_llmbench.record import build_record
-from pytest_llmbench.stats import CaseVerdict, Interval
+from pytest_llmbench.results import stats
+from pytest_llmbench.results.record import build_record
+from pytest_llmbench.results.stats import CaseVerdict, Interval
 
 REPO_ROOT = Path(stats.__file__).resolve().parents[1]
 
@@ -473,7 +473,7 @@ def test_case_changes_regressions_first() -> None:
 
 def test_import_does_not_load_numpy() -> None:
     code = (
-        "import sys, pytest_llmbench.stats as s\n"
+        "import sys, pytest_llmbench.results.stats as s\n"
         "print('numpy' in sys.modules)\n"
         "s.paired_bootstrap([1.0, 2.0])\n"
         "print('numpy' in sys.modules)\n"

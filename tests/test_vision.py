@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from conftest import FakeLLMServer
 
-from pytest_llmbench import vision
-from pytest_llmbench.profiles import ModelProfile
-from pytest_llmbench.providers.completion import CallTarget
-from pytest_llmbench.vision import (
+from pytest_llmbench.models.profiles import ModelProfile
+from pytest_llmbench.models.providers.completion import CallTarget
+from pytest_llmbench.spec import images as vision
+from pytest_llmbench.spec.images import (
     ImageError,
     attach_images,
     check_image_ref,
@@ -367,8 +367,8 @@ def test_price_map_is_read_without_importing_litellm() -> None:
 def test_unknown_model_does_not_import_litellm() -> None:
     code = (
         "import sys\n"
-        "from pytest_llmbench.profiles import ModelProfile\n"
-        "from pytest_llmbench.vision import vision_support\n"
+        "from pytest_llmbench.models.profiles import ModelProfile\n"
+        "from pytest_llmbench.spec.images import vision_support\n"
         "print(vision_support(ModelProfile(name='x', model='openai/no-such-model-here')))\n"
         "print('litellm' in sys.modules)\n"
     )
@@ -396,7 +396,7 @@ def test_unsupported_messages() -> None:
 def test_images_reach_the_provider_intact(
     tmp_path: Path, fake_llm: FakeLLMServer, litellm_loaded: Any
 ) -> None:
-    from pytest_llmbench.providers.litellm_adapter import acomplete
+    from pytest_llmbench.models.providers.litellm_adapter import acomplete
 
     png = tmp_path / "chart.png"
     png.write_bytes(IMAGES["png"])

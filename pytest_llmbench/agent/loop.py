@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pytest_llmbench.agent.shim import (
+from ..models.providers.completion import Completion, add_known
+from .shim import (
     interpreter_messages,
     is_protocol_reply,
     parse_shim_reply,
@@ -25,7 +26,6 @@ from pytest_llmbench.agent.shim import (
     shim_tool_result,
     with_shim_prompt,
 )
-from pytest_llmbench.providers.completion import Completion, add_known
 
 __all__ = [
     "MAX_RESULT_CHARS",

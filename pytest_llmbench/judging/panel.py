@@ -16,14 +16,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..providers.completion import Completion, ProviderError, add_known
+from ..models.providers.completion import Completion, ProviderError, add_known
 from .prompts import JURY_DIMENSIONS, JudgeRequest, judge_messages, reply_schema, retry_messages
 from .verdicts import VerdictError, parse_verdict
 
 if TYPE_CHECKING:
-    from ..assertions import Assertion, Verdict
-    from ..profiles import ModelProfile
-    from .spec import JudgeSpec
+    from ..models.profiles import ModelProfile
+    from ..scoring.assertions import Assertion, Verdict
+    from ..scoring.judged import JudgeSpec
 
 #: Attempts per judge: the first, and one more after a malformed verdict.
 VERDICT_ATTEMPTS = 2
@@ -50,7 +50,7 @@ class JudgeCall:
     cached: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The record's judge entry (see :mod:`pytest_llmbench.record`)."""
+        """The record's judge entry (see :mod:`pytest_llmbench.results.record`)."""
         return {
             "assertion": self.assertion,
             "type": self.type,
@@ -226,9 +226,9 @@ async def grade_embedding(
     """
     import json
 
-    from ..assertions import Verdict
-    from .similarity import cosine
-    from .spec import EmbeddingSpec
+    from ..scoring.assertions import Verdict
+    from ..scoring.judged import EmbeddingSpec
+    from ..scoring.similarity import cosine
 
     spec = assertion.graded
     assert isinstance(spec, EmbeddingSpec)
@@ -264,7 +264,7 @@ def aggregate(
 ) -> GradedAssertion:
     """Combine the valid judges' scores per dimension; the assertion passes when every
     dimension does (LLM-as-a-jury: the mean over judges reaches the threshold by default)."""
-    from ..assertions import Verdict
+    from ..scoring.assertions import Verdict
 
     valid = [call for call in calls if call.error is None]
     if not valid:

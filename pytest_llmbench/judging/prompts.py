@@ -16,6 +16,8 @@ import dataclasses
 import re
 from typing import Any, Literal, get_args
 
+from ..scoring.judged import dimension_key
+
 JudgeKind = Literal["llm-rubric", "jury", "factuality", "closed-qa"]
 #: Every judge kind, in documentation order.
 JUDGE_KINDS: tuple[JudgeKind, ...] = get_args(JudgeKind)
@@ -43,22 +45,9 @@ _SINGLE_KEY: dict[str, str] = {
     "factuality": "factuality",
     "closed-qa": "closed_qa",
 }
-_NOT_KEY = re.compile(r"[\W_]+")
 _TAGS = ("system_prompt", "question", "expected", "rubric", "criterion", "answer")
 #: An opening or closing tag of ours inside untrusted text.
 _OWN_TAG = re.compile(r"<(?=\s*/?\s*(?:" + "|".join(_TAGS) + r")\b)", re.IGNORECASE)
-
-
-def dimension_key(name: str) -> str:
-    """The key of a jury dimension: ``"Brand voice"`` -> ``"brand_voice"``.
-
-    Lowercase, each run of non-alphanumerics becomes one ``_``, and ``_`` is stripped from the
-    ends. Raises ValueError when nothing is left.
-    """
-    key = _NOT_KEY.sub("_", name.lower()).strip("_")
-    if not key:
-        raise ValueError(f"dimension name {name!r} has no letters or digits")
-    return key
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pytest_llmbench.judging.prompts import JudgeRequest
+from .prompts import JudgeRequest
 
 #: The score of each factuality choice: only D (disagrees with the expected answer) fails.
 FACTUALITY_SCORES: dict[str, float] = {"A": 1.0, "B": 1.0, "C": 1.0, "D": 0.0, "E": 1.0}

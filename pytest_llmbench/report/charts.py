@@ -18,9 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmbench.judging.agreement import dimension_order, judge_entries
-
-from ..tables import is_missing
+from ..results.aggregation import is_missing
+from ..results.stats.agreement import dimension_order, judge_entries
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,9 +56,9 @@ class Chart:
 class ChartInput:
     """What the builders read: the records frame, the leaderboard, the model order."""
 
-    #: :func:`pytest_llmbench.leaderboard.records_frame` of the run's records
+    #: :func:`pytest_llmbench.results.summary.records_frame` of the run's records
     frame: pd.DataFrame
-    #: :func:`pytest_llmbench.leaderboard.leaderboard` of ``frame``
+    #: :func:`pytest_llmbench.results.summary.leaderboard` of ``frame``
     board: pd.DataFrame
     #: models in leaderboard order
     models: tuple[str, ...]
@@ -104,11 +103,11 @@ def build_sections(data: ChartInput) -> list[tuple[str, list[Chart]]]:
 
 
 def grouped_chart(board: pd.DataFrame, axis: str, latency_only: bool = False) -> Chart:
-    """One bar per value of ``axis`` (a :func:`~pytest_llmbench.leaderboard.grouped` board):
+    """One bar per value of ``axis`` (a :func:`~pytest_llmbench.results.summary.grouped` board):
     the score mean with its 95% CI, or for a latency-only run the latency p50."""
     import plotly.graph_objects as go
 
-    from pytest_llmbench.leaderboard import axis_column
+    from ..results.summary import axis_column
 
     key = axis_column(axis)
     name = "by-" + re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-")

@@ -12,19 +12,20 @@ rebuilds it from a results folder with :func:`write_report`. This module assembl
 
 from __future__ import annotations
 
+import gc
 import json
 import shlex
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_llmbench.record import utc_now
-
-from ..baseline import model_of
+from ..results.baseline import model_of
+from ..results.record import utc_now
 from .charts import Chart, ChartInput, build_sections, grouped_chart
-from .tables import (
+from .html_tables import (
     agreement_table,
     anchor,
     cases_table,
@@ -111,7 +112,7 @@ def _sections(
     facts = _facts(records, title, run_info)
     if not records:
         return [("Run", facts + '<p class="note">This run has no records.</p>')]
-    from pytest_llmbench.leaderboard import is_latency_only, leaderboard, records_frame
+    from ..results.summary import is_latency_only, leaderboard, records_frame
 
     frame = records_frame(records)
     board = leaderboard(frame)
@@ -137,7 +138,7 @@ def _sections(
 
 def _variants(frame: pd.DataFrame, latency: bool) -> str:
     """A table and a chart per axis with several values (profile, prompt, temperature, tag)."""
-    from pytest_llmbench.leaderboard import axis_column, grouped, varied_axes
+    from ..results.summary import axis_column, grouped, varied_axes
 
     parts = []
     for axis in varied_axes(frame):
@@ -236,12 +237,20 @@ class ReportWriter:
         self.config = config
         self.path: Path | None = None
         self.error: str | None = None
+        self._warm_up: threading.Thread | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """On the run's first record, start importing what the session end needs."""
+        if self._warm_up is None and getattr(report, "llmbench_record", None) is not None:
+            self._warm_up = _start_warm_up()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """After the recorder wrote results.jsonl and run.json: write the report."""
-        from pytest_llmbench.results import RECORDER_KEY
+        from ..results.recorder import RECORDER_KEY
 
+        if self._warm_up is not None:
+            self._warm_up.join()  # it never outlives the session
         recorder = self.config.stash.get(RECORDER_KEY, None)
         if recorder is None or not recorder.records or recorder.out_dir is None:
             return
@@ -267,3 +276,33 @@ def _read_run_info(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _start_warm_up() -> threading.Thread:
+    """Import what the session end needs (pandas, plotly) on a background thread, now.
+
+    The main process mostly waits for reports while items run (under xdist it only relays
+    them), so the imports overlap with the run instead of adding a second or so after it.
+    """
+    thread = threading.Thread(target=_warm_up, name="llmbench-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warm_up() -> None:
+    try:
+        import pandas  # noqa: F401
+        import plotly.graph_objects as go
+
+        from ..results import summary  # noqa: F401
+        from . import charts
+
+        # plotly builds the validators of a trace type, and of layouts, on first use.
+        traces = (go.Bar, go.Box, go.Heatmap, go.Scatter, go.Scatterpolar)
+        go.Figure([trace() for trace in traces]).to_plotly_json()
+        charts.chart_template()
+        # What was imported lives as long as the process: keep the collector from walking it
+        # in every full collection of the session end (about 0.1 s each).
+        gc.freeze()
+    except Exception:  # pragma: no cover  (the session end imports them again and reports)
+        return

@@ -1,0 +1,102 @@
+"""``--estimate-cost``: what the collected items would cost, before any model is called.
+
+Input tokens are counted from the rendered prompts with litellm's tokenizer; output tokens are
+the case's ``expected_output_tokens``, else its ``max_tokens``, else a default. Prices come
+from the profile, else litellm's price map; a model with neither shows no estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+#: Answer length assumed when a case gives neither expected_output_tokens nor max_tokens.
+DEFAULT_OUTPUT_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class ModelEstimate:
+    """The estimated usage and cost of one model's items."""
+
+    model: str
+    items: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+def estimate_items(items: Sequence[pytest.Item]) -> list[ModelEstimate]:
+    """One estimate per model, in the order models first appear."""
+    from ..item import EvalItem
+    from ..models.providers.completion import CallTarget
+    from ..models.providers.litellm_adapter import count_prompt_tokens, price
+
+    totals: dict[str, list[Any]] = {}
+    for item in items:
+        if not isinstance(item, EvalItem):
+            continue
+        model = item.model
+        tokens_in = count_prompt_tokens(model.model, item.case.messages)
+        tokens_out = answer_token_budget(item)
+        cost = model.cost_per_1k
+        target = CallTarget(
+            name=model.name,
+            model_id=model.model,
+            cost_per_1k_input=cost.input if cost else None,
+            cost_per_1k_output=cost.output if cost else None,
+        )
+        entry = totals.setdefault(model.name, [0, 0, 0, 0.0])
+        call_cost = price(target, tokens_in, tokens_out)
+        entry[0] += 1
+        entry[1] += tokens_in
+        entry[2] += tokens_out
+        entry[3] = None if call_cost is None or entry[3] is None else entry[3] + call_cost
+    return [ModelEstimate(name, *values) for name, values in totals.items()]
+
+
+def answer_token_budget(item: Any) -> int:
+    """Tokens an eval item's answer may take: ``expected_output_tokens``, else ``max_tokens``
+    (case over profile), else :data:`DEFAULT_OUTPUT_TOKENS`."""
+    params = item.params
+    return int(
+        item.case.expected_output_tokens or params.get("max_tokens") or DEFAULT_OUTPUT_TOKENS
+    )
+
+
+def format_estimates(estimates: Sequence[ModelEstimate]) -> list[str]:
+    """A fixed-width table for the terminal, with a total line."""
+    width = max([5, *(len(row.model) for row in estimates)])
+    header = f"{'model':{width}}  {'items':>6}  {'input tok':>10}  {'output tok':>10}  {'est. cost $':>12}"
+    lines = [header]
+    for row in estimates:
+        cost = "unknown" if row.cost_usd is None else f"{row.cost_usd:.4f}"
+        lines.append(
+            f"{row.model:{width}}  {row.items:>6}  {row.input_tokens:>10}  {row.output_tokens:>10}  {cost:>12}"
+        )
+    known = [row.cost_usd for row in estimates if row.cost_usd is not None]
+    if len(estimates) > 1 and known:
+        partial = "" if len(known) == len(estimates) else " (models with a known price)"
+        lines.append(f"total: {sum(known):.4f} USD{partial}")
+    return lines
+
+
+class CostEstimator:
+    """Prints the estimate at the end of a ``--collect-only --estimate-cost`` run."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Estimate from the collected (and selected) items."""
+        self.lines = format_estimates(estimate_items(session.items))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Print the table."""
+        if self.lines:
+            terminalreporter.write_sep("=", "llmbench cost estimate")
+            for line in self.lines:
+                terminalreporter.write_line(line)

@@ -1,0 +1,216 @@
+"""Where a model call waits its turn: per-model lanes, shared locks, the cache and the budget.
+
+:class:`CallPacer` owns this process's pacing state. Each model has a :class:`ModelLane`: at
+most its share of the run's concurrency in flight (split between xdist workers), requests and
+tokens per minute kept in a window, concurrency halved on HTTP 429 and recovered after. Serial
+files and models also take a :class:`~pytest_llmbench.engine.ratelimit.ProcessSlot`, a lock shared by
+the workers. A call answered from the response cache waits for none of these; ``--max-cost``
+stops new calls once this process's share of the budget is spent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..models.providers.completion import Completion, ProviderError
+from .ratelimit import AdaptiveConcurrency, ProcessSlot, RateLimiter
+from .streaming import digest
+
+if TYPE_CHECKING:
+    from ..config import RunConfig
+    from ..models.profiles import ModelProfile
+    from .cache import ResponseCache
+    from .request import Request
+    from .runtime import Runtime
+
+#: The rpm/tpm window, with a 5% margin: a burst stamped at once leaves this loop over a
+#: second or so, and the provider counts arrivals, not our stamps.
+_RATE_WINDOW_S = 60.0 * 1.05
+#: 429s closer together than this are one burst: concurrency is halved once for them.
+_BACKOFF_SPACING_S = 1.0
+#: How many items past the current one may have calls started, per unit of concurrency.
+_LOOKAHEAD_FACTOR = 2
+_MAX_LOOKAHEAD = 1024
+
+
+def process_limit(
+    run: RunConfig, model: ModelProfile, n_workers: int, file_parallel_safe: bool = True
+) -> int:
+    """Calls of ``model`` one process may have in flight: its share of the run's."""
+    if not (model.parallel_safe and file_parallel_safe):
+        return 1
+    limit = model.concurrency or run.concurrency
+    return max(1, math.ceil(limit / max(1, n_workers)))
+
+
+def lookahead(run: RunConfig, n_workers: int) -> int:
+    """How many items past the current one a process may start calls for: enough to fill every
+    model's slots twice over (a profile may allow more calls in flight than --concurrency)."""
+    slots = sum(process_limit(run, model, n_workers) for model in run.models)
+    return min(_MAX_LOOKAHEAD, slots * _LOOKAHEAD_FACTOR)
+
+
+class BudgetExceeded(Exception):
+    """``--max-cost`` was reached: no new calls are started."""
+
+
+@dataclass
+class ModelLane:
+    """The pacing state of one model in this process."""
+
+    concurrency: AdaptiveConcurrency
+    limiter: RateLimiter
+    last_backoff: float = -math.inf
+
+    def on_retry(self, status: int | None) -> None:
+        """A 429 halves how many calls may be in flight, once per burst (a second apart)."""
+        now = time.monotonic()
+        if status == 429 and now - self.last_backoff >= _BACKOFF_SPACING_S:
+            self.last_backoff = now
+            self.concurrency.on_rate_limited()
+
+
+class CallPacer:
+    """Paces, caches and budgets the model calls of this process."""
+
+    def __init__(self, runtime: Runtime, n_workers: int) -> None:
+        self._runtime = runtime
+        self._run = runtime.run
+        self._n_workers = max(1, n_workers)
+        self._lanes: dict[tuple[str, bool], ModelLane] = {}
+        self._slots: dict[str, ProcessSlot] = {}
+        self._cache: ResponseCache | None = None
+        self._spent = 0.0
+        budget = self._run.max_cost
+        self._budget = None if budget is None else budget / self._n_workers
+
+    def lane(self, model: ModelProfile, file_parallel_safe: bool) -> ModelLane:
+        """The lane of ``model``: its own for calls that must run one at a time."""
+        serial = not (model.parallel_safe and file_parallel_safe)
+        lane = self._lanes.get((model.name, serial))
+        if lane is None:
+            rpm, tpm = model.rpm or self._run.rpm, model.tpm or self._run.tpm
+            lane = ModelLane(
+                AdaptiveConcurrency(self.limit(model, file_parallel_safe)),
+                RateLimiter(self._share(rpm), self._share(tpm), window_s=_RATE_WINDOW_S),
+            )
+            self._lanes[(model.name, serial)] = lane
+        return lane
+
+    def limit(self, model: ModelProfile, file_parallel_safe: bool) -> int:
+        """Calls of ``model`` this process may have in flight: its share of the run's."""
+        return process_limit(self._run, model, self._n_workers, file_parallel_safe)
+
+    def _share(self, per_run: float | None) -> float | None:
+        return None if per_run is None else per_run / self._n_workers
+
+    def slot(self, name: str) -> ProcessSlot:
+        """The lock named ``name``, shared by the xdist workers of this run."""
+        slot = self._slots.get(name)
+        if slot is None:
+            from .runtime import session_state
+
+            folder = session_state(self._runtime.config)[0]  # shared with workers, removed at end
+            folder.mkdir(parents=True, exist_ok=True)
+            slot = self._slots[name] = ProcessSlot(folder / f"serial-{digest(name):016x}.lock")
+        return slot
+
+    async def paced(self, request: Request) -> Completion:
+        """One model call: from the cache, or paced by the model's lane, budgeted and cached."""
+        from ..models.providers.litellm_adapter import acomplete, aembed, import_litellm
+
+        key, hit = self._cached(request)
+        if hit is not None:
+            return hit  # a fully cached run never imports litellm (seconds of start-up)
+        # Import before a rate-limit stamp is taken: the first import blocks this loop for
+        # seconds, and a stamp taken before it would let the window run ahead of the server's.
+        import_litellm()
+        lane = request.lane
+        async with lane.concurrency, _holding(request.slots):
+            self._check_budget()
+            waited = await lane.limiter.acquire(request.estimate)
+            retrying: dict[str, Any] = {
+                "timeout_s": self._run.request_timeout_s,
+                "max_retries": self._run.max_retries,
+                "on_retry": lane.on_retry,
+                # A retry is a request like any other: it waits its turn in the rpm window.
+                "before_retry": lane.limiter.acquire,
+            }
+            if request.embed:
+                texts = [message["content"] for message in request.messages]
+                completion = await aembed(request.target, texts, **retrying)
+            else:
+                completion = await acomplete(
+                    request.target,
+                    request.messages,
+                    request.params,
+                    stream=request.stream,
+                    **retrying,
+                )
+            lane.concurrency.on_success()
+        used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
+        lane.limiter.record_tokens(max(0, used - request.estimate))  # counted already
+        self._spent += completion.cost_usd or 0.0
+        if key is not None and self._run.cache_mode in ("use", "refresh"):
+            self._response_cache().put(key, completion)
+        wait = completion.rate_limit_wait_s + waited
+        return dataclasses.replace(completion, rate_limit_wait_s=wait)
+
+    def _cached(self, request: Request) -> tuple[str | None, Completion | None]:
+        mode = self._run.cache_mode
+        if mode == "off":
+            return None, None
+        from .cache import cache_key
+
+        target = request.target
+        key = cache_key(
+            target.model_id,
+            request.messages,
+            request.key_params,
+            request.repeat,
+            api_base=target.api_base,
+        )
+        if mode == "refresh":
+            return key, None
+        hit = self._response_cache().get(key)
+        if hit is not None:
+            return key, dataclasses.replace(hit, cached=True, retries=0, rate_limit_wait_s=0.0)
+        if mode == "replay":
+            flag = "--rescore" if self._run.rescore else "--cache=replay"
+            message = f"no cached answer for {request.nodeid} ({flag} makes no calls)"
+            raise ProviderError(f"{request.model_name}: {message}", "cache_miss")
+        return key, None
+
+    def _response_cache(self) -> ResponseCache:
+        if self._cache is None:
+            from .cache import ResponseCache
+
+            folder = self._run.cache_dir or self._runtime.config.rootpath / ".llmbench-cache"
+            self._cache = ResponseCache(folder / "responses.sqlite")
+        return self._cache
+
+    def _check_budget(self) -> None:
+        if self._budget is not None and self._spent >= self._budget:
+            limit = self._run.max_cost
+            raise BudgetExceeded(
+                f"--max-cost {limit:g} USD reached; no new model calls are started"
+            )
+
+    def close(self) -> None:
+        """Close the response cache."""
+        if self._cache is not None:
+            self._cache.close()
+
+
+@contextlib.asynccontextmanager
+async def _holding(slots: Sequence[ProcessSlot]) -> AsyncIterator[None]:
+    async with contextlib.AsyncExitStack() as stack:
+        for slot in slots:
+            await stack.enter_async_context(slot)
+        yield

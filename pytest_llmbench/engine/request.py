@@ -1,0 +1,104 @@
+"""The values of one item's model call: what is asked (:class:`Request`), what comes back
+(:class:`Answer`), and the helpers that turn an item into the messages sent or a run into a
+completion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..models.providers.completion import Completion, ProviderError
+
+if TYPE_CHECKING:
+    from ..agent.loop import AgentRun
+    from ..agent.sandbox import Sandbox
+    from ..item import EvalItem
+    from ..judging.panel import GradedAssertion
+    from ..models.providers.completion import CallTarget
+    from .optimizer import Rewrite
+    from .pacing import ModelLane
+    from .ratelimit import ProcessSlot
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an item's setup gets: the model's completion and its model-graded verdicts."""
+
+    completion: Completion
+    graded: tuple[GradedAssertion, ...] = ()
+    agent: AgentRun | None = None  #: an agent item's loop
+    sandbox: Sandbox | None = None  #: the agent's sandbox, reused by its ``command`` checks
+    #: an optimized variant's rewrite: ``{"status", "reason"}``
+    optimization: dict[str, Any] | None = None
+    #: the messages sent, when they are not the case's own (a rewritten prompt, images)
+    messages: tuple[dict[str, Any], ...] | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One model call as the scheduler paces it (the evaluated model's or a judge's)."""
+
+    target: CallTarget
+    messages: Sequence[dict[str, Any]]
+    params: dict[str, Any]  #: sent on top of the profile's own
+    key_params: dict[str, Any]  #: every parameter that shapes the answer, for the cache key
+    repeat: int
+    stream: bool
+    lane: ModelLane
+    slots: tuple[ProcessSlot, ...]
+    estimate: int  #: tokens, for tokens-per-minute pacing before the real count is known
+    model_name: str
+    nodeid: str  #: who asked, for a replay miss
+    embed: bool = False  #: embed the messages' texts instead of completing them
+
+
+def with_images(item: EvalItem, messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
+    """``messages`` with the case's images on the last user message (read on this thread).
+
+    A model known not to take images is this item's error; no call is made.
+    """
+    if not item.case.images:
+        return messages
+    from ..spec.images import ImageError, attach_images, unsupported_message, vision_support
+
+    if vision_support(item.model) is False:
+        raise ProviderError(unsupported_message(item.model), "unsupported")
+    try:
+        return attach_images(messages, item.case.images)
+    except ImageError as exc:  # the file went away since collection
+        raise ProviderError(f"{item.model.name}: {exc}", "config") from None
+
+
+def optimized_messages(item: EvalItem, rewrite: Rewrite) -> tuple[dict[str, Any], ...]:
+    """The rewritten template rendered with the case's vars (the optimizer accepted it only
+    with the original's placeholders, and the original rendered at collection)."""
+    return tuple(with_images(item, item.case.render(rewrite.messages)))
+
+
+def agent_completion(run: AgentRun, model_id: str) -> Completion:
+    """An agent loop as one completion: its final answer, with usage summed over the turns."""
+    return Completion(
+        text=run.answer,
+        model_id=model_id,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        tokens_estimated=False,
+        ttft_s=None,
+        latency_s=run.latency_s,
+        cost_usd=run.cost_usd,
+        retries=run.retries,
+        streamed=False,
+        finish_reason=run.stopped,
+        cached=run.cached,
+    )
+
+
+def estimate_tokens(item: EvalItem) -> int:
+    """Tokens a call will use, for tokens-per-minute pacing before the real count is known."""
+    from ..spec.templating import message_text
+    from .estimate import answer_token_budget
+
+    prompt_chars = sum(len(message_text(message)) for message in item.case.messages)
+    return prompt_chars // 4 + answer_token_budget(item)

@@ -1,0 +1,120 @@
+"""Keep each xdist worker's queue deep enough for its calls to overlap, to the last item.
+
+A worker starts the calls of the items it has been sent before it runs them (the
+:class:`~pytest_llmbench.engine.prefetch.Prefetcher`), so its concurrency is bounded by its queue.
+xdist's ``--dist load`` scheduler keeps queues short on purpose, to balance the tail of the
+run: it tops a worker up to half of its share of the items still unsent once the queue falls
+under a quarter, and sends nothing while the worker's last item took 0.1 s or more and two
+items are left. With eval items that wait on a model, queues then shrink to a few items for the
+last few hundred, which run a few at a time (measured on the benchmark: the last 135 of a
+worker's 1035 items took 4 s of the run's 20 s).
+
+:class:`LookaheadScheduling` is xdist's load scheduler plus one rule: a worker with fewer eval
+items queued than its look-ahead (see :func:`~pytest_llmbench.engine.pacing.lookahead`), plus the two
+xdist keeps, is topped up with the eval items at the head of the unsent ones, at most its fair
+share of them (the unsent items divided by the workers). Other tests are scheduled exactly as
+xdist does. It replaces xdist's own ``--dist load`` scheduler only (the default of ``-n``), not
+another plugin's, and not when ``--maxschedchunk`` is given: the user then chose how many items
+travel at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import PurePosixPath
+from typing import Any
+
+import pytest
+from xdist.scheduler import LoadScheduling
+from xdist.workermanage import parse_tx_spec_config
+
+#: Items xdist keeps queued so that a worker knows the item after the one it runs.
+_XDIST_MIN_QUEUE = 2
+
+
+def make_scheduler(config: pytest.Config, log: Any, chosen: Any) -> Any:
+    """Ours in place of xdist's own load scheduler (``--dist load`` without ``--maxschedchunk``);
+    any other scheduler ``chosen`` by xdist or another plugin is kept."""
+    if type(chosen) is not LoadScheduling or config.getoption("maxschedchunk") is not None:
+        return chosen
+
+    def depth() -> int:
+        from .. import config as _config
+        from .pacing import lookahead
+
+        workers = len(parse_tx_spec_config(config))
+        return lookahead(_config.get_run_config(config), workers) + _XDIST_MIN_QUEUE
+
+    return LookaheadScheduling(config, log, depth_of=depth, is_eval=eval_nodeid_matcher(config))
+
+
+def eval_nodeid_matcher(config: pytest.Config) -> Callable[[str], bool]:
+    """Whether a node id is an item of an eval file (its file matches ``llmbench_pattern``)."""
+    from ..config import DEFAULT_PATTERN
+
+    pattern = config.getini("llmbench_pattern") or DEFAULT_PATTERN
+
+    def is_eval(nodeid: str) -> bool:
+        return PurePosixPath(nodeid.split("::", 1)[0]).match(pattern)
+
+    return is_eval
+
+
+class LookaheadScheduling(LoadScheduling):
+    """xdist's load scheduling, with each worker's eval items kept at ``depth`` while any are
+    unsent."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        log: Any,
+        *,
+        depth_of: Callable[[], int],
+        is_eval: Callable[[str], bool],
+    ) -> None:
+        super().__init__(config, log)
+        #: Eval items each worker keeps queued; known once the collection has eval items (the
+        #: run's settings are only read then, so a run of plain tests never loads them).
+        self.depth = 0
+        self.depth_of = depth_of
+        self._is_eval = is_eval
+        self._evals: list[bool] = []
+        self._only_evals = False
+
+    def schedule(self) -> None:
+        """xdist's initial distribution, then every worker topped up to the look-ahead."""
+        first = self.collection is None
+        super().schedule()
+        if first and self.collection is not None:
+            self._evals = [self._is_eval(nodeid) for nodeid in self.collection]
+            if not any(self._evals):
+                self._evals = []  # plain tests only: xdist's scheduling, unchanged
+                return
+            self._only_evals = all(self._evals)
+            self.depth = self.depth_of()
+            for node in self.nodes:
+                self._top_up(node)
+            if not self.pending:  # all sent: xdist shuts workers down once nothing is left
+                for node in self.nodes:
+                    if not node.shutting_down:
+                        node.shutdown()
+
+    def check_schedule(self, node: Any, duration: float = 0) -> None:
+        """Top the worker up to the look-ahead, then let xdist apply its own rule."""
+        self._top_up(node)
+        super().check_schedule(node, duration)
+
+    def _top_up(self, node: Any) -> None:
+        if node.shutting_down or not self.pending or not self._evals:
+            return
+        pending = self.node2pending[node]
+        # Counted on every report: skip the walk when every item is an eval item.
+        queued = len(pending) if self._only_evals else sum(self._evals[i] for i in pending)
+        fair_share = math.ceil(len(self.pending) / len(self.node2pending))
+        wanted = min(self.depth - queued, fair_share)
+        count = 0
+        while count < wanted and self._evals[self.pending[count]]:
+            count += 1
+        if count:
+            self._send_tests(node, count)

@@ -1,0 +1,132 @@
+"""Text renderings of a leaderboard frame: Markdown, HTML and the cells they share.
+
+Used by the ``llmbench`` command and the GitHub step summary, so both print one table format.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..results.aggregation import is_missing
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def md_cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell: one line, ``|`` and ``\\`` escaped."""
+    return " ".join(text.split()).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def board_markdown(board: pd.DataFrame, key: str = "model") -> str:
+    """The leaderboard as a Markdown table of its main columns (numbers right-aligned); ``key``
+    names the key column, as in :func:`board_table`."""
+    header, rows = board_table(board, key)
+    align = [":---" if name == key else "---:" for name in header]
+    lines = [_md_row(header), "| " + " | ".join(align) + " |"]
+    lines += [_md_row(row) for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(md_cell(cell) for cell in cells) + " |"
+
+
+def board_html(board: pd.DataFrame, key: str = "model") -> str:
+    """The leaderboard as a small self-contained HTML page (every cell escaped); ``key`` names
+    the key column, as in :func:`board_table`."""
+    header, rows = board_table(board, key)
+    head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+    )
+    return _PAGE.format(head=head, body=body)
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>llmbench leaderboard</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; }}
+table {{ border-collapse: collapse; }}
+th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
+th:nth-child(2), td:nth-child(2) {{ text-align: left; }}
+thead {{ background: #f3f3f3; }}
+</style>
+</head>
+<body>
+<h1>llmbench leaderboard</h1>
+<table>
+<thead><tr>{head}</tr></thead>
+<tbody>
+{body}
+</tbody>
+</table>
+</body>
+</html>
+"""
+
+
+def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], list[list[str]]]:
+    """Header and text rows of the leaderboard's main columns (95% CIs when the board has them).
+
+    ``key`` is the key column: ``model``, or the axis column of a board grouped by another axis.
+    A latency-only board (``--latency-only``) shows timings instead of scores.
+    """
+    from ..results.grouping import LATENCY_ONLY
+
+    if board.attrs.get(LATENCY_ONLY):
+        return _latency_table(board, key)
+    header = ["rank", key, "score [95% CI]", "pass rate [95% CI]", "cases", "errors"]
+    header += ["cost USD", "latency p50 s"]
+    rows = [
+        [
+            str(row["rank"]),
+            str(row[key]),
+            _with_ci(row, "score_mean", "score_ci_low", "score_ci_high", "{:.3f}"),
+            _with_ci(row, "pass_rate", "pass_rate_ci_low", "pass_rate_ci_high", "{:.1%}"),
+            _number(row.get("n_cases"), "{:d}"),
+            _number(row.get("n_errors"), "{:d}"),
+            _number(row.get("cost_usd_total"), "{:.4f}"),
+            _number(row.get("latency_s_p50"), "{:.2f}"),
+        ]
+        for row in board.to_dict("records")
+    ]
+    return header, rows
+
+
+def _latency_table(board: pd.DataFrame, key: str) -> tuple[list[str], list[list[str]]]:
+    """A latency-only board: TTFT p50 with its sample size, latency p50/p95, tokens/s, cost."""
+    header = ["rank", key, "ttft p50 s (n)", "latency p50 s", "latency p95 s", "tokens/s"]
+    header += ["errors", "cost USD"]
+    rows = [
+        [
+            str(row["rank"]),
+            str(row[key]),
+            f"{_number(row.get('ttft_s_p50'), '{:.2f}')} ({_number(row.get('ttft_n'), '{:d}')})",
+            _number(row.get("latency_s_p50"), "{:.2f}"),
+            _number(row.get("latency_s_p95"), "{:.2f}"),
+            _number(row.get("tokens_per_s_mean"), "{:.1f}"),
+            _number(row.get("n_errors"), "{:d}"),
+            _number(row.get("cost_usd_total"), "{:.4f}"),
+        ]
+        for row in board.to_dict("records")
+    ]
+    return header, rows
+
+
+def _with_ci(row: Mapping[Any, Any], name: str, low: str, high: str, spec: str) -> str:
+    value = _number(row.get(name), spec)
+    if is_missing(row.get(low)) or is_missing(row.get(high)):
+        return value
+    return f"{value} [{spec.format(row[low])}, {spec.format(row[high])}]"
+
+
+def _number(value: Any, spec: str) -> str:
+    if is_missing(value):
+        return "-"
+    return spec.format(int(value) if spec == "{:d}" else float(value))

@@ -1,0 +1,211 @@
+"""The terminal text of a run: the leaderboard table and the judge summary.
+
+:func:`format_leaderboard` renders a board of :func:`pytest_llmbench.results.summary.leaderboard`
+as fixed-width lines, :func:`format_judges` the judged dimensions and their agreement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..results.aggregation import (
+    ANSWERED,
+    dimension_columns,
+    dimension_means,
+    has_judges,
+    is_missing,
+    judge_usage,
+    judged_dimensions,
+)
+from ..results.grouping import LATENCY_ONLY
+from ..results.stats import Comparison
+from ..results.stats.agreement import DimensionAgreement, dimension_order
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_BOARD_HEADER: tuple[str, ...] = (
+    "#",
+    "model",
+    "score [95% CI]",
+    "pass",
+    "errors",
+    "cost $",
+    "p50 s",
+    "ttft s",
+)
+_LATENCY_HEADER: tuple[str, ...] = (
+    "#",
+    "model",
+    "ttft p50 s (n)",
+    "p50 s",
+    "p95 s",
+    "tok/s",
+    "errors",
+    "cost $",
+)
+_ACCURACY_HEADER = "MC acc"
+_VS_TOP_HEADER = "vs #1"
+# Long model names are cut so that a row stays within 100 columns.
+_MODEL_WIDTH = 20
+
+
+def format_leaderboard(
+    board: pd.DataFrame, max_rows: int = 20, comparisons: Sequence[Comparison] = ()
+) -> list[str]:
+    """Return a fixed-width text table of ``board`` (from :func:`leaderboard`), header first.
+
+    The score shows its 95% CI; an ``MC acc`` column follows the pass rate when any item was
+    multiple choice. With ``comparisons`` (from :func:`top_comparisons`) a ``vs #1`` column
+    gives rows 2..n their score difference to the top row, its p-value and ``*`` (significant,
+    p < 0.05) or ``n.s.``. A latency-only board shows TTFT p50 (and how many items had one),
+    latency p50/p95, tokens/s, errors and cost instead. Shows at most ``max_rows`` models; a
+    last line says how many more there are.
+    """
+    shown = board.head(max(max_rows, 0))
+    if board.attrs.get(LATENCY_ONLY):
+        header, rows = _LATENCY_HEADER, [_latency_cells(row) for _, row in shown.iterrows()]
+    else:
+        header, rows = _quality_table(board, shown, comparisons)
+    # The model name reads best left-aligned; numbers line up on the right.
+    lines = _table(header, rows, left=1)
+    if len(board) > len(shown):
+        lines.append(f"... {len(board) - len(shown)} more model(s)")
+    return lines
+
+
+def _quality_table(
+    board: pd.DataFrame, shown: pd.DataFrame, comparisons: Sequence[Comparison]
+) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The header and rows of a board of scores."""
+    versus = {c.model_b: c for c in comparisons if c.metric == "score"}
+    accuracy = bool("mc_n" in board and (board["mc_n"].fillna(0) > 0).any())
+    header = list(_BOARD_HEADER)
+    if accuracy:
+        header.insert(_BOARD_HEADER.index("pass") + 1, _ACCURACY_HEADER)
+    if versus:
+        header.append(_VS_TOP_HEADER)
+    rows = [_board_cells(row, versus, accuracy) for _, row in shown.iterrows()]
+    return tuple(header), rows
+
+
+def _board_cells(
+    row: pd.Series, versus: Mapping[str, Comparison], accuracy: bool = False
+) -> tuple[str, ...]:
+    model = str(row["model"])
+    cells = [
+        str(row["rank"]),
+        _model_cell(model),
+        _score_cell(row),
+        _percent(row["pass_rate"]),
+        _fmt(row["n_errors"], "d"),
+        _fmt(row["cost_usd_total"], ".4f"),
+        _fmt(row["latency_s_p50"], ".2f"),
+        _fmt(row["ttft_s_p50"], ".2f"),
+    ]
+    if accuracy:
+        cells.insert(_BOARD_HEADER.index("pass") + 1, _percent(row["mc_accuracy"]))
+    if versus:
+        cells.append(_versus_cell(versus.get(model)) if row["rank"] != 1 else "")
+    return tuple(cells)
+
+
+def _latency_cells(row: pd.Series) -> tuple[str, ...]:
+    ttft = _fmt(row["ttft_s_p50"], ".2f")
+    return (
+        str(row["rank"]),
+        _model_cell(str(row["model"])),
+        ttft if ttft == "-" else f"{ttft} ({int(row['ttft_n'])})",
+        _fmt(row["latency_s_p50"], ".2f"),
+        _fmt(row["latency_s_p95"], ".2f"),
+        _fmt(row["tokens_per_s_mean"], ".1f"),
+        _fmt(row["n_errors"], "d"),
+        _fmt(row["cost_usd_total"], ".4f"),
+    )
+
+
+def _model_cell(model: str) -> str:
+    """The name, cut in the middle when long: a variant's suffix (``:terse@t0.2``) tells
+    contestants apart, so both ends stay."""
+    if len(model) <= _MODEL_WIDTH:
+        return model
+    head = (_MODEL_WIDTH - 3) // 3
+    return model[:head] + "..." + model[-(_MODEL_WIDTH - 3 - head) :]
+
+
+def _percent(value: Any) -> str:
+    return "-" if is_missing(value) else f"{value * 100:.1f}%"
+
+
+def _score_cell(row: pd.Series) -> str:
+    """``0.62 [0.51, 0.73]``; the bare score when there is no interval."""
+    score, low, high = row["score_mean"], row.get("score_ci_low"), row.get("score_ci_high")
+    if is_missing(score) or is_missing(low) or is_missing(high):
+        return _fmt(score, ".2f")
+    return f"{score:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def _versus_cell(comparison: Comparison | None) -> str:
+    """``-0.08 p=0.03 *`` or ``-0.02 p=0.41 n.s.``; ``-`` without common scored cases."""
+    if comparison is None or comparison.n_cases == 0:
+        return "-"
+    p_value = comparison.p_value
+    shown = "p<0.01" if p_value < 0.01 else f"p={p_value:.2f}"
+    return f"{comparison.diff:+.2f} {shown} {'*' if comparison.significant else 'n.s.'}"
+
+
+_JUDGES_HEADER: tuple[str, ...] = ("dimension", "mean", "alpha", "units")
+
+
+def format_judges(frame: pd.DataFrame, agreement_rows: Iterable[DimensionAgreement]) -> list[str]:
+    """Return the judge summary of a records frame; empty when no item had judges.
+
+    One line per dimension: the mean over answered items, Krippendorff's alpha between the
+    judges (``agreement_rows``, from :func:`dimension_agreement`) and the number of units it is
+    over; then judge errors, tokens and cost.
+    """
+    if not has_judges({"judges": judges} for judges in frame["judges"]):
+        return []
+    agreement = {row.dimension: row for row in agreement_rows}
+    answered = frame[frame["outcome"].isin(ANSWERED)]
+    dimensions = dimension_order([*agreement, *judged_dimensions(frame)])
+    means = dimension_means(answered, dimensions)
+    rows = [
+        (key, _fmt(means[column], ".3f"), *_agreement_cells(agreement.get(key)))
+        for key, column in zip(dimensions, dimension_columns(dimensions), strict=True)
+    ]
+    usage = judge_usage(frame[frame["outcome"] != "skipped"])
+    cost = usage["judge_cost_total"]
+    return [
+        *_table(_JUDGES_HEADER, rows, left=0),
+        f"judge errors: {usage['judge_errors']} (excluded from scores); "
+        f"judge tokens: {usage['judge_tokens_total']}; "
+        f"judge cost: {'unknown' if is_missing(cost) else f'${cost:.4f}'}",
+    ]
+
+
+def _agreement_cells(row: DimensionAgreement | None) -> tuple[str, str]:
+    if row is None or row.units == 0:
+        return "n/a (fewer than 2 judges)", "0"
+    if row.alpha is None:
+        return "n/a (no variation)", str(row.units)
+    return f"{row.alpha:.3f}", str(row.units)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int) -> list[str]:
+    """Fixed-width lines of ``header`` and ``rows``; column ``left`` is left-aligned."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
+    return [_table_line(cells, widths, left) for cells in [header, *rows]]
+
+
+def _table_line(cells: Sequence[str], widths: Sequence[int], left: int) -> str:
+    parts = [
+        cell.ljust(width) if index == left else cell.rjust(width)
+        for index, (cell, width) in enumerate(zip(cells, widths, strict=False))
+    ]
+    return "  ".join(parts).rstrip()
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if is_missing(value) else format(int(value) if spec == "d" else value, spec)

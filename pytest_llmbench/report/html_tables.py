@@ -1,0 +1,270 @@
+"""The standalone report's HTML tables: the leaderboard (and its grouped variants), paired
+comparisons, flaky cases, judge agreement and the per-case table with each item's transcript.
+
+Every text that comes from a record goes through :func:`text` (escaped); numbers are formatted
+in right-aligned cells, a missing value as ``-``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..results.aggregation import is_missing
+from .charts import task_type
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: The per-case table shows at most this many rows: 2,000 transcripts are already a big page.
+CASE_ROWS_LIMIT = 2000
+#: (header, board column, format); a column the board lacks is left out.
+_BOARD_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("rank", "rank", "d"),
+    ("model", "model", "s"),
+    ("score", "score_mean", ".3f"),
+    ("pass rate", "pass_rate", ".1%"),
+    ("MC accuracy", "mc_accuracy", ".1%"),
+    ("flaky", "n_flaky", "d"),
+    ("pass@k", "pass_at_k", ".3f"),
+    ("pass^k", "pass_hat_k", ".3f"),
+    ("k", "k", "d"),
+    ("items", "n_items", "d"),
+    ("errors", "n_errors", "d"),
+    ("cost $", "cost_usd_total", ".4f"),
+    ("judge $", "judge_cost_total", ".4f"),
+    ("latency p50 s", "latency_s_p50", ".2f"),
+    ("TTFT p50 s", "ttft_s_p50", ".2f"),
+    ("tokens/s", "tokens_per_s_mean", ".1f"),
+)
+#: The columns of a latency-only board: timings instead of scores.
+_LATENCY_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("rank", "rank", "d"),
+    ("model", "model", "s"),
+    ("items", "n_items", "d"),
+    ("errors", "n_errors", "d"),
+    ("TTFT p50 s", "ttft_s_p50", ".2f"),
+    ("TTFT n", "ttft_n", "d"),
+    ("latency p50 s", "latency_s_p50", ".2f"),
+    ("latency p95 s", "latency_s_p95", ".2f"),
+    ("tokens/s", "tokens_per_s_mean", ".1f"),
+    ("cost $", "cost_usd_total", ".4f"),
+)
+#: Columns shown with their 95% CI: column -> (low column, high column).
+_CI_COLUMNS = {
+    "score_mean": ("score_ci_low", "score_ci_high"),
+    "pass_rate": ("pass_rate_ci_low", "pass_rate_ci_high"),
+}
+
+
+def leaderboard_table(board: pd.DataFrame, key: str = "model", latency: bool = False) -> str:
+    """The leaderboard, with ``[low, high]`` 95% CIs where the board has them.
+
+    ``key`` is the board's group column (``model``, or a :func:`grouped` axis column). A
+    latency-only board shows timings instead of scores; multiple-choice accuracy shows only when
+    some item was multiple choice.
+    """
+    shown = _LATENCY_COLUMNS if latency else _BOARD_COLUMNS
+    columns = [
+        (key, key, spec) if column == "model" else (name, column, spec)
+        for name, column, spec in shown
+        if column == "model" or column in board.columns
+    ]
+    if "mc_n" not in board.columns or not (board["mc_n"].fillna(0) > 0).any():
+        columns = [column for column in columns if column[1] != "mc_accuracy"]
+    header = "".join(
+        _th(name + (" (95% CI)" if column in _CI_COLUMNS and _has_ci(board, column) else ""), spec)
+        for name, column, spec in columns
+    )
+    rows = "".join(
+        "<tr>" + "".join(_board_cell(row, column, spec) for _, column, spec in columns) + "</tr>"
+        for _, row in board.iterrows()
+    )
+    css = "leaderboard" if key == "model" else f"grouped by-{text(anchor(key))}"
+    return f'<table class="{css}"><tr>{header}</tr>{rows}</table>'
+
+
+def _has_ci(board: pd.DataFrame, column: str) -> bool:
+    return all(name in board.columns for name in _CI_COLUMNS[column])
+
+
+def _board_cell(row: pd.Series, column: str, spec: str) -> str:
+    text = _format(row[column], spec)
+    low, high = _CI_COLUMNS.get(column, ("", ""))
+    if low in row.index and high in row.index and not is_missing(row[low]):
+        text += f" [{_format(row[low], spec)}, {_format(row[high], spec)}]"
+    return _td(text, spec)
+
+
+def comparisons(records: Sequence[Mapping[str, Any]], models: Sequence[str]) -> str:
+    """The leader against every other model on their common cases: paired tests."""
+    if len(models) < 2:
+        return ""
+    from ..results.summary import top_comparisons
+
+    rows = [_comparison_row(result) for result in top_comparisons(records, models)]
+    header = "".join(
+        _th(name, spec)
+        for name, spec in (
+            ("comparison", "s"),
+            ("metric", "s"),
+            ("cases", "d"),
+            ("difference", "f"),
+            ("95% CI", "f"),
+            ("p", "f"),
+            ("at 0.05", "s"),
+        )
+    )
+    return (
+        "<h3>Paired comparisons with the leader</h3>"
+        '<p class="note">Score: paired bootstrap over cases; pass rate: exact McNemar test on '
+        "each case's majority verdict.</p>"
+        f'<table class="comparisons"><tr>{header}</tr>{"".join(rows)}</table>'
+    )
+
+
+def _comparison_row(result: Any) -> str:
+    """One :class:`pytest_llmbench.results.stats.Comparison` as a table row."""
+    verdict = "significant" if result.significant else "not significant"
+    interval = f"[{_format(result.low, '+.3f')}, {_format(result.high, '+.3f')}]"
+    return (
+        f'<tr class="{verdict.replace(" ", "-")}">'
+        f"<td>{text(result.model_b)} vs {text(result.model_a)}</td>"
+        f"<td>{text(result.metric)}</td>{_td(str(result.n_cases), 'd')}"
+        f"{_td(_format(result.diff, '+.3f'), 'f')}{_td(interval, 'f')}"
+        f"{_td(_format(result.p_value, '.3g'), 'f')}<td>{verdict}</td></tr>"
+    )
+
+
+def flaky_table(records: Sequence[Mapping[str, Any]]) -> str:
+    """Cases whose repeats disagree (some passed, some failed)."""
+    from ..results.stats import case_verdicts
+
+    flaky = [verdict for verdict in case_verdicts(records) if verdict.verdict == "flaky"]
+    if not flaky:
+        return '<p class="note">No flaky case: every case passed or failed in all its repeats.</p>'
+    rows = "".join(
+        f"<tr><td>{text(v.model)}</td><td>{text(v.suite)}</td><td>{text(v.case_id)}</td>"
+        f"{_td(f'{v.passed}/{v.n}', 'd')}</tr>"
+        for v in flaky
+    )
+    return (
+        f'<h3>Flaky cases ({len(flaky)})</h3><table class="flaky"><tr><th>model</th>'
+        f'<th>suite</th><th>case</th><th class="num">passed</th></tr>{rows}</table>'
+    )
+
+
+def agreement_table(records: Sequence[Mapping[str, Any]]) -> str:
+    """Krippendorff's alpha between the judges, per dimension."""
+    from ..results.stats.agreement import dimension_agreement
+    from ..results.summary import has_judges
+
+    if not has_judges(records):
+        return ""
+    rows = "".join(
+        f"<tr><td>{text(row.dimension)}</td>"
+        f"{_td('n/a' if row.alpha is None else f'{row.alpha:.3f}', 'f')}"
+        f"{_td(str(row.units), 'd')}{_td(str(row.judges), 'd')}</tr>"
+        for row in dimension_agreement(records)
+    )
+    return (
+        '<h3>Judge agreement</h3><table class="agreement"><tr><th>dimension</th>'
+        '<th class="num">alpha</th><th class="num">units</th><th class="num">judges</th></tr>'
+        f"{rows}</table>"
+    )
+
+
+def cases_table(records: Sequence[Mapping[str, Any]]) -> str:
+    """One row per item (``records`` are sorted), its transcript folded in a ``<details>``."""
+    shown = records[:CASE_ROWS_LIMIT]
+    note = ""
+    if len(records) > len(shown):
+        note = (
+            f'<p class="note">Showing the first {len(shown):,} of {len(records):,} items '
+            "(by suite, case, model, repeat); results.jsonl has them all.</p>"
+        )
+    header = "".join(
+        _th(name, spec)
+        for name, spec in (
+            ("suite", "s"),
+            ("case", "s"),
+            ("model", "s"),
+            ("repeat", "d"),
+            ("task type", "s"),
+            ("outcome", "s"),
+            ("score", "f"),
+            ("transcript", "s"),
+        )
+    )
+    rows = "".join(_case_row(record) for record in shown)
+    return f'{note}<table class="cases"><tr>{header}</tr>{rows}</table>'
+
+
+def _case_row(record: Mapping[str, Any]) -> str:
+    outcome = str(record.get("outcome"))
+    cells = (
+        f"<td>{text(record.get('suite'))}</td><td>{text(record.get('case_id'))}</td>"
+        f"<td>{text(record.get('model'))}</td>{_td(text(record.get('repeat')), 'd')}"
+        f"<td>{text(task_type(record.get('task')))}</td>"
+        f'<td class="{text(outcome)}">{text(outcome)}</td>'
+        f"{_td(_format(record.get('score'), '.3f'), 'f')}"
+    )
+    return (
+        f"<tr>{cells}<td><details><summary>show</summary>{transcript(record)}</details></td></tr>"
+    )
+
+
+def transcript(record: Mapping[str, Any]) -> str:
+    """An item's messages, then (as in the pytest-html extras) its answer and every verdict."""
+    from .html_columns import render_extra
+
+    messages = "".join(
+        f"<h4>{text(message.get('role', '?'))}</h4><pre>{text(_content(message))}</pre>"
+        for message in _messages(record.get("messages"))
+    )
+    # The messages include the prompt: render_extra need not show it a second time.
+    extra = render_extra({**record, "prompt": None if messages else record.get("prompt")})
+    return f'<div class="transcript">{messages}{extra}</div>'
+
+
+def _messages(value: Any) -> Iterable[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    # Multi-part content and tool calls: show their JSON rather than drop them.
+    shown = {key: value for key, value in message.items() if key != "role"}
+    return json.dumps(shown, ensure_ascii=False, indent=1, default=str)
+
+
+# -- formatting -----------------------------------------------------------------------------
+
+
+def _th(name: str, spec: str) -> str:
+    return f'<th class="num">{text(name)}</th>' if spec != "s" else f"<th>{text(name)}</th>"
+
+
+def _td(text: str, spec: str) -> str:
+    """A cell of already escaped (or numeric) ``text``."""
+    return f'<td class="num">{text}</td>' if spec != "s" else f"<td>{text}</td>"
+
+
+def _format(value: Any, spec: str) -> str:
+    if is_missing(value):
+        return "-"
+    if spec == "s":
+        return text(value)
+    return text(format(int(value) if spec == "d" else float(value), spec))
+
+
+def anchor(name: str) -> str:
+    return name.lower().replace(" ", "-")
+
+
+def text(value: Any) -> str:
+    return html.escape(str(value))

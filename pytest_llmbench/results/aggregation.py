@@ -1,0 +1,295 @@
+"""The metric columns of an aggregate row, and how a group of records gets them.
+
+:func:`aggregate` turns a records frame (:func:`pytest_llmbench.results.summary.records_frame`) into
+one row of :data:`METRIC_COLUMNS` per group; :mod:`pytest_llmbench.results.summary` builds its
+tables and files on it.
+
+Counting rules:
+
+- ``skipped`` items count in ``n_items`` and ``n_skipped`` and nowhere else.
+- ``error`` items count in ``n_errors``; they are kept out of every mean, the percentiles and
+  the pass rate, but tokens, cost, tool calls and retries they spent still count in the totals.
+- Means and percentiles are over the answered (passed or failed) items that have the value.
+- Confidence intervals (``*_ci_low``/``*_ci_high``, 95%) treat the repeats of a case as one
+  cluster (:func:`pytest_llmbench.results.stats.clustered_mean`); the pass rate's is over the answered
+  items as 0/1 values. ``n_flaky`` counts the cases whose answered repeats disagree;
+  ``pass_at_k``/``pass_hat_k`` are averaged over the answered cases for ``k``, the fewest
+  answered repeats of any of them.
+- Judges: cost, tokens and failed judges count over every non-skipped item; the per-dimension
+  means (``dim_<key>_mean``, one column per judged dimension after :data:`METRIC_COLUMNS`) are
+  over the answered items that have the dimension.
+- Multiple choice: ``mc_n`` counts the answered items with a ``choice``; ``mc_accuracy`` is the
+  share of them whose choice is correct (NaN without any).
+
+pandas is imported inside the functions: importing this module must stay cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .stats import summarize_repeats
+from .stats.agreement import dimension_order, judge_entries
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Metric columns of every aggregate row, in order, after the group key columns.
+METRIC_COLUMNS: tuple[str, ...] = (
+    "n_items",
+    "n_cases",
+    "n_repeats",
+    "n_passed",
+    "n_failed",
+    "n_errors",
+    "n_skipped",
+    "error_rate",
+    "pass_rate",
+    # Multiple choice: answered items with a choice, and the share of them chosen right.
+    "mc_n",
+    "mc_accuracy",
+    "score_mean",
+    "score_std",
+    "input_tokens_total",
+    "output_tokens_total",
+    "input_tokens_mean",
+    "output_tokens_mean",
+    "cost_usd_total",
+    "cost_usd_mean",
+    "latency_s_mean",
+    "latency_s_p50",
+    "latency_s_p95",
+    "ttft_s_mean",
+    "ttft_s_p50",
+    "ttft_s_p95",
+    "ttft_n",
+    "tokens_per_s_mean",
+    "tool_calls_total",
+    "retries_total",
+    "rate_limit_wait_s_total",
+    "n_cached",
+    "judge_cost_total",
+    "judge_tokens_total",
+    "judge_errors",
+    # Repeat-aware statistics (see pytest_llmbench.results.stats): 95% CIs clustered by case.
+    "score_ci_low",
+    "score_ci_high",
+    "pass_rate_ci_low",
+    "pass_rate_ci_high",
+    "n_flaky",
+    "pass_at_k",
+    "pass_hat_k",
+    "k",
+)
+
+# Counts stay integers (nullable, so a missing total is empty in the CSV rather than "0.0").
+_INT_COLUMNS: tuple[str, ...] = (
+    "n_items",
+    "n_cases",
+    "n_repeats",
+    "n_passed",
+    "n_failed",
+    "n_errors",
+    "n_skipped",
+    "input_tokens_total",
+    "output_tokens_total",
+    "ttft_n",
+    "tool_calls_total",
+    "retries_total",
+    "n_cached",
+    "judge_tokens_total",
+    "judge_errors",
+    "n_flaky",
+    "k",
+    "mc_n",
+)
+_OUTCOME_COUNTS: tuple[tuple[str, str], ...] = (
+    ("n_passed", "passed"),
+    ("n_failed", "failed"),
+    ("n_errors", "error"),
+    ("n_skipped", "skipped"),
+)
+#: Outcomes of the items that answered: the ones means and the pass rate are over.
+ANSWERED = ("passed", "failed")
+
+
+def aggregate(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Return the metrics per group of ``by``, key columns first, rows sorted by key.
+
+    The metrics are :data:`METRIC_COLUMNS`, then ``dim_<key>_mean`` for each dimension judged
+    in ``frame`` (see :func:`judged_dimensions`).
+    """
+    keys, dimensions = list(by), judged_dimensions(frame)
+    rows = [
+        {**dict(zip(keys, key, strict=False)), **metrics(group, dimensions)}
+        for key, group in frame.groupby(keys, sort=True, dropna=False)
+    ]
+    return metrics_frame(rows, keys, dimensions)
+
+
+def judged_dimensions(frame: pd.DataFrame) -> list[str]:
+    """The dimension keys in the ``dimensions`` of answered records, in report order."""
+    answered = frame[frame["outcome"].isin(ANSWERED)]
+    return dimension_order(key for scores in answered["dimensions"] for key in as_dict(scores))
+
+
+def dimension_columns(dimensions: Iterable[str]) -> list[str]:
+    """The aggregate column of each dimension key: ``dim_<key>_mean``."""
+    return [f"dim_{key}_mean" for key in dimensions]
+
+
+def has_judges(records: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether any record has a judge entry (failed judges included)."""
+    return any(judge_entries(record.get("judges")) for record in records)
+
+
+def metrics(group: pd.DataFrame, dimensions: Sequence[str]) -> dict[str, Any]:
+    """Return the value of every metric column for one group of records."""
+    outcomes = group["outcome"].value_counts()
+    counts = {column: int(outcomes.get(outcome, 0)) for column, outcome in _OUTCOME_COUNTS}
+    spent = group[group["outcome"] != "skipped"]
+    answered = group[group["outcome"].isin(ANSWERED)]
+    repeats = group["repeat"].max()
+    return {
+        "n_items": len(group),
+        "n_cases": len(group[["suite", "case_id"]].drop_duplicates()),
+        "n_repeats": None if math.isnan(repeats) else int(repeats) + 1,
+        **counts,
+        "error_rate": _ratio(counts["n_errors"], len(spent)),
+        "pass_rate": _ratio(counts["n_passed"], counts["n_passed"] + counts["n_failed"]),
+        "score_mean": answered["score"].mean(),
+        "score_std": answered["score"].std(),
+        **_usage(spent, answered),
+        **_timing(answered),
+        **judge_usage(spent),
+        **_repeat_stats(group),
+        **_choice_stats(answered),
+        **dimension_means(answered, dimensions),
+    }
+
+
+def _choice_stats(answered: pd.DataFrame) -> dict[str, Any]:
+    """``mc_n`` and ``mc_accuracy`` over the answered multiple-choice items."""
+    choices = [as_dict(value) for value in answered["choice"]] if "choice" in answered else []
+    correct = [bool(choice.get("correct")) for choice in choices if choice]
+    return {"mc_n": len(correct), "mc_accuracy": _ratio(sum(correct), len(correct))}
+
+
+_CASE_FIELDS = ["model", "suite", "case_id", "outcome", "score"]
+
+
+def _repeat_stats(group: pd.DataFrame) -> dict[str, Any]:
+    """Clustered CIs of the score and pass rate, flaky cases, pass@k and pass^k."""
+    columns = [group[name].tolist() for name in _CASE_FIELDS]
+    records = [
+        dict(zip(_CASE_FIELDS, values, strict=True)) for values in zip(*columns, strict=True)
+    ]
+    summary = summarize_repeats(records)
+    score, passing, at_k = summary.score, summary.pass_rate, summary.at_k
+    return {
+        "score_ci_low": math.nan if score is None else score.low,
+        "score_ci_high": math.nan if score is None else score.high,
+        "pass_rate_ci_low": math.nan if passing is None else passing.low,
+        "pass_rate_ci_high": math.nan if passing is None else passing.high,
+        "n_flaky": summary.n_flaky,
+        "pass_at_k": math.nan if at_k is None else at_k.pass_at_k,
+        "pass_hat_k": math.nan if at_k is None else at_k.pass_hat_k,
+        "k": None if at_k is None else at_k.k,
+    }
+
+
+def _usage(spent: pd.DataFrame, answered: pd.DataFrame) -> dict[str, Any]:
+    """Totals over every non-skipped item (errors spent them too); means over answers."""
+    return {
+        "input_tokens_total": _int_total(spent["input_tokens"]),
+        "output_tokens_total": _int_total(spent["output_tokens"]),
+        "input_tokens_mean": answered["input_tokens"].mean(),
+        "output_tokens_mean": answered["output_tokens"].mean(),
+        "cost_usd_total": spent["cost_usd"].sum(min_count=1),
+        "cost_usd_mean": answered["cost_usd"].mean(),
+        "tool_calls_total": int(spent["tool_calls"].sum()),
+        "retries_total": int(spent["retries"].sum()),
+        "rate_limit_wait_s_total": float(spent["rate_limit_wait_s"].sum()),
+        "n_cached": int(spent["cached"].fillna(False).astype(bool).sum()),
+    }
+
+
+def _timing(answered: pd.DataFrame) -> dict[str, Any]:
+    latency, ttft = answered["latency_s"], answered["ttft_s"]
+    return {
+        "latency_s_mean": latency.mean(),
+        "latency_s_p50": latency.quantile(0.5),
+        "latency_s_p95": latency.quantile(0.95),
+        "ttft_s_mean": ttft.mean(),
+        "ttft_s_p50": ttft.quantile(0.5),
+        "ttft_s_p95": ttft.quantile(0.95),
+        "ttft_n": int(ttft.count()),
+        "tokens_per_s_mean": answered["tokens_per_s"].mean(),
+    }
+
+
+def judge_usage(spent: pd.DataFrame) -> dict[str, Any]:
+    """Judge spending of the non-skipped items: cost (None if unknown), tokens, failed judges."""
+    return {
+        "judge_cost_total": spent["judge_cost"].sum(min_count=1),
+        "judge_tokens_total": int(spent["judge_tokens"].sum()),
+        "judge_errors": sum(
+            1
+            for entries in spent["judges"]
+            for entry in judge_entries(entries)
+            if entry.get("error")
+        ),
+    }
+
+
+def dimension_means(answered: pd.DataFrame, dimensions: Sequence[str]) -> dict[str, float]:
+    """``dim_<key>_mean`` of each dimension over the answered items that have it (NaN if none)."""
+    known: dict[str, list[float]] = {key: [] for key in dimensions}
+    for scores in answered["dimensions"]:
+        for key, value in as_dict(scores).items():
+            if key in known and value is not None:
+                known[key].append(float(value))
+    return {
+        column: math.fsum(values) / len(values) if values else math.nan
+        for column, values in zip(dimension_columns(dimensions), known.values(), strict=True)
+    }
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a dict, else an empty one."""
+    # Older records have no ``dimensions``/``judges``: the frame holds NaN in their place.
+    return value if isinstance(value, dict) else {}
+
+
+def _ratio(part: int, whole: int) -> float:
+    return part / whole if whole else math.nan
+
+
+def _int_total(values: pd.Series) -> int | None:
+    """Sum of the known values, or None when no item has one (unknown is not zero)."""
+    known = values.dropna()
+    return int(known.sum()) if len(known) else None
+
+
+def metrics_frame(
+    rows: list[dict[str, Any]], keys: list[str], dimensions: Sequence[str]
+) -> pd.DataFrame:
+    """The aggregate rows as a frame: ``keys``, then the metric columns, with their dtypes."""
+    import pandas as pd
+
+    columns = [*METRIC_COLUMNS, *dimension_columns(dimensions)]
+    frame = pd.DataFrame(rows, columns=[*keys, *columns])
+    dtypes = {name: "Int64" if name in _INT_COLUMNS else "float64" for name in columns}
+    return frame.astype(dtypes)
+
+
+def is_missing(value: Any) -> bool:
+    """None, NaN or pandas' NA: a cell without a value."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)  # NaN and pandas' NA are not equal to themselves
+    except TypeError:  # pandas.NA refuses bool()
+        return True

@@ -1,0 +1,194 @@
+"""From a finished phase of an item to its record on the ``TestReport``.
+
+Runs inside the ``pytest_runtest_makereport`` wrapper on the process that ran the item. Eval
+items get a record after the call phase, or after a failed/skipped setup (a provider error is an
+``error`` outcome). Plain tests get one when they used ``llm`` or ``record_score``. Reports of
+items that touched our fixtures are scrubbed of secrets before anything prints or stores them.
+The record's headline numbers also become the item's user properties, which JUnit XML writes
+as ``<property>`` elements of the test case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ..engine.runtime import RUNTIME_KEY, Runtime
+from ..fixtures import PLAIN_STATE_KEY, PlainTestState
+from ..item import EvalFailure, EvalItem, completion_fields
+from ..models.providers.completion import ProviderError
+from .record import build_record, utc_now, worker_id
+
+
+def attach_record(
+    item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+) -> None:
+    """Put the item's record on ``report`` when this phase finishes the item."""
+    runtime = item.config.stash.get(RUNTIME_KEY, None)
+    if runtime is None:
+        return  # nothing of ours ran in this process
+    if isinstance(item, EvalItem):
+        record = _eval_record(item, call, report)
+    else:
+        record = _plain_record(item, call, report, runtime)
+    if record is not None:
+        report.llmbench_record = record  # type: ignore[attr-defined]
+        _add_properties(item, report, record)
+    # Last: building the record may replace the failure text (a provider error's message).
+    _scrub(report, runtime)
+
+
+#: Record fields that become JUnit XML properties, named ``llmbench_<field>``, in this order.
+PROPERTY_FIELDS: tuple[str, ...] = (
+    "model",
+    "score",
+    "threshold",
+    "cost_usd",
+    "judge_cost",
+    "input_tokens",
+    "output_tokens",
+    "latency_s",
+    "ttft_s",
+    "retries",
+    "cached",
+)
+
+
+def record_properties(record: dict[str, Any]) -> list[tuple[str, object]]:
+    """The user properties of ``record``: ``(llmbench_<field>, value)`` for each field with a value.
+
+    Numbers stay numbers; booleans become ``"true"``/``"false"`` (junitxml writes ``str(value)``,
+    and CI parsers read lowercase booleans).
+    """
+    return [
+        (f"llmbench_{name}", _property_value(record[name]))
+        for name in PROPERTY_FIELDS
+        if record.get(name) is not None
+    ]
+
+
+def _property_value(value: Any) -> object:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def _add_properties(item: pytest.Item, report: pytest.TestReport, record: dict[str, Any]) -> None:
+    properties = record_properties(record)
+    # junitxml writes the properties of the *teardown* report, which pytest builds from
+    # ``item.user_properties`` on the process that ran the item; so they cross xdist with it.
+    # The report of this phase gets them too, as ``record_property`` would have given them.
+    item.user_properties.extend(properties)
+    report.user_properties.extend(properties)
+
+
+def _eval_record(item: EvalItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> Any:
+    if report.when == "setup" and report.passed:
+        return None
+    if report.when == "teardown":
+        return None
+    excinfo = call.excinfo
+    if report.when == "setup":
+        outcome = "skipped" if report.skipped else "error"
+        if item.provider_error is not None:
+            error: str | None = item.provider_error.message
+        else:
+            error = _skip_reason(report) if report.skipped else _message(excinfo)
+        return item.make_record(outcome, error)
+    if excinfo is not None and isinstance(excinfo.value, EvalFailure):
+        report.llmbench_score_failure = True  # type: ignore[attr-defined]
+        return item.make_record("failed", None)
+    if report.skipped:
+        return item.make_record("skipped", None)
+    if report.failed:
+        # Anything but a low score (a crashing python assertion, a bug) is not a verdict.
+        return item.make_record("error", _message(excinfo))
+    return item.make_record(report.outcome, None)
+
+
+def _plain_record(
+    item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport, runtime: Runtime
+) -> Any:
+    state: PlainTestState | None = item.stash.get(PLAIN_STATE_KEY, None)
+    if state is None or report.when != "call":
+        return None
+    outcome: str = report.outcome
+    error = _message(call.excinfo) if report.failed else None
+    if state.error is not None and call.excinfo is not None and call.excinfo.value is state.error:
+        outcome = "error"  # an outage is not a low score, even in a plain test
+    path = item.path
+    root = item.config.rootpath
+    # A plain test runs its own asserts; under --latency-only its record is a measurement too.
+    latency = runtime.run.latency_only
+    record = build_record(
+        nodeid=item.nodeid,
+        suite=path.stem,
+        eval_file=str(path.relative_to(root)) if path.is_relative_to(root) else str(path),
+        case_id=getattr(item, "originalname", item.name),
+        model=state.model.name if state.model else None,
+        model_id=state.model.model if state.model else None,
+        profile=state.model.name if state.model else None,
+        model_tags=dict(state.model.tags) if state.model else {},
+        repeat=state.repeat,
+        outcome=outcome,
+        score=state.score if outcome in ("passed", "failed") and not latency else None,
+        eval_type="latency" if latency else "quality",
+        threshold=None,
+        error=error,
+        error_kind=state.error.kind if outcome == "error" and state.error else None,
+        prompt=state.prompts[-1] if state.prompts else None,
+        metrics=dict(state.metrics),
+        worker=worker_id(item.config),
+        started_at=state.started_at or utc_now(),
+        **_summed(state),
+    )
+    return runtime.redactor.value(record)
+
+
+def _summed(state: PlainTestState) -> dict[str, Any]:
+    """Totals over every call the test made; timings of the last call."""
+    if not state.completions:
+        return {}
+    fields = completion_fields(state.completions[-1])
+    for name in ("input_tokens", "output_tokens", "cost_usd", "latency_s"):
+        values = [getattr(c, name) for c in state.completions]
+        fields[name] = None if any(v is None for v in values) else sum(values)
+    fields["retries"] = sum(c.retries for c in state.completions)
+    return fields
+
+
+def _skip_reason(report: pytest.TestReport) -> str | None:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return None
+
+
+def _message(excinfo: Any) -> str | None:
+    if excinfo is None:
+        return None
+    value = excinfo.value
+    if isinstance(value, ProviderError):
+        return value.message
+    text = str(value).strip()
+    return f"{type(value).__name__}: {text}" if text else type(value).__name__
+
+
+def _scrub(report: pytest.TestReport, runtime: Runtime) -> None:
+    """Remove secrets from the failure text and captured output of ``report``."""
+    redactor = runtime.redactor
+    if not redactor.secrets:
+        return
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):
+        # A skip's (path, line, reason): terminal summaries need the tuple shape kept.
+        report.longrepr = tuple(  # type: ignore[assignment]
+            redactor.text(part) if isinstance(part, str) else part for part in longrepr
+        )
+    elif longrepr is not None:
+        text = str(longrepr)
+        cleaned = redactor.text(text)
+        if cleaned != text:
+            report.longrepr = cleaned
+    report.sections = [(title, redactor.text(content)) for title, content in report.sections]

@@ -1,0 +1,293 @@
+"""Saved runs compared with a new one: reading results folders and the ``--baseline`` gate.
+
+A results folder (``results.jsonl``, optionally ``run.json``) is what a run leaves behind. The
+``llmbench`` console command (:mod:`pytest_llmbench.cli`) and the :class:`BaselineGate` plugin
+read it with :func:`load_results` and compare model by model with :func:`compare_runs`, so both
+say the same thing about the same two runs.
+
+A regression is *significant* when the score or the pass rate of a model went down and the
+paired test says so (``p < 0.05``); a single case that flipped is listed, but does not gate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..config import explicitly_configured, get_run_config
+from .recorder import RECORDER_KEY, RESULTS_FILE
+from .summary import NO_MODEL
+
+if TYPE_CHECKING:
+    from .stats import CaseChange, Comparison
+
+RUN_FILE = "run.json"
+# Record keys without which a line cannot be counted or paired with another run's.
+_REQUIRED_KEYS = ("suite", "case_id", "outcome")
+_SHOWN_CASES = 20
+
+
+class ResultsError(Exception):
+    """A results folder that cannot be read; the message names the file (and line)."""
+
+
+def load_results(folder: Path) -> list[dict[str, Any]]:
+    """Return the records of ``folder/results.jsonl``, in file order.
+
+    Raises :class:`ResultsError` for a missing folder or file, and for a line that is not a
+    JSON record (``path:line: why``). Blank lines are skipped (an interrupted write).
+    """
+    path = _results_file(folder)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: cannot read: {exc}") from None
+    records = [
+        _parse_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()
+    ]
+    if not records:
+        raise ResultsError(f"{path}: no records (an empty run)")
+    return records
+
+
+def load_run_info(folder: Path) -> dict[str, Any] | None:
+    """Return ``folder/run.json``, or None when the run wrote none."""
+    path = folder / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"{path}: not a JSON file: {exc}") from None
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path}: not a JSON object")
+    return data
+
+
+def _results_file(folder: Path) -> Path:
+    if not folder.is_dir():
+        raise ResultsError(f"{folder}: no such results folder")
+    path = folder / RESULTS_FILE
+    if not path.is_file():
+        raise ResultsError(f"{path}: no such file (not a results folder?)")
+    return path
+
+
+def _parse_line(path: Path, number: int, line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
+    if not isinstance(record, dict):
+        raise ResultsError(f"{path}:{number}: not a JSON object")
+    missing = [key for key in _REQUIRED_KEYS if key not in record]
+    if missing:
+        raise ResultsError(f"{path}:{number}: not a record (no {', '.join(missing)})")
+    return record
+
+
+def model_of(record: Mapping[str, Any]) -> str:
+    """The record's model label; plain tests that called no model share :data:`NO_MODEL`."""
+    return str(record.get("model") or NO_MODEL)
+
+
+def models_of(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The distinct model labels of ``records``, sorted."""
+    return sorted({model_of(record) for record in records})
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """One model in a baseline run and in a new run, case by case."""
+
+    #: The model label (the same in both runs).
+    model: str
+    #: Paired statistics, new - baseline: the score and the pass-rate comparison.
+    comparisons: tuple[Comparison, ...]
+    #: Every case both runs answered, regressions first (see :func:`stats.case_changes`).
+    changes: tuple[CaseChange, ...]
+    #: Cases (``suite::case_id``) the baseline answered and the new run did not: every repeat
+    #: errored, or the case is gone. A run whose items all error must not pass as "no change".
+    lost: tuple[str, ...] = ()
+
+    @property
+    def regressed(self) -> list[CaseChange]:
+        """Cases that passed in the baseline and do not now."""
+        return [change for change in self.changes if change.change == "regressed"]
+
+    @property
+    def improved(self) -> list[CaseChange]:
+        """Cases that did not pass in the baseline and do now."""
+        return [change for change in self.changes if change.change == "improved"]
+
+    @property
+    def significant_regression(self) -> bool:
+        """Whether the score or the pass rate went down significantly, or cases were lost."""
+        return bool(self.lost) or any(
+            item.diff < 0 and item.significant for item in self.comparisons
+        )
+
+
+def compare_runs(
+    baseline: Sequence[Mapping[str, Any]],
+    new: Sequence[Mapping[str, Any]],
+    models: Iterable[str] | None = None,
+) -> list[ModelComparison]:
+    """Compare ``new`` with ``baseline`` for each model of both (or each of ``models``)."""
+    from .stats import case_changes, compare
+
+    old_by_model, new_by_model = _by_model(baseline), _by_model(new)
+    common = sorted(set(old_by_model) & set(new_by_model))
+    chosen = common if models is None else [model for model in models if model in common]
+    return [
+        ModelComparison(
+            model=model,
+            comparisons=tuple(compare(old_by_model[model], new_by_model[model], model, model)),
+            changes=tuple(case_changes(old_by_model[model], new_by_model[model], model, model)),
+            lost=_lost_cases(old_by_model[model], new_by_model[model]),
+        )
+        for model in chosen
+    ]
+
+
+def _lost_cases(
+    baseline: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]]
+) -> tuple[str, ...]:
+    """Cases answered (passed or failed) in ``baseline`` that ``new`` did not answer."""
+
+    def answered(records: Iterable[Mapping[str, Any]]) -> set[str]:
+        return {
+            f"{record.get('suite')}::{record.get('case_id')}"
+            for record in records
+            if record.get("outcome") in ("passed", "failed")
+        }
+
+    return tuple(sorted(answered(baseline) - answered(new)))
+
+
+def _by_model(records: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    # The label is written into the copies, so that stats sees the same name in both runs.
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        label = model_of(record)
+        grouped.setdefault(label, []).append({**record, "model": label})
+    return grouped
+
+
+def format_comparison(result: ModelComparison, *, limit: int | None = _SHOWN_CASES) -> list[str]:
+    """Lines describing one model: the paired statistics, then the changed cases."""
+    counts = (
+        f"{len(result.changes)} cases: {len(result.regressed)} regressed, "
+        f"{len(result.improved)} improved"
+    )
+    if result.lost:
+        counts += f", {len(result.lost)} no longer answered (errors or missing)"
+    lines = [f"{result.model}: {counts}"]
+    lines += [f"  {_format_stat(item)}" for item in result.comparisons]
+    shown_lost = result.lost if limit is None else result.lost[:limit]
+    lines += [f"  not answered now: {case}" for case in shown_lost]
+    for title, changes in (("regressed", result.regressed), ("improved", result.improved)):
+        shown = changes if limit is None else changes[:limit]
+        lines += [f"  {title}: {_format_change(change)}" for change in shown]
+        if len(changes) > len(shown):
+            lines.append(f"  ... and {len(changes) - len(shown)} more {title}")
+    return lines
+
+
+def _format_stat(item: Comparison) -> str:
+    name = "pass rate" if item.metric == "pass_rate" else item.metric
+    if not item.n_cases:
+        return f"{name:<9}  no case answered in both runs"
+    verdict = "significant" if item.significant else "n.s."
+    return (
+        f"{name:<9}  {item.diff:+.3f} [{item.low:+.3f}, {item.high:+.3f}] "
+        f"p={item.p_value:.3g} {verdict} (n={item.n_cases})"
+    )
+
+
+def _format_change(change: CaseChange) -> str:
+    return (
+        f"{change.suite}::{change.case_id} "
+        f"score {_score(change.score_a)} -> {_score(change.score_b)}"
+    )
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None or value != value else f"{value:.2f}"
+
+
+class BaselineGate:
+    """``--baseline DIR`` [``--fail-on-regression``]: compare this run with a saved one.
+
+    Registered on the controller only. The baseline is read at configure time, so a bad folder
+    is a usage error before any model is called.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.baseline_dir: Path | None = None
+        self.baseline: list[dict[str, Any]] = []
+        self.results: list[ModelComparison] = []
+        self.unmatched: list[str] = []
+        self.error: str | None = None
+        self.failed = False
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        """Read the baseline; a missing or unreadable one is a usage error naming the path."""
+        if not explicitly_configured(config):
+            return
+        self.baseline_dir = get_run_config(config).baseline
+        if self.baseline_dir is None:
+            return
+        try:
+            self.baseline = load_results(self.baseline_dir)
+        except ResultsError as exc:
+            raise pytest.UsageError(f"llmbench: --baseline: {exc}") from None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Compare model by model; with --fail-on-regression, fail on a significant one."""
+        recorder = self.config.stash.get(RECORDER_KEY, None)
+        if self.baseline_dir is None or recorder is None or not recorder.records:
+            return
+        try:
+            self.results = compare_runs(self.baseline, recorder.records)
+        except Exception as exc:  # a broken comparison must not lose the run's exit status
+            self.error = f"{type(exc).__name__}: {exc}"
+            return
+        compared = {result.model for result in self.results}
+        self.unmatched = [model for model in models_of(recorder.records) if model not in compared]
+        regressed = [result.model for result in self.results if result.significant_regression]
+        if regressed and get_run_config(self.config).fail_on_regression:
+            self.failed = True
+            if session.exitstatus == pytest.ExitCode.OK:  # keep worse: interrupted, internal
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            text = f"--fail-on-regression: {', '.join(regressed)} regressed against {self.baseline_dir}"
+            recorder.note_gate(session, text)
+
+    @pytest.hookimpl(trylast=True)  # after the leaderboard it compares with
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """The ``llmbench baseline`` section: per model the statistics and changed cases."""
+        if self.baseline_dir is None or not (self.results or self.unmatched or self.error):
+            return
+        write = terminalreporter.write_line
+        terminalreporter.write_sep("=", "llmbench baseline")
+        write(f"baseline: {self.baseline_dir} ({len(self.baseline)} records)")
+        if self.error:
+            write(f"llmbench: baseline comparison failed: {self.error}", red=True)
+        for result in self.results:
+            for line in format_comparison(result):
+                write(line, red=result.significant_regression)
+        for model in self.unmatched:
+            write(f"{model}: not in the baseline")
+        regressed = [result.model for result in self.results if result.significant_regression]
+        if self.failed:
+            names = ", ".join(regressed)
+            write(f"llmbench baseline FAILED: significant regression: {names}", red=True, bold=True)
+        elif regressed:
+            write(f"llmbench: significant regression: {', '.join(regressed)}", yellow=True)

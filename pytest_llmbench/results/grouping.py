@@ -1,0 +1,135 @@
+"""Boards grouped by one axis of the experiment matrix, and their ranking.
+
+:func:`grouped` aggregates the records per value of an axis (:data:`GROUP_AXES` or
+``tag:<name>``) and ranks the rows like the leaderboard (:func:`ranked`);
+:func:`varied_axes` says which axes are worth a ``by_<axis>.csv`` (:func:`grouped_file_name`).
+A latency-only run (every record ``eval_type == "latency"``) has no scores: its boards rank by
+latency p50, fastest first (:func:`is_latency_only`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from .aggregation import aggregate, as_dict, is_missing
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: The axes :func:`grouped` groups by; ``tag:<name>`` reads ``model_tags[<name>]``.
+GROUP_AXES: tuple[str, ...] = ("model", "profile", "prompt_variant", "temperature", "eval_type")
+_TAG_AXIS = "tag:"
+#: The key of records that lack the axis value (older runs, items without the variant).
+NO_VALUE = "(none)"
+
+
+def axis_column(axis: str) -> str:
+    """The key column of ``axis`` in :func:`grouped`: the axis, or ``tag_<name>``.
+
+    Raises :class:`ValueError` for an unknown axis, listing the known ones.
+    """
+    if axis in GROUP_AXES:
+        return axis
+    name = axis[len(_TAG_AXIS) :] if axis.startswith(_TAG_AXIS) else ""
+    if not name.strip():
+        known = ", ".join([*GROUP_AXES, "tag:<name>"])
+        raise ValueError(f"unknown group axis {axis!r}; known: {known}")
+    return f"tag_{name}"
+
+
+def axis_values(frame: pd.DataFrame, axis: str) -> list[str]:
+    """The value of ``axis`` for each row of ``frame``, as text; :data:`NO_VALUE` if missing."""
+    axis_column(axis)  # validates
+    if axis.startswith(_TAG_AXIS):
+        name = axis[len(_TAG_AXIS) :]
+        column = frame["model_tags"] if "model_tags" in frame else [None] * len(frame)
+        return [_axis_text(as_dict(tags).get(name)) for tags in column]
+    values = frame[axis] if axis in frame else [None] * len(frame)
+    texts = [_axis_text(value) for value in values]
+    if axis == "eval_type":  # records from before eval types were all quality evals
+        return ["quality" if text == NO_VALUE else text for text in texts]
+    return texts
+
+
+def _axis_text(value: Any) -> str:
+    if is_missing(value) or value == "":
+        return NO_VALUE
+    if isinstance(value, float):
+        return f"{value:g}"  # temperatures: 0.2, not 0.20000000000000001
+    return str(value)
+
+
+def grouped(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """Return one row per value of ``axis``, ranked like :func:`leaderboard`.
+
+    ``axis`` is one of :data:`GROUP_AXES` or ``tag:<name>``; the key column is named by
+    :func:`axis_column`, its values are text (:data:`NO_VALUE` when a record lacks one). The
+    metric columns are those of :func:`aggregate`; a ``rank`` column comes first. Raises
+    :class:`ValueError` for an unknown axis.
+    """
+    column = axis_column(axis)
+    keyed = frame.assign(**{column: axis_values(frame, axis)})
+    return ranked(aggregate(keyed, [column]), column, is_latency_only(frame))
+
+
+def is_latency_only(frame: pd.DataFrame) -> bool:
+    """Whether every record is a latency measurement (``--latency-only``): no scores to rank."""
+    if frame.empty or "eval_type" not in frame:
+        return False
+    return bool((frame["eval_type"] == "latency").all())
+
+
+def ranked(board: pd.DataFrame, key: str, latency: bool) -> pd.DataFrame:
+    """Sort ``board`` best first and put a 1-based ``rank`` column in front.
+
+    Quality: score_mean desc, pass_rate desc, cost_usd_total asc, key. Latency runs:
+    latency_s_p50 asc, cost_usd_total asc, key. NaN sorts last.
+    """
+    if latency:
+        order, ascending = ["latency_s_p50", "cost_usd_total", key], [True, True, True]
+    else:
+        order = ["score_mean", "pass_rate", "cost_usd_total", key]
+        ascending = [False, False, True, True]
+    board = board.sort_values(order, ascending=ascending, na_position="last", kind="stable")
+    board = board.reset_index(drop=True)
+    board.insert(0, "rank", range(1, len(board) + 1))
+    board.attrs[LATENCY_ONLY] = latency  # format_leaderboard reads it
+    return board
+
+
+#: Key of a board's ``attrs`` that tells a latency-only board (see :func:`format_leaderboard`).
+LATENCY_ONLY = "llmbench_latency_only"
+
+
+def varied_axes(frame: pd.DataFrame) -> list[str]:
+    """The axes besides ``model`` worth a :func:`grouped` table of their own, in order.
+
+    :data:`GROUP_AXES` first, then ``tag:<name>`` for each name in ``model_tags``, sorted; an
+    axis counts when it has at least 2 distinct values and does not merely rename the models
+    (one value per model and one model per value, as ``profile`` in a run without prompt or
+    temperature variants): that table would be the leaderboard again.
+    """
+    tags = sorted({name for value in frame.get("model_tags", ()) for name in as_dict(value)})
+    axes = [axis for axis in GROUP_AXES if axis != "model"] + [f"tag:{name}" for name in tags]
+    models = [str(model) for model in frame["model"]]
+    found = []
+    for axis in axes:
+        values = axis_values(frame, axis)
+        pairs = set(zip(models, values, strict=True))
+        renames = len(pairs) == len(set(models)) == len(set(values))
+        if len(set(values)) >= 2 and not renames:
+            found.append(axis)
+    return found
+
+
+def model_dir_name(model: str) -> str:
+    """Return a safe, non-empty directory name for ``model`` (``openai/x`` -> ``openai-x``)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", model)
+    name = re.sub(r"-{2,}", "-", name).strip("-.")
+    return name or "model"
+
+
+def grouped_file_name(axis: str) -> str:
+    """``by_<axis>.csv``; ``by_tag_<name>.csv`` for a tag (its name made safe for a file)."""
+    return f"by_{model_dir_name(axis_column(axis))}.csv"

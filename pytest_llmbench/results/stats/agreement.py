@@ -1,0 +1,109 @@
+"""Inter-judge agreement: Krippendorff's alpha (interval metric) per judged dimension.
+
+A unit is one model-graded assertion of one item (record ``nodeid`` and the judge entry's
+``assertion`` index); its raters are the judges of that assertion. Alpha says how much more the
+judges agree than chance would: 1.0 is perfect agreement, 0.0 is chance, below 0 is systematic
+disagreement. Pure code, no pandas: it runs on the controller at session end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...judging.prompts import JURY_DIMENSIONS
+
+_ANSWERED = ("passed", "failed")
+
+
+def interval_alpha(units: Mapping[Hashable, Mapping[str, float]]) -> float | None:
+    """Krippendorff's alpha with the interval metric ``(a - b) ** 2``.
+
+    ``units`` maps a unit id to ``{rater: value}``. Units with fewer than two values cannot be
+    paired and are dropped. Returns None when no unit is pairable or the pairable values do not
+    vary (alpha is undefined then). Runs in O(n) over the values.
+    """
+    pairable = [list(ratings.values()) for ratings in units.values() if len(ratings) >= 2]
+    values = [value for unit in pairable for value in unit]
+    if not values or len(set(values)) < 2:
+        return None
+    # Sums over ordered pairs i != j of (v_i - v_j)^2 equal 2 * m * sum((v - mean)^2); the
+    # centred form avoids the cancellation of n * sum(v^2) - sum(v)^2 on large runs.
+    n = len(values)
+    observed = math.fsum(
+        2 * len(unit) * _squared_deviations(unit) / (len(unit) - 1) for unit in pairable
+    )
+    # D_o = observed / n; D_e = (sum over all ordered pairs) / (n * (n - 1)).
+    expected = 2 * _squared_deviations(values) / (n - 1)
+    return 1.0 - (observed / n) / expected
+
+
+def _squared_deviations(values: list[float]) -> float:
+    mean = math.fsum(values) / len(values)
+    return math.fsum((value - mean) ** 2 for value in values)
+
+
+@dataclass(frozen=True)
+class DimensionAgreement:
+    """Agreement of the judges on one dimension across a run."""
+
+    #: The dimension key (``correctness``, ``rubric``, ``brand_voice``, ...).
+    dimension: str
+    #: Krippendorff's interval alpha; None when undefined (no pairable unit, or no variation).
+    alpha: float | None
+    #: Units (item x assertion) scored by at least two judges.
+    units: int
+    #: Distinct judges among those units.
+    judges: int
+    #: Scores in those units.
+    values: int
+
+
+def dimension_order(keys: Iterable[str]) -> list[str]:
+    """The distinct ``keys``: the six jury dimensions in their standard order, then the rest A-Z."""
+    present = set(keys)
+    standard = [key for key in JURY_DIMENSIONS if key in present]
+    return standard + sorted(present - set(JURY_DIMENSIONS))
+
+
+def dimension_agreement(records: Iterable[Mapping[str, Any]]) -> list[DimensionAgreement]:
+    """Agreement per dimension over the ``judges`` entries of wire records.
+
+    Only answered items (passed or failed) count, and only judges without an ``error``. Every
+    dimension that some judge scored gets a row, pairable or not.
+    """
+    by_dimension: dict[str, dict[Hashable, dict[str, float]]] = {}
+    for record in records:
+        if record.get("outcome") not in _ANSWERED:
+            continue
+        for entry in judge_entries(record.get("judges")):
+            if entry.get("error"):
+                continue  # a failed judge gave no scores to agree on
+            unit = (record.get("nodeid"), entry.get("assertion"))
+            for dimension, score in (entry.get("scores") or {}).items():
+                ratings = by_dimension.setdefault(dimension, {}).setdefault(unit, {})
+                ratings[str(entry.get("judge"))] = float(score)
+    return [_agreement(key, by_dimension[key]) for key in dimension_order(by_dimension)]
+
+
+def judge_entries(judges: Any) -> list[Mapping[str, Any]]:
+    """The entries of a record's ``judges`` field, failed judges included.
+
+    Older results have no such field, and a records frame holds NaN in its place: both give [].
+    """
+    if not isinstance(judges, list):
+        return []
+    return [entry for entry in judges if isinstance(entry, Mapping)]
+
+
+def _agreement(dimension: str, units: Mapping[Hashable, Mapping[str, float]]) -> DimensionAgreement:
+    pairable = [ratings for ratings in units.values() if len(ratings) >= 2]
+    return DimensionAgreement(
+        dimension=dimension,
+        alpha=interval_alpha(units),
+        units=len(pairable),
+        judges=len({judge for ratings in pairable for judge in ratings}),
+        values=sum(len(ratings) for ratings in pairable),
+    )

@@ -1,0 +1,152 @@
+"""The values every assertion module shares: the parsed assertion, its context and verdict.
+
+:mod:`.assertions` parses and evaluates; the checkers (:mod:`.text_checks`,
+:mod:`.structured_checks`, :mod:`.python_checks`) build an :class:`Outcome` with the helpers
+here, or raise :class:`CheckFailed` when the check cannot be made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from .judged import EmbeddingSpec, JudgeSpec
+
+QUOTE_LIMIT = 80
+
+
+class AssertionSpecError(ValueError):
+    """Bad assertion in an eval file; ``.field`` is the offending key ('type', 'value', ...)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclasses.dataclass(frozen=True)
+class Assertion:
+    """One parsed ``assert:`` item."""
+
+    type: str  #: as written, e.g. ``not-contains``
+    base_type: str  #: without the ``not-`` prefix, e.g. ``contains``
+    negate: bool = False  #: whether the ``not-`` prefix was given
+    #: the value, normalised (a number given as text becomes str, a list a tuple); None if omitted
+    value: Any = None
+    weight: float = 1.0  #: weight in the case score, >= 0
+    #: type-specific extras (tolerance, rel_tolerance, threshold) as floats; read-only
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: how a model grades it (judged types, embedding similarity); None for local checks
+    graded: JudgeSpec | EmbeddingSpec | None = None
+    #: an agent check (``file-exists``, ``command``, ``tool-called``, ...): judged on the
+    #: agent's workdir and tool calls, not on the answer text
+    agent_check: Any = None
+    #: True when no value was given but the type needs one: the case's ``expected`` is used
+    needs_value: bool = False
+
+    @property
+    def engine_graded(self) -> bool:
+        """True when a model call grades this assertion (a judge panel or an embedding)."""
+        return self.graded is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class AssertionContext:
+    """What an assertion may know about the case besides the answer."""
+
+    expected: str | None = None  #: the case's expected answer; used when a value is omitted
+    prompt: str | None = None  #: the rendered prompt
+    vars: Mapping[str, Any] = dataclasses.field(default_factory=dict)  #: the case's variables
+    model: str = ""  #: the model name as selected
+    case_id: str = ""  #: the case id inside its suite
+    #: the eval file's directory; python modules and schema files resolve against it
+    base_dir: Path = Path(".")
+    choices: tuple[str, ...] | None = None  #: a multiple choice case's choices, in order
+    answer_index: int | None = None  #: the 0-based index of the right choice
+    #: the marks shown before the choices when not the letters A, B, ... (ARC's "1".."4")
+    choice_labels: tuple[str, ...] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The result of one assertion on one answer."""
+
+    type: str  #: the assertion type as written
+    passed: bool  #: whether the assertion holds
+    score: float  #: 0..1: 1.0 or 0.0 for pass/fail checks, graded for python checks
+    weight: float  #: the assertion's weight
+    reason: str  #: a short human-readable explanation
+
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict as JSON primitives, for the wire record."""
+        return {
+            "type": self.type,
+            "passed": bool(self.passed),
+            "score": float(self.score),
+            "weight": float(self.weight),
+            "reason": self.reason,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a checker found, before negation: passed, why, and the 0..1 score."""
+
+    passed: bool
+    reason: str
+    score: float
+
+
+class CheckFailed(Exception):
+    """The check could not be made (not a fault of the answer); the message is the reason."""
+
+
+Checker = Callable[[Any, str, Assertion, AssertionContext], Outcome]
+
+
+@dataclasses.dataclass(frozen=True)
+class TypeSpec:
+    """How one assertion type is parsed and checked: an entry of the registry."""
+
+    check: Checker
+    #: "defaults": the case's expected when omitted; "required": must be given; "none": no value
+    value_rule: Literal["defaults", "required", "none"]
+    parse_value: Callable[[str, Any], Any] | None = None  #: normalises a written value, or raises
+    hint: str = ""  #: what a required value looks like
+    options: frozenset[str] = frozenset()
+
+
+# --- helpers for checkers --------------------------------------------------------------------
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def valid_regex(pattern: str) -> str:
+    """``pattern``, or an :class:`AssertionSpecError` naming why it does not compile."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise AssertionSpecError(f"invalid regex {pattern!r}: {exc}", "value") from None
+    return pattern
+
+
+def binary(passed: bool, if_passed: str, if_failed: str) -> Outcome:
+    return Outcome(passed, if_passed if passed else if_failed, 1.0 if passed else 0.0)
+
+
+def clip(text: str, limit: int = QUOTE_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def q(text: str, limit: int = QUOTE_LIMIT) -> str:
+    escaped = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return f"'{clip(escaped, limit)}'"
+
+
+def num(value: float) -> str:
+    return f"{value:.10g}"

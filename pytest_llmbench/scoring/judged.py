@@ -1,0 +1,164 @@
+"""The settings of a model-graded assertion, as written in an eval file.
+
+``llm-rubric``, ``jury``, ``factuality`` and ``closed-qa`` are graded by judge models, and
+``similarity`` with ``method: embedding`` by an embedding model; they run in the engine after
+the evaluated model answered (see :mod:`pytest_llmbench.judging.panel`). Everything here is
+checked at collection, so a bad setting is a collection error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Assertion types graded by judge models.
+JUDGE_TYPES: frozenset[str] = frozenset({"llm-rubric", "jury", "factuality", "closed-qa"})
+#: How a panel's scores of one dimension become the item's: ``majority`` passes a dimension
+#: when more than half of the judges reach the threshold; the others compare the statistic.
+AGGREGATIONS: tuple[str, ...] = ("mean", "median", "majority", "min")
+SIMILARITY_METHODS: tuple[str, ...] = ("rouge-l", "embedding")
+#: Keys a judged assertion may have, besides type/value/weight/threshold.
+JUDGE_KEYS: frozenset[str] = frozenset(
+    {"judges", "dimensions", "aggregate", "structured", "temperature"}
+)
+SIMILARITY_KEYS: frozenset[str] = frozenset({"method", "embedding_model"})
+#: Pass thresholds: jury dimensions are scored 1..5, the other kinds 0..1.
+_DEFAULT_THRESHOLD = {"jury": 3.0, "similarity-rouge-l": 0.5, "similarity-embedding": 0.8}
+_THRESHOLD_RANGE = {"jury": (1.0, 5.0)}
+
+
+class GradedSpecError(ValueError):
+    """A bad setting of a model-graded assertion; ``field`` is the offending key."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """How one judged assertion is graded."""
+
+    kind: str  #: ``llm-rubric``, ``jury``, ``factuality`` or ``closed-qa``
+    #: judge names as written (profile names, litellm ids, @sets); empty: the run's panel
+    judges: tuple[str, ...] = ()
+    #: extra jury dimensions written on the assertion (normalised keys)
+    dimensions: tuple[str, ...] = ()
+    aggregate: str = "mean"
+    #: jury: 1..5 per dimension; the other kinds: 0..1
+    threshold: float = 0.5
+    #: ask for the verdict's JSON schema as structured output (a grammar on llama.cpp)
+    structured: bool = True
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class EmbeddingSpec:
+    """``similarity`` by embedding cosine: which model embeds, and the pass threshold."""
+
+    model: str  #: profile name or litellm id of the embedding model
+    threshold: float = 0.8
+
+
+def parse_judge_spec(kind: str, raw: Mapping[str, Any]) -> JudgeSpec:
+    """The :class:`JudgeSpec` of a judged assertion mapping; raise :class:`GradedSpecError`."""
+    judges = _names(raw.get("judges"), "judges")
+    dimensions: tuple[str, ...] = ()
+    if "dimensions" in raw:
+        if kind != "jury":
+            raise GradedSpecError("'dimensions' applies to jury only", "dimensions")
+        try:
+            dimensions = tuple(
+                dimension_key(name) for name in _names(raw["dimensions"], "dimensions")
+            )
+        except ValueError as exc:
+            raise GradedSpecError(f"dimensions: {exc}", "dimensions") from None
+    aggregate = str(raw.get("aggregate", "mean"))
+    if aggregate not in AGGREGATIONS:
+        raise GradedSpecError(
+            f"aggregate must be one of {', '.join(AGGREGATIONS)}, got {aggregate!r}", "aggregate"
+        )
+    structured = raw.get("structured", True)
+    if not isinstance(structured, bool):
+        raise GradedSpecError(f"structured must be true or false, got {structured!r}", "structured")
+    return JudgeSpec(
+        kind=kind,
+        judges=judges,
+        dimensions=dimensions,
+        aggregate=aggregate,
+        threshold=_threshold(kind, raw),
+        structured=structured,
+        temperature=_number(raw, "temperature", 0.0, (0.0, 2.0)),
+    )
+
+
+def parse_embedding_spec(raw: Mapping[str, Any]) -> EmbeddingSpec | None:
+    """The embedding settings of a ``similarity`` assertion, or None for ROUGE-L."""
+    method = str(raw.get("method", "rouge-l"))
+    if method not in SIMILARITY_METHODS:
+        choices = ", ".join(SIMILARITY_METHODS)
+        raise GradedSpecError(f"method must be one of {choices}, got {method!r}", "method")
+    model = raw.get("embedding_model")
+    if method == "rouge-l":
+        if model is not None:
+            raise GradedSpecError("embedding_model needs method: embedding", "embedding_model")
+        return None
+    if not isinstance(model, str) or not model.strip():
+        message = "method: embedding needs embedding_model (a profile name or litellm id)"
+        raise GradedSpecError(message, "embedding_model")
+    threshold = _number(raw, "threshold", _DEFAULT_THRESHOLD["similarity-embedding"], (-1.0, 1.0))
+    return EmbeddingSpec(model.strip(), threshold)
+
+
+def rouge_threshold(raw: Mapping[str, Any]) -> float:
+    """The pass threshold of a ROUGE-L ``similarity`` assertion."""
+    return _number(raw, "threshold", _DEFAULT_THRESHOLD["similarity-rouge-l"], (0.0, 1.0))
+
+
+def _threshold(kind: str, raw: Mapping[str, Any]) -> float:
+    default = _DEFAULT_THRESHOLD.get(kind, 0.5)
+    return _number(raw, "threshold", default, _THRESHOLD_RANGE.get(kind, (0.0, 1.0)))
+
+
+def _number(raw: Mapping[str, Any], key: str, default: float, bounds: tuple[float, float]) -> float:
+    if key not in raw:
+        return default
+    value = raw[key]
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+        raise GradedSpecError(f"{key} must be a number, got {value!r}", key)
+    low, high = bounds
+    if not low <= float(value) <= high:
+        raise GradedSpecError(f"{key} must be between {low:g} and {high:g}, got {value!r}", key)
+    return float(value)
+
+
+def _names(value: Any, key: str) -> tuple[str, ...]:
+    """A list of names, or one comma-separated string of them."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise GradedSpecError(f"{key} must be a list of names, got {value!r}", key)
+    names = tuple(item.strip() for item in items if item.strip())
+    if not names:
+        raise GradedSpecError(f"{key} must name at least one entry", key)
+    return names
+
+
+_NOT_KEY = re.compile(r"[\W_]+")
+
+
+def dimension_key(name: str) -> str:
+    """The key of a jury dimension: ``"Brand voice"`` -> ``"brand_voice"``.
+
+    Lowercase, each run of non-alphanumerics becomes one ``_``, and ``_`` is stripped from the
+    ends. Raises ValueError when nothing is left.
+    """
+    key = _NOT_KEY.sub("_", name.lower()).strip("_")
+    if not key:
+        raise ValueError(f"dimension name {name!r} has no letters or digits")
+    return key

@@ -1,0 +1,440 @@
+"""From a validated eval file to its cases: inline cases, dataset rows, prompt variants.
+
+:func:`prompt_variants` reads ``prompts:``; :func:`expand_cases` turns the file into
+:class:`~pytest_llmbench.spec.schema.EvalCase` values per variant, with prompts rendered, multiple
+choice options and answers normalised, images checked, and the file-level assertions, threshold,
+params and tags applied. Every problem is an :class:`~pytest_llmbench.spec.schema.EvalFileError` at
+the line of the key at fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..scoring.assertions import Assertion, parse_assertion
+from .datasets import DatasetError, DatasetRow, load_dataset
+from .datasets.rows import UNSAFE_ID
+from .schema import (
+    CaseSpec,
+    EvalCase,
+    EvalFileError,
+    EvalSpec,
+    Message,
+    PromptVariantSpec,
+    RawAssertion,
+)
+from .templating import TemplateKeyError, render_chat
+from .yamlsource import LocatedDocument
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a case comes from in its eval file, so that problems name the right line."""
+
+    path: Path
+    document: LocatedDocument
+    loc: tuple[Any, ...]  #: ``("cases", n)`` for an inline case, ``("dataset",)`` for a row
+
+    @property
+    def line(self) -> int:
+        """The case's own line."""
+        return self.document.line_of(self.loc) or 1
+
+    def error(self, message: str, *key: Any) -> EvalFileError:
+        """An error at the line of ``key`` inside the case (the case's line without one)."""
+        return EvalFileError(self.path, self.document.line_of((*self.loc, *key)) or 1, message)
+
+    def text(self, key: str, value: Any) -> str | None:
+        """A scalar as written in the file: ``yes`` stays ``yes``, not ``True``."""
+        if value is None or isinstance(value, str):
+            return value
+        return self.document.text_of((*self.loc, key)) or str(value)
+
+
+class _FieldError(ValueError):
+    """A problem with one field of a case; ``key`` is its location inside the case."""
+
+    def __init__(self, key: tuple[Any, ...], message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True)
+class _PromptVariant:
+    """One entry of ``prompts:``: a name and the template that replaces the file's ``prompt``."""
+
+    name: str | None
+    template: str | None
+    system: str | None
+
+
+def prompt_variants(spec: EvalSpec, path: Path, document: LocatedDocument) -> list[_PromptVariant]:
+    """The file's prompt variants; one unnamed variant (the file as written) without any."""
+    if not spec.prompts:
+        return [_PromptVariant(None, spec.prompt, spec.system)]
+    if spec.prompt is not None:
+        line = document.line_of(("prompt",))
+        raise EvalFileError(path, line, "give either `prompt` or `prompts`, not both")
+    variants: list[_PromptVariant] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(spec.prompts):
+        line = document.line_of(("prompts", index)) or 1
+        try:
+            variant = _prompt_variant(entry, index, path.parent)
+        except ValueError as exc:
+            raise EvalFileError(path, line, f"prompts[{index}]: {exc}") from None
+        assert variant.name is not None
+        if variant.name in seen:
+            message = f"prompts[{index}]: duplicate variant name {variant.name!r}"
+            raise EvalFileError(path, line, f"{message} (first at line {seen[variant.name]})")
+        seen[variant.name] = line
+        variants.append(variant)
+    return variants
+
+
+def _prompt_variant(entry: str | PromptVariantSpec, index: int, folder: Path) -> _PromptVariant:
+    """A variant from a template string, ``file://path`` or a mapping; ValueError when bad."""
+    if isinstance(entry, str):
+        key = "file" if entry.startswith("file://") else "prompt"
+        entry = PromptVariantSpec.model_validate({key: entry.removeprefix("file://")})
+    if (entry.prompt is None) == (entry.file is None):
+        raise ValueError("give either `prompt` or `file`")
+    template = entry.prompt
+    name = entry.name
+    if entry.file is not None:
+        file = folder / entry.file
+        try:
+            template = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read prompt file {entry.file!r}: {exc}") from None
+        name = name or Path(entry.file).stem
+    name = _safe_id(str(name)) if name is not None and str(name).strip() else f"p{index + 1}"
+    if not (template or "").strip():
+        raise ValueError("the prompt template is empty")
+    return _PromptVariant(name, template, entry.system)
+
+
+def expand_cases(
+    spec: EvalSpec, path: Path, document: LocatedDocument, variants: list[_PromptVariant]
+) -> list[EvalCase]:
+    cases: list[EvalCase] = []
+    for variant in variants:
+        # Each variant is the file with its own `prompt` (and `system`) template.
+        shaped = spec.model_copy(
+            update={"prompt": variant.template, "system": variant.system or spec.system}
+        )
+        own: list[EvalCase] = []
+        if spec.dataset is not None:
+            own.extend(_dataset_cases(shaped, _Place(path, document, ("dataset",))))
+        for index, case in enumerate(spec.cases):
+            place = _Place(path, document, ("cases", index))
+            if variant.name is not None and variant.system is not None and case.system is not None:
+                raise place.error(
+                    f"case {_inline_id(case, place)!r}: its `system` would replace the `system` "
+                    f"of prompt variant {variant.name!r}; give it in one place",
+                    "system",
+                )
+            if variant.name is not None and (case.prompt is not None or case.messages):
+                key = "prompt" if case.prompt is not None else "messages"
+                raise place.error(
+                    f"case {_inline_id(case, place)!r}: the file's `prompts:` give the prompt; "
+                    "give the case `vars:` instead",
+                    key,
+                )
+            own.append(_inline_case(shaped, case, place))
+        if not own:
+            raise EvalFileError(path, 1, "no cases: give a `cases:` list or a `dataset:`")
+        _check_unique_ids(own, path)
+        cases.extend(replace(case, prompt_variant=variant.name) for case in own)
+    return cases
+
+
+def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
+    case_id = _inline_id(case, place)
+    if case.prompt is not None and case.messages is not None:
+        message = f"case {case_id!r}: give either `prompt` or `messages`, not both"
+        raise place.error(message, "messages")
+    choices = _case_choices(spec, case, place, case_id)
+    try:
+        template, variables, keys = _template(
+            spec, case.system, case.prompt, case.messages, case.vars
+        )
+        messages = _rendered(template, variables, choices[0], keys)
+    except _FieldError as exc:
+        raise place.error(f"case {case_id!r}: {exc}", *exc.key) from None
+    expected = place.text("expected", case.expected)
+    return _resolve(
+        spec,
+        place,
+        case.assertions,
+        case_id=case_id,
+        messages=messages,
+        template=template,
+        template_vars=variables,
+        expected=_choice_expected(expected, choices),
+        threshold=case.threshold,
+        model_params=case.model_params,
+        tags=case.tags,
+        files=case.files,
+        vars=case.vars,
+        task=case.task.model_dump() if case.task else None,
+        expected_output_tokens=case.expected_output_tokens,
+        judge_metrics=case.judge_metrics,
+        include_dirs=case.include_dirs,
+        images=_images(place, case.images, place.path.parent, case_id),
+        choices=choices[0],
+        answer_index=choices[1],
+        choice_labels=None,
+    )
+
+
+_Choices = tuple[tuple[str, ...] | None, int | None]
+
+
+def _case_choices(spec: EvalSpec, case: CaseSpec, place: _Place, case_id: str) -> _Choices:
+    """An inline case's ``choices:`` and the index of its ``answer:``."""
+    if case.choices is None:
+        if case.answer is not None:
+            raise place.error(f"case {case_id!r}: `answer` needs `choices`", "answer")
+        return None, None
+    return _choice_pair(
+        spec, place, case_id, case.choices, place.text("answer", case.answer), None, ("answer",)
+    )
+
+
+def _choice_pair(
+    spec: EvalSpec,
+    place: _Place,
+    case_id: str,
+    choices: Sequence[Any],
+    answer: Any,
+    labels: Sequence[str] | None,
+    key: tuple[Any, ...],
+) -> _Choices:
+    from ..scoring.choices import answer_index
+
+    texts = tuple(str(choice) for choice in choices)
+    if len(texts) < 2:
+        raise place.error(f"case {case_id!r}: `choices` needs at least two options", "choices")
+    if answer is None or (isinstance(answer, str) and not answer.strip()):
+        raise place.error(f"case {case_id!r}: `choices` needs an `answer`", *key)
+    try:
+        index = answer_index(answer, texts, labels=labels, base=spec.answer_base)
+    except ValueError as exc:
+        raise place.error(f"case {case_id!r}: answer: {exc}", *key) from None
+    return texts, index
+
+
+def _choice_expected(expected: str | None, choices: _Choices) -> str | None:
+    """A multiple choice case expects its right option unless it says otherwise."""
+    options, index = choices
+    if expected is not None or options is None or index is None:
+        return expected
+    return options[index]
+
+
+def _images(place: _Place, refs: Sequence[str], base_dir: Path, case_id: str) -> tuple[str, ...]:
+    """Image references checked now (a missing file is a collection error), in order."""
+    if not refs:
+        return ()
+    from .images import ImageError, check_image_ref
+
+    checked = []
+    for index, ref in enumerate(refs):
+        try:
+            checked.append(check_image_ref(ref, base_dir))
+        except ImageError as exc:
+            raise place.error(f"case {case_id!r}: images[{index}]: {exc}", "images") from None
+    return tuple(checked)
+
+
+def _inline_id(case: CaseSpec, place: _Place) -> str:
+    """The case's id made node-id safe; ``case-<n>`` when it has none (or a blank one)."""
+    written = place.text("id", case.id)
+    if written is None or not written.strip():
+        return f"case-{place.loc[-1] + 1}"
+    return _safe_id(written)
+
+
+def _dataset_cases(spec: EvalSpec, place: _Place) -> list[EvalCase]:
+    assert spec.dataset is not None
+    try:
+        rows = load_dataset(spec.dataset, place.path.parent, needs_prompt=spec.prompt is None)
+    except DatasetError as exc:
+        raise place.error(f"dataset: {exc}") from None
+    return [_row_case(spec, row, place) for row in rows]
+
+
+def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
+    where = f"dataset row {row.id!r} ({row.where})"
+    # A row's own prompt is sent verbatim; only a file-level template is rendered.
+    row_vars: dict[str, Any] | None = None
+    if spec.prompt is not None:
+        row_vars = dict(row.vars) if row.prompt is None else {**row.vars, "prompt": row.prompt}
+    template_text = spec.prompt if spec.prompt is not None else row.prompt
+    choices: _Choices = (None, None)
+    if row.choices is not None:
+        choices = _choice_pair(spec, place, where, row.choices, row.answer, row.choice_labels, ())
+    try:
+        template, _, keys = _template(spec, None, template_text, None, row_vars)
+        messages = _rendered(template, row_vars, choices[0], keys)
+    except _FieldError as exc:
+        raise place.error(f"{where}: {exc}") from None
+    return _resolve(
+        spec,
+        place,
+        [],
+        case_id=row.id,
+        messages=messages,
+        template=template,
+        template_vars=row_vars,
+        expected=_choice_expected(row.expected, choices),
+        threshold=row.threshold,
+        model_params={},
+        tags=list(row.tags),
+        files={},
+        vars=row.vars,
+        task=row.task,
+        expected_output_tokens=row.expected_output_tokens,
+        judge_metrics=[],
+        include_dirs=[],
+        images=_images(place, row.images, place.path.parent, row.id),
+        choices=choices[0],
+        answer_index=choices[1],
+        choice_labels=row.choice_labels,
+    )
+
+
+def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any) -> EvalCase:
+    """Complete a case with the file-level assertions, threshold, params and tags."""
+    if case["choices"] is not None and not any(_is_choice(raw) for raw in [*own, *spec.assertions]):
+        own = [*own, "choice"]  # a multiple choice case is scored by the option it names
+    assertions = _assertions(spec, place, own, case)
+    threshold = case.pop("threshold")
+    metrics = _judge_metrics(place, [*spec.judge_metrics, *case.pop("judge_metrics")])
+    folders = _include_dirs(place, [*spec.include_dirs, *case.pop("include_dirs")])
+    return EvalCase(
+        id=case.pop("case_id"),
+        assertions=assertions,
+        threshold=spec.threshold if threshold is None else threshold,
+        model_params={**spec.model_params, **case.pop("model_params")},
+        tags=tuple(dict.fromkeys([*spec.tags, *case.pop("tags")])),
+        line=place.line,
+        judge_metrics=metrics,
+        include_dirs=folders,
+        **case,
+    )
+
+
+def _include_dirs(place: _Place, names: list[str]) -> tuple[Path, ...]:
+    """Folders relative to the eval file; each must exist (a collection error otherwise)."""
+    folders = []
+    for name in dict.fromkeys(names):
+        folder = (place.path.parent / name).resolve()
+        if not folder.is_dir():
+            raise place.error(f"include_dirs: {name!r} is not a folder next to the eval file")
+        folders.append(folder)
+    return tuple(folders)
+
+
+def _judge_metrics(place: _Place, names: list[str]) -> tuple[str, ...]:
+    """Jury dimension names as keys (``Brand voice`` -> ``brand_voice``), each once."""
+    from ..scoring.judged import dimension_key
+
+    try:
+        return tuple(dict.fromkeys(dimension_key(name) for name in names))
+    except ValueError as exc:
+        raise place.error(f"judge_metrics: {exc}", "judge_metrics") from None
+
+
+def _assertions(
+    spec: EvalSpec, place: _Place, own: list[RawAssertion], case: dict[str, Any]
+) -> tuple[Assertion, ...]:
+    """The case's own assertions, then the file-level ones; each needs a value or expected."""
+    assertions = tuple(parse_assertion(item) for item in [*own, *spec.assertions])
+    for index, assertion in enumerate(assertions):
+        if assertion.agent_check is not None and spec.kind != "agent":
+            mine = index < len(own)
+            at = ("assert", index) if mine else ()
+            message = f"`{assertion.type}` checks an agent's work: it needs `kind: agent`"
+            raise place.error(f"case {case['case_id']!r}: {message}", *at)
+        if assertion.type == "choice" and case["choices"] is None:
+            mine = index < len(own)
+            at = ("assert", index) if mine else ()
+            message = "`choice` scores multiple choice: the case needs `choices` and `answer`"
+            raise place.error(f"case {case['case_id']!r}: {message}", *at)
+        if assertion.needs_value and case["expected"] is None:
+            mine = index < len(own)
+            origin = "" if mine else " (from the file-level `assert:`)"
+            message = f"`{assertion.type}`{origin} needs a value or `expected`"
+            at = ("assert", index) if mine else ()
+            raise place.error(f"case {case['case_id']!r}: {message}", *at)
+    return assertions
+
+
+def _is_choice(raw: RawAssertion) -> bool:
+    return raw == "choice" or (isinstance(raw, dict) and raw.get("type") == "choice")
+
+
+def _template(
+    spec: EvalSpec,
+    case_system: str | None,
+    prompt: str | None,
+    messages: list[Message] | None,
+    variables: dict[str, Any] | None,
+) -> tuple[tuple[dict[str, str], ...], dict[str, Any] | None, tuple[tuple[Any, ...], ...]]:
+    """The chat to send before ``{{vars}}`` are rendered, the vars to render it with, and for
+    each message the case key that a missing placeholder points at.
+
+    A system message comes first unless ``messages`` has one, then the user turn(s). Raises
+    :class:`_FieldError` naming the case key at fault.
+    """
+    result: list[dict[str, str]] = []
+    keys: list[tuple[Any, ...]] = []
+    system = case_system if case_system is not None else spec.system
+    has_system = messages is not None and any(m.role == "system" for m in messages)
+    if system is not None and not has_system:
+        result.append({"role": "system", "content": system})
+        keys.append(("system",) if case_system is not None else ())
+    if messages is not None:
+        for index, item in enumerate(messages):
+            result.append({"role": item.role, "content": item.content})
+            keys.append(("messages", index, "content"))
+        return tuple(result), variables, tuple(keys)
+    if prompt is None and spec.prompt is None:
+        message = "no prompt: give `prompt`, `messages`, or a file-level `prompt` template"
+        raise _FieldError((), message)
+    # A file-level template lacking a variable is the case's fault: point at its `vars:`.
+    keys.append(("prompt",) if prompt is not None else ("vars",))
+    text = prompt if prompt is not None else spec.prompt
+    result.append({"role": "user", "content": text or ""})
+    return tuple(result), variables, tuple(keys)
+
+
+def _rendered(
+    template: tuple[dict[str, str], ...],
+    variables: dict[str, Any] | None,
+    choices: tuple[str, ...] | None,
+    keys: tuple[tuple[Any, ...], ...],
+) -> tuple[dict[str, str], ...]:
+    """Render ``template``; a placeholder the vars lack is a :class:`_FieldError` at its key."""
+    try:
+        return render_chat(template, variables, choices)
+    except TemplateKeyError as exc:
+        raise _FieldError(keys[exc.index], str(exc)) from None
+
+
+def _safe_id(case_id: str) -> str:
+    return UNSAFE_ID.sub("-", case_id.strip())
+
+
+def _check_unique_ids(cases: list[EvalCase], path: Path) -> None:
+    seen: dict[str, int] = {}
+    for case in cases:
+        if case.id in seen:
+            message = f"duplicate case id {case.id!r} (first at line {seen[case.id]})"
+            raise EvalFileError(path, case.line, message)
+        seen[case.id] = case.line

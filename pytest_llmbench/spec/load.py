@@ -1,0 +1,116 @@
+"""Load one eval file: parse it with line numbers, validate it against the schema, and expand
+its cases (:mod:`.expand`), or raise :class:`~.schema.EvalFileError` naming file and line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .schema import (
+    AgentSpec,
+    AssertionItemError,
+    EvalFileError,
+    EvalSpec,
+    LoadedEval,
+    suite_name,
+)
+from .yamlsource import LocatedDocument, SourceError, load_located_file
+
+
+def load_spec(path: Path) -> LoadedEval:
+    """Load, validate and expand one eval file, or raise :class:`EvalFileError`."""
+    try:
+        document = load_located_file(path)
+    except SourceError as exc:
+        raise EvalFileError(path, exc.line, exc.message) from None
+    if not isinstance(document.data, dict):
+        raise EvalFileError(path, document.line_of(()) or 1, _not_a_mapping(document.data))
+    try:
+        spec = EvalSpec.model_validate(document.data)
+    except ValidationError as exc:
+        raise _first_error(path, document, exc) from None
+    from .expand import expand_cases, prompt_variants
+
+    variants = prompt_variants(spec, path, document)
+    cases = expand_cases(spec, path, document, variants)
+    agent = _agent_spec(spec, path, document)
+    _check_solver(spec, path, document)
+    if spec.solver is not None and agent is not None:
+        raise EvalFileError(path, document.line_of(("solver",)), "`solver` and `kind: agent` "
+                            "do not go together: a solver is the agent")  # fmt: skip
+    return LoadedEval(
+        path,
+        suite_name(path),
+        spec.description,
+        tuple(cases),
+        spec.parallel_safe,
+        agent,
+        solver=spec.solver,
+        prompt_variants=tuple(variant.name for variant in variants if variant.name),
+    )
+
+
+def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentSpec | None:
+    agent_keys = ("tools", "post_process", "limits", "tool_shim_model")
+    if spec.kind != "agent":
+        written = [key for key in agent_keys if getattr(spec, key)]
+        if written:
+            line = document.line_of((written[0],))
+            raise EvalFileError(path, line, f"{written[0]!r} needs `kind: agent`")
+        return None
+    if not spec.tools:
+        raise EvalFileError(path, document.line_of(("kind",)), "`kind: agent` needs `tools:`")
+    return AgentSpec(
+        tools=tuple(dict.fromkeys(spec.tools)),
+        max_turns=spec.max_turns,
+        limit_seconds=spec.limits.seconds if spec.limits else None,
+        limit_tokens=spec.limits.tokens if spec.limits else None,
+        sandbox=spec.sandbox,
+        tool_shim=spec.tool_shim,
+        post_process=spec.post_process,
+        shim_model=spec.tool_shim_model,
+    )
+
+
+def _check_solver(spec: EvalSpec, path: Path, document: LocatedDocument) -> None:
+    """A ``solver:`` that cannot be imported is the file's error, not every item's."""
+    if spec.solver is None:
+        return
+    from ..userimport import UserImportError, load_callable
+
+    try:
+        load_callable(spec.solver, path.parent)
+    except UserImportError as exc:
+        raise EvalFileError(path, document.line_of(("solver",)), f"solver: {exc}") from None
+
+
+def _not_a_mapping(data: Any) -> str:
+    if data is None:
+        return "the file is empty; an eval file is a mapping with a `cases:` list"
+    return f"an eval file must be a mapping with a `cases:` list, not a {type(data).__name__}"
+
+
+def _first_error(path: Path, document: LocatedDocument, exc: ValidationError) -> EvalFileError:
+    error = exc.errors(include_url=False)[0]
+    loc = tuple(error["loc"])
+    message = error["msg"].removeprefix("Value error, ")
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, AssertionItemError):
+        loc = (*loc, *cause.loc)
+    if error["type"] == "extra_forbidden":
+        message = f"unknown key {loc[-1]!r}"
+        where = ".".join(str(part) for part in loc[:-1]) or "top level"
+    else:
+        where = _where(loc, document, error["type"]) or "file"
+    return EvalFileError(path, document.line_of(loc), f"{where}: {message}")
+
+
+def _where(loc: tuple[Any, ...], document: LocatedDocument, error_type: str) -> str:
+    """``loc`` as dotted text, without the union members pydantic appends (``expected.str``)."""
+    if error_type != "missing":  # a missing key is, rightly, not in the file
+        known = next(end for end in range(len(loc), -1, -1) if loc[:end] in document.lines)
+        loc = loc[:known]
+    return ".".join(str(part) for part in loc)

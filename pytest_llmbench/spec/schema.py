@@ -1,0 +1,273 @@
+"""The eval file schema, and loading one file into concrete cases.
+
+``load_spec`` reads a ``*.eval.yaml`` file, validates it with pydantic (unknown keys refused)
+and turns it into :class:`EvalCase` values (the expansion of cases, prompt variants and dataset
+rows is in :mod:`pytest_llmbench.spec.expand`). Every problem is an :class:`EvalFileError` carrying
+the file and line, so collection can report ``path:line: message`` without a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..scoring.assertions import Assertion, AssertionSpecError, parse_assertion
+from .datasets import DatasetSource
+from .templating import last_user_text, render_chat
+
+EVAL_SUFFIX = ".eval.yaml"
+
+
+class EvalFileError(Exception):
+    """A problem in an eval file: ``str()`` is ``path:line: message``."""
+
+    def __init__(self, path: Path, line: int | None, message: str) -> None:
+        where = f"{path}:{line}" if line is not None else f"{path}"
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+        self.message = message
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Message(_Strict):
+    """One chat message."""
+
+    role: Literal["system", "user", "assistant", "tool"] = Field(description="Chat role")
+    content: str = Field(description="Message text; may use {{vars}}")
+
+
+class TaskSpec(_Strict):
+    """360-eval style task description, used by judges in later features."""
+
+    task_type: str = Field(description="Kind of task, e.g. summarization")
+    task_criteria: str | None = Field(None, description="What a good answer does")
+
+
+RawAssertion = str | dict[str, Any]
+#: The agent tools every ``kind: agent`` file may name; others are ``module:function`` refs.
+BUILTIN_TOOL_NAMES = ("read_file", "write_file", "list_dir", "run_command")
+_TOOL_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+
+
+class AgentLimits(_Strict):
+    """Budgets of one agent item's whole loop."""
+
+    seconds: float | None = Field(None, gt=0, description="Wall time of the loop")
+    tokens: int | None = Field(None, gt=0, description="Input + output tokens of the loop")
+
+
+class AssertionItemError(ValueError):
+    """A bad ``assert:`` item; ``loc`` is where it sits inside the ``assert:`` list."""
+
+    def __init__(self, index: int, error: AssertionSpecError, raw: RawAssertion) -> None:
+        super().__init__(str(error))
+        in_mapping = isinstance(raw, dict) and error.field in raw
+        self.loc: tuple[Any, ...] = (index, error.field) if in_mapping else (index,)
+
+
+def _check_assertions(value: list[RawAssertion]) -> list[RawAssertion]:
+    for index, raw in enumerate(value):
+        try:
+            parse_assertion(raw)
+        except AssertionSpecError as exc:
+            raise AssertionItemError(index, exc, raw) from None
+    return value
+
+
+class PromptVariantSpec(_Strict):
+    """One entry of ``prompts:`` written as a mapping."""
+
+    name: str | None = Field(None, description="Variant name in ids and results")
+    prompt: str | None = Field(None, description="User prompt template with {{vars}}")
+    file: str | None = Field(None, description="File holding the template, next to the eval file")
+    system: str | None = Field(None, description="System prompt of this variant")
+
+
+class CaseSpec(_Strict):
+    """One inline case of an eval file."""
+
+    id: str | int | None = Field(None, description="Case id; defaults to case-<n> (1-based)")
+    prompt: str | None = Field(None, description="User prompt; may use {{vars}}")
+    messages: list[Message] | None = Field(None, description="Chat messages instead of prompt")
+    system: str | None = Field(None, description="System prompt for this case")
+    vars: dict[str, Any] = Field(default_factory=dict, description="Values for {{vars}}")
+    expected: str | int | float | bool | None = Field(None, description="Expected answer")
+    assertions: list[RawAssertion] = Field(
+        default_factory=list, alias="assert", description="Assertions scoring the answer"
+    )
+    threshold: float | None = Field(None, ge=0, le=1, description="Score needed to pass")
+    model_params: dict[str, Any] = Field(default_factory=dict, description="litellm params")
+    tags: list[str] = Field(default_factory=list, description="Tags, also pytest markers")
+    files: dict[str, str] = Field(default_factory=dict, description="Files seeding the workdir")
+    task: TaskSpec | None = Field(None, description="Task type and criteria")
+    expected_output_tokens: int | None = Field(None, gt=0, description="Expected answer length")
+    judge_metrics: list[str] = Field(
+        default_factory=list, description="Extra dimensions the case's juries score"
+    )
+    include_dirs: list[str] = Field(
+        default_factory=list, description="Folders copied into the workdir (agent files)"
+    )
+    images: list[str] = Field(default_factory=list, description="Images sent with the prompt")
+    choices: list[str] | None = Field(None, description="Multiple choice options")
+    answer: str | int | None = Field(None, description="The right choice: letter, index or text")
+
+    _validate_assertions = field_validator("assertions")(_check_assertions)
+
+
+class EvalSpec(_Strict):
+    """A whole ``*.eval.yaml`` file."""
+
+    description: str | None = Field(None, description="Human-readable suite description")
+    system: str | None = Field(None, description="System prompt for every case")
+    prompt: str | None = Field(None, description="Prompt template for cases without prompt")
+    model_params: dict[str, Any] = Field(default_factory=dict, description="litellm params")
+    threshold: float = Field(1.0, ge=0, le=1, description="Score a case needs to pass")
+    assertions: list[RawAssertion] = Field(
+        default_factory=list, alias="assert", description="Assertions added to every case"
+    )
+    tags: list[str] = Field(default_factory=list, description="Tags added to every case")
+    dataset: DatasetSource | None = Field(
+        None, description="Cases from CSV, JSONL, parquet, a Hugging Face folder or a factory"
+    )
+    cases: list[CaseSpec] = Field(default_factory=list, description="Inline cases")
+    parallel_safe: bool = Field(True, description="False: this file's calls run one at a time")
+    judge_metrics: list[str] = Field(
+        default_factory=list, description="Extra dimensions every jury of the file scores"
+    )
+    kind: Literal["completion", "agent"] = Field("completion", description="agent: a tool loop")
+    tools: list[str] = Field(default_factory=list, description="Agent tools: built-ins or refs")
+    max_turns: int = Field(10, ge=1, le=200, description="Model calls of an agent loop")
+    limits: AgentLimits | None = Field(None, description="Agent loop budgets")
+    sandbox: Literal["auto", "required", "off"] = Field(
+        "auto", description="run_command under bubblewrap: when available, required, or never"
+    )
+    tool_shim: Literal["auto", "always", "never"] = Field(
+        "auto", description="JSON-in-text tool calls for models without native tool calls"
+    )
+    tool_shim_model: str | None = Field(
+        None, description="A second model that turns free-text replies into shim tool calls"
+    )
+    post_process: str | None = Field(
+        None, description="Command run after each agent item with {results}; prints JSON scores"
+    )
+    include_dirs: list[str] = Field(
+        default_factory=list, description="Folders copied into every agent item's workdir"
+    )
+    prompts: list[str | PromptVariantSpec] = Field(
+        default_factory=list, description="Prompt variants: each case runs under each"
+    )
+    solver: str | None = Field(
+        None, description="module:function producing the answer from the case and a client"
+    )
+    answer_base: Literal[0, 1] = Field(
+        0, description="Numeric multiple choice answers count from 0 (default) or 1"
+    )
+
+    @field_validator("solver")
+    @classmethod
+    def _solver_ref(cls, value: str | None) -> str | None:
+        if value is not None and not _TOOL_REF.fullmatch(value):
+            raise ValueError(f"expected 'module:function', got {value!r}")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in BUILTIN_TOOL_NAMES and not _TOOL_REF.fullmatch(name):
+                known = ", ".join(BUILTIN_TOOL_NAMES)
+                raise ValueError(f"unknown tool {name!r}: use one of {known} or 'module:function'")
+        return value
+
+    _validate_assertions = field_validator("assertions")(_check_assertions)
+
+
+@dataclass(frozen=True)
+class EvalCase:
+    """A fully resolved case: what one item sends and how it is scored."""
+
+    id: str
+    messages: tuple[dict[str, str], ...]
+    expected: str | None
+    assertions: tuple[Assertion, ...]
+    threshold: float
+    model_params: dict[str, Any]
+    tags: tuple[str, ...]
+    files: dict[str, str]
+    vars: dict[str, Any]
+    task: dict[str, Any] | None
+    expected_output_tokens: int | None
+    line: int
+    #: extra jury dimensions (normalised keys): the file's, then the case's
+    judge_metrics: tuple[str, ...] = ()
+    #: folders (resolved, the file's then the case's) copied into an agent item's workdir
+    include_dirs: tuple[Path, ...] = ()
+    #: the name of the ``prompts:`` variant this case was rendered with
+    prompt_variant: str | None = None
+    #: images sent with the last user message: absolute paths or URLs
+    images: tuple[str, ...] = ()
+    #: multiple choice options, the right one (0-based) and the dataset's labels of them
+    choices: tuple[str, ...] | None = None
+    answer_index: int | None = None
+    choice_labels: tuple[str, ...] | None = None
+    #: the chat before ``{{vars}}`` were rendered, and the vars (None: literal text)
+    template: tuple[dict[str, str], ...] = ()
+    template_vars: dict[str, Any] | None = None
+
+    def render(self, template: Sequence[Mapping[str, str]]) -> tuple[dict[str, str], ...]:
+        """``template`` (this case's, or a rewrite of it) with the case's vars and choices.
+
+        Raises ValueError for a placeholder the vars lack.
+        """
+        return render_chat(template, self.template_vars, self.choices)
+
+    @property
+    def prompt(self) -> str | None:
+        """The last user message."""
+        return last_user_text(self.messages)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """How the items of a ``kind: agent`` file run: tools, turns, budgets, sandbox."""
+
+    tools: tuple[str, ...]
+    max_turns: int
+    limit_seconds: float | None
+    limit_tokens: int | None
+    sandbox: str
+    tool_shim: str
+    post_process: str | None
+    #: a second model (profile name or litellm id) reading free-text replies in shim mode
+    shim_model: str | None = None
+
+
+@dataclass(frozen=True)
+class LoadedEval:
+    """An eval file after validation and expansion."""
+
+    path: Path
+    suite: str
+    description: str | None
+    cases: tuple[EvalCase, ...]
+    parallel_safe: bool = True
+    agent: AgentSpec | None = None
+    #: ``module:function`` that answers each case (``solver:``)
+    solver: str | None = None
+    #: the names of the file's ``prompts:`` variants, in order (empty without variants)
+    prompt_variants: tuple[str, ...] = ()
+
+
+def suite_name(path: Path) -> str:
+    """``capitals.eval.yaml`` -> ``capitals``."""
+    name = path.name
+    return name[: -len(EVAL_SUFFIX)] if name.endswith(EVAL_SUFFIX) else path.stem
