@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import FAKE_KEY_ENV, FRANCE, Bench, Rule
 
+from pytest_llmbench.models.profile_files import load_profiles
 from pytest_llmbench.models.profiles import (
     BUILTIN_PROFILES,
     CostPer1k,
@@ -13,7 +14,6 @@ from pytest_llmbench.models.profiles import (
     ProfileError,
     ProfileRegistry,
     api_key_missing,
-    load_profiles,
 )
 
 REPO = Path(__file__).resolve().parents[1]
