@@ -27,7 +27,7 @@ def load_callable(ref: str, base_dir: Path) -> Callable[..., Any]:
     try:
         if module_name not in sys.modules:
             importlib.invalidate_caches()  # the module may be newer than the finders' caches
-        function = getattr(importlib.import_module(module_name), name)
+        function: object = getattr(importlib.import_module(module_name), name)
     except Exception as exc:
         raise UserImportError(f"{ref}: cannot load: {type(exc).__name__}: {exc}") from None
     finally:

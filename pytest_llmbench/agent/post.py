@@ -58,7 +58,7 @@ def _scores(command: str, output: str) -> dict[str, float]:
             return {
                 str(key): float(number)
                 for key, number in value.items()
-                if isinstance(number, (int, float)) and not isinstance(number, str)
+                if isinstance(number, (int, float))
             }
     shown = output.strip()[-_SHOWN:] or "nothing"
     raise PostProcessError(f"{command!r} printed no JSON object (got {shown!r})")

@@ -14,12 +14,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..scoring.base import clip, quoted
 from .prompts import JudgeRequest
 
 #: The score of each factuality choice: only D (disagrees with the expected answer) fails.
 FACTUALITY_SCORES: dict[str, float] = {"A": 1.0, "B": 1.0, "C": 1.0, "D": 0.0, "E": 1.0}
 CLOSED_QA_SCORES: dict[str, float] = {"Y": 1.0, "N": 0.0}
-_QUOTE_LIMIT = 60
+_QUOTE_LIMIT = 60  # a judge's reply is quoted shorter than an answer
 #: A reply that is one fenced block; the body must then hold the object and nothing else.
 _FENCED = re.compile(r"```(?i:json)?\s*(.*?)\s*```", re.DOTALL)
 
@@ -67,9 +68,11 @@ def load_object(reply: str) -> dict[str, Any]:
     value, end = _decode(text)
     rest = text[end:].strip()
     if rest.startswith(("{", "[")):
-        raise VerdictError(f"more than one JSON value: {_quote(rest)} follows the first")
+        raise VerdictError(
+            f"more than one JSON value: {quoted(rest, _QUOTE_LIMIT)} follows the first"
+        )
     if rest:
-        raise VerdictError(f"text after the JSON object: {_quote(rest)}")
+        raise VerdictError(f"text after the JSON object: {quoted(rest, _QUOTE_LIMIT)}")
     if not isinstance(value, dict):
         raise VerdictError(f"expected a JSON object, got {_json_type(value)}")
     return value
@@ -94,12 +97,14 @@ def _decode(text: str) -> tuple[Any, int]:
     except json.JSONDecodeError as exc:
         start = text.find("{")
         if exc.pos == 0 and start > 0:
-            raise VerdictError(f"text before the JSON object: {_quote(text[:start])}") from None
+            raise VerdictError(
+                f"text before the JSON object: {quoted(text[:start], _QUOTE_LIMIT)}"
+            ) from None
         raise VerdictError(f"not JSON: {exc.msg} at {exc.lineno}:{exc.colno}") from None
     except _DuplicateKey as exc:
-        raise VerdictError(f"duplicate key {_quote(str(exc))}") from None
+        raise VerdictError(f"duplicate key {quoted(str(exc), _QUOTE_LIMIT)}") from None
     except (RecursionError, ValueError) as exc:  # nested too deep; an integer too long
-        raise VerdictError(f"not JSON: {_clip(str(exc))}") from None
+        raise VerdictError(f"not JSON: {clip(str(exc), _QUOTE_LIMIT)}") from None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -118,8 +123,8 @@ def _parse_jury(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
     missing = [key for key in request.dimensions if key not in data]
     if missing:
         plural = "s" if len(missing) > 1 else ""
-        names = ", ".join(_quote(key) for key in missing)
-        raise VerdictError(_clip(f"missing dimension{plural} {names}", 200))
+        names = ", ".join(quoted(key, _QUOTE_LIMIT) for key in missing)
+        raise VerdictError(clip(f"missing dimension{plural} {names}", 200))
     scores: dict[str, float] = {}
     reasons: dict[str, str] = {}
     for key in request.dimensions:
@@ -127,7 +132,7 @@ def _parse_jury(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
         if not isinstance(entry, dict):
             shown = _json_type(entry)
             raise VerdictError(
-                f"{_quote(key)} must be an object with score and reason, got {shown}"
+                f"{quoted(key, _QUOTE_LIMIT)} must be an object with score and reason, got {shown}"
             )
         scores[key] = _jury_score(_field(entry, "score", key), f"{key}.score")
         reasons[key] = _reason(entry, key)
@@ -137,7 +142,9 @@ def _parse_jury(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
 def _jury_score(value: Any, path: str) -> float:
     # The range test comes first: it is safe for huge integers and NaN, float() is not.
     if not _is_number(value) or not 1 <= value <= 5 or value != int(value):
-        raise VerdictError(f"{_quote(path)} must be an integer 1..5, got {_shown(value)}")
+        raise VerdictError(
+            f"{quoted(path, _QUOTE_LIMIT)} must be an integer 1..5, got {_shown(value)}"
+        )
     return float(value)
 
 
@@ -170,7 +177,7 @@ _PARSERS: dict[str, Callable[[JudgeRequest, dict[str, Any]], ParsedVerdict]] = {
 def _field(data: dict[str, Any], name: str, parent: str | None = None) -> Any:
     if name not in data:
         path = f"{parent}.{name}" if parent else name
-        raise VerdictError(f"missing {_quote(path)}")
+        raise VerdictError(f"missing {quoted(path, _QUOTE_LIMIT)}")
     return data[name]
 
 
@@ -178,7 +185,9 @@ def _reason(data: dict[str, Any], parent: str | None = None) -> str:
     value = _field(data, "reason", parent)
     if not isinstance(value, str):
         path = f"{parent}.reason" if parent else "reason"
-        raise VerdictError(f"{_quote(path)} must be a string, got {_json_type(value)}")
+        raise VerdictError(
+            f"{quoted(path, _QUOTE_LIMIT)} must be a string, got {_json_type(value)}"
+        )
     return value
 
 
@@ -187,7 +196,9 @@ def _letter(data: dict[str, Any], name: str, allowed: dict[str, float]) -> str:
     letter = value.strip().upper() if isinstance(value, str) else None
     if letter is None or letter not in allowed:
         options = ", ".join(allowed)
-        raise VerdictError(f"{_quote(name)} must be one of {options}, got {_shown(value)}")
+        raise VerdictError(
+            f"{quoted(name, _QUOTE_LIMIT)} must be one of {options}, got {_shown(value)}"
+        )
     return letter
 
 
@@ -201,13 +212,4 @@ def _json_type(value: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    return _clip(json.dumps(value, ensure_ascii=False))
-
-
-def _clip(text: str, limit: int = _QUOTE_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _quote(text: str) -> str:
-    escaped = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    return f"'{_clip(escaped)}'"
+    return clip(json.dumps(value, ensure_ascii=False), _QUOTE_LIMIT)

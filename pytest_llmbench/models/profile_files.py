@@ -163,7 +163,9 @@ def _check_variant_keys(what: str, keys: Any, source: Source, loc: Loc) -> None:
             raise ProfileError(message, source.path, source.line_at((*loc, key)))
 
 
-def _variant_fields(base: Mapping[str, Any], keys: Mapping[str, Any], variant: str) -> dict:
+def _variant_fields(
+    base: Mapping[str, Any], keys: Mapping[str, Any], variant: str
+) -> dict[str, Any]:
     """``keys`` over ``base``: mappings of :data:`_MERGED_KEYS` merged, tag ``variant`` added."""
     fields = dict(base)
     for key, value in keys.items():

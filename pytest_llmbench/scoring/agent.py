@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agent.tools import ToolError, resolve_inside
-from .base import AssertionSpecError, Verdict, is_number, q, valid_regex
+from .base import AssertionSpecError, Verdict, is_number, quoted, valid_regex
 
 if TYPE_CHECKING:
     from ..agent.loop import AgentRun, ToolCall
@@ -285,9 +285,11 @@ def _check_file_exists(check: AgentCheck, outcome: AgentOutcome) -> _Result:
 def _check_file_contains(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     raw, text = _file_text(check, outcome)
     passed = check.value in text
-    shown = f"{raw} ({len(text)} chars: {q(text)})"
+    shown = f"{raw} ({len(text)} chars: {quoted(text)})"
     return _result(
-        passed, f"{raw} contains {q(check.value)}", f"{shown} does not contain {q(check.value)}"
+        passed,
+        f"{raw} contains {quoted(check.value)}",
+        f"{shown} does not contain {quoted(check.value)}",
     )
 
 
@@ -295,7 +297,9 @@ def _check_file_matches(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     raw, text = _file_text(check, outcome)
     passed = re.search(check.value, text) is not None
     return _result(
-        passed, f"{raw} matches {q(check.value)}", f"no match for {q(check.value)} in {raw}"
+        passed,
+        f"{raw} matches {quoted(check.value)}",
+        f"no match for {quoted(check.value)} in {raw}",
     )
 
 
@@ -303,14 +307,16 @@ def _check_command(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     result = _sandbox_for(check, outcome.sandbox).run(check.value)
     output = result.stdout + result.stderr
     if result.error is not None:
-        raise _CheckFailed(f"command {q(check.value)} could not run: {result.error}")
+        raise _CheckFailed(f"command {quoted(check.value)} could not run: {result.error}")
     if result.timed_out or result.exit_code is None:
-        raise _CheckFailed(f"command {q(check.value)} timed out after {result.duration_s:.1f}s")
-    shown = f"exit code {result.exit_code}; output: {q(output.strip(), _OUTPUT_SHOWN)}"
+        raise _CheckFailed(
+            f"command {quoted(check.value)} timed out after {result.duration_s:.1f}s"
+        )
+    shown = f"exit code {result.exit_code}; output: {quoted(output.strip(), _OUTPUT_SHOWN)}"
     if result.exit_code != check.exit_code:
         return _Result(False, f"{shown} (wanted exit code {check.exit_code})")
     if check.output_contains is not None and check.output_contains not in output:
-        return _Result(False, f"{shown} (lacks {q(check.output_contains)})")
+        return _Result(False, f"{shown} (lacks {quoted(check.output_contains)})")
     return _Result(True, shown)
 
 
@@ -326,7 +332,7 @@ def _sandbox_for(check: AgentCheck, sandbox: Sandbox) -> Sandbox:
 
 def _calls_shown(calls: Sequence[ToolCall]) -> str:
     names = ", ".join(call.name for call in calls)
-    return q(names, _OUTPUT_SHOWN) if calls else "no tool calls"
+    return quoted(names, _OUTPUT_SHOWN) if calls else "no tool calls"
 
 
 def _check_tool_called(check: AgentCheck, outcome: AgentOutcome) -> _Result:
@@ -364,10 +370,10 @@ def _check_tool_args(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     if matching:
         # The model asked for it either way; a refusal is worth knowing when reading the reason.
         call = next((call for call in matching if not call.error), matching[0])
-        refused = f" (the tool refused it: {q(call.result)})" if call.error else ""
+        refused = f" (the tool refused it: {quoted(call.result)})" if call.error else ""
         return _Result(True, f"{check.value} called (turn {call.turn}) with {wanted}{refused}")
     seen = "; ".join(repr(call.arguments) for call in calls)
-    return _Result(False, f"no {check.value} call had {wanted} (got {q(seen, _OUTPUT_SHOWN)})")
+    return _Result(False, f"no {check.value} call had {wanted} (got {quoted(seen, _OUTPUT_SHOWN)})")
 
 
 def _arg_matches(arguments: Mapping[str, Any], key: str, want: Any) -> bool:

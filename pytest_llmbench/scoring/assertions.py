@@ -74,7 +74,7 @@ _RANGES: dict[str, tuple[float, float | None]] = {
 # --- parsing ---------------------------------------------------------------------------------
 
 
-def parse_assertion(raw: str | Mapping[str, Any]) -> Assertion:
+def parse_assertion(raw: object) -> Assertion:
     """Parse one ``assert:`` item: a bare type name, or a mapping with ``type`` and extras.
 
     Raises :class:`AssertionSpecError` naming the offending key for anything wrong.

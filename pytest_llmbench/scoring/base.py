@@ -123,6 +123,7 @@ class TypeSpec:
 
 
 def is_number(value: Any) -> bool:
+    """A real number that is not a bool (YAML's ``true`` is not 1)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -135,18 +136,22 @@ def valid_regex(pattern: str) -> str:
     return pattern
 
 
-def binary(passed: bool, if_passed: str, if_failed: str) -> Outcome:
+def pass_fail(passed: bool, if_passed: str, if_failed: str) -> Outcome:
+    """A check that passes or fails outright: score 1 or 0, with the reason for either."""
     return Outcome(passed, if_passed if passed else if_failed, 1.0 if passed else 0.0)
 
 
 def clip(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, ``...`` included, when it is longer."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def q(text: str, limit: int = QUOTE_LIMIT) -> str:
+def quoted(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` quoted for a verdict's reason: control characters escaped, then clipped."""
     escaped = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     return f"'{clip(escaped, limit)}'"
 
 
-def num(value: float) -> str:
+def number_text(value: float) -> str:
+    """A number as a reason shows it: up to 10 significant digits, no trailing zeros."""
     return f"{value:.10g}"

@@ -93,7 +93,7 @@ def answer_index(
     Raises ValueError saying why for anything out of range, unknown or ambiguous.
     """
     count = len(choice_marks(choices, labels))
-    if isinstance(answer, numbers.Integral) and not isinstance(answer, bool):
+    if not isinstance(answer, bool) and isinstance(answer, numbers.Integral):
         return _in_range(int(answer) - base, answer, count, base)
     if isinstance(answer, float) and answer.is_integer():  # an int column read as floats
         return _in_range(int(answer) - base, answer, count, base)

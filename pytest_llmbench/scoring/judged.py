@@ -128,7 +128,7 @@ def _number(raw: Mapping[str, Any], key: str, default: float, bounds: tuple[floa
     if key not in raw:
         return default
     value = raw[key]
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise GradedSpecError(f"{key} must be a number, got {value!r}", key)
     low, high = bounds
     if not low <= float(value) <= high:

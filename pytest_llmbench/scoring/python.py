@@ -19,7 +19,7 @@ from .base import (
     Outcome,
     clip,
     is_number,
-    num,
+    number_text,
 )
 
 _DEFAULT_THRESHOLD = 0.5
@@ -57,7 +57,7 @@ def _python_outcome(ref: str, result: Any, threshold: float) -> Outcome:
     if is_number(result):
         score = _unit_score(ref, result)
         passed = score >= threshold
-        reason = f"score {num(score)} {'>=' if passed else '<'} threshold {num(threshold)}"
+        reason = f"score {number_text(score)} {'>=' if passed else '<'} threshold {number_text(threshold)}"
         return Outcome(passed, reason, score)
     if isinstance(result, Mapping):
         return _dict_outcome(ref, result, threshold)
@@ -75,7 +75,9 @@ def _dict_outcome(ref: str, result: Mapping[str, Any], threshold: float) -> Outc
         raise CheckFailed(f"{ref} returned 'pass': {passed!r}; expected a bool")
     if passed is not None and score is not None:
         score = _unit_score(ref, score)
-        outcome = Outcome(passed, f"{ref} returned pass={passed}, score {num(score)}", score)
+        outcome = Outcome(
+            passed, f"{ref} returned pass={passed}, score {number_text(score)}", score
+        )
     else:
         outcome = _python_outcome(ref, passed if score is None else score, threshold)
     return outcome if reason is None else dataclasses.replace(outcome, reason=clip(str(reason)))

@@ -18,11 +18,11 @@ from .base import (
     AssertionSpecError,
     CheckFailed,
     Outcome,
-    binary,
     clip,
     is_number,
-    num,
-    q,
+    number_text,
+    pass_fail,
+    quoted,
 )
 
 #: A fenced block: its info string (language) and its body.
@@ -140,15 +140,15 @@ def _first_number(text: str) -> float | None:
 def check_numeric(value: Any, output: str, a: Assertion, ctx: AssertionContext) -> Outcome:
     want = float(value) if is_number(value) else _first_number(value)
     if want is None:
-        raise CheckFailed(f"expected {q(value)} holds no number")
+        raise CheckFailed(f"expected {quoted(value)} holds no number")
     got = _first_number(output)
     if got is None:
-        return Outcome(False, f"no number in output {q(output)}", 0.0)
+        return Outcome(False, f"no number in output {quoted(output)}", 0.0)
     allowed = max(a.options.get("tolerance", 0.0), a.options.get("rel_tolerance", 0.0) * abs(want))
     diff = abs(got - want)
     # isclose forgives float rounding, e.g. |0.35 - 0.3| against a tolerance of 0.05
     within = diff <= allowed or (allowed > 0 and math.isclose(diff, allowed))
-    g, w, t = num(got), num(want), num(allowed)
+    g, w, t = number_text(got), number_text(want), number_text(allowed)
     if allowed == 0:
-        return binary(within, f"{g} equals {w}", f"{g} is not {w}")
-    return binary(within, f"{g} is within {t} of {w}", f"{g} is not within {t} of {w}")
+        return pass_fail(within, f"{g} equals {w}", f"{g} is not {w}")
+    return pass_fail(within, f"{g} is within {t} of {w}", f"{g} is not within {t} of {w}")

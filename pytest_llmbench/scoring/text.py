@@ -16,9 +16,9 @@ from .base import (
     CheckFailed,
     Outcome,
     TypeSpec,
-    binary,
     is_number,
-    q,
+    pass_fail,
+    quoted,
     valid_regex,
 )
 from .structured import NotJson, parse_json_output
@@ -58,11 +58,13 @@ def check_equals(value: Any, output: str, a: Assertion, ctx: AssertionContext) -
             parsed, where = parse_json_output(output)
         except NotJson as exc:
             return Outcome(False, str(exc), 0.0)
-        want = q(json.dumps(value))
-        return binary(parsed == value, f"{where} equals {want}", f"{where} differs from {want}")
+        want = quoted(json.dumps(value))
+        return pass_fail(parsed == value, f"{where} equals {want}", f"{where} differs from {want}")
     want, got = str(value).strip(), output.strip()
-    return binary(
-        got == want, f"output equals {q(want)}", f"output {q(got)} does not equal {q(want)}"
+    return pass_fail(
+        got == want,
+        f"output equals {quoted(want)}",
+        f"output {quoted(got)} does not equal {quoted(want)}",
     )
 
 
@@ -75,15 +77,19 @@ def substring_checker(mode: str, fold: bool) -> Checker:
         haystack = output.casefold() if fold else output
         found = [n for n in needles if (n.casefold() if fold else n) in haystack]
         if mode == "all":
-            missing = ", ".join(q(n, 40) for n in needles if n not in found)
-            return binary(
+            missing = ", ".join(quoted(n, 40) for n in needles if n not in found)
+            return pass_fail(
                 not missing,
                 f"output contains all {len(needles)} strings{how}",
                 f"output does not contain {missing}{how}",
             )
         if found:
-            return Outcome(True, f"output contains {q(found[0])}{how}", 1.0)
-        lacks = q(value) if mode == "one" else "any of " + ", ".join(q(n, 40) for n in needles)
+            return Outcome(True, f"output contains {quoted(found[0])}{how}", 1.0)
+        lacks = (
+            quoted(value)
+            if mode == "one"
+            else "any of " + ", ".join(quoted(n, 40) for n in needles)
+        )
         return Outcome(False, f"output does not contain {lacks}{how}", 0.0)
 
     return check
@@ -98,18 +104,20 @@ def check_regex(value: Any, output: str, a: Assertion, ctx: AssertionContext) ->
     try:
         pattern = re.compile(value)
     except re.error as exc:  # only a pattern taken from the case's expected gets here
-        raise CheckFailed(f"invalid regex {q(value)}: {exc}") from None
+        raise CheckFailed(f"invalid regex {quoted(value)}: {exc}") from None
     matched = pattern.search(output) is not None
-    return binary(matched, f"matched {q(value)}", f"no match for {q(value)} in {q(output)}")
+    return pass_fail(
+        matched, f"matched {quoted(value)}", f"no match for {quoted(value)} in {quoted(output)}"
+    )
 
 
 def check_starts_with(value: Any, output: str, a: Assertion, ctx: AssertionContext) -> Outcome:
     # Models often open with whitespace or a newline; that is not what the check is about.
     got, want = output.lstrip(), value.lstrip()
-    return binary(
+    return pass_fail(
         got.startswith(want),
-        f"output starts with {q(want)}",
-        f"output {q(got)} does not start with {q(want)}",
+        f"output starts with {quoted(want)}",
+        f"output {quoted(got)} does not start with {quoted(want)}",
     )
 
 

@@ -422,7 +422,7 @@ def _backoff_s(exc: BaseException, attempt: int) -> float:
     retry_after = _retry_after_s(exc)
     if retry_after is not None:
         return min(retry_after, _BACKOFF_MAX_S)
-    delay = min(_BACKOFF_BASE_S * 2 ** (attempt - 1), _BACKOFF_MAX_S)
+    delay: float = min(_BACKOFF_BASE_S * 2.0 ** (attempt - 1), _BACKOFF_MAX_S)
     return delay * (0.5 + random.random() / 2)
 
 
