@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config import RUN_CONFIG_KEY, RunConfig, get_run_config
+from ..scoring.base import one_line
 
 if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
@@ -257,13 +257,8 @@ def _write_section(config: pytest.Config, report: CheckReport) -> None:
         if check.ok:
             terminal.write_line(f"{check.label():<{width}}  ok  {check.latency_s:.2f} s")
         else:
-            shown = _one_line(check.error or "")
+            shown = one_line(check.error or "", _MAX_SHOWN_ERROR)
             terminal.write_line(f"{check.label():<{width}}  UNAVAILABLE  {shown}", red=True)
-
-
-def _one_line(text: str) -> str:
-    text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= _MAX_SHOWN_ERROR else text[: _MAX_SHOWN_ERROR - 3] + "..."
 
 
 def _warn_helpers(config: pytest.Config, report: CheckReport) -> None:
@@ -282,7 +277,7 @@ def _warn(config: pytest.Config, text: str) -> None:
 
 def _stop_message(report: CheckReport, total: int, none_left: bool = False) -> str:
     failed = report.failed("model")
-    lines = [f"  {check.name}: {_one_line(check.error or '')}" for check in failed]
+    lines = [f"  {check.name}: {one_line(check.error or '', _MAX_SHOWN_ERROR)}" for check in failed]
     if none_left:
         head = f"llmbench: --check-models: no model is available ({len(failed)} checked):"
         advice = "Nothing is left to run with --skip-unavailable."

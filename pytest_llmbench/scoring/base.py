@@ -146,6 +146,11 @@ def clip(text: str, limit: int = QUOTE_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line, each run of white space one space, clipped to ``limit``."""
+    return clip(" ".join(text.split()), limit)
+
+
 def quoted(text: str, limit: int = QUOTE_LIMIT) -> str:
     """``text`` quoted for a verdict's reason: control characters escaped, then clipped."""
     escaped = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
