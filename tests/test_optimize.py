@@ -312,12 +312,11 @@ def test_a_cancelled_owner_releases_its_claim(tmp_path: Path) -> None:
         waiter = asyncio.ensure_future(optimizer.rewrite(TEMPLATE, TARGET, answering))
         await asyncio.sleep(0.1)
         owner.cancel()
-        return await asyncio.wait_for(waiter, 5)
+        # A hang guard, not a speed bound: waiting out the default claim timeout takes 360 s.
+        return await asyncio.wait_for(waiter, 60)
 
-    started = time.monotonic()
     result = asyncio.run(run())
     optimizer.close()
-    assert time.monotonic() - started < 3  # not the default 360 s claim timeout
     assert result.status == "rewritten" and not result.cached
     assert len(answering.calls) == 1
 

@@ -6,7 +6,6 @@ import random
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -296,12 +295,9 @@ def many_records(count: int) -> list[dict[str, Any]]:
     ]
 
 
-def test_ten_thousand_records_are_fast_and_the_case_table_is_capped(tmp_path: Path) -> None:
+def test_ten_thousand_records_make_a_report_whose_case_table_is_capped(tmp_path: Path) -> None:
     records = many_records(10_000)
-    started = time.perf_counter()
     text = write_report(records, tmp_path).read_text(encoding="utf-8")
-    elapsed = time.perf_counter() - started
-    assert elapsed < 30, f"report of 10,000 records took {elapsed:.1f} s"
     table = text.split('<table class="cases">')[1]
     assert table.count("<details>") == CASE_ROWS_LIMIT
     assert f"Showing the first {CASE_ROWS_LIMIT:,} of 10,000 items" in text

@@ -115,9 +115,13 @@ def test_environment_has_no_secrets(
 
 
 def test_timeout_kills_the_command(workdir: Path) -> None:
-    result = Sandbox(workdir, SandboxLimits(timeout_s=1.0), mode="required").run("sleep 100")
+    seconds = f"100.{uuid.uuid4().int % 10**6:06d}"  # a command line no one else runs
+    sandbox = Sandbox(workdir, SandboxLimits(timeout_s=1.0), mode="required")
+    result = sandbox.run(f"sleep {seconds}")
     assert result.timed_out and result.exit_code is None
-    assert result.duration_s < 3.0
+    assert result.duration_s >= 1.0, "it ran until the timeout"
+    commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"sleep {seconds}" not in commands, "the command was killed, not left running"
 
 
 @pytest.mark.parametrize("mode", ["required", "off"])
@@ -134,8 +138,7 @@ def test_background_jobs_die_with_the_command(workdir: Path, mode: str) -> None:
 def test_endless_output_is_truncated_and_killed(workdir: Path, mode: str) -> None:
     limits = SandboxLimits(timeout_s=20.0, max_output_bytes=1000)
     result = Sandbox(workdir, limits, mode=mode).run("yes")
-    assert result.truncated and not result.timed_out
-    assert result.duration_s < 5.0
+    assert result.truncated and not result.timed_out  # killed at the cap, not at the timeout
     assert result.stdout.endswith("\n[... output truncated at 1000 bytes]")
     assert len(result.stdout) == 1000 + len("\n[... output truncated at 1000 bytes]")
     assert result.exit_code == 137  # killed
@@ -161,7 +164,7 @@ def test_fork_bomb_is_contained(workdir: Path) -> None:
     before = host_task_count()
     # the busy loop (builtins only) keeps the shell, and so the bomb, alive until the timeout
     result = sandbox.run("bash -c ':(){ :|:& };:; while true; do true; done'")
-    assert result.timed_out and result.duration_s < 5.0
+    assert result.timed_out
     assert result.process_limit_hit or sandbox.process_limit == "rlimit"
     assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
     deadline = time.monotonic() + 5.0
