@@ -16,7 +16,16 @@ pytest.register_assert_rewrite("fakeserver")
 
 from fakeserver import FakeLLMServer, Rule  # noqa: E402  (after the rewrite registration)
 
-__all__ = ["FAKE_KEY", "FAKE_KEY_ENV", "FRANCE", "TWO_CAPITALS", "Bench", "FakeLLMServer", "Rule"]
+__all__ = [
+    "ARITH",
+    "FAKE_KEY",
+    "FAKE_KEY_ENV",
+    "FRANCE",
+    "TWO_CAPITALS",
+    "Bench",
+    "FakeLLMServer",
+    "Rule",
+]
 
 # The fake provider's `fake_llm` fixture.
 pytest_plugins = ["fakeserver"]
@@ -37,6 +46,19 @@ TWO_CAPITALS = (
     assert: [contains]
 """
 )
+
+#: Two arithmetic cases that replies of "4" / "12" pass.
+ARITH = """
+cases:
+  - id: add
+    prompt: Compute two plus two
+    expected: "4"
+    assert: [contains]
+  - id: mul
+    prompt: Compute three times four
+    expected: "12"
+    assert: [contains]
+"""
 
 #: The fake provider's key; tests assert it never reaches any output.
 FAKE_KEY = "sk-fake-SECRET-0123456789abcdef"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
 import pytest
-from conftest import FAKE_KEY_ENV, Bench, Rule
+from conftest import ARITH, FAKE_KEY_ENV, Bench, Rule
 
 from pytest_llmbench.results.record import FIELDS
 from pytest_llmbench.results.summary import METRIC_COLUMNS, model_dir_name
@@ -29,18 +29,6 @@ cases:
     assert:
       - contains
       - {type: not-contains, value: Kyoto, weight: 3}
-"""
-
-ARITH = """
-cases:
-  - id: add
-    prompt: Compute two plus two
-    expected: "4"
-    assert: [contains]
-  - id: mul
-    prompt: Compute three times four
-    expected: "12"
-    assert: [contains]
 """
 
 
