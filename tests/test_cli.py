@@ -698,12 +698,12 @@ def test_validate_counts_cases_and_prompt_variants(
 def test_validate_reports_an_unexpected_error_in_one_line(
     project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_llmbench.spec.schema
+    import pytest_llmbench.spec.load
 
     def failing_user_code(path: Path) -> None:
         raise ImportError("No module named 'helpers'")
 
-    monkeypatch.setattr(pytest_llmbench.spec.schema, "load_spec", failing_user_code)
+    monkeypatch.setattr(pytest_llmbench.spec.load, "load_spec", failing_user_code)
     code, out, err = _call(capsys, "validate", ".")
     assert (code, err) == (1, "")
     assert "evals/qa.eval.yaml: ImportError: No module named 'helpers'" in out.splitlines()
