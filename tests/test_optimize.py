@@ -238,6 +238,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 def test_two_processes_sharing_the_store_make_one_call(tmp_path: Path) -> None:
     script = tmp_path / "worker.py"
     script.write_text(textwrap.dedent(_WORKER))
@@ -285,6 +286,7 @@ def test_a_stale_claim_is_taken_over(tmp_path: Path) -> None:
     assert len(fake.calls) == 1
 
 
+@pytest.mark.slow
 def test_a_slow_owner_keeps_its_claim_fresh(tmp_path: Path) -> None:
     fake = FakeOptimizer(GOOD, delay=0.6)
     optimizer = PromptOptimizer(tmp_path / "store.sqlite", OPTIMIZER, claim_timeout_s=0.15)

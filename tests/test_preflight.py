@@ -151,6 +151,7 @@ def test_skip_unavailable_runs_only_the_available_models(project: Bench) -> None
     assert FAKE_KEY not in output(result) + json.dumps(found) + run_json
 
 
+@pytest.mark.slow
 def test_xdist_workers_collect_the_same_reduced_models(project: Bench) -> None:
     project.eval_file("capitals", TWO_CAPITALS)
     project.server.add_rule(Rule(match="France", reply="Paris"))
@@ -171,6 +172,7 @@ def test_xdist_workers_collect_the_same_reduced_models(project: Bench) -> None:
     assert FAKE_KEY not in output(result)
 
 
+@pytest.mark.slow
 def test_xdist_run_stops_before_starting_workers(project: Bench) -> None:
     project.eval_file("capitals", FRANCE)
     result = project.run_subprocess("-n", "2", "--models=ok,down", "--check-models")
@@ -182,7 +184,7 @@ def test_xdist_run_stops_before_starting_workers(project: Bench) -> None:
 
 
 def test_the_checks_are_made_concurrently(project: Bench) -> None:
-    delay = 1.0
+    delay = 0.3
     project.server.add_rule(Rule(match=CHECK_PROMPT, delay_s=delay))
     project.eval_file("capitals", FRANCE)
     project.run("--models=ok,ok2,ok3", "--check-models", "--collect-only").assert_outcomes()

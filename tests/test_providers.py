@@ -49,6 +49,7 @@ def test_server_error_then_success_passes_with_one_retry(bench: Bench) -> None:
     assert row["n_errors"] == "0"
 
 
+@pytest.mark.slow
 def test_rate_limit_retry_after_is_honoured(bench: Bench) -> None:
     # Without Retry-After the first backoff is at most 0.5 s; the header asks for longer.
     bench.server.add_rule(Rule(status=429, times=1, retry_after=0.8))

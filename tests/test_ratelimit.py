@@ -228,6 +228,7 @@ def test_negative_token_estimate_is_refused() -> None:
         run(lambda: rl.acquire(-1))
 
 
+@pytest.mark.slow
 def test_real_time_sliding_window_is_never_exceeded() -> None:
     window, rpm, tasks = 0.5, 10, 25
     readings: list[float] = []

@@ -54,6 +54,8 @@ def _load_harness() -> ModuleType:
 
 
 harness = _load_harness()
+#: Every test here runs pytest subprocesses against server processes, for seconds to a minute.
+pytestmark = pytest.mark.slow
 StartServer = Callable[..., Any]
 
 

@@ -295,6 +295,7 @@ def many_records(count: int) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.slow
 def test_ten_thousand_records_make_a_report_whose_case_table_is_capped(tmp_path: Path) -> None:
     records = many_records(10_000)
     text = write_report(records, tmp_path).read_text(encoding="utf-8")
@@ -339,6 +340,7 @@ def console_errors(stderr: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_console_error_check_catches_a_broken_page(tmp_path: Path) -> None:
     page = tmp_path / "broken.html"
     page.write_text("<html><body><script>undefinedFunction();</script></body></html>")
@@ -346,6 +348,7 @@ def test_console_error_check_catches_a_broken_page(tmp_path: Path) -> None:
     assert console_errors(result.stderr), result.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     result = chromium(report.as_uri(), "--dump-dom", profile=tmp_path / "profile")
     assert console_errors(result.stderr) == []
@@ -360,6 +363,7 @@ def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> No
     assert XSS not in dom  # the escaped answer stayed text
 
 
+@pytest.mark.slow
 def test_report_screenshot(report: Path, tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
     result = chromium(
@@ -530,6 +534,7 @@ def test_latency_only_report_has_no_score_sections(latency_report: Path) -> None
     assert "<h3>Latency p50 (s) per tag:tier</h3>" in text
 
 
+@pytest.mark.slow
 def test_latency_only_report_renders_in_headless_chromium(
     latency_report: Path, tmp_path: Path
 ) -> None:

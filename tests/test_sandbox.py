@@ -114,6 +114,7 @@ def test_environment_has_no_secrets(
     assert set(env) <= {"HOME", "LANG", "PATH", "PWD", "SHLVL", "_"}
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_command(workdir: Path) -> None:
     seconds = f"100.{uuid.uuid4().int % 10**6:06d}"  # a command line no one else runs
     sandbox = Sandbox(workdir, SandboxLimits(timeout_s=1.0), mode="required")
@@ -157,6 +158,7 @@ def test_process_cap_refuses_forks_past_it(workdir: Path) -> None:
     assert result.process_limit_hit or sandbox.process_limit == "rlimit"
 
 
+@pytest.mark.slow
 def test_fork_bomb_is_contained(workdir: Path) -> None:
     sandbox = Sandbox(workdir, SandboxLimits(timeout_s=2.0, max_processes=32), mode="required")
     # never let a bomb loose where nothing caps it (root without a pids cgroup)
@@ -218,6 +220,7 @@ def test_bad_mode(workdir: Path) -> None:
         Sandbox(workdir, QUICK, mode="maybe")
 
 
+@pytest.mark.slow
 def test_concurrent_commands_are_bounded(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox_module, "_SLOTS", sandbox_module._SLOTS)  # restored afterwards
     bound = 2

@@ -44,6 +44,7 @@ def nodeid_order(stdout: str) -> list[str]:
 
 
 # --- 1-3: concurrency --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_calls_run_concurrently_bounded_and_are_reported_in_order(bench: Bench) -> None:
     bench.server.add_rule(Rule(delay_s=DELAY))
     bench.eval_file("many", cases_yaml(16))
@@ -62,6 +63,7 @@ def test_calls_run_concurrently_bounded_and_are_reported_in_order(bench: Bench) 
     assert sorted(record["nodeid"] for record in bench.records()) == expected
 
 
+@pytest.mark.slow
 def test_concurrency_one_never_overlaps(bench: Bench) -> None:
     bench.server.add_rule(Rule(delay_s=0.2))
     bench.eval_file("few", cases_yaml(5))
@@ -73,6 +75,7 @@ def test_concurrency_one_never_overlaps(bench: Bench) -> None:
     assert peak_in_flight(requests) == 1
 
 
+@pytest.mark.slow
 def test_concurrency_is_per_model(bench: Bench) -> None:
     bench.server.add_rule(Rule(delay_s=0.2))
     bench.eval_file("many", cases_yaml(8))
@@ -89,6 +92,7 @@ def test_concurrency_is_per_model(bench: Bench) -> None:
 
 # --- 4-6: pytest's controls keep their meaning ----------------------------------------------
 @pytest.mark.parametrize(("flags", "reported"), [(("-x",), 2), (("--maxfail", "2"), 4)])
+@pytest.mark.slow
 def test_stopping_early_cancels_pending_calls(
     bench: Bench, flags: tuple[str, ...], reported: int
 ) -> None:
@@ -120,6 +124,7 @@ def check(output, ctx):
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_the_run_and_keeps_finished_records(bench: Bench) -> None:
     for index in range(3):
         bench.server.add_rule(Rule(match=f"Question {index:02d}", delay_s=0.05))
@@ -176,6 +181,7 @@ models:
 """
 
 
+@pytest.mark.slow
 def test_parallel_unsafe_file_never_overlaps(bench: Bench) -> None:
     bench.server.add_rule(Rule(delay_s=0.2))
     bench.eval_file("serial", cases_yaml(5, header="parallel_safe: false", topic="Serial"))
@@ -190,6 +196,7 @@ def test_parallel_unsafe_file_never_overlaps(bench: Bench) -> None:
     assert peak_in_flight(free) == 6, "the other file still runs concurrently"
 
 
+@pytest.mark.slow
 def test_parallel_unsafe_profile_never_overlaps(bench: Bench) -> None:
     bench.server.add_rule(Rule(delay_s=0.2))
     profile = SERIAL_PROFILE.format(base=bench.server.base_url, env=FAKE_KEY_ENV)
@@ -205,6 +212,7 @@ def test_parallel_unsafe_profile_never_overlaps(bench: Bench) -> None:
     assert peak_in_flight(free) >= 2
 
 
+@pytest.mark.slow
 def test_xdist_workers_each_run_calls_concurrently(bench: Bench) -> None:
     bench.server.add_rule(Rule(delay_s=DELAY))
     bench.eval_file("many", cases_yaml(16))
@@ -245,6 +253,7 @@ def _streamed(records: list[dict[str, Any]]) -> set[str]:
     return {record["nodeid"] for record in records if record["streamed"]}
 
 
+@pytest.mark.slow
 def test_stream_policy(bench: Bench) -> None:
     bench.eval_file("many", cases_yaml(40))
     bench.run("--models=fake").assert_outcomes(passed=40)
@@ -283,6 +292,7 @@ def test_cache_use_makes_a_second_run_free(bench: Bench) -> None:
     assert _answers(second) == _answers(first)
 
 
+@pytest.mark.slow
 def test_cache_keeps_repeats_apart_and_refresh_calls_again(bench: Bench) -> None:
     bench.eval_file("one", cases_yaml(1))
     cache = ("--models=fake", "--cache-dir=c", "--repeat=2")
@@ -324,6 +334,7 @@ def test_replay_needs_the_cache_and_makes_no_call(bench: Bench) -> None:
     assert bench.server.chat_requests() == []
 
 
+@pytest.mark.slow
 def test_workers_share_one_cache(bench: Bench) -> None:
     bench.eval_file("many", cases_yaml(16))
     result = bench.run_subprocess("-n", "2", "--models=fake", "--cache=use", "--cache-dir=c")
@@ -391,6 +402,7 @@ def pytest_collection_modifyitems(items):
 """
 
 
+@pytest.mark.slow
 def test_skipped_items_are_not_called_and_do_not_stall_the_lookahead(bench: Bench) -> None:
     bench.server.add_rule(Rule(delay_s=0.2))
     bench.pytester.makeconftest(SKIP_EVERY_OTHER)
@@ -413,6 +425,7 @@ def broken_for_some(request):
 """
 
 
+@pytest.mark.slow
 def test_items_whose_setup_fails_early_do_not_stall_the_lookahead(bench: Bench) -> None:
     bench.server.add_rule(Rule(delay_s=0.2))
     bench.pytester.makeconftest(BROKEN_FIXTURE)
@@ -425,6 +438,7 @@ def test_items_whose_setup_fails_early_do_not_stall_the_lookahead(bench: Bench) 
     assert peak_in_flight(later) == 2
 
 
+@pytest.mark.slow
 def test_parallel_unsafe_file_and_profile_hold_across_xdist_workers(bench: Bench) -> None:
     bench.server.add_rule(Rule(delay_s=0.2))
     profile = SERIAL_PROFILE.format(base=bench.server.base_url, env=FAKE_KEY_ENV)
@@ -453,6 +467,7 @@ models:
 """
 
 
+@pytest.mark.slow
 def test_a_profiles_own_concurrency_is_reached(bench: Bench) -> None:
     bench.server.add_rule(Rule(delay_s=DELAY))
     profile = WIDE_PROFILE.format(base=bench.server.base_url, env=FAKE_KEY_ENV)
@@ -467,6 +482,7 @@ def test_a_profiles_own_concurrency_is_reached(bench: Bench) -> None:
     assert peak_in_flight(narrow) == 2
 
 
+@pytest.mark.slow
 def test_retries_wait_their_turn_in_the_rate_limiter(fake_llm: FakeLLMServer) -> None:
     from pytest_llmbench.engine.pacing import ModelLane
     from pytest_llmbench.engine.ratelimit import AdaptiveConcurrency, RateLimiter
@@ -495,6 +511,7 @@ def test_retries_wait_their_turn_in_the_rate_limiter(fake_llm: FakeLLMServer) ->
     assert lane.concurrency.current == 2
 
 
+@pytest.mark.slow
 def test_a_fully_cached_run_never_imports_litellm(bench: Bench) -> None:
     """litellm's import costs seconds: a replayed run must not pay it (checked in a fresh process)."""
     bench.eval_file("many", cases_yaml(3))

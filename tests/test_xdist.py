@@ -77,6 +77,7 @@ def _spied(path: Path) -> list[list[Any]]:
     return sorted(json.loads(line) for line in path.read_text().splitlines())
 
 
+@pytest.mark.slow
 def test_two_workers_give_the_same_records_and_metrics_as_one_process(two_files: Bench) -> None:
     common = ("--models=@fakes", "--repeat=2", "--max-retries=0")
     serial = two_files.run("-n", "0", "--results-dir=serial", *common)
