@@ -169,7 +169,7 @@ def test_fork_bomb_is_contained(workdir: Path) -> None:
     assert result.timed_out
     assert result.process_limit_hit or sandbox.process_limit == "rlimit"
     assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + 30.0  # a wait for the kernel to reap, not a speed bound
     while host_task_count() > before + 5 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert host_task_count() <= before + 5  # nothing of the bomb lingers
