@@ -9,7 +9,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 PYTEST_ARGS ?=
 
-.PHONY: venv eval test lint lock clean
+.PHONY: venv eval test test-fast lint lock clean
 
 venv: $(STAMP)
 
@@ -26,6 +26,11 @@ eval: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests/ $(PYTEST_ARGS)
+
+# Everything but the tests marked slow (xdist runs, the embedded model, chromium, real
+# subprocess servers): the quick loop while editing; `make test` runs them all.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests/ -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check pytest_llmbench tests evals benchmarks

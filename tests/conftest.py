@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,18 @@ pytest.register_assert_rewrite("fakeserver")
 
 from fakeserver import FakeLLMServer, Rule  # noqa: E402  (after the rewrite registration)
 
-__all__ = ["FAKE_KEY", "FAKE_KEY_ENV", "FRANCE", "TWO_CAPITALS", "Bench", "FakeLLMServer", "Rule"]
+__all__ = [
+    "ARITH",
+    "FAKE_KEY",
+    "FAKE_KEY_ENV",
+    "FRANCE",
+    "REPO_ROOT",
+    "TWO_CAPITALS",
+    "Bench",
+    "FakeLLMServer",
+    "Rule",
+    "assert_imported_lazily",
+]
 
 # The fake provider's `fake_llm` fixture.
 pytest_plugins = ["fakeserver"]
@@ -37,6 +49,42 @@ TWO_CAPITALS = (
     assert: [contains]
 """
 )
+
+#: Two arithmetic cases that replies of "4" / "12" pass.
+ARITH = """
+cases:
+  - id: add
+    prompt: Compute two plus two
+    expected: "4"
+    assert: [contains]
+  - id: mul
+    prompt: Compute three times four
+    expected: "12"
+    assert: [contains]
+"""
+
+#: The checkout whose pytest_llmbench the tests import.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def assert_imported_lazily(module: str, call: str, heavy: str) -> None:
+    """Importing ``module`` (as ``m``) leaves ``heavy`` unloaded; running ``call`` loads it.
+
+    Checked in a fresh interpreter on this checkout: the test process has loaded everything.
+    """
+    code = f"import sys, {module} as m\nprint({heavy!r} in sys.modules)\n{call}\n"
+    code += f"print({heavy!r} in sys.modules)\n"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    # The second line proves the check can see the module once it is really imported.
+    assert result.stdout.split() == ["False", "True"]
+
 
 #: The fake provider's key; tests assert it never reaches any output.
 FAKE_KEY = "sk-fake-SECRET-0123456789abcdef"

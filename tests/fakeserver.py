@@ -33,7 +33,14 @@ from typing import Any
 
 import pytest
 
-__all__ = ["FakeLLMServer", "RecordedRequest", "Rule", "count_words", "fake_llm"]
+__all__ = [
+    "FakeLLMServer",
+    "RecordedRequest",
+    "Rule",
+    "count_words",
+    "fake_llm",
+    "peak_in_flight",
+]
 
 FAKE_MODELS = ("fake-model",)
 
@@ -88,6 +95,27 @@ class RecordedRequest:
     time: float  # time.time() when the request was received
     method: str = "POST"
     raw_body: bytes = b""
+    #: The server's event counter when the request arrived and when its answer was sent (None
+    #: while in flight): orders arrivals and answers exactly, whatever the machine's speed.
+    arrived: int = 0
+    answered: int | None = None
+
+
+def peak_in_flight(requests: Sequence[RecordedRequest]) -> int:
+    """The most of ``requests`` that the server held at once (arrived, not yet answered).
+
+    Counted from the server's own event order, not from timestamps: a loaded machine makes a
+    run slower, never changes this number.
+    """
+    events = sorted(
+        [(r.arrived, 1) for r in requests]
+        + [(r.answered, -1) for r in requests if r.answered is not None]
+    )
+    peak = held = 0
+    for _, step in events:
+        held += step
+        peak = max(peak, held)
+    return peak
 
 
 @dataclass
@@ -244,9 +272,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
 
-    def _record(self, body: dict[str, Any], raw: bytes) -> None:
+    def _record(self, body: dict[str, Any], raw: bytes) -> RecordedRequest:
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self.server.owner._record(
+        return self.server.owner._record(
             RecordedRequest(
                 path=self.path,
                 headers=headers,
@@ -307,8 +335,13 @@ class _Handler(BaseHTTPRequestHandler):
         return path
 
     def do_GET(self) -> None:
-        raw = self._read_body()
-        self._record({}, raw)
+        recorded = self._record({}, self._read_body())
+        try:
+            self._answer_get()
+        finally:
+            self.server.owner._answered(recorded)
+
+    def _answer_get(self) -> None:
         route = self._route()
         if route in ("/v1/models", "/models"):
             created = int(time.time())
@@ -334,7 +367,13 @@ class _Handler(BaseHTTPRequestHandler):
             body, parsed_ok = {}, False
         if not isinstance(body, dict):
             body = {}
-        self._record(body, raw)
+        recorded = self._record(body, raw)
+        try:
+            self._answer_post(body, parsed_ok)
+        finally:
+            self.server.owner._answered(recorded)
+
+    def _answer_post(self, body: dict[str, Any], parsed_ok: bool) -> None:
 
         route = self._route()
         if route in ("/v1/embeddings", "/embeddings") and parsed_ok:
@@ -515,6 +554,7 @@ class FakeLLMServer:
         self._rules: list[_RuleState] = [_RuleState(r) for r in rules]
         self._ids = itertools.count(1)
         self._call_ids = itertools.count(1)
+        self._events = itertools.count(1)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -596,9 +636,15 @@ class FakeLLMServer:
                 and r.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions")
             ]
 
-    def _record(self, req: RecordedRequest) -> None:
+    def _record(self, req: RecordedRequest) -> RecordedRequest:
         with self._lock:
+            req.arrived = next(self._events)
             self.requests.append(req)
+        return req
+
+    def _answered(self, req: RecordedRequest) -> None:
+        with self._lock:
+            req.answered = next(self._events)
 
     def _next_id(self) -> str:
         with self._lock:

@@ -167,6 +167,7 @@ def test_a_failing_post_process_is_the_items_error(bench: Bench) -> None:
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_agent_records_are_the_same_with_and_without_xdist(bench: Bench, workers: str) -> None:
     _script_hello(bench)
     bench.eval_file("agent", AGENT)
@@ -194,6 +195,7 @@ sandbox.bwrap_path = lambda: None
 """
 
 
+@pytest.mark.slow
 def test_sandbox_required_without_bwrap_is_a_clear_item_error(bench: Bench) -> None:
     bench.pytester.makeconftest(NO_BWRAP)
     bench.eval_file("agent", SANDBOXED.format(mode="required"))
@@ -204,6 +206,7 @@ def test_sandbox_required_without_bwrap_is_a_clear_item_error(bench: Bench) -> N
     assert bench.server.chat_requests() == []  # no model call without the sandbox it needs
 
 
+@pytest.mark.slow
 def test_without_bwrap_auto_mode_falls_back_and_says_so_once(bench: Bench) -> None:
     bench.pytester.makeconftest(NO_BWRAP)
     bench.server.add_rule(Rule(match_last="exit code", reply="ran"))
@@ -251,6 +254,7 @@ cases:
     assert interpreter.body["response_format"]["type"] == "json_object"
 
 
+@pytest.mark.slow
 def test_escape_attempts_through_the_loop_all_fail_and_are_reported(bench: Bench) -> None:
     outside = bench.pytester.path / "outside-target.txt"
     attempts = [

@@ -323,24 +323,32 @@ def test_compare_one_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "\nb: " in out and "\na: " not in out
 
 
-def test_compare_unknown_model_is_a_usage_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("new_run", "args", "message"),
+    [
+        (
+            [("a", 8), ("b", 1)],
+            ("--model", "b"),
+            "model 'b' is not in both runs (baseline: a; new: a, b)",
+        ),
+        ([("b", 8)], (), "no model is in both runs ({base} and {fresh})"),
+    ],
+    ids=["unknown-model", "no-common-model"],
+)
+def test_compare_usage_errors(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    new_run: list[tuple[str, int]],
+    args: tuple[str, ...],
+    message: str,
 ) -> None:
     base = _run(tmp_path / "base", _passing("a", 8))
-    fresh = _run(tmp_path / "new", _passing("a", 8) + _passing("b", 1))
-    code, out, err = _call(capsys, "compare", base, fresh, "--model", "b")
+    fresh = _run(
+        tmp_path / "new", [r for model, passed in new_run for r in _passing(model, passed)]
+    )
+    code, out, err = _call(capsys, "compare", base, fresh, *args)
     assert (code, out) == (2, "")
-    assert err == "llmbench: model 'b' is not in both runs (baseline: a; new: a, b)\n"
-
-
-def test_compare_without_a_common_model_is_a_usage_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    base = _run(tmp_path / "base", _passing("a", 8))
-    fresh = _run(tmp_path / "new", _passing("b", 8))
-    code, _, err = _call(capsys, "compare", base, fresh)
-    assert code == 2
-    assert err == f"llmbench: no model is in both runs ({base} and {fresh})\n"
+    assert err == f"llmbench: {message.format(base=base, fresh=fresh)}\n"
 
 
 # -- report --------------------------------------------------------------------------------------

@@ -25,27 +25,24 @@ def test_ini_settings_apply_and_the_command_line_wins(bench: Bench) -> None:
     from_cli.stdout.fnmatch_lines(["one.eval.yaml::one[[]fake-r0[]]", "*1 test collected*"])
 
 
-def test_env_file_supplies_keys_without_overriding_the_environment(
-    bench: Bench, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [("keys.env", ["--env-file=keys.env"]), (".env", [])],
+    ids=["named", "default"],
+)
+def test_env_file_supplies_keys(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, name: str, args: list[str]
 ) -> None:
+    """--env-file names the file; without it, .env in the rootdir is loaded."""
     monkeypatch.delenv(FAKE_KEY_ENV)
-    bench.pytester.path.joinpath("keys.env").write_text(f"{FAKE_KEY_ENV}={FAKE_KEY}\n")
+    bench.pytester.path.joinpath(name).write_text(f"{FAKE_KEY_ENV}={FAKE_KEY}\n")
     bench.eval_file("one", ONE_CASE)
-    result = bench.run("--models=fake", "--env-file=keys.env")
+    result = bench.run("--models=fake", *args)
     result.assert_outcomes(passed=1)
     (request,) = bench.server.chat_requests()
     assert request.headers["authorization"] == f"Bearer {FAKE_KEY}"
     run_json = bench.out("run.json").read_text()
-    assert "keys.env" in run_json and FAKE_KEY not in run_json
-
-
-def test_default_dot_env_in_rootdir_is_loaded(
-    bench: Bench, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv(FAKE_KEY_ENV)
-    bench.pytester.path.joinpath(".env").write_text(f"{FAKE_KEY_ENV}={FAKE_KEY}\n")
-    bench.eval_file("one", ONE_CASE)
-    bench.run("--models=fake").assert_outcomes(passed=1)
+    assert name in run_json and FAKE_KEY not in run_json
 
 
 def test_real_environment_wins_over_env_file(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -12,9 +13,9 @@ from typing import Any
 import pytest
 
 try:  # tests/ on sys.path (no tests/__init__.py)
-    from fakeserver import FakeLLMServer, Rule, fake_llm
+    from fakeserver import FakeLLMServer, Rule, fake_llm, peak_in_flight
 except ImportError:  # pragma: no cover - tests is a package
-    from tests.fakeserver import FakeLLMServer, Rule, fake_llm  # noqa: F401
+    from tests.fakeserver import FakeLLMServer, Rule, fake_llm, peak_in_flight  # noqa: F401
 
 
 def _msgs(text: Any) -> list[dict[str, Any]]:
@@ -305,6 +306,25 @@ def test_delay_before_first_byte(fake_llm: FakeLLMServer) -> None:
     assert reply_of(body) == "late"
 
 
+def test_peak_in_flight_counts_requests_held_at_once(fake_llm: FakeLLMServer) -> None:
+    fake_llm.add_rule(Rule(match="slow", delay_s=0.3))
+    body = {"model": "fake-model", "messages": _msgs("slow")}
+    post(fake_llm, {"model": "fake-model", "messages": _msgs("quick")})
+    post(fake_llm, {"model": "fake-model", "messages": _msgs("quick")})
+    assert peak_in_flight(fake_llm.chat_requests()) == 1, "one after the other"
+    threads = [threading.Thread(target=post, args=(fake_llm, body)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    requests = fake_llm.chat_requests()
+    assert all(r.arrived < r.answered for r in requests if r.answered is not None)
+    assert [r.answered is not None for r in requests] == [True] * 5
+    assert peak_in_flight(requests[2:]) == 3
+    assert peak_in_flight(requests) == 3
+    assert peak_in_flight([]) == 0
+
+
 def test_keep_alive_json_and_unknown_routes(fake_llm: FakeLLMServer) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", fake_llm.port, timeout=5)
     try:
@@ -353,9 +373,11 @@ def test_lifecycle_base_url_and_stop() -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     conn.request("GET", "/v1/models")
     conn.getresponse().read()
-    t0 = time.monotonic()
+    serving = srv._thread
+    assert serving is not None
     srv.stop()
-    assert time.monotonic() - t0 < 2
+    assert not serving.is_alive()
+    assert conn.sock.recv(1) == b"", "stop() closed the idle connection"
     conn.close()
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)

@@ -140,6 +140,7 @@ def test_the_commented_profiles_load_when_uncommented(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_the_starter_project_passes_on_the_embedded_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

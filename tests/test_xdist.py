@@ -9,19 +9,7 @@ from typing import Any
 
 import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
 import pytest
-from conftest import TWO_CAPITALS, Bench, Rule
-
-ARITH = """
-cases:
-  - id: add
-    prompt: Compute two plus two
-    expected: "4"
-    assert: [contains]
-  - id: mul
-    prompt: Compute three times four
-    expected: "12"
-    assert: [contains]
-"""
+from conftest import ARITH, TWO_CAPITALS, Bench, Rule
 
 #: Fields that depend on timing or on which process ran the item.
 TIMING_FIELDS = ("ttft_s", "latency_s", "tokens_per_s", "started_at", "worker")
@@ -89,6 +77,7 @@ def _spied(path: Path) -> list[list[Any]]:
     return sorted(json.loads(line) for line in path.read_text().splitlines())
 
 
+@pytest.mark.slow
 def test_two_workers_give_the_same_records_and_metrics_as_one_process(two_files: Bench) -> None:
     common = ("--models=@fakes", "--repeat=2", "--max-retries=0")
     serial = two_files.run("-n", "0", "--results-dir=serial", *common)

@@ -73,7 +73,7 @@ def _as_property(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize("workers", ["0", pytest.param("2", marks=pytest.mark.slow)])
 def test_junit_xml_carries_the_record_as_testcase_properties(ci: Bench, workers: str) -> None:
     _fake_right_fake2_wrong(ci)
     ci.eval_file("capitals", CASES)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
 import pytest
-from conftest import FAKE_KEY_ENV, Bench, Rule
+from conftest import ARITH, FAKE_KEY_ENV, Bench, Rule
 
 from pytest_llmbench.results.record import FIELDS
 from pytest_llmbench.results.summary import METRIC_COLUMNS, model_dir_name
@@ -29,18 +30,6 @@ cases:
     assert:
       - contains
       - {type: not-contains, value: Kyoto, weight: 3}
-"""
-
-ARITH = """
-cases:
-  - id: add
-    prompt: Compute two plus two
-    expected: "4"
-    assert: [contains]
-  - id: mul
-    prompt: Compute three times four
-    expected: "12"
-    assert: [contains]
 """
 
 
@@ -534,14 +523,6 @@ def test_min_pass_rate_does_not_hide_provider_errors(bench: Bench) -> None:
     assert "gate FAILED" not in result.stdout.str()
 
 
-def test_min_pass_rate_does_not_hide_ordinary_test_failures(bench: Bench) -> None:
-    _half_right(bench)
-    bench.pytester.makepyfile("def test_plain():\n    assert 1 == 2\n")
-    result = bench.run("--models=fake", "--min-pass-rate", "0.5")
-    result.assert_outcomes(passed=1, failed=2)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-
-
 def test_min_pass_rate_does_not_hide_collection_errors(bench: Bench) -> None:
     _half_right(bench)
     bench.eval_file("broken", "cases: [unclosed\n")
@@ -798,11 +779,21 @@ def test_a_run_cut_short_by_x_is_never_passed_by_the_repeat_policy(bench: Bench)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-def test_repeat_policy_does_not_hide_other_failures(bench: Bench) -> None:
-    _japan_flaky(bench)
+@pytest.mark.parametrize(
+    ("setup", "args", "passed"),
+    [
+        (_half_right, ("--min-pass-rate", "0.5"), 1),
+        (_japan_flaky, ("--repeat=3", "--repeat-policy=majority"), 5),
+    ],
+    ids=["min-pass-rate", "repeat-policy"],
+)
+def test_gates_and_policies_do_not_hide_ordinary_test_failures(
+    bench: Bench, setup: Callable[[Bench], None], args: tuple[str, ...], passed: int
+) -> None:
+    setup(bench)  # eval results the option lets through; a failing plain test still counts
     bench.pytester.makepyfile("def test_plain():\n    assert 1 == 2\n")
-    result = bench.run("--models=fake", "--repeat=3", "--repeat-policy=majority")
-    result.assert_outcomes(passed=5, failed=2)
+    result = bench.run("--models=fake", *args)
+    result.assert_outcomes(passed=passed, failed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 

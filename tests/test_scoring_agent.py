@@ -253,6 +253,7 @@ def test_command_sees_what_the_agent_left(outcome: AgentOutcome, agent_dir: Path
     assert verdict.passed, verdict.reason
 
 
+@pytest.mark.slow
 def test_a_command_that_times_out_fails_negated_or_not(outcome: AgentOutcome) -> None:
     for type_name in ("command", "not-command"):
         raw = {"type": type_name, "value": "sleep 30", "timeout": 0.5}

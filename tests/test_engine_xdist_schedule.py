@@ -250,6 +250,7 @@ def pytest_sessionfinish(session):
 """
 
 
+@pytest.mark.slow
 def test_real_workers_keep_their_lookahead_queued_to_the_end(bench: Bench) -> None:
     """Under ``-n 2`` no item starts with its worker's queue nearly empty while that worker has
     more items to run (xdist alone leaves one to three queued for the last few dozen)."""

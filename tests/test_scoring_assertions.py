@@ -82,7 +82,7 @@ def test_negation_inverts_every_type(raw: Any, output: str, passed: bool, reason
 
 def test_the_cases_cover_every_known_type() -> None:
     covered = {parse_assertion(raw).base_type for raw, *_ in CASES}
-    # python has tests of its own; the model-graded types are in test_judges.py
+    # python has tests of its own; the model-graded types are in test_judging_panel.py
     graded = {"similarity", "llm-rubric", "jury", "factuality", "closed-qa"}
     assert covered | {"python", "choice"} | graded == KNOWN_TYPES
 

@@ -449,6 +449,7 @@ def test_a_solver_that_cannot_be_imported_is_a_collection_error(bench: Bench) ->
 # --- xdist ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_matrix_gives_the_same_records_with_two_workers(bench: Bench) -> None:
     """Prompt variants x temperatures x original/optimized prompts: -n 2 (real pytest-xdist)
     gives the records -n 0 gives, and the optimizer is asked once per prompt and model."""
@@ -497,6 +498,7 @@ def test_the_matrix_gives_the_same_records_with_two_workers(bench: Bench) -> Non
         assert len(serial_rows) == len(parallel_rows) > 2, name
 
 
+@pytest.mark.slow
 def test_more_sync_solver_items_than_executor_threads_do_not_hang(bench: Bench) -> None:
     """Sync solvers block a thread while they wait for their calls; litellm starts calls on the
     loop's default executor (cpu_count + 4 threads), so they must not run there."""

@@ -104,6 +104,7 @@ def test_regressed_cases_are_listed(bench: Bench) -> None:
     )
 
 
+@pytest.mark.slow
 def test_gate_fails_a_run_that_the_pass_rate_gate_lets_through(bench: Bench) -> None:
     # --min-pass-rate=0 turns failed cases into an OK run; the regression gate runs after it.
     _baseline_run(bench)

@@ -339,11 +339,6 @@ def test_duplicate_ids_error_names_both_lines(tmp_path: Path) -> None:
     assert_error(error_of(tmp_path, text), tmp_path, 6, "duplicate case id 'a'", "first at line 2")
 
 
-def test_duplicate_ids_after_sanitizing(tmp_path: Path) -> None:
-    text = "cases:\n  - {id: 'a b', prompt: x}\n  - {id: 'a/b', prompt: y}\n"
-    assert_error(error_of(tmp_path, text), tmp_path, 3, "duplicate case id 'a-b'", "line 2")
-
-
 def test_yaml_anchors_and_merge_keys(tmp_path: Path) -> None:
     text = """\
     cases:
@@ -581,11 +576,6 @@ def test_unknown_assertion_type_lists_known_types(tmp_path: Path) -> None:
         assert known in error.message
 
 
-def test_unknown_file_level_assertion_type(tmp_path: Path) -> None:
-    text = "assert:\n  - contains\n  - nope\ncases: [{prompt: hi, expected: x}]\n"
-    assert_error(error_of(tmp_path, text), tmp_path, 3, "assert.1", "unknown assertion type 'nope'")
-
-
 def test_bad_regex(tmp_path: Path) -> None:
     text = """\
     cases:
@@ -595,11 +585,6 @@ def test_bad_regex(tmp_path: Path) -> None:
             value: "(unclosed"
     """
     assert_error(error_of(tmp_path, text), tmp_path, 5, "cases.0.assert.0.value", "invalid regex")
-
-
-def test_unknown_assertion_key_at_its_line(tmp_path: Path) -> None:
-    text = "cases:\n  - prompt: hi\n    assert:\n      - type: contains\n        value: x\n        wieght: 2\n"
-    assert_error(error_of(tmp_path, text), tmp_path, 6, "unknown key 'wieght'")
 
 
 def test_contains_without_value_or_expected(tmp_path: Path) -> None:
@@ -639,16 +624,6 @@ def test_both_prompt_and_messages(tmp_path: Path) -> None:
     assert_error(error, tmp_path, 4, "case 'both'", "either `prompt` or `messages`, not both")
 
 
-def test_no_prompt_at_all(tmp_path: Path) -> None:
-    text = "cases:\n  - id: ok\n    prompt: x\n  - id: empty\n    expected: y\n"
-    assert_error(error_of(tmp_path, text), tmp_path, 4, "case 'empty'", "no prompt")
-
-
-def test_bad_message_role(tmp_path: Path) -> None:
-    text = "cases:\n  - messages:\n      - role: user\n        content: a\n      - role: bot\n        content: b\n"
-    assert_error(error_of(tmp_path, text), tmp_path, 5, "cases.0.messages.1.role")
-
-
 def test_missing_dataset_file(tmp_path: Path) -> None:
     error = error_of(tmp_path, "description: x\ndataset: data/missing.csv\n")
     assert_error(error, tmp_path, 2, "dataset:", "not found", "data/missing.csv")
@@ -668,16 +643,6 @@ def test_top_level_list(tmp_path: Path) -> None:
     assert_error(error, tmp_path, 1, "must be a mapping", "not a list")
 
 
-def test_yaml_syntax_error(tmp_path: Path) -> None:
-    text = "description: x\ncases:\n  - prompt: hi\n   expected: [unclosed\n"
-    assert_error(error_of(tmp_path, text), tmp_path, 4, "invalid YAML")
-
-
-def test_duplicate_yaml_keys(tmp_path: Path) -> None:
-    text = "cases:\n  - prompt: one\n    expected: a\n    prompt: two\n"
-    assert_error(error_of(tmp_path, text), tmp_path, 4, "duplicate key 'prompt'")
-
-
 def test_non_utf8_file(tmp_path: Path) -> None:
     error = error_of(tmp_path, b"description: ok\ncases:\n  - prompt: caf\xe9\n")
     assert_error(error, tmp_path, 3, "not UTF-8")
@@ -689,11 +654,67 @@ def test_utf8_bom_is_tolerated(tmp_path: Path) -> None:
     assert load_spec(path).cases[0].prompt == "café"
 
 
-def test_unknown_yaml_tag(tmp_path: Path) -> None:
-    text = "cases:\n  - prompt: hi\n  - prompt: !env SECRET\n"
-    assert_error(error_of(tmp_path, text), tmp_path, 3, "invalid YAML value", "!env")
+#: One-line files that are errors: (text, line, fragments of the message).
+BAD_FILES = [
+    pytest.param(
+        "cases:\n  - {id: 'a b', prompt: x}\n  - {id: 'a/b', prompt: y}\n",
+        3,
+        ("duplicate case id 'a-b'", "line 2"),
+        id="duplicate_ids_after_sanitizing",
+    ),
+    pytest.param(
+        "assert:\n  - contains\n  - nope\ncases: [{prompt: hi, expected: x}]\n",
+        3,
+        ("assert.1", "unknown assertion type 'nope'"),
+        id="unknown_file_level_assertion_type",
+    ),
+    pytest.param(
+        "cases:\n  - prompt: hi\n    assert:\n      - type: contains\n        value: x\n        wieght: 2\n",
+        6,
+        ("unknown key 'wieght'",),
+        id="unknown_assertion_key_at_its_line",
+    ),
+    pytest.param(
+        "cases:\n  - id: ok\n    prompt: x\n  - id: empty\n    expected: y\n",
+        4,
+        ("case 'empty'", "no prompt"),
+        id="no_prompt_at_all",
+    ),
+    pytest.param(
+        "cases:\n  - messages:\n      - role: user\n        content: a\n      - role: bot\n        content: b\n",
+        5,
+        ("cases.0.messages.1.role",),
+        id="bad_message_role",
+    ),
+    pytest.param(
+        "description: x\ncases:\n  - prompt: hi\n   expected: [unclosed\n",
+        4,
+        ("invalid YAML",),
+        id="yaml_syntax_error",
+    ),
+    pytest.param(
+        "cases:\n  - prompt: one\n    expected: a\n    prompt: two\n",
+        4,
+        ("duplicate key 'prompt'",),
+        id="duplicate_yaml_keys",
+    ),
+    pytest.param(
+        "cases:\n  - prompt: hi\n  - prompt: !env SECRET\n",
+        3,
+        ("invalid YAML value", "!env"),
+        id="unknown_yaml_tag",
+    ),
+    pytest.param(
+        "description: x\ncases: &loop\n  - prompt: hi\n    vars: {again: *loop}\n",
+        2,
+        ("recursive alias",),
+        id="recursive_alias",
+    ),
+]
 
 
-def test_recursive_alias(tmp_path: Path) -> None:
-    text = "description: x\ncases: &loop\n  - prompt: hi\n    vars: {again: *loop}\n"
-    assert_error(error_of(tmp_path, text), tmp_path, 2, "recursive alias")
+@pytest.mark.parametrize(("text", "line", "fragments"), BAD_FILES)
+def test_bad_file_is_an_error_at_its_line(
+    tmp_path: Path, text: str, line: int, fragments: tuple[str, ...]
+) -> None:
+    assert_error(error_of(tmp_path, text), tmp_path, line, *fragments)

@@ -18,6 +18,7 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pyte
 import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, FRANCE, TWO_CAPITALS, Bench, Rule
 
+from pytest_llmbench.models.providers import litellm_adapter
 from pytest_llmbench.models.providers.completion import CallTarget
 from pytest_llmbench.models.providers.litellm_adapter import (
     _backoff_s,
@@ -48,6 +49,7 @@ def test_server_error_then_success_passes_with_one_retry(bench: Bench) -> None:
     assert row["n_errors"] == "0"
 
 
+@pytest.mark.slow
 def test_rate_limit_retry_after_is_honoured(bench: Bench) -> None:
     # Without Retry-After the first backoff is at most 0.5 s; the header asks for longer.
     bench.server.add_rule(Rule(status=429, times=1, retry_after=0.8))
@@ -61,15 +63,25 @@ def test_rate_limit_retry_after_is_honoured(bench: Bench) -> None:
     assert record["retries"] == 1
 
 
-def test_short_retry_after_is_used_instead_of_backoff(bench: Bench) -> None:
+def test_short_retry_after_is_used_instead_of_backoff(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits: list[float] = []
+    backoff = litellm_adapter._backoff_s
+
+    def spy(exc: BaseException, attempt: int) -> float:
+        waits.append(backoff(exc, attempt))
+        return waits[-1]
+
+    monkeypatch.setattr(litellm_adapter, "_backoff_s", spy)
     bench.server.add_rule(Rule(status=503, times=2, retry_after=0.01))
     bench.server.add_rule(Rule(reply="Paris."))
     bench.eval_file("capitals", FRANCE)
     bench.run("--models=fake").assert_outcomes(passed=1)
     requests = bench.server.chat_requests()
     assert len(requests) == 3
-    # Exponential backoff alone would wait at least 0.25 s + 0.5 s.
-    assert requests[-1].time - requests[0].time < 0.7
+    # Exponential backoff alone would wait at least 0.25 s, then 0.5 s.
+    assert waits == [0.01, 0.01]
     assert bench.records()[0]["retries"] == 2
 
 

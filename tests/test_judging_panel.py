@@ -415,6 +415,7 @@ def test_agreement_per_dimension_matches_the_hand_computed_alpha(judged: Bench) 
     assert int(board["judge_tokens_total"]) == sum(r["judge_tokens"] for r in judged.records())
 
 
+@pytest.mark.slow
 def test_judged_records_are_the_same_with_and_without_xdist(judged: Bench) -> None:
     _two_question_jury(judged)
 

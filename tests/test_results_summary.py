@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import csv
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from conftest import assert_imported_lazily
 
 from pytest_llmbench.render import terminal as boardtext
 from pytest_llmbench.render.terminal import format_judges, format_leaderboard
@@ -18,8 +17,6 @@ from pytest_llmbench.results import stats
 from pytest_llmbench.results import summary as lb
 from pytest_llmbench.results.record import FIELDS, build_record
 from pytest_llmbench.results.stats.agreement import dimension_agreement
-
-REPO_ROOT = Path(lb.__file__).resolve().parents[1]
 
 
 def rec(**values: Any) -> dict[str, Any]:
@@ -415,22 +412,7 @@ def test_format_leaderboard_truncates() -> None:
 
 
 def test_import_does_not_load_pandas() -> None:
-    code = (
-        "import sys, pytest_llmbench.results.summary as lb\n"
-        "print('pandas' in sys.modules)\n"
-        "lb.records_frame([])\n"
-        "print('pandas' in sys.modules)\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-    )
-    # The second line proves the check can see pandas once it is really imported.
-    assert result.stdout.split() == ["False", "True"]
+    assert_imported_lazily("pytest_llmbench.results.summary", "m.records_frame([])", "pandas")
 
 
 def test_records_without_a_model_aggregate_under_their_own_label(tmp_path: Path) -> None:

@@ -238,6 +238,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 def test_two_processes_sharing_the_store_make_one_call(tmp_path: Path) -> None:
     script = tmp_path / "worker.py"
     script.write_text(textwrap.dedent(_WORKER))
@@ -285,6 +286,7 @@ def test_a_stale_claim_is_taken_over(tmp_path: Path) -> None:
     assert len(fake.calls) == 1
 
 
+@pytest.mark.slow
 def test_a_slow_owner_keeps_its_claim_fresh(tmp_path: Path) -> None:
     fake = FakeOptimizer(GOOD, delay=0.6)
     optimizer = PromptOptimizer(tmp_path / "store.sqlite", OPTIMIZER, claim_timeout_s=0.15)
@@ -312,12 +314,11 @@ def test_a_cancelled_owner_releases_its_claim(tmp_path: Path) -> None:
         waiter = asyncio.ensure_future(optimizer.rewrite(TEMPLATE, TARGET, answering))
         await asyncio.sleep(0.1)
         owner.cancel()
-        return await asyncio.wait_for(waiter, 5)
+        # A hang guard, not a speed bound: waiting out the default claim timeout takes 360 s.
+        return await asyncio.wait_for(waiter, 60)
 
-    started = time.monotonic()
     result = asyncio.run(run())
     optimizer.close()
-    assert time.monotonic() - started < 3  # not the default 360 s claim timeout
     assert result.status == "rewritten" and not result.cached
     assert len(answering.calls) == 1
 

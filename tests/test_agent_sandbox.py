@@ -114,10 +114,15 @@ def test_environment_has_no_secrets(
     assert set(env) <= {"HOME", "LANG", "PATH", "PWD", "SHLVL", "_"}
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_command(workdir: Path) -> None:
-    result = Sandbox(workdir, SandboxLimits(timeout_s=1.0), mode="required").run("sleep 100")
+    seconds = f"100.{uuid.uuid4().int % 10**6:06d}"  # a command line no one else runs
+    sandbox = Sandbox(workdir, SandboxLimits(timeout_s=1.0), mode="required")
+    result = sandbox.run(f"sleep {seconds}")
     assert result.timed_out and result.exit_code is None
-    assert result.duration_s < 3.0
+    assert result.duration_s >= 1.0, "it ran until the timeout"
+    commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"sleep {seconds}" not in commands, "the command was killed, not left running"
 
 
 @pytest.mark.parametrize("mode", ["required", "off"])
@@ -134,8 +139,7 @@ def test_background_jobs_die_with_the_command(workdir: Path, mode: str) -> None:
 def test_endless_output_is_truncated_and_killed(workdir: Path, mode: str) -> None:
     limits = SandboxLimits(timeout_s=20.0, max_output_bytes=1000)
     result = Sandbox(workdir, limits, mode=mode).run("yes")
-    assert result.truncated and not result.timed_out
-    assert result.duration_s < 5.0
+    assert result.truncated and not result.timed_out  # killed at the cap, not at the timeout
     assert result.stdout.endswith("\n[... output truncated at 1000 bytes]")
     assert len(result.stdout) == 1000 + len("\n[... output truncated at 1000 bytes]")
     assert result.exit_code == 137  # killed
@@ -154,6 +158,7 @@ def test_process_cap_refuses_forks_past_it(workdir: Path) -> None:
     assert result.process_limit_hit or sandbox.process_limit == "rlimit"
 
 
+@pytest.mark.slow
 def test_fork_bomb_is_contained(workdir: Path) -> None:
     sandbox = Sandbox(workdir, SandboxLimits(timeout_s=2.0, max_processes=32), mode="required")
     # never let a bomb loose where nothing caps it (root without a pids cgroup)
@@ -161,10 +166,10 @@ def test_fork_bomb_is_contained(workdir: Path) -> None:
     before = host_task_count()
     # the busy loop (builtins only) keeps the shell, and so the bomb, alive until the timeout
     result = sandbox.run("bash -c ':(){ :|:& };:; while true; do true; done'")
-    assert result.timed_out and result.duration_s < 5.0
+    assert result.timed_out
     assert result.process_limit_hit or sandbox.process_limit == "rlimit"
     assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + 30.0  # a wait for the kernel to reap, not a speed bound
     while host_task_count() > before + 5 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert host_task_count() <= before + 5  # nothing of the bomb lingers
@@ -215,6 +220,7 @@ def test_bad_mode(workdir: Path) -> None:
         Sandbox(workdir, QUICK, mode="maybe")
 
 
+@pytest.mark.slow
 def test_concurrent_commands_are_bounded(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox_module, "_SLOTS", sandbox_module._SLOTS)  # restored afterwards
     bound = 2

@@ -70,6 +70,7 @@ def _records(pytester: pytest.Pytester) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()]
 
 
+@pytest.mark.slow
 def test_embedded_model_answers_for_real(project: pytest.Pytester) -> None:
     result = project.runpytest_subprocess(
         "-p", "no:cacheprovider", "--results-dir=out", "-v", "--stream=all"
@@ -95,6 +96,7 @@ def test_embedded_model_answers_for_real(project: pytest.Pytester) -> None:
     assert not Path(seen["state_dir"]).exists()
 
 
+@pytest.mark.slow
 def test_one_embedded_server_is_shared_by_xdist_workers(project: pytest.Pytester) -> None:
     tmp_root = Path(tempfile.gettempdir())
     before = set(tmp_root.glob("pytest-llmbench-*"))
@@ -129,6 +131,7 @@ cases:
 """
 
 
+@pytest.mark.slow
 def test_a_jury_of_the_embedded_model_grades_for_real(pytester: pytest.Pytester) -> None:
     """The default panel is the embedded model: its verdicts are JSON because llama.cpp turns
     the verdict's schema into a grammar, so even a 135M model gives parseable grades."""

@@ -9,19 +9,15 @@ from __future__ import annotations
 import math
 import random
 import statistics
-import subprocess
-import sys
 from dataclasses import astuple
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import assert_imported_lazily
 
 from pytest_llmbench.results import stats
 from pytest_llmbench.results.record import build_record
 from pytest_llmbench.results.stats import CaseVerdict, Interval
-
-REPO_ROOT = Path(stats.__file__).resolve().parents[1]
 
 
 def rec(**values: Any) -> dict[str, Any]:
@@ -472,21 +468,9 @@ def test_case_changes_regressions_first() -> None:
 
 
 def test_import_does_not_load_numpy() -> None:
-    code = (
-        "import sys, pytest_llmbench.results.stats as s\n"
-        "print('numpy' in sys.modules)\n"
-        "s.paired_bootstrap([1.0, 2.0])\n"
-        "print('numpy' in sys.modules)\n"
+    assert_imported_lazily(
+        "pytest_llmbench.results.stats", "m.paired_bootstrap([1.0, 2.0])", "numpy"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-    )
-    assert result.stdout.split() == ["False", "True"]
 
 
 def test_compare_refuses_two_models_on_one_side() -> None:
