@@ -5,7 +5,8 @@ The gates only judge low scores: ``--min-pass-rate``, else a ``--repeat-policy``
 ``--fail-on-regression`` then fails a run whose score or pass rate regressed significantly.
 Any other failure or error keeps the run failed, a run cut short by ``-x``/``--maxfail`` is not
 passed by a gate (what never ran cannot pass one), and a worse status (interrupted, internal
-error) is kept.
+error) is kept. With ``--min-pass-rate``, single cases do not fail the run by themselves,
+whatever the repeat policy.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from .record import utc_now
 
 if TYPE_CHECKING:
     from .gates import GateFailure, GateNote, RepeatOutcome
+    from .stats import CaseVerdict
     from .summary import RunSummary
 
 
@@ -179,7 +180,7 @@ class ResultsRecorder:
         (self.out_dir / RUN_FILE).write_text(text + "\n", encoding="utf-8")
 
 
-def _verdicts(records: list[dict[str, Any]]) -> list[Any]:
+def _verdicts(records: list[dict[str, Any]]) -> list[CaseVerdict]:
     """The case verdicts when the summary failed: the repeat gate still judges them."""
     from .stats import case_verdicts
 
