@@ -60,12 +60,15 @@ def pytest_configure(config: pytest.Config) -> None:
     from .results.recorder import ResultsRecorder
 
     config.pluginmanager.register(ResultsRecorder(config), RECORDER_NAME)
-    # At session end, after the recorder (trylast): the report, CI outputs, the baseline gate.
+    # The recorder summarizes the run once and decides the gates (asking the baseline plugin);
+    # after it (trylast) the report and CI outputs read that summary; the terminal prints it.
     # Each imports its heavy parts (pandas, plotly) only when the run has records.
     from .render.ci import CIOutputs
+    from .render.terminal import TerminalSummary
     from .report.standalone import ReportWriter
     from .results.baseline import BaselineGate
 
+    config.pluginmanager.register(TerminalSummary(config), "llmbench-terminal")
     config.pluginmanager.register(ReportWriter(config), "llmbench-report")
     config.pluginmanager.register(CIOutputs(config), "llmbench-ci-outputs")
     config.pluginmanager.register(BaselineGate(config), "llmbench-baseline")

@@ -1,7 +1,7 @@
 """Outputs for CI: a Markdown leaderboard in the GitHub step summary and a Prometheus textfile.
 
 Registered on the controller only. At session end, after the recorder has written its files
-(``trylast``), it reads the run's records from the recorder:
+(``trylast``), it reads the run's records, its summary and the gates' decision from the stash:
 
 - when ``GITHUB_STEP_SUMMARY`` names a file, appends a ``## llmbench leaderboard`` section to it
   (GitHub shows the file on the run's page; every step appends to it, so do we);
@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..engine.runtime import RUNTIME_KEY
-from ..results.recorder import RECORDER_KEY
+from ..results.gates import GATES_KEY
+from ..results.recorder import RECORDER_KEY, SUMMARY_KEY
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,11 +66,14 @@ class CIOutputs:
         records = recorder.records
         summary = os.environ.get(STEP_SUMMARY_ENV)
         if summary:
-            gates = [failure.describe() for failure in getattr(recorder, "gate_failures", [])]
+            decision = self.config.stash.get(GATES_KEY, None)
+            gates = [failure.describe() for failure in decision.failures] if decision else []
+            run_summary = self.config.stash.get(SUMMARY_KEY, None)
+            board = run_summary.board if run_summary is not None else None
             self._guard(
                 "GitHub step summary",
                 lambda: append_step_summary(
-                    Path(summary), self._redact(step_summary(records, gates))
+                    Path(summary), self._redact(step_summary(records, gates, board))
                 ),
             )
         out_dir = recorder.out_dir
@@ -101,12 +105,21 @@ def append_step_summary(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def step_summary(records: Sequence[Mapping[str, Any]], gates: Sequence[str] = ()) -> str:
-    """The Markdown section: leaderboard table, item counts, failed gates."""
-    from ..results.summary import leaderboard, records_frame
+def step_summary(
+    records: Sequence[Mapping[str, Any]],
+    gates: Sequence[str] = (),
+    board: pd.DataFrame | None = None,
+) -> str:
+    """The Markdown section: leaderboard table, item counts, failed gates.
+
+    ``board`` is the run's leaderboard when the caller has it (the session end's summary).
+    """
     from .markup import board_markdown, md_cell
 
-    board = leaderboard(records_frame(records))
+    if board is None:
+        from ..results.summary import leaderboard, records_frame
+
+        board = leaderboard(records_frame(records))
     lines = [
         "",
         "## llmbench leaderboard",

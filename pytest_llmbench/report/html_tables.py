@@ -18,6 +18,9 @@ from .charts import task_type
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..results.stats import CaseVerdict, Comparison
+    from ..results.stats.agreement import DimensionAgreement
+
 #: The per-case table shows at most this many rows: 2,000 transcripts are already a big page.
 CASE_ROWS_LIMIT = 2000
 #: (header, board column, format); a column the board lacks is left out.
@@ -98,13 +101,12 @@ def _board_cell(row: pd.Series, column: str, spec: str) -> str:
     return _td(text, spec)
 
 
-def comparisons(records: Sequence[Mapping[str, Any]], models: Sequence[str]) -> str:
-    """The leader against every other model on their common cases: paired tests."""
-    if len(models) < 2:
+def comparisons(results: Sequence[Comparison]) -> str:
+    """The leader against every other model on their common cases: paired tests
+    (:func:`~pytest_llmbench.results.summary.top_comparisons`); empty with a single model."""
+    if not results:
         return ""
-    from ..results.summary import top_comparisons
-
-    rows = [_comparison_row(result) for result in top_comparisons(records, models)]
+    rows = [_comparison_row(result) for result in results]
     header = "".join(
         _th(name, spec)
         for name, spec in (
@@ -125,7 +127,7 @@ def comparisons(records: Sequence[Mapping[str, Any]], models: Sequence[str]) -> 
     )
 
 
-def _comparison_row(result: Any) -> str:
+def _comparison_row(result: Comparison) -> str:
     """One :class:`pytest_llmbench.results.stats.Comparison` as a table row."""
     verdict = "significant" if result.significant else "not significant"
     interval = f"[{_format(result.low, '+.3f')}, {_format(result.high, '+.3f')}]"
@@ -138,11 +140,9 @@ def _comparison_row(result: Any) -> str:
     )
 
 
-def flaky_table(records: Sequence[Mapping[str, Any]]) -> str:
-    """Cases whose repeats disagree (some passed, some failed)."""
-    from ..results.stats import case_verdicts
-
-    flaky = [verdict for verdict in case_verdicts(records) if verdict.verdict == "flaky"]
+def flaky_table(verdicts: Iterable[CaseVerdict]) -> str:
+    """Cases whose repeats disagree (some passed, some failed), of the run's case verdicts."""
+    flaky = [verdict for verdict in verdicts if verdict.verdict == "flaky"]
     if not flaky:
         return '<p class="note">No flaky case: every case passed or failed in all its repeats.</p>'
     rows = "".join(
@@ -156,18 +156,13 @@ def flaky_table(records: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def agreement_table(records: Sequence[Mapping[str, Any]]) -> str:
-    """Krippendorff's alpha between the judges, per dimension."""
-    from ..results.stats.agreement import dimension_agreement
-    from ..results.summary import has_judges
-
-    if not has_judges(records):
-        return ""
+def agreement_table(agreement: Iterable[DimensionAgreement]) -> str:
+    """Krippendorff's alpha between the judges, per dimension (of a run with judges)."""
     rows = "".join(
         f"<tr><td>{text(row.dimension)}</td>"
         f"{_td('n/a' if row.alpha is None else f'{row.alpha:.3f}', 'f')}"
         f"{_td(str(row.units), 'd')}{_td(str(row.judges), 'd')}</tr>"
-        for row in dimension_agreement(records)
+        for row in agreement
     )
     return (
         '<h3>Judge agreement</h3><table class="agreement"><tr><th>dimension</th>'

@@ -38,6 +38,8 @@ from .html_tables import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..results.summary import RunSummary
+
 REPORT_FILE = "report.html"
 DEFAULT_TITLE = "pytest-llmbench report"
 _CASE_ORDER = ("suite", "case_id", "model", "repeat")
@@ -67,14 +69,18 @@ def write_report(
     *,
     title: str | None = None,
     run_info: Mapping[str, Any] | None = None,
+    summary: RunSummary | None = None,
 ) -> Path:
     """Write ``out_dir/report.html`` for ``records`` and return its path.
 
-    ``run_info`` is the run's ``run.json`` (start and finish time, arguments, versions).
+    ``run_info`` is the run's ``run.json`` (start and finish time, arguments, versions);
+    ``summary`` the records' :func:`~pytest_llmbench.results.summary.summarize`, when the
+    caller has it (else it is computed here, once).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / REPORT_FILE
-    path.write_text(render_report(records, title=title, run_info=run_info), encoding="utf-8")
+    page = render_report(records, title=title, run_info=run_info, summary=summary)
+    path.write_text(page, encoding="utf-8")
     return path
 
 
@@ -83,14 +89,17 @@ def render_report(
     *,
     title: str | None = None,
     run_info: Mapping[str, Any] | None = None,
+    summary: RunSummary | None = None,
 ) -> str:
     """The report's HTML text (see :func:`write_report`)."""
     from plotly.offline import get_plotlyjs
 
     heading = title or DEFAULT_TITLE
-    # Records arrive in completion order (xdist): sorted, they give the same charts every time.
-    ordered = sorted(records, key=_case_sort_key)
-    sections = _sections(ordered, heading, run_info or {})
+    if summary is None and records:
+        from ..results.summary import summarize
+
+        summary = summarize(records)
+    sections = _sections(summary, heading, run_info or {})
     nav = " ".join(f'<a href="#{anchor(name)}">{text(name)}</a>' for name, _ in sections)
     body = "".join(
         f'<section id="{anchor(name)}"><h2>{text(name)}</h2>{content}</section>'
@@ -106,29 +115,27 @@ def render_report(
 
 
 def _sections(
-    records: Sequence[Mapping[str, Any]], title: str, run_info: Mapping[str, Any]
+    summary: RunSummary | None, title: str, run_info: Mapping[str, Any]
 ) -> list[tuple[str, str]]:
     """(heading, inner HTML) of every section, in order."""
+    # The summary's records are sorted (completion order differs under xdist): the same
+    # records give the same charts every time.
+    records = summary.records if summary is not None else ()
     facts = _facts(records, title, run_info)
-    if not records:
+    if summary is None:
         return [("Run", facts + '<p class="note">This run has no records.</p>')]
-    from ..results.summary import is_latency_only, leaderboard, records_frame
-
-    frame = records_frame(records)
-    board = leaderboard(frame)
-    latency = is_latency_only(frame)
-    models = tuple(str(model) for model in board["model"])
-    data = ChartInput(frame, board, models, latency_only=latency)
+    latency = summary.latency_only
+    data = ChartInput(summary.frame, summary.board, summary.models, latency_only=latency)
     charts = dict(build_sections(data))
     # Paired tests compare scores and pass rates: a latency run has neither.
-    versus = "" if latency else comparisons(records, data.models)
+    versus = "" if latency else comparisons(summary.comparisons)
     extra = {
-        "Leaderboard": leaderboard_table(board, latency=latency) + versus,
-        "Scores": flaky_table(records),
-        "Judges": agreement_table(records),
+        "Leaderboard": leaderboard_table(summary.board, latency=latency) + versus,
+        "Scores": flaky_table(summary.verdicts),
+        "Judges": agreement_table(summary.agreement) if summary.judged else "",
     }
     sections = [(name, extra.get(name, "") + _charts(found)) for name, found in charts.items()]
-    variants = _variants(frame, latency)
+    variants = _variants(summary.grouped, latency)
     if variants:
         sections.insert(1, ("Variants", variants))  # right after the leaderboard
     if latency:
@@ -136,29 +143,17 @@ def _sections(
     return [("Run", facts), *sections, ("Cases", cases_table(records))]
 
 
-def _variants(frame: pd.DataFrame, latency: bool) -> str:
+def _variants(boards: Mapping[str, pd.DataFrame], latency: bool) -> str:
     """A table and a chart per axis with several values (profile, prompt, temperature, tag)."""
-    from ..results.summary import axis_column, grouped, varied_axes
+    from ..results.summary import axis_column
 
     parts = []
-    for axis in varied_axes(frame):
-        board = grouped(frame, axis)
+    for axis, board in boards.items():
         table = leaderboard_table(board, key=axis_column(axis), latency=latency)
         parts.append(
             f"<h3>By {text(axis)}</h3>{table}{_chart(grouped_chart(board, axis, latency))}"
         )
     return "".join(parts)
-
-
-def _case_sort_key(record: Mapping[str, Any]) -> tuple[str, str, str, int, str]:
-    repeat = record.get("repeat")
-    return (
-        str(record.get("suite")),
-        str(record.get("case_id")),
-        model_of(record),
-        repeat if isinstance(repeat, int) else -1,
-        str(record.get("nodeid")),
-    )
 
 
 # -- run facts ------------------------------------------------------------------------------
@@ -246,8 +241,9 @@ class ReportWriter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """After the recorder wrote results.jsonl and run.json: write the report."""
-        from ..results.recorder import RECORDER_KEY
+        """After the recorder wrote results.jsonl and run.json: write the report from the
+        run's summary."""
+        from ..results.recorder import RECORDER_KEY, SUMMARY_KEY
 
         if self._warm_up is not None:
             self._warm_up.join()  # it never outlives the session
@@ -256,7 +252,10 @@ class ReportWriter:
             return
         try:
             run_info = _read_run_info(recorder.out_dir / "run.json")
-            self.path = write_report(recorder.records, recorder.out_dir, run_info=run_info)
+            summary = self.config.stash.get(SUMMARY_KEY, None)
+            self.path = write_report(
+                recorder.records, recorder.out_dir, run_info=run_info, summary=summary
+            )
         except Exception as exc:  # a broken report must not change the run's exit status
             self.error = f"{type(exc).__name__}: {exc}"
 

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config import explicitly_configured, get_run_config
-from .recorder import RECORDER_KEY, RESULTS_FILE
+from .gates import GATES_KEY
 from .summary import NO_MODEL
 
 if TYPE_CHECKING:
     from .stats import CaseChange, Comparison
 
+#: The files of a results folder: one record per line, and the run's facts.
+RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
 # Record keys without which a line cannot be counted or paired with another run's.
 _REQUIRED_KEYS = ("suite", "case_id", "outcome")
@@ -221,11 +223,17 @@ def _score(value: float | None) -> str:
     return "-" if value is None or value != value else f"{value:.2f}"
 
 
+#: The ``--baseline`` plugin, for the recorder that asks it at session end.
+BASELINE_KEY = pytest.StashKey["BaselineGate"]()
+
+
 class BaselineGate:
     """``--baseline DIR`` [``--fail-on-regression``]: compare this run with a saved one.
 
     Registered on the controller only. The baseline is read at configure time, so a bad folder
-    is a usage error before any model is called.
+    is a usage error before any model is called. At session end the recorder asks it which
+    models regressed (:meth:`compare`); whether that fails the run is decided in
+    :mod:`.gates`, before run.json is written.
     """
 
     def __init__(self, config: pytest.Config) -> None:
@@ -235,7 +243,6 @@ class BaselineGate:
         self.results: list[ModelComparison] = []
         self.unmatched: list[str] = []
         self.error: str | None = None
-        self.failed = False
 
     def pytest_configure(self, config: pytest.Config) -> None:
         """Read the baseline; a missing or unreadable one is a usage error naming the path."""
@@ -248,27 +255,24 @@ class BaselineGate:
             self.baseline = load_results(self.baseline_dir)
         except ResultsError as exc:
             raise pytest.UsageError(f"llmbench: --baseline: {exc}") from None
+        config.stash[BASELINE_KEY] = self
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Compare model by model; with --fail-on-regression, fail on a significant one."""
-        recorder = self.config.stash.get(RECORDER_KEY, None)
-        if self.baseline_dir is None or recorder is None or not recorder.records:
-            return
+    def compare(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Compare the run's ``records`` model by model; return the models that regressed
+        significantly (none when the comparison fails: the error is shown, the status kept)."""
         try:
-            self.results = compare_runs(self.baseline, recorder.records)
+            self.results = compare_runs(self.baseline, records)
         except Exception as exc:  # a broken comparison must not lose the run's exit status
             self.error = f"{type(exc).__name__}: {exc}"
-            return
+            return []
         compared = {result.model for result in self.results}
-        self.unmatched = [model for model in models_of(recorder.records) if model not in compared]
-        regressed = [result.model for result in self.results if result.significant_regression]
-        if regressed and get_run_config(self.config).fail_on_regression:
-            self.failed = True
-            if session.exitstatus == pytest.ExitCode.OK:  # keep worse: interrupted, internal
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            text = f"--fail-on-regression: {', '.join(regressed)} regressed against {self.baseline_dir}"
-            recorder.note_gate(session, text)
+        self.unmatched = [model for model in models_of(records) if model not in compared]
+        return self.regressed
+
+    @property
+    def regressed(self) -> list[str]:
+        """The models whose score or pass rate went down significantly."""
+        return [result.model for result in self.results if result.significant_regression]
 
     @pytest.hookimpl(trylast=True)  # after the leaderboard it compares with
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -285,8 +289,9 @@ class BaselineGate:
                 write(line, red=result.significant_regression)
         for model in self.unmatched:
             write(f"{model}: not in the baseline")
-        regressed = [result.model for result in self.results if result.significant_regression]
-        if self.failed:
+        regressed = self.regressed
+        decision = self.config.stash.get(GATES_KEY, None)
+        if decision is not None and decision.regression_failed:
             names = ", ".join(regressed)
             write(f"llmbench baseline FAILED: significant regression: {names}", red=True, bold=True)
         elif regressed:

@@ -1,4 +1,4 @@
-"""The controller's recorder: results.jsonl as items finish, aggregates and gates at the end.
+"""The controller's recorder: results.jsonl as items finish; summary, gates, run.json at the end.
 
 Registered only on the controller (or the sole process without xdist). Each record arrives on a
 ``TestReport`` and is appended to ``results.jsonl`` at once and flushed, so an interrupted run
@@ -12,7 +12,7 @@ import json
 import platform
 import sys
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -24,88 +24,20 @@ from ..engine.runtime import get_runtime
 from .record import utc_now
 
 if TYPE_CHECKING:
+    from .gates import GateFailure, GateNote, RepeatOutcome
     from .stats import CaseVerdict
-
-RESULTS_FILE = "results.jsonl"
-#: The terminal lists at most this many flaky cases (all of them are in case_verdicts.csv).
-_MAX_FLAKY_LINES = 50
-
-
-@dataclass(frozen=True)
-class GateFailure:
-    """A model that missed the run's aggregate gate."""
-
-    model: str
-    pass_rate: float
-    required: float
-
-    def describe(self) -> str:
-        """One summary line."""
-        return f"{self.model}: pass rate {self.pass_rate:.1%} < --min-pass-rate {self.required:.1%}"
-
-
-@dataclass(frozen=True)
-class GateNote:
-    """A failed gate described by its owner (``--fail-on-regression``, ``--repeat-policy``)."""
-
-    text: str
-
-    def describe(self) -> str:
-        """One summary line."""
-        return self.text
-
-
-@dataclass(frozen=True)
-class RepeatOutcome:
-    """The run's cases judged across their repeats under ``--repeat-policy``."""
-
-    policy: str
-    #: Every case with an answered or error repeat (see :func:`.stats.case_verdicts`).
-    verdicts: tuple[CaseVerdict, ...]
-    #: The answered cases the policy does not pass (error-only cases are errors, not these).
-    failing: tuple[CaseVerdict, ...]
-
-    def summary(self) -> dict[str, Any]:
-        """Counts for run.json: cases per verdict and the cases failing the policy."""
-        from .stats import VERDICTS
-
-        counts = {name: sum(1 for v in self.verdicts if v.verdict == name) for name in VERDICTS}
-        return {
-            "policy": self.policy,
-            "cases": len(self.verdicts),
-            **counts,
-            "failing_policy": len(self.failing),
-        }
-
-    def flaky_lines(self) -> list[str]:
-        """One line per flaky case: model, suite::case_id, passed/n, and the policy's verdict."""
-        flaky = [verdict for verdict in self.verdicts if verdict.verdict == "flaky"]
-        lines = [
-            f"{v.model}  {v.suite}::{v.case_id}  {v.passed}/{v.n} passed  "
-            f"{'passes' if v not in self.failing else 'FAILS'} under "
-            f"--repeat-policy={self.policy}"
-            for v in flaky[:_MAX_FLAKY_LINES]
-        ]
-        if len(flaky) > _MAX_FLAKY_LINES:
-            lines.append(f"... {len(flaky) - _MAX_FLAKY_LINES} more (see case_verdicts.csv)")
-        return lines
-
-
-def judge_repeats(records: list[dict[str, Any]], policy: str) -> RepeatOutcome:
-    """The verdict of every case and those that fail ``policy``."""
-    from .stats import case_verdicts, policy_passes
-
-    verdicts = tuple(case_verdicts(records))
-    failing = tuple(v for v in verdicts if v.n and not policy_passes(v, policy))
-    return RepeatOutcome(policy, verdicts, failing)
+    from .summary import RunSummary
 
 
 #: The controller's recorder, for plugins that read the run's records at the end.
 RECORDER_KEY = pytest.StashKey["ResultsRecorder"]()
+#: The run's summary, computed once at session end (absent when the aggregates failed).
+SUMMARY_KEY = pytest.StashKey["RunSummary"]()
 
 
 class ResultsRecorder:
-    """Collects records, writes results files and applies the aggregate gates."""
+    """Collects records; at the end summarizes them once, writes the results files and lets
+    :mod:`.gates` decide the exit status before run.json is written."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -116,9 +48,9 @@ class ResultsRecorder:
         self._other_failures = 0
         self._started_at = utc_now()
         self.gate_failures: list[GateFailure | GateNote] = []
-        self.leaderboard_lines: list[str] = []
-        self.judge_lines: list[str] = []
-        self.judge_agreement: list[dict[str, Any]] = []
+        #: The run's summary (also under :data:`SUMMARY_KEY`); None until the session end, or
+        #: when the aggregates failed.
+        self.summary: RunSummary | None = None
         #: ``prompt_optimizations.jsonl``, written under --optimize-prompts
         self.optimization_log: Path | None = None
         self.aggregate_error: str | None = None
@@ -147,6 +79,8 @@ class ResultsRecorder:
         self.records.append(record)
 
     def _open_results(self) -> IO[str]:
+        from .baseline import RESULTS_FILE
+
         self.out_dir = _results_dir(self.config)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         # A reused --results-dir holds this run only: the aggregates and run.json describe this
@@ -155,15 +89,14 @@ class ResultsRecorder:
 
     # -- at the end ------------------------------------------------------------------------
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Write aggregates and run.json; apply ``--min-pass-rate``."""
+        """Summarize the run once, write the aggregates, decide the gates, write run.json."""
         if self._stream is not None:
             self._stream.close()
         if not self.records or self.out_dir is None:
             return
         self._write_optimization_log()
-        self._judge_repeats()
-        board = self._write_aggregates()
-        self._apply_gates(session, board)
+        self.summary = self._summarize()
+        self._decide_gates(session)
         self._write_run_json(session)
 
     def _write_optimization_log(self) -> None:
@@ -176,80 +109,58 @@ class ResultsRecorder:
         redact = get_runtime(self.config).redactor.value
         self.optimization_log = write_log(store_path(self.config), self.out_dir, redact=redact)
 
-    def _judge_repeats(self) -> None:
-        try:
-            self.repeats = judge_repeats(self.records, get_run_config(self.config).repeat_policy)
-        except Exception as exc:  # like a broken aggregate: keep the run's exit status
-            self.aggregate_error = f"{type(exc).__name__}: {exc}"
-
-    def _write_aggregates(self) -> Any:
-        from ..render.terminal import format_judges, format_leaderboard
+    def _summarize(self) -> RunSummary | None:
+        """The run's summary, stashed for the plugins that report it, and its CSVs."""
         from .summary import summarize, write_aggregates
 
         assert self.out_dir is not None
         try:
             summary = summarize(self.records)
+            self.config.stash[SUMMARY_KEY] = summary
             write_aggregates(self.records, self.out_dir, summary)
-            self.judge_lines = format_judges(summary.frame, summary.agreement)
-            self.judge_agreement = [asdict(row) for row in summary.agreement]
         except Exception as exc:  # a broken aggregate must not lose the run's exit status
             self.aggregate_error = f"{type(exc).__name__}: {exc}"
             return None
-        self.leaderboard_lines = format_leaderboard(summary.board, comparisons=summary.comparisons)
-        return summary.board
+        return summary
 
-    def _apply_gates(self, session: pytest.Session, board: Any) -> None:
-        """Let ``--min-pass-rate``, else a ``--repeat-policy`` other than ``all``, decide.
+    def _decide_gates(self, session: pytest.Session) -> None:
+        """Every gate at once (see :mod:`.gates`); session.exitstatus becomes the final one."""
+        from .baseline import BASELINE_KEY
+        from .gates import GATES_KEY, RunState, decide, judge_repeats
 
-        Both only judge low scores: any other failure or error keeps the run failed, and a worse
-        status (interrupted, internal error) is kept. With an aggregate gate, single cases do not
-        fail the run by themselves, whatever the repeat policy.
-        """
         run = get_run_config(self.config)
-        if run.min_pass_rate is not None:
-            if board is None:
-                return
-            self._check_pass_rates(board, run.min_pass_rate)
-            self._set_failed(session, bool(self.gate_failures))
-        elif run.repeat_policy != "all" and self.repeats is not None:
-            failing = len(self.repeats.failing)
-            if failing:
-                self.gate_failures.append(
-                    GateNote(f"{failing} case(s) fail --repeat-policy={run.repeat_policy}")
-                )
-            self._set_failed(session, bool(failing))
-
-    def _check_pass_rates(self, board: Any, required: float) -> None:
-        for row in board.itertuples():
-            rate = float(row.pass_rate) if row.pass_rate == row.pass_rate else 0.0
-            if rate < required:
-                self.gate_failures.append(GateFailure(str(row.model), rate, required))
-
-    def _set_failed(self, session: pytest.Session, failed: bool) -> None:
-        """Fail an OK run when ``failed``; pass a run failed only by low scores when not."""
-        if failed:
-            if session.exitstatus == pytest.ExitCode.OK:  # keep worse: interrupted, internal
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        elif (
-            session.exitstatus == pytest.ExitCode.TESTS_FAILED
-            and self._other_failures == 0
-            # -x / --maxfail cut the run short: what never ran cannot pass a gate
-            and not (session.shouldfail or session.shouldstop)
-        ):
-            session.exitstatus = pytest.ExitCode.OK
-
-    def note_gate(self, session: pytest.Session, text: str) -> None:
-        """Record a gate another plugin failed after ours ran; run.json then tells the final
-        exit status (the report and CI outputs read it after this)."""
-        self.gate_failures.append(GateNote(text))
-        if self.out_dir is not None and (self.out_dir / "run.json").exists():
-            self._write_run_json(session)
+        try:
+            verdicts = self.summary.verdicts if self.summary else _verdicts(self.records)
+            self.repeats = judge_repeats(verdicts, run.repeat_policy)
+        except Exception as exc:  # like a broken aggregate: keep the run's exit status
+            self.aggregate_error = f"{type(exc).__name__}: {exc}"
+        baseline = self.config.stash.get(BASELINE_KEY, None)
+        regressed = baseline.compare(self.records) if baseline is not None else []
+        state = RunState(
+            exitstatus=session.exitstatus,
+            other_failures=self._other_failures,
+            cut_short=bool(session.shouldfail or session.shouldstop),
+        )
+        board = self.summary.board if self.summary else None
+        decision = decide(
+            state,
+            run,
+            board=board,
+            repeats=self.repeats,
+            regressed=regressed,
+            baseline=run.baseline,
+        )
+        self.config.stash[GATES_KEY] = decision
+        self.gate_failures = list(decision.failures)
+        session.exitstatus = decision.exitstatus
 
     def _write_run_json(self, session: pytest.Session) -> None:
         from ..engine.preflight import check_summary
+        from .baseline import RUN_FILE
 
         assert self.out_dir is not None
         runtime = get_runtime(self.config)
+        agreement = self.summary.agreement if self.summary else ()
         data = {
             "started_at": self._started_at,
             "finished_at": utc_now(),
@@ -259,63 +170,24 @@ class ResultsRecorder:
             "records": len(self.records),
             "gate_failures": [failure.describe() for failure in self.gate_failures],
             "repeat_policy": self.repeats.summary() if self.repeats else None,
-            "judge_agreement": self.judge_agreement,
-            "prompt_optimizations": _optimization_counts(self.records),
+            "judge_agreement": [asdict(row) for row in agreement],
+            "prompt_optimizations": optimization_counts(self.records),
             "check_models": check_summary(self.config),
             "config": runtime.run.to_dict(),
             "versions": _versions(),
         }
         text = json.dumps(runtime.redactor.value(data), indent=2, default=str)
-        (self.out_dir / "run.json").write_text(text + "\n", encoding="utf-8")
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Print the judges' summary, the leaderboard, where the files are, which gate failed."""
-        if not self.records:
-            return
-        write = terminalreporter.write_line
-        flaky = self.repeats.flaky_lines() if self.repeats else []
-        if flaky:
-            terminalreporter.write_sep("=", "llmbench flaky cases")
-            for line in flaky:
-                write(line, yellow=True)
-        if self.judge_lines:
-            terminalreporter.write_sep("=", "llmbench judges")
-            for line in self.judge_lines:
-                write(line)
-        terminalreporter.write_sep("=", "llmbench leaderboard")
-        for line in self.leaderboard_lines:
-            write(line)
-        if self.aggregate_error:
-            write(f"llmbench: aggregates not written: {self.aggregate_error}", red=True)
-        write(f"llmbench: {len(self.records)} records in {self.out_dir}")
-        over_budget = sum(1 for record in self.records if record.get("error_kind") == "budget")
-        if over_budget:
-            limit = get_run_config(self.config).max_cost
-            write(
-                f"llmbench: --max-cost {limit:g} USD reached: {over_budget} items skipped",
-                yellow=True,
-            )
-        optimized = _optimization_counts(self.records)
-        if optimized:
-            counts = ", ".join(f"{count} {status}" for status, count in optimized.items())
-            where = self.optimization_log or "(no log)"
-            write(f"llmbench: items with an optimized prompt: {counts}; rewrites in {where}")
-        cached = sum(1 for record in self.records if record.get("cached"))
-        if cached:
-            write(f"llmbench: {cached} answers from the response cache (no call made)")
-        for failure in self.gate_failures:
-            write(f"llmbench gate FAILED: {failure.describe()}", red=True, bold=True)
-        run = get_run_config(self.config)
-        if self.repeats and self.repeats.failing and run.repeat_policy != "all":
-            count = len(self.repeats.failing)
-            # With --min-pass-rate the gate decides the exit status; the count is still news.
-            write(
-                f"llmbench: {count} case(s) fail --repeat-policy={run.repeat_policy}",
-                red=run.min_pass_rate is None,
-            )
+        (self.out_dir / RUN_FILE).write_text(text + "\n", encoding="utf-8")
 
 
-def _optimization_counts(records: list[dict[str, Any]]) -> dict[str, int] | None:
+def _verdicts(records: list[dict[str, Any]]) -> list[CaseVerdict]:
+    """The case verdicts when the summary failed: the repeat gate still judges them."""
+    from .stats import case_verdicts
+
+    return case_verdicts(records)
+
+
+def optimization_counts(records: list[dict[str, Any]]) -> dict[str, int] | None:
     """Optimized items by the status of their rewrite (None when no prompt was optimized)."""
     statuses = [
         (record.get("optimization") or {}).get("status", "none")

@@ -1,6 +1,7 @@
-"""Pure aggregation of records into metric tables, CSV files and a terminal leaderboard.
+"""Pure aggregation of records into the run's summary: metric tables, verdicts, comparisons.
 
-Runs once on the controller at session end. The input is the list of wire records (see
+:func:`summarize` runs once on the controller at session end; the CSV files are written from
+its tables by :mod:`.csvs`. The input is the list of wire records (see
 :mod:`pytest_llmbench.results.record`); nothing here touches pytest, the network or the clock.
 
 The metric columns and their counting rules are in :mod:`.aggregation` and the boards by axis in
@@ -13,8 +14,8 @@ plugin imports it in every pytest run, evals or not.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,17 @@ from .aggregation import (
     judged_dimensions,
     metrics,
     metrics_frame,
+)
+from .csvs import (
+    AGREEMENT_COLUMNS,
+    COMPARISON_COLUMNS,
+    VERDICT_COLUMNS,
+    Tables,
+    WrittenFiles,
+    agreement_frame,
+    comparisons_frame,
+    verdicts_frame,
+    write_csvs,
 )
 from .grouping import (
     GROUP_AXES,
@@ -41,7 +53,7 @@ from .grouping import (
     varied_axes,
 )
 from .record import FIELDS
-from .stats import NO_MODEL, Comparison, case_key, case_verdicts, compare, pass_at_k, pass_hat_k
+from .stats import NO_MODEL, CaseVerdict, Comparison, case_key, case_verdicts, compare
 from .stats.agreement import DimensionAgreement, dimension_agreement
 
 if TYPE_CHECKING:
@@ -49,14 +61,20 @@ if TYPE_CHECKING:
 
 #: Names of :mod:`.aggregation` and :mod:`.grouping` that callers import from here.
 __all__ = [
+    "AGREEMENT_COLUMNS",
+    "COMPARISON_COLUMNS",
     "GROUP_AXES",
     "LATENCY_ONLY",
     "METRIC_COLUMNS",
     "NO_MODEL",
     "NO_VALUE",
+    "VERDICT_COLUMNS",
+    "WrittenFiles",
     "aggregate",
+    "agreement_frame",
     "axis_column",
     "axis_values",
+    "comparisons_frame",
     "dimension_columns",
     "grouped",
     "grouped_file_name",
@@ -65,6 +83,7 @@ __all__ = [
     "judged_dimensions",
     "model_dir_name",
     "varied_axes",
+    "verdicts_frame",
 ]
 
 _NUMERIC_FIELDS: tuple[str, ...] = (
@@ -84,7 +103,6 @@ _NUMERIC_FIELDS: tuple[str, ...] = (
 )
 #: Suite name of the row that aggregates all suites of a model.
 ALL_SUITES = "__all__"
-_CSV_DECIMALS = 6
 
 
 def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -135,46 +153,84 @@ def leaderboard(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class WrittenFiles:
-    """Paths written by :func:`write_aggregates`."""
-
-    #: ``all_metrics.csv``: one row per model and suite.
-    all_metrics: Path
-    #: ``leaderboard.csv``: one row per model, ranked.
-    leaderboard: Path
-    #: model -> path of its ``<model_dir_name>/aggregate_metrics.csv``.
-    per_model: Mapping[str, Path]
-    #: ``judge_agreement.csv``: one row per judged dimension; None when no item had judges.
-    judge_agreement: Path | None = None
-    #: ``case_verdicts.csv``: one row per model and case (see :data:`VERDICT_COLUMNS`).
-    case_verdicts: Path | None = None
-    #: ``comparisons.csv``: the top model against each other one (see
-    #: :data:`COMPARISON_COLUMNS`); only the header with a single model.
-    comparisons: Path | None = None
-    #: axis -> ``by_<axis>.csv`` (:func:`grouped`), for each of :func:`varied_axes`.
-    grouped: Mapping[str, Path] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class RunSummary:
-    """What the session end derives from the records, computed once (:func:`summarize`)."""
+    """What the session end derives from the records, computed once (:func:`summarize`).
 
-    frame: pd.DataFrame  #: :func:`records_frame`
+    The recorder stashes it; the CSVs, the terminal, the CI outputs, the report and the gates
+    read it instead of aggregating again.
+    """
+
+    records: tuple[Mapping[str, Any], ...]  #: the records in :func:`case_order`
+    frame: pd.DataFrame  #: :func:`records_frame` of ``records``
     board: pd.DataFrame  #: :func:`leaderboard`
+    all_metrics: pd.DataFrame  #: :func:`all_metrics`: one row per model and suite
     comparisons: tuple[Comparison, ...]  #: :func:`top_comparisons` in board order
     agreement: tuple[DimensionAgreement, ...]  #: judge agreement per dimension
+    verdicts: tuple[CaseVerdict, ...]  #: :func:`~.stats.case_verdicts`
+    grouped: Mapping[str, pd.DataFrame]  #: axis -> :func:`grouped`, per :func:`varied_axes`
+    latency_only: bool  #: :func:`is_latency_only`
+    judged: bool  #: whether any record has a judge entry
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The models in board order."""
+        return tuple(str(model) for model in self.board["model"])
+
+    def model_table(self, model: str) -> pd.DataFrame:
+        """:func:`model_aggregate` of ``model``, taken from the rows already aggregated."""
+        import pandas as pd
+
+        dimensions = judged_dimensions(self.frame[self.frame["model"] == model])
+        columns = ["suite", *METRIC_COLUMNS, *dimension_columns(dimensions)]
+        per_suite = self.all_metrics[self.all_metrics["model"] == model]
+        total = self.board[self.board["model"] == model].assign(suite=ALL_SUITES)
+        return pd.concat([per_suite[columns], total[columns]], ignore_index=True)
+
+
+def case_order(record: Mapping[str, Any]) -> tuple[str, str, str, int, str]:
+    """Sort key of a record: suite, case, model, repeat, node id.
+
+    Records arrive in completion order (xdist); sorted, they give the same tables every time.
+    """
+    repeat = record.get("repeat")
+    model = record.get("model")
+    return (
+        str(record.get("suite")),
+        str(record.get("case_id")),
+        NO_MODEL if model is None else str(model),
+        repeat if isinstance(repeat, int) else -1,
+        str(record.get("nodeid")),
+    )
 
 
 def summarize(records: Sequence[Mapping[str, Any]]) -> RunSummary:
-    """The records frame, the leaderboard, the paired comparisons and the judge agreement."""
-    frame = records_frame(records)
-    board = leaderboard(frame)
+    """Every table of the run, each computed once: the records frame, the aggregates by model
+    and suite and by model, the repeat verdicts, the comparisons and the judge agreement."""
+    ordered = tuple(sorted(records, key=case_order))
+    frame = records_frame(ordered)
+    by_suite = all_metrics(frame)
+    board = _board(frame, by_suite)
     return RunSummary(
+        records=ordered,
         frame=frame,
         board=board,
-        comparisons=tuple(top_comparisons(records, board["model"].tolist())),
-        agreement=tuple(dimension_agreement(records)),
+        all_metrics=by_suite,
+        comparisons=tuple(top_comparisons(ordered, board["model"].tolist())),
+        agreement=tuple(dimension_agreement(ordered)),
+        verdicts=tuple(case_verdicts(ordered)),
+        grouped={axis: grouped(frame, axis) for axis in varied_axes(frame)},
+        latency_only=is_latency_only(frame),
+        judged=has_judges(ordered),
     )
+
+
+def _board(frame: pd.DataFrame, by_suite: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard; when no model has several suites, its groups are those of
+    ``by_suite`` already, and so are its rows."""
+    if by_suite["model"].is_unique:
+        rows = by_suite.drop(columns="suite")
+        return ranked(rows, "model", is_latency_only(frame))
+    return leaderboard(frame)
 
 
 def write_aggregates(
@@ -187,71 +243,16 @@ def write_aggregates(
     if not records:
         return None
     summary = summary or summarize(records)
-    frame = summary.frame
-    out_dir.mkdir(parents=True, exist_ok=True)
-    per_model: dict[str, Path] = {}
-    for model, dir_name in _model_dirs(frame["model"].tolist()).items():
-        (out_dir / dir_name).mkdir(exist_ok=True)
-        path = out_dir / dir_name / "aggregate_metrics.csv"
-        per_model[model] = _write_csv(model_aggregate(frame, model), path)
-    agreement = None
-    if has_judges(records):
-        rows = agreement_frame(summary.agreement)
-        agreement = _write_csv(rows, out_dir / "judge_agreement.csv")
-    by_axis = {
-        axis: _write_csv(grouped(frame, axis), out_dir / grouped_file_name(axis))
-        for axis in varied_axes(frame)
-    }
-    return WrittenFiles(
-        all_metrics=_write_csv(all_metrics(frame), out_dir / "all_metrics.csv"),
-        leaderboard=_write_csv(summary.board, out_dir / "leaderboard.csv"),
-        per_model=per_model,
-        judge_agreement=agreement,
-        case_verdicts=_write_csv(verdicts_frame(records), out_dir / "case_verdicts.csv"),
-        comparisons=_write_csv(comparisons_frame(summary.comparisons), out_dir / "comparisons.csv"),
-        grouped=by_axis,
+    tables = Tables(
+        all_metrics=summary.all_metrics,
+        board=summary.board,
+        per_model={model: summary.model_table(model) for model in summary.models},
+        agreement=summary.agreement if summary.judged else None,
+        verdicts=summary.verdicts,
+        comparisons=summary.comparisons,
+        grouped=summary.grouped,
     )
-
-
-#: Columns of ``case_verdicts.csv``: the fields of :class:`~pytest_llmbench.results.stats.CaseVerdict`.
-VERDICT_COLUMNS: tuple[str, ...] = (
-    "model",
-    "suite",
-    "case_id",
-    "n",
-    "passed",
-    "errors",
-    "pass_rate",
-    "k",
-    "pass_at_k",
-    "pass_hat_k",
-    "verdict",
-)
-
-
-def verdicts_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per model and case: repeats answered, passed, errors, pass rate and verdict."""
-    import pandas as pd
-
-    verdicts = case_verdicts(records)
-    # k per model, as in the aggregates: the fewest answered repeats of any of its cases.
-    k_of: dict[str, int] = {}
-    for verdict in verdicts:
-        if verdict.n:
-            k_of[verdict.model] = min(k_of.get(verdict.model, verdict.n), verdict.n)
-    rows = []
-    for verdict in verdicts:
-        row: dict[str, Any] = asdict(verdict)
-        k = k_of.get(verdict.model)
-        if k and verdict.n:
-            row.update(
-                k=k,
-                pass_at_k=pass_at_k(verdict.n, verdict.passed, k),
-                pass_hat_k=pass_hat_k(verdict.n, verdict.passed, k),
-            )
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
-    return frame.astype({"pass_rate": "float64", "pass_at_k": "float64", "pass_hat_k": "float64"})
+    return write_csvs(tables, out_dir)
 
 
 def top_comparisons(
@@ -275,63 +276,3 @@ def top_comparisons(
             by_model.get(best, []), by_model.get(other, []), best, other, seed=seed
         )
     ]
-
-
-#: Columns of ``comparisons.csv``.
-COMPARISON_COLUMNS: tuple[str, ...] = (
-    "model_a",
-    "model_b",
-    "metric",
-    "n_cases",
-    "diff",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "significant",
-)
-
-
-def comparisons_frame(comparisons: Iterable[Comparison]) -> pd.DataFrame:
-    """One row per comparison, columns :data:`COMPARISON_COLUMNS`."""
-    import pandas as pd
-
-    rows = [
-        (c.model_a, c.model_b, c.metric, c.n_cases, c.diff, c.low, c.high, c.p_value, c.significant)
-        for c in comparisons
-    ]
-    frame = pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
-    return frame.astype({"n_cases": "int64", "diff": "float64", "significant": "bool"})
-
-
-#: Columns of ``judge_agreement.csv``: the fields of :class:`DimensionAgreement`.
-AGREEMENT_COLUMNS: tuple[str, ...] = ("dimension", "alpha", "units", "judges", "values")
-
-
-def agreement_frame(agreement: Iterable[DimensionAgreement]) -> pd.DataFrame:
-    """Return one row per judged dimension: Krippendorff's alpha and what it is over."""
-    import pandas as pd
-
-    rows = [asdict(row) for row in agreement]
-    return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS)).astype({"alpha": "float64"})
-
-
-def _model_dirs(models: Iterable[str]) -> dict[str, str]:
-    """Map each model to a distinct directory name; later colliders get ``-2``, ``-3``, ...
-
-    Collisions are checked case-insensitively, for case-insensitive file systems.
-    """
-    dirs: dict[str, str] = {}
-    taken: set[str] = set()
-    for model in sorted(set(models)):
-        base = name = model_dir_name(model)
-        suffix = 2
-        while name.lower() in taken:
-            name, suffix = f"{base}-{suffix}", suffix + 1
-        taken.add(name.lower())
-        dirs[model] = name
-    return dirs
-
-
-def _write_csv(frame: pd.DataFrame, path: Path) -> Path:
-    frame.round(_CSV_DECIMALS).to_csv(path, index=False)
-    return path
