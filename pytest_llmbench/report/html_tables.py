@@ -23,37 +23,37 @@ if TYPE_CHECKING:
 
 #: The per-case table shows at most this many rows: 2,000 transcripts are already a big page.
 CASE_ROWS_LIMIT = 2000
-#: (header, board column, format); a column the board lacks is left out.
-_BOARD_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("rank", "rank", "d"),
-    ("model", "model", "s"),
-    ("score", "score_mean", ".3f"),
-    ("pass rate", "pass_rate", ".1%"),
-    ("MC accuracy", "mc_accuracy", ".1%"),
-    ("flaky", "n_flaky", "d"),
-    ("pass@k", "pass_at_k", ".3f"),
-    ("pass^k", "pass_hat_k", ".3f"),
-    ("k", "k", "d"),
-    ("items", "n_items", "d"),
-    ("errors", "n_errors", "d"),
-    ("cost $", "cost_usd_total", ".4f"),
-    ("judge $", "judge_cost_total", ".4f"),
-    ("latency p50 s", "latency_s_p50", ".2f"),
-    ("TTFT p50 s", "ttft_s_p50", ".2f"),
-    ("tokens/s", "tokens_per_s_mean", ".1f"),
+#: Every column a leaderboard table may show: board column -> (header, format).
+_COLUMNS: dict[str, tuple[str, str]] = {
+    "rank": ("rank", "d"),
+    "model": ("model", "s"),
+    "score_mean": ("score", ".3f"),
+    "pass_rate": ("pass rate", ".1%"),
+    "mc_accuracy": ("MC accuracy", ".1%"),
+    "n_flaky": ("flaky", "d"),
+    "pass_at_k": ("pass@k", ".3f"),
+    "pass_hat_k": ("pass^k", ".3f"),
+    "k": ("k", "d"),
+    "n_items": ("items", "d"),
+    "n_errors": ("errors", "d"),
+    "cost_usd_total": ("cost $", ".4f"),
+    "judge_cost_total": ("judge $", ".4f"),
+    "ttft_s_p50": ("TTFT p50 s", ".2f"),
+    "ttft_n": ("TTFT n", "d"),
+    "latency_s_p50": ("latency p50 s", ".2f"),
+    "latency_s_p95": ("latency p95 s", ".2f"),
+    "tokens_per_s_mean": ("tokens/s", ".1f"),
+}
+#: The columns of a quality board, in order; a column the board lacks is left out.
+_BOARD_COLUMNS = (
+    *("rank", "model", "score_mean", "pass_rate", "mc_accuracy", "n_flaky", "pass_at_k"),
+    *("pass_hat_k", "k", "n_items", "n_errors", "cost_usd_total", "judge_cost_total"),
+    *("latency_s_p50", "ttft_s_p50", "tokens_per_s_mean"),
 )
 #: The columns of a latency-only board: timings instead of scores.
-_LATENCY_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("rank", "rank", "d"),
-    ("model", "model", "s"),
-    ("items", "n_items", "d"),
-    ("errors", "n_errors", "d"),
-    ("TTFT p50 s", "ttft_s_p50", ".2f"),
-    ("TTFT n", "ttft_n", "d"),
-    ("latency p50 s", "latency_s_p50", ".2f"),
-    ("latency p95 s", "latency_s_p95", ".2f"),
-    ("tokens/s", "tokens_per_s_mean", ".1f"),
-    ("cost $", "cost_usd_total", ".4f"),
+_LATENCY_COLUMNS = (
+    *("rank", "model", "n_items", "n_errors", "ttft_s_p50", "ttft_n", "latency_s_p50"),
+    *("latency_s_p95", "tokens_per_s_mean", "cost_usd_total"),
 )
 #: Columns shown with their 95% CI: column -> (low column, high column).
 _CI_COLUMNS = {
@@ -69,12 +69,7 @@ def leaderboard_table(board: pd.DataFrame, key: str = "model", latency: bool = F
     latency-only board shows timings instead of scores; multiple-choice accuracy shows only when
     some item was multiple choice.
     """
-    shown = _LATENCY_COLUMNS if latency else _BOARD_COLUMNS
-    columns = [
-        (key, key, spec) if column == "model" else (name, column, spec)
-        for name, column, spec in shown
-        if column == "model" or column in board.columns
-    ]
+    columns = _shown_columns(board, key, latency)
     if "mc_n" not in board.columns or not (board["mc_n"].fillna(0) > 0).any():
         columns = [column for column in columns if column[1] != "mc_accuracy"]
     header = "".join(
@@ -87,6 +82,19 @@ def leaderboard_table(board: pd.DataFrame, key: str = "model", latency: bool = F
     )
     css = "leaderboard" if key == "model" else f"grouped by-{text(anchor(key))}"
     return f'<table class="{css}"><tr>{header}</tr>{rows}</table>'
+
+
+def _shown_columns(board: pd.DataFrame, key: str, latency: bool) -> list[tuple[str, str, str]]:
+    """(header, board column, format) of each column the board has; the model column is
+    ``key``'s."""
+    shown = []
+    for column in _LATENCY_COLUMNS if latency else _BOARD_COLUMNS:
+        header, spec = _COLUMNS[column]
+        if column == "model":
+            shown.append((key, key, spec))
+        elif column in board.columns:
+            shown.append((header, column, spec))
+    return shown
 
 
 def _has_ci(board: pd.DataFrame, column: str) -> bool:
@@ -107,17 +115,8 @@ def comparisons(results: Sequence[Comparison]) -> str:
     if not results:
         return ""
     rows = [_comparison_row(result) for result in results]
-    header = "".join(
-        _th(name, spec)
-        for name, spec in (
-            ("comparison", "s"),
-            ("metric", "s"),
-            ("cases", "d"),
-            ("difference", "f"),
-            ("95% CI", "f"),
-            ("p", "f"),
-            ("at 0.05", "s"),
-        )
+    header = _header(
+        ("comparison", "metric", "cases", "difference", "95% CI", "p", "at 0.05"), "ssdfffs"
     )
     return (
         "<h3>Paired comparisons with the leader</h3>"
@@ -180,18 +179,9 @@ def cases_table(records: Sequence[Mapping[str, Any]]) -> str:
             f'<p class="note">Showing the first {len(shown):,} of {len(records):,} items '
             "(by suite, case, model, repeat); results.jsonl has them all.</p>"
         )
-    header = "".join(
-        _th(name, spec)
-        for name, spec in (
-            ("suite", "s"),
-            ("case", "s"),
-            ("model", "s"),
-            ("repeat", "d"),
-            ("task type", "s"),
-            ("outcome", "s"),
-            ("score", "f"),
-            ("transcript", "s"),
-        )
+    header = _header(
+        ("suite", "case", "model", "repeat", "task type", "outcome", "score", "transcript"),
+        "sssdssfs",
     )
     rows = "".join(_case_row(record) for record in shown)
     return f'{note}<table class="cases"><tr>{header}</tr>{rows}</table>'
@@ -238,6 +228,11 @@ def _content(message: Mapping[str, Any]) -> str:
 
 
 # -- formatting -----------------------------------------------------------------------------
+
+
+def _header(names: Sequence[str], specs: str) -> str:
+    """The header cells of a table: one name per column, each aligned by its format letter."""
+    return "".join(_th(name, spec) for name, spec in zip(names, specs, strict=True))
 
 
 def _th(name: str, spec: str) -> str:
