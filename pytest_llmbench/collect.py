@@ -3,7 +3,9 @@
 :class:`EvalFile` loads a ``*.eval.yaml`` file (a bad one is a collection error naming file and
 line), resolves the judges of its model-graded assertions, and makes one
 :class:`~pytest_llmbench.item.EvalItem` per case, model, variant (prompt, temperature, optimized
-prompt) and repeat, with readable ids and the case's tags as markers.
+prompt) and repeat, with readable ids, the case's tags as markers and its
+:class:`~pytest_llmbench.engine.plan.CallPlan`. At collection finish, :func:`stash_plans` hands
+the engine the plans of this process's items.
 """
 
 from __future__ import annotations
@@ -151,14 +153,10 @@ class EvalFile(pytest.File):
 def stash_plans(session: pytest.Session) -> None:
     """Stash the plans of this process's items, in run order, for the engine: which calls may
     start before their item runs is decided here, skip markers included."""
-    plans = [item.plan for item in session.items if isinstance(item, EvalItem)]
-    early = {
-        item.nodeid: item.plan
-        for item in session.items
-        if isinstance(item, EvalItem) and _prefetchable(item)
-    }
+    evals = [item for item in session.items if isinstance(item, EvalItem)]
+    early = {item.nodeid: item.plan for item in evals if _prefetchable(item)}
     order = tuple(item.nodeid for item in session.items)
-    session.config.stash[PLANS_KEY] = CollectedPlans(tuple(plans), order, early)
+    session.config.stash[PLANS_KEY] = CollectedPlans(tuple(i.plan for i in evals), order, early)
 
 
 def _prefetchable(item: EvalItem) -> bool:

@@ -100,7 +100,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Stash the plans of the collected eval items for the engine (its prefetcher reads them)."""
     if "pytest_llmbench.collect" not in sys.modules:
-        return  # no eval file was collected
+        return  # no eval file was collected: a plain run loads none of the engine
     from .collect import stash_plans
 
     stash_plans(session)
