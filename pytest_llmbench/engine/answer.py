@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
-from .grading import HelperCalls, Targets, grade
+from .grading import HelperCalls, HelperTargets, grade
 from .request import (
     Answer,
     Request,
@@ -145,7 +145,7 @@ class Answerer:
 
     # -- engine loop --------------------------------------------------------------------------
     async def _answer(
-        self, plan: CallPlan, request: Request, targets: Targets, toolbox: Toolbox | None
+        self, plan: CallPlan, request: Request, targets: HelperTargets, toolbox: Toolbox | None
     ) -> Answer:
         """The plan's answer (an agent's whole loop), then its model-graded verdicts."""
         run: AgentRun | None = None
@@ -166,7 +166,7 @@ class Answerer:
         sent = None if request.messages is plan.case.messages else tuple(request.messages)
         return Answer(completion, graded, run, sandbox, optimization, sent)
 
-    async def _rewrite(self, plan: CallPlan, targets: Targets) -> Rewrite:
+    async def _rewrite(self, plan: CallPlan, targets: HelperTargets) -> Rewrite:
         """The plan's prompt rewritten for its model by the optimizer (once per run)."""
         optimizer = plan.optimizer
         assert optimizer is not None
@@ -228,7 +228,7 @@ class Answerer:
         return solver_completion(run, request.target.model_id)
 
     async def _agent(
-        self, plan: CallPlan, request: Request, toolbox: Toolbox, targets: Targets
+        self, plan: CallPlan, request: Request, toolbox: Toolbox, targets: HelperTargets
     ) -> AgentRun:
         """The agent loop: every turn is a paced, cached, budgeted call of the plan's model."""
         from ..agent.loop import run_agent

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .ratelimit import ProcessSlot
 
 #: Each helper model's target, or why it cannot be called.
-Targets = dict[str, "CallTarget | ProviderError"]
+HelperTargets = dict[str, "CallTarget | ProviderError"]
 #: Answer tokens assumed for a judge's verdict when pacing tokens per minute.
 _JUDGE_ANSWER_TOKENS = 256
 
@@ -56,7 +56,7 @@ class HelperCalls:
         self,
         plan: CallPlan,
         judge: ModelProfile,
-        targets: Targets,
+        targets: HelperTargets,
         messages: Sequence[dict[str, str]],
         params: dict[str, Any],
         embed: bool = False,
@@ -96,7 +96,7 @@ async def grade(
     helpers: HelperCalls,
     plan: CallPlan,
     completion: Completion,
-    targets: Targets,
+    targets: HelperTargets,
     judge_metrics: Sequence[str],
 ) -> tuple[GradedAssertion, ...]:
     """Run the judges of every model-graded assertion of ``plan`` concurrently."""
