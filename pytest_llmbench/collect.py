@@ -3,7 +3,9 @@
 :class:`EvalFile` loads a ``*.eval.yaml`` file (a bad one is a collection error naming file and
 line), resolves the judges of its model-graded assertions, and makes one
 :class:`~pytest_llmbench.item.EvalItem` per case, model, variant (prompt, temperature, optimized
-prompt) and repeat, with readable ids and the case's tags as markers.
+prompt) and repeat, with readable ids, the case's tags as markers and its
+:class:`~pytest_llmbench.engine.plan.CallPlan`. At collection finish, :func:`stash_plans` hands
+the engine the plans of this process's items.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .config import get_run_config
-from .item import EvalItem, GradedSpec, run_eval_case
-from .spec.variants import PLAIN, Variant
+from .engine.plan import PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
+from .item import EvalItem, run_eval_case
+from .spec.variants import Variant
 
 if TYPE_CHECKING:
     from .config import RunConfig
@@ -55,9 +58,23 @@ class EvalFile(pytest.File):
             for model in run.models:
                 for variant in self._variants(case, model, run):
                     for repeat in range(run.repeat):
-                        item = self._item(loaded, case, model, repeat, graded, variant)
-                        item.shim_interpreter = interpreter
-                        items.append(item)
+                        plan = CallPlan(
+                            nodeid=self._nodeid(case, model, variant, repeat),
+                            suite=loaded.suite,
+                            path=self.path,
+                            case=case,
+                            model=model,
+                            repeat=repeat,
+                            variant=variant,
+                            graded=graded,
+                            agent=loaded.agent,
+                            solver=loaded.solver,
+                            parallel_safe=loaded.parallel_safe,
+                            shim_interpreter=interpreter,
+                            optimizer=run.optimizer if variant.optimized else None,
+                            latency_only=run.latency_only,
+                        )
+                        items.append(self._item(plan))
         return items
 
     def _variants(self, case: EvalCase, model: ModelProfile, run: RunConfig) -> list[Variant]:
@@ -112,33 +129,47 @@ class EvalFile(pytest.File):
             graded.append(GradedSpec(index, assertion, assertion.graded, judges))
         return tuple(graded)
 
-    def _item(
-        self,
-        loaded: LoadedEval,
-        case: EvalCase,
-        model: ModelProfile,
-        repeat: int,
-        graded: tuple[GradedSpec, ...] = (),
-        variant: Variant = PLAIN,
-    ) -> EvalItem:
+    @staticmethod
+    def _name(case: EvalCase, model: ModelProfile, variant: Variant, repeat: int) -> str:
         param = "-".join([model.name, *variant.id_parts(), f"r{repeat}"])
-        item = EvalItem.from_parent(
-            self,
-            name=f"{case.id}[{param}]",
-            callobj=run_eval_case,
-            loaded=loaded,
-            case=case,
-            model=model,
-            repeat=repeat,
-            graded_assertions=graded,
-            variant=variant,
-        )
+        return f"{case.id}[{param}]"
+
+    def _nodeid(self, case: EvalCase, model: ModelProfile, variant: Variant, repeat: int) -> str:
+        """The item's node id, as pytest makes it: the file's, then the item's name."""
+        return f"{self.nodeid}::{self._name(case, model, variant, repeat)}"
+
+    def _item(self, plan: CallPlan) -> EvalItem:
+        """The item of ``plan``, with the case's tags as markers."""
+        name = self._name(plan.case, plan.model, plan.variant, plan.repeat)
+        item = EvalItem.from_parent(self, name=name, callobj=run_eval_case, plan=plan)
         item.add_marker("llmbench")
-        for tag in case.tags:
+        for tag in plan.case.tags:
             if _MARKER_NAME.match(tag):
                 _register_marker(self.config, tag)
                 item.add_marker(tag)
         return item
+
+
+def stash_plans(session: pytest.Session) -> None:
+    """Stash the plans of this process's items, in run order, for the engine: which calls may
+    start before their item runs is decided here, skip markers included."""
+    evals = [item for item in session.items if isinstance(item, EvalItem)]
+    early = {item.nodeid: item.plan for item in evals if _prefetchable(item)}
+    order = tuple(item.nodeid for item in session.items)
+    session.config.stash[PLANS_KEY] = CollectedPlans(tuple(i.plan for i in evals), order, early)
+
+
+def _prefetchable(item: EvalItem) -> bool:
+    """Whether the item's call may start before it runs: not serial, not about to be skipped."""
+    if not item.plan.prefetchable or item.get_closest_marker("skip") is not None:
+        return False
+    return not any(_may_skip(mark) for mark in item.iter_markers("skipif"))
+
+
+def _may_skip(mark: pytest.Mark) -> bool:
+    """Whether a ``skipif`` mark may skip: a false condition does not, a string may."""
+    conditions = mark.args or ((mark.kwargs["condition"],) if "condition" in mark.kwargs else ())
+    return not conditions or any(isinstance(c, str) or bool(c) for c in conditions)
 
 
 def _warns_at_collection(config: pytest.Config) -> bool:

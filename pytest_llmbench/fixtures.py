@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -22,35 +21,34 @@ import pytest
 from .engine.runtime import Runtime, get_runtime
 from .models.providers.completion import Completion, ProviderError
 from .results.record import utc_now
+from .results.state import PLAIN_STATE_KEY, PlainTestState, plain_state
 
 if TYPE_CHECKING:
+    from .item import EvalItem
     from .models.profiles import ModelProfile
     from .spec.schema import EvalCase
 
-PLAIN_STATE_KEY = pytest.StashKey["PlainTestState"]()
-
-
-@dataclass
-class PlainTestState:
-    """What a plain test did through our fixtures; becomes its results row."""
-
-    model: ModelProfile | None = None
-    repeat: int = 0
-    completions: list[Completion] = field(default_factory=list)
-    prompts: list[str] = field(default_factory=list)
-    score: float | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-    error: ProviderError | None = None
-    started_at: str | None = None
+__all__ = ["PLAIN_STATE_KEY", "LLMClient", "PlainTestState", "build_messages", "plain_state"]
 
 
 class LLMClient:
-    """A model client bound to one model of the run."""
+    """A model client bound to one model of the run: its calls are paced, cached, budgeted and
+    rate-limited with the eval items' (the scheduler's one call path)."""
 
-    def __init__(self, runtime: Runtime, model: ModelProfile, on_call: Callable[..., None]) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        model: ModelProfile,
+        on_call: Callable[..., None],
+        *,
+        repeat: int = 0,
+        nodeid: str = "",
+    ) -> None:
         self._runtime = runtime
         self.model = model
         self._on_call = on_call
+        self._repeat = repeat
+        self._nodeid = nodeid
 
     @property
     def name(self) -> str:
@@ -66,9 +64,16 @@ class LLMClient:
         **params: Any,
     ) -> Completion:
         """Ask the model; returns a :class:`Completion` with text, tokens, cost and timings."""
+        from .engine.pacing import BudgetExceeded
+
         chat = build_messages(prompt, messages, system)
+        scheduler = self._runtime.scheduler()
         try:
-            completion = self._runtime.complete(self.model, chat, params)
+            completion = scheduler.complete(
+                self.model, chat, params, repeat=self._repeat, nodeid=self._nodeid
+            )
+        except BudgetExceeded as exc:
+            pytest.skip(str(exc))
         except ProviderError as exc:
             self._on_call(chat, None, exc)
             raise
@@ -92,20 +97,11 @@ def build_messages(
     return [*chat, {"role": "user", "content": prompt}]
 
 
-def _eval_item(request: pytest.FixtureRequest) -> Any:
+def _eval_item(request: pytest.FixtureRequest) -> EvalItem | None:
     from .item import EvalItem
 
     node = request.node
     return node if isinstance(node, EvalItem) else None
-
-
-def plain_state(item: pytest.Item) -> PlainTestState:
-    """The plain-test state of ``item``, created on first use."""
-    state = item.stash.get(PLAIN_STATE_KEY, None)
-    if state is None:
-        state = PlainTestState()
-        item.stash[PLAIN_STATE_KEY] = state
-    return state
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -134,8 +130,9 @@ def llm(request: pytest.FixtureRequest, llmbench_model: tuple[ModelProfile, int]
     """A client for the current model."""
     model, repeat = llmbench_model
     runtime = get_runtime(request.config)
+    nodeid = request.node.nodeid
     if _eval_item(request) is not None:
-        return LLMClient(runtime, model, lambda *args: None)
+        return LLMClient(runtime, model, lambda *args: None, repeat=repeat, nodeid=nodeid)
     state = plain_state(request.node)
     state.model, state.repeat = model, repeat
 
@@ -146,7 +143,7 @@ def llm(request: pytest.FixtureRequest, llmbench_model: tuple[ModelProfile, int]
             state.completions.append(completion)
         state.error = error or state.error
 
-    return LLMClient(runtime, model, on_call)
+    return LLMClient(runtime, model, on_call, repeat=repeat, nodeid=nodeid)
 
 
 @pytest.fixture

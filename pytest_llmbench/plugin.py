@@ -6,6 +6,7 @@ or a fixture of ours is used. A run without either is untouched: no network, no 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,16 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return EvalFile.from_parent(parent, path=file_path)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Stash the plans of the collected eval items for the engine (its prefetcher reads them)."""
+    if "pytest_llmbench.collect" not in sys.modules:
+        return  # no eval file was collected: a plain run loads none of the engine
+    from .collect import stash_plans
+
+    stash_plans(session)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Attach the item's record to its report (it crosses xdist with the report)."""
@@ -115,7 +126,7 @@ class _XdistBridge:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         from .engine.preflight import worker_input
-        from .engine.runtime import session_state
+        from .engine.session import session_state
 
         state_dir, owner = session_state(node.config)
         node.workerinput["llmbench_state_dir"] = str(state_dir)

@@ -204,3 +204,22 @@ def test_acomplete_runs_from_another_event_loop(bench: Bench) -> None:
     result = bench.run("--models=fake")
     result.assert_outcomes(passed=1)
     assert len(bench.server.chat_requests()) == 2
+
+
+def test_llm_calls_are_cached_like_eval_calls(bench: Bench) -> None:
+    bench.pytester.makepyfile(
+        test_cached="""
+        def test_twice(llm):
+            first = llm.complete("Say hi")
+            second = llm.complete("Say hi")
+            assert first.text == second.text == "hi there"
+        """
+    )
+    bench.server.add_rule(Rule(reply="hi there"))
+    bench.run("--models=fake", "--cache=use").assert_outcomes(passed=1)
+    # The same prompt twice in one test is two answers: each call has its own cache entry.
+    assert len(bench.server.chat_requests()) == 2
+    result = bench.run("--models=fake", "--cache=use")
+    result.assert_outcomes(passed=1)
+    assert len(bench.server.chat_requests()) == 2, "the second run is answered from the cache"
+    assert bench.records()[-1]["cached"] is True

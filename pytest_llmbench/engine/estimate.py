@@ -7,14 +7,13 @@ from the profile, else litellm's price map; a model with neither shows no estima
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-#: Answer length assumed when a case gives neither expected_output_tokens nor max_tokens.
-DEFAULT_OUTPUT_TOKENS = 256
+from .plan import PLANS_KEY, CallPlan
 
 
 @dataclass(frozen=True)
@@ -28,19 +27,16 @@ class ModelEstimate:
     cost_usd: float | None
 
 
-def estimate_items(items: Sequence[pytest.Item]) -> list[ModelEstimate]:
+def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
     """One estimate per model, in the order models first appear."""
-    from ..item import EvalItem
     from ..models.providers.completion import CallTarget
     from ..models.providers.litellm_adapter import count_prompt_tokens, price
 
     totals: dict[str, list[Any]] = {}
-    for item in items:
-        if not isinstance(item, EvalItem):
-            continue
-        model = item.model
-        tokens_in = count_prompt_tokens(model.model, item.case.messages)
-        tokens_out = answer_token_budget(item)
+    for plan in plans:
+        model = plan.model
+        tokens_in = count_prompt_tokens(model.model, plan.case.messages)
+        tokens_out = plan.answer_token_budget
         cost = model.cost_per_1k
         target = CallTarget(
             name=model.name,
@@ -55,15 +51,6 @@ def estimate_items(items: Sequence[pytest.Item]) -> list[ModelEstimate]:
         entry[2] += tokens_out
         entry[3] = None if call_cost is None or entry[3] is None else entry[3] + call_cost
     return [ModelEstimate(name, *values) for name, values in totals.items()]
-
-
-def answer_token_budget(item: Any) -> int:
-    """Tokens an eval item's answer may take: ``expected_output_tokens``, else ``max_tokens``
-    (case over profile), else :data:`DEFAULT_OUTPUT_TOKENS`."""
-    params = item.params
-    return int(
-        item.case.expected_output_tokens or params.get("max_tokens") or DEFAULT_OUTPUT_TOKENS
-    )
 
 
 def format_estimates(estimates: Sequence[ModelEstimate]) -> list[str]:
@@ -91,8 +78,9 @@ class CostEstimator:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Estimate from the collected (and selected) items."""
-        self.lines = format_estimates(estimate_items(session.items))
+        """Estimate from the plans of the collected (and selected) items."""
+        collected = session.config.stash.get(PLANS_KEY, None)
+        self.lines = format_estimates(estimate_plans(collected.plans if collected else ()))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Print the table."""

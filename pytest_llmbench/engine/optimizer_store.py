@@ -182,7 +182,7 @@ def _outcome(row: sqlite3.Row) -> Outcome:
 
 def store_path(config: pytest.Config) -> Path:
     """The run's store: :data:`STORE_FILE` in the session directory every worker shares."""
-    from .runtime import session_state
+    from .session import session_state
 
     return session_state(config)[0] / STORE_FILE
 

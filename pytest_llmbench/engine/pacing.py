@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
-from .ratelimit import AdaptiveConcurrency, ProcessSlot, RateLimiter
+from .ratelimit import AdaptiveConcurrency, ModelLane, ProcessSlot, RateLimiter
 from .streaming import digest
 
 if TYPE_CHECKING:
@@ -27,32 +27,64 @@ if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
     from .cache import ResponseCache
     from .request import Request
-    from .runtime import Runtime
+
+__all__ = ["BudgetExceeded", "CallPacer", "ModelLane", "PacerSettings", "lookahead"]
 
 #: The rpm/tpm window, with a 5% margin: a burst stamped at once leaves this loop over a
 #: second or so, and the provider counts arrivals, not our stamps.
 _RATE_WINDOW_S = 60.0 * 1.05
-#: 429s closer together than this are one burst: concurrency is halved once for them.
-_BACKOFF_SPACING_S = 1.0
 #: How many items past the current one may have calls started, per unit of concurrency.
 _LOOKAHEAD_FACTOR = 2
 _MAX_LOOKAHEAD = 1024
 
 
+@dataclass(frozen=True)
+class PacerSettings:
+    """What the pacer needs of the run: its limits, the cache and where workers share locks."""
+
+    concurrency: int  #: calls in flight per model, for the whole run
+    rpm: float | None
+    tpm: float | None
+    max_cost: float | None  #: USD, for the whole run
+    cache_mode: str  #: off, use, refresh or replay
+    rescore: bool  #: replay was asked for by ``--rescore`` (named in a cache miss)
+    request_timeout_s: float
+    max_retries: int
+    cache_dir: Path  #: the response cache's folder
+    slot_dir: Path  #: the session folder the xdist workers share, for the serial locks
+
+    @classmethod
+    def from_run(cls, run: RunConfig, rootpath: Path, slot_dir: Path) -> PacerSettings:
+        """The settings of ``run``; the cache defaults to ``.llmbench-cache`` in the rootdir."""
+        return cls(
+            concurrency=run.concurrency,
+            rpm=run.rpm,
+            tpm=run.tpm,
+            max_cost=run.max_cost,
+            cache_mode=run.cache_mode,
+            rescore=run.rescore,
+            request_timeout_s=run.request_timeout_s,
+            max_retries=run.max_retries,
+            cache_dir=run.cache_dir or rootpath / ".llmbench-cache",
+            slot_dir=slot_dir,
+        )
+
+
 def process_limit(
-    run: RunConfig, model: ModelProfile, n_workers: int, file_parallel_safe: bool = True
+    concurrency: int, model: ModelProfile, n_workers: int, file_parallel_safe: bool = True
 ) -> int:
-    """Calls of ``model`` one process may have in flight: its share of the run's."""
+    """Calls of ``model`` one process may have in flight: its share of the run's
+    ``concurrency``."""
     if not (model.parallel_safe and file_parallel_safe):
         return 1
-    limit = model.concurrency or run.concurrency
+    limit = model.concurrency or concurrency
     return max(1, math.ceil(limit / max(1, n_workers)))
 
 
 def lookahead(run: RunConfig, n_workers: int) -> int:
     """How many items past the current one a process may start calls for: enough to fill every
     model's slots twice over (a profile may allow more calls in flight than --concurrency)."""
-    slots = sum(process_limit(run, model, n_workers) for model in run.models)
+    slots = sum(process_limit(run.concurrency, model, n_workers) for model in run.models)
     return min(_MAX_LOOKAHEAD, slots * _LOOKAHEAD_FACTOR)
 
 
@@ -60,28 +92,11 @@ class BudgetExceeded(Exception):
     """``--max-cost`` was reached: no new calls are started."""
 
 
-@dataclass
-class ModelLane:
-    """The pacing state of one model in this process."""
-
-    concurrency: AdaptiveConcurrency
-    limiter: RateLimiter
-    last_backoff: float = -math.inf
-
-    def on_retry(self, status: int | None) -> None:
-        """A 429 halves how many calls may be in flight, once per burst (a second apart)."""
-        now = time.monotonic()
-        if status == 429 and now - self.last_backoff >= _BACKOFF_SPACING_S:
-            self.last_backoff = now
-            self.concurrency.on_rate_limited()
-
-
 class CallPacer:
     """Paces, caches and budgets the model calls of this process."""
 
-    def __init__(self, runtime: Runtime, n_workers: int) -> None:
-        self._runtime = runtime
-        self._run = runtime.run
+    def __init__(self, settings: PacerSettings, n_workers: int) -> None:
+        self._run = settings
         self._n_workers = max(1, n_workers)
         self._lanes: dict[tuple[str, bool], ModelLane] = {}
         self._slots: dict[str, ProcessSlot] = {}
@@ -105,7 +120,7 @@ class CallPacer:
 
     def limit(self, model: ModelProfile, file_parallel_safe: bool) -> int:
         """Calls of ``model`` this process may have in flight: its share of the run's."""
-        return process_limit(self._run, model, self._n_workers, file_parallel_safe)
+        return process_limit(self._run.concurrency, model, self._n_workers, file_parallel_safe)
 
     def _share(self, per_run: float | None) -> float | None:
         return None if per_run is None else per_run / self._n_workers
@@ -114,9 +129,7 @@ class CallPacer:
         """The lock named ``name``, shared by the xdist workers of this run."""
         slot = self._slots.get(name)
         if slot is None:
-            from .runtime import session_state
-
-            folder = session_state(self._runtime.config)[0]  # shared with workers, removed at end
+            folder = self._run.slot_dir  # shared with workers, removed at end
             folder.mkdir(parents=True, exist_ok=True)
             slot = self._slots[name] = ProcessSlot(folder / f"serial-{digest(name):016x}.lock")
         return slot
@@ -191,8 +204,7 @@ class CallPacer:
         if self._cache is None:
             from .cache import ResponseCache
 
-            folder = self._run.cache_dir or self._runtime.config.rootpath / ".llmbench-cache"
-            self._cache = ResponseCache(folder / "responses.sqlite")
+            self._cache = ResponseCache(self._run.cache_dir / "responses.sqlite")
         return self._cache
 
     def _check_budget(self) -> None:

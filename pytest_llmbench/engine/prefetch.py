@@ -1,36 +1,19 @@
-"""Before each item runs, hand the items this process runs next to the call scheduler.
+"""Before each item runs, hand the plans this process runs next to the call scheduler.
 
-:class:`Prefetcher` is a plugin: it learns this process's items in run order (under xdist, the
-worker's queue of items to run) and, before each item, asks the
-:class:`~pytest_llmbench.engine.scheduler.CallScheduler` to start the calls of that item and the next
-ones. :func:`prefetchable` says which items may have their call started early.
+:class:`Prefetcher` is a plugin: it reads the plans the shell stashed at collection finish
+(:class:`~pytest_llmbench.engine.plan.CollectedPlans`: this process's items in run order, and
+which of them may have their call started early) and, before each item, asks the
+:class:`~pytest_llmbench.engine.scheduler.CallScheduler` to start the calls of that item and the
+next ones (under xdist, the worker's queue of items to run).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any
 
 import pytest
 
-if TYPE_CHECKING:
-    from ..item import EvalItem
-
-
-def prefetchable(item: pytest.Item) -> TypeGuard[EvalItem]:
-    """An eval item whose call may start before it runs: not serial, not about to be skipped."""
-    from ..item import EvalItem
-
-    if not isinstance(item, EvalItem) or not item.prefetchable:
-        return False
-    if item.get_closest_marker("skip") is not None:
-        return False
-    return not any(_may_skip(mark) for mark in item.iter_markers("skipif"))
-
-
-def _may_skip(mark: pytest.Mark) -> bool:
-    """Whether a ``skipif`` mark may skip: a false condition does not, a string may."""
-    conditions = mark.args or ((mark.kwargs["condition"],) if "condition" in mark.kwargs else ())
-    return not conditions or any(isinstance(c, str) or bool(c) for c in conditions)
+from .plan import PLANS_KEY, CallPlan, CollectedPlans
 
 
 class Prefetcher:
@@ -39,19 +22,16 @@ class Prefetcher:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self._positions: dict[str, int] = {}
-        self._items: list[pytest.Item] = []
+        self._collected = CollectedPlans()
         self._active = False
         self._interactor: Any = _UNKNOWN
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Remember this process's items, in run order."""
-        self._items = list(session.items)
-        self._positions = {item.nodeid: index for index, item in enumerate(self._items)}
-        self._active = any(hasattr(item, "prefetchable") for item in self._items)
-        from .runtime import ITEMS_KEY
-
-        self.config.stash[ITEMS_KEY] = self._items
+        """Read this process's plans, in run order."""
+        self._collected = self.config.stash.get(PLANS_KEY, CollectedPlans())
+        self._positions = {nodeid: index for index, nodeid in enumerate(self._collected.order)}
+        self._active = bool(self._collected.plans)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -61,7 +41,8 @@ class Prefetcher:
         from .runtime import get_runtime
 
         scheduler = get_runtime(self.config).scheduler()
-        scheduler.prefetch(self._upcoming(item, scheduler.lookahead))
+        upcoming = self._upcoming(item.nodeid, scheduler.lookahead)
+        scheduler.prefetch(_prefetchable(self._collected, upcoming))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -73,14 +54,20 @@ class Prefetcher:
         if self._active and runtime is not None:
             runtime.scheduler().cancel_pending()
 
-    def _upcoming(self, item: pytest.Item, count: int) -> list[pytest.Item]:
+    def _upcoming(self, nodeid: str, count: int) -> list[str]:
+        order = self._collected.order
         if self._interactor is _UNKNOWN:
             self._interactor = _xdist_interactor(self.config)
         queued = _xdist_queue(self._interactor)
         if queued is not None:
-            return [item] + [self._items[i] for i in queued[:count] if 0 <= i < len(self._items)]
-        start = self._positions.get(item.nodeid, 0)
-        return self._items[start : start + count + 1]
+            return [nodeid] + [order[i] for i in queued[:count] if 0 <= i < len(order)]
+        start = self._positions.get(nodeid, 0)
+        return list(order[start : start + count + 1])
+
+
+def _prefetchable(collected: CollectedPlans, nodeids: list[str]) -> list[CallPlan]:
+    """The prefetchable plans among ``nodeids``, in their order."""
+    return [collected.prefetchable[n] for n in nodeids if n in collected.prefetchable]
 
 
 _UNKNOWN = object()

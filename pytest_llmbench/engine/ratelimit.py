@@ -190,6 +190,26 @@ class AdaptiveConcurrency:
                 self._in_flight += 1
 
 
+@dataclass
+class ModelLane:
+    """The pacing state of one model in this process."""
+
+    concurrency: AdaptiveConcurrency
+    limiter: RateLimiter
+    last_backoff: float = -math.inf
+
+    def on_retry(self, status: int | None) -> None:
+        """A 429 halves how many calls may be in flight, once per burst (a second apart)."""
+        now = time.monotonic()
+        if status == 429 and now - self.last_backoff >= _BACKOFF_SPACING_S:
+            self.last_backoff = now
+            self.concurrency.on_rate_limited()
+
+
+#: 429s closer together than this are one burst: concurrency is halved once for them.
+_BACKOFF_SPACING_S = 1.0
+
+
 class ProcessSlot:
     """One holder at a time across every process of a run: an exclusive ``flock`` on ``path``.
 

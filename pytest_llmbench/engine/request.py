@@ -1,5 +1,5 @@
 """The values of one item's model call: what is asked (:class:`Request`), what comes back
-(:class:`Answer`), and the helpers that turn an item into the messages sent or a run into a
+(:class:`Answer`), and the helpers that turn a plan into the messages sent or a run into a
 completion.
 """
 
@@ -14,12 +14,11 @@ from ..models.providers.completion import Completion, ProviderError
 if TYPE_CHECKING:
     from ..agent.loop import AgentRun
     from ..agent.sandbox import Sandbox
-    from ..item import EvalItem
     from ..judging.panel import GradedAssertion
     from ..models.providers.completion import CallTarget
     from .optimizer import Rewrite
-    from .pacing import ModelLane
-    from .ratelimit import ProcessSlot
+    from .plan import CallPlan
+    from .ratelimit import ModelLane, ProcessSlot
 
 
 @dataclass(frozen=True)
@@ -54,27 +53,27 @@ class Request:
     embed: bool = False  #: embed the messages' texts instead of completing them
 
 
-def with_images(item: EvalItem, messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
+def with_images(plan: CallPlan, messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
     """``messages`` with the case's images on the last user message (read on this thread).
 
     A model known not to take images is this item's error; no call is made.
     """
-    if not item.case.images:
+    if not plan.case.images:
         return messages
     from ..spec.images import ImageError, attach_images, unsupported_message, vision_support
 
-    if vision_support(item.model) is False:
-        raise ProviderError(unsupported_message(item.model), "unsupported")
+    if vision_support(plan.model) is False:
+        raise ProviderError(unsupported_message(plan.model), "unsupported")
     try:
-        return attach_images(messages, item.case.images)
+        return attach_images(messages, plan.case.images)
     except ImageError as exc:  # the file went away since collection
-        raise ProviderError(f"{item.model.name}: {exc}", "config") from None
+        raise ProviderError(f"{plan.model.name}: {exc}", "config") from None
 
 
-def optimized_messages(item: EvalItem, rewrite: Rewrite) -> tuple[dict[str, Any], ...]:
+def optimized_messages(plan: CallPlan, rewrite: Rewrite) -> tuple[dict[str, Any], ...]:
     """The rewritten template rendered with the case's vars (the optimizer accepted it only
     with the original's placeholders, and the original rendered at collection)."""
-    return tuple(with_images(item, item.case.render(rewrite.messages)))
+    return tuple(with_images(plan, plan.case.render(rewrite.messages)))
 
 
 def agent_completion(run: AgentRun, model_id: str) -> Completion:
@@ -95,10 +94,9 @@ def agent_completion(run: AgentRun, model_id: str) -> Completion:
     )
 
 
-def estimate_tokens(item: EvalItem) -> int:
+def estimate_tokens(plan: CallPlan) -> int:
     """Tokens a call will use, for tokens-per-minute pacing before the real count is known."""
     from ..spec.templating import message_text
-    from .estimate import answer_token_budget
 
-    prompt_chars = sum(len(message_text(message)) for message in item.case.messages)
-    return prompt_chars // 4 + answer_token_budget(item)
+    prompt_chars = sum(len(message_text(message)) for message in plan.case.messages)
+    return prompt_chars // 4 + plan.answer_token_budget

@@ -12,8 +12,10 @@ import hashlib
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pytest
+if TYPE_CHECKING:
+    from .plan import CallPlan
 
 #: Share of calls streamed under ``--stream=sample`` (besides one per model), in percent.
 STREAM_SAMPLE_PERCENT = 2
@@ -33,16 +35,13 @@ class StreamSample:
     always: set[str] = field(default_factory=set)
 
     @classmethod
-    def for_items(cls, items: Iterable[pytest.Item]) -> StreamSample:
+    def for_plans(cls, plans: Iterable[CallPlan]) -> StreamSample:
         """Always stream each contestant's ``STREAM_SAMPLE_MIN`` items of lowest hash, so every
         model, and every prompt or temperature variant of it, gets TTFT percentiles from a real
         sample however few items it has."""
         by_model: dict[str, list[tuple[int, str]]] = {}
-        for item in items:
-            model = getattr(item, "model", None)
-            if model is not None:
-                label = getattr(item, "label", model.name)
-                by_model.setdefault(label, []).append((digest(item.nodeid), item.nodeid))
+        for plan in plans:
+            by_model.setdefault(plan.label, []).append((digest(plan.nodeid), plan.nodeid))
         chosen: set[str] = set()
         for candidates in by_model.values():
             chosen.update(nodeid for _, nodeid in heapq.nsmallest(STREAM_SAMPLE_MIN, candidates))

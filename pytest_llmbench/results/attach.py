@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from ..engine.runtime import RUNTIME_KEY, Runtime
-from ..fixtures import PLAIN_STATE_KEY, PlainTestState
-from ..item import EvalFailure, EvalItem, completion_fields
 from ..models.providers.completion import ProviderError
+from .item_record import completion_fields, eval_record
 from .record import build_record, utc_now, worker_id
+from .state import EVAL_RESULT_KEY, PLAIN_STATE_KEY, EvalFailure, EvalResult, PlainTestState
 
 
 def attach_record(
@@ -28,8 +28,9 @@ def attach_record(
     runtime = item.config.stash.get(RUNTIME_KEY, None)
     if runtime is None:
         return  # nothing of ours ran in this process
-    if isinstance(item, EvalItem):
-        record = _eval_record(item, call, report)
+    result = item.stash.get(EVAL_RESULT_KEY, None)
+    if result is not None:
+        record = _eval_record(item, result, call, report, runtime)
     else:
         record = _plain_record(item, call, report, runtime)
     if record is not None:
@@ -83,28 +84,43 @@ def _add_properties(item: pytest.Item, report: pytest.TestReport, record: dict[s
     report.user_properties.extend(properties)
 
 
-def _eval_record(item: EvalItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> Any:
+def _eval_record(
+    item: pytest.Item,
+    result: EvalResult,
+    call: pytest.CallInfo[None],
+    report: pytest.TestReport,
+    runtime: Runtime,
+) -> Any:
     if report.when == "setup" and report.passed:
         return None
     if report.when == "teardown":
         return None
+    outcome, error = _eval_outcome(result, call, report)
+    record = eval_record(
+        result, outcome, error, root=item.config.rootpath, worker=worker_id(item.config)
+    )
+    return runtime.redactor.value(record)
+
+
+def _eval_outcome(
+    result: EvalResult, call: pytest.CallInfo[None], report: pytest.TestReport
+) -> tuple[str, str | None]:
+    """The eval item's outcome and error message after the setup or call phase."""
     excinfo = call.excinfo
     if report.when == "setup":
         outcome = "skipped" if report.skipped else "error"
-        if item.provider_error is not None:
-            error: str | None = item.provider_error.message
-        else:
-            error = _skip_reason(report) if report.skipped else _message(excinfo)
-        return item.make_record(outcome, error)
+        if result.provider_error is not None:
+            return outcome, result.provider_error.message
+        return outcome, _skip_reason(report) if report.skipped else _message(excinfo)
     if excinfo is not None and isinstance(excinfo.value, EvalFailure):
         report.llmbench_score_failure = True  # type: ignore[attr-defined]
-        return item.make_record("failed", None)
+        return "failed", None
     if report.skipped:
-        return item.make_record("skipped", None)
+        return "skipped", None
     if report.failed:
         # Anything but a low score (a crashing python assertion, a bug) is not a verdict.
-        return item.make_record("error", _message(excinfo))
-    return item.make_record(report.outcome, None)
+        return "error", _message(excinfo)
+    return report.outcome, None
 
 
 def _plain_record(

@@ -1,0 +1,275 @@
+"""How a plan is answered: the one call path of every model call this process makes.
+
+:meth:`Answerer.answer` turns a :class:`~pytest_llmbench.engine.plan.CallPlan` into the
+coroutine of its :class:`~pytest_llmbench.engine.request.Answer`: the optimizer's rewrite of an
+optimized variant's prompt, then the plain call, the agent loop or the file's solver, then the
+judges of its model-graded assertions (:mod:`.grading`). :meth:`Answerer.complete` is a plain
+test's call (the ``llm`` fixture). Every call goes through the
+:class:`~pytest_llmbench.engine.pacing.CallPacer`: paced, cached, budgeted, rate-limited.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..models.providers.completion import Completion, ProviderError
+from .grading import HelperCalls, HelperTargets, grade
+from .request import (
+    Answer,
+    Request,
+    agent_completion,
+    estimate_tokens,
+    optimized_messages,
+    with_images,
+)
+
+if TYPE_CHECKING:
+    from ..agent.loop import AgentRun
+    from ..agent.tools import Toolbox
+    from ..models.profiles import ModelProfile
+    from ..models.providers.completion import CallTarget
+    from .optimizer import PromptOptimizer, Rewrite
+    from .pacing import CallPacer
+    from .plan import CallPlan
+
+#: Put first on an agent command's PATH: this Python (with pytest) as ``python``/``python3``.
+_PYTHON_BIN = (Path(sys.executable).parent,)
+#: Answer tokens assumed for a plain test's call when pacing tokens per minute.
+_PLAIN_ANSWER_TOKENS = 256
+
+
+class Answerer:
+    """Answers the plans (and plain tests' calls) of this process through one pacer."""
+
+    def __init__(
+        self,
+        pacer: CallPacer,
+        resolve: Callable[[ModelProfile], CallTarget],
+        n_workers: int,
+        *,
+        judge_metrics: Sequence[str] = (),
+        optimizer_store: Path | None = None,
+        claim_timeout_s: float = 360.0,
+    ) -> None:
+        self._pacer = pacer
+        self._resolve = resolve
+        self._helpers = HelperCalls(pacer, n_workers)
+        self._judge_metrics = tuple(judge_metrics)
+        self._store = optimizer_store
+        self._claim_timeout_s = claim_timeout_s
+        self._optimizer: PromptOptimizer | None = None
+
+    # -- main thread --------------------------------------------------------------------------
+    def answer(
+        self, plan: CallPlan, workdir: Path | None, *, stream: bool
+    ) -> Coroutine[Any, Any, Answer]:
+        """The coroutine answering ``plan`` (run it on the engine loop).
+
+        Targets are resolved here, on the calling (main) thread: an embedded server starts
+        (seconds) without blocking the engine loop, and a missing key is the item's setup error.
+        Images come first: a model known not to take them fails before any server starts.
+        """
+        messages = with_images(plan, plan.case.messages)
+        request = Request(
+            target=self._resolve(plan.model),
+            messages=messages,
+            params=plan.call_params,
+            key_params=plan.params,
+            repeat=plan.repeat,
+            stream=stream,
+            lane=self._pacer.lane(plan.model, plan.parallel_safe),
+            slots=tuple(self._helpers.slots(plan)),
+            estimate=estimate_tokens(plan),
+            model_name=plan.model.name,
+            nodeid=plan.nodeid,
+        )
+        targets = {judge.name: self._helper_target(judge) for judge in plan.judge_profiles}
+        toolbox = self._toolbox(plan, workdir) if plan.agent is not None else None
+        return self._answer(plan, request, targets, toolbox)
+
+    def complete(
+        self,
+        model: ModelProfile,
+        messages: Sequence[dict[str, Any]],
+        params: dict[str, Any],
+        *,
+        repeat: int,
+        call: int,
+        nodeid: str,
+    ) -> Coroutine[Any, Any, Completion]:
+        """The coroutine of a plain test's ``call``-th call of ``model`` (the ``llm`` fixture):
+        streamed, on the model's lane, its cache entry its own."""
+        chars = sum(len(str(message.get("content", ""))) for message in messages)
+        request = Request(
+            target=self._resolve(model),
+            messages=tuple(messages),
+            params=params,
+            key_params={**model.params, **params, "llmbench_call": call},
+            repeat=repeat,
+            stream=True,
+            lane=self._pacer.lane(model, file_parallel_safe=True),
+            slots=tuple(self._helpers.model_slots(model)),
+            estimate=chars // 4 + _PLAIN_ANSWER_TOKENS,
+            model_name=model.name,
+            nodeid=nodeid,
+        )
+        return self._pacer.paced(request)
+
+    def _toolbox(self, plan: CallPlan, workdir: Path | None) -> Toolbox:
+        """The agent's tools on its workdir (made in setup); a sandbox that is required but
+        unavailable fails here, as the item's setup error."""
+        from ..agent.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
+        from ..agent.tools import Toolbox
+
+        agent = plan.agent
+        assert agent is not None and workdir is not None
+        try:
+            sandbox = Sandbox(workdir, SandboxLimits(), mode=agent.sandbox, path_prefix=_PYTHON_BIN)
+            toolbox = Toolbox(workdir, agent.tools, sandbox, base_dir=plan.base_dir)
+        except (SandboxUnavailable, ValueError) as exc:  # sandbox: required; a bad custom tool
+            raise ProviderError(f"{plan.model.name}: {exc}", "config") from None
+        return toolbox
+
+    def _helper_target(self, judge: ModelProfile) -> CallTarget | ProviderError:
+        """A judge's target, or why it cannot be called: that judge alone is then excluded."""
+        try:
+            return self._resolve(judge)
+        except ProviderError as exc:
+            return exc
+        except Exception as exc:  # an embedded server that will not start, say
+            return ProviderError(f"{judge.name}: {type(exc).__name__}: {exc}", "provider")
+
+    # -- engine loop --------------------------------------------------------------------------
+    async def _answer(
+        self, plan: CallPlan, request: Request, targets: HelperTargets, toolbox: Toolbox | None
+    ) -> Answer:
+        """The plan's answer (an agent's whole loop), then its model-graded verdicts."""
+        run: AgentRun | None = None
+        optimization: dict[str, Any] | None = None
+        if plan.variant.optimized:
+            rewrite = await self._rewrite(plan, targets)
+            optimization = rewrite.to_record()
+            request = dataclasses.replace(request, messages=optimized_messages(plan, rewrite))
+        if toolbox is not None:
+            run = await self._agent(plan, request, toolbox, targets)
+            completion = agent_completion(run, request.target.model_id)
+        elif plan.solver is not None:
+            completion = await self._solve(plan, request)
+        else:
+            completion = await self._pacer.paced(request)
+        graded = await grade(self._helpers, plan, completion, targets, self._judge_metrics)
+        sandbox = toolbox.sandbox if toolbox is not None else None
+        sent = None if request.messages is plan.case.messages else tuple(request.messages)
+        return Answer(completion, graded, run, sandbox, optimization, sent)
+
+    async def _rewrite(self, plan: CallPlan, targets: HelperTargets) -> Rewrite:
+        """The plan's prompt rewritten for its model by the optimizer (once per run)."""
+        optimizer = plan.optimizer
+        assert optimizer is not None
+
+        async def complete(messages: list[dict[str, str]], params: dict[str, Any]) -> Completion:
+            request = self._helpers.request(plan, optimizer, targets, messages, params)
+            if not isinstance(request, ProviderError):
+                # One rewrite per prompt and model, whichever repeat asks first.
+                nodeid = f"{plan.nodeid} (optimizer {optimizer.name})"
+                request = dataclasses.replace(request, repeat=0, nodeid=nodeid)
+            return await self._helpers.call(request)
+
+        rewriter = self._prompt_optimizer(optimizer)
+        return await rewriter.rewrite(plan.case.template, plan.model, complete)
+
+    def _prompt_optimizer(self, profile: ModelProfile) -> PromptOptimizer:
+        if self._optimizer is None:
+            from .optimizer import PromptOptimizer
+
+            assert self._store is not None
+            self._store.parent.mkdir(parents=True, exist_ok=True)
+            self._optimizer = PromptOptimizer(
+                self._store, profile, claim_timeout_s=self._claim_timeout_s
+            )
+        return self._optimizer
+
+    async def _solve(self, plan: CallPlan, request: Request) -> Completion:
+        """The file's ``solver`` answers the case, its model calls paced like the item's."""
+        from ..spec.templating import last_user_text
+        from .solver import SolverCase, run_solver, solver_completion
+
+        calls = 0
+
+        async def complete(messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+            nonlocal calls
+            calls += 1
+            # Each call of the solver is its own answer: the n-th call has its own cache entry.
+            key_params = {**request.key_params, **params, "llmbench_solver_call": calls}
+            call = dataclasses.replace(
+                request,
+                messages=tuple(messages),
+                params={**request.params, **params},
+                key_params=key_params,
+                stream=request.stream and calls == 1,
+            )
+            return await self._pacer.paced(call)
+
+        assert plan.solver is not None
+        case = SolverCase(
+            id=plan.case.id,
+            prompt=last_user_text(request.messages),
+            messages=tuple(request.messages),
+            vars=dict(plan.case.vars),
+            expected=plan.case.expected,
+            choices=plan.case.choices,
+            model=plan.model.name,
+        )
+        run = await run_solver(plan.solver, plan.base_dir, case, complete)
+        return solver_completion(run, request.target.model_id)
+
+    async def _agent(
+        self, plan: CallPlan, request: Request, toolbox: Toolbox, targets: HelperTargets
+    ) -> AgentRun:
+        """The agent loop: every turn is a paced, cached, budgeted call of the plan's model."""
+        from ..agent.loop import run_agent
+
+        agent = plan.agent
+        assert agent is not None
+
+        async def complete(messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+            turn = dataclasses.replace(
+                request,
+                messages=tuple(messages),
+                params={**request.params, **params},
+                key_params={**request.key_params, **params},
+                stream=False,  # tool calls are read whole
+            )
+            return await self._pacer.paced(turn)
+
+        interpret = None
+        interpreter = plan.shim_interpreter
+        if interpreter is not None:
+
+            async def interpret(
+                messages: list[dict[str, Any]], params: dict[str, Any]
+            ) -> Completion:
+                asked = self._helpers.request(plan, interpreter, targets, messages, params)
+                return await self._helpers.call(asked)
+
+        shim = agent.tool_shim == "always" or (agent.tool_shim == "auto" and plan.model.embedded)
+        return await run_agent(
+            complete,
+            toolbox,
+            request.messages,
+            max_turns=agent.max_turns,
+            limit_seconds=agent.limit_seconds,
+            limit_tokens=agent.limit_tokens,
+            shim=shim,
+            tool_names=agent.tools,
+            interpret=interpret,
+        )
+
+    def close(self) -> None:
+        """Close the optimizer's store."""
+        if self._optimizer is not None:
+            self._optimizer.close()

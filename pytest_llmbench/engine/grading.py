@@ -1,0 +1,152 @@
+"""The calls of an answer's helper models: judges, embedding models, the shim's interpreter and
+the prompt optimizer, each on its own model's lane. :func:`grade` runs the judges of every
+model-graded assertion of a plan concurrently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..models.providers.completion import Completion, ProviderError
+from .pacing import BudgetExceeded
+from .request import Request
+
+if TYPE_CHECKING:
+    from ..judging.panel import GradedAssertion
+    from ..models.profiles import ModelProfile
+    from ..models.providers.completion import CallTarget
+    from .pacing import CallPacer
+    from .plan import CallPlan
+    from .ratelimit import ProcessSlot
+
+#: Each helper model's target, or why it cannot be called.
+HelperTargets = dict[str, "CallTarget | ProviderError"]
+#: Answer tokens assumed for a judge's verdict when pacing tokens per minute.
+_JUDGE_ANSWER_TOKENS = 256
+
+
+class HelperCalls:
+    """Builds and makes the helper models' calls of answers, through the pacer."""
+
+    def __init__(self, pacer: CallPacer, n_workers: int) -> None:
+        self._pacer = pacer
+        self._n_workers = max(1, n_workers)
+
+    def slots(self, plan: CallPlan) -> list[ProcessSlot]:
+        """Locks that keep serial files and models to one call across xdist workers.
+
+        A limit of one call cannot be split between workers as the others are; alone, the
+        process's own serial lane is enough. Files come before models, in every process, so
+        two workers never wait on each other's lock.
+        """
+        if self._n_workers == 1:
+            return []
+        names = [] if plan.parallel_safe else [f"file:{plan.path}"]
+        slots = [self._pacer.slot(name) for name in names]
+        return slots + self.model_slots(plan.model)
+
+    def model_slots(self, model: ModelProfile) -> list[ProcessSlot]:
+        """The lock of a serial model, under xdist."""
+        if self._n_workers > 1 and not model.parallel_safe:
+            return [self._pacer.slot(f"model:{model.name}")]
+        return []
+
+    def request(
+        self,
+        plan: CallPlan,
+        judge: ModelProfile,
+        targets: HelperTargets,
+        messages: Sequence[dict[str, str]],
+        params: dict[str, Any],
+        embed: bool = False,
+    ) -> Request | ProviderError:
+        """A judge's (or an embedding model's) call, on that model's own lane."""
+        target = targets[judge.name]
+        if isinstance(target, ProviderError):
+            return target
+        chars = sum(len(message["content"]) for message in messages)
+        return Request(
+            target=target,
+            messages=tuple(messages),
+            params=params,
+            key_params={**judge.params, **params, **({"embedding": True} if embed else {})},
+            repeat=plan.repeat,
+            stream=False,  # a verdict is read whole; its TTFT means nothing
+            lane=self._pacer.lane(judge, file_parallel_safe=True),
+            slots=tuple(self.model_slots(judge)),
+            estimate=chars // 4 + _JUDGE_ANSWER_TOKENS,
+            model_name=judge.name,
+            nodeid=f"{plan.nodeid} (judge {judge.name})",
+            embed=embed,
+        )
+
+    async def call(self, request: Request | ProviderError) -> Completion:
+        """A helper's call; a judge that cannot be called, or the budget running out, is that
+        judge's error (it is excluded), not the item's: the answer was paid for already."""
+        if isinstance(request, ProviderError):
+            raise request
+        try:
+            return await self._pacer.paced(request)
+        except BudgetExceeded as exc:
+            raise ProviderError(f"{request.model_name}: not called: {exc}", "budget") from None
+
+
+async def grade(
+    helpers: HelperCalls,
+    plan: CallPlan,
+    completion: Completion,
+    targets: HelperTargets,
+    judge_metrics: Sequence[str],
+) -> tuple[GradedAssertion, ...]:
+    """Run the judges of every model-graded assertion of ``plan`` concurrently."""
+    if not plan.graded:
+        return ()
+    import asyncio
+
+    from ..judging.panel import grade as grade_panel
+    from ..judging.panel import grade_embedding, judge_request
+    from ..scoring.judged import EmbeddingSpec
+
+    async def complete(
+        judge: ModelProfile, messages: list[dict[str, str]], params: dict[str, Any]
+    ) -> Completion:
+        return await helpers.call(helpers.request(plan, judge, targets, messages, params))
+
+    jobs = []
+    for entry in plan.graded:
+        if isinstance(entry.spec, EmbeddingSpec):
+            (embedder,) = entry.judges
+            reference = entry.assertion.value or plan.case.expected or ""
+            texts = [completion.text, str(reference)]
+            pair = [{"role": "user", "content": text} for text in texts]
+            embedding = helpers.call(helpers.request(plan, embedder, targets, pair, {}, embed=True))
+            jobs.append(grade_embedding(entry.index, entry.assertion, embedding, embedder))
+            continue
+        try:
+            request = judge_request(
+                entry.assertion,
+                entry.spec,
+                messages=plan.case.messages,
+                answer=completion.text,
+                expected=plan.case.expected,
+                task=plan.case.task,
+                extra_dimensions=(*judge_metrics, *plan.case.judge_metrics),
+            )
+        except ValueError as exc:  # nothing to judge against (factuality, no expected)
+            jobs.append(_ungradable(entry.index, entry.assertion, str(exc)))
+            continue
+        jobs.append(
+            grade_panel(entry.index, entry.assertion, entry.spec, request, entry.judges, complete)
+        )
+    return tuple(await asyncio.gather(*jobs))
+
+
+async def _ungradable(index: int, assertion: Any, why: str) -> GradedAssertion:
+    """A failed verdict for an assertion its judges cannot be asked about (as a local check
+    without a value fails)."""
+    from ..judging.panel import GradedAssertion
+    from ..scoring.assertions import Verdict
+
+    verdict = Verdict(assertion.type, False, 0.0, assertion.weight, f"cannot be judged: {why}")
+    return GradedAssertion(index, verdict)

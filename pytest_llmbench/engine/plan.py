@@ -1,0 +1,126 @@
+"""What one eval item asks of the engine: a frozen :class:`CallPlan`, built at collection.
+
+The engine (scheduler, answer, pacing, estimate, stream sample) reads plans, never pytest
+items: a plan holds everything an item's call needs (case, model, variant, repeat, its judged
+assertions with their panels, the helper models, the file's agent and solver settings), and
+nothing of pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..spec.variants import PLAIN, Variant
+
+if TYPE_CHECKING:
+    from ..models.profiles import ModelProfile
+    from ..scoring.assertions import Assertion
+    from ..scoring.judged import EmbeddingSpec, JudgeSpec
+    from ..spec.schema import AgentSpec, EvalCase
+
+#: Answer length assumed when a case gives neither expected_output_tokens nor max_tokens.
+DEFAULT_OUTPUT_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class GradedSpec:
+    """A judged assertion of a case: its index, the assertion, its settings and its panel."""
+
+    index: int
+    assertion: Assertion
+    spec: JudgeSpec | EmbeddingSpec
+    judges: tuple[ModelProfile, ...]  #: the panel, or the one embedding model
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """One item's call: one case x model x variant x repeat of an eval file."""
+
+    nodeid: str  #: the pytest node id of the item
+    suite: str  #: the eval file's suite name
+    path: Path  #: the eval file
+    case: EvalCase
+    model: ModelProfile  #: the evaluated model
+    repeat: int  #: 0-based
+    variant: Variant = PLAIN
+    #: the case's model-graded assertions with their judge panels (none under --latency-only)
+    graded: tuple[GradedSpec, ...] = ()
+    agent: AgentSpec | None = None  #: the file's agent settings (``kind: agent``)
+    solver: str | None = None  #: the file's ``module:function`` that answers the case
+    parallel_safe: bool = True  #: the file's calls may overlap
+    #: a second model reading free-text replies of a shimmed agent (``tool_shim_model``)
+    shim_interpreter: ModelProfile | None = None
+    #: the model that rewrites the prompt of an optimized variant
+    optimizer: ModelProfile | None = None
+    latency_only: bool = False  #: ``--latency-only``: the answer is measured, not scored
+
+    @property
+    def base_dir(self) -> Path:
+        """The eval file's folder: relative paths of the case resolve from it."""
+        return self.path.parent
+
+    @property
+    def label(self) -> str:
+        """The contestant results rank: the model name with the variant's suffixes."""
+        return self.variant.label(self.model.name)
+
+    @property
+    def call_params(self) -> dict[str, Any]:
+        """The parameters sent on top of the profile's: the case's, then the variant's."""
+        if self.variant.temperature is None:
+            return dict(self.case.model_params)
+        return {**self.case.model_params, "temperature": self.variant.temperature}
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The model parameters of this call: the profile's, the case's, the variant's."""
+        return {**self.model.params, **self.call_params}
+
+    @property
+    def judge_profiles(self) -> tuple[ModelProfile, ...]:
+        """Every judge and helper model this call asks, once each."""
+        seen = {judge.name: judge for graded in self.graded for judge in graded.judges}
+        # Helpers are called like judges: their own lanes and targets.
+        for helper in (self.shim_interpreter, self.optimizer if self.variant.optimized else None):
+            if helper is not None:
+                seen.setdefault(helper.name, helper)
+        return tuple(seen.values())
+
+    @property
+    def needs_workdir(self) -> bool:
+        """Whether the item's setup makes a workdir: seeded files, folders or an agent."""
+        return bool(self.case.files or self.case.include_dirs or self.agent is not None)
+
+    @property
+    def prefetchable(self) -> bool:
+        """Whether the call may start before the item runs: not for parallel_safe: false
+        files, nor for agents (their workdir is made in setup)."""
+        return self.parallel_safe and self.agent is None
+
+    @property
+    def answer_token_budget(self) -> int:
+        """Tokens the answer may take: ``expected_output_tokens``, else ``max_tokens`` (case
+        over profile), else :data:`DEFAULT_OUTPUT_TOKENS`."""
+        budget = self.case.expected_output_tokens or self.params.get("max_tokens")
+        return int(budget or DEFAULT_OUTPUT_TOKENS)
+
+
+@dataclass(frozen=True)
+class CollectedPlans:
+    """The plans of the items this process runs, stashed by the shell at collection finish."""
+
+    #: every eval item's plan, in run order
+    plans: tuple[CallPlan, ...] = ()
+    #: the node ids of every item of this process (eval or not), in run order
+    order: tuple[str, ...] = ()
+    #: the plans whose call may start before their item runs, by node id: not serial, no
+    #: agent, no ``skip`` marker and no ``skipif`` marker that may skip
+    prefetchable: Mapping[str, CallPlan] = field(default_factory=dict)
+
+
+PLANS_KEY = pytest.StashKey[CollectedPlans]()

@@ -1,0 +1,29 @@
+"""The run's session directory: shared by the controller and its xdist workers.
+
+It holds the embedded server's state, the serial-call locks and the optimizer's store; the
+process that owns the run removes it at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+STATE_DIR_KEY = pytest.StashKey[tuple[str, int]]()
+
+
+def session_state(config: pytest.Config) -> tuple[Path, int]:
+    """The shared session directory and the pid of the process that owns the run."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "llmbench_state_dir" in workerinput:
+        return Path(workerinput["llmbench_state_dir"]), int(workerinput["llmbench_owner_pid"])
+    state = config.stash.get(STATE_DIR_KEY, None)
+    if state is None:
+        name = f"pytest-llmbench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        state = (str(Path(tempfile.gettempdir()) / name), os.getpid())
+        config.stash[STATE_DIR_KEY] = state
+    return Path(state[0]), state[1]

@@ -1,0 +1,66 @@
+"""Where and how to call a model profile: its :class:`CallTarget`, keys from the environment,
+the embedded server started on first use."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..models.providers.completion import CallTarget, ProviderError
+
+if TYPE_CHECKING:
+    from ..models.profiles import ModelProfile
+    from ..models.providers.embedded import EmbeddedServer
+
+#: The key the embedded server wants; any non-empty string works, it checks none.
+_EMBEDDED_KEY = "sk-llmbench-embedded"
+
+
+class Targets:
+    """Resolves the call targets of this process's models."""
+
+    def __init__(self, state_dir: Path, owner_pid: int) -> None:
+        self._state = (state_dir, owner_pid)
+        self._embedded: EmbeddedServer | None = None
+
+    def target(self, profile: ModelProfile) -> CallTarget:
+        """Resolve where and how to call ``profile``; raise ProviderError when it cannot be."""
+        api_base, api_key = profile.api_base, None
+        if profile.embedded:
+            api_base, api_key = self._embedded_server().ensure_started().base_url, _EMBEDDED_KEY
+        elif profile.api_key_env:
+            api_key = os.environ.get(profile.api_key_env) or None
+            if api_key is None:
+                raise _missing_key(profile, [profile.api_key_env])
+        elif profile.api_base is None:
+            from ..models.providers.litellm_adapter import missing_api_keys
+
+            missing = missing_api_keys(profile.model)
+            if missing:
+                raise _missing_key(profile, missing)
+        cost = profile.cost_per_1k
+        return CallTarget(
+            name=profile.name,
+            model_id=profile.model,
+            api_base=api_base,
+            api_key=api_key,
+            params=dict(profile.params),
+            extra=dict(profile.litellm),
+            cost_per_1k_input=cost.input if cost else None,
+            cost_per_1k_output=cost.output if cost else None,
+        )
+
+    def _embedded_server(self) -> EmbeddedServer:
+        if self._embedded is None:
+            from ..models.providers.embedded import EmbeddedServer
+
+            self._embedded = EmbeddedServer(*self._state)
+        return self._embedded
+
+
+def _missing_key(profile: ModelProfile, names: list[str]) -> ProviderError:
+    needed = " or ".join(names)
+    verb = "is" if len(names) == 1 else "are"
+    message = f"{profile.name}: {needed} {verb} not set (needed for {profile.model})"
+    return ProviderError(message, "missing_key")

@@ -1,0 +1,167 @@
+"""An eval item's wire record, assembled from its plan and its result.
+
+The fields and their meaning are :mod:`.record`'s contract; this module fills them in from the
+:class:`~pytest_llmbench.engine.plan.CallPlan` (what was asked) and the
+:class:`~.state.EvalResult` (what came back and how it scored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .record import build_record
+
+if TYPE_CHECKING:
+    from ..engine.plan import CallPlan
+    from ..models.providers.completion import Completion, ProviderError
+    from .state import EvalResult
+
+
+def eval_record(
+    result: EvalResult, outcome: str, error: str | None, *, root: Path, worker: str
+) -> dict[str, Any]:
+    """The record of an eval item that ended with ``outcome`` (not yet redacted)."""
+    from ..spec.templating import last_user_text
+
+    plan, completion, provider_error = result.plan, result.completion, result.provider_error
+    case = plan.case
+    return build_record(
+        nodeid=plan.nodeid,
+        suite=plan.suite,
+        eval_file=str(plan.path.relative_to(root))
+        if plan.path.is_relative_to(root)
+        else str(plan.path),
+        case_id=case.id,
+        model=plan.label,
+        model_id=plan.model.model,
+        **_variant_fields(result, root),
+        repeat=plan.repeat,
+        tags=list(case.tags),
+        task=dict(case.task) if case.task else None,
+        outcome=outcome,
+        score=result.score if outcome in ("passed", "failed") else None,
+        threshold=case.threshold,
+        error=error,
+        error_kind=_error_kind(outcome, error, provider_error),
+        retries=completion.retries
+        if completion
+        else (provider_error.retries if provider_error else 0),
+        prompt=last_user_text(result.sent_messages) or case.prompt,
+        messages=[dict(m) for m in result.sent_messages or case.messages],
+        expected=case.expected,
+        assertions=[verdict.to_dict() for verdict in result.verdicts],
+        **_judge_fields(result),
+        **_agent_fields(result),
+        params=plan.params,
+        metrics=dict(result.post_metrics),
+        worker=worker,
+        started_at=result.started_at,
+        **completion_fields(completion),
+    )
+
+
+def _variant_fields(result: EvalResult, root: Path) -> dict[str, Any]:
+    """The record's matrix fields: profile, prompt variant, temperature, type, tags, ..."""
+    plan = result.plan
+    temperature = plan.params.get("temperature")
+    return {
+        "profile": plan.model.name,
+        "prompt_variant": plan.variant.prompt_name,
+        "temperature": temperature if isinstance(temperature, (int, float)) else None,
+        "optimized": plan.variant.optimized,
+        "optimization": result.optimization,
+        "eval_type": "latency" if plan.latency_only else "quality",
+        "model_tags": dict(plan.model.tags),
+        "images": _described_images(plan.case.images, root),
+        "solver": plan.solver,
+        "choice": _choice(plan, result.completion),
+    }
+
+
+def _choice(plan: CallPlan, completion: Completion | None) -> dict[str, Any] | None:
+    case = plan.case
+    if case.choices is None or case.answer_index is None or completion is None:
+        return None
+    if plan.latency_only:
+        return None
+    from ..scoring.choices import choice_outcome
+
+    # The prompt shows the options lettered A, B, ... (a dataset's own labels only pick the
+    # answer at collection), so the answer is read by letter.
+    return choice_outcome(completion.text, case.choices, case.answer_index)
+
+
+def _agent_fields(result: EvalResult) -> dict[str, Any]:
+    """The record's agent fields: turns, tool calls, why it stopped, the transcript."""
+    run = result.agent_run
+    workdir = str(result.workdir) if result.workdir else None
+    if run is None:
+        return {"workdir": workdir}
+    return {
+        "turns": run.turns,
+        "tool_calls": len(run.tool_calls),
+        "tool_counts": run.tool_counts(),
+        "stopped": run.stopped,
+        "transcript": [dict(message) for message in run.transcript],
+        "workdir": workdir,
+    }
+
+
+def _judge_fields(result: EvalResult) -> dict[str, Any]:
+    """The record's judge fields: every judge's entry, the dimensions, tokens and cost."""
+    graded = result.graded
+    calls = [call for entry in graded.values() for call in entry.calls]
+    # Two assertions grading one dimension (two rubrics, say): the item's value is their mean.
+    values: dict[str, list[float]] = {}
+    for entry in graded.values():
+        for key, value in entry.dimensions.items():
+            values.setdefault(key, []).append(value)
+    dimensions = {key: sum(found) / len(found) for key, found in values.items()}
+    costs = [call.cost_usd for call in calls if call.cost_usd is not None]
+    tokens = sum((call.input_tokens or 0) + (call.output_tokens or 0) for call in calls)
+    return {
+        "judges": [call.to_dict() for call in calls],
+        "dimensions": dimensions,
+        "judge_tokens": tokens,
+        "judge_cost": sum(costs) if costs else None,
+    }
+
+
+def _error_kind(
+    outcome: str, error: str | None, provider_error: ProviderError | None
+) -> str | None:
+    if provider_error is not None:
+        return provider_error.kind
+    if outcome == "skipped":
+        return "budget" if error and "--max-cost" in error else None
+    return "internal" if error else None
+
+
+def completion_fields(completion: Completion | None) -> dict[str, Any]:
+    """The record fields measured on a completion (empty without one)."""
+    if completion is None:
+        return {}
+    return {
+        "response": completion.text,
+        "ttft_s": completion.ttft_s,
+        "latency_s": completion.latency_s,
+        "input_tokens": completion.input_tokens,
+        "output_tokens": completion.output_tokens,
+        "tokens_estimated": completion.tokens_estimated,
+        "tokens_per_s": completion.tokens_per_s,
+        "cost_usd": completion.cost_usd,
+        "streamed": completion.streamed,
+        "cached": completion.cached,
+        "rate_limit_wait_s": completion.rate_limit_wait_s,
+    }
+
+
+def _described_images(refs: Sequence[str], root: Path) -> list[str]:
+    """Image references as the record shows them: paths from the rootdir, URLs abridged."""
+    if not refs:
+        return []
+    from ..spec.images import describe_ref
+
+    return [describe_ref(ref, root=root) for ref in refs]

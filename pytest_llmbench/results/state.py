@@ -1,0 +1,80 @@
+"""What an item did, as its record is built from it: kept in the item's stash.
+
+:class:`EvalResult` is an eval item's result (its setup fetches the answer, its call phase
+scores it); :class:`PlainTestState` is what a plain test did through the ``llm`` and
+``record_score`` fixtures. The ``makereport`` wrapper (:mod:`.attach`) reads them from the
+stash and builds the record, without knowing the item's class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from ..agent.loop import AgentRun
+    from ..agent.sandbox import Sandbox
+    from ..engine.plan import CallPlan
+    from ..judging.panel import GradedAssertion
+    from ..models.profiles import ModelProfile
+    from ..models.providers.completion import Completion, ProviderError
+    from ..scoring.assertions import Verdict
+
+
+class EvalFailure(Exception):
+    """A case scored below its threshold."""
+
+
+@dataclass
+class EvalResult:
+    """An eval item's result: filled in by its setup (the answer) and call phase (the score)."""
+
+    plan: CallPlan  #: what was asked
+    completion: Completion | None = None
+    #: the model-graded verdicts, by assertion index
+    graded: dict[int, GradedAssertion] = field(default_factory=dict)
+    verdicts: list[Verdict] = field(default_factory=list)  #: every assertion's verdict
+    score: float | None = None
+    agent_run: AgentRun | None = None  #: an agent item's loop
+    sandbox: Sandbox | None = None  #: the agent's sandbox, reused by its ``command`` checks
+    workdir: Path | None = None  #: the item's workdir, when it has one
+    post_metrics: dict[str, float] = field(default_factory=dict)  #: ``post_process`` metrics
+    started_at: str | None = None
+    #: why there is no answer or verdict (provider, judge, post_process): an error outcome
+    provider_error: ProviderError | None = None
+    #: the rewrite of an optimized variant's prompt: status and reason (record field)
+    optimization: dict[str, Any] | None = None
+    #: the messages actually sent (an optimized variant's differ from the case's)
+    sent_messages: tuple[dict[str, Any], ...] | None = None
+
+
+EVAL_RESULT_KEY = pytest.StashKey[EvalResult]()
+
+
+@dataclass
+class PlainTestState:
+    """What a plain test did through our fixtures; becomes its results row."""
+
+    model: ModelProfile | None = None
+    repeat: int = 0
+    completions: list[Completion] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    score: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: ProviderError | None = None
+    started_at: str | None = None
+
+
+PLAIN_STATE_KEY = pytest.StashKey[PlainTestState]()
+
+
+def plain_state(item: pytest.Item) -> PlainTestState:
+    """The plain-test state of ``item``, created on first use."""
+    state = item.stash.get(PLAIN_STATE_KEY, None)
+    if state is None:
+        state = PlainTestState()
+        item.stash[PLAIN_STATE_KEY] = state
+    return state
