@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "local/smollm2"
 DEFAULT_PATTERN = "*.eval.yaml"
+#: The response cache's folder, relative to where pytest is invoked.
+DEFAULT_CACHE_DIR = ".llmbench-cache"
 RUN_CONFIG_KEY = pytest.StashKey["RunConfig"]()
 
 #: (option dest, ini name, help, default). One table drives both the CLI and the ini file.
@@ -40,8 +42,8 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
      "cost; the default) or none: all, sample, off", "sample"),
     ("cache", "llmbench_cache", "Response cache: off (default), use, refresh, or replay "
      "(no network; a miss is an error)", "off"),
-    ("cache_dir", "llmbench_cache_dir", "Folder of the response cache (default .llmbench-cache)",
-     ".llmbench-cache"),
+    ("cache_dir", "llmbench_cache_dir", f"Folder of the response cache (default {DEFAULT_CACHE_DIR})",
+     DEFAULT_CACHE_DIR),
     ("max_cost", "llmbench_max_cost", "Stop starting model calls once the run has spent this "
      "many USD; the rest are skipped", None),
     ("rpm", "llmbench_rpm", "Requests per minute per model, for models whose profile sets none",
@@ -144,7 +146,7 @@ class RunConfig:
     concurrency: int = 8
     stream: str = "sample"
     cache_mode: str = "off"
-    cache_dir: Path | None = None
+    cache_dir: Path = Path(DEFAULT_CACHE_DIR)
     max_cost: float | None = None
     rpm: float | None = None
     tpm: float | None = None
@@ -184,7 +186,7 @@ class RunConfig:
             "concurrency": self.concurrency,
             "stream": self.stream,
             "cache": self.cache_mode,
-            "cache_dir": str(self.cache_dir) if self.cache_dir else None,
+            "cache_dir": str(self.cache_dir),
             "max_cost": self.max_cost,
             "rpm": self.rpm,
             "tpm": self.tpm,
@@ -268,7 +270,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         stream=_stream_mode(config, latency_only),
         # --rescore reads answers from the cache only: it is replay under another name.
         cache_mode="replay" if rescore else _choice(config, "cache", CACHE_MODES),
-        cache_dir=_path(config, "cache_dir"),
+        cache_dir=_path(config, "cache_dir") or config.invocation_params.dir / DEFAULT_CACHE_DIR,
         max_cost=_optional_number(config, "max_cost"),
         rpm=_optional_number(config, "rpm"),
         tpm=_optional_number(config, "tpm"),

@@ -122,7 +122,8 @@ def llmbench_model(request: pytest.FixtureRequest) -> tuple[ModelProfile, int]:
     item = _eval_item(request)
     if item is not None:
         return item.model, item.repeat
-    return request.param
+    model, repeat = request.param  # set by pytest_generate_tests
+    return model, int(repeat)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from .engine.runtime import get_runtime
 from .models.providers.completion import ProviderError
 from .results.record import utc_now
 from .results.state import EVAL_RESULT_KEY, EvalFailure, EvalResult
+from .scoring.base import one_line
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from .scoring.assertions import Assertion, Verdict
 
 __all__ = ["EvalFailure", "EvalItem", "SandboxWarning", "run_eval_case"]
+
+#: Characters of the prompt, expected answer and answer a failure shows, each on one line.
+_SHOWN = 300
 
 
 class SandboxWarning(UserWarning):
@@ -213,9 +217,9 @@ class EvalItem(pytest.Function):
         plan = self.plan
         lines = [
             f"{plan.suite}::{self.case.id} on {plan.label} (repeat {self.repeat}): {headline}",
-            f"  prompt:   {_clip(self.case.prompt or '')}",
-            f"  expected: {_clip(self.case.expected or '-')}",
-            f"  got:      {_clip(answer)}",
+            f"  prompt:   {one_line(self.case.prompt or '', _SHOWN)}",
+            f"  expected: {one_line(self.case.expected or '-', _SHOWN)}",
+            f"  got:      {one_line(answer, _SHOWN)}",
         ]
         for verdict in self.result.verdicts:
             mark = "PASS" if verdict.passed else "FAIL"
@@ -225,8 +229,3 @@ class EvalItem(pytest.Function):
     def reportinfo(self) -> tuple[Path, int, str]:
         """Point at the case's line in the eval file."""
         return self.path, self.case.line - 1, self.name
-
-
-def _clip(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -54,8 +54,8 @@ class PacerSettings:
     slot_dir: Path  #: the session folder the xdist workers share, for the serial locks
 
     @classmethod
-    def from_run(cls, run: RunConfig, rootpath: Path, slot_dir: Path) -> PacerSettings:
-        """The settings of ``run``; the cache defaults to ``.llmbench-cache`` in the rootdir."""
+    def from_run(cls, run: RunConfig, slot_dir: Path) -> PacerSettings:
+        """The settings of ``run``, with the folder of the xdist workers' shared locks."""
         return cls(
             concurrency=run.concurrency,
             rpm=run.rpm,
@@ -65,7 +65,7 @@ class PacerSettings:
             rescore=run.rescore,
             request_timeout_s=run.request_timeout_s,
             max_retries=run.max_retries,
-            cache_dir=run.cache_dir or rootpath / ".llmbench-cache",
+            cache_dir=run.cache_dir,
             slot_dir=slot_dir,
         )
 

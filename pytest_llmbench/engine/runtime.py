@@ -57,7 +57,7 @@ class Runtime:
             n_workers = int(workerinput.get("workercount", 1))
             run = self.run
             state_dir = session_state(self.config)[0]
-            settings = PacerSettings.from_run(run, self.config.rootpath, state_dir)
+            settings = PacerSettings.from_run(run, state_dir)
             answerer = Answerer(
                 CallPacer(settings, n_workers),
                 self.targets.target,

@@ -61,7 +61,7 @@ def eval_nodeid_matcher(config: pytest.Config) -> Callable[[str], bool]:
     return is_eval
 
 
-class LookaheadScheduling(LoadScheduling):
+class LookaheadScheduling(LoadScheduling):  # type: ignore[misc]  # xdist ships no types
     """xdist's load scheduling, with each worker's eval items kept at ``depth`` while any are
     unsent."""
 
