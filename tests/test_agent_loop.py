@@ -141,8 +141,10 @@ def test_write_then_read_then_answer(toolbox: Toolbox) -> None:
     )  # fmt: skip
     assert result.tool_counts() == {"write_file": 1, "read_file": 1}
     # Summed over the three turns; one turn was not from the cache.
-    assert (result.input_tokens, result.output_tokens) == (30, 15)
-    assert result.cost_usd == pytest.approx(0.003) and result.latency_s == pytest.approx(1.5)
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (30, 15)
+    assert result.usage.cost_usd == pytest.approx(
+        0.003
+    ) and result.usage.latency_s == pytest.approx(1.5)
     assert not result.cached
     # Every call offered the tools, and saw the conversation so far in OpenAI's shape.
     messages, params = script.requests[2]
@@ -191,7 +193,7 @@ def test_all_turns_cached_and_sums_of_retries(toolbox: Toolbox) -> None:
     result = run(script, toolbox)
     assert result.cached and result.retries == 3
     # A turn without a price adds nothing; the priced one still counts.
-    assert result.cost_usd == pytest.approx(0.001)
+    assert result.usage.cost_usd == pytest.approx(0.001)
 
 
 def test_max_turns_stops_a_model_that_never_answers(toolbox: Toolbox) -> None:
@@ -209,7 +211,7 @@ def test_token_limit_stops_between_turns(toolbox: Toolbox) -> None:
     result = run(script, toolbox, limit_tokens=40)
     # 15 tokens a turn: 45 > 40 after the third.
     assert result.stopped == "tokens" and result.turns == 3
-    assert result.input_tokens == 30 and result.output_tokens == 15
+    assert result.usage.input_tokens == 30 and result.usage.output_tokens == 15
 
 
 def test_time_limit_cancels_a_call_in_flight(toolbox: Toolbox) -> None:
@@ -217,7 +219,7 @@ def test_time_limit_cancels_a_call_in_flight(toolbox: Toolbox) -> None:
     result = run(script, toolbox, limit_seconds=0.3)
     assert script.cancelled == 1, "the call in flight was cancelled, not waited for"
     assert result.stopped == "seconds" and result.turns == 0 and result.answer == ""
-    assert result.input_tokens is None and not result.cached
+    assert result.usage.input_tokens is None and not result.cached
 
 
 def test_time_limit_stops_between_turns() -> None:
@@ -549,7 +551,7 @@ def test_end_to_end_through_litellm(
     ]
     assert result.tool_counts() == {"write_file": 1, "read_file": 2}
     assert (toolbox.workdir / "notes.txt").read_text() == "hello"
-    assert result.turns == 4 and result.input_tokens and result.output_tokens
+    assert result.turns == 4 and result.usage.input_tokens and result.usage.output_tokens
     requests = fake_llm.chat_requests()
     assert len(requests) == 4
     first = requests[0].body

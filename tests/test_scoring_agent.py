@@ -10,6 +10,7 @@ import pytest
 
 from pytest_llmbench.agent.loop import AgentRun, ToolCall
 from pytest_llmbench.agent.sandbox import CommandResult, Sandbox, SandboxLimits
+from pytest_llmbench.models.providers.completion import Usage
 from pytest_llmbench.scoring.agent import (
     AGENT_KEYS,
     AGENT_TYPES,
@@ -42,10 +43,7 @@ def make_run(calls: list[tuple[str, dict[str, Any]]] = CALLS, turns: int = 5) ->
         transcript=(),
         stopped="answer",
         shimmed=True,
-        input_tokens=100,
-        output_tokens=20,
-        cost_usd=None,
-        latency_s=1.0,
+        usage=Usage(input_tokens=100, output_tokens=20, latency_s=1.0),
         retries=0,
         cached=False,
     )

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..models.providers.completion import Completion, add_known
+from ..models.providers.completion import Completion, Usage
 from .shim import (
     interpreter_messages,
     is_protocol_reply,
@@ -77,10 +77,7 @@ class AgentRun:
     transcript: tuple[dict[str, Any], ...]  # every message: system/user/assistant/tool
     stopped: str  # "answer" | "max_turns" | "seconds" | "tokens"
     shimmed: bool  # tools went through the JSON-in-text shim
-    input_tokens: int | None
-    output_tokens: int | None
-    cost_usd: float | None
-    latency_s: float
+    usage: Usage  # summed over the turns (and a shim interpreter's calls)
     retries: int
     cached: bool  # every turn came from the cache
 
@@ -104,26 +101,16 @@ class _Totals:
 
     def __init__(self) -> None:
         self.turns = 0
-        self.input_tokens: int | None = None
-        self.output_tokens: int | None = None
-        self.cost_usd: float | None = None
-        self.latency_s = 0.0
+        self.usage = Usage(latency_s=0.0)
         self.retries = 0
         self.all_cached = True
 
     def add(self, completion: Completion, *, turn: bool = True) -> None:
         """Add a call's usage; an interpreter's call costs but is not a model turn."""
         self.turns += 1 if turn else 0
-        self.input_tokens = add_known(self.input_tokens, completion.input_tokens)
-        self.output_tokens = add_known(self.output_tokens, completion.output_tokens)
-        self.cost_usd = add_known(self.cost_usd, completion.cost_usd)
-        self.latency_s += completion.latency_s
+        self.usage += completion.usage
         self.retries += completion.retries
         self.all_cached = self.all_cached and completion.cached
-
-    @property
-    def tokens(self) -> int:
-        return (self.input_tokens or 0) + (self.output_tokens or 0)
 
 
 async def run_agent(
@@ -181,7 +168,7 @@ async def run_agent(
             call = await _run_tool(toolbox, request, turn)
             calls.append(call)
             transcript.append(_result_message(request, call.result, shim))
-        if limit_tokens is not None and totals.tokens > limit_tokens:
+        if limit_tokens is not None and totals.usage.tokens > limit_tokens:
             stopped = "tokens"
             break
         if limit_seconds is not None and time.perf_counter() - started > limit_seconds:
@@ -194,10 +181,7 @@ async def run_agent(
         transcript=tuple(transcript),
         stopped=stopped,
         shimmed=shim,
-        input_tokens=totals.input_tokens,
-        output_tokens=totals.output_tokens,
-        cost_usd=totals.cost_usd,
-        latency_s=totals.latency_s,
+        usage=totals.usage,
         retries=totals.retries,
         cached=totals.turns > 0 and totals.all_cached,
     )

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..models.providers.completion import Completion, ProviderError, add_known
+from ..models.providers.completion import Completion, ProviderError, total_usage
 
 __all__ = [
     "CompleteFn",
@@ -217,20 +217,16 @@ def _chat(
 
 def solver_completion(run: SolverRun, model_id: str) -> Completion:
     """A solver's run as one completion: its answer, usage and cost summed over its calls."""
-    input_tokens = output_tokens = cost = None
-    for call in run.calls:
-        input_tokens = add_known(input_tokens, call.input_tokens)
-        output_tokens = add_known(output_tokens, call.output_tokens)
-        cost = add_known(cost, call.cost_usd)
+    usage = total_usage(call.usage for call in run.calls)
     return Completion(
         text=run.answer,
         model_id=model_id,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
         tokens_estimated=any(call.tokens_estimated for call in run.calls),
         ttft_s=None,
         latency_s=run.latency_s,
-        cost_usd=cost,
+        cost_usd=usage.cost_usd,
         retries=sum(call.retries for call in run.calls),
         streamed=False,
         finish_reason=None,

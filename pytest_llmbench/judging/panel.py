@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..models.providers.completion import Completion, ProviderError, add_known
+from ..models.providers.completion import Completion, ProviderError, Usage
 from .prompts import JURY_DIMENSIONS, JudgeRequest, judge_messages, reply_schema, retry_messages
 from .verdicts import VerdictError, parse_verdict
 
@@ -43,10 +43,7 @@ class JudgeCall:
     reasons: dict[str, str] = field(default_factory=dict)
     error: str | None = None
     attempts: int = 0
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
-    latency_s: float | None = None
+    usage: Usage = field(default_factory=Usage)  #: summed over the attempts
     cached: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,10 +57,7 @@ class JudgeCall:
             "reasons": dict(self.reasons),
             "error": self.error,
             "attempts": self.attempts,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cost_usd": self.cost_usd,
-            "latency_s": self.latency_s,
+            **self.usage.fields(),
             "cached": self.cached,
         }
 
@@ -172,17 +166,11 @@ async def _ask(
 class _Usage:
     """Tokens, cost and time of one judge's attempts, summed."""
 
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
-    latency_s: float | None = None
+    usage: Usage = field(default_factory=Usage)
     cached: bool = True
 
     def add(self, completion: Completion) -> None:
-        self.input_tokens = add_known(self.input_tokens, completion.input_tokens)
-        self.output_tokens = add_known(self.output_tokens, completion.output_tokens)
-        self.cost_usd = add_known(self.cost_usd, completion.cost_usd)
-        self.latency_s = add_known(self.latency_s, completion.latency_s)
+        self.usage += completion.usage
         self.cached = self.cached and completion.cached
 
     def call(
@@ -195,7 +183,7 @@ class _Usage:
         reasons: dict[str, str] | None = None,
         error: str | None = None,
     ) -> JudgeCall:
-        made_a_call = self.latency_s is not None
+        made_a_call = self.usage.latency_s is not None
         return JudgeCall(
             assertion=index,
             type=kind,
@@ -205,10 +193,7 @@ class _Usage:
             reasons=dict(reasons or {}),
             error=error,
             attempts=attempts,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cost_usd=self.cost_usd,
-            latency_s=self.latency_s,
+            usage=self.usage,
             cached=self.cached and made_a_call,
         )
 

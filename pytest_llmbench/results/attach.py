@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ..engine.runtime import RUNTIME_KEY, Runtime
-from ..models.providers.completion import ProviderError
+from ..models.providers.completion import ProviderError, Usage
 from .item_record import completion_fields, eval_record
 from .record import build_record, utc_now, worker_id
 from .state import EVAL_RESULT_KEY, PLAIN_STATE_KEY, EvalFailure, EvalResult, PlainTestState
@@ -167,7 +167,7 @@ def _summed(state: PlainTestState) -> dict[str, Any]:
     if not state.completions:
         return {}
     fields = completion_fields(state.completions[-1])
-    for name in ("input_tokens", "output_tokens", "cost_usd", "latency_s"):
+    for name in Usage().fields():  # unknown when any call's is: a partial total would mislead
         values = [getattr(c, name) for c in state.completions]
         fields[name] = None if any(v is None for v in values) else sum(values)
     fields["retries"] = sum(c.retries for c in state.completions)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..models.providers.completion import total_usage
 from .record import build_record
 
 if TYPE_CHECKING:
@@ -119,13 +120,12 @@ def _judge_fields(result: EvalResult) -> dict[str, Any]:
         for key, value in entry.dimensions.items():
             values.setdefault(key, []).append(value)
     dimensions = {key: sum(found) / len(found) for key, found in values.items()}
-    costs = [call.cost_usd for call in calls if call.cost_usd is not None]
-    tokens = sum((call.input_tokens or 0) + (call.output_tokens or 0) for call in calls)
+    usage = total_usage(call.usage for call in calls)
     return {
         "judges": [call.to_dict() for call in calls],
         "dimensions": dimensions,
-        "judge_tokens": tokens,
-        "judge_cost": sum(costs) if costs else None,
+        "judge_tokens": usage.tokens,
+        "judge_cost": usage.cost_usd,
     }
 
 

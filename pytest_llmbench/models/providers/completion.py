@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -21,6 +22,42 @@ class CallTarget:
     extra: dict[str, Any] = field(default_factory=dict)
     cost_per_1k_input: float | None = None
     cost_per_1k_output: float | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What model calls used: one call's tokens, cost and time, or several calls' summed.
+
+    A value the provider did not report is None and adds nothing to a sum, which stays None
+    until some call reports it (:func:`add_known`).
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_s: float | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Input and output tokens together (an unreported count as none)."""
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            add_known(self.input_tokens, other.input_tokens),
+            add_known(self.output_tokens, other.output_tokens),
+            add_known(self.cost_usd, other.cost_usd),
+            add_known(self.latency_s, other.latency_s),
+        )
+
+    def fields(self) -> dict[str, Any]:
+        """The four values by name, as records and logs write them."""
+        return asdict(self)
+
+
+def total_usage(usages: Iterable[Usage]) -> Usage:
+    """The sum of ``usages`` (an empty :class:`Usage` for none)."""
+    return sum(usages, Usage())
 
 
 @dataclass(frozen=True)
@@ -47,6 +84,11 @@ class Completion:
     def __post_init__(self) -> None:
         # A cached completion comes back from JSON with a list here.
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+
+    @property
+    def usage(self) -> Usage:
+        """This call's tokens, cost and time."""
+        return Usage(self.input_tokens, self.output_tokens, self.cost_usd, self.latency_s)
 
     @property
     def tokens_per_s(self) -> float | None:
