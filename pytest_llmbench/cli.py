@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _leaderboard_command(args: argparse.Namespace) -> int:
-    from .results.summary import axis_column, grouped, leaderboard, records_frame
+    from .results import axis_column, grouped, leaderboard, records_frame
 
     try:
         key = axis_column(args.group_by)

@@ -12,8 +12,8 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pyte
 import pytest
 from conftest import ARITH, FAKE_KEY_ENV, Bench, Rule
 
+from pytest_llmbench.results import METRIC_COLUMNS, model_dir_name
 from pytest_llmbench.results.record import FIELDS
-from pytest_llmbench.results.summary import METRIC_COLUMNS, model_dir_name
 
 CAPITALS = """
 description: Capitals

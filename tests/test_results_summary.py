@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from conftest import assert_imported_lazily
 
+from pytest_llmbench import results as lb
 from pytest_llmbench.render import terminal as boardtext
 from pytest_llmbench.render.terminal import format_judges, format_leaderboard
 from pytest_llmbench.results import stats
-from pytest_llmbench.results import summary as lb
 from pytest_llmbench.results.record import FIELDS, build_record
 from pytest_llmbench.results.stats import case_verdicts
 from pytest_llmbench.results.stats.agreement import dimension_agreement

@@ -117,7 +117,7 @@ def step_summary(
     from .markup import board_markdown, md_cell
 
     if board is None:
-        from ..results.summary import leaderboard, records_frame
+        from ..results import leaderboard, records_frame
 
         board = leaderboard(records_frame(records))
     lines = [

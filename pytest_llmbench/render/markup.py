@@ -9,7 +9,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..results.aggregation import is_missing
+from ..results import is_missing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,7 +77,7 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
     ``key`` is the key column: ``model``, or the axis column of a board grouped by another axis.
     A latency-only board (``--latency-only``) shows timings instead of scores.
     """
-    from ..results.grouping import LATENCY_ONLY
+    from ..results import LATENCY_ONLY
 
     if board.attrs.get(LATENCY_ONLY):
         return _latency_table(board, key)

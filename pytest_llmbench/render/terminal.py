@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config import get_run_config
-from ..results.aggregation import (
+from ..results import (
     ANSWERED,
+    LATENCY_ONLY,
     dimension_columns,
     dimension_means,
     has_judges,
@@ -22,7 +23,6 @@ from ..results.aggregation import (
     judge_usage,
     judged_dimensions,
 )
-from ..results.grouping import LATENCY_ONLY
 from ..results.recorder import RECORDER_KEY, optimization_counts
 from ..results.stats import Comparison
 from ..results.stats.agreement import DimensionAgreement, dimension_order

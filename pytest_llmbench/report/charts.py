@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..results.aggregation import is_missing
+from ..results import is_missing
 from ..results.stats.agreement import dimension_order, judge_entries
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def grouped_chart(board: pd.DataFrame, axis: str, latency_only: bool = False) ->
     the score mean with its 95% CI, or for a latency-only run the latency p50."""
     import plotly.graph_objects as go
 
-    from ..results.summary import axis_column
+    from ..results import axis_column
 
     key = axis_column(axis)
     name = "by-" + re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-")

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..results.aggregation import is_missing
+from ..results import is_missing
 from .charts import task_type
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from .html_tables import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..results.summary import RunSummary
+    from ..results import RunSummary
 
 REPORT_FILE = "report.html"
 DEFAULT_TITLE = "pytest-llmbench report"
@@ -96,7 +96,7 @@ def render_report(
 
     heading = title or DEFAULT_TITLE
     if summary is None and records:
-        from ..results.summary import summarize
+        from ..results import summarize
 
         summary = summarize(records)
     sections = _sections(summary, heading, run_info or {})
@@ -145,7 +145,7 @@ def _sections(
 
 def _variants(boards: Mapping[str, pd.DataFrame], latency: bool) -> str:
     """A table and a chart per axis with several values (profile, prompt, temperature, tag)."""
-    from ..results.summary import axis_column
+    from ..results import axis_column
 
     parts = []
     for axis, board in boards.items():

@@ -21,7 +21,7 @@ import pytest
 
 from ..config import explicitly_configured, get_run_config
 from .gates import GATES_KEY
-from .summary import NO_MODEL
+from .stats import NO_MODEL
 
 if TYPE_CHECKING:
     from .stats import CaseChange, Comparison

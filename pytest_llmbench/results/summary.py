@@ -5,8 +5,8 @@ its tables by :mod:`.csvs`. The input is the list of wire records (see
 :mod:`pytest_llmbench.results.record`); nothing here touches pytest, the network or the clock.
 
 The metric columns and their counting rules are in :mod:`.aggregation` and the boards by axis in
-:mod:`.grouping`; their public names are importable from here too. The terminal text is drawn
-by :mod:`pytest_llmbench.render.terminal`.
+:mod:`.grouping`; other stages import all of them from :mod:`pytest_llmbench.results`. The
+terminal text is drawn by :mod:`pytest_llmbench.render.terminal`.
 
 pandas is imported inside the functions: importing this module must stay cheap, because the
 plugin imports it in every pytest run, evals or not.
@@ -29,26 +29,13 @@ from .aggregation import (
     metrics_frame,
 )
 from .csvs import (
-    AGREEMENT_COLUMNS,
-    COMPARISON_COLUMNS,
-    VERDICT_COLUMNS,
     Tables,
     WrittenFiles,
-    agreement_frame,
-    comparisons_frame,
-    verdicts_frame,
     write_csvs,
 )
 from .grouping import (
-    GROUP_AXES,
-    LATENCY_ONLY,
-    NO_VALUE,
-    axis_column,
-    axis_values,
     grouped,
-    grouped_file_name,
     is_latency_only,
-    model_dir_name,
     ranked,
     varied_axes,
 )
@@ -59,32 +46,6 @@ from .stats.agreement import DimensionAgreement, dimension_agreement
 if TYPE_CHECKING:
     import pandas as pd
 
-#: Names of :mod:`.aggregation` and :mod:`.grouping` that callers import from here.
-__all__ = [
-    "AGREEMENT_COLUMNS",
-    "COMPARISON_COLUMNS",
-    "GROUP_AXES",
-    "LATENCY_ONLY",
-    "METRIC_COLUMNS",
-    "NO_MODEL",
-    "NO_VALUE",
-    "VERDICT_COLUMNS",
-    "WrittenFiles",
-    "aggregate",
-    "agreement_frame",
-    "axis_column",
-    "axis_values",
-    "comparisons_frame",
-    "dimension_columns",
-    "grouped",
-    "grouped_file_name",
-    "has_judges",
-    "is_latency_only",
-    "judged_dimensions",
-    "model_dir_name",
-    "varied_axes",
-    "verdicts_frame",
-]
 
 _NUMERIC_FIELDS: tuple[str, ...] = (
     "repeat",
