@@ -285,6 +285,13 @@ class _Handler(BaseHTTPRequestHandler):
             )
         )
 
+    def _answering(self) -> None:
+        """Stamp the request answered before its last bytes go out (once): a client that has
+        read the whole answer always finds the stamp set."""
+        recorded = getattr(self, "_recorded", None)
+        if recorded is not None and recorded.answered is None:
+            self.server.owner._answered(recorded)
+
     def _send_json(
         self, status: int, payload: dict[str, Any], extra_headers: dict[str, str] | None = None
     ) -> None:
@@ -295,6 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (extra_headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
+        self._answering()
         self.wfile.write(data)
 
     def _send_error(
@@ -335,11 +343,11 @@ class _Handler(BaseHTTPRequestHandler):
         return path
 
     def do_GET(self) -> None:
-        recorded = self._record({}, self._read_body())
+        self._recorded = self._record({}, self._read_body())
         try:
             self._answer_get()
         finally:
-            self.server.owner._answered(recorded)
+            self._answering()
 
     def _answer_get(self) -> None:
         route = self._route()
@@ -367,11 +375,11 @@ class _Handler(BaseHTTPRequestHandler):
             body, parsed_ok = {}, False
         if not isinstance(body, dict):
             body = {}
-        recorded = self._record(body, raw)
+        self._recorded = self._record(body, raw)
         try:
             self._answer_post(body, parsed_ok)
         finally:
-            self.server.owner._answered(recorded)
+            self._answering()
 
     def _answer_post(self, body: dict[str, Any], parsed_ok: bool) -> None:
 
@@ -524,6 +532,7 @@ class _Handler(BaseHTTPRequestHandler):
             chunk([delta_choice({}, finish_reason)])
             if usage is not None:
                 chunk([], {"usage": usage})
+            self._answering()
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except OSError:
