@@ -1,0 +1,143 @@
+"""The house by stage: no import cycle in the package, and every stage imports only earlier ones.
+
+Read from the source with ``ast`` (every import, at any depth, ``TYPE_CHECKING`` ones too), so a
+lazy import inside a function counts as much as one at the top of a module.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pytest_llmbench"
+#: The stages in the order a record flows: each may import only the ones before it.
+STAGES = ("models", "agent", "scoring", "judging", "spec", "engine", "results", "render", "report")
+#: Modules on top that any stage may import: the run's settings and two utilities.
+SHARED = ("config", "redact", "userimport")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package -> the modules of the package it imports."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py") if "scaffold" not in p.parts}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        imported = _imported(ast.parse(path.read_text()), package, set(paths))
+        graph[name] = {target for target in imported if target in paths and target != name}
+    return graph
+
+
+def _imported(tree: ast.AST, package: str, modules: set[str]) -> Iterator[str]:
+    """The modules ``tree`` names: ``from .a import b`` names ``a.b`` when that is a module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".") if package else []
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            elif node.module is not None and node.module.startswith("pytest_llmbench"):
+                module = node.module.removeprefix("pytest_llmbench").lstrip(".")
+            else:
+                continue
+            for alias in node.names:
+                submodule = f"{module}.{alias.name}".lstrip(".")
+                yield submodule if submodule in modules else module
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("pytest_llmbench."):
+                    yield alias.name.removeprefix("pytest_llmbench.")
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def stage_of(module: str) -> str:
+    top = module.split(".")[0]
+    return top if top in STAGES or top in SHARED else "shell"
+
+
+def backward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b`` for each import of a stage from a later stage or from the pytest shell."""
+    wrong = []
+    for module, targets in sorted(graph.items()):
+        stage = stage_of(module)
+        for target in sorted(targets):
+            to = stage_of(target)
+            if stage in STAGES and to in STAGES and STAGES.index(to) > STAGES.index(stage):
+                wrong.append(f"{module} -> {target}")
+            elif stage in (*STAGES, *SHARED) and to == "shell":
+                wrong.append(f"{module} -> {target}")
+            elif stage in SHARED and to in STAGES and stage != "config":
+                wrong.append(f"{module} -> {target}")
+    return wrong
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_stages_import_only_earlier_stages() -> None:
+    assert backward_imports(import_graph()) == []
+
+
+def test_every_package_folder_is_a_stage_or_known() -> None:
+    folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")} | {"scaffold"}
+    assert folders == {*STAGES, "scaffold"}  # the scaffold is data: files `llmbench init` copies
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"a"}, "c": set()}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+    ],
+)
+def test_cycles_finds_a_cycle_and_only_one(
+    graph: dict[str, set[str]], expected: list[list[str]]
+) -> None:
+    assert cycles(graph) == expected
+
+
+def test_backward_imports_names_a_stage_importing_a_later_one_or_the_shell() -> None:
+    graph = {"engine.x": {"results.y", "models.z", "item"}, "results.y": set(), "models.z": set()}
+    assert backward_imports({**graph, "item": set()}) == [
+        "engine.x -> item",
+        "engine.x -> results.y",
+    ]
