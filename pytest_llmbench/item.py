@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
     from .engine.plan import CallPlan
+    from .models.profiles import ModelProfile
     from .scoring.assertions import Assertion, Verdict
+    from .spec.schema import EvalCase
 
 __all__ = ["EvalFailure", "EvalItem", "SandboxWarning", "run_eval_case"]
 
@@ -77,12 +79,23 @@ class EvalItem(pytest.Function):
         assert plan.nodeid == self.nodeid, (plan.nodeid, self.nodeid)
         #: what the engine is asked (built at collection)
         self.plan = plan
-        self.case = plan.case
-        self.model = plan.model
-        self.repeat = plan.repeat
-        self.variant = plan.variant
         self.result = EvalResult(plan)
         self.stash[EVAL_RESULT_KEY] = self.result
+
+    @property
+    def case(self) -> EvalCase:
+        """The plan's case."""
+        return self.plan.case
+
+    @property
+    def model(self) -> ModelProfile:
+        """The plan's evaluated model."""
+        return self.plan.model
+
+    @property
+    def repeat(self) -> int:
+        """The plan's repeat, 0-based."""
+        return self.plan.repeat
 
     def setup(self) -> None:
         """Fixtures first, then the model call."""

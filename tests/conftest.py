@@ -125,6 +125,22 @@ class Bench:
         """Write ``<name>.eval.yaml``."""
         return self.pytester.makefile(".eval.yaml", **{name: text})
 
+    def pricey_profile(self) -> None:
+        """A `pricey` profile on the fake server: 1 USD per token in and out."""
+        self.pytester.makefile(
+            ".yaml",
+            **{
+                "profiles/pricey": f"""
+models:
+  pricey:
+    model: openai/fake-model
+    api_base: {self.server.base_url}
+    api_key_env: {FAKE_KEY_ENV}
+    cost_per_1k: {{input: 1000.0, output: 1000.0}}
+"""
+            },
+        )
+
     def run(self, *args: str) -> pytest.RunResult:
         """Run pytest in-process with results in ./out."""
         return self.pytester.runpytest("-p", "no:cacheprovider", "--results-dir=out", *args)

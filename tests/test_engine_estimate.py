@@ -63,19 +63,7 @@ def test_summary_reports_cached_answers(
 
 
 def test_summary_reports_items_skipped_by_the_budget(bench: Bench) -> None:
-    bench.pytester.makefile(
-        ".yaml",
-        **{
-            "profiles/pricey": f"""
-models:
-  pricey:
-    model: openai/fake-model
-    api_base: {bench.server.base_url}
-    api_key_env: FAKE_LLM_API_KEY
-    cost_per_1k: {{input: 1000.0, output: 1000.0}}
-"""
-        },
-    )
+    bench.pricey_profile()
     bench.eval_file("est", CASES)
     result = bench.run("--models=pricey", "--max-cost=0.5", "--concurrency=1")
     result.assert_outcomes(passed=1, skipped=1)

@@ -189,6 +189,29 @@ def test_eval_case_and_llm_inside_eval_item_conftest(bench: Bench) -> None:
     result.assert_outcomes(passed=2)
 
 
+def test_llm_calls_are_budgeted_and_replayed_like_eval_calls(bench: Bench) -> None:
+    bench.pricey_profile()
+    bench.pytester.makepyfile(
+        test_paid="""
+        def test_twice(llm):
+            llm.complete("Say hi")
+            llm.complete("Say hi again")
+        """
+    )
+    bench.server.add_rule(Rule(reply="hi there"))
+    # The first call spends more than --max-cost: the second is not made, the test is skipped.
+    result = bench.run("--models=pricey", "--max-cost=0.5")
+    result.assert_outcomes(skipped=1)
+    assert len(bench.server.chat_requests()) == 1
+    # Under --cache=replay a call without a cached answer is a cache miss, never a request.
+    bench.server.reset()
+    result = bench.run("--models=pricey", "--cache=replay")
+    result.assert_outcomes(failed=1)
+    assert bench.server.chat_requests() == []
+    (record,) = bench.records()
+    assert (record["outcome"], record["error_kind"]) == ("error", "cache_miss")
+
+
 def test_acomplete_runs_from_another_event_loop(bench: Bench) -> None:
     bench.pytester.makepyfile(
         test_async="""

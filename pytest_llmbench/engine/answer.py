@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 
 #: Put first on an agent command's PATH: this Python (with pytest) as ``python``/``python3``.
 _PYTHON_BIN = (Path(sys.executable).parent,)
-#: Answer tokens assumed for a plain test's call when pacing tokens per minute.
-_PLAIN_ANSWER_TOKENS = 256
 
 
 class Answerer:
@@ -83,7 +81,7 @@ class Answerer:
             stream=stream,
             lane=self._pacer.lane(plan.model, plan.parallel_safe),
             slots=tuple(self._helpers.slots(plan)),
-            estimate=estimate_tokens(plan),
+            estimate=estimate_tokens(plan.case.messages, plan.answer_token_budget),
             model_name=plan.model.name,
             nodeid=plan.nodeid,
         )
@@ -103,7 +101,6 @@ class Answerer:
     ) -> Coroutine[Any, Any, Completion]:
         """The coroutine of a plain test's ``call``-th call of ``model`` (the ``llm`` fixture):
         streamed, on the model's lane, its cache entry its own."""
-        chars = sum(len(str(message.get("content", ""))) for message in messages)
         request = Request(
             target=self._resolve(model),
             messages=tuple(messages),
@@ -113,7 +110,7 @@ class Answerer:
             stream=True,
             lane=self._pacer.lane(model, file_parallel_safe=True),
             slots=tuple(self._helpers.model_slots(model)),
-            estimate=chars // 4 + _PLAIN_ANSWER_TOKENS,
+            estimate=estimate_tokens(messages),
             model_name=model.name,
             nodeid=nodeid,
         )

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
 from .pacing import BudgetExceeded
-from .request import Request
+from .request import Request, estimate_tokens
 
 if TYPE_CHECKING:
     from ..judging.panel import GradedAssertion
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 
 #: Each helper model's target, or why it cannot be called.
 HelperTargets = dict[str, "CallTarget | ProviderError"]
-#: Answer tokens assumed for a judge's verdict when pacing tokens per minute.
-_JUDGE_ANSWER_TOKENS = 256
 
 
 class HelperCalls:
@@ -65,7 +63,6 @@ class HelperCalls:
         target = targets[judge.name]
         if isinstance(target, ProviderError):
             return target
-        chars = sum(len(message["content"]) for message in messages)
         return Request(
             target=target,
             messages=tuple(messages),
@@ -75,7 +72,7 @@ class HelperCalls:
             stream=False,  # a verdict is read whole; its TTFT means nothing
             lane=self._pacer.lane(judge, file_parallel_safe=True),
             slots=tuple(self.model_slots(judge)),
-            estimate=chars // 4 + _JUDGE_ANSWER_TOKENS,
+            estimate=estimate_tokens(messages),  # a verdict's length: the default budget
             model_name=judge.name,
             nodeid=f"{plan.nodeid} (judge {judge.name})",
             embed=embed,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
+from .plan import DEFAULT_OUTPUT_TOKENS
 
 if TYPE_CHECKING:
     from ..agent.loop import AgentRun
@@ -94,9 +95,12 @@ def agent_completion(run: AgentRun, model_id: str) -> Completion:
     )
 
 
-def estimate_tokens(plan: CallPlan) -> int:
-    """Tokens a call will use, for tokens-per-minute pacing before the real count is known."""
+def estimate_tokens(
+    messages: Sequence[dict[str, Any]], answer_tokens: int = DEFAULT_OUTPUT_TOKENS
+) -> int:
+    """Tokens a call will use, for tokens-per-minute pacing before the real count is known: a
+    token per four characters of the prompt, plus what the answer may take."""
     from ..spec.templating import message_text
 
-    prompt_chars = sum(len(message_text(message)) for message in plan.case.messages)
-    return prompt_chars // 4 + plan.answer_token_budget
+    prompt_chars = sum(len(message_text(message)) for message in messages)
+    return prompt_chars // 4 + answer_tokens

@@ -17,7 +17,7 @@ import pytest
 from ..engine.runtime import RUNTIME_KEY, Runtime
 from ..models.providers.completion import ProviderError, Usage
 from .item_record import completion_fields, eval_record
-from .record import build_record, utc_now, worker_id
+from .record import build_record, file_field, utc_now, worker_id
 from .state import EVAL_RESULT_KEY, PLAIN_STATE_KEY, EvalFailure, EvalResult, PlainTestState
 
 
@@ -140,7 +140,7 @@ def _plain_record(
     record = build_record(
         nodeid=item.nodeid,
         suite=path.stem,
-        eval_file=str(path.relative_to(root)) if path.is_relative_to(root) else str(path),
+        eval_file=file_field(path, root),
         case_id=getattr(item, "originalname", item.name),
         model=state.model.name if state.model else None,
         model_id=state.model.model if state.model else None,

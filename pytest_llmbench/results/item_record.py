@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import total_usage
-from .record import build_record
+from .record import build_record, file_field
 
 if TYPE_CHECKING:
     from ..engine.plan import CallPlan
@@ -31,9 +31,7 @@ def eval_record(
     return build_record(
         nodeid=plan.nodeid,
         suite=plan.suite,
-        eval_file=str(plan.path.relative_to(root))
-        if plan.path.is_relative_to(root)
-        else str(plan.path),
+        eval_file=file_field(plan.path, root),
         case_id=case.id,
         model=plan.label,
         model_id=plan.model.model,

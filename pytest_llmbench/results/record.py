@@ -90,6 +90,7 @@ Fields (``None`` where a value does not apply or was not measured):
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -191,6 +192,11 @@ def build_record(**values: Any) -> dict[str, Any]:
     record = {name: values.get(name, _DEFAULTS.get(name)) for name in FIELDS}
     record["passed"] = record["outcome"] == "passed"
     return record
+
+
+def file_field(path: Path, root: Path) -> str:
+    """The record's ``eval_file``: the test file's path from the rootdir (absolute outside it)."""
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def utc_now() -> str:
