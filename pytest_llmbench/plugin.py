@@ -58,8 +58,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from .engine.estimate import CostEstimator
 
         config.pluginmanager.register(CostEstimator(), "llmbench-estimate")
+    from .report.standalone import SessionEndWarmUp
     from .results.recorder import ResultsRecorder
 
+    config.pluginmanager.register(SessionEndWarmUp(), "llmbench-warm-up")
     config.pluginmanager.register(ResultsRecorder(config), RECORDER_NAME)
     # The recorder summarizes the run once and decides the gates (asking the baseline plugin);
     # after it (trylast) the report and CI outputs read that summary; the terminal prints it.

@@ -232,12 +232,6 @@ class ReportWriter:
         self.config = config
         self.path: Path | None = None
         self.error: str | None = None
-        self._warm_up: threading.Thread | None = None
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """On the run's first record, start importing what the session end needs."""
-        if self._warm_up is None and getattr(report, "llmbench_record", None) is not None:
-            self._warm_up = _start_warm_up()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -245,8 +239,6 @@ class ReportWriter:
         run's summary."""
         from ..results.recorder import RECORDER_KEY, SUMMARY_KEY
 
-        if self._warm_up is not None:
-            self._warm_up.join()  # it never outlives the session
         recorder = self.config.stash.get(RECORDER_KEY, None)
         if recorder is None or not recorder.records or recorder.out_dir is None:
             return
@@ -277,15 +269,29 @@ def _read_run_info(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _start_warm_up() -> threading.Thread:
-    """Import what the session end needs (pandas, plotly) on a background thread, now.
+class SessionEndWarmUp:
+    """Imports what the session end needs (pandas, plotly, the report's charts) on a
+    background thread from the run's first record, and joins it before the session end.
 
     The main process mostly waits for reports while items run (under xdist it only relays
     them), so the imports overlap with the run instead of adding a second or so after it.
     """
-    thread = threading.Thread(target=_warm_up, name="llmbench-warm-up", daemon=True)
-    thread.start()
-    return thread
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """On the run's first record, start the imports."""
+        if self._thread is None and getattr(report, "llmbench_record", None) is not None:
+            self._thread = threading.Thread(target=_warm_up, name="llmbench-warm-up", daemon=True)
+            self._thread.start()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self) -> None:
+        """Before the recorder summarizes the run: the imports are done (and frozen), and the
+        thread never outlives the session."""
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _warm_up() -> None:
