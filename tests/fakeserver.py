@@ -85,6 +85,11 @@ class Rule:
     # a dict (sent as its JSON) or a raw string (sent as is, so it may be broken JSON)}. The
     # message content is null unless `reply` was changed from its default "ok".
     tool_calls: list[dict[str, Any]] | None = None
+    # Streamed: send the role chunk and this many answer chunks, then close the connection
+    # cleanly (end of body) with no finish reason and no [DONE]: a stream cut mid-answer.
+    cut_after: int | None = None
+    # Answer 200 with this body as is (Content-Type application/json): a malformed answer.
+    raw_body: bytes | None = None
 
 
 @dataclass
@@ -413,6 +418,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(rule.status, message, rule.retry_after)
             return
 
+        if rule is not None and rule.raw_body is not None:
+            self._send_raw(rule.raw_body)
+            return
+        if rule is not None and rule.cut_after is not None and body.get("stream") is True:
+            self._stream_cut_after(body, rule.reply, rule.cut_after)
+            return
+
         reply = rule.reply if rule is not None else owner.default_reply
         tool_calls: list[dict[str, Any]] | None = None
         truncated = False
@@ -478,6 +490,42 @@ class _Handler(BaseHTTPRequestHandler):
                 "usage": usage,
             },
         )
+
+    def _send_raw(self, data: bytes) -> None:
+        """A 200 answer whose body is ``data`` as is (not necessarily JSON)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self._answering()
+        self.wfile.write(data)
+
+    def _stream_cut_after(self, body: dict[str, Any], reply: str, chunks: int) -> None:
+        """Stream ``chunks`` pieces of ``reply``, then end the body: no finish reason, no [DONE]."""
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        size = self.server.owner.chunk_size
+        answer = [reply[i : i + size] for i in range(0, len(reply), size)]
+        pieces = ["", *answer[:chunks]]
+        model = body.get("model") if isinstance(body.get("model"), str) else "fake-model"
+        for n, piece in enumerate(pieces):
+            delta = {"role": "assistant", "content": piece} if n == 0 else {"content": piece}
+            obj = {
+                "id": "chatcmpl-cut",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            }
+            try:
+                self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+                self.wfile.flush()
+            except OSError:
+                return
+        self._answering()
 
     def _stream(
         self,
