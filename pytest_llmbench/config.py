@@ -34,7 +34,10 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
      "instead of on single cases", None),
     ("env_file", "llmbench_env_file", "File of KEY=value lines loaded into the environment "
      "(default: .env when present)", None),
-    ("request_timeout", "llmbench_request_timeout", "Seconds before a model call times out", "120"),
+    ("request_timeout", "llmbench_request_timeout", "Seconds a model call may take in all, "
+     "streamed answer included, before it times out (default 60)", "60"),
+    ("connect_timeout", "llmbench_connect_timeout", "Seconds to open a connection to a model's "
+     "endpoint before the attempt times out (default 10)", "10"),
     ("max_retries", "llmbench_max_retries", "Retries of a failed model call", "2"),
     ("concurrency", "llmbench_concurrency", "Model calls in flight per model for the whole run, "
      "split between xdist workers (default 8)", "8"),
@@ -173,6 +176,8 @@ class RunConfig:
     check_models: bool = False
     #: leave models that fail the check out of the run
     skip_unavailable: bool = False
+    #: seconds to open a connection (``--connect-timeout``)
+    connect_timeout_s: float = 10.0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -181,6 +186,7 @@ class RunConfig:
             "repeat": self.repeat,
             "min_pass_rate": self.min_pass_rate,
             "request_timeout_s": self.request_timeout_s,
+            "connect_timeout_s": self.connect_timeout_s,
             "max_retries": self.max_retries,
             "env_file": str(self.env_file) if self.env_file else None,
             "concurrency": self.concurrency,
@@ -263,6 +269,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         results_dir=_path(config, "results_dir"),
         min_pass_rate=_rate(config),
         request_timeout_s=_number(config, "request_timeout", float, minimum=0.001),
+        connect_timeout_s=_number(config, "connect_timeout", float, minimum=0.001),
         max_retries=_number(config, "max_retries", int, minimum=0),
         profiles=registry,
         env_file=env_file,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
     from .engine.plan import CallPlan
+    from .engine.request import Answer
     from .models.profiles import ModelProfile
     from .scoring.assertions import Assertion, Verdict
     from .spec.schema import EvalCase
@@ -104,16 +105,12 @@ class EvalItem(pytest.Function):
         if self.plan.needs_workdir:
             result.workdir = self._request.getfixturevalue("workdir")
         result.started_at = utc_now()
-        from .engine.pacing import BudgetExceeded
-
-        try:
-            answer = get_runtime(self.config).scheduler().take(self.plan, result.workdir)
-        except BudgetExceeded as exc:
-            pytest.skip(str(exc))
-        except ProviderError as exc:
+        answer = self._take()
+        if isinstance(answer, ProviderError):
             # No traceback: it says nothing the message does not, and formatting one parses
-            # source while the engine thread may be compiling (a CPython 3.11 ast race).
-            self._fail(exc, "provider error")
+            # source while the engine thread may be compiling (a CPython 3.11 ast race). Failed
+            # outside the except block, so that the error is printed once, not as a chain.
+            self._fail(answer, "provider error")
         result.completion = answer.completion
         result.agent_run = answer.agent
         result.sandbox = answer.sandbox
@@ -129,6 +126,19 @@ class EvalItem(pytest.Function):
         if failures:
             # No verdict is not a failed verdict: the judges, not the answer, are at fault.
             self._fail(ProviderError("; ".join(failures), "judge"), "judge error")
+
+    def _take(self) -> Answer | ProviderError:
+        """The scheduler's answer for this item, or the provider error it ended with."""
+        from .engine.pacing import BudgetExceeded
+
+        skipped: str | None = None
+        try:
+            return get_runtime(self.config).scheduler().take(self.plan, self.result.workdir)
+        except BudgetExceeded as exc:
+            skipped = str(exc)
+        except ProviderError as exc:
+            return exc
+        pytest.skip(skipped)
 
     def _fail(self, error: ProviderError, what: str) -> NoReturn:
         self.result.provider_error = error

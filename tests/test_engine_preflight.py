@@ -221,7 +221,8 @@ def test_unavailable_judge_and_optimizer_are_reported_not_skipped(project: Bench
             "*= llmbench check-models =*",
             "ok (model, judge)  ok  *.* s",
             "broken (judge)     UNAVAILABLE  *HTTP 503*",
-            "down (optimizer)   UNAVAILABLE  *Connection error*",
+            "down (optimizer)   UNAVAILABLE  ConnectionError: cannot connect to 127.0.0.1:*: "
+            "connection refused",
             "*UnavailableModelWarning: llmbench: --check-models: unavailable: broken (judge), "
             "down (optimizer); the items that need them will fail",
         ]

@@ -52,6 +52,7 @@ class PacerSettings:
     max_retries: int
     cache_dir: Path  #: the response cache's folder
     slot_dir: Path  #: the session folder the xdist workers share, for the serial locks
+    connect_timeout_s: float = 10.0  #: seconds to open a connection
 
     @classmethod
     def from_run(cls, run: RunConfig, slot_dir: Path) -> PacerSettings:
@@ -67,6 +68,7 @@ class PacerSettings:
             max_retries=run.max_retries,
             cache_dir=run.cache_dir,
             slot_dir=slot_dir,
+            connect_timeout_s=run.connect_timeout_s,
         )
 
 
@@ -150,6 +152,7 @@ class CallPacer:
             waited = await lane.limiter.acquire(request.estimate)
             retrying: dict[str, Any] = {
                 "timeout_s": self._run.request_timeout_s,
+                "connect_timeout_s": self._run.connect_timeout_s,
                 "max_retries": self._run.max_retries,
                 "on_retry": lane.on_retry,
                 # A retry is a request like any other: it waits its turn in the rpm window.

@@ -57,8 +57,13 @@ def eval_record(
         metrics=dict(result.post_metrics),
         worker=worker,
         started_at=result.started_at,
-        **completion_fields(completion),
+        **(completion_fields(completion) or _error_fields(provider_error)),
     )
+
+
+def _error_fields(error: ProviderError | None) -> dict[str, Any]:
+    """What a call that failed still spent: the wait for rate limits (429s) before it gave up."""
+    return {"rate_limit_wait_s": error.rate_limit_wait_s} if error is not None else {}
 
 
 def _variant_fields(result: EvalResult, root: Path) -> dict[str, Any]:

@@ -102,14 +102,23 @@ class Completion:
 class ProviderError(Exception):
     """A call that failed after retries: an infrastructure error, never a low score.
 
-    ``kind`` is one of ``provider``, ``timeout``, ``missing_key``, ``config``.
+    ``kind`` is one of ``provider``, ``connection``, ``timeout``, ``malformed``,
+    ``missing_key``, ``config`` (and the engine's own kinds). ``retries`` and
+    ``rate_limit_wait_s`` are what the failed call spent before giving up.
     """
 
-    def __init__(self, message: str, kind: str = "provider", retries: int = 0) -> None:
+    def __init__(
+        self,
+        message: str,
+        kind: str = "provider",
+        retries: int = 0,
+        rate_limit_wait_s: float = 0.0,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.kind = kind
         self.retries = retries
+        self.rate_limit_wait_s = rate_limit_wait_s
 
 
 def add_known(total: Any, value: Any) -> Any:

@@ -15,8 +15,11 @@ import json
 import logging
 import os
 import random
+import socket
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .completion import CallTarget, Completion, ProviderError
@@ -25,10 +28,38 @@ from .completion import CallTarget, Completion, ProviderError
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _BACKOFF_BASE_S = 0.5
 _BACKOFF_MAX_S = 20.0
+#: Default seconds to open a connection (``--connect-timeout``): an unreachable host fails fast.
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+#: Exception names (httpx, aiohttp) of a connection that could not be opened.
+_CONNECT_ERRORS = frozenset({"ConnectError", "ClientConnectorError", "ClientConnectorDNSError"})
+#: Exception names (httpx, aiohttp) of a connection that could not be opened in time.
+_CONNECT_TIMEOUTS = frozenset({"ConnectTimeout", "ConnectionTimeoutError"})
 
 
 class IncompleteStreamError(ConnectionError):
-    """A stream that ended with neither an answer nor a finish reason: the connection was cut."""
+    """A stream whose body ended before the provider's finish reason: the connection was cut.
+
+    What came before is not an answer: the call is retried, and never scored.
+    """
+
+
+class CallTimeout(TimeoutError):
+    """The whole call (connection, answer and stream) took longer than ``--request-timeout``."""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long a call may take: all of it (``call_s``), and opening its connection."""
+
+    call_s: float = 120.0
+    connect_s: float = DEFAULT_CONNECT_TIMEOUT_S
+
+    def for_client(self) -> Any:
+        """The HTTP client's timeouts: the connect bound, and the whole-call bound for the rest
+        (which :func:`_within` enforces over the whole call, stream included)."""
+        import httpx  # litellm's own dependency, imported with it
+
+        return httpx.Timeout(self.call_s, connect=min(self.connect_s, self.call_s))
 
 
 def missing_api_keys(model_id: str) -> list[str]:
@@ -125,22 +156,26 @@ async def acomplete(
     *,
     stream: bool = True,
     timeout_s: float = 120.0,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     max_retries: int = 2,
     on_retry: Callable[[int | None], None] | None = None,
     before_retry: Callable[[], Awaitable[float]] | None = None,
 ) -> Completion:
     """Call ``target`` once, retrying transient failures; raise :class:`ProviderError` at the end.
 
-    ``on_retry(status)`` is told of every retry (429 lets a caller lower its concurrency);
-    ``before_retry()`` is awaited before each new attempt (a rate limiter's turn) and returns
-    the seconds it waited.
+    ``timeout_s`` bounds each attempt as a whole, stream included; ``connect_timeout_s`` the
+    opening of its connection. ``on_retry(status)`` is told of every retry (429 lets a caller
+    lower its concurrency); ``before_retry()`` is awaited before each new attempt (a rate
+    limiter's turn) and returns the seconds it waited.
     """
     litellm = import_litellm()
+    limits = Timeouts(timeout_s, connect_timeout_s)
 
     async def attempt(retries: int) -> Completion:
-        return await _call_once(litellm, target, messages, params, stream, timeout_s, retries)
+        call = _call_once(litellm, target, messages, params, stream, limits, retries)
+        return await _within(call, limits)
 
-    return await _retrying(attempt, target, max_retries, on_retry, before_retry)
+    return await _retrying(attempt, target, limits, max_retries, on_retry, before_retry)
 
 
 async def aembed(
@@ -148,6 +183,7 @@ async def aembed(
     texts: Sequence[str],
     *,
     timeout_s: float = 120.0,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     max_retries: int = 2,
     on_retry: Callable[[int | None], None] | None = None,
     before_retry: Callable[[], Awaitable[float]] | None = None,
@@ -158,16 +194,26 @@ async def aembed(
     calls are paced, budgeted and cached like any other call.
     """
     litellm = import_litellm()
+    limits = Timeouts(timeout_s, connect_timeout_s)
 
     async def attempt(retries: int) -> Completion:
-        return await _embed_once(litellm, target, texts, timeout_s, retries)
+        return await _within(_embed_once(litellm, target, texts, limits, retries), limits)
 
-    return await _retrying(attempt, target, max_retries, on_retry, before_retry)
+    return await _retrying(attempt, target, limits, max_retries, on_retry, before_retry)
+
+
+async def _within(call: Awaitable[Completion], limits: Timeouts) -> Completion:
+    """``call``, cancelled when it runs past the whole-call bound (a slow stream included)."""
+    try:
+        return await asyncio.wait_for(call, limits.call_s)
+    except asyncio.TimeoutError:
+        raise CallTimeout(f"no complete answer within {limits.call_s:g} s") from None
 
 
 async def _retrying(
     attempt: Callable[[int], Awaitable[Completion]],
     target: CallTarget,
+    limits: Timeouts,
     max_retries: int,
     on_retry: Callable[[int | None], None] | None,
     before_retry: Callable[[], Awaitable[float]] | None,
@@ -180,7 +226,9 @@ async def _retrying(
             return dataclasses.replace(completion, rate_limit_wait_s=rate_limited_s)
         except Exception as exc:  # litellm raises many types; we classify them below
             if retries >= max_retries or not _is_retryable(exc):
-                raise _provider_error(exc, target, retries) from None
+                error = _provider_error(exc, target, retries, limits)
+                error.rate_limit_wait_s = rate_limited_s
+                raise error from None
             retries += 1
             if on_retry is not None:
                 on_retry(_status(exc))
@@ -192,13 +240,13 @@ async def _retrying(
 
 
 async def _embed_once(
-    litellm: Any, target: CallTarget, texts: Sequence[str], timeout_s: float, retries: int
+    litellm: Any, target: CallTarget, texts: Sequence[str], limits: Timeouts, retries: int
 ) -> Completion:
     kwargs: dict[str, Any] = {
         **target.extra,
         "model": target.model_id,
         "input": list(texts),
-        "timeout": timeout_s,
+        "timeout": limits.for_client(),
         "max_retries": 0,
     }
     if target.api_base:
@@ -241,11 +289,11 @@ async def _call_once(
     messages: Sequence[dict[str, Any]],
     params: dict[str, Any],
     stream: bool,
-    timeout_s: float,
+    limits: Timeouts,
     retries: int,
 ) -> Completion:
     _register_prices(litellm, target)
-    kwargs = _request_kwargs(target, messages, params, stream, timeout_s)
+    kwargs = _request_kwargs(target, messages, params, stream, limits)
     started = time.perf_counter()
     response = await litellm.acompletion(**kwargs)
     tool_calls: tuple[dict[str, Any], ...] = ()
@@ -297,7 +345,7 @@ def _request_kwargs(
     messages: Sequence[dict[str, Any]],
     params: dict[str, Any],
     stream: bool,
-    timeout_s: float,
+    limits: Timeouts,
 ) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         **target.extra,
@@ -306,7 +354,7 @@ def _request_kwargs(
         "model": target.model_id,
         "messages": list(messages),
         "stream": stream,
-        "timeout": timeout_s,
+        "timeout": limits.for_client(),
         # We count and pace retries ourselves; the SDK's silent retries would hide them.
         "max_retries": 0,
     }
@@ -339,13 +387,20 @@ async def _consume_stream(
                     ttft = time.perf_counter() - started
                 parts.append(content)
             finish = choice.finish_reason or finish
-    # litellm closes a cut stream with a made-up "stop"; the provider's own reason tells.
+    # litellm closes a cut stream with a made-up "stop"; the provider's own reason tells. A
+    # body that ends before it is a cut connection, whatever text came first.
     provider_finish = getattr(response, "received_finish_reason", finish)
-    if provider_finish is None and not parts:
-        raise IncompleteStreamError("the stream ended before any answer or finish reason")
+    if provider_finish is None:
+        raise IncompleteStreamError(_cut_stream_message(len("".join(parts))))
     if not _provider_sent_usage(response):
         usage = None  # litellm's own guess; _token_counts counts locally and says so
     return "".join(parts), ttft, finish, usage
+
+
+def _cut_stream_message(received: int) -> str:
+    if not received:
+        return "the stream ended before any answer or finish reason"
+    return f"the stream was cut after {received} characters, before its finish reason"
 
 
 def _provider_sent_usage(response: Any) -> bool:
@@ -460,14 +515,102 @@ def _header_seconds(value: Any, per_second: float) -> float | None:
     return max(0.0, (when - dt.datetime.now(dt.timezone.utc)).total_seconds())
 
 
-def _provider_error(exc: BaseException, target: CallTarget, retries: int) -> ProviderError:
+def _provider_error(
+    exc: BaseException, target: CallTarget, retries: int, limits: Timeouts
+) -> ProviderError:
+    """The error an item gets: its kind, and one line that says what happened."""
     status = _status(exc)
-    kind = "timeout" if status == 408 or "timeout" in type(exc).__name__.lower() else "provider"
-    message = str(exc).strip() or type(exc).__name__
+    causes = _causes(exc)
+    kind = _error_kind(status, causes)
+    tries = f" after {retries + 1} attempts" if retries else ""
+    described = _described(kind, causes, target, limits)
+    if described is not None:
+        label, message = described
+    else:
+        message = str(exc).strip() or type(exc).__name__
+        # litellm gives connection failures a made-up 500: only a real response has a status.
+        shown = status if status and "Connection" not in type(exc).__name__ else None
+        label = f"{type(exc).__name__}" + (f" (HTTP {shown})" if shown else "")
     if target.api_key:
         message = message.replace(target.api_key, "[REDACTED]")
-    # litellm gives connection failures a made-up 500: only a real response has a status.
-    shown = status if status and "Connection" not in type(exc).__name__ else None
-    prefix = f"{type(exc).__name__}" + (f" (HTTP {shown})" if shown else "")
-    tries = f" after {retries + 1} attempts" if retries else ""
-    return ProviderError(f"{target.name}: {prefix}{tries}: {message}", kind=kind, retries=retries)
+    return ProviderError(f"{target.name}: {label}{tries}: {message}", kind=kind, retries=retries)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, outermost first."""
+    found: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in found):
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _error_kind(status: int | None, causes: Sequence[BaseException]) -> str:
+    """``timeout``, ``connection`` (could not connect), ``malformed`` (not JSON) or ``provider``."""
+    names = {type(cause).__name__ for cause in causes}
+    if _timed_out(causes) or status == 408:
+        return "timeout"
+    if names & _CONNECT_ERRORS or any(
+        isinstance(cause, (ConnectionRefusedError, socket.gaierror)) for cause in causes
+    ):
+        return "connection"
+    if any(isinstance(cause, json.JSONDecodeError) for cause in causes):
+        return "malformed"
+    return "provider"
+
+
+def _timed_out(causes: Sequence[BaseException]) -> bool:
+    """Whether a client-side bound expired (not a server's HTTP 408, which litellm also calls
+    ``Timeout``)."""
+    return any(
+        isinstance(cause, TimeoutError)
+        or ("timeout" in type(cause).__name__.lower() and type(cause).__name__ != "Timeout")
+        for cause in causes
+    )
+
+
+def _described(
+    kind: str, causes: Sequence[BaseException], target: CallTarget, limits: Timeouts
+) -> tuple[str, str] | None:
+    """(label, message) in our words for what litellm words as HTTP 500s; None: its own."""
+    names = {type(cause).__name__ for cause in causes}
+    if kind == "timeout" and names & _CONNECT_TIMEOUTS:
+        where = _host_port(target, causes)
+        return "ConnectTimeout", f"cannot connect to {where} within {limits.connect_s:g} s"
+    if kind == "timeout" and _timed_out(causes):
+        return "Timeout", f"no complete answer within {limits.call_s:g} s"
+    if kind == "connection":
+        return "ConnectionError", f"cannot connect to {_host_port(target, causes)}: " + (
+            _connect_reason(causes)
+        )
+    if kind == "malformed":
+        error = next(cause for cause in causes if isinstance(cause, json.JSONDecodeError))
+        return "MalformedResponse", f"the answer is not valid JSON ({error})"
+    return None
+
+
+def _host_port(target: CallTarget, causes: Sequence[BaseException]) -> str:
+    """``host:port`` the call went to: the profile's api_base, else what the client says."""
+    if target.api_base:
+        parts = urllib.parse.urlsplit(target.api_base)
+        default = 443 if parts.scheme == "https" else 80
+        try:
+            port = parts.port or default
+        except ValueError:
+            port = default
+        return f"{parts.hostname}:{port}"
+    for cause in causes:
+        text = str(cause)
+        if "Cannot connect to host " in text:
+            return text.split("Cannot connect to host ", 1)[1].split(" ", 1)[0]
+    return f"{target.model_id}'s endpoint"
+
+
+def _connect_reason(causes: Sequence[BaseException]) -> str:
+    for cause in causes:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, socket.gaierror):
+            return f"host name not resolved ({cause.strerror or cause})"
+    return str(causes[-1]).strip() or type(causes[-1]).__name__

@@ -1,0 +1,174 @@
+"""Faults that say what happened: cut streams, refused connections, timeouts, malformed bodies.
+
+Every error is an *error* outcome with a precise ``error_kind`` and one line naming the cause,
+never a score on a partial answer and never litellm's made-up "HTTP 500".
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pytester runs)
+import pytest
+from conftest import FAKE_KEY_ENV, FRANCE, Bench, Rule
+
+from pytest_llmbench.models.providers import litellm_adapter
+from pytest_llmbench.models.providers.completion import CallTarget
+
+LONG_REPLY = "Paris is the capital of France and its largest city by far"
+
+
+def _profile_at(bench: Bench, name: str, api_base: str) -> None:
+    """A profile ``name`` whose endpoint is ``api_base``."""
+    bench.pytester.makefile(
+        ".yaml",
+        **{
+            f"profiles/{name}": f"""
+models:
+  {name}:
+    model: openai/fake-model
+    api_base: {api_base}
+    api_key_env: {FAKE_KEY_ENV}
+"""
+        },
+    )
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A local port nothing listens on (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def unanswered_port() -> Iterator[int]:
+    """A local port whose accept queue is full: a connection attempt waits, never completes."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = int(server.getsockname()[1])
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        try:
+            filler.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(filler)
+    try:
+        yield port
+    finally:
+        for filler in fillers:
+            filler.close()
+        server.close()
+
+
+def test_stream_cut_mid_answer_is_retried_not_scored(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply=LONG_REPLY, cut_after=1, times=1))
+    bench.server.add_rule(Rule(reply="Paris."))
+    bench.eval_file("one", FRANCE)
+    result = bench.run("--models=fake", "--stream=all")
+    result.assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["retries"] == 1 and record["response"] == "Paris."
+    assert len(bench.server.chat_requests()) == 2
+
+
+def test_stream_always_cut_mid_answer_is_an_error_not_a_failure(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply=LONG_REPLY, cut_after=2))
+    bench.eval_file("one", FRANCE)
+    result = bench.run("--models=fake", "--stream=all", "--max-retries=1")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["outcome"] == "error" and record["score"] is None
+    assert record["error_kind"] == "provider" and record["retries"] == 1
+    assert "stream was cut after 8 characters" in record["error"]
+    assert record.get("response") is None
+    assert len(bench.server.chat_requests()) == 2
+
+
+def test_connection_refused_names_host_and_port(bench: Bench, closed_port: int) -> None:
+    _profile_at(bench, "gone", f"http://127.0.0.1:{closed_port}/v1")
+    bench.eval_file("one", FRANCE)
+    result = bench.run("--models=gone", "--max-retries=1")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "connection"
+    assert record["retries"] == 1
+    assert f"cannot connect to 127.0.0.1:{closed_port}: connection refused" in record["error"]
+    assert "HTTP 500" not in record["error"]
+    out = result.stdout.str()
+    assert out.count(f"127.0.0.1:{closed_port}: connection refused") == 1
+    assert "During handling of the above exception" not in out
+
+
+def test_connect_timeout_is_its_own_bound(bench: Bench, unanswered_port: int) -> None:
+    _profile_at(bench, "stuck", f"http://127.0.0.1:{unanswered_port}/v1")
+    bench.eval_file("one", FRANCE)
+    args = ("--models=stuck", "--max-retries=0", "--request-timeout=60", "--connect-timeout=0.3")
+    result = bench.run(*args)
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "timeout"
+    assert f"cannot connect to 127.0.0.1:{unanswered_port} within 0.3 s" in record["error"]
+
+
+def test_connect_timeout_reaches_the_http_client() -> None:
+    target = CallTarget("t", "openai/m")
+    timeouts = litellm_adapter.Timeouts
+    kwargs = litellm_adapter._request_kwargs(target, [], {}, True, timeouts(30.0, 4.0))
+    assert (kwargs["timeout"].connect, kwargs["timeout"].read) == (4.0, 30.0)
+    # A connect bound longer than the whole call's is the whole call's.
+    kwargs = litellm_adapter._request_kwargs(target, [], {}, True, timeouts(2.0, 4.0))
+    assert kwargs["timeout"].connect == 2.0
+
+
+def test_request_timeout_bounds_a_slow_stream(bench: Bench) -> None:
+    # Every chunk comes in time, but the whole answer does not.
+    bench.server.token_delay_s = 0.3
+    bench.server.add_rule(Rule(reply=LONG_REPLY))
+    bench.eval_file("one", FRANCE)
+    args = ("--models=fake", "--stream=all", "--max-retries=0", "--request-timeout=0.5")
+    result = bench.run(*args)
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "timeout"
+    assert "no complete answer within 0.5 s" in record["error"]
+    assert "HTTP 500" not in record["error"] and "MidStreamFallback" not in record["error"]
+
+
+def test_unanswered_request_times_out_as_timeout(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="Paris.", delay_s=3))
+    bench.eval_file("one", FRANCE)
+    args = ("--models=fake", "--stream=all", "--max-retries=0", "--request-timeout=0.5")
+    bench.run(*args).assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "timeout"
+    assert "no complete answer within 0.5 s" in record["error"]
+
+
+def test_malformed_body_is_its_own_kind(bench: Bench) -> None:
+    bench.server.add_rule(Rule(raw_body=b'{"id": "chatcmpl-1", "choi'))
+    bench.eval_file("one", FRANCE)
+    result = bench.run("--models=fake", "--stream=off", "--max-retries=1")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "malformed" and record["retries"] == 1
+    assert "not valid JSON" in record["error"] and "HTTP 500" not in record["error"]
+    assert len(bench.server.chat_requests()) == 2
+
+
+def test_errored_item_keeps_retries_and_rate_limit_wait(bench: Bench) -> None:
+    bench.server.add_rule(Rule(status=429, retry_after=0.2))
+    bench.eval_file("one", FRANCE)
+    result = bench.run("--models=fake", "--max-retries=2")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["retries"] == 2
+    # Two waits of the server's Retry-After, as the adapter slept them.
+    assert record["rate_limit_wait_s"] == pytest.approx(0.4)
+    assert len(bench.server.chat_requests()) == 3
