@@ -10,6 +10,8 @@ the call phase (a low score is a *failure*).
 
 from __future__ import annotations
 
+import signal
+import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from .scoring.assertions import Assertion, Verdict
     from .spec.schema import EvalCase
 
-__all__ = ["EvalFailure", "EvalItem", "SandboxWarning", "run_eval_case"]
+__all__ = ["EvalFailure", "EvalItem", "ItemTimeouts", "SandboxWarning", "run_eval_case"]
 
 #: Characters of the prompt, expected answer and answer a failure shows, each on one line.
 _SHOWN = 300
@@ -228,10 +230,20 @@ class EvalItem(pytest.Function):
     def repr_failure(  # type: ignore[override]  # as pytest.Function: no style
         self, excinfo: ExceptionInfo[BaseException]
     ) -> str | TerminalRepr:
-        """A readable verdict instead of a traceback for low scores."""
+        """A readable verdict instead of a traceback for low scores; the message alone for a
+        provider error (pytest-timeout's expiry in the call phase)."""
         if isinstance(excinfo.value, EvalFailure):
             return self._failure_text(str(excinfo.value))
+        if isinstance(excinfo.value, ProviderError):
+            return get_runtime(self.config).redactor.text(excinfo.value.message)
         return super().repr_failure(excinfo)
+
+    def expire(self, seconds: float) -> NoReturn:
+        """pytest-timeout's ``--timeout`` ran out: the item is an error of kind ``timeout``."""
+        message = f"{self.plan.label}: pytest-timeout: the item ran past --timeout {seconds:g} s"
+        error = ProviderError(message, "timeout")
+        self.result.provider_error = error
+        raise error
 
     def _failure_text(self, headline: str) -> str:
         redactor = get_runtime(self.config).redactor
@@ -252,3 +264,42 @@ class EvalItem(pytest.Function):
     def reportinfo(self) -> tuple[Path, int, str]:
         """Point at the case's line in the eval file."""
         return self.path, self.case.line - 1, self.name
+
+
+class ItemTimeouts:
+    """pytest-timeout's ``--timeout`` on eval items: an item error of kind ``timeout``.
+
+    pytest-timeout's own handler prints the stack of every thread (the engine's included) and
+    fails the item with an internal error; this one only ends the item. Other items, and the
+    ``thread`` method, keep pytest-timeout's behaviour.
+    """
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> bool | None:
+        """Arm a SIGALRM timer that ends the eval item cleanly."""
+        if not isinstance(item, EvalItem) or settings.method != "signal":
+            return None
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        seconds = float(settings.timeout)
+
+        def expire(signum: int, frame: Any) -> None:
+            item.expire(seconds)
+
+        signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        item.stash[_TIMER_KEY] = True
+        return True
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_timeout_cancel_timer(self, item: pytest.Item) -> bool | None:
+        """Disarm the timer set above."""
+        if not item.stash.get(_TIMER_KEY, False):
+            return None
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        del item.stash[_TIMER_KEY]
+        return True
+
+
+_TIMER_KEY = pytest.StashKey[bool]()

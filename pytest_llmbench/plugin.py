@@ -36,6 +36,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "filterwarnings", r"ignore:Item .* is using the .ReadOnly. qualifier:UserWarning"
     )
     config.pluginmanager.register(fixtures, "llmbench-fixtures")
+    from .item import ItemTimeouts
+
+    config.pluginmanager.register(ItemTimeouts(), "llmbench-item-timeouts")
     from .engine.prefetch import Prefetcher
 
     config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")

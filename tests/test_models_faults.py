@@ -172,3 +172,17 @@ def test_errored_item_keeps_retries_and_rate_limit_wait(bench: Bench) -> None:
     # Two waits of the server's Retry-After, as the adapter slept them.
     assert record["rate_limit_wait_s"] == pytest.approx(0.4)
     assert len(bench.server.chat_requests()) == 3
+
+
+def test_pytest_timeout_on_an_eval_item_is_a_clean_timeout_error(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="Paris.", delay_s=3))
+    bench.eval_file("one", FRANCE)
+    args = ("--models=fake", "--max-retries=0", "--request-timeout=60", "--timeout=0.5")
+    result = bench.run(*args)
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "timeout"
+    assert "pytest-timeout: the item ran past --timeout 0.5 s" in record["error"]
+    out = result.stdout.str() + result.stderr.str()
+    assert "Stack of" not in out and "+ Timeout +" not in out
+    assert "Traceback" not in out and "During handling" not in out
