@@ -6,8 +6,11 @@ never a score on a partial answer and never litellm's made-up "HTTP 500".
 
 from __future__ import annotations
 
+import json
 import socket
+import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pytester runs)
 import pytest
@@ -186,3 +189,51 @@ def test_pytest_timeout_on_an_eval_item_is_a_clean_timeout_error(bench: Bench) -
     out = result.stdout.str() + result.stderr.str()
     assert "Stack of" not in out and "+ Timeout +" not in out
     assert "Traceback" not in out and "During handling" not in out
+
+
+FIRST_CALLS = """
+import asyncio, json, sys
+
+from pytest_llmbench.models.providers import litellm_adapter
+from pytest_llmbench.models.providers.completion import CallTarget
+
+litellm = litellm_adapter.import_litellm()
+completion = litellm.acompletion
+imported_while_timed = []
+
+
+async def timed(**kwargs):
+    # _call_once starts its clock just before this call and stops it after the stream.
+    before = set(sys.modules)
+    response = await completion(**kwargs)
+    imported_while_timed.append(sorted(set(sys.modules) - before))
+    return response
+
+
+litellm.acompletion = timed
+target = CallTarget("first", "openai/fake-model", sys.argv[1], "sk-test")
+
+
+async def main():
+    calls = [
+        litellm_adapter.acomplete(target, [{"role": "user", "content": f"q{n}"}], {})
+        for n in range(4)
+    ]
+    await asyncio.gather(*calls)
+
+
+asyncio.run(main())
+print(json.dumps(imported_while_timed))
+"""
+
+
+def test_first_calls_time_no_first_use_work(pytester: pytest.Pytester, fake_llm: Any) -> None:
+    """A fresh process's first concurrent calls import nothing while their clocks run: the
+    first-use imports (about 500 modules, 0.4 s) are done before, outside latency and TTFT."""
+    script = pytester.makepyfile(first_calls=FIRST_CALLS)
+    result = pytester.run(sys.executable, str(script), fake_llm.base_url)
+    assert result.ret == 0, result.stderr.str()
+    imported = json.loads(result.stdout.lines[-1])
+    assert len(imported) == 4
+    counts = [len(modules) for modules in imported]
+    assert counts == [0, 0, 0, 0], f"modules imported inside each first call's clock: {counts}"
