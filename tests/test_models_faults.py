@@ -109,6 +109,20 @@ def test_connection_refused_names_host_and_port(bench: Bench, closed_port: int) 
     assert "During handling of the above exception" not in out
 
 
+def test_unknown_host_is_a_connection_error(bench: Bench) -> None:
+    _profile_at(bench, "nowhere", "http://llmbench-no-such-host.invalid:8080/v1")
+    bench.eval_file("one", FRANCE)
+    result = bench.run("--models=nowhere", "--max-retries=0")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "connection"
+    assert (
+        "cannot connect to llmbench-no-such-host.invalid:8080: host name not resolved"
+        in (record["error"])
+    )
+    assert "HTTP 500" not in record["error"]
+
+
 def test_connect_timeout_is_its_own_bound(bench: Bench, unanswered_port: int) -> None:
     _profile_at(bench, "stuck", f"http://127.0.0.1:{unanswered_port}/v1")
     bench.eval_file("one", FRANCE)
