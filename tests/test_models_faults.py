@@ -251,3 +251,20 @@ def test_first_calls_time_no_first_use_work(pytester: pytest.Pytester, fake_llm:
     assert len(imported) == 4
     counts = [len(modules) for modules in imported]
     assert counts == [0, 0, 0, 0], f"modules imported inside each first call's clock: {counts}"
+
+
+def test_a_stream_that_timed_out_mid_way_is_a_timeout_not_an_http_500(litellm_loaded: Any) -> None:
+    """litellm wraps a stream's read timeout in a MidStreamFallbackError (a made-up 503), its
+    cause kept as an attribute, not chained."""
+    import httpx
+    from litellm.exceptions import MidStreamFallbackError
+
+    cause = httpx.ReadTimeout("read timed out")
+    wrapped = MidStreamFallbackError(
+        message="stream failed", model="m", llm_provider="openai", original_exception=cause
+    )
+    target = CallTarget("slow", "openai/m", "http://127.0.0.1:9/v1")
+    limits = litellm_adapter.Timeouts(2.0, 1.0)
+    error = litellm_adapter._provider_error(wrapped, target, 1, limits)
+    assert error.kind == "timeout" and error.retries == 1
+    assert error.message == "slow: Timeout after 2 attempts: no complete answer within 2 s"

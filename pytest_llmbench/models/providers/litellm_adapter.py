@@ -571,12 +571,15 @@ def _provider_error(
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
-    """``exc`` and the exceptions it was raised from or while handling, outermost first."""
+    """``exc`` and the exceptions it was raised from or while handling, outermost first
+    (litellm's ``MidStreamFallbackError`` keeps its cause as ``original_exception``)."""
     found: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and all(current is not seen for seen in found):
         found.append(current)
-        current = current.__cause__ or current.__context__
+        original = getattr(current, "original_exception", None)
+        wrapped = original if isinstance(original, BaseException) else None
+        current = current.__cause__ or wrapped or current.__context__
     return found
 
 
