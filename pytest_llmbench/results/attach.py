@@ -80,6 +80,9 @@ def _add_properties(item: pytest.Item, report: pytest.TestReport, record: dict[s
     # junitxml writes the properties of the *teardown* report, which pytest builds from
     # ``item.user_properties`` on the process that ran the item; so they cross xdist with it.
     # The report of this phase gets them too, as ``record_property`` would have given them.
+    # A rerun's attempt replaces the earlier attempt's.
+    ours = {f"llmbench_{name}" for name in PROPERTY_FIELDS}
+    item.user_properties[:] = [p for p in item.user_properties if p[0] not in ours]
     item.user_properties.extend(properties)
     report.user_properties.extend(properties)
 

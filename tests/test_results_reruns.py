@@ -1,0 +1,130 @@
+"""Reruns (pytest-rerunfailures) are attempts of one item, and a crashed xdist worker's item
+gets an error record: results agree with pytest's final outcome."""
+
+from __future__ import annotations
+
+import csv
+from typing import Any
+
+import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
+import pytest
+from conftest import Bench, Rule
+
+QUIZ = """
+cases:
+  - id: flaky
+    prompt: Is the flaky answer yes?
+    expected: "yes"
+    assert: [contains]
+  - id: steady
+    prompt: Is the steady answer yes?
+    expected: "yes"
+    assert: [contains]
+"""
+
+BROKEN = """
+cases:
+  - id: broken
+    prompt: Is the broken answer yes?
+    expected: "yes"
+    assert: [contains]
+  - id: outage
+    prompt: Is the outage answer yes?
+    expected: "yes"
+    assert: [contains]
+"""
+
+
+def _script(bench: Bench) -> None:
+    """flaky: wrong twice, then right; outage: a provider error twice, then right; broken:
+    always wrong; steady: always right."""
+    server = bench.server
+    server.add_rule(Rule(match="flaky", reply="no", times=2))
+    server.add_rule(Rule(match="outage", status=400, error_message="bad gateway", times=2))
+    server.add_rule(Rule(match="broken", reply="no"))
+    server.add_rule(Rule(match="answer", reply="yes"))
+
+
+def _requests(bench: Bench, word: str) -> int:
+    return sum(word in str(request.body) for request in bench.server.chat_requests())
+
+
+def _by_case(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    assert len({record["nodeid"] for record in records}) == len(records)  # one per item
+    return {record["case_id"]: record for record in records}
+
+
+def _check_reruns(bench: Bench, result: pytest.RunResult) -> None:
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 3 and outcomes.get("failed") == 1
+    assert outcomes.get("rerun") == 6  # flaky 2, outage 2, broken 2
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    records = _by_case(bench.records())
+    assert set(records) == {"flaky", "steady", "broken", "outage"}
+
+    flaky = records["flaky"]
+    assert flaky["outcome"] == "passed" and flaky["score"] == 1.0
+    assert [a["outcome"] for a in flaky["attempts"]] == ["failed", "failed"]
+    assert [a["response"] for a in flaky["attempts"]] == ["no", "no"]
+    assert [a["score"] for a in flaky["attempts"]] == [0.0, 0.0]
+    assert flaky["response"] == "yes"
+    assert _requests(bench, "flaky") == 3  # every attempt called the model again
+
+    outage = records["outage"]  # setup errors rerun too
+    assert outage["outcome"] == "passed"
+    assert outage["error"] is None and outage["error_kind"] is None and outage["retries"] == 0
+    assert [a["outcome"] for a in outage["attempts"]] == ["error", "error"]
+    assert [a["error_kind"] for a in outage["attempts"]] == ["provider", "provider"]
+    assert all("bad gateway" in a["error"] for a in outage["attempts"])
+
+    broken = records["broken"]
+    assert broken["outcome"] == "failed"
+    assert [a["outcome"] for a in broken["attempts"]] == ["failed", "failed"]
+    assert _requests(bench, "broken") == 3
+    assert records["steady"]["attempts"] == []
+
+    verdicts = {row["case_id"]: row for row in _csv(bench, "case_verdicts.csv")}
+    assert len(verdicts) == 4
+    assert "llmbench flaky cases" not in result.stdout.str()
+
+
+def _csv(bench: Bench, name: str) -> list[dict[str, str]]:
+    with bench.out(name).open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _write(bench: Bench) -> None:
+    _script(bench)
+    bench.eval_file("quiz", QUIZ)
+    bench.eval_file("broken", BROKEN)
+
+
+def test_reruns_are_attempts_of_one_record(bench: Bench) -> None:
+    _write(bench)
+    result = bench.run("--models=fake", "--reruns=2", "--max-retries=0", "-n", "0")
+    _check_reruns(bench, result)
+
+
+@pytest.mark.slow
+def test_reruns_under_xdist_are_attempts_of_one_record(bench: Bench) -> None:
+    _write(bench)
+    result = bench.run_subprocess("--models=fake", "--reruns=2", "--max-retries=0", "-n", "2")
+    _check_reruns(bench, result)
+    workers = {record["worker"] for record in bench.records()}
+    assert workers <= {"gw0", "gw1"}
+
+
+def test_an_item_passing_on_a_rerun_passes_everywhere(bench: Bench) -> None:
+    """Exit code, leaderboard and case verdicts agree with pytest: the flaky item passed."""
+    _script(bench)
+    bench.eval_file("quiz", QUIZ)
+    result = bench.run("--models=fake", "--reruns=2", "--repeat-policy=all")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.OK
+    records = bench.records()
+    assert len(records) == 2 and all(record["passed"] for record in records)
+    board = _csv(bench, "leaderboard.csv")
+    assert len(board) == 1 and float(board[0]["pass_rate"]) == 1.0
+    verdicts = _csv(bench, "case_verdicts.csv")
+    assert len(verdicts) == 2 and {row["verdict"] for row in verdicts} == {"passed"}
+    assert "llmbench flaky cases" not in result.stdout.str()
