@@ -128,3 +128,79 @@ def test_an_item_passing_on_a_rerun_passes_everywhere(bench: Bench) -> None:
     verdicts = _csv(bench, "case_verdicts.csv")
     assert len(verdicts) == 2 and {row["verdict"] for row in verdicts} == {"passed"}
     assert "llmbench flaky cases" not in result.stdout.str()
+
+
+CRASHING_CONFTEST = """
+import os
+
+def pytest_runtest_call(item):
+    if item.name.startswith("doomed["):
+        os._exit(1)
+"""
+
+
+@pytest.mark.slow
+def test_a_crashed_worker_leaves_an_error_record(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="yes"))
+    bench.eval_file(
+        "fate",
+        """
+        cases:
+          - id: doomed
+            prompt: Will it crash?
+            expected: "yes"
+            assert: [contains]
+          - id: fine
+            prompt: Will it pass?
+            expected: "yes"
+            assert: [contains]
+        """,
+    )
+    bench.pytester.makeconftest(CRASHING_CONFTEST)
+    result = bench.run_subprocess("--models=fake", "-n", "2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    records = _by_case(bench.records())
+    assert set(records) == {"doomed", "fine"}
+    doomed = records["doomed"]
+    assert doomed["outcome"] == "error" and doomed["error_kind"] == "crashed"
+    assert "crashed while running" in doomed["error"]
+    assert doomed["nodeid"] == "fate.eval.yaml::doomed[fake-r0]"
+    assert (doomed["suite"], doomed["eval_file"]) == ("fate", "fate.eval.yaml")
+    assert (doomed["model"], doomed["repeat"]) == ("fake", 0)
+    assert doomed["worker"] in {"gw0", "gw1"}
+    assert records["fine"]["outcome"] == "passed"
+
+
+CRASHING_ONCE_CONFTEST = """
+import os
+from pathlib import Path
+
+MARKER = Path(__file__).parent / "crashed.marker"
+
+def pytest_runtest_call(item):
+    if item.name.startswith("doomed[") and not MARKER.exists():
+        MARKER.write_text(item.nodeid)
+        os._exit(1)
+"""
+
+
+@pytest.mark.slow
+def test_a_crash_rerun_is_an_attempt(bench: Bench) -> None:
+    """--reruns runs a crashed worker's item again: the crash is its first attempt."""
+    bench.server.add_rule(Rule(reply="yes"))
+    bench.eval_file(
+        "fate",
+        """
+        cases:
+          - id: doomed
+            prompt: Will it crash?
+            expected: "yes"
+            assert: [contains]
+        """,
+    )
+    bench.pytester.makeconftest(CRASHING_ONCE_CONFTEST)
+    result = bench.run_subprocess("--models=fake", "-n", "2", "--reruns=1")
+    assert result.ret == pytest.ExitCode.OK
+    (doomed,) = bench.records()
+    assert doomed["outcome"] == "passed"
+    assert [(a["outcome"], a["error_kind"]) for a in doomed["attempts"]] == [("error", "crashed")]

@@ -66,8 +66,8 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``error`` (str | None): the error message, secrets redacted.
 - ``error_kind`` (str | None): ``provider``, ``missing_key``, ``timeout``, ``config``,
   ``cache_miss`` (``--cache=replay`` found no answer), ``judge`` (every judge of a
-  model-graded assertion failed), ``budget`` (skipped by ``--max-cost``),
-  ``internal``.
+  model-graded assertion failed), ``budget`` (skipped by ``--max-cost``), ``crashed`` (the
+  xdist worker running the item died; the record has what the node id says), ``internal``.
 - ``prompt`` (str | None): the rendered last user message.
 - ``messages`` (list[dict]): the chat messages sent.
 - ``response`` (str | None): the model's answer text.

@@ -77,6 +77,19 @@ class ResultsRecorder:
         record["attempts"] = self._attempts.pop(record["nodeid"], [])
         self._append(record)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport) -> None:
+        """An xdist worker died running ``crashitem``: an eval item gets an error record."""
+        from ..engine.xdist_schedule import eval_nodeid_matcher
+        from .item_record import crash_record
+
+        if not eval_nodeid_matcher(self.config)(crashitem):
+            return
+        node = getattr(report, "node", None)
+        worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
+        record = crash_record(crashitem, worker, str(report.longrepr))
+        report.llmbench_record = get_runtime(self.config).redactor.value(record)  # type: ignore[attr-defined]
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """Count collection errors: an aggregate gate must not turn them into a pass."""
         if report.failed:
