@@ -130,6 +130,22 @@ def test_an_item_passing_on_a_rerun_passes_everywhere(bench: Bench) -> None:
     assert "llmbench flaky cases" not in result.stdout.str()
 
 
+@pytest.mark.parametrize(
+    ("cache", "calls", "outcome"), [("use", 1, "failed"), ("refresh", 3, "passed")]
+)
+def test_reruns_and_the_cache(bench: Bench, cache: str, calls: int, outcome: str) -> None:
+    """--cache=use replays the cached answer on a rerun, as asked; --cache=refresh calls again."""
+    _script(bench)
+    bench.eval_file("quiz", QUIZ)
+    result = bench.run("--models=fake", "--reruns=2", f"--cache={cache}", "--cache-dir=cache")
+    (flaky,) = [record for record in bench.records() if record["case_id"] == "flaky"]
+    assert _requests(bench, "flaky") == calls
+    assert flaky["outcome"] == outcome and len(flaky["attempts"]) == 2
+    assert result.ret == (
+        pytest.ExitCode.OK if outcome == "passed" else pytest.ExitCode.TESTS_FAILED
+    )
+
+
 CRASHING_CONFTEST = """
 import os
 
