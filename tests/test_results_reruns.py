@@ -220,3 +220,23 @@ def test_a_crash_rerun_is_an_attempt(bench: Bench) -> None:
     (doomed,) = bench.records()
     assert doomed["outcome"] == "passed"
     assert [(a["outcome"], a["error_kind"]) for a in doomed["attempts"]] == [("error", "crashed")]
+
+
+def test_a_plain_test_rerun_counts_only_its_own_calls(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="plain", reply="no", times=2))
+    bench.server.add_rule(Rule(match="plain", reply="yes"))
+    bench.pytester.makepyfile(
+        test_plain="""
+        def test_plain(llm):
+            assert llm.complete("Is the plain answer yes?").text == "yes"
+        """
+    )
+    result = bench.run("--models=fake", "--reruns=2")
+    result.assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert _requests(bench, "plain") == 3
+    assert record["outcome"] == "passed" and record["response"] == "yes"
+    assert [a["outcome"] for a in record["attempts"]] == ["failed", "failed"]
+    # Tokens summed over the final attempt's one call, not over all three attempts.
+    assert record["output_tokens"] is not None
+    assert record["output_tokens"] == record["attempts"][0]["output_tokens"]

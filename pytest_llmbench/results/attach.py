@@ -36,6 +36,9 @@ def attach_record(
     if record is not None:
         report.llmbench_record = record  # type: ignore[attr-defined]
         _add_properties(item, report, record)
+    if report.when == "teardown" and PLAIN_STATE_KEY in item.stash:
+        # A rerun (pytest-rerunfailures) is a new attempt: its calls are its own.
+        del item.stash[PLAIN_STATE_KEY]
     # Last: building the record may replace the failure text (a provider error's message).
     _scrub(report, runtime)
 
