@@ -222,7 +222,9 @@ def test_a_crash_rerun_is_an_attempt(bench: Bench) -> None:
     assert [(a["outcome"], a["error_kind"]) for a in doomed["attempts"]] == [("error", "crashed")]
 
 
-def test_a_plain_test_rerun_counts_only_its_own_calls(bench: Bench) -> None:
+@pytest.mark.parametrize("cache", ["off", "use"])
+def test_a_plain_test_rerun_counts_only_its_own_calls(bench: Bench, cache: str) -> None:
+    """A rerun's calls are new calls (under --cache=use too: each call has its own entry)."""
     bench.server.add_rule(Rule(match="plain", reply="no", times=2))
     bench.server.add_rule(Rule(match="plain", reply="yes"))
     bench.pytester.makepyfile(
@@ -231,7 +233,7 @@ def test_a_plain_test_rerun_counts_only_its_own_calls(bench: Bench) -> None:
             assert llm.complete("Is the plain answer yes?").text == "yes"
         """
     )
-    result = bench.run("--models=fake", "--reruns=2")
+    result = bench.run("--models=fake", "--reruns=2", f"--cache={cache}", "--cache-dir=cache")
     result.assert_outcomes(passed=1)
     (record,) = bench.records()
     assert _requests(bench, "plain") == 3
