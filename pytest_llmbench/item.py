@@ -101,9 +101,14 @@ class EvalItem(pytest.Function):
         return self.plan.repeat
 
     def setup(self) -> None:
-        """Fixtures first, then the model call."""
+        """Fixtures first, then the model call.
+
+        Every attempt starts from a fresh result (a rerun of pytest-rerunfailures calls the
+        model again and is scored on its own answer).
+        """
+        result = self.result = EvalResult(self.plan)
+        self.stash[EVAL_RESULT_KEY] = result
         super().setup()
-        result = self.result
         if self.plan.needs_workdir:
             result.workdir = self._request.getfixturevalue("workdir")
         result.started_at = utc_now()

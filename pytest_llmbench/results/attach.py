@@ -36,6 +36,9 @@ def attach_record(
     if record is not None:
         report.llmbench_record = record  # type: ignore[attr-defined]
         _add_properties(item, report, record)
+    if report.when == "teardown" and PLAIN_STATE_KEY in item.stash:
+        # A rerun (pytest-rerunfailures) is a new attempt: its calls are its own.
+        del item.stash[PLAIN_STATE_KEY]
     # Last: building the record may replace the failure text (a provider error's message).
     _scrub(report, runtime)
 
@@ -80,6 +83,9 @@ def _add_properties(item: pytest.Item, report: pytest.TestReport, record: dict[s
     # junitxml writes the properties of the *teardown* report, which pytest builds from
     # ``item.user_properties`` on the process that ran the item; so they cross xdist with it.
     # The report of this phase gets them too, as ``record_property`` would have given them.
+    # A rerun's attempt replaces the earlier attempt's.
+    ours = {f"llmbench_{name}" for name in PROPERTY_FIELDS}
+    item.user_properties[:] = [p for p in item.user_properties if p[0] not in ours]
     item.user_properties.extend(properties)
     report.user_properties.extend(properties)
 

@@ -66,6 +66,33 @@ def _error_fields(error: ProviderError | None) -> dict[str, Any]:
     return {"rate_limit_wait_s": error.rate_limit_wait_s} if error is not None else {}
 
 
+def crash_record(nodeid: str, worker: str, message: str) -> dict[str, Any]:
+    """The error record of an eval item whose xdist worker died while running it.
+
+    Only the controller is left, and it never collected the item: the fields come from the node
+    id (``<file>::<case>[<model>[-<variant parts>]-r<repeat>]``).
+    """
+    from ..spec.schema import suite_name
+    from .record import utc_now
+
+    path, _, name = nodeid.partition("::")
+    case_id, _, param = name.partition("[")
+    label, _, repeat = param.removesuffix("]").rpartition("-r")
+    return build_record(
+        nodeid=nodeid,
+        suite=suite_name(Path(path)),
+        eval_file=path,
+        case_id=case_id,
+        model=label or None,
+        repeat=int(repeat) if repeat.isdigit() else 0,
+        outcome="error",
+        error=message,
+        error_kind="crashed",
+        worker=worker,
+        started_at=utc_now(),
+    )
+
+
 def _variant_fields(result: EvalResult, root: Path) -> dict[str, Any]:
     """The record's matrix fields: profile, prompt variant, temperature, type, tags, ..."""
     plan = result.plan

@@ -66,8 +66,8 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``error`` (str | None): the error message, secrets redacted.
 - ``error_kind`` (str | None): ``provider``, ``missing_key``, ``timeout``, ``config``,
   ``cache_miss`` (``--cache=replay`` found no answer), ``judge`` (every judge of a
-  model-graded assertion failed), ``budget`` (skipped by ``--max-cost``),
-  ``internal``.
+  model-graded assertion failed), ``budget`` (skipped by ``--max-cost``), ``crashed`` (the
+  xdist worker running the item died; the record has what the node id says), ``internal``.
 - ``prompt`` (str | None): the rendered last user message.
 - ``messages`` (list[dict]): the chat messages sent.
 - ``response`` (str | None): the model's answer text.
@@ -85,6 +85,9 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``metrics`` (dict[str, float]): extra numeric metrics recorded by a test (``record_score``).
 - ``worker`` (str): ``main`` or the xdist worker id.
 - ``started_at`` (str): ISO-8601 UTC time the item started (a prefetched call starts earlier).
+- ``attempts`` (list[dict]): the earlier attempts of an item that pytest-rerunfailures ran again,
+  oldest first, each with the :data:`ATTEMPT_FIELDS` of its own record; empty when the item ran
+  once. The record's other fields are its final attempt's.
 """
 
 from __future__ import annotations
@@ -153,6 +156,25 @@ FIELDS: tuple[str, ...] = (
     "metrics",
     "worker",
     "started_at",
+    "attempts",
+)
+
+#: The fields of a record kept for each earlier attempt in ``attempts``.
+ATTEMPT_FIELDS: tuple[str, ...] = (
+    "outcome",
+    "score",
+    "error",
+    "error_kind",
+    "response",
+    "latency_s",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "judge_cost",
+    "retries",
+    "cached",
+    "worker",
+    "started_at",
 )
 
 _DEFAULTS: dict[str, Any] = {
@@ -178,6 +200,7 @@ _DEFAULTS: dict[str, Any] = {
     "params": {},
     "metrics": {},
     "worker": "main",
+    "attempts": [],
 }
 
 
@@ -192,6 +215,11 @@ def build_record(**values: Any) -> dict[str, Any]:
     record = {name: values.get(name, _DEFAULTS.get(name)) for name in FIELDS}
     record["passed"] = record["outcome"] == "passed"
     return record
+
+
+def attempt_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """What ``attempts`` keeps of an earlier attempt's ``record``."""
+    return {name: record.get(name) for name in ATTEMPT_FIELDS}
 
 
 def file_field(path: Path, root: Path) -> str:

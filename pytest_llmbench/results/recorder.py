@@ -21,7 +21,7 @@ import pytest
 
 from ..config import get_run_config
 from ..engine.runtime import get_runtime
-from .record import utc_now
+from .record import attempt_fields, utc_now
 
 if TYPE_CHECKING:
     from .gates import GateFailure, GateNote, RepeatOutcome
@@ -55,16 +55,40 @@ class ResultsRecorder:
         self.optimization_log: Path | None = None
         self.aggregate_error: str | None = None
         self.repeats: RepeatOutcome | None = None
+        #: The earlier attempts of items that pytest-rerunfailures runs again, by node id.
+        self._attempts: dict[str, list[dict[str, Any]]] = {}
 
     # -- as items finish -------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Append the report's record, if it carries one."""
+        """Append the report's record, if it carries one.
+
+        A report that pytest-rerunfailures marked ``rerun`` is an earlier attempt: its record is
+        kept for the ``attempts`` of the item's final record, which alone is appended.
+        """
         if report.failed and not getattr(report, "llmbench_score_failure", False):
             self._other_failures += 1
         record = getattr(report, "llmbench_record", None)
-        if isinstance(record, dict):
-            self._append(record)
+        if not isinstance(record, dict):
+            return
+        if str(report.outcome) == "rerun":  # not one of pytest's own outcomes
+            self._attempts.setdefault(record["nodeid"], []).append(attempt_fields(record))
+            return
+        record["attempts"] = self._attempts.pop(record["nodeid"], [])
+        self._append(record)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport) -> None:
+        """An xdist worker died running ``crashitem``: an eval item gets an error record."""
+        from ..engine.xdist_schedule import eval_nodeid_matcher
+        from .item_record import crash_record
+
+        if not eval_nodeid_matcher(self.config)(crashitem):
+            return
+        node = getattr(report, "node", None)
+        worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
+        record = crash_record(crashitem, worker, str(report.longrepr))
+        report.llmbench_record = get_runtime(self.config).redactor.value(record)  # type: ignore[attr-defined]
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """Count collection errors: an aggregate gate must not turn them into a pass."""
