@@ -264,6 +264,39 @@ def test_numeric(options: dict[str, Any], output: str, passed: bool, reason: str
     assert verdict.passed is passed and verdict.reason == reason
 
 
+@pytest.mark.parametrize(
+    ("position", "output", "passed", "reason"),
+    [
+        (None, "12 times 12 is equal to 144.", True, "144 equals 144"),
+        ("last", "12 times 12 is equal to 144.", True, "144 equals 144"),
+        ("first", "12 times 12 is equal to 144.", False, "12 is not 144"),
+        ("first", "144, since 12 x 12 = 144", True, "144 equals 144"),
+        ("last", "144 is 12 squared", False, "12 is not 144"),
+        ("any", "it is 12 squared, so 144 in all", True, "144 equals 144"),
+        ("any", "12 times 12 is 140", False, "no number in the output is 144 (closest 140)"),
+        ("only", "144", True, "144 equals 144"),
+        ("only", "12 x 12 = 144", False, "3 numbers in output (12, 12, 144), expected only one"),
+        ("last", "It costs -1,440.0 or 144", True, "144 equals 144"),
+    ],
+)
+def test_numeric_position(position: str | None, output: str, passed: bool, reason: str) -> None:
+    raw: dict[str, Any] = {"type": "numeric", "value": 144}
+    if position is not None:
+        raw["position"] = position
+    verdict = check(raw, output)
+    assert verdict.passed is passed and verdict.reason == reason
+
+
+def test_numeric_position_any_honours_the_tolerance() -> None:
+    raw = {"type": "numeric", "value": 100, "position": "any", "tolerance": 2}
+    assert check(raw, "between 50 and 101").passed
+    verdict = check(raw, "between 50 and 90")
+    assert (
+        not verdict.passed
+        and verdict.reason == "no number in the output is within 2 of 100 (closest 90)"
+    )
+
+
 def test_numeric_tolerance_forgives_float_rounding() -> None:
     assert check({"type": "numeric", "value": 0.3, "tolerance": 0.05}, "0.35").passed
 
@@ -418,6 +451,16 @@ def test_python_missing_module_fails(tmp_path: Path) -> None:
         ),
         ({"type": "numeric", "value": 1, "tolerance": -0.1}, "tolerance", "tolerance must be >= 0"),
         ({"type": "numeric", "value": 1, "rel_tolerance": "x"}, "rel_tolerance", "a number"),
+        (
+            {"type": "numeric", "value": 1, "position": "middle"},
+            "position",
+            "position must be one of last, first, any, only, got 'middle'",
+        ),
+        (
+            {"type": "contains", "value": "x", "position": "last"},
+            "position",
+            "'position' does not apply to contains (only to numeric)",
+        ),
         (
             {"type": "python", "value": "m:f", "threshold": 2},
             "threshold",

@@ -37,7 +37,7 @@ from .judged import (
     rouge_threshold,
 )
 from .python import check_choice, check_engine_graded, check_python, python_value
-from .structured import check_json, check_numeric, numeric_value, schema_value
+from .structured import NUMBER_POSITIONS, check_json, check_numeric, numeric_value, schema_value
 from .text import (
     check_equals,
     check_regex,
@@ -61,7 +61,7 @@ __all__ = [
     "score_verdicts",
 ]
 
-_KEYS = ("type", "value", "weight", "tolerance", "rel_tolerance", "threshold")
+_KEYS = ("type", "value", "weight", "tolerance", "rel_tolerance", "threshold", "position")
 #: The allowed (low, high) of each numeric key; None is unbounded.
 _RANGES: dict[str, tuple[float, float | None]] = {
     "weight": (0.0, None),
@@ -69,6 +69,8 @@ _RANGES: dict[str, tuple[float, float | None]] = {
     "rel_tolerance": (0.0, None),
     "threshold": (0.0, 1.0),
 }
+#: The allowed words of each word-valued key.
+_CHOICES: dict[str, tuple[str, ...]] = {"position": NUMBER_POSITIONS}
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -100,7 +102,7 @@ def parse_assertion(raw: object) -> Assertion:
             raise AssertionSpecError(f"{base} takes no value", "value")
         value = spec.parse_value(base, value)
     weight = _number_key(raw, "weight") if "weight" in raw else 1.0
-    options = {key: _number_key(raw, key) for key in sorted(spec.options & raw.keys())}
+    options = {key: _option_key(raw, key) for key in sorted(spec.options & raw.keys())}
     needs_value = value is None and spec.value_rule != "none"
     return Assertion(
         type_name, base, type_name != base, value, weight, options, needs_value=needs_value
@@ -188,9 +190,19 @@ def _check_keys(raw: Mapping[str, Any], base: str, spec: TypeSpec) -> None:
         names = ", ".join(repr(key) for key in unknown)
         message = f"unknown key {names} in assertion; allowed keys: {', '.join(_KEYS)}"
         raise AssertionSpecError(message, unknown[0])
-    for key in sorted((raw.keys() & _RANGES.keys()) - spec.options - {"weight"}):
+    typed = _RANGES.keys() | _CHOICES.keys()
+    for key in sorted((raw.keys() & typed) - spec.options - {"weight"}):
         users = ", ".join(name for name, other in TYPES.items() if key in other.options)
         raise AssertionSpecError(f"{key!r} does not apply to {base} (only to {users})", key)
+
+
+def _option_key(raw: Mapping[str, Any], key: str) -> float | str:
+    if key not in _CHOICES:
+        return _number_key(raw, key)
+    value, allowed = raw[key], _CHOICES[key]
+    if value not in allowed:
+        raise AssertionSpecError(f"{key} must be one of {', '.join(allowed)}, got {value!r}", key)
+    return str(value)
 
 
 def _number_key(raw: Mapping[str, Any], key: str) -> float:
@@ -259,7 +271,7 @@ TYPES: dict[str, TypeSpec] = {
         check_numeric,
         "defaults",
         numeric_value,
-        options=frozenset({"tolerance", "rel_tolerance"}),
+        options=frozenset({"tolerance", "rel_tolerance", "position"}),
     ),
     "similarity": TypeSpec(check_similarity, "defaults", text_value),
     "llm-rubric": TypeSpec(check_engine_graded, "required", text_value, "the rubric"),

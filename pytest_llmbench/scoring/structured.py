@@ -1,5 +1,5 @@
 """The structured checks: ``is-json`` and ``json-schema`` on the answer's JSON (whole, or its
-one fenced block), and ``numeric`` on the first number it writes, within a tolerance.
+one fenced block), and ``numeric`` on a number it writes (the last, by default), within a tolerance.
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ from .base import (
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL)
 #: A number as models write it: signed, with optional thousands commas, decimals and exponent.
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+#: Which number of the answer ``numeric`` reads: the answer usually restates the question's
+#: numbers before its own ("12 times 12 is 144"), so the last one is the default.
+NUMBER_POSITIONS = ("last", "first", "any", "only")
 
 
 class NotJson(Exception):
@@ -132,23 +137,36 @@ def _load_schema(ref: str, base_dir: Path) -> Mapping[str, Any]:
     return schema
 
 
+def _numbers(text: str) -> list[float]:
+    return [float(match.group().replace(",", "")) for match in _NUMBER.finditer(text)]
+
+
 def _first_number(text: str) -> float | None:
-    match = _NUMBER.search(text)
-    return None if match is None else float(match.group().replace(",", ""))
+    numbers = _numbers(text)
+    return numbers[0] if numbers else None
 
 
 def check_numeric(value: Any, output: str, a: Assertion, ctx: AssertionContext) -> Outcome:
     want = float(value) if is_number(value) else _first_number(value)
     if want is None:
         raise CheckFailed(f"expected {quoted(value)} holds no number")
-    got = _first_number(output)
-    if got is None:
+    found = _numbers(output)
+    if not found:
         return Outcome(False, f"no number in output {quoted(output)}", 0.0)
+    position = a.options.get("position", "last")
+    if position == "only" and len(found) > 1:
+        listed = ", ".join(number_text(n) for n in found[:5])
+        return Outcome(False, f"{len(found)} numbers in output ({listed}), expected only one", 0.0)
     allowed = max(a.options.get("tolerance", 0.0), a.options.get("rel_tolerance", 0.0) * abs(want))
+    candidates = found if position == "any" else [found[0] if position == "first" else found[-1]]
+    got = min(candidates, key=lambda n: abs(n - want))
     diff = abs(got - want)
     # isclose forgives float rounding, e.g. |0.35 - 0.3| against a tolerance of 0.05
     within = diff <= allowed or (allowed > 0 and math.isclose(diff, allowed))
     g, w, t = number_text(got), number_text(want), number_text(allowed)
+    if position == "any" and not within:
+        near = f"within {t} of {w}" if allowed else w
+        return Outcome(False, f"no number in the output is {near} (closest {g})", 0.0)
     if allowed == 0:
         return pass_fail(within, f"{g} equals {w}", f"{g} is not {w}")
     return pass_fail(within, f"{g} is within {t} of {w}", f"{g} is not within {t} of {w}")
