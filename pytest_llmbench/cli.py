@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .config import ERRORS_COUNT_AS
 from .render.markup import board_html, board_markdown
 from .results.baseline import (
     ResultsError,
@@ -74,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
         help="Rank by model (default), profile, prompt_variant, temperature, eval_type or "
         "tag:<name> (a profile tag such as tag:region)",
     )
+    board.add_argument(
+        "--errors-count-as",
+        choices=ERRORS_COUNT_AS,
+        default="fail",
+        help="An errored item is a failure scored 0 (fail, the default) or left out (skip)",
+    )
     board.set_defaults(command=_leaderboard_command)
     compare = commands.add_parser("compare", help="Compare a new run with a baseline run")
     compare.add_argument("baseline", type=Path, metavar="BASELINE", help="Baseline folder")
@@ -108,7 +115,7 @@ def _leaderboard_command(args: argparse.Namespace) -> int:
     records = merge_runs(runs)
     if args.group_by.startswith("tag:"):
         _check_tag(args.group_by.removeprefix("tag:"), records)
-    frame = records_frame(records)
+    frame = records_frame(records, args.errors_count_as)
     board = leaderboard(frame) if key == "model" else grouped(frame, args.group_by)
     _emit(_render_board(board, args.format, key), args.output)
     return 0

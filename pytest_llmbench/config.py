@@ -32,6 +32,9 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
      "timestamped folder under llmbench-results/)", None),
     ("min_pass_rate", "llmbench_min_pass_rate", "Gate on each model's pass rate (0..1) "
      "instead of on single cases", None),
+    ("errors_count_as", "llmbench_errors_count_as", "How an errored item counts in pass rates, "
+     "scores and the ranking: fail (default: a failure, score 0) or skip (left out; coverage "
+     "shows it)", "fail"),
     ("env_file", "llmbench_env_file", "File of KEY=value lines loaded into the environment "
      "(default: .env when present)", None),
     ("request_timeout", "llmbench_request_timeout", "Seconds a model call may take in all, "
@@ -84,6 +87,8 @@ STREAM_MODES = ("all", "sample", "off")
 #: ``off``: no cache; ``use``: read, and store misses; ``refresh``: call anyway and overwrite;
 #: ``replay``: read only, a miss is an error instead of a call.
 CACHE_MODES = ("off", "use", "refresh", "replay")
+#: How an errored item counts in pass rates and scores (``--errors-count-as``).
+ERRORS_COUNT_AS = ("fail", "skip")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -178,6 +183,8 @@ class RunConfig:
     skip_unavailable: bool = False
     #: seconds to open a connection (``--connect-timeout``)
     connect_timeout_s: float = 10.0
+    #: ``fail``: an errored item is a failure scored 0; ``skip``: it is left out of the rates
+    errors_count_as: str = "fail"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -185,6 +192,7 @@ class RunConfig:
             "models": [profile.model_dump(mode="json") for profile in self.models],
             "repeat": self.repeat,
             "min_pass_rate": self.min_pass_rate,
+            "errors_count_as": self.errors_count_as,
             "request_timeout_s": self.request_timeout_s,
             "connect_timeout_s": self.connect_timeout_s,
             "max_retries": self.max_retries,
@@ -268,6 +276,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         repeat=_number(config, "repeat", int, minimum=1),
         results_dir=_path(config, "results_dir"),
         min_pass_rate=_rate(config),
+        errors_count_as=_choice(config, "errors_count_as", ERRORS_COUNT_AS),
         request_timeout_s=_number(config, "request_timeout", float, minimum=0.001),
         connect_timeout_s=_number(config, "connect_timeout", float, minimum=0.001),
         max_retries=_number(config, "max_retries", int, minimum=0),

@@ -97,7 +97,7 @@ def test_leaderboard_markdown_ranks_models_of_one_run(
     assert header[:4] == ["rank", "model", "score [95% CI]", "pass rate [95% CI]"]
     assert rule[1] == ":---" and set(rule) - {rule[1]} == {"---:"}  # numbers right-aligned
     assert first[:2] == ["1", "strong"] and first[2].startswith("0.750")
-    assert first[3].startswith("75.0%") and first[4] == "8"
+    assert first[3].startswith("75.0%") and (first[4], first[5]) == ("8/8", "8")
     assert second[:2] == ["2", "weak"] and second[3].startswith("25.0%")
 
 
@@ -169,11 +169,16 @@ def test_leaderboard_counts_errors_apart_and_names_plain_tests(
         _record("m", "c1", False, outcome="error", score=None, error_kind="provider"),
         _record(None, "plain", True),
     ]
-    code, out, _ = _call(capsys, "leaderboard", _run(tmp_path / "run", records))
+    run = _run(tmp_path / "run", records)
+    code, out, _ = _call(capsys, "leaderboard", run)
     assert code == 0
-    rows = {row[1]: row for row in _md_rows(out)[2:]}
-    assert rows["m"][3].startswith("100.0%") and rows["m"][5] == "1"
-    assert "(no model)" in rows
+    rows = {row[1]: row for row in _md_rows(out) if len(row) > 5}
+    # The error counts as a failure: 1 of 2; 1 answered of 2 is shown and marked incomplete.
+    assert rows["m"][3].startswith("50.0%") and rows["m"][4:7] == ["1/2 !", "2", "1"]
+    assert "(no model)" in rows and "! incomplete" in out
+    code, out, _ = _call(capsys, "leaderboard", run, "--errors-count-as", "skip")
+    rows = {row[1]: row for row in _md_rows(out) if len(row) > 5}
+    assert rows["m"][3].startswith("100.0%") and rows["m"][4] == "1/2 !"
 
 
 # -- bad input -----------------------------------------------------------------------------------
@@ -436,7 +441,7 @@ def test_leaderboard_group_by_profile_ranks_profiles(
     assert header[:3] == ["rank", "profile", "score [95% CI]"]
     assert first[:2] == ["1", "nova_priority"] and first[3].startswith("75.0%")
     assert second[:2] == ["2", "nova_flex"] and second[3].startswith("25.0%")
-    assert first[4] == "8"  # cases, each run at two temperatures
+    assert first[5] == "8"  # cases, each run at two temperatures
 
 
 def test_leaderboard_group_by_tag_and_temperature(

@@ -151,20 +151,21 @@ def test_step_summary_appends_a_leaderboard_section_per_run(
     assert [row[:4] for row in _table(text[len(once) :])] == [row[:4] for row in _table(once)]
     header, align, *rows = _table(once)
     assert header == [
-        "rank", "model", "score [95% CI]", "pass rate [95% CI]", "cases", "errors", "cost USD",
-        "latency p50 s",
+        "rank", "model", "score [95% CI]", "pass rate [95% CI]", "answered", "cases", "errors",
+        "cost USD", "latency p50 s",
     ]  # fmt: skip
     assert align[1] == ":---" and set(align) - {align[1]} == {"---:"}
     assert [row[:2] for row in rows] == [["1", "fake"], ["2", "fake2"]]
     assert rows[0][2].startswith("1.000") and rows[1][2].startswith("0.000")
     assert rows[0][3].startswith("100.0%") and rows[1][3].startswith("0.0%")
-    assert [row[4] for row in rows] == ["2", "2"]
-    assert [row[5] for row in rows] == ["0", "0"]
+    assert [row[4] for row in rows] == ["2/2", "2/2"]
+    assert [row[5] for row in rows] == ["2", "2"]
+    assert [row[6] for row in rows] == ["0", "0"]
     costs = {
         m: sum(r["cost_usd"] for r in ci.records() if r["model"] == m) for m in ("fake", "fake2")
     }
-    assert [float(row[6]) for row in rows] == [round(costs["fake"], 4), round(costs["fake2"], 4)]
-    assert all(float(row[7]) >= 0 for row in rows)
+    assert [float(row[7]) for row in rows] == [round(costs["fake"], 4), round(costs["fake2"], 4)]
+    assert all(float(row[8]) >= 0 for row in rows)
     if "score_ci_low" in _leaderboard_columns(ci):
         assert re.fullmatch(r"1\.000 \[\d\.\d{3}, \d\.\d{3}\]", rows[0][2])
     assert "4 items, 2 model(s): 2 passed, 2 failed" in once
@@ -237,10 +238,13 @@ def test_step_summary_escapes_table_cells_and_shows_missing_values_as_dashes() -
         }
     ]
     text = step_summary(records, ["evil|model: pass rate 0.0% < 90.0%"])
-    header, _, row = _table(text)
-    assert len(row) == len(header) == 8
+    header, _, row, *_ = _table(text)
+    assert len(row) == len(header) == 9
     assert row[1] == "evil\\|model name"
-    assert row[2:] == ["-", "-", "1", "1", "-", "-"]  # one case, one error
+    # The error counts as a failure scored 0; nothing was answered, so the row is incomplete.
+    assert row[2].startswith("0.000 [") and row[3].startswith("0.0% [")
+    assert row[4:] == ["0/1 !", "1", "1", "-", "-"]  # one case, one error
+    assert "! incomplete: more than 10% of the items errored" in text
     assert "- evil\\|model: pass rate 0.0% < 90.0%" in text
     assert "1 items, 1 model(s): 1 errors." in text
 

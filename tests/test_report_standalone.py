@@ -205,6 +205,24 @@ def test_run_facts_and_leaderboard_with_intervals(report: Path) -> None:
     assert re.fullmatch(r"0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\]", rows[1][2])
 
 
+def test_leaderboard_shows_coverage_and_marks_a_mostly_errored_model(tmp_path: Path) -> None:
+    # flaky answers 2 of 10 (right both times), steady 10 of 10 (8 right): errors are failures.
+    records = [
+        item("flaky", "s", f"c{index}", 0, True)
+        if index < 2
+        else item("flaky", "s", f"c{index}", 0, False, outcome="error", score=None)
+        for index in range(10)
+    ]
+    records += [item("steady", "s", f"c{index}", 0, index < 8) for index in range(10)]
+    text = write_report(records, tmp_path).read_text(encoding="utf-8")
+    board = text.split('<table class="leaderboard">')[1].split("</table>")[0]
+    assert "<th>answered</th>" in board or ">answered</th>" in board
+    rows = re.findall(r"<tr><td class=\"num\">(\d)</td><td>(\w+)</td>", board)
+    assert [model for _, model in rows] == ["steady", "flaky"]
+    assert ">10/10</td>" in board and ">2/10 !</td>" in board
+    assert "! incomplete: more than 10% of the items errored" in text
+
+
 def test_leaderboard_chart_has_ci_error_bars(report: Path) -> None:
     text = report.read_text(encoding="utf-8")
     script = text.split('id="chart-leaderboard"')[1].split("</script>")[0]

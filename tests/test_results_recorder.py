@@ -210,14 +210,14 @@ def test_no_record_no_files(bench: Bench) -> None:
 # -- aggregate files ---------------------------------------------------------------------------
 
 
-def _two_models_two_suites(bench: Bench) -> pytest.RunResult:
+def _two_models_two_suites(bench: Bench, *args: str) -> pytest.RunResult:
     """fake answers everything right; fake2 gets Japan wrong and errors on two plus two."""
     bench.server.add_rule(Rule(model="fake-model-2", match="Japan", reply="Kyoto"))
     bench.server.add_rule(Rule(model="fake-model-2", match="two plus two", status=500))
     _right_answers(bench)
     bench.eval_file("capitals", CAPITALS)
     bench.eval_file("arith", ARITH)
-    return bench.run("--models=@fakes", "--repeat=2", "--max-retries=0")
+    return bench.run("--models=@fakes", "--repeat=2", "--max-retries=0", *args)
 
 
 def test_all_metrics_has_one_hand_checked_row_per_model_and_suite(bench: Bench) -> None:
@@ -248,7 +248,10 @@ def test_all_metrics_has_one_hand_checked_row_per_model_and_suite(bench: Bench) 
         "2",
     )
     assert float(fake2_arith["error_rate"]) == 0.5
-    assert float(fake2_arith["pass_rate"]) == 1.0 and float(fake2_arith["score_mean"]) == 1.0
+    # The two errors count as failures scored 0 (--errors-count-as=fail, the default).
+    assert float(fake2_arith["pass_rate"]) == 0.5 and float(fake2_arith["score_mean"]) == 0.5
+    assert float(fake2_arith["coverage"]) == 0.5 and fake2_arith["incomplete"] == "True"
+    assert fake_cap["incomplete"] == "False" and float(fake_cap["coverage"]) == 1.0
     # Tokens: 6 prompt words per capitals item, 1-word answers; fake2 pays 10x the price.
     assert fake_cap["input_tokens_total"] == "24" and fake_cap["output_tokens_total"] == "4"
     assert float(fake_cap["cost_usd_total"]) == pytest.approx(4 * _cost(6, 1, 0.001, 0.002))
@@ -272,9 +275,35 @@ def test_per_model_aggregates_have_a_row_per_suite_and_a_total(bench: Bench) -> 
         "2",
         "2",
     )
-    assert float(fake2_total["pass_rate"]) == pytest.approx(4 / 6)
+    assert float(fake2_total["pass_rate"]) == pytest.approx(4 / 8)
     assert float(fake2_total["error_rate"]) == pytest.approx(2 / 8)
-    assert float(fake2_total["score_mean"]) == pytest.approx(4 / 6)
+    assert float(fake2_total["score_mean"]) == pytest.approx(4 / 8)
+    assert fake2_total["incomplete"] == "True"
+
+
+@pytest.mark.parametrize("how", ["option", "ini"])
+def test_errors_count_as_skip_leaves_errors_out_but_shows_coverage(bench: Bench, how: str) -> None:
+    if how == "ini":
+        bench.pytester.makeini("[pytest]\nllmbench_errors_count_as = skip\n")
+        result = _two_models_two_suites(bench)
+    else:
+        result = _two_models_two_suites(bench, "--errors-count-as=skip")
+    result.assert_outcomes(passed=12, failed=2, errors=2)
+    board = {row["model"]: row for row in _csv(bench.out("leaderboard.csv"))}
+    fake2 = board["fake2"]
+    assert float(fake2["pass_rate"]) == pytest.approx(4 / 6)
+    assert float(fake2["score_mean"]) == pytest.approx(4 / 6)
+    assert float(fake2["coverage"]) == pytest.approx(6 / 8) and fake2["incomplete"] == "True"
+    result.stdout.fnmatch_lines(["*fake2*  6/8 !*", "! incomplete: more than 10% of the items*"])
+    run = json.loads(bench.out("run.json").read_text())
+    assert run["config"]["errors_count_as"] == "skip"
+
+
+def test_errors_count_as_is_checked(bench: Bench) -> None:
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run("--models=fake", "--errors-count-as=maybe")
+    result.stderr.fnmatch_lines(["*--errors-count-as must be one of fail, skip, got 'maybe'*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_model_names_become_safe_directory_names(bench: Bench) -> None:
@@ -382,9 +411,9 @@ def test_terminal_summary_shows_leaderboard_and_path(bench: Bench) -> None:
     result.stdout.fnmatch_lines(
         [
             "*= llmbench leaderboard =*",
-            "#*model*score ?95% CI?*pass*errors*cost $*p50 s*ttft s*vs #1",
-            "1*fake *1.00 ?0.34, 1.00?*100.0%*0*",
-            "2*fake2*1.00 ?0.34, 1.00?*100.0%*0*+0.00 p=1.00 n.s.",
+            "#*model*score ?95% CI?*pass*cost $*p50 s*ttft s*vs #1",
+            "1*fake *1.00 ?0.34, 1.00?*100.0%*",
+            "2*fake2*1.00 ?0.34, 1.00?*100.0%*+0.00 p=1.00 n.s.",
             f"llmbench: 4 records in {bench.pytester.path / 'out'}",
         ]
     )

@@ -13,6 +13,7 @@ from conftest import assert_imported_lazily
 
 from pytest_llmbench import results as lb
 from pytest_llmbench.render import terminal as boardtext
+from pytest_llmbench.render.markup import INCOMPLETE_NOTE
 from pytest_llmbench.render.terminal import format_judges, format_leaderboard
 from pytest_llmbench.results import stats
 from pytest_llmbench.results.record import FIELDS, build_record
@@ -127,7 +128,7 @@ def row_of(frame: pd.DataFrame, **keys: Any) -> pd.Series:
 
 def test_records_frame_has_record_fields_and_numeric_nan() -> None:
     frame = lb.records_frame(suite_s1())
-    assert list(frame.columns) == list(FIELDS)
+    assert list(frame.columns) == [*FIELDS, "graded_outcome", "graded_score"]
     assert len(frame) == 5
     assert frame["score"].dtype == "float64"
     assert pd.isna(frame["score"].iloc[4])
@@ -137,7 +138,7 @@ def test_records_frame_has_record_fields_and_numeric_nan() -> None:
 def test_records_frame_of_nothing_is_empty_with_columns() -> None:
     frame = lb.records_frame([])
     assert frame.empty
-    assert list(frame.columns) == list(FIELDS)
+    assert list(frame.columns) == [*FIELDS, "graded_outcome", "graded_score"]
     assert lb.aggregate(frame, ["model"]).columns.tolist() == ["model", *lb.METRIC_COLUMNS]
 
 
@@ -148,9 +149,15 @@ def test_metric_columns_order() -> None:
     frame = lb.all_metrics(lb.records_frame(sample_records()))
     assert list(frame.columns) == ["model", "suite", *lb.METRIC_COLUMNS]
     assert lb.METRIC_COLUMNS[0] == "n_items" and lb.METRIC_COLUMNS[-1] == "k"
-    # Multiple-choice accuracy sits beside the pass rate.
+    # Coverage, the incomplete mark and multiple-choice accuracy sit beside the pass rate.
     pass_rate = lb.METRIC_COLUMNS.index("pass_rate")
-    assert lb.METRIC_COLUMNS[pass_rate : pass_rate + 3] == ("pass_rate", "mc_n", "mc_accuracy")
+    assert lb.METRIC_COLUMNS[pass_rate : pass_rate + 5] == (
+        "pass_rate",
+        "coverage",
+        "incomplete",
+        "mc_n",
+        "mc_accuracy",
+    )
     # The repeat statistics come right after the judge totals, before any dim_* column.
     assert lb.METRIC_COLUMNS[-12:] == (
         "n_cached",
@@ -166,18 +173,86 @@ def test_metric_columns_order() -> None:
         "pass_hat_k",
         "k",
     )
-    assert len(lb.METRIC_COLUMNS) == 42
+    assert len(lb.METRIC_COLUMNS) == 44
 
 
-def test_counts_and_rates_exclude_errors_and_skips() -> None:
+def test_counts_and_rates_count_errors_as_failures_by_default() -> None:
     row = row_of(lb.all_metrics(lb.records_frame(sample_records())), model="m1", suite="s1")
     assert (row["n_items"], row["n_cases"], row["n_repeats"]) == (5, 3, 2)
+    assert (row["n_passed"], row["n_failed"], row["n_errors"], row["n_skipped"]) == (2, 1, 1, 1)
+    assert row["error_rate"] == pytest.approx(1 / 4)
+    # The error is a failure: 2 passed of 4 run (the skipped item is not run).
+    assert row["pass_rate"] == pytest.approx(2 / 4)
+    # ... scored 0: 1.0, 0.5 and 0.0 (the passed item without a score has none; ddof=1 std).
+    assert row["score_mean"] == pytest.approx(0.5)
+    assert row["score_std"] == pytest.approx(0.5)
+    # 3 of the 4 items run got an answer; 1 error in 4 is more than 10%.
+    assert row["coverage"] == pytest.approx(3 / 4)
+    assert row["incomplete"]
+
+
+def test_counts_and_rates_leave_errors_out_with_skip() -> None:
+    frame = lb.records_frame(sample_records(), errors_count_as="skip")
+    row = row_of(lb.all_metrics(frame), model="m1", suite="s1")
     assert (row["n_passed"], row["n_failed"], row["n_errors"], row["n_skipped"]) == (2, 1, 1, 1)
     assert row["error_rate"] == pytest.approx(1 / 4)
     assert row["pass_rate"] == pytest.approx(2 / 3)
     # Only the answered items with a score: 1.0 and 0.5 (ddof=1 std).
     assert row["score_mean"] == pytest.approx(0.75)
     assert row["score_std"] == pytest.approx(math.sqrt(0.125))
+    # Coverage and the incomplete mark do not depend on the policy: they show what it hides.
+    assert row["coverage"] == pytest.approx(3 / 4)
+    assert row["incomplete"]
+
+
+def test_incomplete_is_more_than_a_tenth_of_errors() -> None:
+    answered = [rec(case_id=f"c{i}", score=1.0) for i in range(9)]
+    one_in_ten = lb.leaderboard(lb.records_frame([*answered, rec(case_id="e", outcome="error")]))
+    assert not one_in_ten.iloc[0]["incomplete"] and one_in_ten.iloc[0]["coverage"] == 0.9
+    two_in_eleven = [
+        *answered,
+        rec(case_id="e", outcome="error"),
+        rec(case_id="f", outcome="error"),
+    ]
+    assert lb.leaderboard(lb.records_frame(two_in_eleven)).iloc[0]["incomplete"]
+
+
+def test_a_model_that_mostly_errored_does_not_rank_first() -> None:
+    """The issue's case: 28 errors of 33 items ranked #1 because errors were left out."""
+    flaky_api = [rec(model="flaky-api", case_id=f"c{i}", score=1.0) for i in range(5)]
+    flaky_api += [rec(model="flaky-api", case_id=f"c{i}", outcome="error") for i in range(5, 33)]
+    steady = [rec(model="steady", case_id=f"c{i}", score=1.0) for i in range(30)]
+    steady += [
+        rec(model="steady", case_id=f"c{i}", outcome="failed", score=0.0) for i in range(30, 33)
+    ]
+    board = lb.leaderboard(lb.records_frame([*flaky_api, *steady]))
+    assert board["model"].tolist() == ["steady", "flaky-api"]
+    flaky = board.iloc[1]
+    assert flaky["pass_rate"] == pytest.approx(5 / 33) and flaky["score_mean"] == pytest.approx(
+        5 / 33
+    )
+    assert flaky["coverage"] == pytest.approx(5 / 33) and flaky["incomplete"]
+    # With skip the errors are left out and flaky-api ranks first, but its row says why.
+    skipped = lb.leaderboard(lb.records_frame([*flaky_api, *steady], errors_count_as="skip"))
+    assert skipped["model"].tolist() == ["flaky-api", "steady"]
+    lines = format_leaderboard(skipped)
+    assert lines[0].split() == [
+        "#",
+        "model",
+        "score",
+        "[95%",
+        "CI]",
+        "pass",
+        "answered",
+        "cost",
+        "$",
+        "p50",
+        "s",
+        "ttft",
+        "s",
+    ]
+    assert " 5/33 ! " in lines[1] and " 33/33 " in lines[2]
+    assert lines[-1].startswith("! incomplete: more than 10% of the items errored")
 
 
 def test_totals_include_errors_means_only_answers() -> None:
@@ -215,7 +290,8 @@ def test_all_metrics_rows_sorted_by_model_then_suite() -> None:
 
 
 def test_missing_values_give_nan_not_zero() -> None:
-    frame = lb.records_frame([rec(outcome="error"), rec(case_id="c2", outcome="skipped")])
+    records = [rec(outcome="error"), rec(case_id="c2", outcome="skipped")]
+    frame = lb.records_frame(records, errors_count_as="skip")
     row = lb.aggregate(frame, ["model"]).iloc[0]
     assert row["error_rate"] == pytest.approx(1.0)
     for name in ("pass_rate", "score_mean", "cost_usd_total", "latency_s_p50", "ttft_s_mean"):
@@ -223,6 +299,9 @@ def test_missing_values_give_nan_not_zero() -> None:
     assert pd.isna(row["input_tokens_total"])
     assert row["ttft_n"] == 0
     assert row["retries_total"] == 0
+    # Counted as a failure (the default), the error gives a pass rate and a score of 0.
+    graded = lb.aggregate(lb.records_frame(records), ["model"]).iloc[0]
+    assert (graded["pass_rate"], graded["score_mean"], graded["coverage"]) == (0.0, 0.0, 0.0)
 
 
 def test_error_rate_nan_when_everything_skipped() -> None:
@@ -232,7 +311,8 @@ def test_error_rate_nan_when_everything_skipped() -> None:
 
 
 def test_frames_stay_unrounded() -> None:
-    row = row_of(lb.all_metrics(lb.records_frame(sample_records())), model="m1", suite="s1")
+    frame = lb.records_frame(sample_records(), errors_count_as="skip")
+    row = row_of(lb.all_metrics(frame), model="m1", suite="s1")
     assert row["pass_rate"] == 2 / 3
     assert row["pass_rate"] != round(2 / 3, 6)
 
@@ -247,7 +327,8 @@ def test_model_aggregate_has_suite_rows_and_all_row() -> None:
     total = frame.iloc[-1]
     # c1 of s1 and c1 of s2 are different cases.
     assert (total["n_items"], total["n_cases"], total["n_passed"]) == (6, 4, 3)
-    assert total["score_mean"] == pytest.approx((1.0 + 0.5 + 0.8) / 3)
+    # The error of s1 counts as a failure scored 0.
+    assert total["score_mean"] == pytest.approx((1.0 + 0.5 + 0.0 + 0.8) / 4)
     assert total["cost_usd_total"] == pytest.approx(0.0075)
 
 
@@ -278,8 +359,11 @@ def test_leaderboard_ranks_with_tie_breaks_and_nan_last() -> None:
     assert board.columns.tolist()[:2] == ["rank", "model"]
     assert board["rank"].tolist() == list(range(1, 9))
     # score desc; then pass rate desc (b > a); then cost asc (d < c); then name (e < f);
-    # NaN score last, and among those NaN pass rate last.
-    assert board["model"].tolist() == ["b", "a", "e", "f", "d", "c", "y-noscore", "aa-errors"]
+    # the all-error model scores 0 (errors count as failures); NaN score last.
+    assert board["model"].tolist() == ["b", "a", "e", "f", "d", "c", "aa-errors", "y-noscore"]
+    skipped = lb.leaderboard(lb.records_frame(ranking_records(), errors_count_as="skip"))
+    # Left out, the errors leave aa-errors without a score or a pass rate: last.
+    assert skipped["model"].tolist()[-2:] == ["y-noscore", "aa-errors"]
 
 
 def test_leaderboard_is_one_row_per_model() -> None:
@@ -352,8 +436,9 @@ def test_written_csv_headers_and_values(tmp_path: Path) -> None:
     assert csv_header(written.per_model["m1"]) == ["suite", *lb.METRIC_COLUMNS]
     row = read_csv(written.all_metrics)[0]
     assert (row["model"], row["suite"]) == ("m1", "s1")
-    assert row["pass_rate"] == "0.666667"
-    assert row["score_std"] == "0.353553"
+    assert row["pass_rate"] == "0.5"
+    assert row["score_std"] == "0.5"
+    assert (row["coverage"], row["incomplete"]) == ("0.75", "True")
     assert row["input_tokens_total"] == "35"
     assert row["n_items"] == "5"
     m2 = read_csv(written.all_metrics)[2]
@@ -390,14 +475,17 @@ def test_format_leaderboard_table() -> None:
         rec(model="alpha", score=1.0, cost_usd=0.0012, latency_s=1.234, ttft_s=0.5),
         rec(model="beta/long-name", outcome="error"),
     ]
-    lines = format_leaderboard(lb.leaderboard(lb.records_frame(records)))
+    lines = format_leaderboard(lb.leaderboard(lb.records_frame(records, errors_count_as="skip")))
     # One answered item: a single case, so the Wilson interval of one observation:
     # p = 1, n = 1: low = 1 / (1 + z^2) = 0.21, not the point [1.00, 1.00].
     assert lines == [
-        "#  model              score [95% CI]    pass  errors  cost $  p50 s  ttft s",
-        "1  alpha           1.00 [0.21, 1.00]  100.0%       0  0.0012   1.23    0.50",
-        "2  beta/long-name                  -       -       1       -      -       -",
+        "#  model              score [95% CI]    pass  answered  cost $  p50 s  ttft s",
+        "1  alpha           1.00 [0.21, 1.00]  100.0%       1/1  0.0012   1.23    0.50",
+        "2  beta/long-name                  -       -     0/1 !       -      -       -",
+        INCOMPLETE_NOTE,
     ]
+    # No model with an error: no answered column (every item was answered).
+    assert "answered" not in format_leaderboard(lb.leaderboard(lb.records_frame(records[:1])))[0]
 
 
 def test_format_leaderboard_truncates() -> None:
@@ -665,7 +753,8 @@ def test_ci_columns_are_clustered_by_case() -> None:
         rec(case_id="g", outcome="error"),
         rec(case_id="h", outcome="skipped"),
     ]
-    (row,) = lb.leaderboard(lb.records_frame(records)).to_dict("records")
+    # Errors left out, as with --errors-count-as=skip: the clusters are the answered repeats.
+    (row,) = lb.leaderboard(lb.records_frame(records, "skip")).to_dict("records")
     t5 = 2.570581835636  # t(0.975, 6 cases - 1)
     # Pass: 0/1 clusters [1,1] x4, [1,0], [0,0]: m = 9/12 = 0.75; deviation sums 0.5 (x4), -0.5,
     # -1.5 -> squares 1.0 + 0.25 + 2.25 = 3.5; var = 6/5 * 3.5 / 12^2; high clamps at 1.
@@ -686,7 +775,7 @@ def test_ci_columns_are_clustered_by_case() -> None:
 
 def test_flaky_and_pass_at_k_columns() -> None:
     records = [*repeat_records(), rec(case_id="g", outcome="error")]
-    (row,) = lb.leaderboard(lb.records_frame(records)).to_dict("records")
+    (row,) = lb.leaderboard(lb.records_frame(records, "skip")).to_dict("records")
     assert (row["n_flaky"], row["k"]) == (1, 2)
     # pass@2 per case: 1 (x4), flaky 1 - C(1,2)/C(2,2) = 1, never 0 -> 5/6.
     # pass^2 per case: 1 (x4), C(1,2)/C(2,2) = 0, 0 -> 4/6. The error-only case is left out.
@@ -700,16 +789,15 @@ def test_k_is_the_fewest_answered_repeats() -> None:
         rec(case_id="short", repeat=0, outcome="passed", score=1.0),
         rec(case_id="short", repeat=1, outcome="error"),
     ]
-    (row,) = lb.leaderboard(lb.records_frame(records)).to_dict("records")
+    (row,) = lb.leaderboard(lb.records_frame(records, "skip")).to_dict("records")
     # k = 1: pass@1 = pass^1 = mean per-case pass rate = (4 + 0.5 + 0 + 1) / 7.
     assert row["k"] == 1
     assert row["pass_at_k"] == pytest.approx(5.5 / 7) == row["pass_hat_k"]
 
 
 def test_repeat_columns_without_answers_are_empty(tmp_path: Path) -> None:
-    written = lb.write_aggregates(
-        [rec(outcome="error"), rec(case_id="c2", outcome="skipped")], tmp_path
-    )
+    records = [rec(outcome="error"), rec(case_id="c2", outcome="skipped")]
+    written = lb.write_aggregates(records, tmp_path, lb.summarize(records, "skip"))
     assert written is not None
     (row,) = read_csv(written.leaderboard)
     for name in ("score_ci_low", "pass_rate_ci_high", "pass_at_k", "k"):
@@ -884,11 +972,12 @@ def test_grouped_by_each_axis() -> None:
     by_profile = lb.grouped(frame, "profile")
     assert by_profile.columns.tolist()[:3] == ["rank", "profile", "n_items"]
     assert by_profile.columns.tolist()[2:] == list(lb.METRIC_COLUMNS)
-    assert by_profile["profile"].tolist() == ["nova_flex", "nova_fast"]  # 1.0 beats 0.5
+    assert by_profile["profile"].tolist() == ["nova_flex", "nova_fast"]  # 0.67 beats 0.5
     flex = row_of(by_profile, profile="nova_flex")
-    assert (flex["n_items"], flex["n_errors"], flex["score_mean"]) == (3, 1, 1.0)
+    # The error counts as a failure scored 0: (1 + 1 + 0) / 3.
+    assert (flex["n_items"], flex["n_errors"], flex["score_mean"]) == (3, 1, pytest.approx(2 / 3))
     by_prompt = lb.grouped(frame, "prompt_variant")
-    assert by_prompt["prompt_variant"].tolist() == ["p2", "p1"]  # 1.0 beats 0.67
+    assert by_prompt["prompt_variant"].tolist() == ["p1", "p2"]  # 0.67 beats 0.5 (1 and an error)
     assert lb.grouped(frame, "temperature")["temperature"].tolist() == ["(none)", "0.2"]
     by_tier = lb.grouped(frame, "tag:tier")
     assert by_tier.columns[1] == "tag_tier" and by_tier["tag_tier"].tolist() == ["flex", "fast"]
@@ -943,8 +1032,8 @@ def test_write_aggregates_writes_a_file_per_varied_axis(tmp_path: Path) -> None:
     assert csv_header(written.grouped["tag:tier"]) == ["rank", "tag_tier", *lb.METRIC_COLUMNS]
     rows = read_csv(written.grouped["prompt_variant"])
     assert [(r["rank"], r["prompt_variant"], r["n_items"]) for r in rows] == [
-        ("1", "p2", "2"),
-        ("2", "p1", "3"),
+        ("1", "p1", "3"),
+        ("2", "p2", "2"),
     ]
     # One value everywhere: no file.
     single = lb.write_aggregates(sample_records(), tmp_path / "single")
@@ -980,7 +1069,8 @@ def test_multiple_choice_accuracy() -> None:
         vrec(model="m", case_id="f", score=1.0),  # not multiple choice
         vrec(model="n", case_id="a", score=0.5, choice=None),
     ]
-    board = lb.leaderboard(lb.records_frame(records))
+    # Errors left out: m's score (0.6) then ranks above n's (0.5).
+    board = lb.leaderboard(lb.records_frame(records, errors_count_as="skip"))
     m, n = row_of(board, model="m"), row_of(board, model="n")
     assert (m["mc_n"], m["mc_accuracy"]) == (4, 0.5)
     assert n["mc_n"] == 0 and math.isnan(n["mc_accuracy"])
@@ -1023,7 +1113,8 @@ def test_latency_only_board_ranks_by_latency_and_shows_timing() -> None:
         "2  cheap                -   1.50   1.50      -       0  0.0000",
         "3  fast2                -   1.50   1.50      -       0  1.0000",
         "4  slow          1.25 (2)   4.00   4.90   11.0       0  0.0020",
-        "5  broken               -      -      -      -       1       -",
+        "5  broken               -      -      -      -     1 !       -",
+        INCOMPLETE_NOTE,
     ]
     by_tier = lb.grouped(frame, "eval_type")
     assert by_tier.attrs[lb.LATENCY_ONLY] and by_tier["eval_type"].tolist() == ["latency"]

@@ -27,6 +27,8 @@ def board_markdown(board: pd.DataFrame, key: str = "model") -> str:
     align = [":---" if name == key else "---:" for name in header]
     lines = [_md_row(header), "| " + " | ".join(align) + " |"]
     lines += [_md_row(row) for row in rows]
+    if has_incomplete(board):
+        lines += ["", md_cell(INCOMPLETE_NOTE)]
     return "\n".join(lines) + "\n"
 
 
@@ -42,7 +44,8 @@ def board_html(board: pd.DataFrame, key: str = "model") -> str:
     body = "\n".join(
         "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
     )
-    return _PAGE.format(head=head, body=body)
+    note = f"<p>{html.escape(INCOMPLETE_NOTE)}</p>" if has_incomplete(board) else ""
+    return _PAGE.format(head=head, body=body, note=note)
 
 
 _PAGE = """<!DOCTYPE html>
@@ -66,9 +69,37 @@ thead {{ background: #f3f3f3; }}
 {body}
 </tbody>
 </table>
+{note}
 </body>
 </html>
 """
+
+
+#: The note under a board with an incomplete row (its ``answered`` cell ends in ``!``).
+INCOMPLETE_NOTE = (
+    "! incomplete: more than 10% of the items errored, so the row's rates rest on fewer answers"
+)
+
+
+def coverage_cell(row: Mapping[Any, Any] | pd.Series) -> str:
+    """``answered/run`` of a board row (items run: not skipped), ``!`` after an incomplete one."""
+    answered = int(row["n_passed"]) + int(row["n_failed"])
+    run = int(row["n_items"]) - int(row["n_skipped"])
+    return f"{answered}/{run}" + incomplete_mark(row)
+
+
+def incomplete_mark(row: Mapping[Any, Any] | pd.Series) -> str:
+    """`` !`` after a cell of an incomplete row, else nothing."""
+    return " !" if _is_true(row.get("incomplete")) else ""
+
+
+def _is_true(value: Any) -> bool:
+    return not is_missing(value) and bool(value)
+
+
+def has_incomplete(board: pd.DataFrame) -> bool:
+    """Whether any row of ``board`` is incomplete (more than 10% of its items errored)."""
+    return "incomplete" in board and any(_is_true(value) for value in board["incomplete"])
 
 
 def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], list[list[str]]]:
@@ -81,7 +112,7 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
 
     if board.attrs.get(LATENCY_ONLY):
         return _latency_table(board, key)
-    header = ["rank", key, "score [95% CI]", "pass rate [95% CI]", "cases", "errors"]
+    header = ["rank", key, "score [95% CI]", "pass rate [95% CI]", "answered", "cases", "errors"]
     header += ["cost USD", "latency p50 s"]
     rows = [
         [
@@ -89,6 +120,7 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
             str(row[key]),
             _with_ci(row, "score_mean", "score_ci_low", "score_ci_high", "{:.3f}"),
             _with_ci(row, "pass_rate", "pass_rate_ci_low", "pass_rate_ci_high", "{:.1%}"),
+            coverage_cell(row),
             _number(row.get("n_cases"), "{:d}"),
             _number(row.get("n_errors"), "{:d}"),
             _number(row.get("cost_usd_total"), "{:.4f}"),
@@ -111,7 +143,7 @@ def _latency_table(board: pd.DataFrame, key: str) -> tuple[list[str], list[list[
             _number(row.get("latency_s_p50"), "{:.2f}"),
             _number(row.get("latency_s_p95"), "{:.2f}"),
             _number(row.get("tokens_per_s_mean"), "{:.1f}"),
-            _number(row.get("n_errors"), "{:d}"),
+            _number(row.get("n_errors"), "{:d}") + incomplete_mark(row),
             _number(row.get("cost_usd_total"), "{:.4f}"),
         ]
         for row in board.to_dict("records")

@@ -26,6 +26,7 @@ from ..results import (
 from ..results.recorder import RECORDER_KEY, optimization_counts
 from ..results.stats import Comparison
 from ..results.stats.agreement import DimensionAgreement, dimension_order
+from .markup import INCOMPLETE_NOTE, coverage_cell, has_incomplete, incomplete_mark
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,7 +39,6 @@ _BOARD_HEADER: tuple[str, ...] = (
     "model",
     "score [95% CI]",
     "pass",
-    "errors",
     "cost $",
     "p50 s",
     "ttft s",
@@ -80,26 +80,36 @@ def format_leaderboard(
     lines = _table(header, rows, left=1)
     if len(board) > len(shown):
         lines.append(f"... {len(board) - len(shown)} more model(s)")
+    if has_incomplete(board):
+        lines.append(INCOMPLETE_NOTE)
     return lines
 
 
 def _quality_table(
     board: pd.DataFrame, shown: pd.DataFrame, comparisons: Sequence[Comparison]
 ) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    """The header and rows of a board of scores."""
+    """The header and rows of a board of scores.
+
+    An ``answered`` column (answered / items run) follows the pass rate when some model has an
+    item without an answer (an error): a rate over fewer answers must show it.
+    """
     versus = {c.model_b: c for c in comparisons if c.metric == "score"}
     accuracy = bool("mc_n" in board and (board["mc_n"].fillna(0) > 0).any())
+    coverage = bool((board["n_errors"].fillna(0) > 0).any())
     header = list(_BOARD_HEADER)
-    if accuracy:
-        header.insert(_BOARD_HEADER.index("pass") + 1, _ACCURACY_HEADER)
+    extra = [
+        name for name, shown_ in ((_ACCURACY_HEADER, accuracy), ("answered", coverage)) if shown_
+    ]
+    at = _BOARD_HEADER.index("pass") + 1
+    header[at:at] = extra
     if versus:
         header.append(_VS_TOP_HEADER)
-    rows = [_board_cells(row, versus, accuracy) for _, row in shown.iterrows()]
+    rows = [_board_cells(row, versus, accuracy, coverage) for _, row in shown.iterrows()]
     return tuple(header), rows
 
 
 def _board_cells(
-    row: pd.Series, versus: Mapping[str, Comparison], accuracy: bool = False
+    row: pd.Series, versus: Mapping[str, Comparison], accuracy: bool, coverage: bool
 ) -> tuple[str, ...]:
     model = str(row["model"])
     cells = [
@@ -107,13 +117,15 @@ def _board_cells(
         _model_cell(model),
         _score_cell(row),
         _percent(row["pass_rate"]),
-        _fmt(row["n_errors"], "d"),
         _fmt(row["cost_usd_total"], ".4f"),
         _fmt(row["latency_s_p50"], ".2f"),
         _fmt(row["ttft_s_p50"], ".2f"),
     ]
-    if accuracy:
-        cells.insert(_BOARD_HEADER.index("pass") + 1, _percent(row["mc_accuracy"]))
+    at = _BOARD_HEADER.index("pass") + 1
+    cells[at:at] = [
+        *([_percent(row["mc_accuracy"])] if accuracy else []),
+        *([coverage_cell(row)] if coverage else []),
+    ]
     if versus:
         cells.append(_versus_cell(versus.get(model)) if row["rank"] != 1 else "")
     return tuple(cells)
@@ -128,7 +140,7 @@ def _latency_cells(row: pd.Series) -> tuple[str, ...]:
         _fmt(row["latency_s_p50"], ".2f"),
         _fmt(row["latency_s_p95"], ".2f"),
         _fmt(row["tokens_per_s_mean"], ".1f"),
-        _fmt(row["n_errors"], "d"),
+        _fmt(row["n_errors"], "d") + incomplete_mark(row),
         _fmt(row["cost_usd_total"], ".4f"),
     )
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..render.markup import INCOMPLETE_NOTE, coverage_cell, has_incomplete
 from ..results import is_missing
 from .charts import task_type
 
@@ -29,6 +30,7 @@ _COLUMNS: dict[str, tuple[str, str]] = {
     "model": ("model", "s"),
     "score_mean": ("score", ".3f"),
     "pass_rate": ("pass rate", ".1%"),
+    "coverage": ("answered", "s"),
     "mc_accuracy": ("MC accuracy", ".1%"),
     "n_flaky": ("flaky", "d"),
     "pass_at_k": ("pass@k", ".3f"),
@@ -46,7 +48,8 @@ _COLUMNS: dict[str, tuple[str, str]] = {
 }
 #: The columns of a quality board, in order; a column the board lacks is left out.
 _BOARD_COLUMNS = (
-    *("rank", "model", "score_mean", "pass_rate", "mc_accuracy", "n_flaky", "pass_at_k"),
+    *("rank", "model", "score_mean", "pass_rate", "coverage", "mc_accuracy", "n_flaky"),
+    "pass_at_k",
     *("pass_hat_k", "k", "n_items", "n_errors", "cost_usd_total", "judge_cost_total"),
     *("latency_s_p50", "ttft_s_p50", "tokens_per_s_mean"),
 )
@@ -81,7 +84,8 @@ def leaderboard_table(board: pd.DataFrame, key: str = "model", latency: bool = F
         for _, row in board.iterrows()
     )
     css = "leaderboard" if key == "model" else f"grouped by-{text(anchor(key))}"
-    return f'<table class="{css}"><tr>{header}</tr>{rows}</table>'
+    note = f'<p class="note">{text(INCOMPLETE_NOTE)}</p>' if has_incomplete(board) else ""
+    return f'<table class="{css}"><tr>{header}</tr>{rows}</table>{note}'
 
 
 def _shown_columns(board: pd.DataFrame, key: str, latency: bool) -> list[tuple[str, str, str]]:
@@ -102,6 +106,8 @@ def _has_ci(board: pd.DataFrame, column: str) -> bool:
 
 
 def _board_cell(row: pd.Series, column: str, spec: str) -> str:
+    if column == "coverage":
+        return _td(coverage_cell(row), "d")
     text = _format(row[column], spec)
     low, high = _CI_COLUMNS.get(column, ("", ""))
     if low in row.index and high in row.index and not is_missing(row[low]):

@@ -7,8 +7,14 @@ tables and files on it.
 Counting rules:
 
 - ``skipped`` items count in ``n_items`` and ``n_skipped`` and nowhere else.
-- ``error`` items count in ``n_errors``; they are kept out of every mean, the percentiles and
-  the pass rate, but tokens, cost, tool calls and retries they spent still count in the totals.
+- ``error`` items count in ``n_errors`` and ``error_rate``. They are *graded* (the ``graded_*``
+  columns of the records frame, see :func:`grade_errors`) as ``--errors-count-as`` says: by
+  default as failures scored 0, so ``pass_rate``, ``score_mean``/``score_std``, their CIs,
+  ``n_flaky`` and pass@k count them; with ``skip`` they are left out of those. Timings, token
+  and cost means and judged dimensions are over answered items only either way, while the
+  tokens, cost, tool calls and retries an error spent still count in the totals.
+- ``coverage`` is answered / (items run): the share of the non-skipped items that got an
+  answer. ``incomplete`` is true when more than :data:`INCOMPLETE_ERROR_RATE` of them errored.
 - Means and percentiles are over the answered (passed or failed) items that have the value.
 - Confidence intervals (``*_ci_low``/``*_ci_high``, 95%) treat the repeats of a case as one
   cluster (:func:`pytest_llmbench.results.stats.clustered_mean`); the pass rate's is over the answered
@@ -47,6 +53,9 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "n_skipped",
     "error_rate",
     "pass_rate",
+    # Answered / items run, and whether too many errored for the row's numbers to compare.
+    "coverage",
+    "incomplete",
     # Multiple choice: answered items with a choice, and the share of them chosen right.
     "mc_n",
     "mc_accuracy",
@@ -113,6 +122,25 @@ _OUTCOME_COUNTS: tuple[tuple[str, str], ...] = (
 )
 #: Outcomes of the items that answered: the ones means and the pass rate are over.
 ANSWERED = ("passed", "failed")
+#: Columns of the records frame with each item's outcome and score as the rates count them.
+GRADED_OUTCOME, GRADED_SCORE = "graded_outcome", "graded_score"
+#: A row whose error rate is above this is ``incomplete``: its rates rest on too few answers.
+INCOMPLETE_ERROR_RATE = 0.10
+
+
+def grade_errors(frame: pd.DataFrame, errors_count_as: str) -> None:
+    """Add the :data:`GRADED_OUTCOME` and :data:`GRADED_SCORE` columns to a records frame.
+
+    ``fail``: an errored item is a failure scored 0 (a latency-only record keeps no score).
+    ``skip``: graded columns equal ``outcome`` and ``score``, so errors stay out of the rates.
+    """
+    errored = frame["outcome"] == "error"
+    outcome, score = frame["outcome"].copy(), frame["score"].copy()
+    if errors_count_as == "fail":
+        outcome[errored] = "failed"
+        scored = errored & (frame["eval_type"].fillna("quality") != "latency")
+        score[scored] = 0.0
+    frame[GRADED_OUTCOME], frame[GRADED_SCORE] = outcome, score
 
 
 def aggregate(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
@@ -151,16 +179,20 @@ def metrics(group: pd.DataFrame, dimensions: Sequence[str]) -> dict[str, Any]:
     counts = {column: int(outcomes.get(outcome, 0)) for column, outcome in _OUTCOME_COUNTS}
     spent = group[group["outcome"] != "skipped"]
     answered = group[group["outcome"].isin(ANSWERED)]
+    graded = group[group[GRADED_OUTCOME].isin(ANSWERED)]
     repeats = group["repeat"].max()
+    error_rate = _ratio(counts["n_errors"], len(spent))
     return {
         "n_items": len(group),
         "n_cases": len(group[["suite", "case_id"]].drop_duplicates()),
         "n_repeats": None if math.isnan(repeats) else int(repeats) + 1,
         **counts,
-        "error_rate": _ratio(counts["n_errors"], len(spent)),
-        "pass_rate": _ratio(counts["n_passed"], counts["n_passed"] + counts["n_failed"]),
-        "score_mean": answered["score"].mean(),
-        "score_std": answered["score"].std(),
+        "error_rate": error_rate,
+        "pass_rate": _ratio(int((graded[GRADED_OUTCOME] == "passed").sum()), len(graded)),
+        "coverage": _ratio(len(answered), len(spent)),
+        "incomplete": bool(error_rate > INCOMPLETE_ERROR_RATE),
+        "score_mean": graded[GRADED_SCORE].mean(),
+        "score_std": graded[GRADED_SCORE].std(),
         **_usage(spent, answered),
         **_timing(answered),
         **judge_usage(spent),
@@ -177,15 +209,14 @@ def _choice_stats(answered: pd.DataFrame) -> dict[str, Any]:
     return {"mc_n": len(correct), "mc_accuracy": _ratio(sum(correct), len(correct))}
 
 
-_CASE_FIELDS = ["model", "suite", "case_id", "outcome", "score"]
+_CASE_FIELDS = ["model", "suite", "case_id", GRADED_OUTCOME, GRADED_SCORE]
+_CASE_KEYS = ["model", "suite", "case_id", "outcome", "score"]
 
 
 def _repeat_stats(group: pd.DataFrame) -> dict[str, Any]:
-    """Clustered CIs of the score and pass rate, flaky cases, pass@k and pass^k."""
+    """Clustered CIs of the score and pass rate, flaky cases, pass@k and pass^k (graded)."""
     columns = [group[name].tolist() for name in _CASE_FIELDS]
-    records = [
-        dict(zip(_CASE_FIELDS, values, strict=True)) for values in zip(*columns, strict=True)
-    ]
+    records = [dict(zip(_CASE_KEYS, values, strict=True)) for values in zip(*columns, strict=True)]
     summary = summarize_repeats(records)
     score, passing, at_k = summary.score, summary.pass_rate, summary.at_k
     return {
@@ -281,8 +312,14 @@ def metrics_frame(
 
     columns = [*METRIC_COLUMNS, *dimension_columns(dimensions)]
     frame = pd.DataFrame(rows, columns=[*keys, *columns])
-    dtypes = {name: "Int64" if name in _INT_COLUMNS else "float64" for name in columns}
+    dtypes = {name: _dtype(name) for name in columns}
     return frame.astype(dtypes)
+
+
+def _dtype(column: str) -> str:
+    if column == "incomplete":
+        return "boolean"
+    return "Int64" if column in _INT_COLUMNS else "float64"
 
 
 def is_missing(value: Any) -> bool:

@@ -139,7 +139,7 @@ class ResultsRecorder:
 
         assert self.out_dir is not None
         try:
-            summary = summarize(self.records)
+            summary = summarize(self.records, get_run_config(self.config).errors_count_as)
             self.config.stash[SUMMARY_KEY] = summary
             write_aggregates(self.records, self.out_dir, summary)
         except Exception as exc:  # a broken aggregate must not lose the run's exit status

@@ -23,6 +23,7 @@ from .aggregation import (
     METRIC_COLUMNS,
     aggregate,
     dimension_columns,
+    grade_errors,
     has_judges,
     judged_dimensions,
     metrics,
@@ -66,8 +67,11 @@ _NUMERIC_FIELDS: tuple[str, ...] = (
 ALL_SUITES = "__all__"
 
 
-def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Return one row per record, record fields first, numeric fields as float (None -> NaN)."""
+def records_frame(
+    records: Sequence[Mapping[str, Any]], errors_count_as: str = "fail"
+) -> pd.DataFrame:
+    """Return one row per record, record fields first, numeric fields as float (None -> NaN),
+    then the graded outcome and score the rates count (see :func:`grade_errors`)."""
     import pandas as pd
 
     known = set(FIELDS)
@@ -78,6 +82,7 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     frame["model"] = frame["model"].fillna(NO_MODEL)
     for name in _NUMERIC_FIELDS:
         frame[name] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
+    grade_errors(frame, errors_count_as)
     return frame
 
 
@@ -164,11 +169,14 @@ def case_order(record: Mapping[str, Any]) -> tuple[str, str, str, int, str]:
     )
 
 
-def summarize(records: Sequence[Mapping[str, Any]]) -> RunSummary:
+def summarize(records: Sequence[Mapping[str, Any]], errors_count_as: str = "fail") -> RunSummary:
     """Every table of the run, each computed once: the records frame, the aggregates by model
-    and suite and by model, the repeat verdicts, the comparisons and the judge agreement."""
+    and suite and by model, the repeat verdicts, the comparisons and the judge agreement.
+
+    ``errors_count_as`` (``fail`` or ``skip``) is how errored items count in the rates.
+    """
     ordered = tuple(sorted(records, key=case_order))
-    frame = records_frame(ordered)
+    frame = records_frame(ordered, errors_count_as)
     by_suite = all_metrics(frame)
     board = _board(frame, by_suite)
     return RunSummary(
