@@ -529,3 +529,34 @@ def test_a_fully_cached_run_never_imports_litellm(bench: Bench) -> None:
         passed=3
     )
     assert (bench.pytester.path / "imported.txt").read_text() == "False"
+
+
+@pytest.mark.parametrize("verbosity", ["-q", "-v"])
+def test_a_slow_call_is_announced_while_the_run_waits(bench: Bench, verbosity: str) -> None:
+    bench.server.add_rule(Rule(match="Question 00", delay_s=1.5))
+    bench.eval_file("slow", cases_yaml(2))
+    bench.pytester.makeini("[pytest]\nllmbench_wait_notice_s = 0.3\n")
+    result = bench.run(verbosity, "--models=fake", "--concurrency", "1")
+    result.assert_outcomes(passed=2)
+    lines = result.stdout.lines
+    notices = [line for line in lines if line.startswith("llmbench: waiting ")]
+    assert notices, "the wait on the slow call was announced"
+    assert all(
+        re.fullmatch(
+            r"llmbench: waiting \d+ s on fake: [12] calls? pending \(in flight or queued\)", n
+        )
+        for n in notices
+    ), notices
+    if verbosity == "-v":
+        assert nodeid_order(result.stdout.str()) == [
+            "slow.eval.yaml::c00[fake-r0]",
+            "slow.eval.yaml::c01[fake-r0]",
+        ]
+
+
+def test_wait_notice_setting_is_checked(bench: Bench) -> None:
+    bench.eval_file("slow", cases_yaml(1))
+    bench.pytester.makeini("[pytest]\nllmbench_wait_notice_s = soon\n")
+    result = bench.run("--models=fake")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*llmbench_wait_notice_s: not a number*"])
