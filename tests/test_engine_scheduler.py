@@ -560,3 +560,52 @@ def test_wait_notice_setting_is_checked(bench: Bench) -> None:
     result = bench.run("--models=fake")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*llmbench_wait_notice_s: not a number*"])
+
+
+def test_max_cost_drops_queued_look_ahead_calls(bench: Bench) -> None:
+    """With calls in flight the spend may pass the limit, but once it is reached no queued
+    look-ahead call is sent: every request belongs to an item that passed."""
+    profile = PRICEY_PROFILE.format(base=bench.server.base_url, env=FAKE_KEY_ENV)
+    bench.pytester.makefile(".yaml", **{"profiles/pricey": profile})
+    bench.server.add_rule(Rule(delay_s=0.1))
+    bench.eval_file("many", cases_yaml(30))
+    result = bench.run("-rs", "--models=pricey", "--max-cost", "0.03", "--concurrency", "3")
+    records = bench.records()
+    passed = [r for r in records if r["outcome"] == "passed"]
+    skipped = [r for r in records if r["outcome"] == "skipped"]
+    assert passed and skipped and len(passed) + len(skipped) == 30
+    assert len(bench.server.chat_requests()) == len(passed)
+    assert len(passed) <= 5 + 3, "at most the calls in flight when the limit was reached"
+    result.assert_outcomes(passed=len(passed), skipped=len(skipped))
+
+
+@pytest.mark.slow
+def test_sigint_while_calls_are_pending_sends_nothing_more(bench: Bench) -> None:
+    """A real Ctrl-C (SIGINT to the process) while calls are held at the server and more are
+    queued: the run ends interrupted and no request reaches the server after the signal."""
+    import signal
+    import subprocess
+    import sys
+
+    bench.server.add_rule(Rule(delay_s=30))  # nothing is ever answered before the interrupt
+    bench.eval_file("many", cases_yaml(12))
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--results-dir=out"]
+    argv += ["--models=fake", "--concurrency=2"]
+    process = subprocess.Popen(argv, cwd=bench.pytester.path, stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(600):  # until the two calls in flight are held at the server
+            if len(bench.server.chat_requests()) >= 2 or process.poll() is not None:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)  # every call that can start has started: the rest are queued
+        seen = len(bench.server.chat_requests())
+        assert 2 <= seen < 12, "calls in flight, the rest queued"
+        process.send_signal(signal.SIGINT)
+        interrupted_at = time.time()
+        assert process.wait(timeout=60) == pytest.ExitCode.INTERRUPTED
+    finally:
+        process.kill()
+    time.sleep(0.5)  # a call the process left behind would reach the server now
+    requests = bench.server.chat_requests()
+    assert len(requests) == seen
+    assert all(r.time < interrupted_at for r in requests)

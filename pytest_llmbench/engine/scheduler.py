@@ -104,7 +104,10 @@ class CallScheduler:
                     return future.result(timeout=self._notice_every_s)
                 except concurrent.futures.TimeoutError:
                     self._say_waiting(model, time.monotonic() - started)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                # Queued calls first: the slot this call frees must not start one of them.
+                self.cancel_pending()
             future.cancel()
             raise
 
