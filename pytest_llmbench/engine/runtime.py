@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,9 @@ class Runtime:
         self.engine = Engine()
         self.targets = Targets(*session_state(config))
         self._scheduler: CallScheduler | None = None
+        # The llm fixture's acomplete calls the scheduler from several threads at once: one
+        # scheduler (one pacer, one set of lanes) for all of them.
+        self._scheduler_lock = threading.RLock()
 
     @property
     def run(self) -> RunConfig:
@@ -48,6 +52,10 @@ class Runtime:
 
     def scheduler(self) -> CallScheduler:
         """The call scheduler of this process (created on first use, with the run's plans)."""
+        with self._scheduler_lock:
+            return self._make_scheduler()
+
+    def _make_scheduler(self) -> CallScheduler:
         if self._scheduler is None:
             from .answer import Answerer
             from .optimizer_store import store_path
