@@ -20,6 +20,12 @@ RECORDER_NAME = "llmbench-recorder"
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register options and ini keys."""
     _config.add_options(parser)
+    parser.addini(
+        "llmbench_wait_notice_s",
+        "seconds between two 'llmbench: waiting ...' lines while an item waits on its call "
+        "(default 30)",
+        default="",
+    )
 
 
 @pytest.hookimpl(trylast=True)

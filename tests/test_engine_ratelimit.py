@@ -474,3 +474,45 @@ def test_limiters_built_on_the_main_thread_work_on_the_engine_loop() -> None:
     # one call at a time: each starts waiting for the limiter when the one before is done
     assert waits == [0.0, 60.0, 60.0]
     assert clock.now == 120.0
+
+
+def test_a_held_request_counts_until_its_answer_and_is_stamped_then() -> None:
+    """A slow first call (stuck before it leaves, or slow to answer) may reach the provider at
+    any time until its answer is back: the next request in a window of one waits a full window
+    after that answer, not after the moment the first was admitted."""
+    clock = FakeClock()
+    rl = limiter(clock, rpm=1)
+    admitted: list[float] = []
+
+    async def first() -> None:
+        async with rl.holding() as held:
+            assert held.waited == 0.0
+            admitted.append(clock.now)
+            await clock.sleep(45.0)  # the request leaves late and is answered at t=45
+
+    async def second() -> None:
+        await asyncio.sleep(0)  # after the first is admitted
+        async with rl.holding():
+            admitted.append(clock.now)
+
+    async def main() -> None:
+        await asyncio.gather(first(), second())
+
+    run(main)
+    assert admitted == [0.0, 45.0 + 60.0]
+
+
+def test_a_retry_settles_the_attempt_before_it_and_is_held_in_turn() -> None:
+    clock = FakeClock()
+    rl = limiter(clock, rpm=1)
+
+    async def main() -> list[float]:
+        async with rl.holding() as held:
+            clock.now = 10.0  # the first attempt's error is back at t=10
+            waits = [await held.next_attempt()]  # a window after it, never a deadlock
+            clock.now += 5.0  # the retry answered at t=75
+        waits.append(await rl.acquire())
+        return waits
+
+    assert run(main) == [60.0, 60.0]
+    assert clock.now == 135.0

@@ -107,8 +107,9 @@ def test_stopping_early_cancels_pending_calls(
     records = bench.records()
     assert sorted(record["nodeid"] for record in records) == order
     seen = len(bench.server.chat_requests())
-    lookahead = 2 * 2  # concurrency x models x 2
-    assert seen <= reported + lookahead, "pending calls were cancelled at the stop"
+    # The look-ahead is bounded by the failures still allowed: every call belongs to an item
+    # that ran (-x sends one call at a time).
+    assert seen == reported, "no call was started for an item that did not run"
     time.sleep(0.5)  # nothing left running goes on calling the server after the run
     assert len(bench.server.chat_requests()) == seen
 
@@ -528,3 +529,83 @@ def test_a_fully_cached_run_never_imports_litellm(bench: Bench) -> None:
         passed=3
     )
     assert (bench.pytester.path / "imported.txt").read_text() == "False"
+
+
+@pytest.mark.parametrize("verbosity", ["-q", "-v"])
+def test_a_slow_call_is_announced_while_the_run_waits(bench: Bench, verbosity: str) -> None:
+    bench.server.add_rule(Rule(match="Question 00", delay_s=1.5))
+    bench.eval_file("slow", cases_yaml(2))
+    bench.pytester.makeini("[pytest]\nllmbench_wait_notice_s = 0.3\n")
+    result = bench.run(verbosity, "--models=fake", "--concurrency", "1")
+    result.assert_outcomes(passed=2)
+    lines = result.stdout.lines
+    notices = [line for line in lines if line.startswith("llmbench: waiting ")]
+    assert notices, "the wait on the slow call was announced"
+    assert all(
+        re.fullmatch(
+            r"llmbench: waiting \d+ s on fake: [12] calls? pending \(in flight or queued\)", n
+        )
+        for n in notices
+    ), notices
+    if verbosity == "-v":
+        assert nodeid_order(result.stdout.str()) == [
+            "slow.eval.yaml::c00[fake-r0]",
+            "slow.eval.yaml::c01[fake-r0]",
+        ]
+
+
+def test_wait_notice_setting_is_checked(bench: Bench) -> None:
+    bench.eval_file("slow", cases_yaml(1))
+    bench.pytester.makeini("[pytest]\nllmbench_wait_notice_s = soon\n")
+    result = bench.run("--models=fake")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*llmbench_wait_notice_s: not a number*"])
+
+
+def test_max_cost_drops_queued_look_ahead_calls(bench: Bench) -> None:
+    """With calls in flight the spend may pass the limit, but once it is reached no queued
+    look-ahead call is sent: every request belongs to an item that passed."""
+    profile = PRICEY_PROFILE.format(base=bench.server.base_url, env=FAKE_KEY_ENV)
+    bench.pytester.makefile(".yaml", **{"profiles/pricey": profile})
+    bench.server.add_rule(Rule(delay_s=0.1))
+    bench.eval_file("many", cases_yaml(30))
+    result = bench.run("-rs", "--models=pricey", "--max-cost", "0.03", "--concurrency", "3")
+    records = bench.records()
+    passed = [r for r in records if r["outcome"] == "passed"]
+    skipped = [r for r in records if r["outcome"] == "skipped"]
+    assert passed and skipped and len(passed) + len(skipped) == 30
+    assert len(bench.server.chat_requests()) == len(passed)
+    assert len(passed) <= 5 + 3, "at most the calls in flight when the limit was reached"
+    result.assert_outcomes(passed=len(passed), skipped=len(skipped))
+
+
+@pytest.mark.slow
+def test_sigint_while_calls_are_pending_sends_nothing_more(bench: Bench) -> None:
+    """A real Ctrl-C (SIGINT to the process) while calls are held at the server and more are
+    queued: the run ends interrupted and no request reaches the server after the signal."""
+    import signal
+    import subprocess
+    import sys
+
+    bench.server.add_rule(Rule(delay_s=30))  # nothing is ever answered before the interrupt
+    bench.eval_file("many", cases_yaml(12))
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--results-dir=out"]
+    argv += ["--models=fake", "--concurrency=2"]
+    process = subprocess.Popen(argv, cwd=bench.pytester.path, stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(600):  # until the two calls in flight are held at the server
+            if len(bench.server.chat_requests()) >= 2 or process.poll() is not None:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)  # every call that can start has started: the rest are queued
+        seen = len(bench.server.chat_requests())
+        assert 2 <= seen < 12, "calls in flight, the rest queued"
+        process.send_signal(signal.SIGINT)
+        interrupted_at = time.time()
+        assert process.wait(timeout=60) == pytest.ExitCode.INTERRUPTED
+    finally:
+        process.kill()
+    time.sleep(0.5)  # a call the process left behind would reach the server now
+    requests = bench.server.chat_requests()
+    assert len(requests) == seen
+    assert all(r.time < interrupted_at for r in requests)

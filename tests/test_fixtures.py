@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import Bench, Rule
 
 
@@ -246,3 +247,26 @@ def test_llm_calls_are_cached_like_eval_calls(bench: Bench) -> None:
     result.assert_outcomes(passed=1)
     assert len(bench.server.chat_requests()) == 2, "the second run is answered from the cache"
     assert bench.records()[-1]["cached"] is True
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_llm_calls_obey_concurrency(bench: Bench, concurrency: int) -> None:
+    """Three overlapping ``acomplete`` calls of one test take the model's slots like eval calls."""
+    from fakeserver import peak_in_flight
+
+    bench.server.add_rule(Rule(delay_s=0.3))
+    bench.pytester.makepyfile(
+        test_async="""
+        import asyncio
+
+        def test_async(llm):
+            async def main():
+                return await asyncio.gather(*(llm.acomplete(f"q{i}") for i in range(3)))
+            assert [c.text for c in asyncio.run(main())] == ["ok"] * 3
+        """
+    )
+    result = bench.run("--models=fake", "--concurrency", str(concurrency))
+    result.assert_outcomes(passed=1)
+    requests = bench.server.chat_requests()
+    assert len(requests) == 3
+    assert peak_in_flight(requests) == concurrency

@@ -149,33 +149,35 @@ class CallPacer:
         lane = request.lane
         async with lane.concurrency, _holding(request.slots):
             self._check_budget()
-            waited = await lane.limiter.acquire(request.estimate)
-            retrying: dict[str, Any] = {
-                "timeout_s": self._run.request_timeout_s,
-                "connect_timeout_s": self._run.connect_timeout_s,
-                "max_retries": self._run.max_retries,
-                "on_retry": lane.on_retry,
-                # A retry is a request like any other: it waits its turn in the rpm window.
-                "before_retry": lane.limiter.acquire,
-            }
-            if request.embed:
-                texts = [message["content"] for message in request.messages]
-                completion = await aembed(request.target, texts, **retrying)
-            else:
-                completion = await acomplete(
-                    request.target,
-                    request.messages,
-                    request.params,
-                    stream=request.stream,
-                    **retrying,
-                )
+            # The request counts in the rpm window until its answer is back (it reaches the
+            # provider somewhere in between), then is stamped at that time.
+            async with lane.limiter.holding(request.estimate) as held:
+                retrying: dict[str, Any] = {
+                    "timeout_s": self._run.request_timeout_s,
+                    "connect_timeout_s": self._run.connect_timeout_s,
+                    "max_retries": self._run.max_retries,
+                    "on_retry": lane.on_retry,
+                    # A retry is a request like any other: it waits its turn in the rpm window.
+                    "before_retry": held.next_attempt,
+                }
+                if request.embed:
+                    texts = [message["content"] for message in request.messages]
+                    completion = await aembed(request.target, texts, **retrying)
+                else:
+                    completion = await acomplete(
+                        request.target,
+                        request.messages,
+                        request.params,
+                        stream=request.stream,
+                        **retrying,
+                    )
             lane.concurrency.on_success()
         used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
         lane.limiter.record_tokens(max(0, used - request.estimate))  # counted already
         self._spent += completion.cost_usd or 0.0
         if key is not None and self._run.cache_mode in ("use", "refresh"):
             self._response_cache().put(key, completion)
-        wait = completion.rate_limit_wait_s + waited
+        wait = completion.rate_limit_wait_s + held.waited
         return dataclasses.replace(completion, rate_limit_wait_s=wait)
 
     def _cached(self, request: Request) -> tuple[str | None, Completion | None]:

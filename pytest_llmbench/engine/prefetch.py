@@ -25,10 +25,12 @@ class Prefetcher:
         self._collected = CollectedPlans()
         self._active = False
         self._interactor: Any = _UNKNOWN
+        self._session: pytest.Session | None = None
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Read this process's plans, in run order."""
+        self._session = session
         self._collected = self.config.stash.get(PLANS_KEY, CollectedPlans())
         self._positions = {nodeid: index for index, nodeid in enumerate(self._collected.order)}
         self._active = bool(self._collected.plans)
@@ -41,8 +43,17 @@ class Prefetcher:
         from .runtime import get_runtime
 
         scheduler = get_runtime(self.config).scheduler()
-        upcoming = self._upcoming(item.nodeid, scheduler.lookahead)
+        ahead = stop_bounded_lookahead(scheduler.lookahead, self.config, item.session)
+        upcoming = self._upcoming(item.nodeid, ahead)
         scheduler.prefetch(_prefetchable(self._collected, upcoming))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """The moment pytest decides to stop (``-x``, ``--maxfail``, ``--sw``), cancel the calls
+        started for items that will not run."""
+        session = self._session
+        if self._active and session is not None and (session.shouldstop or session.shouldfail):
+            self.pytest_sessionfinish(session)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -63,6 +74,18 @@ class Prefetcher:
             return [nodeid] + [order[i] for i in queued[:count] if 0 <= i < len(order)]
         start = self._positions.get(nodeid, 0)
         return list(order[start : start + count + 1])
+
+
+def stop_bounded_lookahead(lookahead: int, config: pytest.Config, session: pytest.Session) -> int:
+    """How many items past the current one may have their call started: under ``-x`` or
+    ``--maxfail N``, no more than the failures still allowed after the current item, so that
+    every call started belongs to an item that runs even if all of them fail (``-x``: one call
+    at a time)."""
+    maxfail = int(getattr(config.option, "maxfail", 0) or 0)
+    if maxfail <= 0:
+        return lookahead
+    still_allowed = maxfail - session.testsfailed
+    return max(0, min(lookahead, still_allowed - 1))
 
 
 def _prefetchable(collected: CollectedPlans, nodeids: list[str]) -> list[CallPlan]:

@@ -11,11 +11,12 @@ exception: a budget of one call cannot be split, so it is an exclusive lock on a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,8 @@ class _Window:
     span: float
     _uses: deque[_Use] = field(default_factory=deque)
     _total: int = 0
+    #: Uses counted with no time yet: requests whose arrival at the provider is not known.
+    pending: int = 0
 
     def add(self, at: float, amount: int) -> None:
         if amount > 0:
@@ -41,15 +44,18 @@ class _Window:
             self._total += amount
 
     def wait(self, now: float, amount: int) -> float:
-        """Seconds until ``amount`` more fits; anything fits a window that holds nothing."""
+        """Seconds until ``amount`` more fits; anything fits a window that holds nothing;
+        ``inf`` while only a pending use settling can make room."""
         while self._uses and self._uses[0].at + self.span <= now:
             self._total -= self._uses.popleft().amount
-        total, free_at = self._total, now
+        total, free_at = self._total + self.pending, now
         for use in self._uses:
             if total + amount <= self.capacity:
                 break
             total -= use.amount
             free_at = use.at + self.span
+        if total + amount > self.capacity and self.pending and total > 0:
+            return math.inf
         return free_at - now
 
 
@@ -78,6 +84,7 @@ class RateLimiter:
         self._tokens = _Window(math.inf if tpm is None else tpm, window_s)
         self._clock, self._sleep = clock, sleep
         self._lock = asyncio.Lock()  # FIFO: the first caller to wait is the first served
+        self._settled = asyncio.Event()
 
     async def acquire(self, tokens: int = 0) -> float:
         """Wait until one more request and ``tokens`` more tokens fit, record them.
@@ -89,12 +96,43 @@ class RateLimiter:
             raise ValueError(f"tokens must be >= 0, got {tokens}")
         if self._unlimited:
             return 0.0
+        return await self._admit(tokens, held=False)
+
+    @contextlib.asynccontextmanager
+    async def holding(self, tokens: int = 0) -> AsyncIterator[HeldRequest]:
+        """Like :meth:`acquire`, but the request counts in the window from now until the block
+        ends (its answer is back) or its next attempt starts, and is stamped at that time. The
+        provider sees the request arrive in between, so however late it leaves this process (a
+        slow first call, a loaded loop) no provider window holds more than ``rpm``.
+        """
+        if tokens < 0:
+            raise ValueError(f"tokens must be >= 0, got {tokens}")
+        waited = 0.0 if self._unlimited else await self._admit(tokens, held=True)
+        held = HeldRequest(self, waited)
+        try:
+            yield held
+        finally:
+            held.settle()
+
+    def _settle(self) -> None:
+        self._starts.pending -= 1
+        self._starts.add(self._clock(), 1)
+        self._settled.set()
+
+    async def _admit(self, tokens: int, *, held: bool) -> float:
         started = self._clock()
         async with self._lock:
             while (delay := self._delay(tokens)) > 0:
-                await self._sleep(delay)
+                if math.isinf(delay):  # only a held request settling makes room
+                    self._settled.clear()
+                    await self._settled.wait()
+                else:
+                    await self._sleep(delay)
             now = self._clock()
-            self._starts.add(now, 1)
+            if held:
+                self._starts.pending += 1
+            else:
+                self._starts.add(now, 1)
             self._tokens.add(now, tokens)
         return self._clock() - started
 
@@ -108,6 +146,32 @@ class RateLimiter:
     def _delay(self, tokens: int) -> float:
         now = self._clock()
         return max(self._starts.wait(now, 1), self._tokens.wait(now, tokens))
+
+
+class HeldRequest:
+    """One request counted in a :class:`RateLimiter`'s window until it settles."""
+
+    def __init__(self, limiter: RateLimiter, waited: float) -> None:
+        self._limiter = limiter
+        self._held = not limiter._unlimited
+        #: Seconds the first attempt waited for its turn.
+        self.waited = waited
+
+    async def next_attempt(self) -> float:
+        """Settle the attempt now (its answer is back) and wait for a retry's turn, held the
+        same way; returns the seconds waited."""
+        self.settle()
+        if self._limiter._unlimited:
+            return 0.0
+        waited = await self._limiter._admit(0, held=True)
+        self._held = True
+        return waited
+
+    def settle(self) -> None:
+        """Stamp the held attempt at the current time (once)."""
+        if self._held:
+            self._held = False
+            self._limiter._settle()
 
 
 def _request_window(rpm: float | None, window_s: float) -> _Window:

@@ -7,6 +7,9 @@ embedded server's session directory (:mod:`.session`) and stops the server at un
 from __future__ import annotations
 
 import os
+import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +41,9 @@ class Runtime:
         self.engine = Engine()
         self.targets = Targets(*session_state(config))
         self._scheduler: CallScheduler | None = None
+        # The llm fixture's acomplete calls the scheduler from several threads at once: one
+        # scheduler (one pacer, one set of lanes) for all of them.
+        self._scheduler_lock = threading.RLock()
 
     @property
     def run(self) -> RunConfig:
@@ -46,6 +52,10 @@ class Runtime:
 
     def scheduler(self) -> CallScheduler:
         """The call scheduler of this process (created on first use, with the run's plans)."""
+        with self._scheduler_lock:
+            return self._make_scheduler()
+
+    def _make_scheduler(self) -> CallScheduler:
         if self._scheduler is None:
             from .answer import Answerer
             from .optimizer_store import store_path
@@ -68,7 +78,15 @@ class Runtime:
                 claim_timeout_s=3 * run.request_timeout_s,
             )
             plans = self.config.stash.get(PLANS_KEY, CollectedPlans()).plans
-            self._scheduler = CallScheduler(self.engine, answerer, run, n_workers, plans)
+            self._scheduler = CallScheduler(
+                self.engine,
+                answerer,
+                run,
+                n_workers,
+                plans,
+                notice=terminal_notice(self.config),
+                notice_every_s=wait_notice_s(self.config),
+            )
         return self._scheduler
 
     def target(self, profile: ModelProfile) -> CallTarget:
@@ -103,3 +121,32 @@ def shutdown(config: pytest.Config) -> None:
         from ..models.providers.embedded import EmbeddedServer
 
         EmbeddedServer(Path(state[0]), state[1]).stop()
+
+
+def terminal_notice(config: pytest.Config) -> Callable[[str], None]:
+    """Write a line of its own on pytest's terminal (stderr where there is none)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def write(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+            reporter.flush()
+        else:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+    return write
+
+
+def wait_notice_s(config: pytest.Config) -> float:
+    """The ``llmbench_wait_notice_s`` ini value: seconds between two waiting notices."""
+    from .scheduler import NOTICE_EVERY_S
+
+    raw = config.getini("llmbench_wait_notice_s")
+    try:
+        value = float(raw) if raw not in (None, "") else NOTICE_EVERY_S
+    except ValueError:
+        raise pytest.UsageError(f"llmbench_wait_notice_s: not a number: {raw!r}") from None
+    if not 0 < value < float("inf"):
+        raise pytest.UsageError(f"llmbench_wait_notice_s must be positive, got {raw!r}")
+    return value

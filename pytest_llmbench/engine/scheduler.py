@@ -16,12 +16,18 @@ budget are in :mod:`.pacing`.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .pacing import lookahead
 from .streaming import StreamSample
+
+T = TypeVar("T")
+
+#: Say which model has calls waiting every this many seconds while an item waits on its call.
+NOTICE_EVERY_S = 30.0
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -43,8 +49,14 @@ class CallScheduler:
         run: RunConfig,
         n_workers: int,
         plans: Sequence[CallPlan] = (),
+        *,
+        notice: Callable[[str], None] | None = None,
+        notice_every_s: float = NOTICE_EVERY_S,
     ) -> None:
         self._engine = engine
+        self._notice = notice
+        self._notice_every_s = notice_every_s
+        self._model_of: dict[str, str] = {}
         self._answerer = answerer
         self._stream_mode = run.stream
         self._futures: dict[str, concurrent.futures.Future[Answer]] = {}
@@ -68,20 +80,50 @@ class CallScheduler:
                 return
             if plan.nodeid not in self._futures:
                 self._futures[plan.nodeid] = self._submit(plan, None)
+                self._model_of[plan.nodeid] = plan.model.name
 
     def _forget_all_but(self, nodeids: set[str]) -> None:
         for nodeid in [nodeid for nodeid in self._futures if nodeid not in nodeids]:
             self._futures.pop(nodeid).cancel()
+            self._model_of.pop(nodeid, None)
 
     def take(self, plan: CallPlan, workdir: Path | None = None) -> Answer:
         """Wait for ``plan``'s answer (starting it now, in ``workdir``, if it was not
         prefetched)."""
         future = self._futures.pop(plan.nodeid, None) or self._submit(plan, workdir)
+        self._model_of.pop(plan.nodeid, None)
+        return self._wait(future, plan.model.name)
+
+    def _wait(self, future: concurrent.futures.Future[T], model: str) -> T:
+        """The result of ``future``; a notice every ``notice_every_s`` while it is not there;
+        Ctrl-C cancels it."""
+        started = time.monotonic()
         try:
-            return future.result()
-        except BaseException:
+            while True:
+                try:
+                    return future.result(timeout=self._notice_every_s)
+                except concurrent.futures.TimeoutError:
+                    self._say_waiting(model, time.monotonic() - started)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                # Queued calls first: the slot this call frees must not start one of them.
+                self.cancel_pending()
             future.cancel()
             raise
+
+    def _say_waiting(self, model: str, waited_s: float) -> None:
+        if self._notice is None:
+            return
+        pending = 1 + sum(
+            1
+            for nodeid, future in self._futures.items()
+            if self._model_of.get(nodeid) == model and not future.done()
+        )
+        calls = "call" if pending == 1 else "calls"
+        self._notice(
+            f"llmbench: waiting {waited_s:.0f} s on {model}: "
+            f"{pending} {calls} pending (in flight or queued)"
+        )
 
     def complete(
         self,
@@ -97,7 +139,7 @@ class CallScheduler:
         coroutine = self._answerer.complete(
             model, messages, params, repeat=repeat, call=call, nodeid=nodeid
         )
-        return self._engine.run(coroutine)
+        return self._wait(self._engine.submit(coroutine), model.name)
 
     def _submit(self, plan: CallPlan, workdir: Path | None) -> concurrent.futures.Future[Answer]:
         try:
