@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 from conftest import Bench, Rule
+
+from pytest_llmbench.results.gates import BUDGET_EXIT_CODE
 
 CASES = """
 model_params: {max_tokens: 16}
@@ -67,7 +70,14 @@ def test_summary_reports_items_skipped_by_the_budget(bench: Bench) -> None:
     bench.eval_file("est", CASES)
     result = bench.run("--models=pricey", "--max-cost=0.5", "--concurrency=1")
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*llmbench: --max-cost 0.5 USD reached: 1 items skipped*"])
+    result.stdout.fnmatch_lines(
+        ["*llmbench: --max-cost 0.5 USD reached: 1 items did not run (exit status 6)*"]
+    )
+    # A run the budget stopped is incomplete: its own exit status, not 0, and run.json says so.
+    assert result.ret == BUDGET_EXIT_CODE == 6
+    run = json.loads(bench.out("run.json").read_text())
+    assert run["max_cost"] == {"limit_usd": 0.5, "reached": True, "items_not_run": 1}
+    assert run["exitstatus"] == 6
     skipped = [r for r in bench.records() if r["outcome"] == "skipped"]
     assert skipped and skipped[0]["error_kind"] == "budget"
     assert "--max-cost" in skipped[0]["error"]

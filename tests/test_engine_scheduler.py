@@ -392,6 +392,7 @@ def test_max_cost_skips_the_rest_without_calling(bench: Bench) -> None:
     assert 0.03 <= spent <= 0.03 + 0.007 + 1e-9
     assert [r["case_id"] for r in passed] == [f"c{i:02d}" for i in range(len(passed))]
     result.stdout.fnmatch_lines([f"SKIPPED [[]{len(skipped)}[]] *--max-cost 0.03 USD reached*"])
+    assert result.ret == 6  # stopped by the budget: incomplete, not a pass
 
 
 SKIP_EVERY_OTHER = """

@@ -204,6 +204,10 @@ def test_llm_calls_are_budgeted_and_replayed_like_eval_calls(bench: Bench) -> No
     result = bench.run("--models=pricey", "--max-cost=0.5")
     result.assert_outcomes(skipped=1)
     assert len(bench.server.chat_requests()) == 1
+    # The budget stopped the test: counted as not run, with the budget's exit status.
+    (record,) = bench.records()
+    assert (record["outcome"], record["error_kind"]) == ("skipped", "budget")
+    assert result.ret == 6
     # Under --cache=replay a call without a cached answer is a cache miss, never a request.
     bench.server.reset()
     result = bench.run("--models=pricey", "--cache=replay")

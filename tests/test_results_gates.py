@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from pytest_llmbench.results.gates import RunState, decide, judge_repeats
+from pytest_llmbench.results.gates import BUDGET_EXIT_CODE, RunState, decide, judge_repeats
 from pytest_llmbench.results.stats import CaseVerdict
 
 OK, FAILED = pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED
@@ -53,6 +53,16 @@ def test_a_worse_status_is_kept() -> None:
     run = _run(min_pass_rate=0.5, fail_on_regression=True)
     decision = decide(_state(interrupted), run, board=BOARD, repeats=None, regressed=["bad"])
     assert decision.exitstatus == interrupted and decision.regression_failed
+
+
+@pytest.mark.parametrize("status", [OK, FAILED])
+def test_a_run_stopped_by_the_budget_has_its_own_exit_status(status: int) -> None:
+    state = RunState(exitstatus=status, other_failures=0, cut_short=False, over_budget=3)
+    assert decide(state, _run(), board=BOARD, repeats=None).exitstatus == BUDGET_EXIT_CODE
+    # An interrupt or an internal error still says so.
+    worse = RunState(pytest.ExitCode.INTERRUPTED, 0, False, over_budget=3)
+    assert decide(worse, _run(), board=BOARD, repeats=None).exitstatus == 2
+    assert decide(_state(OK), _run(), board=BOARD, repeats=None).exitstatus == OK
 
 
 def test_repeat_policy_decides_without_min_pass_rate() -> None:

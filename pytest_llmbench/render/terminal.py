@@ -23,7 +23,8 @@ from ..results import (
     judge_usage,
     judged_dimensions,
 )
-from ..results.recorder import RECORDER_KEY, optimization_counts
+from ..results.gates import BUDGET_EXIT_CODE
+from ..results.recorder import RECORDER_KEY, optimization_counts, over_budget
 from ..results.stats import Comparison
 from ..results.stats.agreement import DimensionAgreement, dimension_order
 from .markup import INCOMPLETE_NOTE, coverage_cell, has_incomplete, incomplete_mark
@@ -275,10 +276,13 @@ class TerminalSummary:
         """The closing lines: budget, optimized prompts, cache, failed gates, repeat policy."""
         records, run = recorder.records, get_run_config(self.config)
         notes: list[tuple[str, dict[str, bool]]] = []
-        over_budget = sum(1 for record in records if record.get("error_kind") == "budget")
-        if over_budget:
-            text = f"llmbench: --max-cost {run.max_cost:g} USD reached: {over_budget} items skipped"
-            notes.append((text, {"yellow": True}))
+        skipped = over_budget(records)
+        if skipped:
+            text = (
+                f"llmbench: --max-cost {run.max_cost:g} USD reached: {skipped} items did not run "
+                f"(exit status {BUDGET_EXIT_CODE})"
+            )
+            notes.append((text, {"red": True, "bold": True}))
         optimized = optimization_counts(records)
         if optimized:
             counts = ", ".join(f"{count} {status}" for status, count in optimized.items())

@@ -137,8 +137,11 @@ def _plain_record(
         return None
     outcome: str = report.outcome
     error = _message(call.excinfo) if report.failed else None
+    error_kind = state.error.kind if state.error else None
     if state.error is not None and call.excinfo is not None and call.excinfo.value is state.error:
         outcome = "error"  # an outage is not a low score, even in a plain test
+    elif report.skipped and "--max-cost" in (_skip_reason(report) or ""):
+        error, error_kind = _skip_reason(report), "budget"  # counted as not run, like eval items
     path = item.path
     root = item.config.rootpath
     # A plain test runs its own asserts; under --latency-only its record is a measurement too.
@@ -158,7 +161,7 @@ def _plain_record(
         eval_type="latency" if latency else "quality",
         threshold=None,
         error=error,
-        error_kind=state.error.kind if outcome == "error" and state.error else None,
+        error_kind=error_kind if outcome == "error" or error_kind == "budget" else None,
         prompt=state.prompts[-1] if state.prompts else None,
         metrics=dict(state.metrics),
         worker=worker_id(item.config),

@@ -6,7 +6,9 @@ The gates only judge low scores: ``--min-pass-rate``, else a ``--repeat-policy``
 Any other failure or error keeps the run failed, a run cut short by ``-x``/``--maxfail`` is not
 passed by a gate (what never ran cannot pass one), and a worse status (interrupted, internal
 error) is kept. With ``--min-pass-rate``, single cases do not fail the run by themselves,
-whatever the repeat policy.
+whatever the repeat policy. Last, a run that ``--max-cost`` stopped (items that did not run for
+lack of budget) exits with :data:`BUDGET_EXIT_CODE` instead of 0 or 1: it is incomplete, whatever
+its scores.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ if TYPE_CHECKING:
 
     from ..config import RunConfig
     from .stats import CaseVerdict
+
+
+#: The exit status of a run that ``--max-cost`` stopped: outside pytest's own codes (0-5), so
+#: CI can tell "over budget, incomplete" from "tests failed".
+BUDGET_EXIT_CODE = 6
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,8 @@ class RunState:
     other_failures: int
     #: Whether -x / --maxfail (or an interrupt) stopped the run early.
     cut_short: bool
+    #: Items that did not run because ``--max-cost`` was reached.
+    over_budget: int = 0
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,8 @@ def decide(
         status = _failed(status)
         names = ", ".join(regressed)
         failures.append(GateNote(f"--fail-on-regression: {names} regressed against {baseline}"))
+    if state.over_budget and status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        status = BUDGET_EXIT_CODE
     return GateDecision(status, tuple(failures), regression)
 
 

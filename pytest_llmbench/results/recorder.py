@@ -164,6 +164,7 @@ class ResultsRecorder:
             exitstatus=session.exitstatus,
             other_failures=self._other_failures,
             cut_short=bool(session.shouldfail or session.shouldstop),
+            over_budget=over_budget(self.records),
         )
         board = self.summary.board if self.summary else None
         decision = decide(
@@ -177,6 +178,14 @@ class ResultsRecorder:
         self.config.stash[GATES_KEY] = decision
         self.gate_failures = list(decision.failures)
         session.exitstatus = decision.exitstatus
+
+    def _budget_summary(self) -> dict[str, Any] | None:
+        """``--max-cost`` for run.json: the limit, whether it stopped the run, what did not run."""
+        limit = get_run_config(self.config).max_cost
+        if limit is None:
+            return None
+        skipped = over_budget(self.records)
+        return {"limit_usd": limit, "reached": skipped > 0, "items_not_run": skipped}
 
     def _write_run_json(self, session: pytest.Session) -> None:
         from ..engine.preflight import check_summary
@@ -196,12 +205,18 @@ class ResultsRecorder:
             "repeat_policy": self.repeats.summary() if self.repeats else None,
             "judge_agreement": [asdict(row) for row in agreement],
             "prompt_optimizations": optimization_counts(self.records),
+            "max_cost": self._budget_summary(),
             "check_models": check_summary(self.config),
             "config": runtime.run.to_dict(),
             "versions": _versions(),
         }
         text = json.dumps(runtime.redactor.value(data), indent=2, default=str)
         (self.out_dir / RUN_FILE).write_text(text + "\n", encoding="utf-8")
+
+
+def over_budget(records: list[dict[str, Any]]) -> int:
+    """The items that did not run because ``--max-cost`` was reached."""
+    return sum(1 for record in records if record.get("error_kind") == "budget")
 
 
 def _verdicts(records: list[dict[str, Any]]) -> list[CaseVerdict]:
