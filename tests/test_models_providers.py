@@ -158,24 +158,29 @@ def test_missing_key_names_the_variable_and_sends_nothing(
     assert record["retries"] == 0
 
 
-def test_errors_are_kept_out_of_means_and_counted_in_error_rate(bench: Bench) -> None:
+@pytest.mark.parametrize(("policy", "rate"), [("fail", 0.5), ("skip", 1.0)])
+def test_errors_are_counted_in_error_rate_and_graded_as_the_policy_says(
+    bench: Bench, policy: str, rate: float
+) -> None:
     bench.server.add_rule(Rule(match="Japan", status=500, retry_after=0.01))
     bench.server.add_rule(Rule(match="France", reply="Paris."))
     bench.eval_file("capitals", TWO_CAPITALS)
-    result = bench.run("--models=fake", "--max-retries=0")
+    result = bench.run("--models=fake", "--max-retries=0", f"--errors-count-as={policy}")
     result.assert_outcomes(passed=1, errors=1)
     (row,) = _csv(bench.out("all_metrics.csv"))
     assert row["n_items"] == "2"
     assert row["n_passed"] == "1" and row["n_failed"] == "0" and row["n_errors"] == "1"
     assert float(row["error_rate"]) == pytest.approx(0.5)
-    assert float(row["pass_rate"]) == pytest.approx(1.0)  # the error is not a failure
-    assert float(row["score_mean"]) == pytest.approx(1.0)  # nor a zero score
+    # fail: the error is a failure scored 0; skip: it is left out of both.
+    assert float(row["pass_rate"]) == pytest.approx(rate)
+    assert float(row["score_mean"]) == pytest.approx(rate)
+    assert float(row["coverage"]) == pytest.approx(0.5) and row["incomplete"] == "True"
     per_model = {r["suite"]: r for r in _csv(bench.out("fake/aggregate_metrics.csv"))}
     assert per_model["__all__"]["n_errors"] == "1"
     assert float(per_model["__all__"]["error_rate"]) == pytest.approx(0.5)
-    assert float(per_model["__all__"]["score_mean"]) == pytest.approx(1.0)
+    assert float(per_model["__all__"]["score_mean"]) == pytest.approx(rate)
     (board,) = _csv(bench.out("leaderboard.csv"))
-    assert board["n_errors"] == "1" and float(board["score_mean"]) == pytest.approx(1.0)
+    assert board["n_errors"] == "1" and float(board["score_mean"]) == pytest.approx(rate)
 
 
 def test_key_sent_as_bearer_is_the_profile_key(bench: Bench) -> None:
