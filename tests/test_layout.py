@@ -15,8 +15,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_llmbench"
 #: The stages in the order a record flows: each may import only the ones before it.
 STAGES = ("models", "agent", "scoring", "judging", "spec", "engine", "results", "render", "report")
-#: Modules on top that any stage may import: the run's settings and two utilities.
-SHARED = ("config", "redact", "userimport")
+#: Modules on top that any stage may import: the run's settings and three utilities.
+SHARED = ("config", "redact", "userimport", "yamlguard")
 
 
 def module_name(path: Path) -> str:

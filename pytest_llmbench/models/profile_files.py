@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from ..yamlguard import YamlLimitError, check_yaml_limits
 from .profiles import (
     BUILTIN_PROFILES,
     PROFILE_SUFFIXES,
@@ -183,6 +184,10 @@ def _variant_fields(
 
 def _parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
     """The composed tree (for line numbers) and the data built from it, in one pass."""
+    try:
+        check_yaml_limits(text)
+    except YamlLimitError as exc:
+        raise ProfileError(f"invalid YAML: {exc.message}", path, exc.line) from None
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -191,7 +196,7 @@ def _parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
         mark = exc.problem_mark or exc.context_mark
         line = None if mark is None else mark.line + 1
         raise ProfileError(f"invalid YAML: {exc.problem or exc.context}", path, line) from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int past Python's digit limit
         raise ProfileError(f"invalid YAML: {exc}", path) from None
     finally:
         loader.dispose()

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from ..yamlguard import YamlLimitError, check_yaml_limits
+
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 
@@ -55,7 +57,12 @@ class LocatedDocument:
 
 
 def load_located(text: str) -> LocatedDocument:
-    """Parse one YAML document; raise :class:`SourceError` on syntax errors or duplicate keys."""
+    """Parse one YAML document; raise :class:`SourceError` on syntax errors, duplicate keys,
+    characters YAML does not allow, and texts past :mod:`pytest_llmbench.yamlguard`'s limits."""
+    try:
+        check_yaml_limits(text, _LOADER)
+    except YamlLimitError as exc:
+        raise SourceError(f"invalid YAML: {exc.message}", exc.line) from None
     try:
         node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
@@ -167,3 +174,5 @@ class _Builder:
         except yaml.YAMLError as exc:
             problem = getattr(exc, "problem", None) or str(exc)
             raise SourceError(f"invalid YAML value: {problem}", _line(node)) from None
+        except ValueError as exc:  # an integer of more digits than Python converts, say
+            raise SourceError(f"invalid YAML value: {exc}", _line(node)) from None
