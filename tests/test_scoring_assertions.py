@@ -434,7 +434,7 @@ def test_python_missing_module_fails(tmp_path: Path) -> None:
         (
             {"type": "regex", "value": "(unclosed"},
             "value",
-            "invalid regex '(unclosed': missing ), unterminated subpattern at position 0",
+            "invalid regex '(unclosed': missing ) at position 9",
         ),
         ({"type": "python", "value": "mychecks.check"}, "value", "like 'module.sub:function'"),
         ({"type": "python", "value": "my-checks:check"}, "value", "like 'module.sub:function'"),
@@ -496,3 +496,32 @@ def test_parse_normalises_values_and_options() -> None:
     assert parse_assertion({"type": "python", "value": "pkg.mod:fn", "threshold": 0.7}).options == {
         "threshold": 0.7
     }
+
+
+# --- regexes that would crash or hang ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["a{4294967296}", "(" * 5000 + "a" + ")" * 5000],
+    ids=["repeat-past-int", "groups-5000-deep"],
+)
+def test_a_regex_that_cannot_compile_is_a_spec_error(pattern: str) -> None:
+    """``a{4294967296}`` raised OverflowError (a traceback at collection), not re.error."""
+    with pytest.raises(AssertionSpecError, match="invalid regex") as info:
+        parse_assertion({"type": "regex", "value": pattern})
+    assert info.value.field == "value"
+
+
+def test_a_catastrophic_regex_fails_its_check_instead_of_hanging(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_llmbench.scoring import base
+
+    monkeypatch.setattr(base, "REGEX_TIMEOUT_S", 0.05)
+    verdict = check({"type": "regex", "value": "(a|aa)+$"}, "a" * 60 + "b")
+    assert not verdict.passed and verdict.score == 0.0
+    assert "searched for more than 0.05 s" in verdict.reason
+    assert "catastrophic backtracking" in verdict.reason
+    # The same pattern on an answer it matches at once still passes.
+    assert check({"type": "regex", "value": "(a|aa)+$"}, "aaaa").passed

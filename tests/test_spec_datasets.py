@@ -185,6 +185,28 @@ def test_jsonl_default_columns_resolved_per_line(tmp_path: Path) -> None:
     assert [(r.prompt, r.expected) for r in rows] == [("a", "1"), ("b", None)]
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}", "invalid JSON: nested too deep"),
+        ('{"prompt": "q", "answer": ' + "9" * 5000 + "}", "invalid JSON: Exceeds the limit"),
+    ],
+    ids=["nested-100000", "int-5000-digits"],
+)
+def test_jsonl_past_pythons_limits_is_a_located_error(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    """Both were tracebacks at collection (RecursionError, ValueError)."""
+    error = load_error(tmp_path, "c.jsonl", jsonl({"prompt": "fine"}) + line + "\n")
+    assert error.line == 2 and message in str(error)
+
+
+def test_a_json_list_cell_past_the_limits_is_a_row_error(tmp_path: Path) -> None:
+    cell = "[" * 50_000
+    error = load_error(tmp_path, "c.csv", f"prompt,choices,answer\nq,{cell},A\n")
+    assert "starts with '[' but is not a JSON list" in str(error)
+
+
 # --- CSV ---------------------------------------------------------------------------------
 
 

@@ -17,13 +17,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agent.tools import ToolError, resolve_inside
-from .base import AssertionSpecError, Verdict, is_number, quoted, valid_regex
+from .base import AssertionSpecError, Verdict, is_number, quoted, regex_search, valid_regex
 
 if TYPE_CHECKING:
     from ..agent.loop import AgentRun, ToolCall
@@ -295,7 +294,7 @@ def _check_file_contains(check: AgentCheck, outcome: AgentOutcome) -> _Result:
 
 def _check_file_matches(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     raw, text = _file_text(check, outcome)
-    passed = re.search(check.value, text) is not None
+    passed = regex_search(check.value, text)
     return _result(
         passed,
         f"{raw} matches {quoted(check.value)}",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -127,13 +126,49 @@ def is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+#: Seconds one regex check may search an answer or a file: a pattern that backtracks
+#: catastrophically fails its check instead of hanging the run.
+REGEX_TIMEOUT_S = 2.0
+
+
+def compile_regex(pattern: str) -> Any:
+    """``pattern`` compiled by the ``regex`` package (``re``'s syntax, searches with a time
+    limit); ``ValueError`` says why it does not compile (``a{4294967296}``, groups nested past
+    Python's recursion limit and the like included)."""
+    import regex
+
+    try:
+        return regex.compile(pattern)
+    except (regex.error, OverflowError, RecursionError, MemoryError) as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from None
+
+
 def valid_regex(pattern: str) -> str:
     """``pattern``, or an :class:`AssertionSpecError` naming why it does not compile."""
     try:
-        re.compile(pattern)
-    except re.error as exc:
+        compile_regex(pattern)
+    except ValueError as exc:
         raise AssertionSpecError(f"invalid regex {pattern!r}: {exc}", "value") from None
     return pattern
+
+
+def regex_search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text``.
+
+    :class:`CheckFailed` when it does not compile, or when the search runs past
+    :data:`REGEX_TIMEOUT_S`.
+    """
+    try:
+        compiled = compile_regex(pattern)
+    except ValueError as exc:  # only a pattern taken from the case's expected gets here
+        raise CheckFailed(f"invalid regex {quoted(pattern)}: {exc}") from None
+    try:
+        return compiled.search(text, timeout=REGEX_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise CheckFailed(
+            f"regex {quoted(pattern)} searched for more than {REGEX_TIMEOUT_S:g} s without an "
+            "answer (catastrophic backtracking): simplify it"
+        ) from None
 
 
 def pass_fail(passed: bool, if_passed: str, if_failed: str) -> Outcome:

@@ -80,7 +80,7 @@ def _json_file(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DatasetError(f"{path.name} not found", path.parent) from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise DatasetError(f"cannot read {path.name}: {exc}", path.parent) from None
     if not isinstance(data, dict):
         raise DatasetError(f"{path.name} is not a JSON object", path.parent)

@@ -91,6 +91,6 @@ def _json_list(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, an int past 4,300 digits, too deep
             raise RowError(f"cell {value!r:.60} starts with '[' but is not a JSON list") from None
     return value

@@ -72,6 +72,15 @@ def jsonl_records(text: str, path: Path) -> Iterator[Record]:
         except json.JSONDecodeError as exc:
             message = f"invalid JSON: {exc.msg} (column {exc.colno})"
             raise DatasetError(message, path, line) from None
+        except (ValueError, RecursionError) as exc:  # an int past 4,300 digits; deep nesting
+            raise DatasetError(f"invalid JSON: {_json_limit(exc)}", path, line) from None
         if not isinstance(obj, dict):
             raise DatasetError(f"line is a JSON {type(obj).__name__}, not an object", path, line)
         yield object_record(number, line, obj)
+
+
+def _json_limit(exc: ValueError | RecursionError) -> str:
+    """What a JSON value past Python's limits is, in a line."""
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    return str(exc).split(";")[0]
