@@ -7,6 +7,8 @@ never touches an eval file reads no profile and no ``.env`` file.
 
 from __future__ import annotations
 
+import io
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,7 +276,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
     return RunConfig(
         models=models,
         repeat=_number(config, "repeat", int, minimum=1),
-        results_dir=_path(config, "results_dir"),
+        results_dir=_results_dir(config),
         min_pass_rate=_rate(config),
         errors_count_as=_choice(config, "errors_count_as", ERRORS_COUNT_AS),
         request_timeout_s=_number(config, "request_timeout", float, minimum=0.001),
@@ -288,8 +290,8 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         cache_mode="replay" if rescore else _choice(config, "cache", CACHE_MODES),
         cache_dir=_path(config, "cache_dir") or config.invocation_params.dir / DEFAULT_CACHE_DIR,
         max_cost=_optional_number(config, "max_cost"),
-        rpm=_optional_number(config, "rpm"),
-        tpm=_optional_number(config, "tpm"),
+        rpm=_optional_number(config, "rpm", positive=True),
+        tpm=_optional_number(config, "tpm", positive=True),
         rescore=rescore,
         estimate_cost=bool(config.getoption("llmbench_estimate_cost")),
         judges=judges,
@@ -371,19 +373,41 @@ def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:
     return raw
 
 
-def _optional_number(config: pytest.Config, dest: str) -> float | None:
-    return None if _setting(config, dest) is None else _number(config, dest, float, minimum=0.0)
+def _optional_number(config: pytest.Config, dest: str, *, positive: bool = False) -> float | None:
+    """An optional budget: absent, or a finite number >= 0 (> 0 when ``positive``)."""
+    if _setting(config, dest) is None:
+        return None
+    return float(_number(config, dest, float, minimum=0.0, positive=positive))
 
 
-def _number(config: pytest.Config, dest: str, kind: type, minimum: float) -> Any:
+#: Upper bounds of the counts whose huge values would only exhaust memory or time at collection.
+_MAXIMA: dict[str, int] = {
+    "repeat": 100_000,
+    "temperature_variations": 100,
+    "max_retries": 100,
+    "concurrency": 100_000,
+}
+
+
+def _number(
+    config: pytest.Config, dest: str, kind: type, minimum: float, *, positive: bool = False
+) -> Any:
+    """The option as ``kind``: finite, at least ``minimum`` (above it when ``positive``) and at
+    most its :data:`_MAXIMA` entry; anything else is a ``UsageError`` naming option and value."""
     raw = _setting(config, dest)
     flag = "--" + dest.replace("_", "-")
     try:
         value = kind(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise pytest.UsageError(f"llmbench: {flag} must be a number, got {raw!r}") from None
-    if value < minimum:
-        raise pytest.UsageError(f"llmbench: {flag} must be at least {minimum}, got {raw}")
+    if not math.isfinite(value):
+        raise pytest.UsageError(f"llmbench: {flag} must be a finite number, got {raw!r}")
+    if value < minimum or (positive and value == minimum):
+        bound = f"more than {minimum:g}" if positive else f"at least {minimum:g}"
+        raise pytest.UsageError(f"llmbench: {flag} must be {bound}, got {raw}")
+    maximum = _MAXIMA.get(dest)
+    if maximum is not None and value > maximum:
+        raise pytest.UsageError(f"llmbench: {flag} must be at most {maximum:,}, got {raw}")
     return value
 
 
@@ -403,6 +427,22 @@ def _rate(config: pytest.Config) -> float | None:
 def _path(config: pytest.Config, dest: str) -> Path | None:
     raw = _setting(config, dest)
     return None if not raw else config.invocation_params.dir / raw
+
+
+def _results_dir(config: pytest.Config) -> Path | None:
+    """``--results-dir``: a folder, or a path where one can be made (checked now, not when the
+    first record is written mid-run)."""
+    path = _path(config, "results_dir")
+    if path is None:
+        return None
+    if path.exists() and not path.is_dir():
+        raise pytest.UsageError(f"llmbench: --results-dir is not a folder: {path}")
+    existing = next(parent for parent in (path, *path.parents) if parent.exists())
+    if not existing.is_dir():
+        raise pytest.UsageError(f"llmbench: --results-dir is inside a file: {existing}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"llmbench: --results-dir cannot be written: {existing}")
+    return path
 
 
 def _profile_paths(config: pytest.Config) -> list[Path]:
@@ -429,8 +469,28 @@ def _load_env_file(config: pytest.Config) -> Path | None:
             return None
     from dotenv import dotenv_values
 
+    text = _env_text(path)
     # The real environment wins over the file, as with most tools that read .env.
-    for name, value in dotenv_values(path).items():
+    for name, value in dotenv_values(stream=io.StringIO(text)).items():
         if value is not None and name not in os.environ:
-            os.environ[name] = value
+            try:
+                os.environ[name] = value
+            except ValueError:  # a name with '=' or an empty one: the OS refuses it
+                message = f"llmbench: {path}: {name!r} is not a valid variable name"
+                raise pytest.UsageError(message) from None
     return path
+
+
+def _env_text(path: Path) -> str:
+    """The text of an env file: UTF-8 (BOM tolerated), without NUL, which no variable can hold."""
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise pytest.UsageError(f"llmbench: {path}:{line}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise pytest.UsageError(f"llmbench: {path}: cannot read: {exc.strerror}") from None
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise pytest.UsageError(f"llmbench: {path}:{line}: a NUL character (binary file?)")
+    return text

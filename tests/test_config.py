@@ -64,6 +64,20 @@ def test_real_environment_wins_over_env_file(bench: Bench, monkeypatch: pytest.M
         (["--request-timeout=-1"], "*--request-timeout must be at least*"),
         (["--models=@nope"], "*nope*"),
         (["--profiles=no/such/dir"], "*--profiles path not found*"),
+        # Values that silently turned a budget off or divided by zero, or would exhaust memory.
+        (["--rpm=0"], "*--rpm must be more than 0, got 0*"),
+        (["--rpm=nan"], "*--rpm must be a finite number, got 'nan'*"),
+        (["--tpm=inf"], "*--tpm must be a finite number, got 'inf'*"),
+        (["--max-cost=nan"], "*--max-cost must be a finite number, got 'nan'*"),
+        (["--max-cost=-1"], "*--max-cost must be at least 0, got -1*"),
+        (["--request-timeout=nan"], "*--request-timeout must be a finite number*"),
+        (["--connect-timeout=0"], "*--connect-timeout must be at least 0.001, got 0*"),
+        (["--repeat=1000000000"], "*--repeat must be at most 100,000, got 1000000000*"),
+        (["--max-retries=" + "9" * 30], "*--max-retries must be at most 100*"),
+        (["--concurrency=1e3"], "*--concurrency must be a number, got '1e3'*"),
+        (["--min-pass-rate=nan"], "*--min-pass-rate must be between 0 and 1, got 'nan'*"),
+        (["--results-dir=/dev/null"], "*--results-dir is not a folder: /dev/null*"),
+        (["--results-dir=/dev/null/sub"], "*--results-dir is inside a file: /dev/null*"),
     ],
 )
 def test_bad_options_are_usage_errors(bench: Bench, args: list[str], message: str) -> None:
@@ -88,4 +102,50 @@ def test_keys_cannot_be_put_in_eval_files(bench: Bench) -> None:
     result = bench.run("--models=fake")
     result.stdout.fnmatch_lines(["*leaky.eval.yaml:1: *unknown key 'api_key'*"])
     assert FAKE_KEY not in result.stdout.str() + result.stderr.str()
+    assert bench.server.chat_requests() == []
+
+
+@pytest.mark.parametrize(
+    ("ini", "message"),
+    [
+        ("llmbench_rpm = nan", "*--rpm must be a finite number, got 'nan'*"),
+        ("llmbench_max_cost = inf", "*--max-cost must be a finite number, got 'inf'*"),
+        ("llmbench_repeat = 10000000", "*--repeat must be at most 100,000*"),
+    ],
+)
+def test_bad_ini_values_are_usage_errors(bench: Bench, ini: str, message: str) -> None:
+    bench.pytester.makeini(f"[pytest]\n{ini}\n")
+    bench.eval_file("one", ONE_CASE)
+    result = bench.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert bench.server.chat_requests() == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"A=1\nB=\xff\xfe\n", "*bad.env:2: not UTF-8 text (invalid start byte)*"),
+        (b"A=1\n\nB=x\x00y\n", "*bad.env:3: a NUL character (binary file?)*"),
+    ],
+    ids=["not-utf8", "nul"],
+)
+def test_an_unreadable_env_file_is_a_usage_error_with_its_line(
+    bench: Bench, content: bytes, message: str
+) -> None:
+    """Both were INTERNALERRORs (UnicodeDecodeError; ValueError: embedded null byte)."""
+    bench.pytester.path.joinpath("bad.env").write_bytes(content)
+    bench.eval_file("one", ONE_CASE)
+    result = bench.run("--env-file=bad.env")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_results_dir_that_is_a_file_is_refused_before_the_run(bench: Bench) -> None:
+    bench.pytester.path.joinpath("taken").write_text("a file")
+    bench.eval_file("one", ONE_CASE)
+    result = bench.run("--results-dir=taken")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--results-dir is not a folder: *taken*"])
     assert bench.server.chat_requests() == []

@@ -36,7 +36,9 @@ _ModelT = TypeVar("_ModelT", bound=BaseModel)
 class CostPer1k(BaseModel):
     """Prices in USD per 1,000 tokens; they override litellm's price map."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+    )
 
     input: float = Field(ge=0)
     """USD per 1,000 prompt (input) tokens."""
