@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,6 +22,7 @@ from .engine.runtime import Runtime, get_runtime
 from .models.providers.completion import Completion, ProviderError
 from .results.record import utc_now
 from .results.state import PLAIN_STATE_KEY, PlainTestState, plain_state
+from .spec.schema import workdir_path
 
 if TYPE_CHECKING:
     from .item import EvalItem
@@ -186,10 +187,12 @@ def workdir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 
 def _safe_relative(name: str) -> Path:
-    path = PurePosixPath(name)
-    if path.is_absolute() or ".." in path.parts or not path.parts:
-        raise pytest.UsageError(f"workdir file {name!r} must be a relative path inside the workdir")
-    return Path(*path.parts)
+    """A ``files:`` name (checked at collection for eval files; here for a plain test's
+    ``llmbench_files`` marker) as a path inside the workdir."""
+    try:
+        return Path(*workdir_path(name).parts)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.fixture

@@ -718,3 +718,27 @@ def test_bad_file_is_an_error_at_its_line(
     tmp_path: Path, text: str, line: int, fragments: tuple[str, ...]
 ) -> None:
     assert_error(error_of(tmp_path, text), tmp_path, line, *fragments)
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (
+            "../escape.txt",
+            "workdir file '../escape.txt' must be a relative path inside the workdir",
+        ),
+        ("/etc/passwd", "workdir file '/etc/passwd' must be a relative path inside the workdir"),
+        (".", "workdir file '.' must be a relative path inside the workdir"),
+    ],
+)
+def test_files_keys_outside_the_workdir_are_a_collection_error(
+    tmp_path: Path, key: str, message: str
+) -> None:
+    """They were found only at setup, with a traceback per item."""
+    text = f"cases:\n  - id: a\n    prompt: hi\n    files:\n      '{key}': hi\n"
+    assert_error(error_of(tmp_path, text), tmp_path, 4, "cases.0.files", message)
+
+
+def test_a_files_key_that_is_another_ones_folder_is_a_collection_error(tmp_path: Path) -> None:
+    text = "cases:\n  - id: a\n    prompt: hi\n    files:\n      d: one\n      d/e.txt: two\n"
+    assert_error(error_of(tmp_path, text), tmp_path, 4, "'d' is also a folder of another file")

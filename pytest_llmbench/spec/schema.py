@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -83,6 +83,24 @@ def _check_assertions(value: list[RawAssertion]) -> list[RawAssertion]:
     return value
 
 
+def workdir_path(name: str) -> PurePosixPath:
+    """``name`` as a path inside an item's workdir; ``ValueError`` when it would leave it."""
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or not path.parts or "\x00" in name:
+        raise ValueError(f"workdir file {name!r} must be a relative path inside the workdir")
+    return path
+
+
+def _check_files(value: dict[str, str]) -> dict[str, str]:
+    """``files:`` keys are relative paths inside the workdir, none a folder of another."""
+    paths = {name: workdir_path(name) for name in value}
+    folders = {parent for path in paths.values() for parent in path.parents}
+    clash = sorted(name for name, path in paths.items() if path in folders)
+    if clash:
+        raise ValueError(f"workdir file {clash[0]!r} is also a folder of another file")
+    return value
+
+
 class PromptVariantSpec(_Strict):
     """One entry of ``prompts:`` written as a mapping."""
 
@@ -121,6 +139,7 @@ class CaseSpec(_Strict):
     answer: str | int | None = Field(None, description="The right choice: letter, index or text")
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
+    _validate_files = field_validator("files")(_check_files)
 
 
 class EvalSpec(_Strict):
