@@ -266,7 +266,12 @@ def _register_marker(config: pytest.Config, tag: str) -> None:
 
 
 def _relative(exc: EvalFileError, root: Path) -> str:
-    """The error with the eval file's path relative to the rootdir, as in node ids."""
+    """The error (and the file's other problems found with it, a line each) with the eval
+    file's path relative to the rootdir, as in node ids."""
+    return "\n".join(_relative_one(problem, root) for problem in exc.problems())
+
+
+def _relative_one(exc: EvalFileError, root: Path) -> str:
     if not exc.path.is_relative_to(root):
         return str(exc)
     where = exc.path.relative_to(root).as_posix()

@@ -584,6 +584,39 @@ def test_validate_names_the_problem_as_collection_does(
 FRANCE_EVAL = "cases:\n  - {prompt: Capital of France?, expected: Paris, assert: [icontains]}\n"
 
 
+FOUR_PROBLEMS = """\
+descripton: typo
+cases:
+  - id: a
+    prompt: hi
+    threshold: 3
+    assert: [{type: containz}]
+  - id: b
+    promt: hi
+"""
+
+
+def test_validate_lists_every_problem_of_a_file_in_one_run(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file with 4 problems needed 3 runs: only the first was named each time."""
+    pytester.makefile(".eval.yaml", **{"evals/four": FOUR_PROBLEMS})
+    code, out, _ = _call(capsys, "validate", "evals")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[:4] == [
+        "evals/four.eval.yaml:1: top level: unknown key 'descripton'",
+        "evals/four.eval.yaml:5: cases.0.threshold: Input should be less than or equal to 1",
+        lines[2],
+        "evals/four.eval.yaml:8: cases.1: unknown key 'promt'",
+    ]
+    assert lines[2].startswith("evals/four.eval.yaml:6: cases.0.assert.0.type: unknown assertion")
+    assert lines[4] == "llmbench: 1 of 1 file invalid"
+    # Collection shows the same four lines in its error.
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "evals")
+    result.stdout.fnmatch_lines([lines[0], lines[1], lines[2], lines[3]])
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [

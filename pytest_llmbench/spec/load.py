@@ -31,7 +31,8 @@ def load_spec(path: Path) -> LoadedEval:
     try:
         spec = EvalSpec.model_validate(document.data)
     except ValidationError as exc:
-        raise _first_error(path, document, exc) from None
+        first, *others = _schema_errors(path, document, exc)
+        raise EvalFileError(first.path, first.line, first.message, others) from None
     from .expand import expand_cases, prompt_variants
 
     variants = prompt_variants(spec, path, document)
@@ -93,8 +94,18 @@ def _not_a_mapping(data: Any) -> str:
     return f"an eval file must be a mapping with a `cases:` list, not a {type(data).__name__}"
 
 
-def _first_error(path: Path, document: LocatedDocument, exc: ValidationError) -> EvalFileError:
-    error = exc.errors(include_url=False)[0]
+def _schema_errors(
+    path: Path, document: LocatedDocument, exc: ValidationError
+) -> list[EvalFileError]:
+    """Every problem pydantic found, one per place, in line order: one run shows them all."""
+    found: dict[tuple[int | None, str], EvalFileError] = {}
+    for error in exc.errors(include_url=False):
+        problem = _schema_error(path, document, error)
+        found.setdefault((problem.line, problem.message), problem)
+    return sorted(found.values(), key=lambda problem: problem.line or 0)
+
+
+def _schema_error(path: Path, document: LocatedDocument, error: Any) -> EvalFileError:
     loc = tuple(error["loc"])
     message = error["msg"].removeprefix("Value error, ")
     cause = error.get("ctx", {}).get("error")

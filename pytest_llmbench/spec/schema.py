@@ -26,12 +26,20 @@ EVAL_SUFFIX = ".eval.yaml"
 class EvalFileError(Exception):
     """A problem in an eval file: ``str()`` is ``path:line: message``."""
 
-    def __init__(self, path: Path, line: int | None, message: str) -> None:
+    def __init__(
+        self, path: Path, line: int | None, message: str, also: Sequence[EvalFileError] = ()
+    ) -> None:
         where = f"{path}:{line}" if line is not None else f"{path}"
         super().__init__(f"{where}: {message}")
         self.path = path
         self.line = line
         self.message = message
+        #: the file's other problems found in the same pass (the schema reports them all)
+        self.also = tuple(also)
+
+    def problems(self) -> tuple[EvalFileError, ...]:
+        """This problem and the others found with it, in file order."""
+        return (self, *self.also)
 
 
 class _Strict(BaseModel):

@@ -195,7 +195,8 @@ def check_eval_file(path: Path, registry: ProfileRegistry) -> FileCheck:
         loaded = load_spec(path.absolute())  # messages name files as collection's do
         _check_model_names(loaded, registry)
     except EvalFileError as exc:
-        return FileCheck(path, problem=_located(exc.path, exc.line, exc.message))
+        lines = [_located(each.path, each.line, each.message) for each in exc.problems()]
+        return FileCheck(path, problem="\n".join(lines))
     except OSError as exc:
         return FileCheck(path, problem=f"{_shown(path)}: cannot read: {exc.strerror or exc}")
     except Exception as exc:  # user code that the file names (a dataset factory) failed
