@@ -1,0 +1,128 @@
+"""A seeded fuzz test: a few hundred malformed eval files, profile files, .env files and option
+values (tests/fuzzing.py) each end as a clean error or are accepted, within seconds, and never as
+a traceback, an INTERNALERROR or a hang. benchmarks/fuzz.py runs the long version, each input in
+its own process (crashes included)."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fuzzing import FuzzInput, inputs, write_input
+
+from pytest_llmbench.models.profile_files import load_profiles
+from pytest_llmbench.models.profiles import ProfileError
+from pytest_llmbench.spec.load import load_spec
+from pytest_llmbench.spec.schema import EvalFileError
+
+SEED, COUNT = 20261124, 300
+#: Seconds one input may take before it counts as a hang.
+HANG_S = 20
+#: A frame of a traceback, as pytest prints one (``path.py:12: in function``).
+FRAME = re.compile(r"\.py:\d+: in |Traceback \(most recent call last\)")
+
+
+class Hang(Exception):
+    """An input ran past :data:`HANG_S`."""
+
+
+@contextmanager
+def deadline() -> Iterator[None]:
+    def expire(*_: Any) -> None:
+        raise Hang
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(HANG_S)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def outcome(load: Callable[[], object], clean: type[Exception]) -> str:
+    """``accepted``, ``clean`` (the loader's own error), ``hang`` or the exception's name."""
+    try:
+        with deadline():
+            load()
+    except clean:
+        return "clean"
+    except Hang:
+        return "hang"
+    except Exception as exc:  # a finding: the test names it
+        return f"{type(exc).__name__}: {exc}"[:200]
+    return "accepted"
+
+
+ALL = list(inputs(SEED, COUNT))
+
+
+def of_kind(*kinds: str) -> list[FuzzInput]:
+    return [item for item in ALL if item.kind in kinds]
+
+
+def test_the_inputs_are_seeded_and_varied() -> None:
+    assert [item.data for item in inputs(SEED, 20)] == [item.data for item in ALL[:20]]
+    assert {item.kind for item in ALL} == {"eval", "profile", "env", "option"}
+    assert len({item.data for item in of_kind("eval")}) > 100
+
+
+def test_malformed_eval_files_are_clean_errors(tmp_path: Path) -> None:
+    findings = []
+    for item in of_kind("eval"):
+        path = tmp_path / f"f{item.index}.eval.yaml"
+        path.write_bytes(item.data)
+        result = outcome(lambda path=path: load_spec(path), EvalFileError)
+        if result not in ("clean", "accepted"):
+            findings.append(f"{item.label()} -> {result}")
+    assert findings == []
+
+
+def test_malformed_profile_files_are_clean_errors(tmp_path: Path) -> None:
+    findings = []
+    for item in of_kind("profile"):
+        path = tmp_path / f"p{item.index}.yaml"
+        path.write_bytes(item.data)
+        result = outcome(lambda path=path: load_profiles([path]), ProfileError)
+        if result not in ("clean", "accepted"):
+            findings.append(f"{item.label()} -> {result}")
+    assert findings == []
+
+
+def test_a_collection_of_malformed_eval_files_has_no_traceback(
+    pytester: pytest.Pytester,
+) -> None:
+    """Collection past the loader (items, plans, markers): each file collects or is one error."""
+    for item in of_kind("eval"):
+        pytester.path.joinpath(f"f{item.index:03d}.eval.yaml").write_bytes(item.data)
+    with deadline():
+        result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q")
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text
+    assert not FRAME.search(text), text[:3000]
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.INTERRUPTED)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["env", "option"])
+def test_malformed_env_files_and_option_values_are_usage_errors(
+    pytester: pytest.Pytester, kind: str
+) -> None:
+    findings = []
+    for item in of_kind(kind):
+        args = write_input(item, pytester.path / f"case{item.index}")
+        try:
+            with deadline():
+                result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", *args)
+        except Hang:
+            findings.append(f"{item.label()} -> hang")
+            continue
+        text = result.stdout.str() + result.stderr.str()
+        if "INTERNALERROR" in text or FRAME.search(text):
+            findings.append(f"{item.label()} -> {text[-300:]}")
+    assert findings == []
