@@ -267,6 +267,20 @@ def test_totals_include_errors_means_only_answers() -> None:
     assert row["retries_total"] == 4
 
 
+def test_totals_include_what_earlier_attempts_of_a_rerun_item_spent() -> None:
+    """pytest-rerunfailures paid for every attempt; the record keeps the final one's numbers."""
+    earlier = {"outcome": "failed", "cost_usd": 0.02, "input_tokens": 10, "output_tokens": 7}
+    records = [
+        rec(case_id="c1", cost_usd=0.01, input_tokens=10, output_tokens=5, attempts=[earlier] * 2),
+        rec(case_id="c2", cost_usd=0.01, input_tokens=10, output_tokens=5),
+    ]
+    (row,) = lb.leaderboard(lb.records_frame(records)).to_dict("records")
+    assert row["cost_usd_total"] == pytest.approx(0.01 + 0.01 + 2 * 0.02)
+    assert (row["input_tokens_total"], row["output_tokens_total"]) == (40, 24)
+    # Means describe the final answers.
+    assert row["cost_usd_mean"] == pytest.approx(0.01) and row["output_tokens_mean"] == 5
+
+
 def test_latency_and_ttft_stats_use_linear_percentiles() -> None:
     row = row_of(lb.all_metrics(lb.records_frame(sample_records())), model="m1", suite="s1")
     assert row["latency_s_mean"] == pytest.approx(2.0)

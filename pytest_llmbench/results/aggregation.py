@@ -232,19 +232,35 @@ def _repeat_stats(group: pd.DataFrame) -> dict[str, Any]:
 
 
 def _usage(spent: pd.DataFrame, answered: pd.DataFrame) -> dict[str, Any]:
-    """Totals over every non-skipped item (errors spent them too); means over answers."""
+    """Totals over every non-skipped item (errors spent them too) and the earlier attempts of
+    rerun items (``attempts``: pytest-rerunfailures paid for those calls too); means over
+    answers."""
     return {
-        "input_tokens_total": _int_total(spent["input_tokens"]),
-        "output_tokens_total": _int_total(spent["output_tokens"]),
+        "input_tokens_total": _plus(_int_total(spent["input_tokens"]), spent, "input_tokens"),
+        "output_tokens_total": _plus(_int_total(spent["output_tokens"]), spent, "output_tokens"),
         "input_tokens_mean": answered["input_tokens"].mean(),
         "output_tokens_mean": answered["output_tokens"].mean(),
-        "cost_usd_total": spent["cost_usd"].sum(min_count=1),
+        "cost_usd_total": _plus(spent["cost_usd"].sum(min_count=1), spent, "cost_usd"),
         "cost_usd_mean": answered["cost_usd"].mean(),
         "tool_calls_total": int(spent["tool_calls"].sum()),
         "retries_total": int(spent["retries"].sum()),
         "rate_limit_wait_s_total": float(spent["rate_limit_wait_s"].sum()),
         "n_cached": int(spent["cached"].fillna(False).astype(bool).sum()),
     }
+
+
+def _plus(total: Any, spent: pd.DataFrame, field: str) -> Any:
+    """``total`` plus what the earlier attempts of ``spent``'s items spent on ``field``."""
+    earlier: list[float] = [
+        float(attempt[field])
+        for attempts in spent.get("attempts", ())
+        if isinstance(attempts, list)
+        for attempt in attempts
+        if isinstance(attempt, dict) and attempt.get(field) is not None
+    ]
+    if not earlier:
+        return total
+    return (0 if is_missing(total) else total) + math.fsum(earlier)
 
 
 def _timing(answered: pd.DataFrame) -> dict[str, Any]:
