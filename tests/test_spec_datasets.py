@@ -201,6 +201,13 @@ def test_jsonl_past_pythons_limits_is_a_located_error(
     assert error.line == 2 and message in str(error)
 
 
+@pytest.mark.parametrize("name", ["x" * 5000 + ".csv", "a\x00b.csv"], ids=["too-long", "nul"])
+def test_a_dataset_path_the_os_refuses_is_a_dataset_error(tmp_path: Path, name: str) -> None:
+    """A name too long to open was an OSError traceback at collection."""
+    with pytest.raises(DatasetError, match="bad dataset path"):
+        load_dataset(DatasetSource(path=name), tmp_path)
+
+
 def test_a_json_list_cell_past_the_limits_is_a_row_error(tmp_path: Path) -> None:
     cell = "[" * 50_000
     error = load_error(tmp_path, "c.csv", f"prompt,choices,answer\nq,{cell},A\n")

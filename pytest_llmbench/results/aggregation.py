@@ -138,7 +138,7 @@ def grade_errors(frame: pd.DataFrame, errors_count_as: str) -> None:
     outcome, score = frame["outcome"].copy(), frame["score"].copy()
     if errors_count_as == "fail":
         outcome[errored] = "failed"
-        scored = errored & (frame["eval_type"].fillna("quality") != "latency")
+        scored = errored & (frame["eval_type"] != "latency")  # NaN: a quality record
         score[scored] = 0.0
     frame[GRADED_OUTCOME], frame[GRADED_SCORE] = outcome, score
 

@@ -61,8 +61,14 @@ def _select(records: Iterator[Record], source: DatasetSource) -> Iterator[Record
 
 def _resolve_path(source: DatasetSource, base_dir: Path) -> Path:
     assert source.path is not None
-    path = (base_dir / source.path).resolve()
-    if not path.exists():
+    try:
+        path = (base_dir / source.path).resolve()
+        found = path.exists()
+    except (OSError, ValueError) as exc:  # a name too long for the OS, a NUL in it
+        shown = source.path if len(source.path) <= 80 else source.path[:77] + "..."
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise DatasetError(f"bad dataset path {shown!r}: {reason}", base_dir) from None
+    if not found:
         raise DatasetError(f"dataset file not found ({source.path!r} from {base_dir})", path)
     return path
 
