@@ -91,6 +91,19 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(HtmlColumns(), "llmbench-html")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistBridge(), "llmbench-xdist")
+        if config.getoption("dist", "no") != "no":
+            config.pluginmanager.register(_worker_watch(config), "llmbench-worker-watch")
+
+
+def _worker_watch(config: pytest.Config) -> Any:
+    """The controller's notices of items that wait long on the workers."""
+    from .engine.runtime import terminal_notice, wait_notice_s
+    from .engine.watch import WorkerWatch
+
+    def models() -> list[str]:
+        return [model.name for model in _config.get_run_config(config).models]
+
+    return WorkerWatch(models, terminal_notice(config), wait_notice_s(config))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

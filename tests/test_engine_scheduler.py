@@ -555,6 +555,29 @@ def test_a_slow_call_is_announced_while_the_run_waits(bench: Bench, verbosity: s
         ]
 
 
+def test_a_slow_call_is_announced_under_xdist(bench: Bench) -> None:
+    # Workers' output never reaches the terminal: the controller says it.
+    bench.server.add_rule(Rule(match="Question 0", delay_s=2.0))
+    bench.eval_file("slow", cases_yaml(2))
+    bench.pytester.makeini("[pytest]\nllmbench_wait_notice_s = 0.5\n")
+    result = bench.run_subprocess("-n", "2", "--models=fake")
+    result.assert_outcomes(passed=2)
+    notices = [line for line in result.stdout.lines if "llmbench: waiting " in line]
+    assert notices, result.stdout.str()
+    assert all(
+        re.search(r"llmbench: waiting \d+ s on fake: [12] items? in progress on the workers$", n)
+        for n in notices
+    ), notices
+
+
+def test_a_plain_run_under_xdist_says_nothing_of_waiting(bench: Bench) -> None:
+    bench.pytester.makepyfile("import time\ndef test_slow():\n    time.sleep(1.5)\n")
+    bench.pytester.makeini("[pytest]\nllmbench_wait_notice_s = 0.3\n")
+    result = bench.run_subprocess("-n", "2")
+    result.assert_outcomes(passed=1)
+    assert "llmbench: waiting" not in result.stdout.str()
+
+
 def test_wait_notice_setting_is_checked(bench: Bench) -> None:
     bench.eval_file("slow", cases_yaml(1))
     bench.pytester.makeini("[pytest]\nllmbench_wait_notice_s = soon\n")

@@ -274,3 +274,43 @@ def test_llm_calls_obey_concurrency(bench: Bench, concurrency: int) -> None:
     requests = bench.server.chat_requests()
     assert len(requests) == 3
     assert peak_in_flight(requests) == concurrency
+
+
+@pytest.mark.parametrize("limit", ["--rpm=1", "--tpm=60"])
+def test_llm_calls_obey_rpm_and_tpm(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, limit: str
+) -> None:
+    """A plain test's calls wait for the model's rate window like eval calls (a short window
+    here, in-process, so that the test does not wait a minute)."""
+    from pytest_llmbench.engine import pacing
+
+    window_s = 1.5
+    monkeypatch.setattr(pacing, "_RATE_WINDOW_S", window_s)
+    bench.pytester.makepyfile(
+        test_paced="""
+        def test_twice(llm):
+            assert llm.complete("Say hi").text == "ok"
+            assert llm.complete("Say hi again").text == "ok"
+        """
+    )
+    # Each call is counted at more than half of 60 tokens (its prompt and the answer's
+    # allowance): one call per window.
+    result = bench.run("--models=fake", limit)
+    result.assert_outcomes(passed=1)
+    first, second = bench.server.chat_requests()
+    assert second.time - first.time >= window_s * 0.9, "the second call did not wait"
+    (record,) = bench.records()
+    assert record["rate_limit_wait_s"] >= window_s * 0.5
+
+
+def test_llm_calls_are_not_held_without_a_limit(bench: Bench) -> None:
+    bench.pytester.makepyfile(
+        test_free="""
+        def test_twice(llm):
+            llm.complete("Say hi")
+            llm.complete("Say hi again")
+        """
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["rate_limit_wait_s"] == 0

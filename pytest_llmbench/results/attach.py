@@ -140,8 +140,8 @@ def _plain_record(
     error_kind = state.error.kind if state.error else None
     if state.error is not None and call.excinfo is not None and call.excinfo.value is state.error:
         outcome = "error"  # an outage is not a low score, even in a plain test
-    elif report.skipped and "--max-cost" in (_skip_reason(report) or ""):
-        error, error_kind = _skip_reason(report), "budget"  # counted as not run, like eval items
+    elif report.skipped and "--max-cost" in (reason := _skip_reason(report) or ""):
+        error, error_kind = reason, "budget"  # counted as not run, like eval items
     path = item.path
     root = item.config.rootpath
     # A plain test runs its own asserts; under --latency-only its record is a measurement too.

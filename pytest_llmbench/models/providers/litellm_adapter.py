@@ -51,7 +51,7 @@ class CallTimeout(TimeoutError):
 class Timeouts:
     """How long a call may take: all of it (``call_s``), and opening its connection."""
 
-    call_s: float = 120.0
+    call_s: float = 60.0  # --request-timeout's default
     connect_s: float = DEFAULT_CONNECT_TIMEOUT_S
 
     def for_client(self) -> Any:
