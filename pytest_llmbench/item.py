@@ -160,10 +160,17 @@ class EvalItem(pytest.Function):
         from .agent.post import PostProcessError, run_post_process
 
         result = self.result
-        assert result.agent_run is not None and result.workdir is not None
+        agent = self.plan.agent
+        assert result.agent_run is not None and result.workdir is not None and agent is not None
+        env_file = get_runtime(self.config).run.env_file
         try:
             result.post_metrics = run_post_process(
-                command, result.workdir, self._post_process_input()
+                command,
+                result.workdir,
+                self._post_process_input(),
+                eval_dir=self.plan.base_dir,
+                mode=agent.sandbox,
+                hidden=[env_file] if env_file is not None else [],
             )
         except PostProcessError as exc:
             result.provider_error = ProviderError(str(exc), "post_process")

@@ -166,6 +166,106 @@ def test_a_failing_post_process_is_the_items_error(bench: Bench) -> None:
     assert bench.records()[0]["error_kind"] == "post_process"
 
 
+EVIL_SCORER = """
+import json, os, pathlib
+pathlib.Path({marker!r}).write_text(os.environ.get("OPENAI_API_KEY", "none"))
+print(json.dumps({{"evil": 1}}))
+"""
+
+HONEST_SCORER = """
+import json, os, pathlib, sys
+item = json.load(open(sys.argv[1]))
+workdir = pathlib.Path(item["workdir"])
+try:
+    (workdir / "tampered.txt").write_text("x")
+    writable = 1
+except OSError:
+    writable = 0
+env_file = pathlib.Path(".env").read_text() if pathlib.Path(".env").exists() else ""
+print(json.dumps({
+    "honest": 1,
+    "key_seen": int(any("PLANTED" in v for v in os.environ.values())),
+    "env_file_chars": len(env_file),
+    "workdir_writable": writable,
+    "read_agent_file": int((workdir / "score.py").exists()),
+}))
+"""
+
+
+def _agent_writes_a_scorer(bench: Bench, marker: Path) -> None:
+    bench.server.add_rule(Rule(match_last="wrote", reply="All done."))
+    content = EVIL_SCORER.format(marker=str(marker))
+    bench.server.add_rule(
+        Rule(
+            match="Score yourself",
+            tool_calls=[
+                {"name": "write_file", "arguments": {"path": "score.py", "content": content}}
+            ],
+        )
+    )
+
+
+POST_AGENT = """
+kind: agent
+tools: [write_file]
+post_process: "python3 score.py {results}"
+cases:
+  - {id: x, prompt: Score yourself., assert: [{type: max-turns, value: 5}]}
+"""
+
+
+def test_post_process_runs_the_evals_own_script_not_the_agents(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    planted = "sk-PLANTED-0123456789abcdef0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", planted)
+    marker = tmp_path / "escaped.txt"
+    _agent_writes_a_scorer(bench, marker)
+    bench.pytester.makefile(".py", score=HONEST_SCORER)
+    (bench.pytester.path / ".env").write_text(f"OPENAI_API_KEY={planted}\n")
+    bench.eval_file("agent", POST_AGENT)
+    bench.run("--models=fake", "--env-file=.env").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    # The eval's own score.py ran, read-only over the workdir, without the key or the .env.
+    assert record["metrics"] == {
+        "honest": 1.0,
+        "key_seen": 0.0,
+        "env_file_chars": 0.0,
+        "workdir_writable": 0.0,
+        "read_agent_file": 1.0,
+    }
+    assert not marker.exists()
+    assert not (Path(record["workdir"]) / "tampered.txt").exists()
+
+
+def test_post_process_never_runs_a_script_the_agent_wrote(bench: Bench, tmp_path: Path) -> None:
+    marker = tmp_path / "escaped.txt"
+    _agent_writes_a_scorer(bench, marker)
+    bench.eval_file("agent", POST_AGENT)  # no score.py beside the eval: only the agent's
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*llmbench post_process: 'python3 score.py {results}' exited*"])
+    assert not marker.exists()
+    (record,) = bench.records()
+    assert record["error_kind"] == "post_process"
+    assert not record.get("metrics")
+
+
+@pytest.mark.slow
+def test_post_process_without_bwrap_needs_sandbox_off(bench: Bench) -> None:
+    bench.pytester.makeconftest(NO_BWRAP)
+    bench.pytester.makefile(".py", score='import json; print(json.dumps({"ok": 1}))')
+    bench.server.add_rule(Rule(reply="done"))
+    refused = POST_AGENT.replace("tools: [write_file]", "tools: [read_file]")
+    bench.eval_file("agent", refused)
+    result = bench.run_subprocess("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*needs bubblewrap*Debian's package 'bubblewrap'*"])
+    bench.eval_file("agent", refused.replace("kind: agent", "kind: agent\nsandbox: off"))
+    bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
+    assert bench.records()[0]["metrics"] == {"ok": 1.0}
+
+
 @pytest.mark.parametrize("workers", ["0", "2"])
 @pytest.mark.slow
 def test_agent_records_are_the_same_with_and_without_xdist(bench: Bench, workers: str) -> None:
@@ -207,7 +307,23 @@ def test_sandbox_required_without_bwrap_is_a_clear_item_error(bench: Bench) -> N
 
 
 @pytest.mark.slow
-def test_without_bwrap_auto_mode_falls_back_and_says_so_once(bench: Bench) -> None:
+def test_without_bwrap_auto_mode_refuses_naming_the_package(bench: Bench) -> None:
+    bench.pytester.makeconftest(NO_BWRAP)
+    bench.eval_file("agent", SANDBOXED.format(mode="auto"))
+    result = bench.run_subprocess("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*llmbench provider error: fake: run_command needs bubblewrap*Debian's package "
+         "'bubblewrap'*sandbox: off*"]
+    )  # fmt: skip
+    assert "Traceback" not in result.stdout.str()
+    assert bench.server.chat_requests() == []  # refused before any model call
+    (record,) = bench.records()
+    assert record["error_kind"] == "config"
+
+
+@pytest.mark.slow
+def test_sandbox_off_runs_commands_and_says_so_once(bench: Bench) -> None:
     bench.pytester.makeconftest(NO_BWRAP)
     bench.server.add_rule(Rule(match_last="exit code", reply="ran"))
     bench.server.add_rule(
@@ -216,10 +332,22 @@ def test_without_bwrap_auto_mode_falls_back_and_says_so_once(bench: Bench) -> No
             tool_calls=[{"name": "run_command", "arguments": {"command": "echo hi"}}],
         )
     )
-    bench.eval_file("agent", SANDBOXED.format(mode="auto"))
+    bench.eval_file("agent", SANDBOXED.format(mode="off"))
     result = bench.run_subprocess("--models=fake", "--repeat=2")
     result.assert_outcomes(passed=2)
     assert result.stdout.str().count("SandboxWarning") == 1
+
+
+@pytest.mark.slow
+def test_an_agent_without_commands_runs_without_bwrap(bench: Bench) -> None:
+    bench.pytester.makeconftest(NO_BWRAP)
+    bench.server.add_rule(Rule(reply="done"))
+    bench.eval_file(
+        "agent",
+        "kind: agent\ntools: [read_file]\ncases:\n  - {id: x, prompt: Read., assert: "
+        "[{type: max-turns, value: 3}]}\n",
+    )
+    bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
 
 
 def test_a_second_model_reads_free_text_replies_in_shim_mode(bench: Bench) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -62,10 +63,14 @@ def test_writes_outside_do_not_reach_the_host(confined: Sandbox, workdir: Path) 
     assert not (Path("/tmp") / mark).exists()  # ...and not the host's
     confined.run(f'touch "$HOME/../{mark}"')
     assert not (workdir.parent / mark).exists()
-    for place in ("/usr", "/etc", "/var/tmp", str(Path.home())):
+    for place in ("/usr", "/etc", "/", "/usr/lib"):
         result = confined.run(f"touch {place}/{mark}")
         assert result.exit_code != 0, place
         assert "Read-only file system" in result.stderr
+        assert not (Path(place) / mark).exists()
+    for place in ("/var/tmp", str(Path.home())):  # not even there: nothing to write into
+        result = confined.run(f"touch {place}/{mark}")
+        assert result.exit_code != 0, place
         assert not (Path(place) / mark).exists()
 
 
@@ -201,14 +206,25 @@ def test_required_raises_without_bwrap(workdir: Path, monkeypatch: pytest.Monkey
         Sandbox(workdir, QUICK, mode="required")
 
 
-def test_auto_falls_back_with_one_notice(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_refuses_without_bwrap(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox_module, "_NOTICE", sandbox_module._OnceNotice())
-    assert fallback_notice() is None  # nothing fell back yet
-    Sandbox(workdir, QUICK, mode="auto")
-    assert fallback_notice() is None  # bwrap works here: no fallback
     monkeypatch.setattr(sandbox_module, "bwrap_path", lambda: None)
-    first = Sandbox(workdir, QUICK, mode="auto")
-    Sandbox(workdir, QUICK, mode="auto")
+    sandbox = Sandbox(workdir, QUICK, mode="auto")
+    assert sandbox.refusal is not None and "Debian's package 'bubblewrap'" in sandbox.refusal
+    result = sandbox.run(f"touch {workdir}/ran")
+    assert result.error == sandbox.refusal and result.exit_code is None
+    assert not (workdir / "ran").exists()
+    assert fallback_notice() is None  # nothing ran unconfined
+
+
+def test_off_runs_with_one_notice(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_module, "_NOTICE", sandbox_module._OnceNotice())
+    assert fallback_notice() is None  # nothing ran unconfined yet
+    Sandbox(workdir, QUICK, mode="required")
+    assert fallback_notice() is None  # bwrap works here: no notice
+    first = Sandbox(workdir, QUICK, mode="off")
+    Sandbox(workdir, QUICK, mode="off")
+    assert first.refusal is None
     result = first.run("echo fine")
     assert (result.sandboxed, result.stdout) == (False, "fine\n")
     assert fallback_notice() == FALLBACK_NOTICE
@@ -249,3 +265,95 @@ def test_concurrent_commands_are_bounded(workdir: Path, monkeypatch: pytest.Monk
 def test_set_max_concurrent_rejects_zero() -> None:
     with pytest.raises(ValueError, match=">= 1"):
         set_max_concurrent(0)
+
+
+# --- what a command sees (issue 15) -------------------------------------------------------------
+
+
+def test_the_host_is_not_there(confined: Sandbox, workdir: Path, tmp_path: Path) -> None:
+    """Only the system, a minimal /etc, the Python and the workdir: not $HOME, not the project
+    checkout, not another item's workdir, not the host's processes."""
+    other = tmp_path / "other-item"
+    other.mkdir()
+    (other / "notes.txt").write_text("another item's file")
+    checkout = Path(__file__).resolve().parents[1]
+    probes = {
+        "cat /etc/shadow": "No such file",
+        f"ls {Path.home()}/.bashrc": "No such file",
+        f"cat {other}/notes.txt": "No such file",
+        f"cat {checkout}/pyproject.toml": "No such file",
+        f"ls {checkout}/tests": "No such file",
+        "ls /etc/ssh /etc/apt /etc/pip.conf": "No such file",
+        "ls /var /home /root/.cache": "No such file",
+    }
+    for command, error in probes.items():
+        result = confined.run(command)
+        assert result.exit_code != 0, command
+        assert error in result.stderr, (command, result.stderr)
+    tools = confined.run("echo 'a b' | awk '{print $2}' && python3 -c 'print(6*7)' && id -un")
+    assert tools.exit_code == 0 and tools.stdout.startswith("b\n42\n"), tools
+    processes = confined.run("ls /proc | grep -c '^[0-9]'")
+    assert int(processes.stdout) <= 5, "the host's processes are visible"
+    assert str(os.getpid()) not in confined.run("ls /proc").stdout.split()
+
+
+def test_without_bwrap_a_command_cannot_read_this_process(tmp_path: Path) -> None:
+    """sandbox: off: the child's environment is the allowlist, and this process's own
+    /proc/PID/environ and mem are closed to it (even as root: it drops every capability)."""
+    planted = "sk-PLANTED-" + uuid.uuid4().hex
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from pytest_llmbench.agent.sandbox import Sandbox, SandboxLimits\n"
+        "box = Sandbox(Path(sys.argv[1]), SandboxLimits(timeout_s=10), 'off')\n"
+        "r = box.run('env; cat /proc/$PPID/environ; head -c 64 /proc/$PPID/mem; "
+        "cat /proc/$PPID/cmdline; echo; grep CapEff /proc/self/status')\n"
+        "print(r.stdout); print(r.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        env={**os.environ, "OPENAI_API_KEY": planted},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert planted not in done.stdout and "PLANTED" not in done.stdout
+    assert "/proc/" in done.stdout and "environ: Permission denied" in done.stdout
+    assert "mem' for reading: Permission denied" in done.stdout
+    assert "CapEff:\t0000000000000000" in done.stdout
+
+
+def test_disk_size_limit_stops_the_command(workdir: Path) -> None:
+    limits = SandboxLimits(timeout_s=20.0, max_disk_mb=20, max_file_mb=8)
+    box = Sandbox(workdir, limits, mode="required")
+    result = box.run("i=0; while true; do i=$((i+1)); head -c 4000000 /dev/zero > f$i; done")
+    assert result.disk_limit_hit == "the workdir holds more than 20 MB"
+    assert not result.timed_out and result.duration_s < 10
+    used = sum(p.stat().st_blocks * 512 for p in workdir.iterdir()) / 1024 / 1024
+    assert 20 < used < 20 + 200, f"{used:.0f} MB"  # bounded: a poll interval's writes at most
+    # A full workdir runs nothing more until files are removed.
+    again = box.run("echo more > g")
+    assert again.error is not None and "remove files" in again.error
+    assert not (workdir / "g").exists()
+
+
+def test_entry_limit_stops_the_command(workdir: Path) -> None:
+    limits = SandboxLimits(timeout_s=20.0, max_entries=300)
+    box = Sandbox(workdir, limits, mode="required")
+    result = box.run("i=0; while true; do i=$((i+1)); : > f$i; done")
+    assert result.disk_limit_hit == "the workdir holds more than 300 entries"
+    assert 300 < len(list(workdir.iterdir())) < 300 + 20_000
+
+
+def test_a_command_that_ends_over_the_limit_is_reported(workdir: Path) -> None:
+    box = Sandbox(workdir, SandboxLimits(timeout_s=20.0, max_entries=10), mode="required")
+    result = box.run("touch a b c d e f g h i j k l")  # faster than a poll
+    assert result.disk_limit_hit == "the workdir holds more than 10 entries"
+    assert result.exit_code == 0
+
+
+def test_a_nul_in_a_command_is_an_error_result(confined: Sandbox) -> None:
+    result = confined.run("echo a\0b")
+    assert result.error is not None and "null byte" in result.error

@@ -1,12 +1,20 @@
 """Run one shell command for an agent, confined.
 
-:class:`Sandbox` runs ``/bin/sh -c command`` in an item's workdir. Under bubblewrap the system
-is read-only, ``/tmp`` is private, only the workdir is writable and there is no network (a fresh
-network namespace). Always, bwrap or not: a clean environment (no inherited secrets), rlimits
-on CPU time, address space, file size and core dumps, a cap on the number of processes, a
-wall-clock timeout that kills the whole process group, and output read with a size cap. Where
-bwrap does not work, mode ``"auto"`` falls back to those limits alone and
-:func:`fallback_notice` says so once; mode ``"required"`` raises :class:`SandboxUnavailable`.
+:class:`Sandbox` runs ``/bin/sh -c command`` in an item's workdir. Under bubblewrap a command
+sees a filesystem of its own: the system directories it needs to run tools (``/usr``, ``/bin``,
+``/lib``, the Python that runs pytest) read-only, a minimal ``/etc`` (no ``shadow``, no keys),
+a private ``/tmp``, ``/dev`` and ``/proc`` (its own PID namespace: the host's processes are not
+there), its workdir, and nothing else: not ``$HOME``, not the project checkout, not other items'
+workdirs. It has no network (a fresh network namespace) and no capabilities. Always, bwrap or
+not: an environment built from an allowlist (never a credential), rlimits on CPU time, address
+space, file size and core dumps, a cap on the number of processes, a bound on what the workdir
+may hold (size and entries: the command is killed past it), a wall-clock timeout that kills the
+whole process group, and output read with a size cap.
+
+Where bwrap does not work, mode ``"auto"`` and ``"required"`` refuse to run commands (the
+refusal names the Debian package to install). Mode ``"off"`` is the explicit opt-out: commands
+run with those limits only, this process is made non-dumpable so that a command cannot read
+its environment through ``/proc``, and a command run as root drops every capability.
 
 RLIMIT_NPROC does not bind root (the kernel exempts uid 0, inside bwrap's user namespace too),
 so when running as root the process cap is a pids cgroup made for each command instead; where
@@ -15,14 +23,19 @@ none can be made, :attr:`Sandbox.process_limit` is ``"none"``.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import ctypes
 import dataclasses
 import functools
+import glob
 import itertools
 import os
 import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -33,14 +46,34 @@ from typing import IO
 
 #: The PATH commands see; nothing of the caller's own PATH leaks in.
 CLEAN_PATH = "/usr/local/bin:/usr/bin:/bin"
-FALLBACK_NOTICE = "bubblewrap (bwrap) not available: run_command runs with rlimits only"
+FALLBACK_NOTICE = (
+    "sandbox: off: run_command runs without bubblewrap, with rlimits and a scrubbed environment "
+    "only (it can read what this user can read on the host)"
+)
+#: Why commands are refused where bubblewrap does not work.
+BWRAP_MISSING = (
+    "run_command needs bubblewrap (bwrap), which does not work here: install Debian's package "
+    "'bubblewrap' (apt-get install bubblewrap), or opt out with 'sandbox: off' in the eval file "
+    "(commands then run unconfined, with limits and a scrubbed environment only)"
+)
 MODES = ("auto", "required", "off")
+#: System directories a command may read (and run tools from); the ones that exist are bound.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: What of /etc a command sees: what tools and the dynamic linker read, no secrets.
+ETC_ENTRIES = (
+    "alternatives", "debian_version", "group", "host.conf", "hosts", "ld.so.cache",
+    "ld.so.conf", "ld.so.conf.d", "locale.alias", "localtime", "magic", "magic.mime",
+    "mime.types", "nsswitch.conf", "os-release", "passwd", "protocols", "services", "timezone",
+)  # fmt: skip
+_ETC_GLOBS = ("/etc/python3*",)  # Debian's python3 reads its sitecustomize from there
 _MB = 1024 * 1024
 _CHUNK = 65536
 _PROBE_TIMEOUT_S = 10.0
 # Readers of a pipe still held open by a process that escaped the group are abandoned after this.
 _READER_JOIN_S = 2.0
 _CGROUP_REMOVE_TRIES = 100
+#: How often a running command's workdir is measured against the disk limits.
+_DISK_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -53,6 +86,8 @@ class SandboxLimits:
     max_processes: int = 64  #: processes and threads at once (pids cgroup or RLIMIT_NPROC)
     max_output_bytes: int = 16_000  #: per stream; past it the group is killed
     max_file_mb: int = 64  #: largest file a command may write (RLIMIT_FSIZE)
+    max_disk_mb: int = 512  #: what the workdir may hold in all; past it the group is killed
+    max_entries: int = 20_000  #: files, folders and links the workdir may hold; likewise
 
 
 @dataclass(frozen=True)
@@ -68,6 +103,7 @@ class CommandResult:
     duration_s: float  #: wall-clock seconds
     error: str | None = None  #: why it could not run at all
     process_limit_hit: bool = False  #: a fork was refused by the pids cgroup
+    disk_limit_hit: str | None = None  #: the workdir outgrew a limit (which), and was stopped
 
 
 class SandboxUnavailable(RuntimeError):
@@ -87,7 +123,8 @@ def bwrap_path() -> str | None:
 def _bwrap_works(path: str, sized_tmp: bool) -> bool:
     # bwrap can exist yet fail: user namespaces disabled, or a bwrap without some option.
     with tempfile.TemporaryDirectory(prefix="llmbench-bwrap-probe-") as tmp:
-        argv = _bwrap_argv(path, Path(tmp), SandboxLimits(), "true", sized_tmp)
+        view = View(writable=(Path(tmp),), cwd=Path(tmp))
+        argv = _bwrap_argv(path, view, SandboxLimits(), "true", sized_tmp)
         try:
             done = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT_S, check=False)
         except (OSError, subprocess.SubprocessError):
@@ -95,17 +132,85 @@ def _bwrap_works(path: str, sized_tmp: bool) -> bool:
     return done.returncode == 0
 
 
+@dataclass(frozen=True)
+class View:
+    """What of the host a command sees besides the system: folders it may write and read."""
+
+    writable: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()  #: files inside those folders it must not read
+    cwd: Path = Path("/")
+
+
+def _bind(path: str, how: str = "--ro-bind") -> list[str]:
+    """Mount ``path`` at the same place; a symlink stays a symlink (merged-/usr systems)."""
+    if os.path.islink(path):
+        return ["--symlink", os.readlink(path), path]
+    return [how, path, path] if os.path.exists(path) else []
+
+
+@functools.cache
+def _empty_file() -> Path:
+    """An empty, read-only file of this process, mounted over files a command must not read."""
+    fd, name = tempfile.mkstemp(prefix="llmbench-hidden-")
+    os.close(fd)
+    os.chmod(name, 0o444)
+    atexit.register(_remove_quietly, name)
+    return Path(name)
+
+
+def _remove_quietly(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+
+
+@functools.cache
+def _python_dirs() -> tuple[str, ...]:
+    """The folders of the Python that runs pytest and of its virtualenv (outside the system
+    directories), for the ``python3`` first on a command's PATH."""
+    prefixes = (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
+    found = [os.path.realpath(prefix) for prefix in prefixes]
+    outside = [p for p in found if not any(p == d or p.startswith(d + "/") for d in SYSTEM_DIRS)]
+    return tuple(dict.fromkeys(outside))
+
+
+def system_view() -> list[str]:
+    """bwrap arguments for the read-only system: tools, libraries, Python, a minimal /etc."""
+    args: list[str] = []
+    for folder in SYSTEM_DIRS:
+        args += _bind(folder)
+    for prefix in _python_dirs():
+        args += ["--ro-bind", prefix, prefix]
+    args += ["--dir", "/etc"]
+    entries = [f"/etc/{name}" for name in ETC_ENTRIES]
+    entries += sorted(path for pattern in _ETC_GLOBS for path in glob.glob(pattern))
+    for entry in entries:
+        args += _bind(entry)
+    return args
+
+
 def _bwrap_argv(
-    bwrap: str, workdir: Path, limits: SandboxLimits, command: str, sized_tmp: bool
+    bwrap: str, view: View, limits: SandboxLimits, command: str, sized_tmp: bool
 ) -> list[str]:
-    wd = str(workdir)
     # --size (bubblewrap >= 0.8) keeps a command from filling memory through the private /tmp
     size = ["--size", str(limits.memory_mb * _MB)] if sized_tmp else []
+    binds: list[str] = []
+    for folder in view.writable:
+        binds += ["--bind", str(folder), str(folder)]
+    for folder in view.read_only:
+        binds += ["--ro-bind", str(folder), str(folder)]
+    for secret in view.hidden:  # an empty file over it (bwrap mounts /dev/null nodev)
+        binds += ["--ro-bind", str(_empty_file()), str(secret)]
     return [
         bwrap,
-        *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
+        *system_view(),
+        *("--dev", "/dev", "--proc", "/proc"),
         *size,
-        *("--tmpfs", "/tmp", "--bind", wd, wd, "--chdir", wd),
+        # /tmp first: a workdir under /tmp is bound over the private /tmp, not hidden by it
+        *("--tmpfs", "/tmp", *binds, "--chdir", str(view.cwd)),
+        # the new root (with /etc and the mount points bwrap made) read-only; the mounts on it
+        # keep their own modes
+        *("--remount-ro", "/"),
         *("--unshare-all", "--die-with-parent", "--new-session"),
         # run as root, bwrap keeps every capability in the sandbox, and CAP_SYS_ADMIN could
         # remount the read-only root writable
@@ -269,14 +374,76 @@ def _rlimits(limits: SandboxLimits) -> list[tuple[int, int]]:
     return capped
 
 
-def _child_setup(rlimits: list[tuple[int, int]], cgroup_fd: int | None) -> Callable[[], None]:
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+@functools.cache
+def _last_capability() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        return 63  # the kernel refuses numbers past its last: harmless
+
+
+@functools.cache
+def protect_this_process() -> bool:
+    """Make this process non-dumpable: its ``/proc/PID/environ``, ``mem`` and the like are then
+    closed to its commands (to any process without CAP_SYS_PTRACE). Once; True when done."""
+    return int(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+
+
+def _child_setup(
+    rlimits: list[tuple[int, int]], cgroup_fd: int | None, drop_capabilities: bool
+) -> Callable[[], None]:
+    prctl, last = _libc().prctl, _last_capability()
+
     def setup() -> None:  # runs in the child between fork and exec: system calls only
         if cgroup_fd is not None:
             os.write(cgroup_fd, b"0")  # "0" moves the writing process
         for which, value in rlimits:
             resource.setrlimit(which, (value, value))
+        if drop_capabilities:
+            # root without bwrap: an empty bounding set leaves the exec'd shell no capability
+            # (no CAP_SYS_PTRACE to read this process's /proc entries, no CAP_DAC_OVERRIDE)
+            for capability in range(last + 1):
+                prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
+            prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
     return setup
+
+
+def disk_overrun(folder: Path, limits: SandboxLimits) -> str | None:
+    """Which limit ``folder`` passes (``max_disk_mb`` by blocks used, ``max_entries``), else
+    None. Stops counting at the first limit passed."""
+    entries = used = 0
+    stack = [str(folder)]
+    while stack:
+        try:
+            listing = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with listing:
+            for entry in listing:
+                entries += 1
+                if entries > limits.max_entries:
+                    return f"the workdir holds more than {limits.max_entries} entries"
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                used += info.st_blocks * 512
+                if used > limits.max_disk_mb * _MB:
+                    return f"the workdir holds more than {limits.max_disk_mb} MB"
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+    return None
 
 
 # --- running ----------------------------------------------------------------------------------
@@ -303,6 +470,7 @@ class _Group:
         self._proc = proc
         self._lock = threading.Lock()
         self._reaped = False
+        self._waiter: threading.Thread | None = None
 
     def kill(self) -> None:
         with self._lock:
@@ -311,10 +479,13 @@ class _Group:
 
     def exited_within(self, timeout_s: float) -> bool:
         """Wait for the leader to exit without reaping it; False on timeout."""
-        waiter = threading.Thread(target=_wait_unreaped, args=(self._proc.pid,), daemon=True)
-        waiter.start()
-        waiter.join(timeout_s)
-        return not waiter.is_alive()
+        if self._waiter is None:
+            self._waiter = threading.Thread(
+                target=_wait_unreaped, args=(self._proc.pid,), daemon=True
+            )
+            self._waiter.start()
+        self._waiter.join(max(0.0, timeout_s))
+        return not self._waiter.is_alive()
 
     def reap(self) -> int:
         with self._lock:
@@ -354,10 +525,13 @@ def _shell_exit_code(returncode: int) -> int:
 class Sandbox:
     """Runs shell commands for one agent in ``workdir``, confined and limited.
 
-    ``mode``: ``"auto"`` uses bwrap when it works, else rlimits only (with a notice once);
-    ``"required"`` raises :class:`SandboxUnavailable` when bwrap does not work; ``"off"`` uses
-    rlimits only. ``path_prefix`` puts directories (say, a virtualenv's ``bin``) before
-    :data:`CLEAN_PATH`.
+    ``mode``: ``"auto"`` and ``"required"`` run commands under bwrap; where it does not work,
+    ``"required"`` raises :class:`SandboxUnavailable` at once and ``"auto"`` refuses each command
+    (:attr:`refusal` says why, for callers that fail the item up front). ``"off"`` runs them
+    with the limits only (see the module). ``path_prefix`` puts directories (say, a
+    virtualenv's ``bin``) before :data:`CLEAN_PATH`. ``writable=False`` mounts the workdir
+    read-only; ``read_only`` folders are visible too, ``hidden`` files inside them are not;
+    ``cwd`` is where commands start (the workdir by default).
     """
 
     def __init__(
@@ -367,17 +541,33 @@ class Sandbox:
         mode: str = "auto",
         *,
         path_prefix: Sequence[Path] = (),
+        writable: bool = True,
+        read_only: Sequence[Path] = (),
+        hidden: Sequence[Path] = (),
+        cwd: Path | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"sandbox mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.workdir = Path(workdir).resolve()
         self.limits = limits
         self.mode = mode
+        self.writable = writable
         self._path = ":".join([*(str(p) for p in path_prefix), CLEAN_PATH])
+        mounted = (self.workdir,) if writable else ()
+        self.view = View(
+            writable=mounted,
+            read_only=tuple(
+                Path(p).resolve() for p in [*read_only, *(() if writable else [workdir])]
+            ),
+            hidden=tuple(Path(p) for p in hidden),
+            cwd=Path(cwd).resolve() if cwd is not None else self.workdir,
+        )
         self._bwrap = None if mode == "off" else bwrap_path()
-        if self._bwrap is None and mode == "required":
-            raise SandboxUnavailable("sandbox: required, but bubblewrap (bwrap) does not work here")
-        if self._bwrap is None and mode == "auto":
+        #: why commands are refused (bwrap does not work and the mode does not opt out)
+        self.refusal = BWRAP_MISSING if self._bwrap is None and mode != "off" else None
+        if self.refusal is not None and mode == "required":
+            raise SandboxUnavailable(f"sandbox: required, but {self.refusal}")
+        if mode == "off":
             _NOTICE.arm()
         parent = _pids_cgroup_parent()
         self._cgroup_parent = parent
@@ -391,8 +581,13 @@ class Sandbox:
 
     def run(self, command: str) -> CommandResult:
         """Run ``command`` with ``/bin/sh -c``; blocks (callers use ``asyncio.to_thread``)."""
+        if self.refusal is not None:
+            return self._failure(self.refusal)
         if not self.workdir.is_dir():
             return self._failure(f"workdir {self.workdir} is not a directory")
+        full = self.writable and disk_overrun(self.workdir, self.limits)
+        if full:
+            return self._failure(f"{full}: remove files before running commands", full)
         slots = _SLOTS  # the one acquired is the one released, even if the bound changes
         with slots:
             try:
@@ -414,18 +609,26 @@ class Sandbox:
         if self._bwrap is None:
             return ["/bin/sh", "-c", command]
         sized = _bwrap_works(self._bwrap, sized_tmp=True)
-        return _bwrap_argv(self._bwrap, self.workdir, self.limits, command, sized)
+        return _bwrap_argv(self._bwrap, self.view, self.limits, command, sized)
 
     def _env(self) -> dict[str, str]:
-        return {"PATH": self._path, "HOME": str(self.workdir), "LANG": "C.UTF-8"}
+        home = self.workdir if self.writable else Path("/tmp")
+        return {"PATH": self._path, "HOME": str(home), "LANG": "C.UTF-8"}
 
     def _run_in(self, command: str, cgroup: _PidsCgroup | None) -> CommandResult:
-        setup = _child_setup(_rlimits(self.limits), cgroup.procs_fd if cgroup else None)
+        unconfined = self._bwrap is None
+        if unconfined:
+            protect_this_process()  # before the fork: the child must not read our environ
+        setup = _child_setup(
+            _rlimits(self.limits),
+            cgroup.procs_fd if cgroup else None,
+            drop_capabilities=unconfined and os.geteuid() == 0,
+        )
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
                 self._argv(command),
-                cwd=self.workdir,
+                cwd=self.view.cwd,
                 env=self._env(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -433,7 +636,7 @@ class Sandbox:
                 start_new_session=True,
                 preexec_fn=setup,  # runs before the fds are closed, so it can join the cgroup
             )
-        except (OSError, subprocess.SubprocessError) as exc:
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL
             return self._failure(f"cannot start /bin/sh: {type(exc).__name__}: {exc}")
         result = self._collect(proc, started)
         hit = cgroup is not None and cgroup.limit_hit()
@@ -446,12 +649,14 @@ class Sandbox:
         readers = [_CappedReader(s, cap, group.kill) for s in (proc.stdout, proc.stderr)]
         for reader in readers:
             reader.start()
-        timed_out = not group.exited_within(self.limits.timeout_s)
+        timed_out, overrun = self._watch(group, started)
         group.kill()  # the timed-out command, or background jobs it left behind
         returncode = group.reap()
         for reader in readers:
             reader.join(_READER_JOIN_S)
         out, err = readers
+        if overrun is None and self.writable:
+            overrun = disk_overrun(self.workdir, self.limits)  # written in the last moments
         return CommandResult(
             exit_code=None if timed_out else _shell_exit_code(returncode),
             stdout=out.text(),
@@ -460,7 +665,21 @@ class Sandbox:
             truncated=out.overflowed or err.overflowed,
             sandboxed=self.sandboxed,
             duration_s=time.monotonic() - started,
+            disk_limit_hit=overrun,
         )
 
-    def _failure(self, error: str) -> CommandResult:
-        return CommandResult(None, "", "", False, False, self.sandboxed, 0.0, error=error)
+    def _watch(self, group: _Group, started: float) -> tuple[bool, str | None]:
+        """Wait for the command; (timed out, the disk limit it passed) when it was stopped."""
+        deadline = started + self.limits.timeout_s
+        while not group.exited_within(min(_DISK_POLL_S, deadline - time.monotonic())):
+            if time.monotonic() >= deadline:
+                return True, None
+            overrun = disk_overrun(self.workdir, self.limits) if self.writable else None
+            if overrun is not None:
+                return False, overrun
+        return False, None
+
+    def _failure(self, error: str, overrun: str | None = None) -> CommandResult:
+        return CommandResult(
+            None, "", "", False, False, self.sandboxed, 0.0, error=error, disk_limit_hit=overrun
+        )

@@ -141,6 +141,8 @@ def format_command_result(result: CommandResult, sandbox: Sandbox) -> str:
         stops.append(f"printed more than {limits.max_output_bytes} bytes and was killed")
     if result.process_limit_hit:
         stops.append(f"hit the limit of {limits.max_processes} processes")
+    if result.disk_limit_hit is not None:
+        stops.append(f"was stopped: {result.disk_limit_hit} (the limit)")
     head = f"exit code: {result.exit_code}" if result.exit_code is not None else "exit code: none"
     lines = [f"{ERROR_PREFIX}the command {'; '.join(stops)}"] if stops else []
     lines.append(head)
@@ -182,7 +184,7 @@ BUILTIN_TOOLS: dict[str, ToolSpec] = {
         "run_command",
         "Run a shell command (/bin/sh -c) in the working directory and return its exit code and "
         "output. It runs sandboxed: no network, only the working directory is writable, and "
-        "time, memory and output are limited.",
+        "time, memory, disk and output are limited.",
         {
             "type": "object",
             "properties": {"command": _path_param("The shell command line")},

@@ -129,6 +129,9 @@ class Answerer:
             toolbox = Toolbox(workdir, agent.tools, sandbox, base_dir=plan.base_dir)
         except (SandboxUnavailable, ValueError) as exc:  # sandbox: required; a bad custom tool
             raise ProviderError(f"{plan.model.name}: {exc}", "config") from None
+        if sandbox.refusal is not None and _runs_commands(plan):
+            # Before any model call: an agent that cannot run its commands is not measured.
+            raise ProviderError(f"{plan.model.name}: {sandbox.refusal}", "config")
         return toolbox
 
     def _helper_target(self, judge: ModelProfile) -> CallTarget | ProviderError:
@@ -270,3 +273,13 @@ class Answerer:
         """Close the optimizer's store."""
         if self._optimizer is not None:
             self._optimizer.close()
+
+
+def _runs_commands(plan: CallPlan) -> bool:
+    """Whether the item runs shell commands: the ``run_command`` tool, a ``command`` check, or
+    the file's ``post_process``."""
+    agent = plan.agent
+    assert agent is not None
+    checks = (assertion.agent_check for assertion in plan.case.assertions)
+    commands = any(check is not None and check.base_type == "command" for check in checks)
+    return "run_command" in agent.tools or commands or agent.post_process is not None

@@ -199,6 +199,12 @@ class EvalSpec(_Strict):
         0, description="Numeric multiple choice answers count from 0 (default) or 1"
     )
 
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _sandbox_off(cls, value: Any) -> Any:
+        # YAML reads an unquoted `sandbox: off` as false: that is the opt-out it spells.
+        return "off" if value is False else value
+
     @field_validator("solver")
     @classmethod
     def _solver_ref(cls, value: str | None) -> str | None:
