@@ -280,6 +280,14 @@ def _add_validate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="Folder or file of profiles that the eval files' model names resolve against, as "
         "in a run (repeatable; default: profiles/ when it exists)",
     )
+    validate.add_argument(
+        "--allow-path",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="Folder outside the project (the current folder) that paths in eval files may lead "
+        "into, as in a run (repeatable)",
+    )
     validate.add_argument("-q", "--quiet", action="store_true", help="Print problems only")
     validate.set_defaults(command=validate_command)
 

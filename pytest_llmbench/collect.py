@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .config import get_run_config
+from .config import allowed_paths, get_run_config
 from .engine.plan import PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
 from .item import EvalItem, run_eval_case
 from .spec.variants import Variant
@@ -42,7 +42,8 @@ class EvalFile(pytest.File):
         from .spec.schema import EvalFileError
 
         try:
-            loaded = load_spec(self.path)
+            roots = (self.config.rootpath, *allowed_paths(self.config))
+            loaded = load_spec(self.path, roots)
         except EvalFileError as exc:
             raise self.CollectError(_relative(exc, self.config.rootpath)) from None
         try:

@@ -24,6 +24,7 @@ DEFAULT_PATTERN = "*.eval.yaml"
 #: The response cache's folder, relative to where pytest is invoked.
 DEFAULT_CACHE_DIR = ".llmbench-cache"
 RUN_CONFIG_KEY = pytest.StashKey["RunConfig"]()
+ALLOWED_PATHS_KEY = pytest.StashKey[tuple[Path, ...]]()
 
 #: (option dest, ini name, help, default). One table drives both the CLI and the ini file.
 _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
@@ -105,6 +106,16 @@ def add_options(parser: pytest.Parser) -> None:
         help="Folder or file of model profiles (repeatable; default: profiles/)",
     )  # fmt: skip
     parser.addini("llmbench_profiles", "Folders or files of model profiles", type="paths")
+    group.addoption(
+        "--allow-path", dest="llmbench_allow_path", action="append", default=None, metavar="DIR",
+        help="Folder outside the project that paths in eval files may lead into (repeatable; "
+        "replaces llmbench_allowed_paths)",
+    )  # fmt: skip
+    parser.addini(
+        "llmbench_allowed_paths",
+        "Folders outside the project that paths in eval files may lead into",
+        type="paths",
+    )
     group.addoption(
         "--rescore", dest="llmbench_rescore", action="store_true", default=None,
         help="Recompute scores from cached responses without calling models",
@@ -306,6 +317,24 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         check_models=check_models,
         skip_unavailable=skip_unavailable,
     )
+
+
+def allowed_paths(config: pytest.Config) -> tuple[Path, ...]:
+    """The folders besides the rootdir that paths in eval files may lead into, resolved:
+    ``--allow-path`` (from the invocation folder), else ``llmbench_allowed_paths`` (from the ini
+    file's folder). One that is not a folder is a ``UsageError``."""
+    known = config.stash.get(ALLOWED_PATHS_KEY, None)
+    if known is None:
+        given = config.getoption("llmbench_allow_path")
+        paths = [config.invocation_params.dir / raw for raw in given or ()]
+        source = "--allow-path"
+        if not given:
+            paths, source = list(config.getini("llmbench_allowed_paths")), "llmbench_allowed_paths"
+        missing = [str(path) for path in paths if not path.is_dir()]
+        if missing:
+            raise pytest.UsageError(f"llmbench: {source}: not a folder: {', '.join(missing)}")
+        known = config.stash[ALLOWED_PATHS_KEY] = tuple(path.resolve() for path in paths)
+    return known
 
 
 def _flag(config: pytest.Config, dest: str) -> bool:

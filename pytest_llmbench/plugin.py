@@ -49,6 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")
     # Bad options fail now, as a usage error.
+    _config.allowed_paths(config)
     run = _config.get_run_config(config) if _config.explicitly_configured(config) else None
     checking = run is not None and run.check_models
     if hasattr(config, "workerinput"):

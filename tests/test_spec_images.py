@@ -94,7 +94,8 @@ def test_type_comes_from_bytes_not_name(tmp_path: Path) -> None:
 def test_absolute_path_ignores_base_dir(tmp_path: Path) -> None:
     image = tmp_path / "a.png"
     image.write_bytes(IMAGES["png"])
-    assert check_image_ref(str(image), tmp_path / "elsewhere") == str(image.resolve())
+    checked = check_image_ref(str(image), tmp_path / "elsewhere", [tmp_path])
+    assert checked == str(image.resolve())
 
 
 def test_text_file_named_png_is_refused(tmp_path: Path) -> None:

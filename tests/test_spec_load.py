@@ -400,7 +400,8 @@ def test_jsonl_dataset_relative_path(tmp_path: Path) -> None:
     sub.mkdir()
     path = sub / "rows.eval.yaml"
     path.write_text("dataset: ../rows.jsonl\nassert: [contains]\n", encoding="utf-8")
-    first, second = load_spec(path).cases
+    # The rows are outside the eval file's folder but inside the project (as rootdir).
+    first, second = load_spec(path, [tmp_path]).cases
     assert (first.id, second.id) == ("r1", "row-2")
     # Without a file-level template a row's prompt is sent verbatim, braces and all.
     assert first.messages == ({"role": "user", "content": "Say hi to {{name}}"},)

@@ -17,6 +17,7 @@ from typing import Any
 from ..scoring.assertions import Assertion, parse_assertion
 from .datasets import DatasetError, DatasetRow, load_dataset
 from .datasets.rows import UNSAFE_ID
+from .paths import PathRefused, check_folder_entries, resolve_eval_path
 from .schema import (
     CaseSpec,
     EvalCase,
@@ -37,6 +38,8 @@ class _Place:
     path: Path
     document: LocatedDocument
     loc: tuple[Any, ...]  #: ``("cases", n)`` for an inline case, ``("dataset",)`` for a row
+    #: folders besides the eval file's that its paths may lead into (the rootdir, allowed ones)
+    roots: tuple[Path, ...] = ()
 
     @property
     def line(self) -> int:
@@ -71,8 +74,12 @@ class _PromptVariant:
     system: str | None
 
 
-def prompt_variants(spec: EvalSpec, path: Path, document: LocatedDocument) -> list[_PromptVariant]:
-    """The file's prompt variants; one unnamed variant (the file as written) without any."""
+def prompt_variants(
+    spec: EvalSpec, path: Path, document: LocatedDocument, roots: Sequence[Path] = ()
+) -> list[_PromptVariant]:
+    """The file's prompt variants; one unnamed variant (the file as written) without any.
+
+    A ``file://`` variant's file must be inside the eval file's folder or ``roots``."""
     if not spec.prompts:
         return [_PromptVariant(None, spec.prompt, spec.system)]
     if spec.prompt is not None:
@@ -83,7 +90,7 @@ def prompt_variants(spec: EvalSpec, path: Path, document: LocatedDocument) -> li
     for index, entry in enumerate(spec.prompts):
         line = document.line_of(("prompts", index)) or 1
         try:
-            variant = _prompt_variant(entry, index, path.parent)
+            variant = _prompt_variant(entry, index, path.parent, roots)
         except ValueError as exc:
             raise EvalFileError(path, line, f"prompts[{index}]: {exc}") from None
         assert variant.name is not None
@@ -95,7 +102,9 @@ def prompt_variants(spec: EvalSpec, path: Path, document: LocatedDocument) -> li
     return variants
 
 
-def _prompt_variant(entry: str | PromptVariantSpec, index: int, folder: Path) -> _PromptVariant:
+def _prompt_variant(
+    entry: str | PromptVariantSpec, index: int, folder: Path, roots: Sequence[Path]
+) -> _PromptVariant:
     """A variant from a template string, ``file://path`` or a mapping; ValueError when bad."""
     if isinstance(entry, str):
         key = "file" if entry.startswith("file://") else "prompt"
@@ -105,7 +114,7 @@ def _prompt_variant(entry: str | PromptVariantSpec, index: int, folder: Path) ->
     template = entry.prompt
     name = entry.name
     if entry.file is not None:
-        file = folder / entry.file
+        file = resolve_eval_path(entry.file, folder, roots)  # PathRefused is a ValueError
         try:
             template = file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -118,8 +127,14 @@ def _prompt_variant(entry: str | PromptVariantSpec, index: int, folder: Path) ->
 
 
 def expand_cases(
-    spec: EvalSpec, path: Path, document: LocatedDocument, variants: list[_PromptVariant]
+    spec: EvalSpec,
+    path: Path,
+    document: LocatedDocument,
+    variants: list[_PromptVariant],
+    roots: Sequence[Path] = (),
 ) -> list[EvalCase]:
+    """The file's cases, per prompt variant; the paths it names must lead inside the eval file's
+    folder or ``roots`` (see :mod:`.paths`)."""
     cases: list[EvalCase] = []
     for variant in variants:
         # Each variant is the file with its own `prompt` (and `system`) template.
@@ -128,9 +143,9 @@ def expand_cases(
         )
         own: list[EvalCase] = []
         if spec.dataset is not None:
-            own.extend(_dataset_cases(shaped, _Place(path, document, ("dataset",))))
+            own.extend(_dataset_cases(shaped, _Place(path, document, ("dataset",), tuple(roots))))
         for index, case in enumerate(spec.cases):
-            place = _Place(path, document, ("cases", index))
+            place = _Place(path, document, ("cases", index), tuple(roots))
             if variant.name is not None and variant.system is not None and case.system is not None:
                 raise place.error(
                     f"case {_inline_id(case, place)!r}: its `system` would replace the `system` "
@@ -245,7 +260,7 @@ def _images(place: _Place, refs: Sequence[str], base_dir: Path, case_id: str) ->
     checked = []
     for index, ref in enumerate(refs):
         try:
-            checked.append(check_image_ref(ref, base_dir))
+            checked.append(check_image_ref(ref, base_dir, place.roots))
         except ImageError as exc:
             raise place.error(f"case {case_id!r}: images[{index}]: {exc}", "images") from None
     return tuple(checked)
@@ -262,7 +277,9 @@ def _inline_id(case: CaseSpec, place: _Place) -> str:
 def _dataset_cases(spec: EvalSpec, place: _Place) -> list[EvalCase]:
     assert spec.dataset is not None
     try:
-        rows = load_dataset(spec.dataset, place.path.parent, needs_prompt=spec.prompt is None)
+        rows = load_dataset(
+            spec.dataset, place.path.parent, needs_prompt=spec.prompt is None, roots=place.roots
+        )
     except DatasetError as exc:
         raise place.error(f"dataset: {exc}") from None
     return [_row_case(spec, row, place) for row in rows]
@@ -330,14 +347,31 @@ def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any
 
 
 def _include_dirs(place: _Place, names: list[str]) -> tuple[Path, ...]:
-    """Folders relative to the eval file; each must exist (a collection error otherwise)."""
+    """Folders relative to the eval file, inside the project and holding no special file; each
+    must exist (a collection error otherwise)."""
     folders = []
     for name in dict.fromkeys(names):
-        folder = (place.path.parent / name).resolve()
-        if not folder.is_dir():
-            raise place.error(f"include_dirs: {name!r} is not a folder next to the eval file")
+        try:
+            folder = resolve_eval_path(name, place.path.parent, place.roots)
+            if not folder.is_dir():
+                raise place.error(f"include_dirs: {name!r} is not a folder next to the eval file")
+            check_folder_entries(folder)
+        except PathRefused as exc:
+            raise place.error(f"include_dirs: {exc}", "include_dirs") from None
         folders.append(folder)
     return tuple(folders)
+
+
+def _check_schema_files(place: _Place, assertions: Sequence[Assertion], own: int) -> None:
+    """A ``json-schema`` file is read when the answer is scored: its path is checked now."""
+    for index, assertion in enumerate(assertions):
+        if assertion.base_type != "json-schema" or not isinstance(assertion.value, str):
+            continue
+        try:
+            resolve_eval_path(assertion.value, place.path.parent, place.roots)
+        except PathRefused as exc:
+            at = ("assert", index) if index < own else ()
+            raise place.error(f"{assertion.type}: {exc}", *at) from None
 
 
 def _judge_metrics(place: _Place, names: list[str]) -> tuple[str, ...]:
@@ -355,6 +389,7 @@ def _assertions(
 ) -> tuple[Assertion, ...]:
     """The case's own assertions, then the file-level ones; each needs a value or expected."""
     assertions = tuple(parse_assertion(item) for item in [*own, *spec.assertions])
+    _check_schema_files(place, assertions, len(own))
     for index, assertion in enumerate(assertions):
         if assertion.agent_check is not None and spec.kind != "agent":
             mine = index < len(own)

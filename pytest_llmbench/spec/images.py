@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .paths import PathRefused, resolve_eval_path
+
 if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
 
@@ -42,10 +44,11 @@ class ImageError(ValueError):
     """An image reference that cannot be sent; the message is one line and names the ref."""
 
 
-def check_image_ref(ref: str, base_dir: Path) -> str:
+def check_image_ref(ref: str, base_dir: Path, roots: Sequence[Path] = ()) -> str:
     """Check one ``images:`` entry at collection; return the URL, or the file's absolute path.
 
-    A relative path is taken from ``base_dir`` (the eval file's folder). Raises
+    A relative path is taken from ``base_dir`` (the eval file's folder); a file must be inside
+    ``base_dir`` or ``roots`` and not a special file (:mod:`.paths`). Raises
     :class:`ImageError` for a missing, unreadable, too large or non-image file, a malformed
     data URL, or a URL scheme other than http(s).
     """
@@ -57,7 +60,10 @@ def check_image_ref(ref: str, base_dir: Path) -> str:
     if _URL_SCHEME.match(ref):
         _check_http_url(ref)
         return ref
-    path = (base_dir / Path(ref).expanduser()).resolve()
+    try:
+        path = resolve_eval_path(str(Path(ref).expanduser()), base_dir, roots)
+    except PathRefused as exc:
+        raise ImageError(str(exc)) from None
     _check_file(ref, path)
     return str(path)
 

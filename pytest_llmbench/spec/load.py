@@ -4,6 +4,7 @@ its cases (:mod:`.expand`), or raise :class:`~.schema.EvalFileError` naming file
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,12 @@ from .schema import (
 from .yamlsource import LocatedDocument, SourceError, load_located_file
 
 
-def load_spec(path: Path) -> LoadedEval:
-    """Load, validate and expand one eval file, or raise :class:`EvalFileError`."""
+def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
+    """Load, validate and expand one eval file, or raise :class:`EvalFileError`.
+
+    The files and folders it names must be inside its folder or ``roots`` (the rootdir and the
+    folders the user allowed), and no special file (:mod:`.paths`).
+    """
     try:
         document = load_located_file(path)
     except SourceError as exc:
@@ -35,8 +40,8 @@ def load_spec(path: Path) -> LoadedEval:
         raise EvalFileError(first.path, first.line, first.message, others) from None
     from .expand import expand_cases, prompt_variants
 
-    variants = prompt_variants(spec, path, document)
-    cases = expand_cases(spec, path, document, variants)
+    variants = prompt_variants(spec, path, document, roots)
+    cases = expand_cases(spec, path, document, variants, roots)
     agent = _agent_spec(spec, path, document)
     _check_solver(spec, path, document)
     if spec.solver is not None and agent is not None:

@@ -61,8 +61,9 @@ def validate_command(args: argparse.Namespace) -> int:
     if not evals and not profiles:
         shown = ", ".join(str(path) for path in args.paths)
         raise UsageFailure(f"no eval file (*{EVAL_SUFFIX}) or profile file found in {shown}")
+    roots = (Path.cwd(), *_allowed_paths(args.allow_path))
     checks, registry = check_profiles(_unique([*_profile_context(args.profiles), *profiles]))
-    checks += [check_eval_file(path, registry) for path in evals]
+    checks += [check_eval_file(path, registry, roots) for path in evals]
     for check in checks:
         if check.problem is not None or not args.quiet:
             print(check.text())
@@ -118,6 +119,14 @@ def _skipped_dir(folder: Path) -> bool:
     if any(fnmatch.fnmatch(folder.name, pattern) for pattern in _SKIPPED_DIRS):
         return True
     return (folder / "pyvenv.cfg").is_file()
+
+
+def _allowed_paths(given: Sequence[Path] | None) -> list[Path]:
+    """``--allow-path`` folders, resolved; one that is not a folder is a usage error."""
+    missing = [str(path) for path in given or () if not path.is_dir()]
+    if missing:
+        raise UsageFailure(f"--allow-path: not a folder: {', '.join(missing)}")
+    return [path.resolve() for path in given or ()]
 
 
 def _profile_context(given: Sequence[Path] | None) -> list[Path]:
@@ -186,13 +195,16 @@ def _profile_summary(file: Path, builtin: ProfileRegistry) -> str:
     return f"{_plural(len(profiles), 'profile')}, {_plural(len(sets), 'set')}"
 
 
-def check_eval_file(path: Path, registry: ProfileRegistry) -> FileCheck:
-    """Load ``path`` as collection does and resolve the models it names; never raises."""
+def check_eval_file(path: Path, registry: ProfileRegistry, roots: Sequence[Path] = ()) -> FileCheck:
+    """Load ``path`` as collection does and resolve the models it names; never raises.
+
+    ``roots``: the folders besides the file's own that the paths it names may lead into (the
+    project and the ``--allow-path`` folders)."""
     from .load import load_spec
     from .schema import EvalFileError
 
     try:
-        loaded = load_spec(path.absolute())  # messages name files as collection's do
+        loaded = load_spec(path.absolute(), roots)  # messages name files as collection's do
         _check_model_names(loaded, registry)
     except EvalFileError as exc:
         lines = [_located(each.path, each.line, each.message) for each in exc.problems()]

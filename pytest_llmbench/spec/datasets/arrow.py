@@ -76,6 +76,8 @@ def _hf_dataset_files(folder: Path, split: str | None) -> list[Path]:
 
 
 def _json_file(path: Path) -> dict[str, Any]:
+    if path.exists() and not path.is_file():  # a FIFO or a device would never end
+        raise DatasetError(f"{path.name} is not a regular file", path.parent)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

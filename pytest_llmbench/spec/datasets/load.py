@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from ..paths import PathRefused, check_folder_entries, resolve_eval_path
 from .arrow import hf_files, parquet_files, parquet_splits, table_records
 from .factory import factory_records
 from .rows import DatasetRow, Origin, Record, build_row, check_unique_ids
@@ -26,18 +27,25 @@ _FORMATS: dict[str, Format] = {
 
 
 def load_dataset(
-    source: DatasetSource, base_dir: Path, *, needs_prompt: bool = True
+    source: DatasetSource,
+    base_dir: Path,
+    *,
+    needs_prompt: bool = True,
+    roots: Sequence[Path] = (),
 ) -> list[DatasetRow]:
     """Read the rows of ``source``, its path (or factory module) taken relative to ``base_dir``.
 
-    With ``needs_prompt`` false (the eval file has a prompt template) a row may lack a prompt.
+    The file, or every file read from a folder, must be inside ``base_dir`` or ``roots`` (the
+    rootdir and the allowed folders) and be no special file (:mod:`..paths`). With
+    ``needs_prompt`` false (the eval file has a prompt template) a row may lack a prompt.
     Raises :class:`DatasetError` for any problem with the source or its rows.
     """
     if source.factory is not None:
         origin = Origin(None, "factory row", base_dir)
         records = factory_records(source.factory, source.args, base_dir)
     else:
-        origin, records = _open(source, _resolve_path(source, base_dir), needs_prompt)
+        path = _resolve_path(source, base_dir, roots)
+        origin, records = _open(source, path, needs_prompt, (base_dir, roots))
     rows = [build_row(record, source, origin, needs_prompt) for record in _select(records, source)]
     if not rows:
         empty = (
@@ -59,21 +67,29 @@ def _select(records: Iterator[Record], source: DatasetSource) -> Iterator[Record
     return itertools.islice(records, source.limit)
 
 
-def _resolve_path(source: DatasetSource, base_dir: Path) -> Path:
+def _resolve_path(source: DatasetSource, base_dir: Path, roots: Sequence[Path]) -> Path:
     assert source.path is not None
     try:
-        path = (base_dir / source.path).resolve()
-        found = path.exists()
-    except (OSError, ValueError) as exc:  # a name too long for the OS, a NUL in it
-        shown = source.path if len(source.path) <= 80 else source.path[:77] + "..."
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise DatasetError(f"bad dataset path {shown!r}: {reason}", base_dir) from None
-    if not found:
+        path = resolve_eval_path(source.path, base_dir, roots)
+    except PathRefused as exc:  # outside the project, special, or a name the OS refuses
+        raise DatasetError(str(exc), None) from None
+    if not path.exists():
         raise DatasetError(f"dataset file not found ({source.path!r} from {base_dir})", path)
     return path
 
 
-def _open(source: DatasetSource, path: Path, needs_prompt: bool) -> tuple[Origin, Iterator[Record]]:
+def _inside(file: Path, project: tuple[Path, Sequence[Path]]) -> Path:
+    """A file that a dataset folder leads to (a link, a ``state.json`` file name), checked as
+    the dataset path is: ``project`` is the eval file's folder and the other roots."""
+    try:
+        return resolve_eval_path(str(file), *project)
+    except PathRefused as exc:
+        raise DatasetError(str(exc), None) from None
+
+
+def _open(
+    source: DatasetSource, path: Path, needs_prompt: bool, project: tuple[Path, Sequence[Path]]
+) -> tuple[Origin, Iterator[Record]]:
     """The origin and the (lazy) records of the file or folder at ``path``."""
     form = _format_of(source, path)
     if form in ("csv", "jsonl"):
@@ -86,8 +102,15 @@ def _open(source: DatasetSource, path: Path, needs_prompt: bool) -> tuple[Origin
             return Origin(path, "row", path.parent), csv_records(text, source, path, needs_prompt)
         return Origin(path, "row", path.parent), jsonl_records(text, path)
     folder = path if path.is_dir() else path.parent
+    if path.is_dir():
+        try:
+            check_folder_entries(path)
+        except PathRefused as exc:
+            raise DatasetError(str(exc), None) from None
     files = parquet_files(source, path) if form == "parquet" else hf_files(source, path)
-    return Origin(path, "row", folder), table_records(files, form)
+    return Origin(path, "row", folder), table_records(
+        [_inside(file, project) for file in files], form
+    )
 
 
 def _format_of(source: DatasetSource, path: Path) -> Format:
