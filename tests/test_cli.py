@@ -738,7 +738,7 @@ def test_validate_reports_an_unexpected_error_in_one_line(
 ) -> None:
     import pytest_llmbench.spec.load
 
-    def failing_user_code(path: Path) -> None:
+    def failing_user_code(path: Path, roots: object = ()) -> None:
         raise ImportError("No module named 'helpers'")
 
     monkeypatch.setattr(pytest_llmbench.spec.load, "load_spec", failing_user_code)

@@ -332,7 +332,7 @@ def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any
     assertions = _assertions(spec, place, own, case)
     threshold = case.pop("threshold")
     metrics = _judge_metrics(place, [*spec.judge_metrics, *case.pop("judge_metrics")])
-    folders = _include_dirs(place, [*spec.include_dirs, *case.pop("include_dirs")])
+    folders = _include_dirs(place, spec.include_dirs, case.pop("include_dirs"))
     return EvalCase(
         id=case.pop("case_id"),
         assertions=assertions,
@@ -346,19 +346,21 @@ def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any
     )
 
 
-def _include_dirs(place: _Place, names: list[str]) -> tuple[Path, ...]:
-    """Folders relative to the eval file, inside the project and holding no special file; each
-    must exist (a collection error otherwise)."""
-    folders = []
-    for name in dict.fromkeys(names):
-        try:
-            folder = resolve_eval_path(name, place.path.parent, place.roots)
-            if not folder.is_dir():
-                raise place.error(f"include_dirs: {name!r} is not a folder next to the eval file")
-            check_folder_entries(folder)
-        except PathRefused as exc:
-            raise place.error(f"include_dirs: {exc}", "include_dirs") from None
-        folders.append(folder)
+def _include_dirs(place: _Place, shared: list[str], own: list[str]) -> tuple[Path, ...]:
+    """The file's folders then the case's, relative to the eval file, inside the project and
+    holding no special file; each must exist (a collection error at its entry otherwise)."""
+    folders: dict[Path, None] = {}
+    for names, key in ((shared, ("include_dirs",)), (own, (*place.loc, "include_dirs"))):
+        for index, name in enumerate(names):
+            line = place.document.line_of((*key, index)) or place.line
+            try:
+                folder = resolve_eval_path(name, place.path.parent, place.roots)
+                if not folder.is_dir():
+                    raise PathRefused(f"{name!r} is not a folder next to the eval file")
+                check_folder_entries(folder)
+            except PathRefused as exc:
+                raise EvalFileError(place.path, line, f"include_dirs: {exc}") from None
+            folders[folder] = None
     return tuple(folders)
 
 

@@ -34,7 +34,7 @@ def resolve_eval_path(name: str, folder: Path, roots: Sequence[Path] = ()) -> Pa
     path outside them, a special file (FIFO, socket, device, anything under /proc, /sys, /dev)
     or a name the OS cannot take (a NUL, too long, a link loop).
     """
-    shown = name if len(name) <= 80 else name[:77] + "..."
+    shown = name if len(name) <= 200 else name[:197] + "..."
     try:
         written = Path(os.path.normpath(folder / name))
         path = (folder / name).resolve()

@@ -7,6 +7,7 @@ folder or factory, and builds one :class:`DatasetRow` per selected record.
 from __future__ import annotations
 
 import itertools
+import os
 import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -82,7 +83,8 @@ def _inside(file: Path, project: tuple[Path, Sequence[Path]]) -> Path:
     """A file that a dataset folder leads to (a link, a ``state.json`` file name), checked as
     the dataset path is: ``project`` is the eval file's folder and the other roots."""
     try:
-        return resolve_eval_path(str(file), *project)
+        # Named from the eval file's folder, as the dataset path is written.
+        return resolve_eval_path(os.path.relpath(file, project[0]), *project)
     except PathRefused as exc:
         raise DatasetError(str(exc), None) from None
 
