@@ -291,6 +291,20 @@ def test_a_save_to_disk_folder_naming_files_outside_is_refused(pytester: pytest.
     )
 
 
+def test_a_dataset_image_column_leading_outside_is_refused(
+    pytester: pytest.Pytester, outside: Path
+) -> None:
+    (outside / "i.png").write_bytes(PNG)
+    rows = [{"id": "r", "prompt": "hi", "images": str(outside / "i.png")}]
+    pytester.path.joinpath("rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    pytester.makefile(".eval.yaml", rows="dataset: rows.jsonl\nassert: [is-json]\n")
+    result = collect(pytester)
+    result.stdout.fnmatch_lines(
+        [f"rows.eval.yaml:1: case 'r': images[[]0]: '{outside}/i.png' is outside the project*"]
+    )
+    assert collect(pytester, f"--allow-path={outside}").ret == pytest.ExitCode.OK
+
+
 # --- llmbench validate -------------------------------------------------------------------------
 
 

@@ -104,15 +104,14 @@ def _open(
             return Origin(path, "row", path.parent), csv_records(text, source, path, needs_prompt)
         return Origin(path, "row", path.parent), jsonl_records(text, path)
     folder = path if path.is_dir() else path.parent
-    if path.is_dir():
-        try:
+    try:
+        if path.is_dir():  # a FIFO among a table's files would block its reader
             check_folder_entries(path)
-        except PathRefused as exc:
-            raise DatasetError(str(exc), None) from None
+    except PathRefused as exc:
+        raise DatasetError(str(exc), None) from None
     files = parquet_files(source, path) if form == "parquet" else hf_files(source, path)
-    return Origin(path, "row", folder), table_records(
-        [_inside(file, project) for file in files], form
-    )
+    files = [_inside(file, project) for file in files]
+    return Origin(path, "row", folder), table_records(files, form)
 
 
 def _format_of(source: DatasetSource, path: Path) -> Format:
