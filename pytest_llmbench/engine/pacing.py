@@ -5,7 +5,9 @@ most its share of the run's concurrency in flight (split between xdist workers),
 tokens per minute kept in a window, concurrency halved on HTTP 429 and recovered after. Serial
 files and models also take a :class:`~pytest_llmbench.engine.ratelimit.ProcessSlot`, a lock shared by
 the workers. A call answered from the response cache waits for none of these; ``--max-cost``
-stops new calls once this process's share of the budget is spent.
+stops new calls once this process's share of the budget is spent. Every call's messages pass
+the process's redaction here, the one door to the providers: a secret in a prompt or a tool
+result never leaves.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,11 +96,18 @@ class BudgetExceeded(Exception):
     """``--max-cost`` was reached: no new calls are started."""
 
 
+#: Messages about to be sent, with every secret replaced (the same object when none is).
+Redact = Callable[[Sequence[dict[str, Any]]], Sequence[dict[str, Any]]]
+
+
 class CallPacer:
     """Paces, caches and budgets the model calls of this process."""
 
-    def __init__(self, settings: PacerSettings, n_workers: int) -> None:
+    def __init__(
+        self, settings: PacerSettings, n_workers: int, *, redact: Redact | None = None
+    ) -> None:
         self._run = settings
+        self._redact = redact
         self._n_workers = max(1, n_workers)
         self._lanes: dict[tuple[str, bool], ModelLane] = {}
         self._slots: dict[str, ProcessSlot] = {}
@@ -140,6 +149,7 @@ class CallPacer:
         """One model call: from the cache, or paced by the model's lane, budgeted and cached."""
         from ..models.providers.litellm_adapter import acomplete, aembed, import_litellm
 
+        request = self._redacted(request)
         key, hit = self._cached(request)
         if hit is not None:
             return hit  # a fully cached run never imports litellm (seconds of start-up)
@@ -179,6 +189,14 @@ class CallPacer:
             self._response_cache().put(key, completion)
         wait = completion.rate_limit_wait_s + held.waited
         return dataclasses.replace(completion, rate_limit_wait_s=wait)
+
+    def _redacted(self, request: Request) -> Request:
+        if self._redact is None:
+            return request
+        messages = self._redact(request.messages)
+        if messages is request.messages:
+            return request
+        return dataclasses.replace(request, messages=messages)
 
     def _cached(self, request: Request) -> tuple[str | None, Completion | None]:
         mode = self._run.cache_mode

@@ -69,7 +69,7 @@ class Runtime:
             state_dir = session_state(self.config)[0]
             settings = PacerSettings.from_run(run, state_dir)
             answerer = Answerer(
-                CallPacer(settings, n_workers),
+                CallPacer(settings, n_workers, redact=self.redactor.messages),
                 self.targets.target,
                 n_workers,
                 judge_metrics=run.judge_metrics,
