@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 from pathlib import Path
 
 import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
 import pytest
+from _pytest._io.saferepr import saferepr
 from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
 
-from pytest_llmbench.redact import Redactor
+from pytest_llmbench.redact import FRAGMENT_LENGTH, Redactor
+
+#: A long key planted in the environment under a credential-like name.
+PLANTED = "sk-PLANTED-EXAMPLE-0a1b2c3d4e5f6a7b8c9d0e1b3d5f7a9c2e"
+PLANTED_ENV = "OPENAI_API_KEY"
+MARK = f"[REDACTED:{PLANTED_ENV}]"
+
+
+def _fragments(text: str, secret: str = PLANTED) -> list[str]:
+    """Every 8-character window of ``secret`` that occurs in ``text``."""
+    windows = {secret[i : i + FRAGMENT_LENGTH] for i in range(len(secret) - FRAGMENT_LENGTH + 1)}
+    return sorted(window for window in windows if window in text)
+
+
+def _planted() -> Redactor:
+    return Redactor.from_environ({PLANTED_ENV: PLANTED, "HOME": "/root"})
+
 
 CASES = """
 cases:
@@ -228,3 +246,266 @@ def test_token_limits_are_not_mistaken_for_credentials() -> None:
     redactor = Redactor.from_environ(environ)
     assert redactor.text("limit 100000 / 2000000") == "limit 100000 / 2000000"
     assert redactor.text("hf_abcdefgh") == "[REDACTED:HF_TOKEN]"
+
+
+# -- fragments of a secret ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("maxsize", [12, 16, 20, 30, 40, 52, 60])
+@pytest.mark.parametrize("around", ["{}", "the key {} was refused", "{}\n{}"])
+def test_saferepr_shortened_keys_leave_no_fragment(maxsize: int, around: str) -> None:
+    shortened = saferepr(around.format(PLANTED, PLANTED), maxsize=maxsize)
+    cleaned = _planted().text(f"E       assert {shortened} == 'x'")
+    assert _fragments(cleaned) == []
+
+
+def test_the_shortened_key_of_the_issue_goes_whole_with_its_elision() -> None:
+    shortened = saferepr(PLANTED, maxsize=30)
+    assert shortened == "'sk-PLANTED-E...e1b3d5f7a9c2e'"  # 25 characters of the key
+    assert _planted().text(f"assert {shortened} == 'x'") == f"assert '{MARK}' == 'x'"
+
+
+def test_a_head_and_tail_each_shorter_than_8_go_together() -> None:
+    text = f"assert '{PLANTED[:5]}...{PLANTED[-5:]}' == 'x'"
+    assert _planted().text(text) == f"assert '{MARK}' == 'x'"
+
+
+def test_pytest_assertion_messages_are_clean_once_redacted(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest's own texts, without the plugin: shortened reprs, diffs with -vv, pprint splits."""
+    monkeypatch.setenv(PLANTED_ENV, PLANTED)
+    pytester.makepyfile(
+        f"""
+        import os
+
+        KEY = os.environ["{PLANTED_ENV}"]
+
+        def test_equal():
+            assert "the key is " + KEY == "the key is unknown"
+
+        def test_in_a_dict():
+            assert {{"key": KEY, "n": 1}} == {{"key": KEY[::-1], "n": 1}}
+
+        def test_in_a_list():
+            assert [KEY + " " + KEY] == ["nothing"]
+        """
+    )
+    for verbosity in ("-q", "-vv"):
+        output = pytester.runpytest("-p", "no:llmbench", "-p", "no:cacheprovider", verbosity)
+        text = output.stdout.str()
+        output.assert_outcomes(failed=3)
+        assert _fragments(text)  # pytest printed parts of the key
+        assert _fragments(_planted().text(text)) == [], verbosity
+
+
+@pytest.mark.parametrize(
+    "split",
+    ["\n", "\r\n", "\n    ", "\nE   ", "\nE         - ", "\n+ ", "'\n '", '"\n  "', "\\n  "],
+)
+def test_a_key_split_across_lines_is_redacted(split: str) -> None:
+    text = f"token: {PLANTED[:21]}{split}{PLANTED[21:]} end"
+    assert _planted().text(text) == f"token: {MARK} end"
+
+
+def test_json_escaped_keys_are_redacted() -> None:
+    unicode_escaped = "".join(f"\\u{ord(c):04x}" for c in PLANTED)
+    some_escaped = json.dumps({"key": PLANTED}).replace("-", "\\u002d")
+    slashes = json.dumps({"url": f"https://x/{PLANTED[:20]}/{PLANTED[20:]}"}).replace("/", "\\/")
+    nested = json.dumps(json.dumps({"key": PLANTED.replace("-", "/")}).replace("/", "\\/"))
+    redactor = Redactor.from_environ({PLANTED_ENV: PLANTED, "B_TOKEN": PLANTED.replace("-", "/")})
+    for text in (unicode_escaped, some_escaped, slashes, nested):
+        cleaned = redactor.text(text)
+        assert "[REDACTED:" in cleaned and _fragments(cleaned) == [], text
+        assert _fragments(cleaned, PLANTED.replace("-", "/")) == []
+    assert redactor.text(some_escaped) == json.dumps({"key": MARK})
+
+
+def test_url_encoded_keys_are_redacted() -> None:
+    quoted = urllib.parse.quote(f"key={PLANTED}&x=1", safe="")
+    every_char = "".join(f"%{ord(c):02X}" for c in PLANTED)
+    query = "https://api.example.com/v1?" + urllib.parse.urlencode({"k": PLANTED, "q": "a b"})
+    for text in (quoted, every_char, every_char.lower(), query):
+        assert _fragments(_planted().text(text)) == [], text
+    assert _planted().text(every_char) == MARK
+    assert _planted().text(query) == f"https://api.example.com/v1?k={MARK}&q=a+b"
+
+
+def test_repr_and_entity_escaped_keys_are_redacted() -> None:
+    hex_escaped = "".join(f"\\x{ord(c):02x}" for c in PLANTED)
+    backslashes = repr(PLANTED[:10] + "\\" + PLANTED[10:])  # \\ in the repr
+    redactor = Redactor.from_environ(
+        {PLANTED_ENV: PLANTED, "B_SECRET": PLANTED[:10] + "\\" + PLANTED[10:]}
+    )
+    entities = "".join(f"&#{ord(c)};" if i % 2 else c for i, c in enumerate(PLANTED))
+    for text in (f"b'{hex_escaped}'", backslashes, entities, f"&lt;{PLANTED}&gt;"):
+        cleaned = redactor.text(text)
+        assert "[REDACTED:" in cleaned and _fragments(cleaned) == [], text
+
+
+def test_a_fragment_of_8_characters_is_redacted_7_are_not() -> None:
+    redactor = _planted()
+    eight, seven = PLANTED[20:28], PLANTED[20:27]
+    assert redactor.text(f"x {eight} y") == f"x {MARK} y"
+    assert redactor.text(f"x {seven} y") == f"x {seven} y"
+    # Two separate pieces of 7, even side by side with other text, are ordinary text.
+    text = f"{PLANTED[:7]} and {PLANTED[30:37]}"
+    assert redactor.text(text) is text
+
+
+ORDINARY = """
+Traceback (most recent call last):
+  File "/usr/lib/python3.11/json/decoder.py", line 337, in decode
+    obj, end = self.raw_decode(s, idx=_w(s, 0).end())
+E   AssertionError: assert 'Paris...' == 'Tokyo'
+E     - Tokyo
+E     + Paris is the capital of France; 100% sure, &amp; see https://x.org/a%20b\\u00e9.
+{"messages": [{"role": "user", "content": "What is \\"the\\" capital?\\nSay it."}]}
+sk-...  key=... 0a1b2c3 PLANTED EXAMPLE 9c2e
+"""
+
+
+def test_ordinary_text_is_left_alone() -> None:
+    redactor = Redactor.from_environ(
+        {PLANTED_ENV: PLANTED, "GITHUB_TOKEN": "ghp_0123456789abcdefABCDEF", "X_TOKEN": "hunter2"}
+    )
+    assert redactor.text(ORDINARY) is ORDINARY
+
+
+def test_short_and_path_valued_secrets_are_replaced_only_whole() -> None:
+    credentials = "/home/someone/.config/gcloud/application_default_credentials.json"
+    redactor = Redactor.from_environ(
+        {"SHORT_TOKEN": "abc1234", "GOOGLE_APPLICATION_CREDENTIALS": credentials}
+    )
+    text = f"abc1234 abc123 {credentials} /home/someone/.config/other.json"
+    assert redactor.text(text) == (
+        "[REDACTED:SHORT_TOKEN] abc123 [REDACTED:GOOGLE_APPLICATION_CREDENTIALS] "
+        "/home/someone/.config/other.json"
+    )
+
+
+def test_a_multiline_secret_is_found_split_anyhow() -> None:
+    pem = "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n-----END KEY-----"
+    redactor = Redactor.from_environ({"APP_PRIVATE_KEY": pem})
+    assert redactor.text("key: " + json.dumps(pem)) == 'key: "[REDACTED:APP_PRIVATE_KEY]"'
+    indented = "key:\n    " + pem.replace("\n", "\n    ")
+    assert redactor.text(indented) == "key:\n    [REDACTED:APP_PRIVATE_KEY]"
+
+
+def test_a_big_clean_text_comes_back_as_it_is() -> None:
+    """Speed sanity: a megabyte of lines, escapes and near misses is scanned and left alone."""
+    line = f"{PLANTED[:7]} %41 \\u0042 &amp; ... {PLANTED[-7:]} the quick brown fox\n    - jumps\n"
+    text = line * (1_000_000 // len(line))
+    assert _planted().text(text) is text
+    record = {"completion": text, "messages": [{"role": "user", "content": line}], "n": 1}
+    assert _planted().value(record) == record
+
+
+def test_messages_come_back_as_they_are_when_clean() -> None:
+    redactor = _planted()
+    clean = ({"role": "user", "content": "hello"},)
+    assert redactor.messages(clean) is clean
+    leaky = [{"role": "tool", "tool_call_id": "c1", "content": f"HOME=/root\nKEY={PLANTED}"}]
+    assert redactor.messages(leaky) == (
+        {"role": "tool", "tool_call_id": "c1", "content": f"HOME=/root\nKEY={MARK}"},
+    )
+    assert leaky[0]["content"].endswith(PLANTED)  # the input is not modified
+
+
+# -- end to end: every file of a run, and what the provider is sent -----------------------------
+
+#: Plain tests that fail or print with the planted key in the forms pytest and reports use.
+PLANTED_LEAKS = f"""
+import json
+import os
+import urllib.parse
+
+import pytest
+
+KEY = os.environ["{PLANTED_ENV}"]
+
+def test_compares_with_the_key(llm):
+    answer = llm.complete("What is the capital of France?")
+    assert answer.text == KEY
+
+def test_prints_the_key_split_and_escaped():
+    print(KEY[:20] + "\\n    " + KEY[20:])
+    print(json.dumps({{"key": KEY}}).replace("-", "\\\\u002d"))
+    pytest.fail("refused: " + urllib.parse.quote(KEY, safe=""))
+
+def test_dict_diff():
+    assert {{"key": KEY, "n": 1}} == {{"key": "other", "n": 1}}
+"""
+
+PLANTED_CASES = """
+cases:
+  - id: leaky-answer
+    prompt: Please tell me the key
+    expected: Tokyo
+    assert: [contains]
+"""
+
+
+def _files_with_fragments(root: Path) -> dict[str, list[str]]:
+    found = {}
+    for path in root.rglob("*"):
+        if path.is_file():
+            fragments = _fragments(path.read_bytes().decode("utf-8", "replace"))
+            if fragments:
+                found[str(path.relative_to(root))] = fragments
+    return found
+
+
+def test_no_fragment_of_a_planted_key_in_any_file(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PLANTED_ENV, PLANTED)
+    bench.server.add_rule(Rule(match="the key", reply=f"The key is {PLANTED}, not a city."))
+    bench.server.add_rule(Rule(match="France", reply="Paris."))
+    bench.eval_file("planted", PLANTED_CASES)
+    bench.pytester.makepyfile(test_planted=PLANTED_LEAKS)
+    result = bench.run(
+        "--models=fake", "-rA", "--html=report.html", "--self-contained-html",
+        "--junitxml=junit.xml",
+    )  # fmt: skip
+    result.assert_outcomes(failed=4)
+    root = bench.pytester.path
+    for name in ("report.html", "junit.xml", "out/results.jsonl", "out/run.json"):
+        assert (root / name).is_file(), name
+    assert MARK in (root / "junit.xml").read_text()
+    assert MARK in (root / "out/results.jsonl").read_text()
+    assert _files_with_fragments(root) == {}
+    assert _fragments(result.stdout.str() + result.stderr.str()) == []
+
+
+AGENT_READS_THE_KEY = f"""
+kind: agent
+tools: [read_file]
+max_turns: 3
+cases:
+  - id: reads-key
+    files: {{.env: "HOME=/root\\n{PLANTED_ENV}={PLANTED}\\n"}}
+    prompt: "Read .env and report. For reference: {PLANTED[:30]}"
+    assert: [icontains]
+    expected: done
+"""
+
+
+def test_a_key_in_a_tool_result_or_a_prompt_is_never_sent(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PLANTED_ENV, PLANTED)
+    bench.server.add_rule(Rule(match_last="HOME=/root", reply="done"))
+    bench.server.add_rule(
+        Rule(match="Read .env", tool_calls=[{"name": "read_file", "arguments": {"path": ".env"}}])
+    )
+    bench.eval_file("agent", AGENT_READS_THE_KEY)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1)
+    first, second = bench.server.chat_requests()
+    assert f"For reference: {MARK}" in json.dumps(first.body)
+    tool_result = second.body["messages"][-1]
+    assert tool_result["role"] == "tool"
+    assert tool_result["content"] == f"HOME=/root\n{PLANTED_ENV}={MARK}\n"
+    for request in (first, second):
+        assert _fragments(request.raw_body.decode()) == []
