@@ -264,8 +264,8 @@ class Redactor:
     def _joined(self, canonical: str, runs: list[_Run]) -> list[_Run]:
         """Runs in order, overlapping ones merged, each with the elided rest of its secret."""
         merged: list[_Run] = []
-        for run in sorted(runs, key=lambda r: (r.start, -r.end)):
-            run = self._with_elided(canonical, run)
+        grown = [self._with_elided(canonical, run) for run in runs]
+        for run in sorted(grown, key=lambda r: (r.start, -r.end)):
             if merged and run.start <= merged[-1].end:
                 last = merged[-1]
                 if run.end > last.end:
