@@ -5,7 +5,7 @@ process that runs them holds a planted API key in its environment and in a host 
 another item's workdir and a listening socket sit beside it. Every attempt must fail, and no
 output, file or process of the attempt may carry the key out or outlive it. The agent-level
 attempts (a scorer the agent wrote for ``post_process``, tool results sent to the provider) are
-in ``test_agent.py``; the run-wide scan of every artifact is in ``test_secrets_scan.py``.
+in ``test_agent.py``; the run-wide scan of every artifact is in ``test_redact.py``.
 """
 
 from __future__ import annotations

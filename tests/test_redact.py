@@ -509,3 +509,101 @@ def test_a_key_in_a_tool_result_or_a_prompt_is_never_sent(
     assert tool_result["content"] == f"HOME=/root\n{PLANTED_ENV}={MARK}\n"
     for request in (first, second):
         assert _fragments(request.raw_body.decode()) == []
+
+
+#: One run with every kind of output: a failing answer, a provider error that echoes the key, a
+#: judge shown the answer, an agent whose command output holds the key, post_process, plain
+#: tests, the response cache, the CI step summary, pytest-html and JUnit XML.
+WHOLE_RUN_EVAL = """
+cases:
+  - id: leaky-answer
+    prompt: Please tell me the key
+    expected: Tokyo
+    assert: [contains]
+  - id: judged
+    prompt: Please repeat the key for the judge
+    assert:
+      - {type: llm-rubric, value: says a city, judges: [fake2]}
+  - id: refused
+    prompt: This call is refused
+    assert: [contains]
+    expected: x
+"""
+
+WHOLE_RUN_AGENT = f"""
+kind: agent
+tools: [run_command, read_file]
+sandbox: required
+post_process: "python3 score.py {{results}}"
+max_turns: 3
+cases:
+  - id: agent-leaks
+    files: {{notes.txt: "{PLANTED_ENV}={PLANTED}"}}
+    prompt: Run the leaky command
+    assert: [{{type: tool-called, value: run_command}}]
+"""
+
+WHOLE_RUN_SCORER = """
+import json, sys
+item = json.load(open(sys.argv[1]))
+print("the answer was", item["answer"])
+print(json.dumps({"seen": len(item["transcript"])}))
+"""
+
+
+def test_no_fragment_of_a_planted_key_in_any_artifact_of_a_whole_run(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import FAKE_KEY_ENV
+
+    monkeypatch.setenv(PLANTED_ENV, PLANTED)
+    monkeypatch.setenv(FAKE_KEY_ENV, PLANTED)  # the fake profiles' own key is the planted one
+    summary = bench.pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    server = bench.server
+    server.add_rule(Rule(match="refused", status=401, error_message="bad key:", echo_auth=True))
+    server.add_rule(Rule(match="the key", reply=f"The key is {PLANTED}, not a city."))
+    server.add_rule(Rule(match_any="says a city", reply=f'{{"score": 0.1, "reason": "{PLANTED}"}}'))
+    server.add_rule(Rule(match="repeat the key", reply=f"Key: {PLANTED[:20]}\n{PLANTED[20:]}"))
+    server.add_rule(Rule(match_last="exit code", reply=f"Done, I saw {PLANTED}"))
+    command = f"cat notes.txt; echo {PLANTED[:25]}...{PLANTED[-12:]}"
+    server.add_rule(
+        Rule(
+            match="leaky command",
+            tool_calls=[{"name": "run_command", "arguments": {"command": command}}],
+        )
+    )
+    server.add_rule(Rule(match="France", reply="Paris."))
+    bench.eval_file("planted", WHOLE_RUN_EVAL)
+    bench.eval_file("agent", WHOLE_RUN_AGENT)
+    bench.pytester.makefile(".py", score=WHOLE_RUN_SCORER)
+    bench.pytester.makepyfile(test_planted=PLANTED_LEAKS)
+    result = bench.run(
+        "--models=fake", "-rA", "--html=report.html", "--self-contained-html",
+        "--junitxml=junit.xml", "--cache=use", "--cache-dir=cache", "--max-retries=0",
+    )  # fmt: skip
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) >= 5 and outcomes.get("errors", 0) >= 1, outcomes
+    root = bench.pytester.path
+    written = [
+        "report.html", "junit.xml", "out/results.jsonl", "out/run.json", "out/report.html",
+        "step-summary.md",
+    ]  # fmt: skip
+    for name in written:
+        assert (root / name).is_file(), name
+    assert any((root / "cache").rglob("*")), "the response cache was written"
+    records = {r["case_id"]: r for r in map(json.loads, (root / "out/results.jsonl").open())}
+    assert records["refused"]["outcome"] == "error"
+    assert set(records["agent-leaks"]["metrics"]) == {"seen"}  # post_process ran
+    # Every file the run wrote (the inputs planted beside them left out), and the terminal.
+    inputs = {"agent.eval.yaml", "planted.eval.yaml", "score.py", "test_planted.py"}
+    leaks = {
+        name: fragments
+        for name, fragments in _files_with_fragments(root).items()
+        if name not in inputs and "/workdir/" not in f"/{name}"
+    }
+    assert leaks == {}
+    assert _fragments(result.stdout.str() + result.stderr.str()) == []
+    # What the providers were sent: the agent's tool result and the judge's prompt, redacted.
+    for request in server.chat_requests():
+        assert _fragments(request.raw_body.decode()) == [], request.body

@@ -186,9 +186,22 @@ class CallPacer:
         lane.limiter.record_tokens(max(0, used - request.estimate))  # counted already
         self._spent += completion.cost_usd or 0.0
         if key is not None and self._run.cache_mode in ("use", "refresh"):
-            self._response_cache().put(key, completion)
+            self._response_cache().put(key, self._redacted_answer(completion))
         wait = completion.rate_limit_wait_s + held.waited
         return dataclasses.replace(completion, rate_limit_wait_s=wait)
+
+    def _redacted_answer(self, completion: Completion) -> Completion:
+        """``completion`` as the cache may keep it: a secret the model echoed is replaced (the
+        cache is a file on disk, often committed for ``--cache=replay``)."""
+        if self._redact is None:
+            return completion
+        said = {"role": "assistant", "content": completion.text}
+        answer = [{**said, "tool_calls": [dict(call) for call in completion.tool_calls]}]
+        (shown,) = self._redact(answer)
+        if shown is answer[0]:
+            return completion
+        calls = tuple(shown.get("tool_calls") or ())
+        return dataclasses.replace(completion, text=shown["content"], tool_calls=calls)
 
     def _redacted(self, request: Request) -> Request:
         if self._redact is None:
