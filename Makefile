@@ -22,6 +22,7 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $(STAMP)
 
 eval: $(STAMP)
+	@command -v bwrap >/dev/null || echo "note: bubblewrap is not installed: agent evals that run commands will be errors (apt-get install bubblewrap)"
 	$(BIN)/python -m pytest evals/ $(PYTEST_ARGS)
 
 test: $(STAMP)
