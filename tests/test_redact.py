@@ -551,8 +551,9 @@ print(json.dumps({"seen": len(item["transcript"])}))
 """
 
 
+@pytest.mark.parametrize("workers", ["0", "2"])
 def test_no_fragment_of_a_planted_key_in_any_artifact_of_a_whole_run(
-    bench: Bench, monkeypatch: pytest.MonkeyPatch
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, workers: str
 ) -> None:
     from conftest import FAKE_KEY_ENV
 
@@ -578,8 +579,9 @@ def test_no_fragment_of_a_planted_key_in_any_artifact_of_a_whole_run(
     bench.eval_file("agent", WHOLE_RUN_AGENT)
     bench.pytester.makefile(".py", score=WHOLE_RUN_SCORER)
     bench.pytester.makepyfile(test_planted=PLANTED_LEAKS)
-    result = bench.run(
-        "--models=fake", "-rA", "--html=report.html", "--self-contained-html",
+    run = bench.run if workers == "0" else bench.run_subprocess  # xdist in a process of its own
+    result = run(
+        "-n", workers, "--models=fake", "-rA", "--html=report.html", "--self-contained-html",
         "--junitxml=junit.xml", "--cache=use", "--cache-dir=cache", "--max-retries=0",
     )  # fmt: skip
     outcomes = result.parseoutcomes()
