@@ -14,6 +14,8 @@ from pytest_llmbench.spec.templating import render_template
 
 DATASETS_360 = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "360-eval"
 needs_360 = pytest.mark.skipif(not DATASETS_360.is_dir(), reason="360-eval datasets not present")
+#: Outside the project: allowed as ``--allow-path`` would.
+ALLOWED_360 = (DATASETS_360,)
 
 MINIMAL = """\
 description: Capital cities
@@ -44,22 +46,22 @@ def write(tmp_path: Path, text: str, name: str = "suite.eval.yaml") -> Path:
     return path
 
 
-def load(tmp_path: Path, text: str) -> LoadedEval:
-    return load_spec(write(tmp_path, text))
+def load(tmp_path: Path, text: str, roots: tuple[Path, ...] = ()) -> LoadedEval:
+    return load_spec(write(tmp_path, text), roots)
 
 
 def case_by_id(loaded: LoadedEval) -> dict[str, EvalCase]:
     return {case.id: case for case in loaded.cases}
 
 
-def error_of(tmp_path: Path, text: str | bytes) -> EvalFileError:
+def error_of(tmp_path: Path, text: str | bytes, roots: tuple[Path, ...] = ()) -> EvalFileError:
     path = tmp_path / "bad.eval.yaml"
     if isinstance(text, bytes):
         path.write_bytes(text)
     else:
         path.write_text(textwrap.dedent(text), encoding="utf-8")
     with pytest.raises(EvalFileError) as info:
-        load_spec(path)
+        load_spec(path, roots)
     return info.value
 
 
@@ -474,7 +476,7 @@ def test_360_eval_csv_loads(tmp_path: Path, name: str, mapping: str, rows: int) 
     source = DATASETS_360 / name
     extra = f", {mapping}" if mapping else ""
     text = f"threshold: 0.5\nassert: [contains]\ndataset: {{path: '{source}'{extra}}}\n"
-    cases = load(tmp_path, text).cases
+    cases = load(tmp_path, text, ALLOWED_360).cases
     assert len(cases) == rows
     assert len({case.id for case in cases}) == rows
     for case in cases:
@@ -487,7 +489,7 @@ def test_360_eval_csv_loads(tmp_path: Path, name: str, mapping: str, rows: int) 
 @needs_360
 def test_360_eval_multi_line_fields_survive(tmp_path: Path) -> None:
     source = DATASETS_360 / "sample-benchmark-prompts-data-extraction.csv"
-    first = load(tmp_path, f"dataset: '{source}'\n").cases[0]
+    first = load(tmp_path, f"dataset: '{source}'\n", ALLOWED_360).cases[0]
     assert first.id == "row-1"
     assert (
         first.expected
@@ -500,7 +502,7 @@ def test_360_eval_multi_line_fields_survive(tmp_path: Path) -> None:
 def test_360_eval_bom_header_columns_map(tmp_path: Path) -> None:
     source = DATASETS_360 / "sample-benchmark-prompts-customer-call-transcripts.csv"
     text = f"dataset: {{path: '{source}', id: Case ID, tags: Vertical}}\n"
-    first = load(tmp_path, text).cases[0]
+    first = load(tmp_path, text, ALLOWED_360).cases[0]
     assert first.id == "AC-H8K9L2"
     assert first.tags == ("Travel",)
     assert first.vars["Primary Issue"] == "Flight cancellation & rebooking"
@@ -510,7 +512,7 @@ def test_360_eval_bom_header_columns_map(tmp_path: Path) -> None:
 @needs_360
 def test_360_eval_bom_file_without_mapping_names_the_columns(tmp_path: Path) -> None:
     source = DATASETS_360 / "sample-benchmark-prompts-thinking-use-case.csv"
-    error = error_of(tmp_path, f"dataset: '{source}'\n")
+    error = error_of(tmp_path, f"dataset: '{source}'\n", ALLOWED_360)
     # The BOM is stripped: the column is reported as 'Prompt', not '\ufeffPrompt'.
     assert_error(error, tmp_path, 1, "no prompt column", "'Prompt'", "set dataset.prompt")
     assert "\ufeff" not in str(error)
