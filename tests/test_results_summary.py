@@ -1056,17 +1056,28 @@ def test_write_aggregates_writes_a_file_per_varied_axis(tmp_path: Path) -> None:
 
 
 def test_an_axis_that_only_renames_the_models_gets_no_file(tmp_path: Path) -> None:
-    # Two plain profiles: by profile, by tier and by prompt would be the leaderboard again.
+    # Two plain profiles: by profile and by tier would be the leaderboard again.
     records = [
-        vrec(model=name, case_id=case, score=1.0, profile=name, prompt_variant=prompt,
+        vrec(model=name, case_id=case, score=1.0, profile=name,
              model_tags={"tier": tier, "provider": "aws"})
-        for name, tier, prompt in (("a", "fast", "p1"), ("b", "flex", "p2"))
+        for name, tier in (("a", "fast"), ("b", "flex"))
         for case in ("x", "y")
     ]  # fmt: skip
     assert lb.varied_axes(lb.records_frame(records)) == []
     # A third model on a tier already taken makes the tier worth a table, not the profiles.
     records.append(vrec(model="c", score=0.5, profile="c", model_tags={"tier": "fast"}))
     assert lb.varied_axes(lb.records_frame(records)) == ["tag:provider", "tag:tier"]
+
+
+def test_an_axis_varied_on_purpose_gets_a_file_even_for_one_model() -> None:
+    # One model under --temperature-variations: each contestant is one temperature, yet the
+    # user asked for that axis, and by_temperature.csv is what the README promises.
+    records = [
+        vrec(model=f"a@t{t}", case_id=case, score=1.0, profile="a", temperature=t)
+        for t in (0.2, 0.7)
+        for case in ("x", "y")
+    ]
+    assert lb.varied_axes(lb.records_frame(records)) == ["temperature"]
 
 
 def mc(chosen: str | None, answer: str = "B") -> dict[str, Any]:

@@ -196,6 +196,19 @@ def test_temperature_variations_send_each_temperature_and_group_by_it(bench: Ben
     assert by_temperature.count("\n") == 4  # header + 3 temperatures
 
 
+def test_one_model_with_temperature_variations_writes_by_temperature(bench: Bench) -> None:
+    bench.eval_file(
+        "t",
+        "cases:\n  - {id: france, prompt: Capital of France?, expected: Paris, assert: [contains]}\n",
+    )
+    bench.server.add_rule(Rule(reply="Paris"))
+    result = bench.run("--models=fake", "--temperature-variations=2")
+    result.assert_outcomes(passed=3)
+    rows = bench.out("by_temperature.csv").read_text().splitlines()
+    # The fake profile sets temperature 0: its variations are 0, 0.25 and 0.5.
+    assert sorted(row.split(",")[1] for row in rows[1:]) == ["0", "0.25", "0.5"]
+
+
 def test_a_profile_temperature_is_the_base_of_its_variations(bench: Bench) -> None:
     # The `fake` profile sets temperature 0: it grows upwards in steps of 0.25.
     bench.eval_file("one", "cases: [{id: a, prompt: hi}]\n")

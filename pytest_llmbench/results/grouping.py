@@ -98,6 +98,9 @@ def ranked(board: pd.DataFrame, key: str, latency: bool) -> pd.DataFrame:
     return board
 
 
+#: Axes of the experiment matrix a user varies on purpose: a table for them is always written.
+REQUESTED_AXES = frozenset({"prompt_variant", "temperature"})
+
 #: Key of a board's ``attrs`` that tells a latency-only board (see :func:`format_leaderboard`).
 LATENCY_ONLY = "llmbench_latency_only"
 
@@ -108,7 +111,9 @@ def varied_axes(frame: pd.DataFrame) -> list[str]:
     :data:`GROUP_AXES` first, then ``tag:<name>`` for each name in ``model_tags``, sorted; an
     axis counts when it has at least 2 distinct values and does not merely rename the models
     (one value per model and one model per value, as ``profile`` in a run without prompt or
-    temperature variants): that table would be the leaderboard again.
+    temperature variants): that table would be the leaderboard again. The axes a run varies
+    on purpose (:data:`REQUESTED_AXES`) count whenever they vary: one model under
+    ``--temperature-variations`` still gets its ``by_temperature.csv``.
     """
     tags = sorted({name for value in frame.get("model_tags", ()) for name in as_dict(value)})
     axes = [axis for axis in GROUP_AXES if axis != "model"] + [f"tag:{name}" for name in tags]
@@ -118,7 +123,7 @@ def varied_axes(frame: pd.DataFrame) -> list[str]:
         values = axis_values(frame, axis)
         pairs = set(zip(models, values, strict=True))
         renames = len(pairs) == len(set(models)) == len(set(values))
-        if len(set(values)) >= 2 and not renames:
+        if len(set(values)) >= 2 and (axis in REQUESTED_AXES or not renames):
             found.append(axis)
     return found
 
