@@ -104,11 +104,17 @@ class CallPacer:
     """Paces, caches and budgets the model calls of this process."""
 
     def __init__(
-        self, settings: PacerSettings, n_workers: int, *, redact: Redact | None = None
+        self,
+        settings: PacerSettings,
+        n_workers: int,
+        *,
+        redact: Redact | None = None,
+        worker_index: int = 0,
     ) -> None:
         self._run = settings
         self._redact = redact
         self._n_workers = max(1, n_workers)
+        self._worker_index = worker_index % self._n_workers
         self._lanes: dict[tuple[str, bool], ModelLane] = {}
         self._slots: dict[str, ProcessSlot] = {}
         self._cache: ResponseCache | None = None
@@ -134,7 +140,7 @@ class CallPacer:
         return process_limit(self._run.concurrency, model, self._n_workers, file_parallel_safe)
 
     def _share(self, per_run: float | None) -> float | None:
-        return None if per_run is None else per_run / self._n_workers
+        return worker_share(per_run, self._n_workers, self._worker_index)
 
     def slot(self, name: str) -> ProcessSlot:
         """The lock named ``name``, shared by the xdist workers of this run."""
@@ -262,3 +268,21 @@ async def _holding(slots: Sequence[ProcessSlot]) -> AsyncIterator[None]:
         for slot in slots:
             await stack.enter_async_context(slot)
         yield
+
+
+def worker_share(per_run: float | None, n_workers: int, index: int) -> float | None:
+    """Worker ``index``'s share of a run-wide rate (requests or tokens per minute).
+
+    A window counts whole requests, so an even split that leaves each worker a fraction (3 rpm
+    over 2 workers: 1.5 each, 1 admitted) would waste the rest: the whole part is dealt out
+    instead, one more to the first workers (2 and 1), so the run uses all of it and never more.
+    A rate below one per worker stays a fraction (one start per longer window): a share of 0
+    would stop that worker for good.
+    """
+    if per_run is None or n_workers <= 1:
+        return per_run
+    whole = math.floor(per_run)
+    if whole < n_workers:
+        return per_run / n_workers
+    base, extra = divmod(whole, n_workers)
+    return float(base + (1 if index < extra else 0))

@@ -65,11 +65,14 @@ class Runtime:
 
             workerinput = getattr(self.config, "workerinput", None) or {}
             n_workers = int(workerinput.get("workercount", 1))
+            worker_index = _worker_index(str(workerinput.get("workerid", "gw0")))
             run = self.run
             state_dir = session_state(self.config)[0]
             settings = PacerSettings.from_run(run, state_dir)
             answerer = Answerer(
-                CallPacer(settings, n_workers, redact=self.redactor.messages),
+                CallPacer(
+                    settings, n_workers, redact=self.redactor.messages, worker_index=worker_index
+                ),
                 self.targets.target,
                 n_workers,
                 judge_metrics=run.judge_metrics,
@@ -150,3 +153,9 @@ def wait_notice_s(config: pytest.Config) -> float:
     if not 0 < value < float("inf"):
         raise pytest.UsageError(f"llmbench_wait_notice_s must be positive, got {raw!r}")
     return value
+
+
+def _worker_index(worker_id: str) -> int:
+    """``gw3`` -> 3 (xdist's worker ids); 0 for anything else."""
+    digits = worker_id.removeprefix("gw")
+    return int(digits) if digits.isdigit() else 0
