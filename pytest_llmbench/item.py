@@ -52,6 +52,13 @@ def _warn_sandbox_fallback() -> None:
         warnings.warn(notice, SandboxWarning, stacklevel=2)
 
 
+def _partial_agent_run(error: ProviderError) -> Any:
+    """The agent loop an error cut short (``ProviderError.partial``), or None."""
+    from .agent.loop import AgentRun
+
+    return error.partial if isinstance(error.partial, AgentRun) else None
+
+
 def reparse_node_id(item: pytest.Item) -> None:
     """Give the item the structured id that pytest parses from its node id string.
 
@@ -114,6 +121,8 @@ class EvalItem(pytest.Function):
         result.started_at = utc_now()
         answer = self._take()
         if isinstance(answer, ProviderError):
+            # An agent that errored mid-loop: its turns so far go into the record.
+            result.agent_run = _partial_agent_run(answer)
             # No traceback: it says nothing the message does not, and formatting one parses
             # source while the engine thread may be compiling (a CPython 3.11 ast race). Failed
             # outside the except block, so that the error is printed once, not as a chain.

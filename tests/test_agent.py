@@ -421,3 +421,31 @@ cases:
     assert "exit code" in write_out.lower() or write_out.startswith("error: ")
     assert endless.startswith("error: the command printed more than") and len(endless) < 20_000
     assert bomb.startswith("error: ")  # the process cap or the timeout stopped it
+
+
+def test_an_agent_that_errors_mid_loop_keeps_what_it_did(bench: Bench) -> None:
+    # Turn 1 writes a file; turn 2's call fails: the item errors, its record keeps turn 1.
+    bench.server.add_rule(Rule(match_last="wrote", status=500, error_message="overloaded"))
+    bench.server.add_rule(
+        Rule(
+            match="Write it",
+            tool_calls=[{"name": "write_file", "arguments": {"path": "a.txt", "content": "a"}}],
+        )
+    )
+    bench.eval_file(
+        "agent",
+        "kind: agent\ntools: [write_file]\ncases:\n"
+        "  - {id: x, prompt: Write it., assert: [{type: file-exists, path: a.txt}]}\n",
+    )
+    result = bench.run("--models=fake", "--max-retries=1")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["outcome"] == "error" and record["error_kind"] == "provider"
+    assert (record["turns"], record["tool_calls"], record["stopped"]) == (1, 1, "error")
+    assert record["tool_counts"] == {"write_file": 1}
+    roles = [message["role"] for message in record["transcript"]]
+    assert roles[-2:] == ["assistant", "tool"]
+    assert record["input_tokens"] and record["output_tokens"]  # turn 1 was answered, and counted
+    assert record["retries"] == 1  # the failed turn's retry
+    assert len(bench.server.chat_requests()) == 3  # turn 1, turn 2 and its retry
+    assert (Path(record["workdir"]) / "a.txt").read_text() == "a"

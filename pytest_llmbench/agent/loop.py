@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..models.providers.completion import Completion, Usage
+from ..models.providers.completion import Completion, ProviderError, Usage
 from .shim import (
     interpreter_messages,
     is_protocol_reply,
@@ -75,7 +75,7 @@ class AgentRun:
     turns: int  # model calls made
     tool_calls: tuple[ToolCall, ...]
     transcript: tuple[dict[str, Any], ...]  # every message: system/user/assistant/tool
-    stopped: str  # "answer" | "max_turns" | "seconds" | "tokens"
+    stopped: str  # "answer" | "max_turns" | "seconds" | "tokens" | "error" (the item errored)
     shimmed: bool  # tools went through the JSON-in-text shim
     usage: Usage  # summed over the turns (and a shim interpreter's calls)
     retries: int
@@ -144,6 +144,60 @@ async def run_agent(
     )
     totals = _Totals()
     calls: list[ToolCall] = []
+    try:
+        answer, stopped = await _loop(
+            complete, toolbox, transcript, params, calls, totals, schemas,
+            started=started, max_turns=max_turns, limit_seconds=limit_seconds,
+            limit_tokens=limit_tokens, shim=shim, tool_names=tool_names, interpret=interpret,
+        )  # fmt: skip
+    except ProviderError as exc:
+        # The item errors, but what it did up to there was done (and paid for): kept.
+        exc.partial = _run("", "error", calls, transcript, totals, shim)
+        exc.retries += totals.retries
+        raise
+    return _run(answer, stopped, calls, transcript, totals, shim)
+
+
+def _run(
+    answer: str,
+    stopped: str,
+    calls: list[ToolCall],
+    transcript: list[dict[str, Any]],
+    totals: _Totals,
+    shim: bool,
+) -> AgentRun:
+    return AgentRun(
+        answer=answer,
+        turns=totals.turns,
+        tool_calls=tuple(calls),
+        transcript=tuple(transcript),
+        stopped=stopped,
+        shimmed=shim,
+        usage=totals.usage,
+        retries=totals.retries,
+        cached=totals.turns > 0 and totals.all_cached,
+    )
+
+
+async def _loop(
+    complete: CompleteFn,
+    toolbox: ToolboxLike,
+    transcript: list[dict[str, Any]],
+    params: dict[str, Any],
+    calls: list[ToolCall],
+    totals: _Totals,
+    schemas: list[dict[str, Any]],
+    *,
+    started: float,
+    max_turns: int,
+    limit_seconds: float | None,
+    limit_tokens: int | None,
+    shim: bool,
+    tool_names: Sequence[str],
+    interpret: CompleteFn | None,
+) -> tuple[str, str]:
+    """The turns, filling ``transcript``, ``calls`` and ``totals`` as they go; the answer and
+    why the loop stopped."""
     answer, stopped = "", "max_turns"
     for turn in range(1, max_turns + 1):
         completion = await _call_within(complete, transcript, params, started, limit_seconds)
@@ -174,17 +228,7 @@ async def run_agent(
         if limit_seconds is not None and time.perf_counter() - started > limit_seconds:
             stopped = "seconds"
             break
-    return AgentRun(
-        answer=answer,
-        turns=totals.turns,
-        tool_calls=tuple(calls),
-        transcript=tuple(transcript),
-        stopped=stopped,
-        shimmed=shim,
-        usage=totals.usage,
-        retries=totals.retries,
-        cached=totals.turns > 0 and totals.all_cached,
-    )
+    return answer, stopped
 
 
 async def _call_within(

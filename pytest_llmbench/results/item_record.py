@@ -57,13 +57,22 @@ def eval_record(
         metrics=dict(result.post_metrics),
         worker=worker,
         started_at=result.started_at,
-        **(completion_fields(completion) or _error_fields(provider_error)),
+        **(completion_fields(completion) or _error_fields(result, provider_error)),
     )
 
 
-def _error_fields(error: ProviderError | None) -> dict[str, Any]:
-    """What a call that failed still spent: the wait for rate limits (429s) before it gave up."""
-    return {"rate_limit_wait_s": error.rate_limit_wait_s} if error is not None else {}
+def _error_fields(result: EvalResult, error: ProviderError | None) -> dict[str, Any]:
+    """What a call that failed still spent: the wait for rate limits (429s) before it gave up,
+    and an agent's turns before the error (tokens, cost, latency; no answer)."""
+    from ..engine.request import agent_completion
+
+    fields: dict[str, Any] = {}
+    if result.agent_run is not None:
+        fields = completion_fields(agent_completion(result.agent_run, result.plan.model.model))
+        del fields["response"]  # the loop never answered
+    if error is not None:
+        fields["rate_limit_wait_s"] = error.rate_limit_wait_s
+    return fields
 
 
 def crash_record(nodeid: str, worker: str, message: str) -> dict[str, Any]:

@@ -55,7 +55,7 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``turns`` (int | None): model calls of an agent item's loop (``None`` for plain completions).
 - ``tool_counts`` (dict[str, int]): an agent item's tool calls per tool.
 - ``stopped`` (str | None): why an agent loop ended: ``answer``, ``max_turns``, ``seconds``,
-  ``tokens``.
+  ``tokens``, ``error`` (a call failed: the item is an error, its turns so far are kept).
 - ``transcript`` (list[dict]): an agent item's whole conversation: every model turn, its tool
   calls and the tool results it was shown.
 - ``workdir`` (str | None): an agent item's folder (kept after the run, as pytest keeps tmp_path).

@@ -119,6 +119,9 @@ class ProviderError(Exception):
         self.kind = kind
         self.retries = retries
         self.rate_limit_wait_s = rate_limit_wait_s
+        #: what the item did before the error, when it made calls of its own first: an
+        #: agent's loop so far (its turns, tool calls, tokens and cost are kept in the record)
+        self.partial: Any = None
 
 
 def add_known(total: Any, value: Any) -> Any:
