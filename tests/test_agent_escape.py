@@ -111,7 +111,11 @@ ATTEMPTS = [
         _exit_nonzero,
     ),
     # 6. resources
-    Attempt("fork-bomb", lambda h: "b() { b | b & }; b; sleep 3", _stopped),
+    Attempt(
+        "fork-bomb",
+        lambda h: "b() { b | b & }; b; sleep 3",
+        lambda r, h: r.process_limit_hit or _stopped(r, h),  # the cap refused the forks
+    ),
     Attempt("memory", lambda h: "python3 -c 'x = bytearray(2 << 30)'", _exit_nonzero),
     Attempt("sleep", lambda h: "sleep 60", lambda r, h: r.timed_out),
     Attempt(

@@ -171,23 +171,40 @@ def _python_dirs() -> tuple[str, ...]:
     """The folders of the Python that runs pytest and of its virtualenv (outside the system
     directories), for the ``python3`` first on a command's PATH."""
     prefixes = (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
+    found = [os.path.realpath(prefix) for prefix in prefixes]
     # This plugin's own source too: pytest (in a `command` check, say) loads it by its entry
     # point, and an editable install keeps it in the checkout, which is not mounted.
-    package = str(Path(__file__).resolve().parents[1])
-    found = [os.path.realpath(prefix) for prefix in prefixes]
-    if not any(package.startswith(prefix + "/") for prefix in found):
-        found.append(package)
+    for package in _plugin_sources():
+        if not any(package.startswith(prefix + "/") for prefix in found):
+            found.append(package)
     outside = [p for p in found if not any(p == d or p.startswith(d + "/") for d in SYSTEM_DIRS)]
     return tuple(dict.fromkeys(outside))
 
 
+def _plugin_sources() -> list[str]:
+    """Where this package's source is: the one running, and an editable install's."""
+    import importlib.metadata
+    import json
+
+    sources = [str(Path(__file__).resolve().parents[1])]
+    try:
+        direct = importlib.metadata.distribution("pytest-llmbench").read_text("direct_url.json")
+        url = json.loads(direct or "{}").get("url", "")
+    except (importlib.metadata.PackageNotFoundError, ValueError, AttributeError):
+        url = ""
+    if url.startswith("file://"):
+        editable = Path(url.removeprefix("file://")) / "pytest_llmbench"
+        if editable.is_dir():
+            sources.append(str(editable.resolve()))
+    return sources
+
+
 def system_view() -> list[str]:
-    """bwrap arguments for the read-only system: tools, libraries, Python, a minimal /etc."""
+    """bwrap arguments for the read-only system: tools, libraries and a minimal /etc (the
+    Python's folders are bound after /tmp, which may hold them)."""
     args: list[str] = []
     for folder in SYSTEM_DIRS:
         args += _bind(folder)
-    for prefix in _python_dirs():
-        args += ["--ro-bind", prefix, prefix]
     args += ["--dir", "/etc"]
     entries = [f"/etc/{name}" for name in ETC_ENTRIES]
     entries += sorted(path for pattern in _ETC_GLOBS for path in glob.glob(pattern))
@@ -201,6 +218,7 @@ def _bwrap_argv(
 ) -> list[str]:
     # --size (bubblewrap >= 0.8) keeps a command from filling memory through the private /tmp
     size = ["--size", str(limits.memory_mb * _MB)] if sized_tmp else []
+    python = [arg for prefix in _python_dirs() for arg in ("--ro-bind", prefix, prefix)]
     binds: list[str] = []
     for folder in view.writable:
         binds += ["--bind", str(folder), str(folder)]
@@ -213,8 +231,8 @@ def _bwrap_argv(
         *system_view(),
         *("--dev", "/dev", "--proc", "/proc"),
         *size,
-        # /tmp first: a workdir under /tmp is bound over the private /tmp, not hidden by it
-        *("--tmpfs", "/tmp", *binds, "--chdir", str(view.cwd)),
+        # /tmp first: the Python and a workdir under /tmp are bound over the private /tmp
+        *("--tmpfs", "/tmp", *python, *binds, "--chdir", str(view.cwd)),
         # the new root (with /etc and the mount points bwrap made) read-only; the mounts on it
         # keep their own modes
         *("--remount-ro", "/"),
