@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,6 @@ from .engine.runtime import Runtime, get_runtime
 from .models.providers.completion import Completion, ProviderError
 from .results.record import utc_now
 from .results.state import PLAIN_STATE_KEY, PlainTestState, plain_state
-from .spec.schema import workdir_path
 
 if TYPE_CHECKING:
     from .item import EvalItem
@@ -161,37 +159,23 @@ def eval_case(request: pytest.FixtureRequest) -> EvalCase:
 
 @pytest.fixture
 def workdir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    """A fresh folder for this item, seeded from the case's ``files:``."""
+    """A fresh folder for this item, seeded from the case's ``files:`` (and ``include_dirs:``);
+    for an agent item whose loop started ahead, the folder it started in."""
+    from .engine.workdirs import seed, take_prepared
+
     item = _eval_item(request)
     if item is not None:
-        files: Mapping[str, str] = item.case.files
-    else:
-        marker = request.node.get_closest_marker("llmbench_files")
-        files = (
-            dict(marker.args[0])
-            if marker and marker.args
-            else dict(marker.kwargs)
-            if marker
-            else {}
-        )
-    root = tmp_path / "workdir"
-    root.mkdir()
-    for folder in item.case.include_dirs if item is not None else ():
-        # Links are copied as links: the agent's tools refuse those that point outside.
-        shutil.copytree(folder, root, symlinks=True, dirs_exist_ok=True)
-    for name, content in files.items():
-        target = root / _safe_relative(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-    return root
-
-
-def _safe_relative(name: str) -> Path:
-    """A ``files:`` name (checked at collection for eval files; here for a plain test's
-    ``llmbench_files`` marker) as a path inside the workdir."""
+        prepared = take_prepared(request.config, item.nodeid)
+        if prepared is not None:
+            return prepared
+        return seed(tmp_path / "workdir", item.case.files, item.case.include_dirs)
+    marker = request.node.get_closest_marker("llmbench_files")
+    files = (
+        dict(marker.args[0]) if marker and marker.args else dict(marker.kwargs) if marker else {}
+    )
     try:
-        return Path(*workdir_path(name).parts)
-    except ValueError as exc:
+        return seed(tmp_path / "workdir", files)
+    except ValueError as exc:  # a bad name in a plain test's llmbench_files marker
         raise pytest.UsageError(str(exc)) from None
 
 

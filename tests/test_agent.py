@@ -449,3 +449,37 @@ def test_an_agent_that_errors_mid_loop_keeps_what_it_did(bench: Bench) -> None:
     assert record["retries"] == 1  # the failed turn's retry
     assert len(bench.server.chat_requests()) == 3  # turn 1, turn 2 and its retry
     assert (Path(record["workdir"]) / "a.txt").read_text() == "a"
+
+
+def test_agent_loops_run_concurrently(bench: Bench) -> None:
+    """Agent items start ahead like other calls (their workdirs made ahead): with
+    --concurrency 4, four loops are in flight at once (one at a time before)."""
+    from fakeserver import peak_in_flight
+
+    bench.server.add_rule(Rule(match_last="wrote", reply="Done.", delay_s=0.3))
+    bench.server.add_rule(
+        Rule(
+            match="Write it",
+            tool_calls=[{"name": "write_file", "arguments": {"path": "a.txt", "content": "a"}}],
+            delay_s=0.3,
+        )
+    )
+    cases = "".join(
+        f"  - {{id: c{i}, prompt: Write it {i}., files: {{seed.txt: s{i}}}, "
+        "assert: [{type: file-exists, path: a.txt}, {type: file-exists, path: seed.txt}]}\n"
+        for i in range(4)
+    )
+    bench.eval_file("agent", f"kind: agent\ntools: [write_file]\ncases:\n{cases}")
+    result = bench.run("--models=fake", "--concurrency", "4")
+    result.assert_outcomes(passed=4)
+    requests = bench.server.chat_requests()
+    assert len(requests) == 8
+    assert peak_in_flight(requests) == 4
+    records = bench.records()
+    # Each item kept its own workdir, seeded before its loop started.
+    workdirs = {record["workdir"] for record in records}
+    assert len(workdirs) == 4
+    for record in records:
+        folder = Path(record["workdir"])
+        assert (folder / "a.txt").read_text() == "a"
+        assert (folder / "seed.txt").read_text() == f"s{record['case_id'][1:]}"

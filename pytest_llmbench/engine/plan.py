@@ -99,8 +99,8 @@ class CallPlan:
     @property
     def prefetchable(self) -> bool:
         """Whether the call may start before the item runs: not for parallel_safe: false
-        files, nor for agents (their workdir is made in setup)."""
-        return self.parallel_safe and self.agent is None
+        files. An agent's loop may: its workdir is then made ahead (:mod:`.workdirs`)."""
+        return self.parallel_safe
 
     @property
     def answer_token_budget(self) -> int:

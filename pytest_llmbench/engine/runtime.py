@@ -24,6 +24,7 @@ from .targets import Targets
 if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import CallTarget
+    from .plan import CallPlan
     from .scheduler import CallScheduler
 
 __all__ = ["RUNTIME_KEY", "Runtime", "get_runtime", "session_state", "shutdown"]
@@ -89,8 +90,16 @@ class Runtime:
                 plans,
                 notice=terminal_notice(self.config),
                 notice_every_s=wait_notice_s(self.config),
+                prepare_workdir=self._prepare_workdir,
             )
         return self._scheduler
+
+    def _prepare_workdir(self, plan: CallPlan) -> Path:
+        """Make and seed ``plan``'s workdir ahead of its item (an agent's loop starts in it)."""
+        from .workdirs import prepare
+
+        name = plan.nodeid.rpartition("::")[2]
+        return prepare(self.config, plan.nodeid, name, plan.case.files, plan.case.include_dirs)
 
     def target(self, profile: ModelProfile) -> CallTarget:
         """Resolve where and how to call ``profile``; raise ProviderError when it cannot be."""

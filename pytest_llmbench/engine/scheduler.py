@@ -52,8 +52,10 @@ class CallScheduler:
         *,
         notice: Callable[[str], None] | None = None,
         notice_every_s: float = NOTICE_EVERY_S,
+        prepare_workdir: Callable[[CallPlan], Path] | None = None,
     ) -> None:
         self._engine = engine
+        self._prepare_workdir = prepare_workdir
         self._notice = notice
         self._notice_every_s = notice_every_s
         self._model_of: dict[str, str] = {}
@@ -79,8 +81,14 @@ class CallScheduler:
             if len(self._futures) >= self.lookahead:
                 return
             if plan.nodeid not in self._futures:
-                self._futures[plan.nodeid] = self._submit(plan, None)
+                self._futures[plan.nodeid] = self._submit(plan, self._workdir(plan))
                 self._model_of[plan.nodeid] = plan.model.name
+
+    def _workdir(self, plan: CallPlan) -> Path | None:
+        """An agent's workdir, made now so that its loop can start ahead of its item."""
+        if plan.agent is None or self._prepare_workdir is None:
+            return None
+        return self._prepare_workdir(plan)
 
     def _forget_all_but(self, nodeids: set[str]) -> None:
         for nodeid in [nodeid for nodeid in self._futures if nodeid not in nodeids]:
