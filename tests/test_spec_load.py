@@ -745,3 +745,26 @@ def test_files_keys_outside_the_workdir_are_a_collection_error(
 def test_a_files_key_that_is_another_ones_folder_is_a_collection_error(tmp_path: Path) -> None:
     text = "cases:\n  - id: a\n    prompt: hi\n    files:\n      d: one\n      d/e.txt: two\n"
     assert_error(error_of(tmp_path, text), tmp_path, 4, "'d' is also a folder of another file")
+
+
+def test_a_rows_verbatim_prompt_still_gets_the_files_system_rendered(tmp_path: Path) -> None:
+    (tmp_path / "rows.jsonl").write_text(
+        '{"id": "a", "prompt": "Keep {{braces}} as sent", "vertical": "travel", "expected": "x"}\n'
+    )
+    text = (
+        'system: "You are a {{vertical}} support agent"\ndataset: rows.jsonl\nassert: [contains]\n'
+    )
+    (case,) = load(tmp_path, text).cases
+    assert case.messages == (
+        {"role": "system", "content": "You are a travel support agent"},
+        {"role": "user", "content": "Keep {{braces}} as sent"},  # the row's prompt: verbatim
+    )
+
+
+def test_an_unknown_name_in_system_for_a_dataset_row_is_a_collection_error(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "rows.jsonl").write_text('{"id": "a", "prompt": "hi", "expected": "x"}\n')
+    text = 'assert: [contains]\nsystem: "You are a {{vertical}} agent"\ndataset: rows.jsonl\n'
+    error = error_of(tmp_path, text)
+    assert_error(error, tmp_path, 2, "dataset row 'a'", "system", "'vertical'", "known: ")

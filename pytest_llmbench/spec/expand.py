@@ -300,6 +300,9 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
         messages = _rendered(template, row_vars, choices[0], keys)
     except _FieldError as exc:
         raise place.error(f"{where}: {exc}") from None
+    if row_vars is None:
+        # The row's prompt goes verbatim, but the file's `system` is a template all the same.
+        messages = _row_system(spec, place, where, messages, row.vars)
     return _resolve(
         spec,
         place,
@@ -323,6 +326,27 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
         answer_index=choices[1],
         choice_labels=row.choice_labels,
     )
+
+
+def _row_system(
+    spec: EvalSpec,
+    place: _Place,
+    where: str,
+    messages: tuple[dict[str, str], ...],
+    variables: dict[str, Any],
+) -> tuple[dict[str, str], ...]:
+    """``messages`` with the file's ``system`` message rendered with the row's columns; an
+    unknown ``{{name}}`` is a collection error at the file's ``system``."""
+    from .templating import render_template
+
+    if spec.system is None or not messages or messages[0]["role"] != "system":
+        return messages
+    try:
+        system = render_template(messages[0]["content"], variables)
+    except ValueError as exc:
+        line = place.document.line_of(("system",)) or 1  # the file's own key
+        raise EvalFileError(place.path, line, f"{where}: system: {exc}") from None
+    return ({"role": "system", "content": system}, *messages[1:])
 
 
 def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any) -> EvalCase:
