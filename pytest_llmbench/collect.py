@@ -54,7 +54,7 @@ class EvalFile(pytest.File):
             raise self.CollectError(str(exc)) from None
         interpreter = self._shim_interpreter(loaded)
         items = []
-        for case in loaded.cases:
+        for case in loaded.cases[: run.limit]:  # --limit N: the file's first N cases
             graded = () if run.latency_only else self._graded(loaded, case)
             for model in run.models:
                 for variant in self._variants(case, model, run):

@@ -31,6 +31,8 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
     ("models", "llmbench_models", "Comma list of litellm models, profile names or @sets "
      "(write --models=@set: pytest reads a bare @word as an arguments file)", None),
     ("repeat", "llmbench_repeat", "Run every case N times (default 1)", "1"),
+    ("limit", "llmbench_limit", "Run only the first N cases of each eval file (after its "
+     "dataset's own selection), as lm-eval's --limit", None),
     ("results_dir", "llmbench_results_dir", "Folder for results (default: a new "
      "timestamped folder under llmbench-results/)", None),
     ("min_pass_rate", "llmbench_min_pass_rate", "Gate on each model's pass rate (0..1) "
@@ -198,12 +200,15 @@ class RunConfig:
     connect_timeout_s: float = 10.0
     #: ``fail``: an errored item is a failure scored 0; ``skip``: it is left out of the rates
     errors_count_as: str = "fail"
+    #: the first N cases of each eval file only (``--limit``); None: all
+    limit: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
         return {
             "models": [profile.model_dump(mode="json") for profile in self.models],
             "repeat": self.repeat,
+            "limit": self.limit,
             "min_pass_rate": self.min_pass_rate,
             "errors_count_as": self.errors_count_as,
             "request_timeout_s": self.request_timeout_s,
@@ -287,6 +292,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
     return RunConfig(
         models=models,
         repeat=_number(config, "repeat", int, minimum=1),
+        limit=None if _setting(config, "limit") is None else _number(config, "limit", int, 1),
         results_dir=_results_dir(config),
         min_pass_rate=_rate(config),
         errors_count_as=_choice(config, "errors_count_as", ERRORS_COUNT_AS),

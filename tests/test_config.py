@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench
 
@@ -60,6 +62,8 @@ def test_real_environment_wins_over_env_file(bench: Bench, monkeypatch: pytest.M
         (["--env-file=missing.env"], "*--env-file not found*missing.env*"),
         (["--repeat=0"], "*--repeat must be at least 1*"),
         (["--repeat=two"], "*--repeat must be a number*"),
+        (["--limit=0"], "*--limit must be at least 1, got 0*"),
+        (["--limit=2.5"], "*--limit must be a number, got '2.5'*"),
         (["--min-pass-rate=1.5"], "*--min-pass-rate must be between 0 and 1*"),
         (["--request-timeout=-1"], "*--request-timeout must be at least*"),
         (["--models=@nope"], "*nope*"),
@@ -149,3 +153,19 @@ def test_a_results_dir_that_is_a_file_is_refused_before_the_run(bench: Bench) ->
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--results-dir is not a folder: *taken*"])
     assert bench.server.chat_requests() == []
+
+
+def test_limit_runs_the_first_cases_of_each_file(bench: Bench) -> None:
+    cases = "".join(
+        f"  - {{id: c{i}, prompt: hi, expected: ok, assert: [contains]}}\n" for i in range(5)
+    )
+    bench.eval_file("a", f"cases:\n{cases}")
+    bench.eval_file("b", f"cases:\n{cases}")
+    result = bench.run("--collect-only", "-q", "--models=fake", "--limit=2")
+    result.stdout.fnmatch_lines(
+        ["a.eval.yaml::c0[[]fake-r0[]]", "a.eval.yaml::c1[[]fake-r0[]]",
+         "b.eval.yaml::c0[[]fake-r0[]]", "b.eval.yaml::c1[[]fake-r0[]]", "4 tests collected*"]
+    )  # fmt: skip
+    bench.pytester.makeini("[pytest]\nllmbench_limit = 1\n")
+    bench.run("--models=fake").assert_outcomes(passed=2)
+    assert json.loads(bench.out("run.json").read_text())["config"]["limit"] == 1
