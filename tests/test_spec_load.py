@@ -768,3 +768,23 @@ def test_an_unknown_name_in_system_for_a_dataset_row_is_a_collection_error(
     text = 'assert: [contains]\nsystem: "You are a {{vertical}} agent"\ndataset: rows.jsonl\n'
     error = error_of(tmp_path, text)
     assert_error(error, tmp_path, 2, "dataset row 'a'", "system", "'vertical'", "known: ")
+
+
+def test_a_file_level_task_applies_to_cases_and_rows_without_their_own(tmp_path: Path) -> None:
+    (tmp_path / "rows.jsonl").write_text(
+        '{"id": "r1", "prompt": "a", "expected": "x"}\n'
+        '{"id": "r2", "prompt": "b", "expected": "x", "task": {"task_type": "qa"}}\n'
+    )
+    text = """
+task: {task_type: summarization, task_criteria: Short and faithful}
+assert: [contains]
+dataset: rows.jsonl
+cases:
+  - {id: own, prompt: p, expected: x, task: {task_type: extraction}}
+  - {id: inherits, prompt: p, expected: x}
+"""
+    tasks = {case.id: case.task for case in load(tmp_path, text).cases}
+    suite = {"task_type": "summarization", "task_criteria": "Short and faithful"}
+    assert tasks["inherits"] == suite and tasks["r1"] == suite
+    assert tasks["own"] == {"task_type": "extraction", "task_criteria": None}
+    assert tasks["r2"]["task_type"] == "qa"

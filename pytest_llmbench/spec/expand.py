@@ -357,6 +357,8 @@ def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any
     threshold = case.pop("threshold")
     metrics = _judge_metrics(place, [*spec.judge_metrics, *case.pop("judge_metrics")])
     folders = _include_dirs(place, spec.include_dirs, case.pop("include_dirs"))
+    if case["task"] is None and spec.task is not None:
+        case["task"] = spec.task.model_dump()  # the file's, for a case (or row) without one
     return EvalCase(
         id=case.pop("case_id"),
         assertions=assertions,

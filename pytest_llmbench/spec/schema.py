@@ -162,6 +162,9 @@ class EvalSpec(_Strict):
         default_factory=list, alias="assert", description="Assertions added to every case"
     )
     tags: list[str] = Field(default_factory=list, description="Tags added to every case")
+    task: TaskSpec | None = Field(
+        None, description="Task type and criteria of every case that gives none of its own"
+    )
     dataset: DatasetSource | None = Field(
         None, description="Cases from CSV, JSONL, parquet, a Hugging Face folder or a factory"
     )
