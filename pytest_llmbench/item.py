@@ -52,6 +52,14 @@ def _warn_sandbox_fallback() -> None:
         warnings.warn(notice, SandboxWarning, stacklevel=2)
 
 
+def _solver_verdict(passed: bool) -> Any:
+    """The verdict a self-judging solver gave its own answer, as one more assertion's."""
+    from .scoring.base import Verdict
+
+    reason = "the solver judged its answer " + ("right" if passed else "wrong")
+    return Verdict("solver", passed, 1.0 if passed else 0.0, 1.0, reason)
+
+
 def _partial_agent_run(error: ProviderError) -> Any:
     """The agent loop an error cut short (``ProviderError.partial``), or None."""
     from .agent.loop import AgentRun
@@ -135,6 +143,7 @@ class EvalItem(pytest.Function):
         result.graded = {graded.index: graded for graded in answer.graded}
         result.optimization = answer.optimization
         result.sent_messages = answer.messages
+        result.solver_verdict = answer.solver_verdict
         agent = self.plan.agent
         if result.agent_run is not None and agent and agent.post_process:
             self._post_process(agent.post_process)
@@ -225,6 +234,8 @@ class EvalItem(pytest.Function):
             or evaluate(assertion, text, context)
             for index, assertion in enumerate(self.case.assertions)
         ]
+        if result.solver_verdict is not None:
+            result.verdicts.append(_solver_verdict(result.solver_verdict))
         result.score = score_verdicts(result.verdicts)
         # Graded checks (judges, similarity, python scores) pass at their own thresholds with a
         # score below 1: a case passes when every assertion passes, or on partial credit when

@@ -271,8 +271,9 @@ def test_a_solver_that_returns_no_answer_is_a_solver_error(
     error = solver_error(tmp_path, f"{module}:solve")
     assert error.kind == "solver"
     assert error.message == (
-        f"solver {module}:solve: returned {kind}; expected a str, a Completion (.text) "
-        "or a dict with a str 'answer'"
+        f"solver {module}:solve: returned {kind}; expected a str, a Completion (.text), "
+        "a dict with a str 'answer', or a verdict: a bool, (bool, answer) or a dict with a "
+        "bool 'passed'"
     )
 
 
@@ -399,3 +400,35 @@ def test_the_client_records_only_finished_calls() -> None:
 
     calls, text = asyncio.run(main())
     assert text == "Paris" and [call.text for call in calls] == ["Paris"]
+
+
+@pytest.mark.parametrize(
+    ("returned", "verdict", "answer"),
+    [
+        ("True", True, "Paris"),  # a bare bool: the answer is the last call's
+        ("False", False, "Paris"),
+        ("(True, 'Paris, France')", True, "Paris, France"),
+        ("{'passed': False, 'answer': 'Lyon'}", False, "Lyon"),
+        ("{'passed': True}", True, "Paris"),
+        ("'Paris'", None, "Paris"),  # a plain answer carries no verdict
+    ],
+)
+def test_a_solver_that_judges_itself_gives_the_verdict(
+    tmp_path: Path, solvers: Any, returned: str, verdict: bool | None, answer: str
+) -> None:
+    """NEAR AI's SolverStrategy convention: solve() returns whether it got it right."""
+    module = solvers(
+        f"""
+        async def solve(case, client):
+            await client.acomplete(case.prompt)
+            return {returned}
+        """
+    )
+    run, _ = solve(tmp_path, f"{module}:solve", FakeEngine("Paris"))
+    assert (run.verdict, run.answer) == (verdict, answer)
+
+
+def test_a_bare_bool_without_calls_has_an_empty_answer(tmp_path: Path, solvers: Any) -> None:
+    module = solvers("def solve(case, client):\n    return False\n")
+    run, _ = solve(tmp_path, f"{module}:solve", FakeEngine("unused"))
+    assert (run.verdict, run.answer, run.calls) == (False, "", ())

@@ -346,6 +346,31 @@ def test_a_solver_answers_with_several_calls_and_sums_their_usage(bench: Bench) 
     assert bench.server.chat_requests() == []
 
 
+def test_a_solvers_own_verdict_decides_the_item(bench: Bench) -> None:
+    bench.pytester.makepyfile(
+        near="""
+def solve(case, client):
+    reply = client.complete(case.prompt)
+    return reply.text.strip() == case.vars["want"]
+"""
+    )
+    bench.eval_file(
+        "near",
+        "solver: near:solve\ncases:\n"
+        "  - {id: right, prompt: Capital of France?, vars: {want: Paris}}\n"
+        "  - {id: wrong, prompt: Capital of Spain?, vars: {want: Madrid}}\n",
+    )
+    bench.server.add_rule(Rule(reply="Paris"))
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1, failed=1)
+    records = {record["case_id"]: record for record in bench.records()}
+    assert records["right"]["score"] == 1.0 and records["wrong"]["score"] == 0.0
+    assert records["wrong"]["response"] == "Paris"  # the answer it got, recorded
+    (verdict,) = records["wrong"]["assertions"]
+    assert (verdict["type"], verdict["passed"]) == ("solver", False)
+    assert "judged its answer wrong" in verdict["reason"]
+
+
 def test_a_sync_solver_and_a_failing_one(bench: Bench) -> None:
     bench.pytester.makepyfile(strategies=SOLVER + "\n\ndef broken(case, client):\n    1 / 0\n")
     bench.eval_file("up", "solver: strategies:upper\ncases: [{id: a, prompt: hi, expected: OK}]\n")

@@ -149,6 +149,7 @@ class Answerer:
     ) -> Answer:
         """The plan's answer (an agent's whole loop), then its model-graded verdicts."""
         run: AgentRun | None = None
+        verdict: bool | None = None
         optimization: dict[str, Any] | None = None
         if plan.variant.optimized:
             rewrite = await self._rewrite(plan, targets)
@@ -158,13 +159,13 @@ class Answerer:
             run = await self._agent(plan, request, toolbox, targets)
             completion = agent_completion(run, request.target.model_id)
         elif plan.solver is not None:
-            completion = await self._solve(plan, request)
+            completion, verdict = await self._solve(plan, request)
         else:
             completion = await self._pacer.paced(request)
         graded = await grade(self._helpers, plan, completion, targets, self._judge_metrics)
         sandbox = toolbox.sandbox if toolbox is not None else None
         sent = None if request.messages is plan.case.messages else tuple(request.messages)
-        return Answer(completion, graded, run, sandbox, optimization, sent)
+        return Answer(completion, graded, run, sandbox, optimization, sent, verdict)
 
     async def _rewrite(self, plan: CallPlan, targets: HelperTargets) -> Rewrite:
         """The plan's prompt rewritten for its model by the optimizer (once per run)."""
@@ -193,8 +194,9 @@ class Answerer:
             )
         return self._optimizer
 
-    async def _solve(self, plan: CallPlan, request: Request) -> Completion:
-        """The file's ``solver`` answers the case, its model calls paced like the item's."""
+    async def _solve(self, plan: CallPlan, request: Request) -> tuple[Completion, bool | None]:
+        """The file's ``solver`` answers the case, its model calls paced like the item's; its
+        own verdict, when it judged itself."""
         from ..spec.templating import last_user_text
         from .solver import SolverCase, run_solver, solver_completion
 
@@ -225,7 +227,7 @@ class Answerer:
             model=plan.model.name,
         )
         run = await run_solver(plan.solver, plan.base_dir, case, complete)
-        return solver_completion(run, request.target.model_id)
+        return solver_completion(run, request.target.model_id), run.verdict
 
     async def _agent(
         self, plan: CallPlan, request: Request, toolbox: Toolbox, targets: HelperTargets

@@ -34,6 +34,8 @@ class Answer:
     optimization: dict[str, Any] | None = None
     #: the messages sent, when they are not the case's own (a rewritten prompt, images)
     messages: tuple[dict[str, Any], ...] | None = None
+    #: a self-judging solver's verdict on its answer (NEAR AI's bool)
+    solver_verdict: bool | None = None
 
 
 @dataclass(frozen=True)

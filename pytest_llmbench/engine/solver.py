@@ -3,7 +3,9 @@
 An eval file names ``solver: module:function``. For each item the function receives the case
 (:class:`SolverCase`) and a client of the item's model (:class:`SolverClient`), and returns the
 answer: a string, an object with ``.text`` (a :class:`Completion`), or a dict with
-``"answer"``. It may call the model any number of times (self-consistency votes, chains,
+``"answer"``. A solver that judges itself, as NEAR AI's ``SolverStrategy.solve`` does, returns
+a bool (or ``(bool, answer)``, or a dict with ``"passed"`` and an optional ``"answer"``): that
+bool is the item's verdict, and its answer is the one it gave, else its last model call's. It may call the model any number of times (self-consistency votes, chains,
 retrieval then answer); each call goes through the engine, so it is paced, cached and budgeted
 like any other. A sync function runs in a worker thread, an async one on the engine's loop.
 
@@ -129,6 +131,8 @@ class SolverRun:
     answer: str  #: the answer to score
     calls: tuple[Completion, ...]  #: every model call, in the order they finished
     latency_s: float  #: the solver's wall time
+    #: the solver's own verdict on its answer, when it returned one (NEAR's bool)
+    verdict: bool | None = None
 
 
 async def run_solver(ref: str, base_dir: Path, case: SolverCase, complete: CompleteFn) -> SolverRun:
@@ -152,8 +156,27 @@ async def run_solver(ref: str, base_dir: Path, case: SolverCase, complete: Compl
         if isinstance(exc, ProviderError) or client.raised(exc):
             raise
         raise ProviderError(f"solver {ref}: {type(exc).__name__}: {exc}", "solver") from None
+    latency = time.perf_counter() - started
+    verdict, result = _verdict_of(result)
+    if verdict is not None and result is None:  # a bare bool: the answer it got last
+        result = client.calls[-1].text if client.calls else ""
     answer = _answer_of(ref, result)
-    return SolverRun(answer, client.calls, time.perf_counter() - started)
+    return SolverRun(answer, client.calls, latency, verdict)
+
+
+def _verdict_of(result: Any) -> tuple[bool | None, Any]:
+    """A self-judging solver's verdict and what is left of its result to read the answer
+    from: ``True`` -> (True, None); ``(False, "x")`` -> (False, "x");
+    ``{"passed": True, "answer": "x"}`` -> (True, "x"). Anything else has no verdict."""
+    if isinstance(result, bool):
+        return result, None
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], bool):
+        answer = result[1]
+        return result[0], answer if isinstance(answer, str) or answer is None else str(answer)
+    if isinstance(result, Mapping) and isinstance(result.get("passed"), bool):
+        answer = result.get("answer")
+        return result["passed"], None if answer is None else {"answer": str(answer)}
+    return None, result
 
 
 #: Threads for sync solvers. A sync solver blocks its thread while it waits for its model
@@ -199,8 +222,8 @@ def _answer_of(ref: str, result: Any) -> str:
         return str(result.text)
     kind = type(result).__name__
     raise ProviderError(
-        f"solver {ref}: returned {kind}; expected a str, a Completion (.text) or a dict with "
-        "a str 'answer'",
+        f"solver {ref}: returned {kind}; expected a str, a Completion (.text), a dict with "
+        "a str 'answer', or a verdict: a bool, (bool, answer) or a dict with a bool 'passed'",
         "solver",
     )
 

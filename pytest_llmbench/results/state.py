@@ -49,6 +49,8 @@ class EvalResult:
     optimization: dict[str, Any] | None = None
     #: the messages actually sent (an optimized variant's differ from the case's)
     sent_messages: tuple[dict[str, Any], ...] | None = None
+    #: a self-judging solver's verdict on its answer (NEAR AI's bool)
+    solver_verdict: bool | None = None
 
 
 EVAL_RESULT_KEY = pytest.StashKey[EvalResult]()
