@@ -325,6 +325,17 @@ def build_run_config(config: pytest.Config) -> RunConfig:
     )
 
 
+def shadowed_model_notes(config: pytest.Config) -> list[str]:
+    """Lines for the session header: each ``--models``/``--judges`` entry written as a litellm
+    id that a profile file turned into a profile (its deployments, its rate limit)."""
+    profiles = get_run_config(config).profiles
+    notes = []
+    for dest in ("models", "judges"):
+        selection = _setting(config, dest) or ""
+        notes += [f"llmbench: --{dest} {note}" for note in profiles.shadowed_ids(selection)]
+    return notes
+
+
 def allowed_paths(config: pytest.Config) -> tuple[Path, ...]:
     """The folders besides the rootdir that paths in eval files may lead into, resolved:
     ``--allow-path`` (from the invocation folder), else ``llmbench_allowed_paths`` (from the ini

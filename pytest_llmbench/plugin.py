@@ -107,6 +107,13 @@ def _worker_watch(config: pytest.Config) -> Any:
     return WorkerWatch(models, terminal_notice(config), wait_notice_s(config))
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Say, before anything runs, when a litellm id on the command line is a profile."""
+    if hasattr(config, "workerinput") or not _config.explicitly_configured(config):
+        return []
+    return _config.shadowed_model_notes(config)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop the engine; the controller also stops the embedded server."""
     from .engine.runtime import shutdown

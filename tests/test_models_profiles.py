@@ -563,3 +563,36 @@ def test_jsonl_duplicate_model_and_region_is_an_error(tmp_path: Path, text: str)
     with pytest.raises(ProfileError, match="model_id repeated with the same region") as info:
         load_profiles([path])
     assert (info.value.path, info.value.line) == (path, 3)
+
+
+def test_a_litellm_id_that_a_profile_file_defines_is_announced(tmp_path: Path) -> None:
+    # A 360-eval JSONL left in profiles/: --models=m/a selects its regions, not the bare id.
+    text = (
+        '{"model_id": "m/a", "region": "us-west-2", "target_rpm": 3}\n'
+        '{"model_id": "m/a", "region": "eu-west-1", "target_rpm": 3}\n'
+        '{"model_id": "m/b"}\n'
+    )
+    path = write(tmp_path, "team.jsonl", text)
+    registry = load_profiles([path])
+    (note,) = registry.shadowed_ids("m/a, openai/other, local/smollm2, team")
+    assert note == (
+        f"'m/a' is a profile of {path}, not the bare litellm id: 2 deployments; model m/a; "
+        "rpm 3 (m/a_us-west-2, m/a_eu-west-1); rename or move that profile to call the id as is"
+    )
+    assert registry.shadowed_ids("m/b") == [
+        f"'m/b' is a profile of {path}, not the bare litellm id: 1 profile; model m/b (m/b); "
+        "rename or move that profile to call the id as is"
+    ]
+    # The built-in local/smollm2 is meant by its name; an id no file defines is called as is.
+    assert registry.shadowed_ids("local/smollm2,openai/gpt-4o-mini") == []
+
+
+def test_the_session_header_names_a_shadowed_id(pytester: pytest.Pytester) -> None:
+    pytester.makefile(
+        ".jsonl", **{"profiles/team": '{"model_id": "m/a", "region": "us", "target_rpm": 3}\n'}
+    )
+    result = pytester.runpytest("--models=m/a", "--collect-only", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        ["llmbench: --models 'm/a' is a profile of *team.jsonl, not the bare litellm id: "
+         "1 profile; model m/a; rpm 3 (m/a); rename*"]
+    )  # fmt: skip

@@ -41,8 +41,11 @@ def load_profiles(paths: Sequence[Path]) -> ProfileRegistry:
     models: dict[str, ModelProfile] = {}
     sets: dict[str, SetDef] = {}
     groups: set[str] = set()
+    origins: dict[str, Path] = {}
     for file in [BUILTIN_PROFILES, *(f for path in paths for f in _profile_files(path))]:
         loaded = _load_file(file)
+        for name in [*loaded.models, *loaded.groups]:
+            origins[name] = file
         # A later file's profile replaces an earlier variant group of that name, and back.
         groups.difference_update(loaded.models)
         for name in loaded.groups:
@@ -51,7 +54,12 @@ def load_profiles(paths: Sequence[Path]) -> ProfileRegistry:
         models.update(loaded.models)
         sets.update(loaded.sets)
     expanded = {name: _expand_set(name, sets) for name in sets}
-    return ProfileRegistry(models=models, sets=expanded, variant_groups=frozenset(groups))
+    return ProfileRegistry(
+        models=models,
+        sets=expanded,
+        variant_groups=frozenset(groups),
+        origins={name: file for name, file in origins.items() if file != BUILTIN_PROFILES},
+    )
 
 
 class _YamlDocument(BaseModel):

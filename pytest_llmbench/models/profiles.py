@@ -122,6 +122,31 @@ class ProfileRegistry:
     sets: Mapping[str, tuple[str, ...]]
     #: Names of the sets made of a profile's deployment variants: a plain name selects them.
     variant_groups: frozenset[str] = frozenset()
+    #: The file each profile and variant group of the user's came from (not the built-ins).
+    origins: Mapping[str, Path] = field(default_factory=dict)
+
+    def shadowed_ids(self, selection: str) -> list[str]:
+        """For each entry of ``selection`` written as a litellm id (``provider/model``) that a
+        profile file defines as a profile or a group of deployments, a line saying what it
+        resolves to and where that comes from: the id is not called as is."""
+        notes = []
+        for entry in dict.fromkeys(part.strip() for part in selection.split(",")):
+            origin = self.origins.get(entry)
+            if "/" not in entry or origin is None:
+                continue
+            chosen = self.resolve(entry)
+            parts = [f"{len(chosen)} deployments" if len(chosen) > 1 else "1 profile"]
+            models = sorted({profile.model for profile in chosen})
+            parts.append("model " + ", ".join(models))
+            rpms = sorted({profile.rpm for profile in chosen if profile.rpm})
+            if rpms:
+                parts.append("rpm " + ", ".join(map(str, rpms)))
+            notes.append(
+                f"{entry!r} is a profile of {origin}, not the bare litellm id: "
+                f"{'; '.join(parts)} ({', '.join(p.name for p in chosen)}); rename or move "
+                "that profile to call the id as is"
+            )
+        return notes
 
     def resolve(self, selection: str) -> list[ModelProfile]:
         """Turn ``'a,b,@set'`` into profiles, in order, duplicates removed (first wins).
