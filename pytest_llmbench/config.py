@@ -75,6 +75,8 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
     ("optimize_prompts", "llmbench_optimize_prompts", "Rewrite each prompt for each model with "
      "the --optimizer model: only (evaluate the rewrites) or both (original and _optimized "
      "side by side)", None),
+    ("prom_push", "llmbench_prom_push", "Push the run's metrics.prom to this Prometheus "
+     "Pushgateway at the end of the run (http://host:9091; job llmbench)", None),
     ("optimizer", "llmbench_optimizer", "Model that rewrites prompts for --optimize-prompts "
      "(profile name or litellm id; default: the embedded model)", None),
 )  # fmt: skip
@@ -202,6 +204,8 @@ class RunConfig:
     errors_count_as: str = "fail"
     #: the first N cases of each eval file only (``--limit``); None: all
     limit: int | None = None
+    #: a Prometheus Pushgateway to push metrics.prom to at the end (``--prom-push``)
+    prom_push: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -293,6 +297,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         models=models,
         repeat=_number(config, "repeat", int, minimum=1),
         limit=None if _setting(config, "limit") is None else _number(config, "limit", int, 1),
+        prom_push=_push_url(config),
         results_dir=_results_dir(config),
         min_pass_rate=_rate(config),
         errors_count_as=_choice(config, "errors_count_as", ERRORS_COUNT_AS),
@@ -323,6 +328,21 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         check_models=check_models,
         skip_unavailable=skip_unavailable,
     )
+
+
+def _push_url(config: pytest.Config) -> str | None:
+    """``--prom-push``: an http(s) URL of a Pushgateway, else a ``UsageError``."""
+    raw = _setting(config, "prom_push")
+    if raw is None:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise pytest.UsageError(
+            f"llmbench: --prom-push must be an http(s) URL of a Pushgateway, got {parts.scheme or raw!r}"
+        )
+    return raw
 
 
 def shadowed_model_notes(config: pytest.Config) -> list[str]:

@@ -48,6 +48,9 @@ _ELLIPSES = ("...", "\u2026")
 _MIN_ELIDED_SIDE = 4
 _MAX_DECODE_LEVELS = 3
 _PATH_LIKE = re.compile(r"^(/|~|\.{1,2}[/\\]|[A-Za-z]:[/\\])")
+#: ``scheme://user:password@``: the password of a URL (a Pushgateway's, a proxy's, an
+#: ``api_base``'s), masked in every output as a secret no variable names.
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@")
 
 # The rest of a line break that may run through a value: indentation, pytest's ``E`` or a
 # diff prefix, a quote reopening a string split in two.
@@ -190,7 +193,15 @@ class Redactor:
         return cls(tuple(ordered))
 
     def text(self, value: str) -> str:
-        """``value`` with every secret and fragment replaced (``value`` itself when none is)."""
+        """``value`` with every secret and fragment replaced, and the password of any URL
+        (``scheme://user:password@host``) masked; ``value`` itself when nothing is."""
+        value = self._known(value)
+        if "@" in value and "://" in value:
+            value = _URL_PASSWORD.sub(r"\1***@", value)
+        return value
+
+    def _known(self, value: str) -> str:
+        """``value`` with every known secret and fragment of one replaced."""
         if self._canonical:
             value = self._fragments(value)
         for secret, name in self._whole:
@@ -212,9 +223,10 @@ class Redactor:
         strings: list[str] = []
         _collect(list(messages), strings)
         joined = "\0".join(strings)
-        if self.text(joined) is joined:
+        # Known secrets only: a URL written in a prompt is the user's to send as it is.
+        if self._known(joined) is joined:
             return messages
-        return tuple(self.value(message) for message in messages)
+        return tuple(_rebuild(message, self._known) for message in messages)
 
     def _fragments(self, value: str) -> str:
         canonical, layers = _decode(value)

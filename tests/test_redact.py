@@ -609,3 +609,17 @@ def test_no_fragment_of_a_planted_key_in_any_artifact_of_a_whole_run(
     # What the providers were sent: the agent's tool result and the judge's prompt, redacted.
     for request in server.chat_requests():
         assert _fragments(request.raw_body.decode()) == [], request.body
+
+
+def test_a_urls_password_is_masked_in_outputs_but_sent_as_written() -> None:
+    redactor = Redactor.from_environ({})
+    line = "pushed to http://ci:s3cret-pass@127.0.0.1:9091/metrics and https://u:p@x.org/a"
+    assert redactor.text(line) == (
+        "pushed to http://ci:***@127.0.0.1:9091/metrics and https://u:***@x.org/a"
+    )
+    assert redactor.value({"args": [f"--prom-push={line}"]})["args"][0].count("***") == 2
+    clean = "mail me at a@b.org, or see http://host/path and user@host:22"
+    assert redactor.text(clean) is clean
+    # A URL the user wrote in a prompt is theirs to send: only known secrets are replaced there.
+    messages = ({"role": "user", "content": "Parse http://ann:pw@db.local/x"},)
+    assert redactor.messages(messages) is messages

@@ -428,3 +428,101 @@ def test_histogram_buckets_include_their_upper_bound_and_skip_unanswered_items()
 def test_values_are_formatted_for_the_exposition_format(value: float, text: str) -> None:
     assert format_value(value) == text
     assert re.fullmatch(_VALUE, text)
+
+
+# -- github-action-benchmark and the Pushgateway -------------------------------------------------
+
+
+def test_benchmark_files_follow_github_action_benchmark(ci: Bench) -> None:
+    _fake_right_fake2_wrong(ci)
+    ci.eval_file("capitals", TWO_CAPITALS)
+    ci.run("--models=fake,fake2")
+    import json
+
+    bigger = json.loads(ci.out("benchmark-bigger.json").read_text())
+    smaller = json.loads(ci.out("benchmark-smaller.json").read_text())
+    by_name = {entry["name"]: entry for entry in bigger}
+    assert by_name["fake: pass rate"] == {
+        "name": "fake: pass rate", "unit": "%", "value": 100.0, "extra": "2 answered of 2",
+    }  # fmt: skip
+    assert by_name["fake2: pass rate"]["value"] == 0.0
+    assert by_name["fake: score"]["unit"] == "score (0-1)"
+    assert "fake: multiple choice accuracy" not in by_name  # no multiple choice item: no entry
+    assert {e["name"] for e in smaller} >= {"fake: latency p50", "fake2: TTFT p50"}
+    for entry in bigger + smaller:  # the shape the action reads: name, unit, numeric value
+        assert set(entry) == {"name", "unit", "value", "extra"}
+        assert isinstance(entry["value"], float) and math.isfinite(entry["value"])
+
+
+class _Pushgateway:
+    """A real HTTP server on 127.0.0.1 that keeps what is pushed to it."""
+
+    def __init__(self, status: int = 200) -> None:
+        import http.server
+        import threading
+
+        pushed = self.pushed = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                pushed.append((self.command, self.path, dict(self.headers), body.decode()))
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_prom_push_puts_metrics_prom_to_the_pushgateway(ci: Bench) -> None:
+    gateway = _Pushgateway()
+    try:
+        _fake_right_fake2_wrong(ci)
+        ci.eval_file("capitals", TWO_CAPITALS)
+        url = f"http://ci:s3cret-push-pass@127.0.0.1:{gateway.port}"
+        result = ci.run("--models=fake", f"--prom-push={url}")
+    finally:
+        gateway.close()
+    assert result.ret == pytest.ExitCode.OK
+    ((method, path, headers, body),) = gateway.pushed
+    assert (method, path) == ("PUT", "/metrics/job/llmbench")
+    assert body == ci.out("metrics.prom").read_text()
+    assert 'llmbench_requests_total{model="fake",outcome="passed"} 2' in body
+    assert headers["Authorization"] == "Basic Y2k6czNjcmV0LXB1c2gtcGFzcw=="  # ci:s3cret-push-pass
+    assert "s3cret" not in result.stdout.str() + ci.out("run.json").read_text()
+
+
+@pytest.mark.parametrize("status", [None, 500])
+def test_a_failed_push_keeps_the_exit_status_and_says_so(ci: Bench, status: int | None) -> None:
+    gateway = _Pushgateway(status or 200)
+    port = gateway.port
+    if status is None:
+        gateway.close()  # nothing listens: connection refused
+    try:
+        _fake_right_fake2_wrong(ci)
+        ci.eval_file("capitals", TWO_CAPITALS)
+        result = ci.run("--models=fake", f"--prom-push=http://u:pw-hidden@127.0.0.1:{port}/")
+    finally:
+        if status is not None:
+            gateway.close()
+    assert result.ret == pytest.ExitCode.OK
+    why = "cannot reach the Pushgateway" if status is None else "the Pushgateway answered HTTP 500"
+    result.stdout.fnmatch_lines(
+        [f"llmbench: push to http://u:***@127.0.0.1:{port}/ not written: *{why}*"]
+    )
+    assert "pw-hidden" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("url", ["ftp://host/x", "localhost:9091", "http://"])
+def test_prom_push_needs_an_http_url(ci: Bench, url: str) -> None:
+    result = ci.run("--models=fake", f"--prom-push={url}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--prom-push must be an http(s) URL of a Pushgateway*"])

@@ -7,7 +7,11 @@ Registered on the controller only. At session end, after the recorder has writte
   (GitHub shows the file on the run's page; every step appends to it, so do we);
 - writes ``metrics.prom`` into the results folder in the Prometheus text exposition format, for
   node-exporter's textfile collector (written to a temporary name, then renamed, so the collector
-  never reads half a file).
+  never reads half a file), and with ``--prom-push URL`` pushes it to a Pushgateway (job
+  ``llmbench``);
+- writes ``benchmark-bigger.json`` and ``benchmark-smaller.json`` in github-action-benchmark's
+  ``customBiggerIsBetter`` and ``customSmallerIsBetter`` formats (pass rate, score and accuracy;
+  cost, latency and TTFT per model), for nightly trend charts.
 
 A failure here never changes the run's exit status: it is remembered and printed in red in the
 terminal summary. Records are already redacted; the summary text is redacted once more anyway.
@@ -79,6 +83,18 @@ class CIOutputs:
         out_dir = recorder.out_dir
         if out_dir is not None:
             self._guard(METRICS_FILE, lambda: write_metrics(out_dir / METRICS_FILE, records))
+            run_summary = self.config.stash.get(SUMMARY_KEY, None)
+            if run_summary is not None and run_summary.board is not None:
+                board = run_summary.board
+                self._guard("benchmark JSON", lambda: write_benchmarks(out_dir, board))
+        push = self._push_url()
+        if push is not None and out_dir is not None and (out_dir / METRICS_FILE).is_file():
+            text = (out_dir / METRICS_FILE).read_text(encoding="utf-8")
+            self._guard(f"push to {shown_url(push)}", lambda: push_metrics(push, text))
+
+    def _push_url(self) -> str | None:
+        runtime = self.config.stash.get(RUNTIME_KEY, None)
+        return runtime.run.prom_push if runtime is not None else None
 
     def _guard(self, what: str, write: Callable[[], None]) -> None:
         try:
@@ -150,6 +166,106 @@ _COUNT_LABELS = (
     ("error", "errors"),
     ("skipped", "skipped"),
 )
+
+
+# -- github-action-benchmark ---------------------------------------------------------------------
+
+#: (leaderboard column, name, unit, scale) for ``customBiggerIsBetter`` and ``customSmallerIsBetter``.
+BIGGER: tuple[tuple[str, str, str, float], ...] = (
+    ("pass_rate", "pass rate", "%", 100.0),
+    ("score_mean", "score", "score (0-1)", 1.0),
+    ("mc_accuracy", "multiple choice accuracy", "%", 100.0),
+)
+SMALLER: tuple[tuple[str, str, str, float], ...] = (
+    ("cost_usd_mean", "cost per item", "USD", 1.0),
+    ("latency_s_p50", "latency p50", "s", 1.0),
+    ("latency_s_p95", "latency p95", "s", 1.0),
+    ("ttft_s_p50", "TTFT p50", "s", 1.0),
+)
+BENCHMARK_FILES = {"bigger": "benchmark-bigger.json", "smaller": "benchmark-smaller.json"}
+
+
+def benchmark_entries(
+    board: pd.DataFrame, metrics: Sequence[tuple[str, str, str, float]]
+) -> list[dict[str, Any]]:
+    """github-action-benchmark entries (``name``, ``unit``, ``value``, ``extra``): one per model
+    and metric the model has (a NaN, as latency-only runs' scores, is left out)."""
+    entries = []
+    for row in board.to_dict("records"):
+        answered = (
+            f"{int(row['n_passed']) + int(row['n_failed'])} answered of {int(row['n_items'])}"
+        )
+        for column, name, unit, scale in metrics:
+            value = row.get(column)
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                continue
+            entries.append(
+                {
+                    "name": f"{row['model']}: {name}",
+                    "unit": unit,
+                    "value": round(float(value) * scale, 6),
+                    "extra": answered,
+                }
+            )
+    return entries
+
+
+def write_benchmarks(out_dir: Path, board: pd.DataFrame) -> None:
+    """Write both benchmark files into ``out_dir``."""
+    import json
+
+    for kind, metrics in (("bigger", BIGGER), ("smaller", SMALLER)):
+        text = json.dumps(benchmark_entries(board, metrics), indent=2) + "\n"
+        (out_dir / BENCHMARK_FILES[kind]).write_text(text, encoding="utf-8")
+
+
+# -- Prometheus Pushgateway ----------------------------------------------------------------------
+
+PUSH_JOB = "llmbench"
+PUSH_TIMEOUT_S = 10.0
+
+
+def push_url(base: str) -> str:
+    """Where to push: ``base`` as given when it names a job (``.../metrics/job/...``), else
+    ``base/metrics/job/llmbench``."""
+    return base if "/metrics/job/" in base else f"{base.rstrip('/')}/metrics/job/{PUSH_JOB}"
+
+
+def shown_url(url: str) -> str:
+    """``url`` without a password, for messages."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+def push_metrics(base: str, text: str) -> None:
+    """PUT ``text`` (the exposition format) to the Pushgateway at ``base``: the job's metrics
+    are replaced by this run's. Raises on a refused connection or a non-2xx answer."""
+    import base64
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = push_url(base)
+    parts = urlsplit(url)
+    headers = {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+    if parts.username is not None:  # user:password@host: basic auth, not part of the URL sent
+        secret = f"{parts.username}:{parts.password or ''}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(secret).decode()
+        url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    request = urllib.request.Request(url, data=text.encode(), headers=headers, method="PUT")
+    try:
+        with urllib.request.urlopen(request, timeout=PUSH_TIMEOUT_S) as answer:
+            answer.read()
+    except urllib.error.HTTPError as exc:
+        raise RuntimeError(f"the Pushgateway answered HTTP {exc.code}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise RuntimeError(f"cannot reach the Pushgateway: {reason}") from None
 
 
 # -- Prometheus textfile -------------------------------------------------------------------------
