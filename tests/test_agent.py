@@ -155,6 +155,11 @@ print(json.dumps({"tools_used": sum(item["tool_counts"].values()), "note": "text
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
     assert record["metrics"] == {"tools_used": 2.0}
+    # ...and averaged per model, as aster-bench's aggregate metrics are.
+    header, row = bench.out("leaderboard.csv").read_text().splitlines()[:2]
+    assert (
+        dict(zip(header.split(","), row.split(","), strict=True))["metric_tools_used_mean"] == "2.0"
+    )
 
 
 def test_a_failing_post_process_is_the_items_error(bench: Bench) -> None:

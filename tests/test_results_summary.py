@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import assert_imported_lazily
+from conftest import Bench, assert_imported_lazily
 
 from pytest_llmbench import results as lb
 from pytest_llmbench.render import terminal as boardtext
@@ -1189,3 +1189,29 @@ def test_records_are_summarized_in_case_order() -> None:
     records = several_suites()
     summary = lb.summarize(list(reversed(records)))
     assert list(summary.records) == sorted(records, key=lb.case_order)
+
+
+def test_named_metrics_reach_the_leaderboard_aggregates_and_report(bench: Bench) -> None:
+    """record_score(value, name=...) (and post_process's metrics, the same record field) are
+    averaged per model into leaderboard.csv, aggregate_metrics.csv and the report."""
+    bench.pytester.makepyfile(
+        test_named="""
+        import pytest
+
+        @pytest.mark.parametrize("value", [0.25, 0.75])
+        def test_bleu(llm, record_score, value):
+            llm.complete("hi")
+            record_score(value, name="bleu")
+            record_score(1.0)
+        """
+    )
+    bench.run("--models=fake,fake2").assert_outcomes(passed=4)
+    board = {row["model"]: row for row in read_csv(bench.out("leaderboard.csv"))}
+    assert float(board["fake"]["metric_bleu_mean"]) == pytest.approx(0.5)
+    assert float(board["fake2"]["metric_bleu_mean"]) == pytest.approx(0.5)
+    (per_model,) = [
+        p for p in bench.out("").glob("*/aggregate_metrics.csv") if "fake2" not in str(p)
+    ]
+    assert [row["metric_bleu_mean"] for row in read_csv(per_model)][-1] == "0.5"
+    report = bench.out("report.html").read_text()
+    assert "<th" in report and ">bleu<" in report

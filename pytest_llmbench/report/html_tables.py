@@ -98,6 +98,10 @@ def _shown_columns(board: pd.DataFrame, key: str, latency: bool) -> list[tuple[s
             shown.append((key, key, spec))
         elif column in board.columns:
             shown.append((header, column, spec))
+    # Named metrics (post_process, record_score(name=...)): their means, after the rest.
+    for column in board.columns:
+        if column.startswith("metric_") and column.endswith("_mean"):
+            shown.append((column.removeprefix("metric_").removesuffix("_mean"), column, ".4g"))
     return shown
 
 

@@ -147,14 +147,42 @@ def aggregate(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Return the metrics per group of ``by``, key columns first, rows sorted by key.
 
     The metrics are :data:`METRIC_COLUMNS`, then ``dim_<key>_mean`` for each dimension judged
-    in ``frame`` (see :func:`judged_dimensions`).
+    in ``frame`` (see :func:`judged_dimensions`), then ``metric_<name>_mean`` for each named
+    metric of the records (``post_process``, ``record_score(name=...)``: :func:`custom_metrics`).
     """
-    keys, dimensions = list(by), judged_dimensions(frame)
+    keys, dimensions, custom = list(by), judged_dimensions(frame), custom_metrics(frame)
     rows = [
-        {**dict(zip(keys, key, strict=False)), **metrics(group, dimensions)}
+        {**dict(zip(keys, key, strict=False)), **metrics(group, dimensions, custom)}
         for key, group in frame.groupby(keys, sort=True, dropna=False)
     ]
-    return metrics_frame(rows, keys, dimensions)
+    return metrics_frame(rows, keys, dimensions, custom)
+
+
+def custom_metrics(frame: pd.DataFrame) -> list[str]:
+    """The names in the ``metrics`` of answered records (an eval's ``post_process``, a plain
+    test's ``record_score(value, name=...)``), sorted."""
+    if "metrics" not in frame.columns:
+        return []
+    answered = frame[frame["outcome"].isin(ANSWERED)]
+    return sorted({str(name) for values in answered["metrics"] for name in as_dict(values)})
+
+
+def custom_columns(names: Iterable[str]) -> list[str]:
+    """The aggregate column of each named metric: ``metric_<name>_mean``."""
+    return [f"metric_{name}_mean" for name in names]
+
+
+def custom_means(answered: pd.DataFrame, names: Sequence[str]) -> dict[str, float]:
+    """``metric_<name>_mean`` of each named metric over the answered items that have it."""
+    known: dict[str, list[float]] = {name: [] for name in names}
+    for values in answered["metrics"] if "metrics" in answered.columns else ():
+        for name, value in as_dict(values).items():
+            if name in known and isinstance(value, (int, float)) and math.isfinite(value):
+                known[name].append(float(value))
+    return {
+        column: math.fsum(values) / len(values) if values else math.nan
+        for column, values in zip(custom_columns(names), known.values(), strict=True)
+    }
 
 
 def judged_dimensions(frame: pd.DataFrame) -> list[str]:
@@ -173,7 +201,9 @@ def has_judges(records: Iterable[Mapping[str, Any]]) -> bool:
     return any(judge_entries(record.get("judges")) for record in records)
 
 
-def metrics(group: pd.DataFrame, dimensions: Sequence[str]) -> dict[str, Any]:
+def metrics(
+    group: pd.DataFrame, dimensions: Sequence[str], custom: Sequence[str] = ()
+) -> dict[str, Any]:
     """Return the value of every metric column for one group of records."""
     outcomes = group["outcome"].value_counts()
     counts = {column: int(outcomes.get(outcome, 0)) for column, outcome in _OUTCOME_COUNTS}
@@ -199,6 +229,7 @@ def metrics(group: pd.DataFrame, dimensions: Sequence[str]) -> dict[str, Any]:
         **_repeat_stats(group),
         **_choice_stats(answered),
         **dimension_means(answered, dimensions),
+        **custom_means(answered, custom),
     }
 
 
@@ -321,12 +352,15 @@ def _int_total(values: pd.Series) -> int | None:
 
 
 def metrics_frame(
-    rows: list[dict[str, Any]], keys: list[str], dimensions: Sequence[str]
+    rows: list[dict[str, Any]],
+    keys: list[str],
+    dimensions: Sequence[str],
+    custom: Sequence[str] = (),
 ) -> pd.DataFrame:
     """The aggregate rows as a frame: ``keys``, then the metric columns, with their dtypes."""
     import pandas as pd
 
-    columns = [*METRIC_COLUMNS, *dimension_columns(dimensions)]
+    columns = [*METRIC_COLUMNS, *dimension_columns(dimensions), *custom_columns(custom)]
     frame = pd.DataFrame(rows, columns=[*keys, *columns])
     dtypes = {name: _dtype(name) for name in columns}
     return frame.astype(dtypes)

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from .aggregation import (
     METRIC_COLUMNS,
     aggregate,
+    custom_columns,
+    custom_metrics,
     dimension_columns,
     grade_errors,
     has_judges,
@@ -102,9 +104,9 @@ def model_aggregate(frame: pd.DataFrame, model: str) -> pd.DataFrame:
     if own.empty:
         raise KeyError(f"no records for model {model!r}")
     per_suite = aggregate(own, ["suite"])
-    dimensions = judged_dimensions(own)
+    dimensions, custom = judged_dimensions(own), custom_metrics(own)
     total = metrics_frame(
-        [{"suite": ALL_SUITES, **metrics(own, dimensions)}], ["suite"], dimensions
+        [{"suite": ALL_SUITES, **metrics(own, dimensions, custom)}], ["suite"], dimensions, custom
     )
     return pd.concat([per_suite, total], ignore_index=True)
 
@@ -146,8 +148,14 @@ class RunSummary:
         """:func:`model_aggregate` of ``model``, taken from the rows already aggregated."""
         import pandas as pd
 
-        dimensions = judged_dimensions(self.frame[self.frame["model"] == model])
-        columns = ["suite", *METRIC_COLUMNS, *dimension_columns(dimensions)]
+        own = self.frame[self.frame["model"] == model]
+        dimensions, custom = judged_dimensions(own), custom_metrics(own)
+        columns = [
+            "suite",
+            *METRIC_COLUMNS,
+            *dimension_columns(dimensions),
+            *custom_columns(custom),
+        ]
         per_suite = self.all_metrics[self.all_metrics["model"] == model]
         total = self.board[self.board["model"] == model].assign(suite=ALL_SUITES)
         return pd.concat([per_suite[columns], total[columns]], ignore_index=True)
