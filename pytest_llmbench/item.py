@@ -52,6 +52,21 @@ def _warn_sandbox_fallback() -> None:
         warnings.warn(notice, SandboxWarning, stacklevel=2)
 
 
+def _with_case_values(check: Any, variables: dict[str, Any]) -> Any:
+    """An agent check with ``{{expected}}`` and the case's (or dataset row's) variables filled
+    into its value, path and ``output_contains``: ValueError for an unknown name."""
+    import dataclasses
+
+    from .spec.templating import render_template
+
+    changes = {
+        field: render_template(value, variables)
+        for field in ("value", "path", "output_contains")
+        if isinstance(value := getattr(check, field), str) and "{{" in value
+    }
+    return dataclasses.replace(check, **changes) if changes else check
+
+
 def _solver_verdict(passed: bool) -> Any:
     """The verdict a self-judging solver gave its own answer, as one more assertion's."""
     from .scoring.base import Verdict
@@ -226,6 +241,7 @@ class EvalItem(pytest.Function):
             base_dir=self.plan.base_dir,
             choices=self.case.choices,
             answer_index=self.case.answer_index,
+            workdir=result.workdir,
         )
         text = result.completion.text
         result.verdicts = [
@@ -253,7 +269,14 @@ class EvalItem(pytest.Function):
         result = self.result
         run, workdir, sandbox = result.agent_run, result.workdir, result.sandbox
         assert run is not None and workdir is not None and sandbox is not None
-        return evaluate_agent(assertion.agent_check, AgentOutcome(workdir, run, sandbox))
+        check = assertion.agent_check
+        try:
+            check = _with_case_values(check, {**self.case.vars, "expected": self.case.expected})
+        except ValueError as exc:  # a {{name}} the case does not have
+            from .scoring.base import Verdict
+
+            return Verdict(check.type, False, 0.0, check.weight, f"{check.type}: {exc}")
+        return evaluate_agent(check, AgentOutcome(workdir, run, sandbox))
 
     def _graded_verdict(self, index: int, assertion: Assertion) -> Verdict | None:
         graded = self.result.graded.get(index) if assertion.engine_graded else None

@@ -488,3 +488,56 @@ def test_agent_loops_run_concurrently(bench: Bench) -> None:
         folder = Path(record["workdir"])
         assert (folder / "a.txt").read_text() == "a"
         assert (folder / "seed.txt").read_text() == f"s{record['case_id'][1:]}"
+
+
+def test_file_checks_and_python_checks_see_the_rows_values_and_workdir(bench: Bench) -> None:
+    """Per dataset row: the agent wrote the row's expected answer into the row's file."""
+    bench.server.add_rule(Rule(match_last="wrote", reply="Done."))
+    for row, content in (("one", "42"), ("two", "wrong")):
+        bench.server.add_rule(
+            Rule(
+                match=f"Answer {row}",
+                tool_calls=[
+                    {"name": "write_file", "arguments": {"path": f"{row}.txt", "content": content}}
+                ],
+            )
+        )
+    (bench.pytester.path / "rows.jsonl").write_text(
+        '{"id": "one", "prompt": "Answer one", "expected": "42", "file": "one.txt"}\n'
+        '{"id": "two", "prompt": "Answer two", "expected": "43", "file": "two.txt"}\n'
+    )
+    bench.pytester.makepyfile(
+        checks="""
+def wrote_expected(answer, ctx):
+    return (ctx.workdir / ctx.vars["file"]).read_text() == ctx.expected
+"""
+    )
+    bench.eval_file(
+        "agent",
+        """
+kind: agent
+tools: [write_file]
+dataset: rows.jsonl
+assert:
+  - {type: file-contains, path: "{{file}}", value: "{{expected}}"}
+  - {type: python, value: "checks:wrote_expected"}
+""",
+    )
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1, failed=1)
+    records = {record["case_id"]: record for record in bench.records()}
+    assert [v["passed"] for v in records["one"]["assertions"]] == [True, True]
+    assert [v["passed"] for v in records["two"]["assertions"]] == [False, False]
+    assert "43" in records["two"]["assertions"][0]["reason"]  # the row's value, filled in
+
+
+def test_an_unknown_name_in_a_file_check_is_a_failed_check_that_says_so(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="Done."))
+    bench.eval_file(
+        "agent",
+        "kind: agent\ntools: [write_file]\ncases:\n  - {id: x, prompt: Go., assert: "
+        '[{type: file-contains, path: a.txt, value: "{{nothing}}"}]}\n',
+    )
+    bench.run("--models=fake").assert_outcomes(failed=1)
+    (verdict,) = bench.records()[0]["assertions"]
+    assert "unknown template variable 'nothing'" in verdict["reason"]

@@ -67,6 +67,9 @@ class AssertionContext:
     answer_index: int | None = None  #: the 0-based index of the right choice
     #: the marks shown before the choices when not the letters A, B, ... (ARC's "1".."4")
     choice_labels: tuple[str, ...] | None = None
+    #: the item's workdir (an agent's, or one seeded from ``files:``), for ``python`` checks
+    #: to read what was left there; None when the item has none
+    workdir: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True)
