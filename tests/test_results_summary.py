@@ -1078,6 +1078,12 @@ def test_an_axis_varied_on_purpose_gets_a_file_even_for_one_model() -> None:
         for case in ("x", "y")
     ]
     assert lb.varied_axes(lb.records_frame(records)) == ["temperature"]
+    # Two profiles that each set their own temperature: nobody varied it, no table.
+    fixed = [
+        vrec(model=name, case_id="x", score=1.0, profile=name, temperature=t)
+        for name, t in (("a", 0.0), ("b", 0.7))
+    ]
+    assert lb.varied_axes(lb.records_frame(fixed)) == []
 
 
 def mc(chosen: str | None, answer: str = "B") -> dict[str, Any]:

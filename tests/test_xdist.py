@@ -124,6 +124,8 @@ def test_two_workers_give_the_same_records_and_metrics_as_one_process(two_files:
     # One results folder: workers write nothing of their own.
     assert sorted(p.name for p in (root / "parallel").iterdir()) == [
         "all_metrics.csv",
+        "benchmark-bigger.json",
+        "benchmark-smaller.json",
         "case_verdicts.csv",
         "comparisons.csv",
         "fake",

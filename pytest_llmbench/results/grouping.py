@@ -112,8 +112,8 @@ def varied_axes(frame: pd.DataFrame) -> list[str]:
     axis counts when it has at least 2 distinct values and does not merely rename the models
     (one value per model and one model per value, as ``profile`` in a run without prompt or
     temperature variants): that table would be the leaderboard again. The axes a run varies
-    on purpose (:data:`REQUESTED_AXES`) count whenever they vary: one model under
-    ``--temperature-variations`` still gets its ``by_temperature.csv``.
+    on purpose (:data:`REQUESTED_AXES`) count whenever one profile ran under several of their
+    values: one model under ``--temperature-variations`` still gets its ``by_temperature.csv``.
     """
     tags = sorted({name for value in frame.get("model_tags", ()) for name in as_dict(value)})
     axes = [axis for axis in GROUP_AXES if axis != "model"] + [f"tag:{name}" for name in tags]
@@ -123,9 +123,21 @@ def varied_axes(frame: pd.DataFrame) -> list[str]:
         values = axis_values(frame, axis)
         pairs = set(zip(models, values, strict=True))
         renames = len(pairs) == len(set(models)) == len(set(values))
-        if len(set(values)) >= 2 and (axis in REQUESTED_AXES or not renames):
+        requested = axis in REQUESTED_AXES and _varied_per_profile(frame, values)
+        if len(set(values)) >= 2 and (not renames or requested):
             found.append(axis)
     return found
+
+
+def _varied_per_profile(frame: pd.DataFrame, values: list[str]) -> bool:
+    """Whether one profile (one underlying model) ran under several of ``values``: a prompt or
+    temperature axis the run varied on purpose, even when each contestant holds one value."""
+    if "profile" not in frame.columns:
+        return False
+    per_profile: dict[str, set[str]] = {}
+    for profile, value in zip(frame["profile"].astype(str), values, strict=True):
+        per_profile.setdefault(profile, set()).add(value)
+    return any(len(seen) >= 2 for seen in per_profile.values())
 
 
 def model_dir_name(model: str) -> str:
