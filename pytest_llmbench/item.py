@@ -52,6 +52,13 @@ def _warn_sandbox_fallback() -> None:
         warnings.warn(notice, SandboxWarning, stacklevel=2)
 
 
+#: Why an item with nothing to check is skipped, not passed.
+UNCHECKED = (
+    "llmbench: nothing to check: the case has no assertion and no expected answer; give it "
+    "`expected:` (checked with icontains) or `assert:`, or run with --latency-only to measure"
+)
+
+
 def _with_case_values(check: Any, variables: dict[str, Any]) -> Any:
     """An agent check with ``{{expected}}`` and the case's (or dataset row's) variables filled
     into its value, path and ``output_contains``: ValueError for an unknown name."""
@@ -252,6 +259,10 @@ class EvalItem(pytest.Function):
         ]
         if result.solver_verdict is not None:
             result.verdicts.append(_solver_verdict(result.solver_verdict))
+        if not result.verdicts:
+            # Answered, measured, recorded; but nothing says whether it is right: not a pass.
+            result.unchecked = True
+            pytest.skip(UNCHECKED)
         result.score = score_verdicts(result.verdicts)
         # Graded checks (judges, similarity, python scores) pass at their own thresholds with a
         # score below 1: a case passes when every assertion passes, or on partial credit when

@@ -13,8 +13,8 @@ from pytest_llmbench.results.gates import BUDGET_EXIT_CODE
 CASES = """
 model_params: {max_tokens: 16}
 cases:
-  - {id: a, prompt: "What is the capital of France?"}
-  - {id: b, prompt: "Name three primary colours, please.", expected_output_tokens: 40}
+  - {id: a, prompt: "What is the capital of France?", expected: ok}
+  - {id: b, prompt: "Name three primary colours, please.", expected_output_tokens: 40, expected: ok}
 """
 
 

@@ -120,9 +120,11 @@ def test_workdir_is_seeded_from_case_files_for_eval_items(bench: Bench) -> None:
         cases:
           - id: seeded
             prompt: Read notes
+            expected: ok
             files: {notes.txt: "remember", src/app.py: "print(1)"}
           - id: empty
             prompt: Nothing
+            expected: ok
         """,
     )
     result = bench.run("--models=fake")
@@ -185,7 +187,7 @@ def test_eval_case_and_llm_inside_eval_item_conftest(bench: Bench) -> None:
                 assert case.id == "one" and llm.name == request.node.model.name
         """
     )
-    bench.eval_file("one", "cases: [{id: one, prompt: hi}]")
+    bench.eval_file("one", "cases: [{id: one, prompt: hi, expected: ok}]")
     result = bench.run("--models=fake,fake2")
     result.assert_outcomes(passed=2)
 

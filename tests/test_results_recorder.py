@@ -684,7 +684,9 @@ def test_unexpected_exception_in_an_eval_item_is_an_error_record(bench: Bench) -
                 raise RuntimeError("scorer crashed")
         """
     )
-    bench.eval_file("two", "cases: [{id: boom, prompt: a}, {id: fine, prompt: b}]")
+    bench.eval_file(
+        "two", "cases: [{id: boom, prompt: a, expected: ok}, {id: fine, prompt: b, expected: ok}]"
+    )
     result = bench.run("--models=fake")
     result.assert_outcomes(passed=1, failed=1)
     by_case = {r["case_id"]: r for r in bench.records()}

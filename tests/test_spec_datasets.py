@@ -41,14 +41,17 @@ REAL_CSVS: list[tuple[str, dict[str, Any], int]] = [
 ]
 
 
-def load(tmp_path: Path, name: str, text: str | bytes, **mapping: Any) -> list[DatasetRow]:
-    """Write ``text`` to ``tmp_path/name`` and load it with ``mapping``."""
+def load(
+    tmp_path: Path, name: str, text: str | bytes, used: frozenset[str] = frozenset(), **mapping: Any
+) -> list[DatasetRow]:
+    """Write ``text`` to ``tmp_path/name`` and load it with ``mapping``; ``used``: the names
+    the eval file's templates would use."""
     target = tmp_path / name
     if isinstance(text, bytes):
         target.write_bytes(text)
     else:
         target.write_text(text, encoding="utf-8", newline="")
-    return load_dataset(DatasetSource(path=name, **mapping), tmp_path)
+    return load_dataset(DatasetSource(path=name, **mapping), tmp_path, used=used)
 
 
 def load_error(tmp_path: Path, name: str, text: str | bytes, **mapping: Any) -> DatasetError:
@@ -160,7 +163,7 @@ def test_jsonl_id_vars_tags_threshold(tmp_path: Path) -> None:
         "tags": ["smoke", " fast "],
         "threshold": 0.5,
     }
-    (row,) = load(tmp_path, "c.ndjson", jsonl(line))
+    (row,) = load(tmp_path, "c.ndjson", jsonl(line), used=frozenset({"name"}))
     assert row.id == "q1"
     assert row.expected == '{"a": 1}'
     assert row.vars["name"] == "Ann" and row.vars["extra"] == [1]
@@ -499,6 +502,7 @@ def test_columns_copy_values_into_vars(tmp_path: Path) -> None:
         tmp_path,
         "c.jsonl",
         jsonl({"q": "Hi", "n": 3, "xs": [1, 2]}),
+        used=frozenset({"xs"}),
         prompt="q",
         columns={"question": "q", "count": "n"},
     )
@@ -753,3 +757,45 @@ def test_module_import_loads_no_pyarrow() -> None:
         "sys.exit('pyarrow' in sys.modules or 'datasets' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+# --- a JSONL row follows the rules of an inline case ------------------------------------------
+
+
+def test_a_jsonl_rows_assert_and_judge_metrics_are_kept(tmp_path: Path) -> None:
+    rows = load(
+        tmp_path,
+        "c.jsonl",
+        jsonl(
+            {"id": "a", "prompt": "p", "expected": "x", "assert": ["contains", {"type": "regex", "value": "^x"}],
+             "judge_metrics": ["tone"]},
+            {"id": "b", "text_prompt": "p", "golden_answer": "y", "user_defined_metrics": "brand voice, empathy"},
+        ),
+    )  # fmt: skip
+    assert rows[0].assertions == ("contains", {"type": "regex", "value": "^x"})
+    assert rows[0].judge_metrics == ("tone",)
+    assert rows[1].judge_metrics == ("brand voice", "empathy")  # 360-eval's comma string
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"prompt": "p", "colour": "red"}, "unknown key 'colour'"),
+        ({"prompt": "p", "assert": [{"type": "no-such-check"}]}, "assert[0]: "),
+        ({"prompt": "p", "judge_metrics": 3}, "judge_metrics must be a list"),
+    ],
+)
+def test_a_jsonl_rows_unknown_or_bad_keys_are_errors_at_their_line(
+    tmp_path: Path, row: dict[str, Any], message: str
+) -> None:
+    error = load_error(tmp_path, "c.jsonl", jsonl({"prompt": "fine"}, row))
+    assert error.line == 2 and message in str(error), str(error)
+
+
+def test_a_key_is_allowed_when_mapped_used_by_a_template_or_in_a_csv(tmp_path: Path) -> None:
+    line = jsonl({"prompt": "p", "colour": "red", "size": "L"})
+    (row,) = load(tmp_path, "c.jsonl", line, used=frozenset({"colour"}), columns={"s": "size"})
+    assert (row.vars["colour"], row.vars["s"]) == ("red", "L")
+    # A CSV's or a table's columns are data: any column is a variable, as before.
+    (row,) = load(tmp_path, "d.csv", "prompt,colour\np,red\n")
+    assert row.vars["colour"] == "red"

@@ -788,3 +788,21 @@ cases:
     assert tasks["inherits"] == suite and tasks["r1"] == suite
     assert tasks["own"] == {"task_type": "extraction", "task_criteria": None}
     assert tasks["r2"]["task_type"] == "qa"
+
+
+def test_a_jsonl_rows_own_assert_and_judge_metrics_reach_its_case(tmp_path: Path) -> None:
+    (tmp_path / "rows.jsonl").write_text(
+        '{"id": "a", "prompt": "p", "expected": "x", "assert": [{"type": "regex", "value": "^x"}],'
+        ' "user_defined_metrics": "brand voice"}\n'
+        '{"id": "b", "prompt": "q", "expected": "y", "file": "b.txt"}\n'
+    )
+    text = 'assert: [contains]\ndataset: rows.jsonl\nprompt: "{{prompt}}"\n'
+    # `file` is used by no template here: the row is refused, naming the key and its line.
+    error = error_of(tmp_path, text)
+    assert "rows.jsonl:2" in str(error) and "unknown key 'file'" in str(error)
+    # Used by an assertion's value, it is a variable of the row's case.
+    used = text.replace("[contains]", '[contains, {type: icontains, value: "{{file}}"}]')
+    cases = {case.id: case for case in load(tmp_path, used).cases}
+    assert [a.type for a in cases["a"].assertions] == ["regex", "contains", "icontains"]
+    assert cases["a"].judge_metrics == ("brand_voice",)
+    assert cases["b"].vars["file"] == "b.txt"

@@ -398,7 +398,10 @@ def test_images_are_sent_as_content_parts_and_refused_by_a_text_only_model(
     (bench.pytester.path / "dot.png").write_bytes(PNG)
     profiles = bench.pytester.path / "profiles" / "fake.yaml"
     profiles.write_text(profiles.read_text().replace("  fake2:\n", "  fake2:\n    vision: false\n"))
-    bench.eval_file("seeing", "cases:\n  - {id: dot, prompt: What is this?, images: [dot.png]}\n")
+    bench.eval_file(
+        "seeing",
+        "cases:\n  - {id: dot, prompt: What is this?, images: [dot.png], expected: a dot}\n",
+    )
     bench.server.add_rule(Rule(reply="a dot"))
     result = bench.run("--models=fake,fake2", "-rA")
     result.assert_outcomes(passed=1, errors=1)

@@ -43,7 +43,9 @@ def eval_record(
         score=result.score if outcome in ("passed", "failed") else None,
         threshold=case.threshold,
         error=error,
-        error_kind=_error_kind(outcome, error, provider_error),
+        error_kind="unchecked"
+        if result.unchecked and outcome == "skipped"
+        else _error_kind(outcome, error, provider_error),
         retries=completion.retries
         if completion
         else (provider_error.retries if provider_error else 0),

@@ -278,11 +278,36 @@ def _dataset_cases(spec: EvalSpec, place: _Place) -> list[EvalCase]:
     assert spec.dataset is not None
     try:
         rows = load_dataset(
-            spec.dataset, place.path.parent, needs_prompt=spec.prompt is None, roots=place.roots
+            spec.dataset,
+            place.path.parent,
+            needs_prompt=spec.prompt is None,
+            roots=place.roots,
+            used=_template_names(spec),
         )
     except DatasetError as exc:
         raise place.error(f"dataset: {exc}") from None
     return [_row_case(spec, row, place) for row in rows]
+
+
+def _template_names(spec: EvalSpec) -> frozenset[str]:
+    """The top-level names the file's prompt and system templates and its assertions' values
+    (``{{file}}`` in an agent check) use (``{{a.b}}``: ``a``)."""
+    from .templating import placeholders
+
+    texts = [spec.prompt or "", spec.system or "", *_strings(spec.assertions)]
+    names = {name for text in texts for name in placeholders(text)}
+    return frozenset(name.split(".")[0] for name in names)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside ``value`` (lists and mappings walked)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
@@ -306,7 +331,7 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
     return _resolve(
         spec,
         place,
-        [],
+        list(row.assertions),
         case_id=row.id,
         messages=messages,
         template=template,
@@ -319,7 +344,7 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
         vars=row.vars,
         task=row.task,
         expected_output_tokens=row.expected_output_tokens,
-        judge_metrics=[],
+        judge_metrics=list(row.judge_metrics),
         include_dirs=[],
         images=_images(place, row.images, place.path.parent, row.id),
         choices=choices[0],
@@ -349,10 +374,17 @@ def _row_system(
     return ({"role": "system", "content": system}, *messages[1:])
 
 
+#: The check of a case that gives `expected` and no assertion: the answer contains it, in any
+#: case (`expected: Paris` passes "The capital is paris.").
+DEFAULT_CHECK = "icontains"
+
+
 def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any) -> EvalCase:
     """Complete a case with the file-level assertions, threshold, params and tags."""
     if case["choices"] is not None and not any(_is_choice(raw) for raw in [*own, *spec.assertions]):
         own = [*own, "choice"]  # a multiple choice case is scored by the option it names
+    if not own and not spec.assertions and case["expected"] is not None:
+        own = [DEFAULT_CHECK]  # an expected answer alone is checked, never an unchecked pass
     assertions = _assertions(spec, place, own, case)
     threshold = case.pop("threshold")
     metrics = _judge_metrics(place, [*spec.judge_metrics, *case.pop("judge_metrics")])

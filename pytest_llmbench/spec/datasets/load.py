@@ -6,6 +6,7 @@ folder or factory, and builds one :class:`DatasetRow` per selected record.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import random
@@ -33,12 +34,15 @@ def load_dataset(
     *,
     needs_prompt: bool = True,
     roots: Sequence[Path] = (),
+    used: frozenset[str] = frozenset(),
 ) -> list[DatasetRow]:
     """Read the rows of ``source``, its path (or factory module) taken relative to ``base_dir``.
 
     The file, or every file read from a folder, must be inside ``base_dir`` or ``roots`` (the
     rootdir and the allowed folders) and be no special file (:mod:`..paths`). With
     ``needs_prompt`` false (the eval file has a prompt template) a row may lack a prompt.
+    ``used`` are the names the eval file's templates use: a JSONL row may carry them besides
+    its case keys and mapped columns (any other key is an error).
     Raises :class:`DatasetError` for any problem with the source or its rows.
     """
     if source.factory is not None:
@@ -47,6 +51,8 @@ def load_dataset(
     else:
         path = _resolve_path(source, base_dir, roots)
         origin, records = _open(source, path, needs_prompt, (base_dir, roots))
+        if origin.label == "row" and _format_of(source, path) == "jsonl":
+            origin = dataclasses.replace(origin, strict=True, used=used)
     rows = [build_row(record, source, origin, needs_prompt) for record in _select(records, source)]
     if not rows:
         empty = (

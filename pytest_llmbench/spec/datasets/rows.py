@@ -48,6 +48,8 @@ class DatasetRow:
     choices: tuple[str, ...] | None = None  # the options of a multiple-choice row
     choice_labels: tuple[str, ...] | None = None  # their labels when the data gives them (ARC)
     answer: Any = None  # the right choice as stored (letter, index, label, text); None if unknown
+    assertions: tuple[Any, ...] = ()  # the row's own `assert:` items, as written
+    judge_metrics: tuple[str, ...] = ()  # `judge_metrics` (360-eval: `user_defined_metrics`)
 
     @property
     def where(self) -> str:
@@ -73,6 +75,21 @@ class Origin:
     path: Path | None  # the file or folder; None for a factory
     label: str  # how a table row is named in messages: "row", "factory row"
     folder: Path  # relative image paths start here
+    #: rows are cases written by hand (JSONL): a key that is no case key, no mapped column and
+    #: no name the file's templates use is an error, not silently dropped
+    strict: bool = False
+    #: the names the eval file's prompt and system templates use (a row may carry them)
+    used: frozenset[str] = frozenset()
+
+
+#: Keys a JSONL row may carry besides its mapped columns: a case's own keys and 360-eval's.
+CASE_KEYS = frozenset(
+    {
+        "id", "prompt", "expected", "tags", "task", "threshold", "expected_output_tokens",
+        "vars", "assert", "judge_metrics", "user_defined_metrics", "images", "image",
+        "choices", "answer", *_PROMPT_KEYS, *_EXPECTED_KEYS, *_ANSWER_KEYS,
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,6 +121,8 @@ def build_row(
         images = cells.images(get(cols.images) if cols.images else None, origin.folder)
         renamed = {var: get(column) for var, column in source.columns.items()}
         shown = {cols.images: list(images)} if cols.images else {}  # refs, not image bytes
+        if origin.strict:
+            _check_keys(record.fields, source, origin.used)
         return DatasetRow(
             id=_case_id(get(cols.id) if cols.id else None, record.number),
             prompt=_prompt(get(cols.prompt), cols.prompt, needs_prompt) if cols.prompt else None,
@@ -119,6 +138,8 @@ def build_row(
             choices=choices,
             choice_labels=labels,
             answer=cells.answer(get(cols.answer)) if cols.answer and choices else None,
+            assertions=_assertions(get("assert")),
+            judge_metrics=_names(get("judge_metrics") or get("user_defined_metrics")),
         )
     except RowError as exc:
         if record.line is not None:
@@ -166,6 +187,54 @@ def resolve_columns(source: DatasetSource, available: list[str], needs_prompt: b
         answer=answer,
         images=pick("images", source.images, _IMAGE_KEYS),
     )
+
+
+def _check_keys(fields: Mapping[str, Any], source: DatasetSource, used: frozenset[str]) -> None:
+    """A hand-written row's keys: each a case key, a mapped column or a name the file's
+    templates use; anything else would be dropped without a word, so it is an error."""
+    mapped = {
+        *(c for c in (source.prompt, source.expected, source.id, source.tags) if c),
+        *(c for c in (source.answer, source.images) if c),
+        *([source.choices] if isinstance(source.choices, str) else source.choices or ()),
+        *source.columns.values(),
+    }
+    unknown = [key for key in fields if key not in CASE_KEYS | mapped | used]
+    if unknown:
+        names = ", ".join(map(repr, unknown))
+        raise RowError(
+            f"unknown key {names}: a row's keys are case keys ({', '.join(sorted(_SHOWN_KEYS))}), "
+            "columns the dataset maps (dataset.columns: {var: column}) or names the file's "
+            "prompt or system uses; put other values under 'vars'"
+        )
+
+
+_SHOWN_KEYS = ("id", "prompt", "expected", "assert", "tags", "task", "threshold", "vars",
+               "judge_metrics", "expected_output_tokens", "choices", "answer", "images")  # fmt: skip
+
+
+def _assertions(value: Any) -> tuple[Any, ...]:
+    """A row's ``assert:``: a list of assertion items (a name or a mapping), checked now."""
+    if value is None:
+        return ()
+    from ...scoring.assertions import parse_assertion
+
+    items = value if isinstance(value, list) else [value]
+    for index, item in enumerate(items):
+        try:
+            parse_assertion(item)
+        except (TypeError, ValueError) as exc:  # AssertionSpecError is a ValueError
+            raise RowError(f"assert[{index}]: {exc}") from None
+    return tuple(items)
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """``judge_metrics`` as a list of names, or 360-eval's comma-separated string."""
+    if value is None or value == "":
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not (isinstance(items, list) and all(map(is_str, items))):
+        raise RowError("judge_metrics must be a list of names or a comma-separated string")
+    return tuple(item.strip() for item in items if item.strip())
 
 
 def _prompt(value: Any, column: str, needs_prompt: bool) -> str | None:
