@@ -31,6 +31,11 @@ def test_a_case_with_nothing_to_check_is_skipped_not_passed(bench: Bench) -> Non
     assert (record["outcome"], record["error_kind"]) == ("skipped", "unchecked")
     assert record["response"] == "Anything at all" and record["score"] is None
     assert len(bench.server.chat_requests()) == 1  # answered and measured, just not judged
+    # Its call was paid for: its tokens and cost count in the totals, not in the rates.
+    header, row = bench.out("leaderboard.csv").read_text().splitlines()[:2]
+    board = dict(zip(header.split(","), row.split(","), strict=True))
+    assert (board["n_skipped"], board["pass_rate"]) == ("1", "")
+    assert float(board["input_tokens_total"]) == record["input_tokens"] > 0
     # --latency-only is the way to measure without checks: a measurement, not a skip.
     result = bench.run("--models=fake", "--latency-only")
     result.assert_outcomes(passed=1)

@@ -6,7 +6,9 @@ tables and files on it.
 
 Counting rules:
 
-- ``skipped`` items count in ``n_items`` and ``n_skipped`` and nowhere else.
+- ``skipped`` items count in ``n_items`` and ``n_skipped`` and nowhere else, but for what an
+  answered item with nothing to check (``error_kind: unchecked``) spent: its tokens and cost
+  count in the totals.
 - ``error`` items count in ``n_errors`` and ``error_rate``. They are *graded* (the ``graded_*``
   columns of the records frame, see :func:`grade_errors`) as ``--errors-count-as`` says: by
   default as failures scored 0, so ``pass_rate``, ``score_mean``/``score_std``, their CIs,
@@ -208,6 +210,9 @@ def metrics(
     outcomes = group["outcome"].value_counts()
     counts = {column: int(outcomes.get(outcome, 0)) for column, outcome in _OUTCOME_COUNTS}
     spent = group[group["outcome"] != "skipped"]
+    # What was paid for: items run, and answered items skipped for having nothing to check.
+    unchecked = (group["outcome"] == "skipped") & (group["error_kind"] == "unchecked")
+    paid = group[(group["outcome"] != "skipped") | unchecked]
     answered = group[group["outcome"].isin(ANSWERED)]
     graded = group[group[GRADED_OUTCOME].isin(ANSWERED)]
     repeats = group["repeat"].max()
@@ -223,9 +228,9 @@ def metrics(
         "incomplete": bool(error_rate > INCOMPLETE_ERROR_RATE),
         "score_mean": graded[GRADED_SCORE].mean(),
         "score_std": graded[GRADED_SCORE].std(),
-        **_usage(spent, answered),
+        **_usage(paid, answered),
         **_timing(answered),
-        **judge_usage(spent),
+        **judge_usage(paid),
         **_repeat_stats(group),
         **_choice_stats(answered),
         **dimension_means(answered, dimensions),
