@@ -514,13 +514,9 @@ def test_a_key_in_a_tool_result_or_a_prompt_is_never_sent(
 #: One run with every kind of output: a failing answer, a provider error that echoes the key, a
 #: judge shown the answer, an agent whose command output holds the key, post_process, plain
 #: tests, the response cache, the CI step summary, pytest-html and JUnit XML.
-WHOLE_RUN_EVAL = """
-cases:
-  - id: leaky-answer
-    prompt: Please tell me the key
-    expected: Tokyo
-    assert: [contains]
-  - id: judged
+WHOLE_RUN_EVAL = (
+    PLANTED_CASES
+    + """  - id: judged
     prompt: Please repeat the key for the judge
     assert:
       - {type: llm-rubric, value: says a city, judges: [fake2]}
@@ -529,6 +525,7 @@ cases:
     assert: [contains]
     expected: x
 """
+)
 
 WHOLE_RUN_AGENT = f"""
 kind: agent

@@ -144,11 +144,11 @@ class View:
     cwd: Path = Path("/")
 
 
-def _bind(path: str, how: str = "--ro-bind") -> list[str]:
-    """Mount ``path`` at the same place; a symlink stays a symlink (merged-/usr systems)."""
+def _bind(path: str) -> list[str]:
+    """Mount ``path`` read-only at the same place; a symlink stays a symlink (merged /usr)."""
     if os.path.islink(path):
         return ["--symlink", os.readlink(path), path]
-    return [how, path, path] if os.path.exists(path) else []
+    return ["--ro-bind", path, path] if os.path.exists(path) else []
 
 
 @functools.cache

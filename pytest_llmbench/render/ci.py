@@ -81,16 +81,20 @@ class CIOutputs:
                 ),
             )
         out_dir = recorder.out_dir
-        if out_dir is not None:
-            self._guard(METRICS_FILE, lambda: write_metrics(out_dir / METRICS_FILE, records))
-            run_summary = self.config.stash.get(SUMMARY_KEY, None)
-            if run_summary is not None and run_summary.board is not None:
-                board = run_summary.board
-                self._guard("benchmark JSON", lambda: write_benchmarks(out_dir, board))
+        if out_dir is None:
+            return
+        written: list[str] = []  # the exposition text, once written: what is pushed
+        self._guard(
+            METRICS_FILE, lambda: written.append(write_metrics(out_dir / METRICS_FILE, records))
+        )
+        run_summary = self.config.stash.get(SUMMARY_KEY, None)
+        if run_summary is not None and run_summary.board is not None:
+            board = run_summary.board
+            self._guard("benchmark JSON", lambda: write_benchmarks(out_dir, board))
         push = self._push_url()
-        if push is not None and out_dir is not None and (out_dir / METRICS_FILE).is_file():
-            text = (out_dir / METRICS_FILE).read_text(encoding="utf-8")
-            self._guard(f"push to {shown_url(push)}", lambda: push_metrics(push, text))
+        if push is not None and written:
+            # The message names the URL; the redactor masks its password when it is printed.
+            self._guard(f"push to {push}", lambda: push_metrics(push, written[0]))
 
     def _push_url(self) -> str | None:
         runtime = self.config.stash.get(RUNTIME_KEY, None)
@@ -231,17 +235,6 @@ def push_url(base: str) -> str:
     return base if "/metrics/job/" in base else f"{base.rstrip('/')}/metrics/job/{PUSH_JOB}"
 
 
-def shown_url(url: str) -> str:
-    """``url`` without a password, for messages."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
-
-
 def push_metrics(base: str, text: str) -> None:
     """PUT ``text`` (the exposition format) to the Pushgateway at ``base``: the job's metrics
     are replaced by this run's. Raises on a refused connection or a non-2xx answer."""
@@ -290,8 +283,9 @@ class MetricFamily:
     samples: tuple[Sample, ...]
 
 
-def write_metrics(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
-    """Write the run's metrics to ``path`` atomically (temporary file, then ``os.replace``)."""
+def write_metrics(path: Path, records: Sequence[Mapping[str, Any]]) -> str:
+    """Write the run's metrics to ``path`` atomically (temporary file, then ``os.replace``);
+    return the text written."""
     text = render_metrics(metric_families(records, timestamp=time.time(), info=run_info()))
     handle = tempfile.NamedTemporaryFile(
         "w",
@@ -311,6 +305,7 @@ def write_metrics(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
         raise
+    return text
 
 
 def run_info() -> dict[str, str]:
