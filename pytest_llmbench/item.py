@@ -166,6 +166,7 @@ class EvalItem(pytest.Function):
         result.optimization = answer.optimization
         result.sent_messages = answer.messages
         result.solver_verdict = answer.solver_verdict
+        result.loglikelihood = answer.loglikelihood
         agent = self.plan.agent
         if result.agent_run is not None and agent and agent.post_process:
             self._post_process(agent.post_process)

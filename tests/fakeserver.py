@@ -61,6 +61,8 @@ _ERROR_KINDS: dict[int, tuple[str, str]] = {
 }
 
 _WORD = re.compile(r"\S+")
+#: A text completion's tokens: each word with the spaces before it.
+_PIECE = re.compile(r"\s*\S+")
 
 
 @dataclass
@@ -342,6 +344,45 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model", "fake-embedding")
         self._send_json(200, {"object": "list", "data": data, "model": model, "usage": usage})
 
+    def _send_text_completion(self, body: dict[str, Any]) -> None:
+        """A text completion that generates the word "next"; with ``echo`` the prompt comes
+        back first, its words as tokens, each word's logprob from ``word_logprobs``
+        (default -1.0; the first token's None). ``completions`` False: 404, like a chat-only
+        API; ``completion_logprobs`` False: the answer carries no logprobs."""
+        owner = self.server.owner
+        if not owner.completions:
+            self._send_error(404, "this model only speaks chat: no /v1/completions")
+            return
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str):
+            self._send_error(400, "prompt must be a string")
+            return
+        echo = bool(body.get("echo"))
+        pieces = [match.group(0) for match in _PIECE.finditer(prompt)] if echo else []
+        pieces.append(" next")
+        offsets, start = [], 0
+        for piece in pieces:
+            offsets.append(start)
+            start += len(piece)
+        values = [owner.word_logprobs.get(piece.strip(), -1.0) for piece in pieces]
+        if echo and values:
+            values[0] = None  # nothing before the first token
+        text = (prompt if echo else "") + " next"
+        choice: dict[str, Any] = {"text": text, "index": 0, "finish_reason": "length"}
+        if owner.completion_logprobs and body.get("logprobs") is not None:
+            choice["logprobs"] = {
+                "tokens": pieces,
+                "text_offset": offsets if echo else [len(prompt)],
+                "token_logprobs": values,
+                "top_logprobs": [None if v is None else {p: v} for p, v in zip(pieces, values, strict=True)],
+            }
+        words = count_words(prompt)
+        usage = {"prompt_tokens": words, "completion_tokens": 1, "total_tokens": words + 1}
+        payload = {"id": self.server.owner._next_id(), "object": "text_completion",
+                   "created": int(time.time()), "model": body.get("model", "fake-model"),
+                   "choices": [choice], "usage": usage}  # fmt: skip
+        self._send_json(200, payload)
+
     # -- routes --
     def _route(self) -> str:
         path = self.path.split("?", 1)[0].rstrip("/")
@@ -391,6 +432,9 @@ class _Handler(BaseHTTPRequestHandler):
         route = self._route()
         if route in ("/v1/embeddings", "/embeddings") and parsed_ok:
             self._send_embeddings(body)
+            return
+        if route in ("/v1/completions", "/completions") and parsed_ok:
+            self._send_text_completion(body)
             return
         if route not in ("/v1/chat/completions", "/chat/completions"):
             self._send_error(404, f"no route for POST {route}")
@@ -603,6 +647,11 @@ class FakeLLMServer:
             raise ValueError("chunk_size must be >= 1")
         #: False acts like llama-cpp's server: no usage on streams, whatever the request asks.
         self.stream_usage = stream_usage
+        #: /v1/completions: answered (False: 404, a chat-only API), with logprobs when asked
+        self.completions = True
+        self.completion_logprobs = True
+        #: a text completion's logprob of each word (default -1.0)
+        self.word_logprobs: dict[str, float] = {}
         self.default_reply = default_reply
         self.chunk_size = chunk_size
         self.token_delay_s = token_delay_s

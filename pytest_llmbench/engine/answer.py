@@ -10,6 +10,7 @@ test's call (the ``llm`` fixture). Every call goes through the
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from ..agent.tools import Toolbox
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import CallTarget
+    from .loglikelihood import OptionScores
     from .optimizer import PromptOptimizer, Rewrite
     from .pacing import CallPacer
     from .plan import CallPlan
@@ -46,7 +48,7 @@ class Answerer:
     def __init__(
         self,
         pacer: CallPacer,
-        resolve: Callable[[ModelProfile], CallTarget],
+        resolve: Callable[..., CallTarget],
         n_workers: int,
         *,
         judge_metrics: Sequence[str] = (),
@@ -60,6 +62,9 @@ class Answerer:
         self._store = optimizer_store
         self._claim_timeout_s = claim_timeout_s
         self._optimizer: PromptOptimizer | None = None
+        #: models found unable to score log-likelihoods: their next items fail without a call
+        self._cannot_score: dict[str, ProviderError] = {}
+        self._probes: dict[str, asyncio.Event] = {}  #: set once a model's first item is done
 
     # -- main thread --------------------------------------------------------------------------
     def answer(
@@ -72,8 +77,9 @@ class Answerer:
         Images come first: a model known not to take them fails before any server starts.
         """
         messages = with_images(plan, plan.case.messages)
+        scoring = plan.case.loglikelihood is not None
         request = Request(
-            target=self._resolve(plan.model),
+            target=self._resolve(plan.model, scoring=scoring),
             messages=messages,
             params=plan.call_params,
             key_params=plan.params,
@@ -150,6 +156,7 @@ class Answerer:
         """The plan's answer (an agent's whole loop), then its model-graded verdicts."""
         run: AgentRun | None = None
         verdict: bool | None = None
+        options: OptionScores | None = None
         optimization: dict[str, Any] | None = None
         if plan.variant.optimized:
             rewrite = await self._rewrite(plan, targets)
@@ -160,12 +167,43 @@ class Answerer:
             completion = agent_completion(run, request.target.model_id)
         elif plan.solver is not None:
             completion, verdict = await self._solve(plan, request)
+        elif plan.case.loglikelihood is not None:
+            completion, options = await self._score_options(plan, request)
         else:
             completion = await self._pacer.paced(request)
         graded = await grade(self._helpers, plan, completion, targets, self._judge_metrics)
         sandbox = toolbox.sandbox if toolbox is not None else None
         sent = None if request.messages is plan.case.messages else tuple(request.messages)
-        return Answer(completion, graded, run, sandbox, optimization, sent, verdict)
+        scores = options.to_record() if options is not None else None
+        return Answer(completion, graded, run, sandbox, optimization, sent, verdict, scores)
+
+    async def _score_options(
+        self, plan: CallPlan, request: Request
+    ) -> tuple[Completion, OptionScores]:
+        """Each option's log-probability (:mod:`.loglikelihood`). A model's first item asks
+        alone: when the model cannot score, its other items fail without a call."""
+        from .loglikelihood import score_options
+
+        assert plan.case.loglikelihood is not None and plan.case.answer_index is not None
+        name = plan.model.name
+        probe = self._probes.get(name)
+        if probe is not None:
+            await probe.wait()
+        else:
+            probe = self._probes[name] = asyncio.Event()
+        known = self._cannot_score.get(name)
+        if known is not None:
+            raise ProviderError(known.message, known.kind)
+        try:
+            return await score_options(
+                self._pacer.paced, request, plan.case.loglikelihood, plan.case.answer_index
+            )
+        except ProviderError as error:
+            if error.kind == "unsupported":
+                self._cannot_score[name] = error
+            raise
+        finally:
+            probe.set()
 
     async def _rewrite(self, plan: CallPlan, targets: HelperTargets) -> Rewrite:
         """The plan's prompt rewritten for its model by the optimizer (once per run)."""

@@ -179,6 +179,13 @@ class CallPacer:
                 if request.embed:
                     texts = [message["content"] for message in request.messages]
                     completion = await aembed(request.target, texts, **retrying)
+                elif request.loglikelihood:
+                    from ..models.providers.loglikelihood import aloglikelihood
+
+                    context, continuation = (message["content"] for message in request.messages)
+                    completion = await aloglikelihood(
+                        request.target, context, continuation, **retrying
+                    )
                 else:
                     completion = await acomplete(
                         request.target,

@@ -36,6 +36,8 @@ class Answer:
     messages: tuple[dict[str, Any], ...] | None = None
     #: a self-judging solver's verdict on its answer (NEAR AI's bool)
     solver_verdict: bool | None = None
+    #: a log-likelihood item's option scores (the record's ``loglikelihood``)
+    loglikelihood: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class Request:
     model_name: str
     nodeid: str  #: who asked, for a replay miss
     embed: bool = False  #: embed the messages' texts instead of completing them
+    #: score the second message's text after the first's (log-likelihood), not complete them
+    loglikelihood: bool = False
 
 
 def with_images(plan: CallPlan, messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:

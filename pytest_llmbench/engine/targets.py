@@ -22,13 +22,18 @@ class Targets:
 
     def __init__(self, state_dir: Path, owner_pid: int) -> None:
         self._state = (state_dir, owner_pid)
-        self._embedded: EmbeddedServer | None = None
+        self._embedded: dict[bool, EmbeddedServer] = {}
 
-    def target(self, profile: ModelProfile) -> CallTarget:
-        """Resolve where and how to call ``profile``; raise ProviderError when it cannot be."""
+    def target(self, profile: ModelProfile, *, scoring: bool = False) -> CallTarget:
+        """Resolve where and how to call ``profile``; raise ProviderError when it cannot be.
+
+        ``scoring``: the target of log-likelihood calls (the embedded model's is a server of
+        its own, keeping the prompt's logits).
+        """
         api_base, api_key = profile.api_base, None
         if profile.embedded:
-            api_base, api_key = self._embedded_server().ensure_started().base_url, _EMBEDDED_KEY
+            server = self._embedded_server(scoring)
+            api_base, api_key = server.ensure_started().base_url, _EMBEDDED_KEY
         elif profile.api_key_env:
             api_key = os.environ.get(profile.api_key_env) or None
             if api_key is None:
@@ -51,12 +56,13 @@ class Targets:
             cost_per_1k_output=cost.output if cost else None,
         )
 
-    def _embedded_server(self) -> EmbeddedServer:
-        if self._embedded is None:
+    def _embedded_server(self, scoring: bool) -> EmbeddedServer:
+        server = self._embedded.get(scoring)
+        if server is None:
             from ..models.providers.embedded import EmbeddedServer
 
-            self._embedded = EmbeddedServer(*self._state)
-        return self._embedded
+            server = self._embedded[scoring] = EmbeddedServer(*self._state, scoring=scoring)
+        return server
 
 
 def _missing_key(profile: ModelProfile, names: list[str]) -> ProviderError:

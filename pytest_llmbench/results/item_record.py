@@ -56,7 +56,7 @@ def eval_record(
         **_judge_fields(result),
         **_agent_fields(result),
         params=plan.params,
-        metrics=dict(result.post_metrics),
+        metrics={**result.post_metrics, **_loglikelihood_metrics(result)},
         worker=worker,
         started_at=result.started_at,
         **(completion_fields(completion) or _error_fields(result, provider_error)),
@@ -119,7 +119,17 @@ def _variant_fields(result: EvalResult, root: Path) -> dict[str, Any]:
         "images": _described_images(plan.case.images, root),
         "solver": plan.solver,
         "choice": _choice(plan, result.completion),
+        "loglikelihood": result.loglikelihood,
     }
+
+
+def _loglikelihood_metrics(result: EvalResult) -> dict[str, float]:
+    """``acc`` and ``acc_norm`` of a log-likelihood item, as named metrics (aggregated per
+    model like ``post_process`` metrics)."""
+    scores = result.loglikelihood
+    if scores is None or result.plan.latency_only:
+        return {}
+    return {name: float(scores[name]) for name in ("acc", "acc_norm")}
 
 
 def _choice(plan: CallPlan, completion: Completion | None) -> dict[str, Any] | None:

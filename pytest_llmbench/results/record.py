@@ -33,6 +33,9 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``solver`` (str | None): the ``module:function`` that produced the answer.
 - ``choice`` (dict | None): a multiple choice item's ``chosen`` letter (None when the answer
   named none), the right ``answer`` letter and whether it was ``correct``.
+- ``loglikelihood`` (dict | None): a ``loglikelihood:`` item's option scores: ``logprobs``,
+  ``tokens`` and ``lengths`` per option, the letters ``chosen`` (acc) and ``chosen_norm``
+  (acc_norm), the ``answer`` letter, and ``acc``/``acc_norm`` (1.0 or 0.0, also in ``metrics``).
 - ``repeat`` (int): repeat index, 0-based.
 - ``tags`` (list[str]): the case's tags.
 - ``task`` (dict | None): the case's ``{"task_type", "task_criteria"}``, if any.
@@ -148,6 +151,7 @@ FIELDS: tuple[str, ...] = (
     "images",
     "solver",
     "choice",
+    "loglikelihood",
     "expected",
     "assertions",
     "judges",

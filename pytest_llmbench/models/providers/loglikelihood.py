@@ -1,0 +1,198 @@
+"""One log-likelihood call: how likely a model finds a continuation after a context.
+
+As lm-eval does for multiple choice through an API (its ``gguf`` and ``local-completions``
+models): the text completions endpoint is asked for ``context + continuation`` with
+``echo: true, logprobs: 1, max_tokens: 1``; the log-probabilities of the echoed tokens that
+start at or after the context's end, up to the end of the prompt, are summed. llama.cpp's
+server, vLLM and text-generation-inference answer this; chat-only APIs do not, and a model that
+cannot is an ``unsupported`` error that says why, never a score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import numbers
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .completion import CallTarget, Completion, ProviderError
+from .litellm_adapter import DEFAULT_CONNECT_TIMEOUT_S, Timeouts, acall, cost_of
+
+__all__ = ["NEEDS", "aloglikelihood", "continuation_logprob"]
+
+#: What a model needs for log-likelihood scoring, said in every ``unsupported`` error.
+NEEDS = (
+    "log-likelihood scoring needs a text completions endpoint that echoes the prompt with "
+    "its log-probabilities (llama.cpp's server, vLLM, text-generation-inference); chat-only "
+    "APIs (OpenAI's chat models, Anthropic, Gemini) do not give them"
+)
+#: litellm providers that speak OpenAI's completions protocol through the ``openai`` client.
+_OPENAI_COMPATIBLE = frozenset({"openai", "text-completion-openai", "custom_openai"})
+_clients: dict[tuple[Any, ...], Any] = {}
+#: HTTP statuses by which an endpoint refuses the request itself (not a passing fault).
+_REFUSED = frozenset({400, 404, 405, 422, 501})
+
+
+class NoPromptLogprobs(ValueError):
+    """The answer carries no log-probabilities for the prompt's tokens."""
+
+
+async def aloglikelihood(
+    target: CallTarget,
+    context: str,
+    continuation: str,
+    *,
+    timeout_s: float = 120.0,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+    max_retries: int = 2,
+    on_retry: Callable[[int | None], None] | None = None,
+    before_retry: Callable[[], Awaitable[float]] | None = None,
+) -> Completion:
+    """The log-probability of ``continuation`` after ``context``, as a completion whose text is
+    ``{"logprob": float, "tokens": int}`` (so that it is paced, cached and budgeted like any
+    call). Transient faults are retried; an endpoint that cannot answer raises
+    :class:`ProviderError` of kind ``unsupported``."""
+
+    async def once(litellm: Any, limits: Timeouts, retries: int) -> Completion:
+        return await _score_once(litellm, target, context, continuation, limits, retries)
+
+    limits = Timeouts(timeout_s, connect_timeout_s)
+    return await acall(once, target, limits, max_retries, on_retry, before_retry)
+
+
+async def _score_once(
+    litellm: Any,
+    target: CallTarget,
+    context: str,
+    continuation: str,
+    limits: Timeouts,
+    retries: int,
+) -> Completion:
+    kwargs: dict[str, Any] = {
+        **target.extra,
+        "model": target.model_id,
+        "prompt": context + continuation,
+        "echo": True,
+        "logprobs": 1,
+        "max_tokens": 1,
+        "temperature": 0,
+        "timeout": limits.for_client(),
+        "max_retries": 0,
+    }
+    if target.api_base:
+        kwargs["api_base"] = target.api_base
+    if target.api_key:
+        kwargs["api_key"] = target.api_key
+    client = _openai_client(litellm, target, limits)
+    if client is not None:
+        kwargs["client"] = client
+    started = time.perf_counter()
+    try:
+        response = await litellm.atext_completion(**kwargs)
+    except Exception as exc:
+        status = getattr(exc, "status_code", None)
+        if status in _REFUSED:
+            raise _unsupported(target, f"the endpoint refused it (HTTP {status}: {exc})") from None
+        raise
+    latency = time.perf_counter() - started
+    try:
+        logprob, tokens = continuation_logprob(
+            _logprobs_of(response), len(context), len(context) + len(continuation)
+        )
+    except NoPromptLogprobs as exc:
+        raise _unsupported(target, str(exc)) from None
+    usage = getattr(response, "usage", None)
+    input_tokens = getattr(usage, "prompt_tokens", None) if usage else None
+    output_tokens = getattr(usage, "completion_tokens", None) if usage else None
+    return Completion(
+        text=json.dumps({"logprob": logprob, "tokens": tokens}),
+        model_id=target.model_id,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        tokens_estimated=False,
+        ttft_s=None,
+        latency_s=latency,
+        cost_usd=cost_of(litellm, target, input_tokens, output_tokens),
+        retries=retries,
+        streamed=False,
+        finish_reason="stop",
+    )
+
+
+def _openai_client(litellm: Any, target: CallTarget, limits: Timeouts) -> Any:
+    """One client per OpenAI-compatible endpoint and event loop, for litellm to call with.
+
+    Without one, litellm's text completions open a new HTTP session per call and never close
+    it (an "Unclosed client session" error each); other providers get None: litellm's own.
+    """
+    try:
+        provider = litellm.get_llm_provider(target.model_id, api_base=target.api_base)[1]
+    except Exception:  # an unknown provider: the call itself will say what is wrong
+        return None
+    if provider not in _OPENAI_COMPATIBLE:
+        return None
+    loop = asyncio.get_running_loop()
+    key = (target.api_base, target.api_key, limits, id(loop))
+    client = _clients.get(key)
+    if client is None:
+        import openai
+
+        try:
+            client = openai.AsyncOpenAI(
+                api_key=target.api_key,
+                base_url=target.api_base,
+                timeout=limits.for_client(),
+                max_retries=0,
+            )
+        except openai.OpenAIError:  # no key anywhere: litellm's call says so
+            return None
+        _clients[key] = client
+    return client
+
+
+def _logprobs_of(response: Any) -> Any:
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        raise NoPromptLogprobs("the answer has no choices")
+    choice = choices[0]
+    found = (
+        choice.get("logprobs") if isinstance(choice, dict) else getattr(choice, "logprobs", None)
+    )
+    if found is None:
+        raise NoPromptLogprobs("the answer carries no log-probabilities")
+    return found
+
+
+def _field(logprobs: Any, name: str) -> list[Any]:
+    value = logprobs.get(name) if isinstance(logprobs, dict) else getattr(logprobs, name, None)
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def continuation_logprob(logprobs: Any, start: int, end: int) -> tuple[float, int]:
+    """The summed log-probability of the echoed tokens that begin in ``[start, end)`` (the
+    continuation's characters in the prompt), and how many there are.
+
+    A token that straddles ``start`` belongs to the context, as in lm-eval's API models.
+    Raises :class:`NoPromptLogprobs` when the prompt was not echoed with its logprobs.
+    """
+    offsets = _field(logprobs, "text_offset")
+    values = _field(logprobs, "token_logprobs")
+    if not offsets or len(offsets) != len(values):
+        raise NoPromptLogprobs("the answer carries no per-token offsets and log-probabilities")
+    if offsets[0] != 0:
+        raise NoPromptLogprobs("the prompt was not echoed (the first token is not at offset 0)")
+    picked = [value for offset, value in zip(offsets, values, strict=True) if start <= offset < end]
+    if not picked:
+        raise NoPromptLogprobs("no echoed token starts inside the continuation")
+    if any(not isinstance(value, numbers.Real) or isinstance(value, bool) for value in picked):
+        raise NoPromptLogprobs("the continuation's tokens came back without log-probabilities")
+    return float(sum(picked)), len(picked)
+
+
+def _unsupported(target: CallTarget, reason: str) -> ProviderError:
+    message = f"{target.name} cannot score log-likelihoods: {reason}; {NEEDS}"
+    if target.api_key:
+        message = message.replace(target.api_key, "[REDACTED]")
+    return ProviderError(message, "unsupported")
