@@ -374,7 +374,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "tokens": pieces,
                 "text_offset": offsets if echo else [len(prompt)],
                 "token_logprobs": values,
-                "top_logprobs": [None if v is None else {p: v} for p, v in zip(pieces, values, strict=True)],
+                "top_logprobs": [
+                    None if v is None else {p: v} for p, v in zip(pieces, values, strict=True)
+                ],
             }
         words = count_words(prompt)
         usage = {"prompt_tokens": words, "completion_tokens": 1, "total_tokens": words + 1}

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import FAKE_KEY, Bench
+from conftest import FAKE_KEY, REPO_ROOT, Bench
 
 from pytest_llmbench.engine.loglikelihood import OptionScores
 
@@ -158,3 +162,47 @@ def test_ties_go_to_the_first_option_as_argmax_does() -> None:
     assert (scores.chosen, scores.chosen_norm) == (0, 0)
     assert scores.metrics() == {"acc": 0.0, "acc_norm": 0.0}
     assert json.loads(json.dumps(scores.to_record()))["chosen"] == "A"
+
+
+# -- the shipped sets on the embedded model, beside lm-eval's recorded figures ------------------
+
+
+@pytest.mark.slow
+def test_the_shipped_sets_score_as_lm_eval_does(tmp_path: Path) -> None:
+    """ARC-Easy, PIQA, HellaSwag and Winogrande rows (``evals/loglikelihood``) on the embedded
+    model, under xdist, beside lm-eval 0.4.13's figures on the same rows
+    (``benchmarks/lm_eval_reference.json``, written by ``benchmarks/lm_eval_compare.py``)."""
+    reference = json.loads((REPO_ROOT / "benchmarks" / "lm_eval_reference.json").read_text())
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
+         "evals/loglikelihood", f"--results-dir={tmp_path}", "-o", "addopts="],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 60, done.stdout[-2000:]
+    assert not [r for r in records if r["outcome"] == "error"], done.stdout[-2000:]
+    for record in records:
+        task = record["suite"]
+        expected = reference[task][_row_index(task, record["case_id"])]
+        ours = record["loglikelihood"]["logprobs"]
+        assert ours == pytest.approx(expected["loglikelihoods"], abs=0.05), record["case_id"]
+        for metric in ("acc", "acc_norm") if task != "winogrande" else ("acc",):
+            if _margin(expected["loglikelihoods"], record, metric) > 0.1:
+                assert record["metrics"][metric] == expected[metric], (task, record["case_id"])
+
+
+def _row_index(task: str, case_id: str) -> int:
+    lines = (REPO_ROOT / "evals" / "loglikelihood" / "data" / f"{task}.jsonl").read_text()
+    for index, line in enumerate(lines.splitlines()):
+        row = json.loads(line)
+        if case_id in (f"row-{index + 1}", str(row.get("id")), str(row.get("ind"))):
+            return index
+    raise KeyError(case_id)
+
+
+def _margin(values: list[float], record: dict[str, Any], metric: str) -> float:
+    """How far lm-eval's pick is ahead of the runner-up (a near tie may flip on another CPU)."""
+    lengths = record["loglikelihood"]["lengths"]
+    scores = values if metric == "acc" else [v / n for v, n in zip(values, lengths, strict=True)]
+    top, second = sorted(scores, reverse=True)[:2]
+    return top - second
