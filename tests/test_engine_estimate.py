@@ -46,6 +46,28 @@ def test_estimate_uses_prompt_tokens_output_budget_and_profile_prices(bench: Ben
     assert not bench.out("results.jsonl").exists()
 
 
+def test_a_loglikelihood_item_is_estimated_as_a_call_per_option(bench: Bench) -> None:
+    from pytest_llmbench.models.providers.litellm_adapter import count_prompt_tokens
+
+    bench.eval_file(
+        "mc",
+        """
+loglikelihood: true
+prompt: "Question: Capital of France?\nAnswer:"
+cases:
+  - {id: a, choices: [Lyon, Paris, Nice], answer: B}
+""",
+    )
+    result = bench.run("--collect-only", "-q", "--estimate-cost", "--models=fake")
+    _, items, tokens_in, tokens_out, _ = _rows(result)["fake"]
+    texts = [f"Question: Capital of France?\nAnswer: {city}" for city in ("Lyon", "Paris", "Nice")]
+    counted = sum(
+        count_prompt_tokens("openai/fake-model", [{"role": "user", "content": text}])
+        for text in texts
+    )
+    assert (int(items), int(tokens_in), int(tokens_out)) == (1, counted, 3)
+
+
 def test_estimate_says_unknown_without_a_price(bench: Bench) -> None:
     bench.eval_file("est", CASES)
     result = bench.run("--collect-only", "--estimate-cost", "--models=openai/no-such-model-xyz")

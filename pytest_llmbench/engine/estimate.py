@@ -1,7 +1,8 @@
 """``--estimate-cost``: what the collected items would cost, before any model is called.
 
 Input tokens are counted from the rendered prompts with litellm's tokenizer; output tokens are
-the case's ``expected_output_tokens``, else its ``max_tokens``, else a default. Prices come
+the case's ``expected_output_tokens``, else its ``max_tokens``, else a default (a log-likelihood
+item: one call per option, its context and option in, one token out). Prices come
 from the profile, else litellm's price map; a model with neither shows no estimate.
 """
 
@@ -35,8 +36,7 @@ def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
     totals: dict[str, list[Any]] = {}
     for plan in plans:
         model = plan.model
-        tokens_in = count_prompt_tokens(model.model, plan.case.messages)
-        tokens_out = plan.answer_token_budget
+        tokens_in, tokens_out = _tokens(plan, count_prompt_tokens)
         cost = model.cost_per_1k
         target = CallTarget(
             name=model.name,
@@ -51,6 +51,16 @@ def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
         entry[2] += tokens_out
         entry[3] = None if call_cost is None or entry[3] is None else entry[3] + call_cost
     return [ModelEstimate(name, *values) for name, values in totals.items()]
+
+
+def _tokens(plan: CallPlan, count: Any) -> tuple[int, int]:
+    """Input and output tokens of the plan's calls: one answer, or a log-likelihood item's call
+    per option (its context and option in, one token out)."""
+    scored = plan.case.loglikelihood
+    if scored is None:
+        return count(plan.model.model, plan.case.messages), plan.answer_token_budget
+    texts = [[{"role": "user", "content": context + option}] for context, option in scored.pairs]
+    return sum(count(plan.model.model, text) for text in texts), len(scored.pairs)
 
 
 def format_estimates(estimates: Sequence[ModelEstimate]) -> list[str]:
