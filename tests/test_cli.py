@@ -745,3 +745,14 @@ def test_validate_reports_an_unexpected_error_in_one_line(
     code, out, err = _call(capsys, "validate", ".")
     assert (code, err) == (1, "")
     assert "evals/qa.eval.yaml: ImportError: No module named 'helpers'" in out.splitlines()
+
+
+def test_version_names_the_plugin_and_what_it_runs_on(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    assert main(["--version"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"llmbench {metadata.version('pytest-llmbench')} (")
+    assert f"litellm {metadata.version('litellm')}" in line
+    assert f"pytest {metadata.version('pytest')}" in line
+    assert "\n" not in line
