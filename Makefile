@@ -9,7 +9,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 PYTEST_ARGS ?=
 
-.PHONY: venv eval test test-fast lint lock clean
+.PHONY: venv eval test test-fast lint lock clean plotly-bundle
 
 venv: $(STAMP)
 
@@ -42,6 +42,11 @@ lint: $(STAMP)
 lock:
 	uv pip compile pyproject.toml --extra local --extra dev --generate-hashes --python-version 3.11 \
 		--no-header -o requirements.lock
+
+# Rebuild report.html's partial plotly.js bundle (needs node and npm; versions locked with hashes
+# in tools/plotly-bundle/package-lock.json). The built file is committed.
+plotly-bundle:
+	cd tools/plotly-bundle && npm ci --no-audit --no-fund && node build.js
 
 clean:
 	rm -rf $(VENV) llmbench-results .pytest_cache
