@@ -210,13 +210,15 @@ class Redactor:
         return value
 
     def value(self, value: Any) -> Any:
-        """Redact strings anywhere inside dicts (keys too), lists and tuples."""
+        """Redact strings anywhere inside dicts (keys too), lists and tuples: ``value`` itself
+        when nothing in it is, else a copy (tuples become lists)."""
         strings: list[str] = []
         _collect(value, strings)
         joined = "\0".join(strings)
-        # One scan of all the text; most records hold no secret, and are only copied.
-        clean = self.text(joined) is joined
-        return _rebuild(value, (lambda text: text) if clean else self.text)
+        # One scan of all the text; most records hold no secret, and are returned as they are.
+        if self.text(joined) is joined:
+            return value
+        return _rebuild(value, self.text)
 
     def messages(self, messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
         """Messages about to be sent to a model, redacted: ``messages`` itself when clean."""

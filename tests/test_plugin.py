@@ -66,3 +66,15 @@ def _listing(root: Path) -> list[str]:
 
 def _pytester_own(name: str) -> bool:
     return name.startswith("runpytest") or name in ("stdout", "stderr")
+
+
+def test_a_run_without_pytest_html_writes_everything_else(bench: Bench) -> None:
+    """pytest-html is the `html` extra: absent (here: not loaded), a run records, aggregates
+    and reports as ever, and only --html is unknown."""
+    bench.server.add_rule(Rule(match="France", reply="Paris"))
+    bench.server.add_rule(Rule(match="Japan", reply="Tokyo"))
+    bench.eval_file("capitals", TWO_CAPITALS)
+    result = bench.run("-p", "no:html", "--models=fake")
+    result.assert_outcomes(passed=2)
+    assert len(bench.records()) == 2
+    assert bench.out("report.html").is_file() and bench.out("leaderboard.csv").is_file()

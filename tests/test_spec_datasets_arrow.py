@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -324,3 +325,14 @@ def test_split_on_a_single_file_and_hf_format_on_a_file(tmp_path: Path) -> None:
     assert "dataset.split needs a folder with splits, not a single file" in str(error)
     error = load_error(tmp_path, path="one.parquet", format="hf")
     assert "format hf needs a save_to_disk folder, not a file" in str(error)
+
+
+def test_without_pyarrow_a_parquet_dataset_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyarrow is the `datasets` extra: without it, a parquet file is a clear dataset error."""
+    hf.Dataset.from_dict(PIQA).to_parquet(str(tmp_path / "piqa.parquet"))
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+    error = load_error(tmp_path, path="piqa.parquet", prompt="goal")
+    assert "parquet datasets need pyarrow: pip install 'pytest-llmbench[datasets]'" in str(error)
+    assert str(error).startswith(str(tmp_path / "piqa.parquet"))

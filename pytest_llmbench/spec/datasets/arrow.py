@@ -102,7 +102,12 @@ def _pick_split(splits: dict[str, _T], wanted: str | None, path: Path) -> _T:
 
 def table_records(files: list[Path], form: Format) -> Iterator[Record]:
     """The rows of parquet or Arrow-stream files in order, read a batch at a time."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    try:
+        import pyarrow as pa  # type: ignore[import-untyped]
+    except ImportError:
+        what = "parquet" if form == "parquet" else "Hugging Face (Arrow)"
+        message = f"{what} datasets need pyarrow: pip install 'pytest-llmbench[datasets]'"
+        raise DatasetError(message, files[0] if files else None) from None
 
     number = 0
     for file in files:
