@@ -26,6 +26,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(default 30)",
         default="",
     )
+    parser.addini(
+        "llmbench_progress_every_s",
+        "seconds between two 'llmbench: N/M items ...' progress lines (default 10 in a terminal, "
+        "30 in a CI log; 0: none)",
+        default="",
+    )
 
 
 @pytest.hookimpl(trylast=True)
@@ -72,6 +78,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from .results.recorder import ResultsRecorder
 
     config.pluginmanager.register(SessionEndWarmUp(), "llmbench-warm-up")
+    from .render.progress import RunProgress, progress_every_s
+
+    every_s = progress_every_s(config)
+    if every_s > 0:
+        config.pluginmanager.register(RunProgress(config, every_s), "llmbench-progress")
     config.pluginmanager.register(ResultsRecorder(config), RECORDER_NAME)
     # The recorder summarizes the run once and decides the gates (asking the baseline plugin);
     # after it (trylast) the report and CI outputs read that summary; the terminal prints it.

@@ -64,6 +64,28 @@ def test_61st_request_waits_until_the_first_leaves_the_window() -> None:
     assert clock.now == 70.0
 
 
+def test_waiting_counts_the_requests_held_back_now() -> None:
+    """What the progress line shows as 'waiting on a rate limit'."""
+    clock = FakeClock()
+    rl = limiter(clock, rpm=2)
+    seen: list[int] = []
+
+    async def main() -> None:
+        await rl.acquire()
+        await rl.acquire()
+        third = asyncio.ensure_future(rl.acquire())
+        fourth = asyncio.ensure_future(rl.acquire())
+        await asyncio.sleep(0)
+        seen.append(rl.waiting)  # both wait for the window to move
+        await third
+        await fourth
+        seen.append(rl.waiting)
+
+    assert rl.waiting == 0
+    run(main)
+    assert seen == [2, 0]
+
+
 def test_tpm_limits_by_tokens() -> None:
     clock = FakeClock()
     rl = limiter(clock, tpm=1000)

@@ -309,6 +309,10 @@ class Answerer:
             interpret=interpret,
         )
 
+    def activity(self) -> tuple[int, int]:
+        """This process's calls in flight, and those waiting on a rate limit."""
+        return self._pacer.activity()
+
     def close(self) -> None:
         """Close the optimizer's store."""
         if self._optimizer is not None:

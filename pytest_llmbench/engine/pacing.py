@@ -135,6 +135,13 @@ class CallPacer:
             self._lanes[(model.name, serial)] = lane
         return lane
 
+    def activity(self) -> tuple[int, int]:
+        """Calls of this process in flight now, and how many of them wait on a rate limit."""
+        lanes = list(self._lanes.values())  # the engine loop may add one meanwhile
+        waiting = sum(lane.limiter.waiting for lane in lanes)
+        in_flight = sum(lane.concurrency.in_flight for lane in lanes)
+        return max(0, in_flight - waiting), waiting
+
     def limit(self, model: ModelProfile, file_parallel_safe: bool) -> int:
         """Calls of ``model`` this process may have in flight: its share of the run's."""
         return process_limit(self._run.concurrency, model, self._n_workers, file_parallel_safe)

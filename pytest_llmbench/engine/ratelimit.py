@@ -85,6 +85,12 @@ class RateLimiter:
         self._clock, self._sleep = clock, sleep
         self._lock = asyncio.Lock()  # FIFO: the first caller to wait is the first served
         self._settled = asyncio.Event()
+        self._waiting = 0
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting now for room in the window (the run's progress line shows them)."""
+        return self._waiting
 
     async def acquire(self, tokens: int = 0) -> float:
         """Wait until one more request and ``tokens`` more tokens fit, record them.
@@ -120,6 +126,13 @@ class RateLimiter:
         self._settled.set()
 
     async def _admit(self, tokens: int, *, held: bool) -> float:
+        self._waiting += 1
+        try:
+            return await self._admitted(tokens, held=held)
+        finally:
+            self._waiting -= 1
+
+    async def _admitted(self, tokens: int, *, held: bool) -> float:
         started = self._clock()
         async with self._lock:
             while (delay := self._delay(tokens)) > 0:

@@ -101,6 +101,11 @@ class Runtime:
         name = plan.nodeid.rpartition("::")[2]
         return prepare(self.config, plan.nodeid, name, plan.case.files, plan.case.include_dirs)
 
+    def activity(self) -> tuple[int, int] | None:
+        """Calls in flight and waiting on a rate limit in this process; None before any."""
+        scheduler = self._scheduler
+        return None if scheduler is None else scheduler.activity()
+
     def target(self, profile: ModelProfile) -> CallTarget:
         """Resolve where and how to call ``profile``; raise ProviderError when it cannot be."""
         return self.targets.target(profile)

@@ -162,6 +162,10 @@ class CallScheduler:
         mode = self._stream_mode
         return mode == "all" or (mode == "sample" and self._sample.streams(nodeid))
 
+    def activity(self) -> tuple[int, int]:
+        """This process's calls in flight, and those waiting on a rate limit."""
+        return self._answerer.activity()
+
     def cancel_pending(self) -> None:
         """Cancel the calls started for items that have not run (the engine stops them)."""
         self._forget_all_but(set())
