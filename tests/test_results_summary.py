@@ -1031,13 +1031,16 @@ def test_grouped_unknown_axis_lists_the_known_ones(axis: str) -> None:
 def test_write_aggregates_writes_a_file_per_varied_axis(tmp_path: Path) -> None:
     records = matrix_records()
     frame = lb.records_frame(records)
-    assert lb.varied_axes(frame) == ["profile", "prompt_variant", "temperature", "tag:tier"]
+    # One profile at 0.2, the other sending none: no temperature the run varied to.
+    assert lb.varied_axes(frame) == ["profile", "prompt_variant", "tag:tier"]
+    warmer = vrec(model="nova_flex:p2@t0.7", case_id="a", score=1.0, profile="nova_flex",
+                  temperature=0.7, prompt_variant="p2")  # fmt: skip
+    assert "temperature" in lb.varied_axes(lb.records_frame([*records, warmer]))
     written = lb.write_aggregates(records, tmp_path)
     assert written is not None
     assert {axis: path.name for axis, path in written.grouped.items()} == {
         "profile": "by_profile.csv",
         "prompt_variant": "by_prompt_variant.csv",
-        "temperature": "by_temperature.csv",
         "tag:tier": "by_tag_tier.csv",
     }
     assert sorted(p.name for p in tmp_path.glob("by_*.csv")) == sorted(
@@ -1221,3 +1224,14 @@ def test_named_metrics_reach_the_leaderboard_aggregates_and_report(bench: Bench)
     assert [row["metric_bleu_mean"] for row in read_csv(per_model)][-1] == "0.5"
     report = bench.out("report.html").read_text()
     assert "<th" in report and ">bleu<" in report
+
+
+def test_a_plain_test_without_a_temperature_makes_no_temperature_axis() -> None:
+    """`llmbench init`'s first run: eval items at temperature 0, a plain test that sent none;
+    its report showed "By temperature: 0 vs (none)"."""
+    records = [
+        vrec(model="local/smollm2", case_id=name, score=1.0, profile="local/smollm2",
+             temperature=0.0)
+        for name in ("france", "japan", "copy")
+    ] + [vrec(model="local/smollm2", case_id="test_italy", score=1.0, profile="local/smollm2")]  # fmt: skip
+    assert "temperature" not in lb.varied_axes(lb.records_frame(records))

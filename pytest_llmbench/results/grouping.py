@@ -114,6 +114,8 @@ def varied_axes(frame: pd.DataFrame) -> list[str]:
     temperature variants): that table would be the leaderboard again. The axes a run varies
     on purpose (:data:`REQUESTED_AXES`) count whenever one profile ran under several of their
     values: one model under ``--temperature-variations`` still gets its ``by_temperature.csv``.
+    For those, a missing value (:data:`NO_VALUE`: a plain test that sent no temperature) is no
+    value the run varied to: temperature 0 beside "(none)" is no temperature axis.
     """
     tags = sorted({name for value in frame.get("model_tags", ()) for name in as_dict(value)})
     axes = [axis for axis in GROUP_AXES if axis != "model"] + [f"tag:{name}" for name in tags]
@@ -124,7 +126,9 @@ def varied_axes(frame: pd.DataFrame) -> list[str]:
         pairs = set(zip(models, values, strict=True))
         renames = len(pairs) == len(set(models)) == len(set(values))
         requested = axis in REQUESTED_AXES and _varied_per_profile(frame, values)
-        if len(set(values)) >= 2 and (not renames or requested):
+        # For the requested axes, a missing value is no value the run varied to.
+        known = set(values) - ({NO_VALUE} if axis in REQUESTED_AXES else set())
+        if len(known) >= 2 and (not renames or requested):
             found.append(axis)
     return found
 
@@ -136,7 +140,8 @@ def _varied_per_profile(frame: pd.DataFrame, values: list[str]) -> bool:
         return False
     per_profile: dict[str, set[str]] = {}
     for profile, value in zip(frame["profile"].astype(str), values, strict=True):
-        per_profile.setdefault(profile, set()).add(value)
+        if value != NO_VALUE:
+            per_profile.setdefault(profile, set()).add(value)
     return any(len(seen) >= 2 for seen in per_profile.values())
 
 
