@@ -20,7 +20,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOT_COPY = REPO_ROOT / "test-output" / "report-screenshot.png"
 XSS = "<script>alert(1)</script>"
-SECTIONS = ("Run", "Leaderboard", "Scores", "Latency", "Cost", "Judges", "Errors", "Cases")
+SECTIONS = (
+    "Run", "Leaderboard", "Scores", "Latency", "Cost", "Judges", "Errors", "Matrix", "Cases"
+)  # fmt: skip
 #: Every chart, when the run has data for all of them.
 ALL_CHARTS = (
     "leaderboard",
@@ -543,7 +545,9 @@ LATENCY_CHARTS = [
 def test_latency_only_report_has_no_score_sections(latency_report: Path) -> None:
     text = latency_report.read_text(encoding="utf-8")
     headings = re.findall(r"<h2>([^<]+)</h2>", text)
-    assert headings == ["Run", "Leaderboard", "Variants", "Latency", "Cost", "Errors", "Cases"]
+    assert headings == [
+        "Run", "Leaderboard", "Variants", "Latency", "Cost", "Errors", "Matrix", "Cases"
+    ]  # fmt: skip
     assert chart_ids(text) == LATENCY_CHARTS
     assert "<dt>Eval type</dt><dd>latency only: no scores</dd>" in text
     board = text.split('<table class="leaderboard">')[1].split("</table>")[0]
@@ -595,3 +599,55 @@ def test_the_bundle_holds_every_trace_type_the_charts_draw() -> None:
     }
     assert used == {"bar", "box", "heatmap", "scatter", "scatterpolar"}
     assert used <= bundled
+
+
+# -- the case x model matrix --------------------------------------------------------------------
+
+
+def matrix_rows(html: str) -> dict[str, str]:
+    """Each matrix row's case id -> its whole ``<tr>`` (as written, or as the browser left it)."""
+    table = html.split('id="matrix"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr (data-suite=.*?)</tr>", table, flags=re.DOTALL)
+    return {re.findall(r"<td[^>]*>([^<]*)</td>", row)[1]: row for row in rows}
+
+
+def test_the_matrix_has_a_row_per_case_and_a_column_per_model(report: Path) -> None:
+    html = report.read_text(encoding="utf-8")
+    header = html.split('id="matrix"', 1)[1].split("</tr>", 1)[0]
+    assert re.findall(r"<th>([^<]*)</th>", header) == ["suite", "case", "alpha", "beta"]
+    rows = matrix_rows(html)
+    assert sorted(rows) == ["add", "france", "japan", "mul", "xss"]
+    cells = {case: re.findall(r'<td class="(\w+)"', row) for case, row in rows.items()}
+    assert cells["france"] == ["passed", "failed"]
+    assert cells["japan"] == ["mixed", "mixed"]  # a repeat failed: 2 of 3 passed
+    assert "<b>2/3</b>" in rows["japan"]
+    assert cells["xss"] == ["skipped", "failed"]  # alpha never ran it
+    assert cells["mul"] == ["skipped", "error"]
+    assert 'data-flags="errors"' in rows["mul"]
+    assert 'data-flags="failures flaky"' in rows["japan"]
+    assert "provider said 500 &lt;oops&gt;" in rows["mul"]  # an error cell shows why
+    assert XSS not in html.split('id="matrix"', 1)[1].split("</table>", 1)[0]
+
+
+def hidden_cases(dom: str) -> set[str]:
+    return {case for case, row in matrix_rows(dom).items() if "display: none" in row}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fragment", "visible"),
+    [
+        ("show=errors", {"mul"}),
+        ("show=flaky&suite=math", {"add"}),
+        ("q=lyon", {"france", "japan", "add", "mul"}),  # where some answer says Lyon
+        ("show=failures&suite=capitals", {"france", "japan"}),
+    ],
+)
+def test_the_matrix_filters_in_headless_chromium(
+    report: Path, tmp_path: Path, fragment: str, visible: set[str]
+) -> None:
+    result = chromium(f"{report.as_uri()}#{fragment}", "--dump-dom", profile=tmp_path / "p")
+    assert console_errors(result.stderr) == []
+    everything = {"add", "france", "japan", "mul", "xss"}
+    assert everything - hidden_cases(result.stdout) == visible
+    assert f"{len(visible)} of 5 cases" in result.stdout

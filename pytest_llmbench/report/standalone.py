@@ -37,6 +37,7 @@ from .html_tables import (
     leaderboard_table,
     text,
 )
+from .matrix import MATRIX_SCRIPT, MATRIX_STYLE, case_matrix
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,9 +110,9 @@ def render_report(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{text(heading)}</title><style>{_STYLE}</style></head>"
+        f"<title>{text(heading)}</title><style>{_STYLE}{MATRIX_STYLE}</style></head>"
         f"<body><main><h1>{text(heading)}</h1><nav>{nav}</nav>{body}</main>"
-        f"{plotly_loader()}</body></html>\n"
+        f"<script>{MATRIX_SCRIPT}</script>{plotly_loader()}</body></html>\n"
     )
 
 
@@ -141,7 +142,8 @@ def _sections(
         sections.insert(1, ("Variants", variants))  # right after the leaderboard
     if latency:
         facts = facts.replace("</dl>", _fact("Eval type", "latency only: no scores") + "</dl>")
-    return [("Run", facts), *sections, ("Cases", cases_table(records))]
+    matrix = ("Matrix", case_matrix(records))
+    return [("Run", facts), *sections, matrix, ("Cases", cases_table(records))]
 
 
 def _variants(boards: Mapping[str, pd.DataFrame], latency: bool) -> str:
