@@ -122,7 +122,48 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(command=_report_command)
     _add_validate(commands)
     _add_init(commands)
+    _add_view(commands)
     return parser
+
+
+def _add_view(commands: Any) -> None:
+    view = commands.add_parser(
+        "view", help="Browse, compare, launch and watch runs in a local web page"
+    )
+    view.add_argument(
+        "dirs", nargs="*", type=Path, metavar="DIR",
+        help="Folders holding results folders (default: llmbench-results)",
+    )  # fmt: skip
+    view.add_argument("--host", default="127.0.0.1", help="Interface (default 127.0.0.1 only)")
+    view.add_argument("--port", type=int, default=0, help="Port (default: a free one, printed)")
+    view.add_argument(
+        "--project", type=Path, default=Path("."),
+        help="Where launched runs run and eval files are found (default: here)",
+    )  # fmt: skip
+    view.set_defaults(command=_view_command)
+
+
+def _view_command(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("starlette") is None or importlib.util.find_spec("uvicorn") is None:
+        raise UsageFailure(
+            "llmbench view needs the view extra: pip install 'pytest-llmbench[view]'"
+        )
+    from .view.app import ViewSettings, serve
+
+    roots = list(args.dirs) or [Path("llmbench-results")]
+    for root in roots:
+        root.mkdir(parents=True, exist_ok=True)
+    if not args.project.is_dir():
+        raise UsageFailure(f"--project {args.project}: not a folder")
+    try:
+        serve(ViewSettings(roots=roots, project=args.project.resolve()), args.host, args.port)
+    except KeyboardInterrupt:
+        return 0
+    except OSError as exc:  # the port is taken, say
+        raise UsageFailure(f"cannot listen on {args.host}:{args.port}: {exc}") from None
+    return 0
 
 
 # -- leaderboard ---------------------------------------------------------------------------------
@@ -209,7 +250,7 @@ def _emit(text: str, output: Path | None) -> None:
 def _compare_command(args: argparse.Namespace) -> int:
     baseline, new = load_results(args.baseline), load_results(args.new)
     if args.model is not None and "=" in args.model:
-        baseline, new, args.model = _model_switch(baseline, new, args.model)
+        baseline, new, args.model = model_switch(baseline, new, args.model)
     old_models, new_models = models_of(baseline), models_of(new)
     common = [model for model in new_models if model in old_models]
     if args.model is not None and args.model not in common:
@@ -236,7 +277,7 @@ def _compare_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_switch(
+def model_switch(
     baseline: list[dict[str, Any]], new: list[dict[str, Any]], spec: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """``OLD=NEW``: the baseline's OLD records and the new run's NEW records under one label."""

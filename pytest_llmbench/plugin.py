@@ -80,9 +80,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(SessionEndWarmUp(), "llmbench-warm-up")
     from .render.progress import RunProgress, progress_every_s
 
-    every_s = progress_every_s(config)
-    if every_s > 0:
-        config.pluginmanager.register(RunProgress(config, every_s), "llmbench-progress")
+    # Lines on the terminal (every_s 0: none) and progress.json for `llmbench view`.
+    config.pluginmanager.register(
+        RunProgress(config, progress_every_s(config)), "llmbench-progress"
+    )
     config.pluginmanager.register(ResultsRecorder(config), RECORDER_NAME)
     # The recorder summarizes the run once and decides the gates (asking the baseline plugin);
     # after it (trylast) the report and CI outputs read that summary; the terminal prints it.

@@ -15,6 +15,7 @@ whole; a run shorter than the interval shows none.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -103,6 +104,7 @@ class RunProgress:
         self.tally = Tally()
         self._started: float | None = None
         self._last: float | None = None
+        self._saved: float | None = None
         from ..engine.xdist_schedule import eval_nodeid_matcher
 
         self._is_eval = eval_nodeid_matcher(config)
@@ -135,9 +137,47 @@ class RunProgress:
             self.tally.add(record, item=self._is_eval(str(record.get("nodeid") or "")))
         self._maybe_write()
 
-    def _maybe_write(self) -> None:
+    def _save(self) -> None:
+        """``progress.json`` in the results folder, at most once a second: what `llmbench view`
+        shows of a run in progress (and the pid that says whether it still runs)."""
         now = time.monotonic()
-        if self._started is None or self._last is None or now - self._last < self.every_s:
+        if self._started is None or (self._saved is not None and now - self._saved < 1.0):
+            return
+        recorder = self.config.pluginmanager.get_plugin("llmbench-recorder")
+        folder = getattr(recorder, "out_dir", None)
+        if folder is None:
+            return
+        self._saved = now
+        tally = self.tally
+        state = {
+            "pid": os.getpid(),
+            "updated_at": time.time(),
+            "total": tally.total,
+            "done": tally.done,
+            "passed": tally.passed,
+            "failed": tally.failed,
+            "errors": tally.errors,
+            "spent_usd": round(tally.spent, 6),
+            "in_flight": sum(active for active, _ in tally.activity.values()),
+            "waiting": sum(held for _, held in tally.activity.values()),
+            "eta_s": tally.eta_s(now - self._started),
+            "line": tally.line(now - self._started),
+        }
+        try:
+            partial = folder / "progress.json.tmp"
+            partial.write_text(json.dumps(state), encoding="utf-8")
+            partial.replace(folder / "progress.json")
+        except OSError:  # a progress file is a courtesy, never a reason to fail a run
+            pass
+
+    def _maybe_write(self) -> None:
+        self._save()
+        now = time.monotonic()
+        if self.every_s <= 0 or self._started is None or self._last is None:
+            return
+        if not self.tally.total and not self.tally.done:
+            return  # no eval item in this run: pytest's own progress says it all
+        if now - self._last < self.every_s:
             return
         self._last = now
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

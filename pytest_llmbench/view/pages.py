@@ -1,0 +1,360 @@
+"""The pages of `llmbench view`, rendered on the server: runs, a run, an item, a comparison.
+
+Every text from a record is escaped. Filters and sorts are query parameters, so every view is a
+link; a run still going reloads itself every few seconds, as its records arrive.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..report.html_tables import leaderboard_table, text, transcript
+from .runs import Run
+
+Record = Mapping[str, Any]
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 0; color: #202124; }
+header { background: #202124; color: white; padding: 0.6em 1.2em; }
+header a { color: white; margin-right: 1.2em; text-decoration: none; font-weight: 600; }
+main { padding: 1em 1.5em; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #dadce0; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+td.passed, span.passed { background: #e6f4ea; } td.failed, span.failed { background: #fce8e6; }
+td.error, span.error { background: #fef7e0; } td.mixed { background: #fff3cd; }
+td.running { background: #e8f0fe; } td.interrupted { background: #f1f3f4; }
+table.matrix td { max-width: 22em; font-size: 0.85em; }
+pre { white-space: pre-wrap; background: #f8f9fa; padding: 0.5em; }
+form.filters { display: flex; gap: 0.5em; flex-wrap: wrap; margin: 0.5em 0; }
+.progress { background: #e8f0fe; padding: 0.6em; border-radius: 4px; }
+.note { color: #5f6368; } .bad { color: #c5221f; }
+ol.timeline li { margin-bottom: 0.6em; }
+"""
+
+
+def layout(title: str, body: str, *, refresh_s: int | None = None) -> str:
+    """A whole page; ``refresh_s``: reload itself (a run in progress)."""
+    refresh = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{refresh}'
+        f"<title>{text(title)} - llmbench view</title><style>{_STYLE}</style></head><body>"
+        '<header><a href="/">Runs</a><a href="/launch">Launch</a></header>'
+        f"<main><h1>{text(title)}</h1>{body}</main></body></html>"
+    )
+
+
+def link(path: str, **query: Any) -> str:
+    shown = {name: value for name, value in query.items() if value not in (None, "")}
+    return path + ("?" + urllib.parse.urlencode(shown) if shown else "")
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+def runs_page(runs: Sequence[Run]) -> str:
+    if not runs:
+        return layout("Runs", '<p class="note">No results folders yet: run pytest, or launch a '
+                      'run.</p>')  # fmt: skip
+    rows = "".join(_run_row(run) for run in runs)
+    body = (
+        '<form action="/compare" method="get"><p>Pick two runs (baseline, then new) and '
+        '<button type="submit">compare</button></p><table class="runs"><tr><th>a</th><th>b</th>'
+        "<th>started</th><th>status</th><th>models</th><th>suites</th><th>items</th>"
+        "<th>pass rate</th><th>errors</th><th>cost USD</th><th>folder</th></tr>"
+        f"{rows}</table></form>"
+    )
+    return layout("Runs", body, refresh_s=5 if any(r.status == "running" for r in runs) else None)
+
+
+def _run_row(run: Run) -> str:
+    key = text(run.key)
+    rate = "-" if run.pass_rate is None else f"{100 * run.pass_rate:.1f}%"
+    return (
+        f'<tr data-run="{key}"><td><input type="radio" name="a" value="{key}"></td>'
+        f'<td><input type="radio" name="b" value="{key}"></td>'
+        f'<td><a href="{text(link("/run/" + run.key))}">{text(run.started_at or "?")}</a></td>'
+        f'<td class="{run.status}">{run.status}</td><td>{text(", ".join(run.models))}</td>'
+        f"<td>{text(', '.join(run.suites))}</td><td>{len(run.records)}</td><td>{rate}</td>"
+        f"<td>{run.count('error')}</td><td>{run.cost:.4f}</td><td>{text(run.folder)}</td></tr>"
+    )
+
+
+# -- a run ---------------------------------------------------------------------------------------
+
+
+def run_page(run: Run, params: Mapping[str, str]) -> str:
+    from ..results import summarize
+
+    parts = [_facts(run)]
+    if run.status == "running" and run.progress:
+        parts.append(f'<p class="progress" id="progress">{text(run.progress.get("line", ""))}</p>')
+    if run.records:
+        summary = summarize(run.records)
+        parts.append("<h2>Leaderboard</h2>" + leaderboard_table(summary.board))
+    if (run.folder / "report.html").is_file():
+        parts.append(f'<p><a href="/file/{text(run.key)}/report.html">Charts: report.html</a></p>')
+    parts.append("<h2>Cases</h2>" + matrix(run, params))
+    refresh = 3 if run.status == "running" else None
+    return layout(f"Run {run.key}", "".join(parts), refresh_s=refresh)
+
+
+def _facts(run: Run) -> str:
+    facts = {
+        "status": run.status,
+        "started": run.started_at,
+        "folder": str(run.folder),
+        "models": ", ".join(run.models),
+        "items": str(len(run.records)),
+        "passed / failed / errors": f"{run.count('passed')} / {run.count('failed')} / "
+        f"{run.count('error')}",
+        "cost USD": f"{run.cost:.4f}",
+    }
+    if run.info and run.info.get("args"):
+        facts["command"] = "pytest " + " ".join(str(arg) for arg in run.info["args"])
+    rows = "".join(f"<tr><th>{text(k)}</th><td>{text(v)}</td></tr>" for k, v in facts.items())
+    return f'<table class="facts">{rows}</table>'
+
+
+_SHOW = {"": "all cases", "failures": "with a failure", "errors": "with an error",
+         "flaky": "flaky (passed and failed)"}  # fmt: skip
+_SORT = {"": "suite, case", "score": "score (worst first)", "latency": "latency (slowest first)",
+         "cost": "cost (dearest first)"}  # fmt: skip
+
+
+def matrix(run: Run, params: Mapping[str, str]) -> str:
+    """The case x model matrix of ``run``, filtered and sorted by ``params``."""
+    records = run.records
+    models = sorted({str(r.get("model")) for r in records})
+    suites = sorted({str(r.get("suite")) for r in records})
+    tags = sorted({str(tag) for r in records for tag in r.get("tags") or []})
+    shown_models = [m for m in models if not params.get("model") or m == params["model"]]
+    cases: dict[tuple[str, str], dict[str, list[Record]]] = {}
+    for record in records:
+        key = (str(record.get("suite")), str(record.get("case_id")))
+        cases.setdefault(key, {}).setdefault(str(record.get("model")), []).append(record)
+    keys = [key for key in cases if _keep(cases[key], key, params)]
+    keys = _sorted(keys, cases, params.get("sort", ""))
+    form = _filters(params, suites, tags, models)
+    head = "".join(f"<th>{text(m)}</th>" for m in shown_models)
+    rows = "".join(_row(run, key, cases[key], shown_models) for key in keys)
+    count = f'<p class="note" id="count">{len(keys)} of {len(cases)} cases</p>'
+    return (
+        f'{form}{count}<table class="matrix" id="matrix"><tr><th>suite</th><th>case</th>{head}'
+        f"</tr>{rows}</table>"
+    )
+
+
+def _filters(
+    params: Mapping[str, str], suites: list[str], tags: list[str], models: list[str]
+) -> str:
+    def select(name: str, choices: Mapping[str, str]) -> str:
+        chosen = params.get(name, "")
+        options = "".join(
+            f'<option value="{text(value)}"{" selected" if value == chosen else ""}>'
+            f"{text(label)}</option>"
+            for value, label in choices.items()
+        )
+        return f'<select name="{name}">{options}</select>'
+
+    every = {"": "every suite", **{s: s for s in suites}}
+    all_tags = {"": "every tag", **{t: t for t in tags}}
+    all_models = {"": "every model", **{m: m for m in models}}
+    q = text(params.get("q", ""))
+    return (
+        '<form class="filters" method="get">'
+        f'<input type="search" name="q" value="{q}" placeholder="search prompts and answers">'
+        f"{select('show', _SHOW)}{select('suite', every)}{select('tag', all_tags)}"
+        f"{select('model', all_models)}{select('sort', _SORT)}"
+        '<button type="submit">apply</button></form>'
+    )
+
+
+def _keep(
+    cells: Mapping[str, list[Record]], key: tuple[str, str], params: Mapping[str, str]
+) -> bool:
+    found = [record for group in cells.values() for record in group]
+    if params.get("suite") and key[0] != params["suite"]:
+        return False
+    if params.get("tag") and not any(params["tag"] in (r.get("tags") or []) for r in found):
+        return False
+    if params.get("model"):
+        found = list(cells.get(params["model"], []))
+        if not found:
+            return False
+    outcomes = {str(r.get("outcome")) for r in found}
+    show = params.get("show", "")
+    per_model = [{str(r.get("outcome")) for r in group} for group in cells.values()]
+    if show == "failures" and "failed" not in outcomes:
+        return False
+    if show == "errors" and "error" not in outcomes:
+        return False
+    if show == "flaky" and not any({"passed", "failed"} <= seen for seen in per_model):
+        return False
+    query = params.get("q", "").strip().lower()
+    if query:
+        haystack = " ".join(
+            [key[1], str(found[0].get("prompt") or "")]
+            + [str(r.get("response") or "") for r in found]
+        ).lower()
+        return query in haystack
+    return True
+
+
+def _sorted(
+    keys: list[tuple[str, str]],
+    cases: Mapping[tuple[str, str], Mapping[str, list[Record]]],
+    by: str,
+) -> list[tuple[str, str]]:
+    def values(key: tuple[str, str], name: str) -> list[float]:
+        return [
+            float(r[name])
+            for group in cases[key].values()
+            for r in group
+            if isinstance(r.get(name), (int, float))
+        ]
+
+    if by == "score":
+        return sorted(keys, key=lambda k: (_mean(values(k, "score"), 2.0), k))
+    if by == "latency":
+        return sorted(keys, key=lambda k: (-_mean(values(k, "latency_s"), 0.0), k))
+    if by == "cost":
+        return sorted(keys, key=lambda k: (-sum(values(k, "cost_usd")), k))
+    return sorted(keys)
+
+
+def _mean(values: list[float], default: float) -> float:
+    return sum(values) / len(values) if values else default
+
+
+def _row(
+    run: Run, key: tuple[str, str], cells: Mapping[str, list[Record]], models: list[str]
+) -> str:
+    tds = "".join(_cell(run, cells.get(model, [])) for model in models)
+    return (
+        f'<tr data-case="{text(key[1])}"><td>{text(key[0])}</td><td>{text(key[1])}</td>{tds}</tr>'
+    )
+
+
+def _cell(run: Run, group: Sequence[Record]) -> str:
+    if not group:
+        return '<td class="skipped">-</td>'
+    outcomes = [str(r.get("outcome")) for r in group]
+    status = "error" if "error" in outcomes else outcomes[0] if len(set(outcomes)) == 1 else "mixed"
+    links = " ".join(
+        f'<a href="{text(link("/run/" + run.key + "/item", nodeid=r.get("nodeid")))}">'
+        f"{text(_short(r))}</a>"
+        for r in group
+    )
+    return f'<td class="{status}">{links}</td>'
+
+
+def _short(record: Record) -> str:
+    shown = record.get("error") if record.get("outcome") == "error" else record.get("response")
+    value = str(shown or "(empty)")
+    return value[:120] + ("..." if len(value) > 120 else "")
+
+
+# -- an item -------------------------------------------------------------------------------------
+
+
+def item_page(run: Run, record: Record) -> str:
+    facts = {
+        name: record.get(name)
+        for name in (
+            "suite",
+            "case_id",
+            "model",
+            "repeat",
+            "outcome",
+            "score",
+            "threshold",
+            "latency_s",
+            "ttft_s",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "judge_cost",
+            "retries",
+            "error_kind",
+            "error",
+        )
+        if record.get(name) is not None
+    }
+    rows = "".join(
+        f"<tr><th>{text(k)}</th><td>{text(f'{v:.4g}' if isinstance(v, float) else v)}</td></tr>"
+        for k, v in facts.items()
+    )
+    parts = [
+        f'<p><a href="{text(link("/run/" + run.key))}">back to the run</a></p>',
+        f'<table class="facts">{rows}</table>',
+        "<h2>Conversation, answer and verdicts</h2>",
+        transcript(record),
+        _judges(record),
+        _timeline(record),
+        _attempts(record),
+    ]
+    return layout(f"{record.get('suite')}::{record.get('case_id')} on {record.get('model')}",
+                  "".join(parts))  # fmt: skip
+
+
+def _judges(record: Record) -> str:
+    judges = record.get("judges") or []
+    if not judges:
+        return ""
+    rows = []
+    for judge in judges:
+        scores = judge.get("scores") or {}
+        reasons = judge.get("reasons") or {}
+        for dimension in sorted(set(scores) | set(reasons)):
+            rows.append(
+                f"<tr><td>{text(judge.get('judge'))}</td><td>{text(judge.get('type'))}</td>"
+                f"<td>{text(dimension)}</td><td>{text(scores.get(dimension))}</td>"
+                f"<td>{text(reasons.get(dimension))}</td></tr>"
+            )
+        if judge.get("error"):
+            rows.append(f'<tr><td>{text(judge.get("judge"))}</td><td colspan="4" class="bad">'
+                        f"{text(judge['error'])}</td></tr>")  # fmt: skip
+    return (
+        '<h2>Judges</h2><table class="judges"><tr><th>judge</th><th>assertion</th>'
+        f"<th>dimension</th><th>score</th><th>reasoning</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _timeline(record: Record) -> str:
+    steps = record.get("transcript") or []
+    if not steps:
+        return ""
+    items = "".join(f"<li>{_step(step)}</li>" for step in steps if isinstance(step, Mapping))
+    return f'<h2>Agent timeline</h2><ol class="timeline">{items}</ol>'
+
+
+def _step(step: Mapping[str, Any]) -> str:
+    role = str(step.get("role") or step.get("type") or "step")
+    timing = [f"{name} {step[name]}" for name in ("latency_s", "elapsed_s", "duration_s",
+              "input_tokens", "output_tokens") if step.get(name) is not None]  # fmt: skip
+    calls = [
+        call.get("function", call)
+        for call in step.get("tool_calls") or []
+        if isinstance(call, Mapping)
+    ]
+    called = "".join(
+        f"<div>calls <b>{text(call.get('name'))}</b>({text(call.get('arguments'))})</div>"
+        for call in calls
+        if isinstance(call, Mapping)
+    )
+    content = step.get("content")
+    body = f"<pre>{text(content)}</pre>" if content else ""
+    return f"<b>{text(role)}</b> <span class='note'>{text(', '.join(timing))}</span>{called}{body}"
+
+
+def _attempts(record: Record) -> str:
+    attempts = record.get("attempts") or []
+    if not attempts:
+        return ""
+    rows = "".join(
+        f"<tr><td>{text(a.get('outcome'))}</td><td>{text(a.get('error'))}</td></tr>"
+        for a in attempts
+        if isinstance(a, Mapping)
+    )
+    return f"<h2>Earlier attempts</h2><table><tr><th>outcome</th><th>error</th></tr>{rows}</table>"

@@ -1,0 +1,159 @@
+"""The runs `llmbench view` shows: results folders found under its roots, and their state.
+
+A run is a folder holding ``results.jsonl``. It is ``finished`` once it wrote ``run.json``,
+``running`` while the pytest process named in its ``progress.json`` lives, and ``interrupted``
+otherwise. Records are read as they are written: a last line cut mid-write is left for later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: How deep under a root results folders are looked for (root/llmbench-results/<stamp>).
+_DEPTH = 3
+
+
+@dataclass
+class Run:
+    """One results folder and what it says of its run."""
+
+    key: str  #: the run's id in URLs: ``<root index>/<folder relative to the root>``
+    folder: Path
+    records: list[dict[str, Any]]
+    info: dict[str, Any] | None  #: run.json, once the run finished
+    progress: dict[str, Any] | None  #: progress.json, written while it runs
+    status: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.status = _status(self.info, self.progress)
+
+    @property
+    def started_at(self) -> str:
+        if self.info and self.info.get("started_at"):
+            return str(self.info["started_at"])
+        starts = [str(r["started_at"]) for r in self.records if r.get("started_at")]
+        return min(starts) if starts else ""
+
+    @property
+    def models(self) -> list[str]:
+        return sorted({str(r.get("model")) for r in self.records if r.get("model")})
+
+    @property
+    def suites(self) -> list[str]:
+        return sorted({str(r.get("suite")) for r in self.records if r.get("suite")})
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for record in self.records if record.get("outcome") == outcome)
+
+    @property
+    def pass_rate(self) -> float | None:
+        scored = self.count("passed") + self.count("failed")
+        return self.count("passed") / scored if scored else None
+
+    @property
+    def cost(self) -> float:
+        return sum(
+            float(value)
+            for record in self.records
+            for value in (record.get("cost_usd"), record.get("judge_cost"))
+            if isinstance(value, (int, float))
+        )
+
+
+def find_runs(roots: Sequence[Path]) -> list[Run]:
+    """Every run under ``roots``, newest first."""
+    runs = []
+    for index, root in enumerate(roots):
+        for folder in _result_folders(root):
+            try:
+                runs.append(load_run(roots, f"{index}/{folder.relative_to(root).as_posix()}"))
+            except KeyError:  # gone since it was listed
+                continue
+    return sorted(runs, key=lambda run: run.started_at, reverse=True)
+
+
+def load_run(roots: Sequence[Path], key: str) -> Run:
+    """The run ``key`` names; KeyError for one outside the roots or without results."""
+    index, _, relative = key.partition("/")
+    if not index.isdigit() or int(index) >= len(roots):
+        raise KeyError(key)
+    root = roots[int(index)].resolve()
+    folder = (root / relative).resolve()
+    if folder != root and root not in folder.parents:
+        raise KeyError(key)  # ../ in a URL: nothing outside the roots is served
+    if not (folder / "results.jsonl").is_file():
+        raise KeyError(key)
+    return Run(
+        key=key,
+        folder=folder,
+        records=read_records(folder / "results.jsonl"),
+        info=_json(folder / "run.json"),
+        progress=_json(folder / "progress.json"),
+    )
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records written so far; a line still being written (no newline yet) is left out."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    records = []
+    for line in text.split("\n")[:-1] if not text.endswith("\n") else text.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            records.append(value)
+    return records
+
+
+def _result_folders(root: Path) -> Iterable[Path]:
+    if not root.is_dir():
+        return
+    pending = [(root, 0)]
+    while pending:
+        folder, depth = pending.pop()
+        if (folder / "results.jsonl").is_file():
+            yield folder
+            continue
+        if depth >= _DEPTH:
+            continue
+        try:
+            children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+        except OSError:
+            continue
+        pending += [(child, depth + 1) for child in children if not child.name.startswith(".")]
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _status(info: dict[str, Any] | None, progress: dict[str, Any] | None) -> str:
+    if info is not None:
+        return "interrupted" if info.get("exitstatus") == 2 else "finished"  # 2: Ctrl-C
+    pid = progress.get("pid") if progress else None
+    if isinstance(pid, int) and _alive(pid):
+        return "running"
+    return "interrupted"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
