@@ -29,6 +29,7 @@ from .results.baseline import (
     load_run_info,
     model_of,
     models_of,
+    switch_models,
 )
 from .spec.validate import UsageFailure, validate_command
 
@@ -250,7 +251,7 @@ def _emit(text: str, output: Path | None) -> None:
 def _compare_command(args: argparse.Namespace) -> int:
     baseline, new = load_results(args.baseline), load_results(args.new)
     if args.model is not None and "=" in args.model:
-        baseline, new, args.model = model_switch(baseline, new, args.model)
+        baseline, new, args.model = switch_models(baseline, new, args.model)
     old_models, new_models = models_of(baseline), models_of(new)
     common = [model for model in new_models if model in old_models]
     if args.model is not None and args.model not in common:
@@ -275,24 +276,6 @@ def _compare_command(args: argparse.Namespace) -> int:
         return 1
     print("llmbench: no significant regression")
     return 0
-
-
-def model_switch(
-    baseline: list[dict[str, Any]], new: list[dict[str, Any]], spec: str
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """``OLD=NEW``: the baseline's OLD records and the new run's NEW records under one label."""
-    old, _, replacement = spec.partition("=")
-    old, replacement = old.strip(), replacement.strip()
-    for name, records, run in ((old, baseline, "baseline"), (replacement, new, "new run")):
-        if name not in models_of(records):
-            known = ", ".join(models_of(records))
-            raise UsageFailure(f"model {name!r} is not in the {run} (it has: {known})")
-    label = f"{old} -> {replacement}"
-    return _relabel(baseline, old, label), _relabel(new, replacement, label), label
-
-
-def _relabel(records: list[dict[str, Any]], model: str, label: str) -> list[dict[str, Any]]:
-    return [{**record, "model": label} for record in records if model_of(record) == model]
 
 
 def _print_unmatched(old_models: Sequence[str], new_models: Sequence[str]) -> None:

@@ -14,7 +14,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_llmbench"
 #: The stages in the order a record flows: each may import only the ones before it.
-STAGES = ("models", "agent", "scoring", "judging", "spec", "engine", "results", "render", "report")
+STAGES = (
+    "models", "agent", "scoring", "judging", "spec", "engine", "results", "render", "report", "view"
+)  # fmt: skip
 #: Modules on top that any stage may import: the run's settings and three utilities.
 SHARED = ("config", "redact", "userimport", "yamlguard")
 

@@ -263,3 +263,30 @@ def test_a_running_run_shows_its_progress_live(viewer: tuple[str, Bench, Path]) 
     with urllib.request.urlopen(url + "run/0/live", timeout=10) as response:
         final = response.read().decode()
     assert "finished" in final and 'id="progress"' not in final
+
+
+def test_a_model_switch_compares_two_models_under_one_label(runs: tuple[Bench, Path]) -> None:
+    from pytest_llmbench.view.compare import compare_page
+
+    _, root = runs
+    a, b = load_run([root], "0/a"), load_run([root], "0/b")
+    page = compare_page(a, b, "fake=fake")
+    assert "<h2>fake -&gt; fake</h2>" in page and "1 regressed" in page
+    assert "is not in the new run" in compare_page(a, b, "fake=nope")
+
+
+def test_nothing_of_the_viewer_loads_in_a_pytest_run(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="Paris"))
+    bench.eval_file("one", "cases:\n  - {id: a, prompt: hi, expected: Paris}\n")
+    bench.pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            loaded = [m for m in ("pytest_llmbench.view", "starlette", "uvicorn") if m in sys.modules]
+            assert not loaded, loaded
+        """
+    )
+    result = bench.run_subprocess("--models=fake")
+    result.assert_outcomes(passed=1)
+    assert "AssertionError" not in result.stdout.str() + result.stderr.str()

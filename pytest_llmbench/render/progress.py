@@ -111,10 +111,10 @@ class RunProgress:
 
     # -- how many items --------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from ..item import EvalItem
-
         if not hasattr(self.config, "workerinput") and session.items:
-            self.tally.total = sum(isinstance(item, EvalItem) for item in session.items)
+            # Eval items carry the `llmbench` marker (collect.py); plain tests do not.
+            marked = (item.get_closest_marker("llmbench") for item in session.items)
+            self.tally.total = sum(marker is not None for marker in marked)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:

@@ -296,3 +296,23 @@ class BaselineGate:
             write(f"llmbench baseline FAILED: significant regression: {names}", red=True, bold=True)
         elif regressed:
             write(f"llmbench: significant regression: {', '.join(regressed)}", yellow=True)
+
+
+def switch_models(
+    baseline: list[dict[str, Any]], new: list[dict[str, Any]], spec: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """``OLD=NEW``: the baseline's OLD records and the new run's NEW records under one label
+    (``llmbench compare --model`` and the viewer's compare page); :class:`ResultsError` when a
+    run lacks its model."""
+    old, _, replacement = spec.partition("=")
+    old, replacement = old.strip(), replacement.strip()
+    for name, records, run in ((old, baseline, "baseline"), (replacement, new, "new run")):
+        if name not in models_of(records):
+            known = ", ".join(models_of(records))
+            raise ResultsError(f"model {name!r} is not in the {run} (it has: {known})")
+    label = f"{old} -> {replacement}"
+    return _relabel(baseline, old, label), _relabel(new, replacement, label), label
+
+
+def _relabel(records: list[dict[str, Any]], model: str, label: str) -> list[dict[str, Any]]:
+    return [{**record, "model": label} for record in records if model_of(record) == model]

@@ -13,18 +13,16 @@ from .runs import Run
 def compare_page(baseline: Run, new: Run, switch: str) -> str:
     """Two runs case by case, per model (regressions first); ``switch`` ``OLD=NEW`` compares
     one model of the baseline with another of the new run, as ``llmbench compare --model``."""
-    from ..cli import model_switch
-    from ..results.baseline import compare_runs, models_of
-    from ..spec.validate import UsageFailure
+    from ..results.baseline import ResultsError, compare_runs, models_of, switch_models
 
     old, fresh = list(baseline.records), list(new.records)
     models: list[str] | None = None
     error = ""
     if "=" in switch:
         try:
-            old, fresh, label = model_switch(old, fresh, switch)
+            old, fresh, label = switch_models(old, fresh, switch)
             models = [label]
-        except UsageFailure as exc:
+        except ResultsError as exc:
             error = f'<p class="bad">{text(exc)}</p>'
     results = compare_runs(old, fresh, models)
     form = (
