@@ -65,6 +65,16 @@ def test_an_agent_item_runs_the_loop_and_is_checked_on_its_workdir(bench: Bench)
     assert (workdir / "hello.txt").read_text() == "hello"
     roles = [message["role"] for message in record["transcript"]]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    # The timeline: each model call, then the tools it asked for, with timing and tokens.
+    steps = [(s["kind"], s.get("name") or s["turn"]) for s in record["timeline"]]
+    assert steps == [("model", 1), ("tool", "read_file"), ("model", 2), ("tool", "write_file"),
+                     ("model", 3)]  # fmt: skip
+    model_steps = [s for s in record["timeline"] if s["kind"] == "model"]
+    assert sum(s["input_tokens"] for s in model_steps) == record["input_tokens"]
+    assert all(s["latency_s"] > 0 for s in model_steps)
+    tool_steps = [s for s in record["timeline"] if s["kind"] == "tool"]
+    assert all(s["seconds"] >= 0 and s["error"] is False for s in tool_steps)
+    assert "remember the milk" in tool_steps[0]["result"]
     # tokens summed over the three turns
     requests = bench.server.chat_requests()
     assert len(requests) == 3 and all(r.body.get("tools") for r in requests)

@@ -175,6 +175,10 @@ def test_browse_filter_open_items_and_compare(page: Any, viewer: tuple[str, Benc
     # Run a: every case passed; run b: Japan failed. Open b, filter to failures.
     page.click('tr[data-run="0/b"] a')
     assert page.locator("table.leaderboard, table").first.is_visible()
+    # The charts of the run's report.html, in the page.
+    page.click("details.charts summary")
+    charts = page.frame_locator("details.charts iframe")
+    charts.locator(".js-plotly-plot").first.wait_for(timeout=30000)
     page.select_option("select[name=show]", "failures")
     page.click("form.filters button")
     page.wait_for_url(re.compile(r"show=failures"))
@@ -190,7 +194,11 @@ def test_browse_filter_open_items_and_compare(page: Any, viewer: tuple[str, Benc
     page.goto(url + "run/0/a")
     page.click("#matrix tr[data-case=hello] td a")
     timeline = page.inner_text("ol.timeline")
-    assert "calls write_file" in timeline and "All done." in timeline
+    assert "model call 1" in timeline and "tool write_file (turn 1)" in timeline
+    assert "model call 2" in timeline and re.search(r"\d+ in / \d+ out tokens", timeline)
+    assert "wrote" in timeline  # the tool's result
+    page.click("details summary")
+    assert "All done." in page.inner_text("ol.transcript")
     # Compare a (baseline) with b (new): Japan regressed, listed first.
     page.goto(url)
     page.check('tr[data-run="0/a"] input[name=a]')
@@ -236,12 +244,14 @@ def test_a_running_run_shows_its_progress_live(viewer: tuple[str, Bench, Path]) 
     import urllib.request
 
     url, bench, root = viewer
+    with urllib.request.urlopen(url + "run/0/a", timeout=60):
+        pass  # the viewer's first run page imports pandas: not while the live run is short
     script(bench, japan="Tokyo")
-    bench.server.add_rule(Rule(delay_s=0.5))
+    bench.server.add_rule(Rule(delay_s=0.4))
     env = {**os.environ, FAKE_KEY_ENV: FAKE_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "qa.eval.yaml",
                f"--results-dir={root / 'live'}", "--models=fake", "--judges=fake2",
-               "--concurrency=1"]  # fmt: skip
+               "--concurrency=1", "--repeat=4"]  # fmt: skip
     process = subprocess.Popen(command, cwd=bench.pytester.path, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     seen: list[str] = []
@@ -263,6 +273,7 @@ def test_a_running_run_shows_its_progress_live(viewer: tuple[str, Bench, Path]) 
     with urllib.request.urlopen(url + "run/0/live", timeout=10) as response:
         final = response.read().decode()
     assert "finished" in final and 'id="progress"' not in final
+    assert not (root / "live" / "progress.json").exists()  # said its last
 
 
 def test_a_model_switch_compares_two_models_under_one_label(runs: tuple[Bench, Path]) -> None:
@@ -290,3 +301,48 @@ def test_nothing_of_the_viewer_loads_in_a_pytest_run(bench: Bench) -> None:
     result = bench.run_subprocess("--models=fake")
     result.assert_outcomes(passed=1)
     assert "AssertionError" not in result.stdout.str() + result.stderr.str()
+
+
+def test_the_queue_survives_a_restart_of_the_viewer(tmp_path: Path) -> None:
+    import json
+
+    from pytest_llmbench.view.queue import JobQueue
+
+    (tmp_path / "a.eval.yaml").write_text("cases: []\n")
+    state = tmp_path / ".llmbench-view" / "queue.json"
+    queue = JobQueue(state, tmp_path, tmp_path / "results")  # not started: jobs stay queued
+    queue.submit(Launch(files=["a.eval.yaml"]))
+    queue.submit(Launch(files=["a.eval.yaml"], models=["fake"], repeat=3))
+    data = json.loads(state.read_text())
+    data["jobs"][0]["state"] = "running"  # the viewer stopped while job 1 ran
+    state.write_text(json.dumps(data))
+    again = JobQueue(state, tmp_path, tmp_path / "results")
+    assert [(job.id, job.state) for job in again.jobs] == [(1, "interrupted"), (2, "queued")]
+    assert again.jobs[1].launch.models == ["fake"] and again.jobs[1].launch.repeat == 3
+    assert again.cancel(2) and again.snapshot()[1].state == "cancelled"
+    assert not again.cancel(1)  # over already
+
+
+@pytest.mark.slow
+def test_a_running_job_is_cancelled_with_its_processes(tmp_path: Path) -> None:
+    from pytest_llmbench.view.queue import JobQueue
+
+    (tmp_path / "test_slow.py").write_text("import time\n\ndef test_slow():\n    time.sleep(60)\n")
+    queue = JobQueue(tmp_path / "queue.json", tmp_path, tmp_path / "results")
+    queue.start()
+    try:
+        job = queue.submit(Launch(files=["test_slow.py"]))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and queue.snapshot()[0].pid is None:
+            time.sleep(0.1)
+        pid = queue.snapshot()[0].pid
+        assert pid is not None
+        time.sleep(1.0)  # pytest is inside the test
+        started = time.monotonic()
+        assert queue.cancel(job.id)
+        assert time.monotonic() - started < 15
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        assert queue.snapshot()[0].state == "cancelled"
+    finally:
+        queue.close()

@@ -36,6 +36,8 @@ __all__ = [
     "run_agent",
 ]
 
+#: The characters of a tool's result the timeline keeps (the transcript has the rest).
+_TIMELINE_RESULT_CHARS = 300
 #: The most characters of one tool result the model is shown (and the transcript keeps).
 MAX_RESULT_CHARS = 4000
 _NOTE_ROOM = 60  # room kept for the note that says how much was cut
@@ -65,6 +67,7 @@ class ToolCall:
     arguments: dict[str, Any]  # parsed; {} when unparseable (then error=True)
     result: str  # what the model was shown (truncated to MAX_RESULT_CHARS)
     error: bool  # the tool refused or failed (the result starts with "error: ")
+    seconds: float = 0.0  # how long the tool took
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,29 @@ class AgentRun:
     usage: Usage  # summed over the turns (and a shim interpreter's calls)
     retries: int
     cached: bool  # every turn came from the cache
+    #: each model call in order (turns, and a shim interpreter's): its timing, tokens, cost
+    model_calls: tuple[dict[str, Any], ...] = ()
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """Each model call, then the tool calls it asked for, with their timing and results."""
+        steps: list[dict[str, Any]] = []
+        for call in self.model_calls:
+            steps.append({"kind": "model", **call})
+            if call.get("role") != "turn":
+                continue
+            steps += [
+                {
+                    "kind": "tool",
+                    "turn": tool.turn,
+                    "name": tool.name,
+                    "seconds": round(tool.seconds, 4),
+                    "error": tool.error,
+                    "result": tool.result[:_TIMELINE_RESULT_CHARS],
+                }
+                for tool in self.tool_calls
+                if tool.turn == call["turn"]
+            ]
+        return steps
 
     def tool_counts(self) -> dict[str, int]:
         """Calls per tool name, in order of first call."""
@@ -104,6 +130,7 @@ class _Totals:
         self.usage = Usage(latency_s=0.0)
         self.retries = 0
         self.all_cached = True
+        self.calls: list[dict[str, Any]] = []
 
     def add(self, completion: Completion, *, turn: bool = True) -> None:
         """Add a call's usage; an interpreter's call costs but is not a model turn."""
@@ -111,6 +138,18 @@ class _Totals:
         self.usage += completion.usage
         self.retries += completion.retries
         self.all_cached = self.all_cached and completion.cached
+        self.calls.append(
+            {
+                "role": "turn" if turn else "interpreter",
+                "turn": self.turns,
+                "latency_s": round(completion.latency_s, 4),
+                "ttft_s": completion.ttft_s,
+                "input_tokens": completion.input_tokens,
+                "output_tokens": completion.output_tokens,
+                "cost_usd": completion.cost_usd,
+                "cached": completion.cached,
+            }
+        )
 
 
 async def run_agent(
@@ -176,6 +215,7 @@ def _run(
         usage=totals.usage,
         retries=totals.retries,
         cached=totals.turns > 0 and totals.all_cached,
+        model_calls=tuple(totals.calls),
     )
 
 
@@ -323,6 +363,7 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
 
 
 async def _run_tool(toolbox: ToolboxLike, request: _Request, turn: int) -> ToolCall:
+    started = time.perf_counter()
     if request.problem is not None:
         result = f"error: {request.problem}"
     else:
@@ -332,7 +373,9 @@ async def _run_tool(toolbox: ToolboxLike, request: _Request, turn: int) -> ToolC
         except Exception as exc:  # custom tools are user code; the model sees what went wrong
             result = f"error: {request.name} failed: {type(exc).__name__}: {exc}"
     shown = _truncate(result)
-    return ToolCall(turn, request.name, request.arguments, shown, result.startswith("error: "))
+    seconds = time.perf_counter() - started
+    failed = result.startswith("error: ")
+    return ToolCall(turn, request.name, request.arguments, shown, failed, seconds)
 
 
 def _truncate(result: str) -> str:

@@ -137,6 +137,15 @@ class RunProgress:
             self.tally.add(record, item=self._is_eval(str(record.get("nodeid") or "")))
         self._maybe_write()
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        """The run is over (run.json says how): its progress file has said its last."""
+        recorder = self.config.pluginmanager.get_plugin("llmbench-recorder")
+        folder = getattr(recorder, "out_dir", None)
+        if folder is not None:
+            for name in ("progress.json", "progress.json.tmp"):
+                (folder / name).unlink(missing_ok=True)
+
     def _save(self) -> None:
         """``progress.json`` in the results folder, at most once a second: what `llmbench view`
         shows of a run in progress (and the pid that says whether it still runs)."""

@@ -157,6 +157,7 @@ def _agent_fields(result: EvalResult) -> dict[str, Any]:
         "tool_counts": run.tool_counts(),
         "stopped": run.stopped,
         "transcript": [dict(message) for message in run.transcript],
+        "timeline": run.timeline(),
         "workdir": workdir,
     }
 

@@ -61,6 +61,9 @@ Fields (``None`` where a value does not apply or was not measured):
   ``tokens``, ``error`` (a call failed: the item is an error, its turns so far are kept).
 - ``transcript`` (list[dict]): an agent item's whole conversation: every model turn, its tool
   calls and the tool results it was shown.
+- ``timeline`` (list[dict]): an agent item's steps in order: each model call (``kind: model``:
+  its turn, latency, TTFT, tokens, cost, cached) and the tool calls it asked for (``kind: tool``:
+  name, seconds, error, the start of the result).
 - ``workdir`` (str | None): an agent item's folder (kept after the run, as pytest keeps tmp_path).
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
 - ``cached`` (bool): the answer came from the response cache (no call was made this run).
@@ -147,6 +150,7 @@ FIELDS: tuple[str, ...] = (
     "messages",
     "response",
     "transcript",
+    "timeline",
     "workdir",
     "images",
     "solver",
@@ -193,6 +197,7 @@ _DEFAULTS: dict[str, Any] = {
     "tool_calls": 0,
     "tool_counts": {},
     "transcript": [],
+    "timeline": [],
     "streamed": False,
     "cached": False,
     "rate_limit_wait_s": 0.0,

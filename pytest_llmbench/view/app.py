@@ -149,8 +149,9 @@ def serve(
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(128)  # from now on a connection waits for the server instead of being refused
+    config = uvicorn.Config(create_app(settings), log_level="warning", lifespan="on")
     bound = sock.getsockname()[1]
     print(f"llmbench view: http://{host}:{bound}/  (Ctrl-C to stop)", flush=True)
-    config = uvicorn.Config(create_app(settings), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     server.run(sockets=[sock])

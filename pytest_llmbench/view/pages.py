@@ -93,7 +93,12 @@ def run_page(run: Run, params: Mapping[str, str]) -> str:
         summary = summarize(run.records)
         parts.append("<h2>Leaderboard</h2>" + leaderboard_table(summary.board))
     if (run.folder / "report.html").is_file():
-        parts.append(f'<p><a href="/file/{text(run.key)}/report.html">Charts: report.html</a></p>')
+        report = f"/file/{text(run.key)}/report.html"
+        parts.append(
+            f'<details class="charts"><summary>Charts (the run\'s <a href="{report}">report.html'
+            f'</a>)</summary><iframe src="{report}" loading="lazy" title="report.html" '
+            'style="width:100%;height:80vh;border:1px solid #dadce0"></iframe></details>'
+        )
     parts.append("<h2>Cases</h2>" + matrix(run, params))
     refresh = 3 if run.status == "running" else None
     return layout(f"Run {run.key}", "".join(parts), refresh_s=refresh)
@@ -322,22 +327,47 @@ def _judges(record: Record) -> str:
 
 
 def _timeline(record: Record) -> str:
-    steps = record.get("transcript") or []
-    if not steps:
+    """An agent item's steps: each model call and the tool calls it asked for, with their
+    timing, tokens and results; then its whole transcript."""
+    steps = [step for step in record.get("timeline") or [] if isinstance(step, Mapping)]
+    messages = [m for m in record.get("transcript") or [] if isinstance(m, Mapping)]
+    if not steps and not messages:
         return ""
-    items = "".join(f"<li>{_step(step)}</li>" for step in steps if isinstance(step, Mapping))
-    return f'<h2>Agent timeline</h2><ol class="timeline">{items}</ol>'
+    items = "".join(f"<li>{_step(step)}</li>" for step in steps)
+    talk = "".join(f"<li>{_message(message)}</li>" for message in messages)
+    return (
+        f'<h2>Agent timeline</h2><ol class="timeline">{items}</ol>'
+        f'<details><summary>transcript</summary><ol class="transcript">{talk}</ol></details>'
+    )
 
 
 def _step(step: Mapping[str, Any]) -> str:
-    role = str(step.get("role") or step.get("type") or "step")
-    timing = [f"{name} {step[name]}" for name in ("latency_s", "elapsed_s", "duration_s",
-              "input_tokens", "output_tokens") if step.get(name) is not None]  # fmt: skip
-    calls = [
-        call.get("function", call)
-        for call in step.get("tool_calls") or []
-        if isinstance(call, Mapping)
+    if step.get("kind") == "tool":
+        status = '<span class="error">error</span>' if step.get("error") else "ok"
+        return (
+            f"<b>tool {text(step.get('name'))}</b> (turn {text(step.get('turn'))}) "
+            f"<span class='note'>{_seconds(step.get('seconds'))}, {status}</span>"
+            f"<pre>{text(step.get('result'))}</pre>"
+        )
+    who = "model call" if step.get("role") == "turn" else "shim interpreter call"
+    figures = [
+        _seconds(step.get("latency_s")),
+        f"TTFT {_seconds(step.get('ttft_s'))}" if step.get("ttft_s") is not None else "",
+        f"{step.get('input_tokens')} in / {step.get('output_tokens')} out tokens",
+        f"{step['cost_usd']:.6f} USD" if isinstance(step.get("cost_usd"), (int, float)) else "",
+        "cached" if step.get("cached") else "",
     ]
+    shown = ", ".join(figure for figure in figures if figure)
+    return f"<b>{who} {text(step.get('turn'))}</b> <span class='note'>{text(shown)}</span>"
+
+
+def _seconds(value: Any) -> str:
+    return f"{float(value):.3f} s" if isinstance(value, (int, float)) else "-"
+
+
+def _message(step: Mapping[str, Any]) -> str:
+    role = str(step.get("role") or "step")
+    calls = [c.get("function", c) for c in step.get("tool_calls") or [] if isinstance(c, Mapping)]
     called = "".join(
         f"<div>calls <b>{text(call.get('name'))}</b>({text(call.get('arguments'))})</div>"
         for call in calls
@@ -345,7 +375,7 @@ def _step(step: Mapping[str, Any]) -> str:
     )
     content = step.get("content")
     body = f"<pre>{text(content)}</pre>" if content else ""
-    return f"<b>{text(role)}</b> <span class='note'>{text(', '.join(timing))}</span>{called}{body}"
+    return f"<b>{text(role)}</b>{called}{body}"
 
 
 def _attempts(record: Record) -> str:
