@@ -11,6 +11,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -124,7 +125,103 @@ def _parser() -> argparse.ArgumentParser:
     _add_validate(commands)
     _add_init(commands)
     _add_view(commands)
+    _add_merge(commands)
     return parser
+
+
+def _add_merge(commands: Any) -> None:
+    merge = commands.add_parser("merge", help="Join the results folders of a run's shards")
+    merge.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="Shards' results folders")
+    merge.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
+                       help="The merged results folder (created)")  # fmt: skip
+    merge.add_argument("--force", action="store_true",
+                       help="Merge shards of different options, or with shards missing")  # fmt: skip
+    merge.add_argument("--min-pass-rate", type=float, metavar="RATE",
+                       help="Fail when a model's pass rate is below RATE (0..1)")  # fmt: skip
+    merge.add_argument("--baseline", type=Path, metavar="DIR",
+                       help="A saved results folder to compare the merged run with")  # fmt: skip
+    merge.add_argument("--fail-on-regression", action="store_true",
+                       help="With --baseline: fail on a significant regression")  # fmt: skip
+    merge.set_defaults(command=_merge_command)
+
+
+def _merge_command(args: argparse.Namespace) -> int:
+    from .results.merge import differences, load_shards, merged_records
+
+    if args.min_pass_rate is not None and not 0 <= args.min_pass_rate <= 1:
+        raise UsageFailure(f"--min-pass-rate must be from 0 to 1, got {args.min_pass_rate}")
+    shards = load_shards(args.dirs)
+    different = differences(shards)
+    if different and not args.force:
+        raise UsageFailure(
+            "the shards are not of one run (--force merges them anyway):\n  "
+            + "\n  ".join(different)
+        )
+    records, coverage = merged_records(shards)
+    problems = coverage.problems()
+    for problem in problems:
+        print(f"llmbench merge: {problem}")
+    if coverage.missing and not args.force:
+        print(
+            "llmbench merge: a shard is missing: the merged run is incomplete (--force to accept)"
+        )
+    summary, info = _write_merged(records, coverage, shards, args.output)
+    status, notes = _merge_gates(records, summary, args, shards)
+    if coverage.missing and not args.force:
+        status = max(status, 1)
+    info.update(exitstatus=status, gate_failures=notes)
+    (args.output / "run.json").write_text(json.dumps(info, indent=2, default=str) + "\n")
+    print(board_markdown(summary.board))
+    print(f"llmbench merge: {len(shards)} shards, {len(records)} records in {args.output}")
+    for note in notes:
+        print(f"llmbench merge: {note}")
+    return status
+
+
+def _write_merged(records: list[dict[str, Any]], coverage: Any, shards: Any, out: Path) -> Any:
+    from .report.standalone import write_report
+    from .results.merge import merged_info
+    from .results.summary import summarize, write_aggregates
+
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarize(records)
+    ordered = list(summary.records)
+    with open(out / "results.jsonl", "w", encoding="utf-8") as stream:
+        for record in ordered:
+            stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    write_aggregates(ordered, out, summary)
+    info = merged_info(shards, coverage, len(ordered))
+    write_report(ordered, out, run_info=info, summary=summary)
+    return summary, info
+
+
+def _merge_gates(
+    records: list[dict[str, Any]], summary: Any, args: argparse.Namespace, shards: Any
+) -> tuple[int, list[str]]:
+    """The merged run's exit status as a run's: 1 when an item failed or errored (or a gate
+    says so; --min-pass-rate decides instead of single items), a shard's worse status kept."""
+    from .results.gates import pass_rate_failures
+
+    notes: list[str] = []
+    failed = any(record.get("outcome") in ("failed", "error") for record in records)
+    status = 1 if failed else 0
+    if args.min_pass_rate is not None:
+        below = pass_rate_failures(summary.board, args.min_pass_rate)
+        notes += [failure.describe() for failure in below]
+        status = 1 if below else 0
+    if args.baseline is not None:
+        results = compare_runs(load_results(args.baseline), records)
+        regressed = [result.model for result in results if result.significant_regression]
+        if regressed:
+            notes.append(f"significant regression against {args.baseline}: {', '.join(regressed)}")
+            if args.fail_on_regression:
+                status = max(status, 1)
+    worst = [
+        s.info.get("exitstatus") for s in shards if s.info.get("exitstatus") not in (0, 1, None)
+    ]
+    if worst:
+        status = max(status, *(int(code) for code in worst))
+    return status, notes
 
 
 def _add_view(commands: Any) -> None:

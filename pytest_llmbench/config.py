@@ -75,6 +75,9 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
     ("optimize_prompts", "llmbench_optimize_prompts", "Rewrite each prompt for each model with "
      "the --optimizer model: only (evaluate the rewrites) or both (original and _optimized "
      "side by side)", None),
+    ("shard", "llmbench_shard", "Run shard K of N of the selected items (K/N, e.g. 2/3): a "
+     "deterministic split for N CI runners; --rpm, --tpm, --max-cost and --concurrency are "
+     "divided by N; `llmbench merge` joins the shards' results", None),
     ("prom_push", "llmbench_prom_push", "Push the run's metrics.prom to this Prometheus "
      "Pushgateway at the end of the run (http://host:9091; job llmbench)", None),
     ("optimizer", "llmbench_optimizer", "Model that rewrites prompts for --optimize-prompts "
@@ -206,6 +209,10 @@ class RunConfig:
     limit: int | None = None
     #: a Prometheus Pushgateway to push metrics.prom to at the end (``--prom-push``)
     prom_push: str | None = None
+    #: ``(K, N)``: this run is shard K of N (``--shard``); its budgets are its share
+    shard: tuple[int, int] | None = None
+    #: each divided budget: ``{"run": value, "shard": share}``
+    shard_split: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -238,7 +245,15 @@ class RunConfig:
             "optimizer": self.optimizer.name if self.optimizer else None,
             "check_models": self.check_models,
             "skip_unavailable": self.skip_unavailable,
+            "shard": None
+            if self.shard is None
+            else {"index": self.shard[0], "count": self.shard[1], "split": self.shard_split},
         }
+
+
+def shard_setting(config: pytest.Config) -> str | None:
+    """The raw ``--shard`` (or ``llmbench_shard``) value, read without building the run."""
+    return _setting(config, "shard")
 
 
 def get_run_config(config: pytest.Config) -> RunConfig:
@@ -293,7 +308,9 @@ def build_run_config(config: pytest.Config) -> RunConfig:
             "llmbench: --latency-only measures calls: it does not go with --cache=use, "
             "--cache=replay or --rescore (cached answers carry old latencies)"
         )
-    return RunConfig(
+    from .shard import parse_shard, split_budgets
+
+    run = RunConfig(
         models=models,
         repeat=_number(config, "repeat", int, minimum=1),
         limit=None if _setting(config, "limit") is None else _number(config, "limit", int, 1),
@@ -328,6 +345,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         check_models=check_models,
         skip_unavailable=skip_unavailable,
     )
+    return split_budgets(run, parse_shard(_setting(config, "shard")))
 
 
 def _push_url(config: pytest.Config) -> str | None:

@@ -7,6 +7,7 @@ or a fixture of ours is used. A run without either is untouched: no network, no 
 from __future__ import annotations
 
 import sys
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")
     # Bad options fail now, as a usage error.
     _config.allowed_paths(config)
+    from .shard import parse_shard
+
+    parse_shard(_config.shard_setting(config))  # a bad --shard is a usage error now
     run = _config.get_run_config(config) if _config.explicitly_configured(config) else None
     checking = run is not None and run.check_models
     if hasattr(config, "workerinput"):
@@ -141,6 +145,21 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     from .collect import EvalFile
 
     return EvalFile.from_parent(parent, path=file_path)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Generator[None, None, None]:
+    """``--shard K/N``: keep this shard's part of the selected items, after every other
+    plugin selected (-k, -m, --lf): what a wrapper does after its yield comes last."""
+    result = yield
+    from .shard import parse_shard, select
+
+    shard = parse_shard(_config.shard_setting(config))
+    if shard is not None:
+        select(config, items, shard)
+    return result
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -147,6 +147,11 @@ def decide(
     return GateDecision(status, tuple(failures), regression)
 
 
+def pass_rate_failures(board: pd.DataFrame, required: float) -> list[GateFailure | GateNote]:
+    """The models of ``board`` below the ``required`` pass rate (``--min-pass-rate``)."""
+    return _pass_rate_failures(board, required)
+
+
 def _pass_rate_failures(board: pd.DataFrame, required: float) -> list[GateFailure | GateNote]:
     failures: list[GateFailure | GateNote] = []
     for row in board.itertuples():

@@ -201,6 +201,8 @@ class ResultsRecorder:
             "rootdir": str(self.config.rootpath),
             "exitstatus": int(session.exitstatus),
             "records": len(self.records),
+            # the eval items this run selected (llmbench merge tells a shard cut short by it)
+            "items_selected": _items_selected(self.config),
             "gate_failures": [failure.describe() for failure in self.gate_failures],
             "repeat_policy": self.repeats.summary() if self.repeats else None,
             "judge_agreement": [asdict(row) for row in agreement],
@@ -212,6 +214,12 @@ class ResultsRecorder:
         }
         text = json.dumps(runtime.redactor.value(data), indent=2, default=str)
         (self.out_dir / RUN_FILE).write_text(text + "\n", encoding="utf-8")
+
+
+def _items_selected(config: pytest.Config) -> int | None:
+    progress = config.pluginmanager.get_plugin("llmbench-progress")
+    total = getattr(getattr(progress, "tally", None), "total", None)
+    return total if isinstance(total, int) else None
 
 
 def over_budget(records: list[dict[str, Any]]) -> int:

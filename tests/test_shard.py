@@ -1,0 +1,167 @@
+"""--shard K/N and `llmbench merge`: three shards of one suite, run as separate processes with
+-n 0 and -n 2 mixed and merged, give the records, verdicts, intervals and leaderboard of the
+unsharded run; a shard missing or given twice is reported; shards of other options refused."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Bench, Rule
+
+from pytest_llmbench.shard import parse_shard
+
+#: Six cases: four answered right, two wrong (Kyoto, 5).
+SUITE = """
+cases:
+  - {id: france, prompt: "Capital of France?", expected: Paris, assert: [contains]}
+  - {id: japan, prompt: "Capital of Japan?", expected: Tokyo, assert: [contains]}
+  - {id: italy, prompt: "Capital of Italy?", expected: Rome, assert: [contains]}
+  - {id: spain, prompt: "Capital of Spain?", expected: Madrid, assert: [contains]}
+  - {id: add, prompt: "2 + 2?", expected: "4", assert: [contains]}
+  - {id: mul, prompt: "3 * 4?", expected: "12", assert: [contains]}
+"""
+#: Fields that measure the run, not its results: they differ between any two runs.
+TIMINGS = {"latency_s", "ttft_s", "tokens_per_s", "started_at", "worker", "rate_limit_wait_s",
+           "streamed", "workdir"}  # fmt: skip
+
+
+def answers(bench: Bench) -> None:
+    for word, reply in (("France", "Paris"), ("Japan", "Kyoto"), ("Italy", "Rome"),
+                        ("Spain", "Madrid"), ("2 + 2", "4"), ("3 * 4", "5")):  # fmt: skip
+        bench.server.add_rule(Rule(match=word, reply=reply))
+
+
+def run(bench: Bench, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    result = bench.pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--results-dir={folder}", "--models=fake,fake2", "--repeat=2",
+        *args,
+    )  # fmt: skip
+    assert (folder / "run.json").is_file(), result.stdout.str()[-2000:]
+    return result  # type: ignore[return-value]
+
+
+def merge(bench: Bench, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest_llmbench.cli", "merge", *args]
+    return subprocess.run(command, cwd=bench.pytester.path, capture_output=True, text=True)
+
+
+def records(folder: Path) -> dict[str, dict[str, Any]]:
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    return {row["nodeid"]: {k: v for k, v in row.items() if k not in TIMINGS} for row in rows}
+
+
+def table(path: Path, drop: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    rows = list(csv.DictReader(path.open()))
+    timing = ("latency", "ttft", "tokens_per_s", "rate_limit")
+    return [
+        {k: v for k, v in row.items() if not k.startswith(timing) and k not in drop} for row in rows
+    ]
+
+
+@pytest.fixture
+def sharded(bench: Bench) -> tuple[Bench, Path]:
+    """The suite run whole (-n 0) and as three shards (-n 0, -n 2, -n 0), then merged."""
+    answers(bench)
+    bench.eval_file("suite", SUITE)
+    root = bench.pytester.path
+    run(bench, root / "full", "-n", "0")
+    for number, workers in ((1, "0"), (2, "2"), (3, "0")):
+        run(bench, root / f"s{number}", "--shard", f"{number}/3", "-n", workers)
+    return bench, root
+
+
+def test_shard_takes_k_of_n() -> None:
+    assert parse_shard("2/3") == (2, 3) and parse_shard(None) is None
+    for bad in ("0/3", "4/3", "2", "a/b", "1/0"):
+        with pytest.raises(pytest.UsageError):
+            parse_shard(bad)
+
+
+def test_shards_split_the_selection_and_compose_with_k(bench: Bench) -> None:
+    bench.eval_file("suite", SUITE)
+    ids = {}
+    for number in (1, 2, 3):
+        result = bench.run("--collect-only", "-q", "--models=fake", "--shard", f"{number}/3")
+        ids[number] = [line for line in result.outlines if "::" in line]
+    assert [len(ids[n]) for n in (1, 2, 3)] == [2, 2, 2]
+    every = bench.run("--collect-only", "-q", "--models=fake").outlines
+    assert sorted(ids[1] + ids[2] + ids[3]) == sorted(line for line in every if "::" in line)
+    # -k first, then the split of what it selected.
+    result = bench.run("--collect-only", "-q", "--models=fake", "-k", "not add", "--shard", "1/2")
+    assert len([line for line in result.outlines if "::" in line]) == 3
+    bad = bench.run("--models=fake", "--shard", "4/3")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_run_wide_budgets_are_split_between_shards(bench: Bench) -> None:
+    answers(bench)
+    bench.eval_file("suite", SUITE)
+    folder = bench.pytester.path / "one"
+    run(bench, folder, "--shard", "1/2", "--rpm", "60", "--concurrency", "8", "--max-cost", "1")
+    shard = json.loads((folder / "run.json").read_text())["config"]["shard"]
+    assert (shard["index"], shard["count"]) == (1, 2)
+    assert shard["split"]["rpm"] == {"run": 60.0, "shard": 30.0}
+    assert shard["split"]["concurrency"] == {"run": 8, "shard": 4}
+    assert shard["split"]["max_cost"] == {"run": 1.0, "shard": 0.5}
+
+
+@pytest.mark.slow
+def test_merged_shards_equal_the_unsharded_run(sharded: tuple[Bench, Path]) -> None:
+    bench, root = sharded
+    result = merge(bench, "s1", "s2", "s3", "-o", "merged")
+    assert result.returncode == 1, result.stdout + result.stderr  # Kyoto and 5 fail, as whole
+    full, merged = records(root / "full"), records(root / "merged")
+    assert len(full) == 24 and set(merged) == set(full)
+    differing = [nodeid for nodeid in full if full[nodeid] != merged[nodeid]]
+    assert differing == []
+    for name in ("leaderboard.csv", "case_verdicts.csv", "comparisons.csv", "all_metrics.csv"):
+        assert table(root / "merged" / name) == table(root / "full" / name), name
+    info = json.loads((root / "merged" / "run.json").read_text())
+    assert info["coverage"]["missing"] == [] and info["exitstatus"] == 1
+    assert [m["shard"]["index"] for m in info["merged_from"]] == [1, 2, 3]
+    assert (root / "merged" / "report.html").is_file()
+    # What the unsharded run decided, the merge decides: the same exit status.
+    assert json.loads((root / "full" / "run.json").read_text())["exitstatus"] == 1
+
+
+@pytest.mark.slow
+def test_a_missing_or_repeated_shard_is_reported(sharded: tuple[Bench, Path]) -> None:
+    bench, _ = sharded
+    missing = merge(bench, "s1", "s3", "-o", "partial")
+    assert missing.returncode == 1
+    assert "shard(s) 2 of 3 missing" in missing.stdout
+    twice = merge(bench, "s1", "s1", "s2", "s3", "-o", "twice")
+    assert "shard(s) 1 given more than once" in twice.stdout
+    assert "8 item(s) recorded twice (kept once)" in twice.stdout
+    assert len(records(bench.pytester.path / "twice")) == 24
+
+
+@pytest.mark.slow
+def test_shards_of_other_options_are_refused_unless_forced(sharded: tuple[Bench, Path]) -> None:
+    bench, root = sharded
+    other = root / "other"
+    run(bench, other, "--shard", "2/3", "--max-retries", "5")
+    refused = merge(bench, "s1", "other", "s3", "-o", "no")
+    assert refused.returncode == 2
+    assert "max_retries: 2 in s1, 5 in other" in refused.stderr
+    assert not (root / "no").exists()
+    forced = merge(bench, "s1", "other", "s3", "-o", "yes", "--force")
+    assert forced.returncode == 1 and (root / "yes" / "results.jsonl").is_file()
+
+
+@pytest.mark.slow
+def test_the_merge_gates_on_pass_rate_and_regressions(sharded: tuple[Bench, Path]) -> None:
+    bench, _root = sharded
+    gated = merge(bench, "s1", "s2", "s3", "-o", "gated", "--min-pass-rate", "0.5")
+    assert gated.returncode == 0, gated.stdout  # 4 of 6 cases pass for each model
+    strict = merge(bench, "s1", "s2", "s3", "-o", "strict", "--min-pass-rate", "0.9")
+    assert strict.returncode == 1 and "pass rate 66.7% < --min-pass-rate 90.0%" in strict.stdout
+    same = merge(bench, "s1", "s2", "s3", "-o", "same", "--min-pass-rate", "0.5",
+                 "--baseline", "full", "--fail-on-regression")  # fmt: skip
+    assert same.returncode == 0, same.stdout
