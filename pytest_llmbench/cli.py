@@ -465,13 +465,26 @@ def _add_init(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="Project folder (default: the current one; created when missing)",
     )
     init.add_argument("--force", action="store_true", help="Overwrite files that exist")
+    init.add_argument(
+        "--ci", choices=sorted(CI_TEMPLATES),
+        help="Write only a CI workflow: shards, merge, gate, step summary, nightly, cache",
+    )  # fmt: skip
     init.set_defaults(command=_init_command)
+
+
+#: ``init --ci``: the template and where it goes in the project.
+CI_TEMPLATES = {
+    "github": ("ci/github.yml", ".github/workflows/llmbench.yml"),
+    "gitlab": ("ci/gitlab.yml", ".gitlab-ci.yml"),
+}
 
 
 def _init_command(args: argparse.Namespace) -> int:
     folder: Path = args.dir
     if folder.exists() and not folder.is_dir():
         raise UsageFailure(f"{folder}: not a folder")
+    if args.ci is not None:
+        return _init_ci(folder, args.ci, args.force)
     names = scaffold_files(folder)
     existing = [name for name in names if (folder / name).exists()]
     if existing and not args.force:
@@ -485,6 +498,19 @@ def _init_command(args: argparse.Namespace) -> int:
     print(f"llmbench: wrote a starter project in {folder}:")
     print("\n".join(f"  {name}" for name in names))
     print(_next_steps(folder))
+    return 0
+
+
+def _init_ci(folder: Path, kind: str, force: bool) -> int:
+    template, name = CI_TEMPLATES[kind]
+    target = folder / name
+    if target.exists() and not force:
+        print(f"llmbench: not overwriting {target} (--force does)", file=sys.stderr)
+        return 1
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(scaffold_template(template))
+    print(f"llmbench: wrote {target}: 3 shards of `pytest evals/`, merged and gated by")
+    print("  `llmbench merge ... --min-pass-rate 0.8`; edit the shard count and the keys it reads.")
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,104 @@ def test_the_merge_gates_on_pass_rate_and_regressions(sharded: tuple[Bench, Path
     same = merge(bench, "s1", "s2", "s3", "-o", "same", "--min-pass-rate", "0.5",
                  "--baseline", "full", "--fail-on-regression")  # fmt: skip
     assert same.returncode == 0, same.stdout
+
+
+# -- the CI templates --------------------------------------------------------------------------
+
+
+def ci_project(bench: Bench) -> Path:
+    """The bench project with its suite under evals/ and the fake model as the default."""
+    answers(bench)
+    bench.pytester.makefile(".eval.yaml", **{"evals/suite": SUITE})
+    bench.pytester.makeini("[pytest]\nllmbench_models = fake\n")
+    return bench.pytester.path
+
+
+def steps(job: dict[str, Any]) -> list[str]:
+    """A job's shell steps in order; installing is left out (the package is installed here)."""
+    found = job.get("steps") or [{"run": line} for line in job.get("script", [])]
+    return [step["run"] for step in found if "run" in step and "pip install" not in step["run"]]
+
+
+def shell(command: str, cwd: Path, env: dict[str, str]) -> int:
+    bin_dir = str(Path(sys.executable).parent)  # pytest and llmbench of this environment
+    full = {**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-e", "-c", command], cwd=cwd, env=full).returncode
+
+
+@pytest.mark.slow
+def test_the_github_workflow_runs_its_shards_and_gates_the_merge(bench: Bench) -> None:
+    import shutil
+
+    import yaml
+
+    project = ci_project(bench)
+    from pytest_llmbench.cli import main
+
+    assert main(["init", str(project), "--ci", "github"]) == 0
+    workflow = yaml.safe_load((project / ".github/workflows/llmbench.yml").read_text())
+    assert set(workflow[True]) >= {"push", "pull_request", "schedule"}  # YAML's `on` is True
+    shard_job, merge_job = workflow["jobs"]["shard"], workflow["jobs"]["merge"]
+    shards = shard_job["strategy"]["matrix"]["shard"]
+    assert str(len(shards)) == workflow["env"]["SHARDS"] and merge_job["needs"] == "shard"
+    uses = [step.get("uses", "") for step in shard_job["steps"]]
+    assert any(use.startswith("actions/cache") for use in uses)
+    assert any(use.startswith("actions/upload-artifact") for use in uses)
+    env = {"SHARDS": workflow["env"]["SHARDS"], "MIN_PASS_RATE": workflow["env"]["MIN_PASS_RATE"]}
+    for shard in shards:  # each runner: the matrix value filled in
+        for command in steps(shard_job):
+            assert shell(command.replace("${{ matrix.shard }}", str(shard)), project, env) == 0
+    merged = project / "merge-runner"
+    merged.mkdir()
+    for shard in shards:  # upload-artifact, then download-artifact into the merge job
+        shutil.copytree(project / f"shard-results/shard-{shard}",
+                        merged / f"shard-results/llmbench-shard-{shard}")  # fmt: skip
+    summary = project / "step-summary.md"
+    codes = [
+        shell(c, merged, {**env, "GITHUB_STEP_SUMMARY": str(summary)}) for c in steps(merge_job)
+    ]
+    # Four of six cases pass (66.7% < 0.8): the merge gate fails the job; the summary is written.
+    assert codes == [1, 0], codes
+    assert "fake" in summary.read_text() and "66.7%" in summary.read_text()
+    info = json.loads((merged / "llmbench-merged/run.json").read_text())
+    assert info["coverage"]["missing"] == [] and info["records"] == 6
+
+
+@pytest.mark.slow
+def test_the_gitlab_pipeline_runs_its_shards_and_gates_the_merge(bench: Bench) -> None:
+    import yaml
+
+    project = ci_project(bench)
+    from pytest_llmbench.cli import main
+
+    assert main(["init", str(project), "--ci", "gitlab"]) == 0
+    pipeline = yaml.safe_load((project / ".gitlab-ci.yml").read_text())
+    shard_job, merge_job = pipeline["llmbench-shard"], pipeline["llmbench-merge"]
+    total = shard_job["parallel"]
+    env = {"MIN_PASS_RATE": pipeline["variables"]["MIN_PASS_RATE"], "CI_NODE_TOTAL": str(total)}
+    for index in range(1, total + 1):
+        for command in steps(shard_job):
+            assert shell(command, project, {**env, "CI_NODE_INDEX": str(index)}) == 0
+    codes = [shell(command, project, env) for command in steps(merge_job)]
+    assert codes[0] == 1  # the gate: 66.7% < 0.8
+    assert json.loads((project / "llmbench-merged/run.json").read_text())["records"] == 6
+
+
+def test_init_ci_never_overwrites_a_workflow(tmp_path: Path) -> None:
+    from pytest_llmbench.cli import main
+
+    assert main(["init", str(tmp_path), "--ci", "github"]) == 0
+    assert main(["init", str(tmp_path), "--ci", "github"]) == 1
+    assert main(["init", str(tmp_path), "--ci", "github", "--force"]) == 0
+    assert not (tmp_path / "evals").exists()  # only the workflow
+
+
+@pytest.mark.slow
+def test_xdist_tx_popen_still_records_each_item_once(bench: Bench) -> None:
+    answers(bench)
+    bench.eval_file("suite", SUITE)
+    folder = bench.pytester.path / "tx"
+    run(bench, folder, "--dist", "load", "--tx", "2*popen", "--shard", "1/2")
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 12 and len({row["nodeid"] for row in rows}) == 12  # 24 items, half
+    assert {row["worker"] for row in rows} == {"gw0", "gw1"}
