@@ -1,11 +1,12 @@
-"""The ``llmbench`` console command: saved runs, eval file checks and new projects.
+"""The ``llmbench`` console command: saved runs, eval file checks, new projects, the viewer.
 
 ``leaderboard``, ``compare`` and ``report`` read results folders (``results.jsonl``,
-``run.json``) that a pytest run wrote; ``validate`` checks eval and profile files; ``init``
-writes a starter project. None calls a model or imports litellm. Exit codes: 0 fine, 1 a
-significant regression (``compare``), an invalid file (``validate``) or a file ``init`` will not
-overwrite, 2 bad usage or input, with a one-line ``llmbench: ...`` message on stderr and no
-traceback.
+``run.json``) that a pytest run wrote; ``merge`` joins the folders of a run's shards into one;
+``validate`` checks eval and profile files; ``init`` writes a starter project (or, with
+``--ci``, a sharded CI workflow); ``view`` serves the local dashboard. None calls a model or
+imports litellm. Exit codes: 0 fine, 1 a significant regression (``compare``), an invalid file
+(``validate``), a file ``init`` will not overwrite or a failed gate (``merge``), 2 bad usage or
+input, with a one-line ``llmbench: ...`` message on stderr and no traceback.
 """
 
 from __future__ import annotations
