@@ -14,7 +14,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..models.providers.completion import Completion, ProviderError, Usage
@@ -67,7 +67,7 @@ class ToolCall:
     arguments: dict[str, Any]  # parsed; {} when unparseable (then error=True)
     result: str  # what the model was shown (truncated to MAX_RESULT_CHARS)
     error: bool  # the tool refused or failed (the result starts with "error: ")
-    seconds: float = 0.0  # how long the tool took
+    seconds: float = field(default=0.0, compare=False)  # how long it took (not what it did)
 
 
 @dataclass(frozen=True)
