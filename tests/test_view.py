@@ -346,3 +346,39 @@ def test_a_running_job_is_cancelled_with_its_processes(tmp_path: Path) -> None:
         assert queue.snapshot()[0].state == "cancelled"
     finally:
         queue.close()
+
+
+def test_only_local_requests_and_the_viewers_own_forms_are_served(tmp_path: Path) -> None:
+    """DNS rebinding (another Host) and a forged form from another site (its Origin) get 403:
+    a page elsewhere must not read results or launch runs that spend money."""
+    import http.client
+    import json
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "a.eval.yaml").write_text("cases: []\n")
+    command = [sys.executable, "-m", "pytest_llmbench.cli", "view", str(tmp_path / "runs"),
+               "--project", str(tmp_path)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    assert process.stdout is not None
+    port = int(re.search(r":(\d+)/", process.stdout.readline()).group(1))  # type: ignore[union-attr]
+    form = "files=a.eval.yaml&models=fake"
+
+    def ask(method: str, path: str, **headers: str) -> int:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        sent = {"content-type": "application/x-www-form-urlencoded", **headers}
+        connection.request(method, path, body=form if method == "POST" else None, headers=sent)
+        status = connection.getresponse().status
+        connection.close()
+        return status
+
+    try:
+        assert ask("GET", "/") == 200
+        assert ask("GET", "/", host=f"evil.example:{port}") == 403
+        assert ask("POST", "/launch", origin="http://evil.example") == 403
+        queue = tmp_path / "runs" / ".llmbench-view" / "queue.json"
+        assert not queue.exists()  # nothing was queued
+        assert ask("POST", "/launch", origin=f"http://127.0.0.1:{port}") == 303
+        assert len(json.loads(queue.read_text())["jobs"]) == 1
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

@@ -7,7 +7,6 @@ JavaScript build, no CDN: it works offline), and are tested by driving a real Ch
 
 from __future__ import annotations
 
-import threading
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,11 +25,14 @@ class ViewSettings:
 
     roots: Sequence[Path]  #: folders holding results folders
     project: Path  #: where launched runs run (their eval files are under it)
+    #: host names a request may be addressed to (DNS rebinding: another name is refused)
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "[::1]")
 
 
 def create_app(settings: ViewSettings) -> Any:
     """The ASGI app (its queue thread started)."""
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
     from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
     from starlette.routing import Route
 
@@ -112,6 +114,7 @@ def create_app(settings: ViewSettings) -> Any:
         return RedirectResponse("/launch", status_code=303)
 
     app = Starlette(
+        middleware=[Middleware(_LocalOnly, allowed=settings.allowed_hosts)],
         routes=[
             Route("/", runs),
             Route("/run/{key:path}/item", item),
@@ -127,6 +130,41 @@ def create_app(settings: ViewSettings) -> Any:
     return app
 
 
+class _LocalOnly:
+    """Requests addressed to this machine only, and forms posted from the viewer's own pages.
+
+    A page elsewhere can make a browser send requests to 127.0.0.1: a Host other than ours
+    (DNS rebinding) and a POST whose Origin is another site (a forged form that would launch
+    runs and spend money) are refused with 403.
+    """
+
+    def __init__(self, app: Any, allowed: Sequence[str]) -> None:
+        self.app = app
+        self.allowed = set(allowed)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not self._trusted(scope):
+            from starlette.responses import PlainTextResponse
+
+            response = PlainTextResponse("llmbench view: refused (not a local request)", 403)
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _trusted(self, scope: Any) -> bool:
+        headers = {
+            key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]
+        }
+        host = headers.get("host", "")
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        if "*" not in self.allowed and name not in self.allowed:
+            return False
+        origin = headers.get("origin")
+        if scope["method"] == "POST" and origin is not None:
+            return origin in (f"http://{host}", f"https://{host}")
+        return True
+
+
 def _closing(queue: JobQueue) -> Any:
     import contextlib
 
@@ -138,9 +176,7 @@ def _closing(queue: JobQueue) -> Any:
     return lifespan
 
 
-def serve(
-    settings: ViewSettings, host: str, port: int, ready: threading.Event | None = None
-) -> None:
+def serve(settings: ViewSettings, host: str, port: int) -> None:
     """Serve until interrupted; print the address once listening."""
     import socket
 
