@@ -84,6 +84,14 @@ def test_shard_takes_k_of_n() -> None:
             parse_shard(bad)
 
 
+def test_the_options_a_shard_may_differ_in_are_not_compared() -> None:
+    from pytest_llmbench.results.merge import _arguments
+
+    args = ["evals/", "-n", "2", "--shard", "1/3", "-nauto", "--results-dir=out/1",
+            "--basetemp", "/tmp/b", "-k", "a or b", "--lf", "--junitxml=s1.xml"]  # fmt: skip
+    assert _arguments(args) == ["evals/", "-k", "a or b"]
+
+
 def test_shards_split_the_selection_and_compose_with_k(bench: Bench) -> None:
     bench.eval_file("suite", SUITE)
     ids = {}

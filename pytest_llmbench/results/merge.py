@@ -108,8 +108,8 @@ def _arguments(args: Sequence[str]) -> list[str]:
         if name in _PER_SHARD:
             skip = "=" not in arg and name not in ("--lf", "--ff")
             continue
-        if arg.startswith("-n") and arg[2:].isdigit():
-            continue
+        if arg.startswith("-n") and not arg.startswith("--") and len(arg) > 2:
+            continue  # -n2, -nauto
         kept.append(arg)
     return kept
 
