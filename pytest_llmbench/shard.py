@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
 if TYPE_CHECKING:
-    from .config import RunConfig
+    from _typeshed import DataclassInstance
+
+#: The run's config (:class:`~pytest_llmbench.config.RunConfig`, which imports this module).
+Run = TypeVar("Run", bound="DataclassInstance")
 
 _SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 #: The run-wide budgets a shard gets its share of.
@@ -41,7 +44,7 @@ def parse_shard(raw: str | None) -> tuple[int, int] | None:
     return index, count
 
 
-def split_budgets(run: RunConfig, shard: tuple[int, int] | None) -> RunConfig:
+def split_budgets(run: Run, shard: tuple[int, int] | None) -> Run:
     """``run`` with its run-wide budgets divided between ``shard``'s N shards, and run.json's
     account of it (``shard_split``: each budget for the whole run and for this shard)."""
     if shard is None:

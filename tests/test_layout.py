@@ -18,7 +18,7 @@ STAGES = (
     "models", "agent", "scoring", "judging", "spec", "engine", "results", "render", "report", "view"
 )  # fmt: skip
 #: Modules on top that any stage may import: the run's settings and three utilities.
-SHARED = ("config", "redact", "userimport", "yamlguard")
+SHARED = ("config", "redact", "shard", "userimport", "yamlguard")
 
 
 def module_name(path: Path) -> str:
