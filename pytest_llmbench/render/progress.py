@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,8 +64,7 @@ class Tally:
             parts.append(f"pass {100 * self.passed / scored:.1f}%")
         parts.append(f"{self.errors} error{'' if self.errors == 1 else 's'}")
         parts.append(f"{self.spent:.4f} USD")
-        in_flight = sum(active for active, _ in self.activity.values())
-        waiting = sum(held for _, held in self.activity.values())
+        in_flight, waiting = self.calls()
         parts.append(f"{in_flight} call{'' if in_flight == 1 else 's'} in flight")
         if waiting:
             parts.append(f"{waiting} waiting on a rate limit")
@@ -72,6 +72,13 @@ class Tally:
         if eta is not None:
             parts.append(f"ETA {duration(eta)}")
         return "llmbench: " + ", ".join(parts)
+
+    def calls(self) -> tuple[int, int]:
+        """Calls in flight, and those waiting on a rate limit, over every process."""
+        return (
+            sum(active for active, _ in self.activity.values()),
+            sum(held for _, held in self.activity.values()),
+        )
 
     def _items(self) -> str:
         if not self.total:
@@ -140,8 +147,7 @@ class RunProgress:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
         """The run is over (run.json says how): its progress file has said its last."""
-        recorder = self.config.pluginmanager.get_plugin("llmbench-recorder")
-        folder = getattr(recorder, "out_dir", None)
+        folder = self._folder()
         if folder is not None:
             for name in ("progress.json", "progress.json.tmp"):
                 (folder / name).unlink(missing_ok=True)
@@ -152,8 +158,7 @@ class RunProgress:
         now = time.monotonic()
         if self._started is None or (self._saved is not None and now - self._saved < 1.0):
             return
-        recorder = self.config.pluginmanager.get_plugin("llmbench-recorder")
-        folder = getattr(recorder, "out_dir", None)
+        folder = self._folder()
         if folder is None:
             return
         self._saved = now
@@ -167,8 +172,8 @@ class RunProgress:
             "failed": tally.failed,
             "errors": tally.errors,
             "spent_usd": round(tally.spent, 6),
-            "in_flight": sum(active for active, _ in tally.activity.values()),
-            "waiting": sum(held for _, held in tally.activity.values()),
+            "in_flight": tally.calls()[0],
+            "waiting": tally.calls()[1],
             "eta_s": tally.eta_s(now - self._started),
             "line": tally.line(now - self._started),
         }
@@ -178,6 +183,12 @@ class RunProgress:
             partial.replace(folder / "progress.json")
         except OSError:  # a progress file is a courtesy, never a reason to fail a run
             pass
+
+    def _folder(self) -> Path | None:
+        """The run's results folder, once the recorder opened it (at the first record)."""
+        recorder = self.config.pluginmanager.get_plugin("llmbench-recorder")
+        folder = getattr(recorder, "out_dir", None)
+        return folder if isinstance(folder, Path) else None
 
     def _maybe_write(self) -> None:
         self._save()

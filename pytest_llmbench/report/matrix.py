@@ -7,7 +7,7 @@ so a link can open the report filtered. Every text is escaped; the page loads no
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .html_tables import text
@@ -18,15 +18,14 @@ _ANSWER_CHARS = 160
 _SEARCH_CHARS = 4000
 
 Record = Mapping[str, Any]
+#: A case's records by contestant (model and variant).
+Cells = dict[str, list[Record]]
 
 
 def case_matrix(records: Sequence[Record]) -> str:
     """The matrix of ``records`` (sorted by suite, case, model, repeat) with its controls."""
     contestants = sorted({str(record.get("model")) for record in records})
-    cases: dict[tuple[str, str], dict[str, list[Record]]] = {}
-    for record in records:
-        key = (str(record.get("suite")), str(record.get("case_id")))
-        cases.setdefault(key, {}).setdefault(str(record.get("model")), []).append(record)
+    cases = group_cases(records)
     if not cases:
         return '<p class="note">No eval items.</p>'
     keys = sorted(cases)
@@ -63,12 +62,47 @@ def _controls(suites: Sequence[str]) -> str:
     )
 
 
-def _row(key: tuple[str, str], cells: Mapping[str, list[Record]], contestants: list[str]) -> str:
+def group_cases(records: Sequence[Record]) -> dict[tuple[str, str], Cells]:
+    """``(suite, case_id)`` -> the case's records by contestant, in the records' order."""
+    cases: dict[tuple[str, str], Cells] = {}
+    for record in records:
+        key = (str(record.get("suite")), str(record.get("case_id")))
+        cases.setdefault(key, {}).setdefault(str(record.get("model")), []).append(record)
+    return cases
+
+
+def case_flags(groups: Iterable[Sequence[Record]]) -> set[str]:
+    """``failures``, ``errors`` and ``flaky`` (one contestant passed and failed) of a case."""
+    return {flag for group in groups for flag in _flags(group)}
+
+
+def searched_text(case_id: str, found: Sequence[Record]) -> str:
+    """What a search of a case reads: its id, its prompt and every answer."""
+    prompt = str(found[0].get("prompt") or "")
+    return " ".join([case_id, prompt, *(str(r.get("response") or "") for r in found)])
+
+
+def cell_status(group: Sequence[Record]) -> str:
+    """A contestant's cell over its repeats: ``error`` if any errored, ``mixed`` if they
+    disagree, else their outcome."""
+    outcomes = {str(record.get("outcome")) for record in group}
+    if "error" in outcomes:
+        return "error"
+    return "mixed" if len(outcomes) > 1 else outcomes.pop()
+
+
+def shown_answer(record: Record) -> str:
+    """An item's answer, or its error when it errored."""
+    shown = record.get("error") if record.get("outcome") == "error" else record.get("response")
+    return str(shown or "")
+
+
+def _row(key: tuple[str, str], cells: Cells, contestants: list[str]) -> str:
     suite, case_id = key
     found = [record for group in cells.values() for record in group]
-    flags = sorted({flag for group in cells.values() for flag in _flags(group)})
+    flags = sorted(case_flags(cells.values()))
     prompt = str(found[0].get("prompt") or "")
-    searched = " ".join([case_id, prompt, *(str(r.get("response") or "") for r in found)])
+    searched = searched_text(case_id, found)
     attributes = (
         f'data-suite="{text(suite)}" data-flags="{" ".join(flags)}" '
         f'data-text="{text(searched[:_SEARCH_CHARS].lower())}"'
@@ -96,18 +130,11 @@ def _cell(group: Sequence[Record]) -> str:
     """A contestant's answer to a case: coloured by outcome (all repeats), the first answer."""
     if not group:
         return '<td class="skipped">-</td>'
-    outcomes = [str(record.get("outcome")) for record in group]
-    if "error" in outcomes:
-        status = "error"
-    elif len(set(outcomes)) > 1:
-        status = "mixed"
-    else:
-        status = outcomes[0]
-    passed = outcomes.count("passed")
+    status = cell_status(group)
+    passed = sum(record.get("outcome") == "passed" for record in group)
     counts = f"<b>{passed}/{len(group)}</b> " if len(group) > 1 else ""
-    first = group[0]
-    answer = first.get("response") if status != "error" else first.get("error")
-    shown = str(answer or "")
+    errored = [record for record in group if record.get("outcome") == "error"]
+    shown = shown_answer(errored[0] if errored else group[0])
     clipped = shown[:_ANSWER_CHARS] + ("..." if len(shown) > _ANSWER_CHARS else "")
     return (
         f'<td class="{status}" title="{text(shown[:_SEARCH_CHARS])}">{counts}{text(clipped)}</td>'

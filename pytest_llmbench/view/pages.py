@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..report.html_tables import leaderboard_table, text, transcript
+from ..report.matrix import Cells, case_flags, cell_status, group_cases, searched_text, shown_answer
 from .runs import Run
 
 Record = Mapping[str, Any]
@@ -134,10 +135,7 @@ def matrix(run: Run, params: Mapping[str, str]) -> str:
     suites = sorted({str(r.get("suite")) for r in records})
     tags = sorted({str(tag) for r in records for tag in r.get("tags") or []})
     shown_models = [m for m in models if not params.get("model") or m == params["model"]]
-    cases: dict[tuple[str, str], dict[str, list[Record]]] = {}
-    for record in records:
-        key = (str(record.get("suite")), str(record.get("case_id")))
-        cases.setdefault(key, {}).setdefault(str(record.get("model")), []).append(record)
+    cases = group_cases(records)
     keys = [key for key in cases if _keep(cases[key], key, params)]
     keys = _sorted(keys, cases, params.get("sort", ""))
     form = _filters(params, suites, tags, models)
@@ -175,35 +173,22 @@ def _filters(
     )
 
 
-def _keep(
-    cells: Mapping[str, list[Record]], key: tuple[str, str], params: Mapping[str, str]
-) -> bool:
-    found = [record for group in cells.values() for record in group]
+def _keep(cells: Cells, key: tuple[str, str], params: Mapping[str, str]) -> bool:
+    groups = list(cells.values())
+    if params.get("model"):
+        groups = [cells[params["model"]]] if params["model"] in cells else []
+        if not groups:
+            return False
+    found = [record for group in groups for record in group]
     if params.get("suite") and key[0] != params["suite"]:
         return False
     if params.get("tag") and not any(params["tag"] in (r.get("tags") or []) for r in found):
         return False
-    if params.get("model"):
-        found = list(cells.get(params["model"], []))
-        if not found:
-            return False
-    outcomes = {str(r.get("outcome")) for r in found}
     show = params.get("show", "")
-    per_model = [{str(r.get("outcome")) for r in group} for group in cells.values()]
-    if show == "failures" and "failed" not in outcomes:
-        return False
-    if show == "errors" and "error" not in outcomes:
-        return False
-    if show == "flaky" and not any({"passed", "failed"} <= seen for seen in per_model):
+    if show and show not in case_flags(groups):
         return False
     query = params.get("q", "").strip().lower()
-    if query:
-        haystack = " ".join(
-            [key[1], str(found[0].get("prompt") or "")]
-            + [str(r.get("response") or "") for r in found]
-        ).lower()
-        return query in haystack
-    return True
+    return not query or query in searched_text(key[1], found).lower()
 
 
 def _sorted(
@@ -244,8 +229,7 @@ def _row(
 def _cell(run: Run, group: Sequence[Record]) -> str:
     if not group:
         return '<td class="skipped">-</td>'
-    outcomes = [str(r.get("outcome")) for r in group]
-    status = "error" if "error" in outcomes else outcomes[0] if len(set(outcomes)) == 1 else "mixed"
+    status = cell_status(group)
     links = " ".join(
         f'<a href="{text(link("/run/" + run.key + "/item", nodeid=r.get("nodeid")))}">'
         f"{text(_short(r))}</a>"
@@ -255,8 +239,7 @@ def _cell(run: Run, group: Sequence[Record]) -> str:
 
 
 def _short(record: Record) -> str:
-    shown = record.get("error") if record.get("outcome") == "error" else record.get("response")
-    value = str(shown or "(empty)")
+    value = shown_answer(record) or "(empty)"
     return value[:120] + ("..." if len(value) > 120 else "")
 
 

@@ -98,7 +98,32 @@ def load_run(roots: Sequence[Path], key: str) -> Run:
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """The records written so far; a line still being written (no newline yet) is left out."""
+    """The records written so far; a line still being written (no newline yet) is left out.
+
+    Read again only when the file changed: the runs page, refreshed every few seconds while a
+    run goes on, would otherwise parse every run's records on every refresh.
+    """
+    try:
+        stat = path.stat()
+    except OSError:
+        return []
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    known = _READ.get(path)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    records = _parse(path)
+    if len(_READ) >= _READ_MAX:
+        _READ.clear()
+    _READ[path] = (stamp, records)
+    return records
+
+
+#: results.jsonl files read: path -> ((mtime, size), records)
+_READ: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = {}
+_READ_MAX = 256
+
+
+def _parse(path: Path) -> list[dict[str, Any]]:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:

@@ -294,17 +294,7 @@ async def _retrying(
 async def _embed_once(
     litellm: Any, target: CallTarget, texts: Sequence[str], limits: Timeouts, retries: int
 ) -> Completion:
-    kwargs: dict[str, Any] = {
-        **target.extra,
-        "model": target.model_id,
-        "input": list(texts),
-        "timeout": limits.for_client(),
-        "max_retries": 0,
-    }
-    if target.api_base:
-        kwargs["api_base"] = target.api_base
-    if target.api_key:
-        kwargs["api_key"] = target.api_key
+    kwargs = call_kwargs(target, limits, input=list(texts))
     started = time.perf_counter()
     response = await litellm.aembedding(**kwargs)
     latency = time.perf_counter() - started
@@ -313,19 +303,8 @@ async def _embed_once(
         raise ValueError(f"{len(vectors)} embeddings for {len(texts)} texts")
     usage = getattr(response, "usage", None)
     tokens = getattr(usage, "prompt_tokens", None) if usage else None
-    return Completion(
-        text=json.dumps(vectors),
-        model_id=target.model_id,
-        input_tokens=tokens,
-        output_tokens=0 if tokens is not None else None,
-        tokens_estimated=False,
-        ttft_s=None,
-        latency_s=latency,
-        cost_usd=cost_of(litellm, target, tokens, 0),
-        retries=retries,
-        streamed=False,
-        finish_reason="stop",
-    )
+    used = (tokens, 0 if tokens is not None else None)
+    return whole_answer(litellm, target, json.dumps(vectors), used, latency, retries)
 
 
 def _vector(item: Any) -> list[float]:
@@ -399,28 +378,59 @@ def _request_kwargs(
     stream: bool,
     limits: Timeouts,
 ) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {
-        **target.extra,
-        **target.params,
-        **params,
-        "model": target.model_id,
-        "messages": list(messages),
-        "stream": stream,
-        "timeout": limits.for_client(),
-        # We count and pace retries ourselves; the SDK's silent retries would hide them.
-        "max_retries": 0,
-    }
+    kwargs = call_kwargs(
+        target, limits, **target.params, **params, messages=list(messages), stream=stream
+    )
     if stream:
         kwargs["stream_options"] = {"include_usage": True}
     if kwargs.get("tools"):
         # With tools, litellm 1.106 imports its MCP gateway (the `mcp` package, not installed);
         # its own flag skips that: we never use the gateway, and the flag is not sent.
         kwargs["_skip_mcp_handler"] = True
+    return kwargs
+
+
+def call_kwargs(target: CallTarget, limits: Timeouts, **fields: Any) -> dict[str, Any]:
+    """What every litellm call of ``target`` is given: its extra settings, ``fields``, the
+    model, the timeouts and no SDK retries (ours are counted), its endpoint and key."""
+    kwargs: dict[str, Any] = {
+        **target.extra,
+        **fields,
+        "model": target.model_id,
+        "timeout": limits.for_client(),
+        "max_retries": 0,
+    }
     if target.api_base:
         kwargs["api_base"] = target.api_base
     if target.api_key:
         kwargs["api_key"] = target.api_key
     return kwargs
+
+
+def whole_answer(
+    litellm: Any,
+    target: CallTarget,
+    text: str,
+    tokens: tuple[int | None, int | None],
+    latency_s: float,
+    retries: int,
+) -> Completion:
+    """A completion read whole (not streamed): an embedding's or a log-likelihood's, its cost
+    from the profile's prices or litellm's map."""
+    input_tokens, output_tokens = tokens
+    return Completion(
+        text=text,
+        model_id=target.model_id,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        tokens_estimated=False,
+        ttft_s=None,
+        latency_s=latency_s,
+        cost_usd=cost_of(litellm, target, input_tokens, output_tokens),
+        retries=retries,
+        streamed=False,
+        finish_reason="stop",
+    )
 
 
 async def _consume_stream(

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .completion import CallTarget, Completion, ProviderError
-from .litellm_adapter import DEFAULT_CONNECT_TIMEOUT_S, Timeouts, acall, cost_of
+from .litellm_adapter import DEFAULT_CONNECT_TIMEOUT_S, Timeouts, acall, call_kwargs, whole_answer
 
 __all__ = ["NEEDS", "aloglikelihood", "continuation_logprob"]
 
@@ -70,21 +70,9 @@ async def _score_once(
     limits: Timeouts,
     retries: int,
 ) -> Completion:
-    kwargs: dict[str, Any] = {
-        **target.extra,
-        "model": target.model_id,
-        "prompt": context + continuation,
-        "echo": True,
-        "logprobs": 1,
-        "max_tokens": 1,
-        "temperature": 0,
-        "timeout": limits.for_client(),
-        "max_retries": 0,
-    }
-    if target.api_base:
-        kwargs["api_base"] = target.api_base
-    if target.api_key:
-        kwargs["api_key"] = target.api_key
+    prompt = context + continuation
+    kwargs = call_kwargs(target, limits, prompt=prompt, echo=True, logprobs=1, max_tokens=1)
+    kwargs["temperature"] = 0
     client = _openai_client(litellm, target, limits)
     if client is not None:
         kwargs["client"] = client
@@ -98,27 +86,18 @@ async def _score_once(
         raise
     latency = time.perf_counter() - started
     try:
-        logprob, tokens = continuation_logprob(
+        logprob, count = continuation_logprob(
             _logprobs_of(response), len(context), len(context) + len(continuation)
         )
     except NoPromptLogprobs as exc:
         raise _unsupported(target, str(exc)) from None
     usage = getattr(response, "usage", None)
-    input_tokens = getattr(usage, "prompt_tokens", None) if usage else None
-    output_tokens = getattr(usage, "completion_tokens", None) if usage else None
-    return Completion(
-        text=json.dumps({"logprob": logprob, "tokens": tokens}),
-        model_id=target.model_id,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        tokens_estimated=False,
-        ttft_s=None,
-        latency_s=latency,
-        cost_usd=cost_of(litellm, target, input_tokens, output_tokens),
-        retries=retries,
-        streamed=False,
-        finish_reason="stop",
+    tokens = (
+        getattr(usage, "prompt_tokens", None) if usage else None,
+        getattr(usage, "completion_tokens", None) if usage else None,
     )
+    text = json.dumps({"logprob": logprob, "tokens": count})
+    return whole_answer(litellm, target, text, tokens, latency, retries)
 
 
 def _openai_client(litellm: Any, target: CallTarget, limits: Timeouts) -> Any:
