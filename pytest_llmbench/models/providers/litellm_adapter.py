@@ -378,9 +378,9 @@ def _request_kwargs(
     stream: bool,
     limits: Timeouts,
 ) -> dict[str, Any]:
-    kwargs = call_kwargs(
-        target, limits, **target.params, **params, messages=list(messages), stream=stream
-    )
+    # The call's parameters over the profile's (one dict: the same name may be in both).
+    fields = {**target.params, **params, "messages": list(messages), "stream": stream}
+    kwargs = call_kwargs(target, limits, **fields)
     if stream:
         kwargs["stream_options"] = {"include_usage": True}
     if kwargs.get("tools"):
