@@ -47,6 +47,8 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
     ("connect_timeout", "llmbench_connect_timeout", "Seconds to open a connection to a model's "
      "endpoint before the attempt times out (default 10)", "10"),
     ("max_retries", "llmbench_max_retries", "Retries of a failed model call", "2"),
+    ("client", "llmbench_client", "Client of models on OpenAI-compatible endpoints: auto (our "
+     "lean HTTP client; litellm for every other provider) or litellm (every model)", "auto"),
     ("concurrency", "llmbench_concurrency", "Model calls in flight per model for the whole run, "
      "split between xdist workers (default 8)", "8"),
     ("stream", "llmbench_stream", "Stream all calls, a seeded sample of them (TTFT at low "
@@ -97,6 +99,8 @@ STREAM_MODES = ("all", "sample", "off")
 #: ``off``: no cache; ``use``: read, and store misses; ``refresh``: call anyway and overwrite;
 #: ``replay``: read only, a miss is an error instead of a call.
 CACHE_MODES = ("off", "use", "refresh", "replay")
+#: ``--client``: who calls models on OpenAI-compatible endpoints (see models/providers/routes).
+CLIENT_CHOICES = ("auto", "litellm")
 #: How an errored item counts in pass rates and scores (``--errors-count-as``).
 ERRORS_COUNT_AS = ("fail", "skip")
 
@@ -203,6 +207,8 @@ class RunConfig:
     skip_unavailable: bool = False
     #: seconds to open a connection (``--connect-timeout``)
     connect_timeout_s: float = 10.0
+    #: ``--client``: ``auto`` or ``litellm`` (every model through litellm)
+    client: str = "auto"
     #: ``fail``: an errored item is a failure scored 0; ``skip``: it is left out of the rates
     errors_count_as: str = "fail"
     #: the first N cases of each eval file only (``--limit``); None: all
@@ -321,6 +327,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         request_timeout_s=_number(config, "request_timeout", float, minimum=0.001),
         connect_timeout_s=_number(config, "connect_timeout", float, minimum=0.001),
         max_retries=_number(config, "max_retries", int, minimum=0),
+        client=_choice(config, "client", CLIENT_CHOICES),
         profiles=registry,
         env_file=env_file,
         concurrency=_number(config, "concurrency", int, minimum=1),

@@ -170,6 +170,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from .collect import stash_plans
 
     stash_plans(session)
+    _say_clients(session.config)
+
+
+def _say_clients(config: pytest.Config) -> None:
+    """The session header's line of which client calls each model (the controller's)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or hasattr(config, "workerinput") or config.option.verbose < 0:
+        return
+    from .engine.targets import clients_line
+
+    judges = bool(config.getoption("llmbench_judges") or config.getini("llmbench_judges"))
+    reporter.write_line(clients_line(_config.get_run_config(config), judges))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -103,13 +103,16 @@ def litellm_loaded() -> Any:
 
     import pandas  # noqa: F401
 
+    from pytest_llmbench.models.providers.calls import acomplete
     from pytest_llmbench.models.providers.completion import CallTarget
-    from pytest_llmbench.models.providers.litellm_adapter import acomplete, import_litellm
+    from pytest_llmbench.models.providers.litellm_client import import_litellm
 
     litellm = import_litellm()
     # litellm imports more on its first call; make it here, once, for the same reason.
     with FakeLLMServer() as server:
-        target = CallTarget("warm-up", "openai/fake-model", server.base_url, "sk-warm-up-key")
+        target = CallTarget(
+            "warm-up", "openai/fake-model", server.base_url, "sk-warm-up-key", client="litellm"
+        )
         asyncio.run(acomplete(target, [{"role": "user", "content": "hi"}], {}, max_retries=0))
     return litellm
 

@@ -517,9 +517,11 @@ def test_fake_server_streams_tool_calls(fake_llm: FakeLLMServer) -> None:
 
 
 def _through_litellm(server: FakeLLMServer) -> Any:
-    from pytest_llmbench.models.providers.litellm_adapter import acomplete
+    from pytest_llmbench.models.providers.calls import acomplete
 
-    target = CallTarget("fake", "openai/fake-model", server.base_url, "sk-fake-agent-key")
+    target = CallTarget(
+        "fake", "openai/fake-model", server.base_url, "sk-fake-agent-key", client="litellm"
+    )
 
     async def complete(messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
         return await acomplete(target, messages, params, stream=False, max_retries=0)

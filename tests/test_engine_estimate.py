@@ -47,7 +47,7 @@ def test_estimate_uses_prompt_tokens_output_budget_and_profile_prices(bench: Ben
 
 
 def test_a_loglikelihood_item_is_estimated_as_a_call_per_option(bench: Bench) -> None:
-    from pytest_llmbench.models.providers.litellm_adapter import count_prompt_tokens
+    from pytest_llmbench.models.providers.tokens import prompt_tokens as count_prompt_tokens
 
     bench.eval_file(
         "mc",

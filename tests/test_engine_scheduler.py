@@ -488,8 +488,8 @@ def test_a_profiles_own_concurrency_is_reached(bench: Bench) -> None:
 def test_retries_wait_their_turn_in_the_rate_limiter(fake_llm: FakeLLMServer) -> None:
     from pytest_llmbench.engine.pacing import ModelLane
     from pytest_llmbench.engine.ratelimit import AdaptiveConcurrency, RateLimiter
+    from pytest_llmbench.models.providers.calls import acomplete
     from pytest_llmbench.models.providers.completion import CallTarget
-    from pytest_llmbench.models.providers.litellm_adapter import acomplete
 
     fake_llm.add_rule(Rule(status=500, times=2))
     turns: list[int] = []

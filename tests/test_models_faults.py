@@ -16,8 +16,9 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pyte
 import pytest
 from conftest import FAKE_KEY_ENV, FRANCE, Bench, Rule
 
-from pytest_llmbench.models.providers import litellm_adapter
+from pytest_llmbench.models.providers import errors, litellm_client
 from pytest_llmbench.models.providers.completion import CallTarget
+from pytest_llmbench.models.providers.retry import Timeouts
 
 LONG_REPLY = "Paris is the capital of France and its largest city by far"
 
@@ -138,11 +139,11 @@ def test_connect_timeout_is_its_own_bound(bench: Bench, unanswered_port: int) ->
 
 def test_connect_timeout_reaches_the_http_client() -> None:
     target = CallTarget("t", "openai/m")
-    timeouts = litellm_adapter.Timeouts
-    kwargs = litellm_adapter._request_kwargs(target, [], {}, True, timeouts(30.0, 4.0))
+    timeouts = Timeouts
+    kwargs = litellm_client._request_kwargs(target, [], {}, True, timeouts(30.0, 4.0))
     assert (kwargs["timeout"].connect, kwargs["timeout"].read) == (4.0, 30.0)
     # A connect bound longer than the whole call's is the whole call's.
-    kwargs = litellm_adapter._request_kwargs(target, [], {}, True, timeouts(2.0, 4.0))
+    kwargs = litellm_client._request_kwargs(target, [], {}, True, timeouts(2.0, 4.0))
     assert kwargs["timeout"].connect == 2.0
 
 
@@ -210,10 +211,10 @@ def test_pytest_timeout_on_an_eval_item_is_a_clean_timeout_error(bench: Bench) -
 FIRST_CALLS = """
 import asyncio, json, sys
 
-from pytest_llmbench.models.providers import litellm_adapter
+from pytest_llmbench.models.providers import calls, litellm_client
 from pytest_llmbench.models.providers.completion import CallTarget
 
-litellm = litellm_adapter.import_litellm()
+litellm = litellm_client.import_litellm()
 completion = litellm.acompletion
 imported_while_timed = []
 
@@ -227,15 +228,15 @@ async def timed(**kwargs):
 
 
 litellm.acompletion = timed
-target = CallTarget("first", "openai/fake-model", sys.argv[1], "sk-test")
+target = CallTarget("first", "openai/fake-model", sys.argv[1], "sk-test", client="litellm")
 
 
 async def main():
-    calls = [
-        litellm_adapter.acomplete(target, [{"role": "user", "content": f"q{n}"}], {})
+    pending = [
+        calls.acomplete(target, [{"role": "user", "content": f"q{n}"}], {})
         for n in range(4)
     ]
-    await asyncio.gather(*calls)
+    await asyncio.gather(*pending)
 
 
 asyncio.run(main())
@@ -243,10 +244,57 @@ print(json.dumps(imported_while_timed))
 """
 
 
-def test_first_calls_time_no_first_use_work(pytester: pytest.Pytester, fake_llm: Any) -> None:
+LEAN_FIRST_CALLS = """
+import asyncio, json, sys
+
+from pytest_llmbench.models.providers import calls, openai_compatible
+from pytest_llmbench.models.providers.completion import CallTarget
+
+post = openai_compatible._post
+imported_while_timed = []
+
+
+class Timed:
+    # chat_once starts its clock just before _post and stops it after the answer is read.
+    def __init__(self, *args):
+        self.before = set(sys.modules)
+        self.request = post(*args)
+
+    async def __aenter__(self):
+        return await self.request.__aenter__()
+
+    async def __aexit__(self, *exc):
+        await self.request.__aexit__(*exc)
+        imported_while_timed.append(sorted(set(sys.modules) - self.before))
+
+
+openai_compatible._post = Timed
+target = CallTarget("first", "openai/fake-model", sys.argv[1], "sk-test")
+
+
+async def main():
+    pending = [
+        calls.acomplete(target, [{"role": "user", "content": f"q{n}"}], {}, stream=n % 2 == 0)
+        for n in range(4)
+    ]
+    await asyncio.gather(*pending)
+    await openai_compatible.close_sessions()
+
+
+asyncio.run(main())
+print(json.dumps(imported_while_timed))
+"""
+
+
+@pytest.mark.parametrize("client", ["litellm", "lean"])
+def test_first_calls_time_no_first_use_work(
+    pytester: pytest.Pytester, fake_llm: Any, client: str
+) -> None:
     """A fresh process's first concurrent calls import nothing while their clocks run: the
-    first-use imports (about 500 modules, 0.4 s) are done before, outside latency and TTFT."""
-    script = pytester.makepyfile(first_calls=FIRST_CALLS)
+    first-use imports (litellm: about 500 modules, 0.4 s; the lean client: aiohttp's) are done
+    before, outside latency and TTFT."""
+    text = FIRST_CALLS if client == "litellm" else LEAN_FIRST_CALLS
+    script = pytester.makepyfile(first_calls=text)
     result = pytester.run(sys.executable, str(script), fake_llm.base_url)
     assert result.ret == 0, result.stderr.str()
     imported = json.loads(result.stdout.lines[-1])
@@ -266,7 +314,7 @@ def test_a_stream_that_timed_out_mid_way_is_a_timeout_not_an_http_500(litellm_lo
         message="stream failed", model="m", llm_provider="openai", original_exception=cause
     )
     target = CallTarget("slow", "openai/m", "http://127.0.0.1:9/v1")
-    limits = litellm_adapter.Timeouts(2.0, 1.0)
-    error = litellm_adapter._provider_error(wrapped, target, 1, limits)
+    limits = Timeouts(2.0, 1.0)
+    error = errors.provider_error(wrapped, target, 1, limits)
     assert error.kind == "timeout" and error.retries == 1
     assert error.message == "slow: Timeout after 2 attempts: no complete answer within 2 s"

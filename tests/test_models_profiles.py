@@ -87,6 +87,7 @@ def test_yaml_profile_all_fields(tmp_path: Path) -> None:
         "parallel_safe": True,
         "litellm": {"aws_region_name": "us-west-2"},
         "vision": None,  # unknown unless told
+        "client": "auto",
     }
     assert profile.label == "GPT-4o mini"
     assert registry.models["claude-haiku"].label == "claude-haiku"

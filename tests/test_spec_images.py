@@ -16,6 +16,7 @@ import pytest
 from conftest import FakeLLMServer
 
 from pytest_llmbench.models.profiles import ModelProfile
+from pytest_llmbench.models.providers import prices
 from pytest_llmbench.models.providers.completion import CallTarget
 from pytest_llmbench.spec import images as vision
 from pytest_llmbench.spec.images import (
@@ -347,24 +348,25 @@ def test_litellm_map_answers_when_the_profile_does_not(
 
 
 def test_price_map_is_read_without_importing_litellm() -> None:
-    assert vision._in_price_map("openai/gpt-4o")
-    assert vision._in_price_map("bedrock/converse/us.amazon.nova-pro-v1:0")
-    assert not vision._in_price_map("openai/fake-model")
+    assert prices.model_info("openai/gpt-4o") is not None
+    assert prices.model_info("bedrock/converse/us.amazon.nova-pro-v1:0") is not None
+    assert prices.model_info("openai/fake-model") is None
 
 
-def test_unknown_model_does_not_import_litellm() -> None:
+def test_vision_support_does_not_import_litellm() -> None:
     code = (
         "import sys\n"
         "from pytest_llmbench.models.profiles import ModelProfile\n"
         "from pytest_llmbench.spec.images import vision_support\n"
         "print(vision_support(ModelProfile(name='x', model='openai/no-such-model-here')))\n"
+        "print(vision_support(ModelProfile(name='y', model='openai/gpt-4o')))\n"
         "print('litellm' in sys.modules)\n"
     )
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
-    assert done.stdout.split() == ["None", "False"]
+    assert done.stdout.split() == ["None", "True", "False"]
 
 
 def test_unsupported_messages() -> None:
@@ -384,7 +386,7 @@ def test_unsupported_messages() -> None:
 def test_images_reach_the_provider_intact(
     tmp_path: Path, fake_llm: FakeLLMServer, litellm_loaded: Any
 ) -> None:
-    from pytest_llmbench.models.providers.litellm_adapter import acomplete
+    from pytest_llmbench.models.providers.calls import acomplete
 
     png = tmp_path / "chart.png"
     png.write_bytes(IMAGES["png"])

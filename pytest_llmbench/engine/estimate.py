@@ -1,6 +1,7 @@
 """``--estimate-cost``: what the collected items would cost, before any model is called.
 
-Input tokens are counted from the rendered prompts with litellm's tokenizer; output tokens are
+Input tokens are counted from the rendered prompts as litellm counts them (without importing it:
+:mod:`..models.providers.tokens`); output tokens are
 the case's ``expected_output_tokens``, else its ``max_tokens``, else a default (a log-likelihood
 item: one call per option, its context and option in, one token out). Prices come
 from the profile, else litellm's price map; a model with neither shows no estimate.
@@ -31,7 +32,11 @@ class ModelEstimate:
 def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
     """One estimate per model, in the order models first appear."""
     from ..models.providers.completion import CallTarget
-    from ..models.providers.litellm_adapter import count_prompt_tokens, price
+    from ..models.providers.prices import cost_usd as price
+    from ..models.providers.tokens import prompt_tokens
+
+    def count_prompt_tokens(model_id: str, messages: Any) -> int:
+        return prompt_tokens(model_id, messages) or 0
 
     totals: dict[str, list[Any]] = {}
     for plan in plans:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import sys
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -63,6 +64,16 @@ class Engine:
             loop.close()
 
 
+async def _close_clients() -> None:
+    """Close the lean client's connections on this loop (if it made any)."""
+    lean = sys.modules.get("pytest_llmbench.models.providers.openai_compatible")
+    if lean is not None:
+        try:
+            await asyncio.wait_for(lean.close_sessions(), _SETTLE_S)
+        except Exception:  # closing is tidiness; the process ends anyway
+            pass
+
+
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
     tasks = list(asyncio.all_tasks(loop))
     for task in tasks:
@@ -73,6 +84,7 @@ def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
         # or Python warns that pending tasks were destroyed.
         if tasks:
             await asyncio.wait(tasks, timeout=_SETTLE_S)
+        await _close_clients()
         loop.stop()
 
     loop.create_task(settle())

@@ -160,15 +160,20 @@ class CallPacer:
 
     async def paced(self, request: Request) -> Completion:
         """One model call: from the cache, or paced by the model's lane, budgeted and cached."""
-        from ..models.providers.litellm_adapter import acomplete, aembed, import_litellm
+        from ..models.providers.calls import acomplete, aembed
+        from ..models.providers.routes import route
 
         request = self._redacted(request)
         key, hit = self._cached(request)
         if hit is not None:
-            return hit  # a fully cached run never imports litellm (seconds of start-up)
-        # Import before a rate-limit stamp is taken: the first import blocks this loop for
-        # seconds, and a stamp taken before it would let the window run ahead of the server's.
-        import_litellm()
+            return hit  # a fully cached run never imports a client (litellm: seconds)
+        if route(request.target).client == "litellm":
+            from ..models.providers.litellm_client import warmed_up
+
+            # Import before a rate-limit stamp is taken: the first import blocks this loop for
+            # seconds, and a stamp taken before it would let the window run ahead of the
+            # server's.
+            warmed_up()
         lane = request.lane
         async with lane.concurrency, _holding(request.slots):
             self._check_budget()

@@ -159,9 +159,6 @@ def check_profiles(
     runtime: Runtime, profiles: Sequence[tuple[ModelProfile, tuple[str, ...]]]
 ) -> tuple[ModelCheck, ...]:
     """Make one check call per profile, all concurrently; never raises for a profile."""
-    from ..models.providers.litellm_adapter import import_litellm
-
-    import_litellm()  # on this thread: an import on the engine loop would hold up every call
     timeout_s = min(runtime.run.request_timeout_s, MAX_CHECK_TIMEOUT_S)
     targets: list[CallTarget | str] = []
     for profile, _roles in profiles:
@@ -169,6 +166,12 @@ def check_profiles(
             targets.append(runtime.target(profile))
         except Exception as exc:  # a missing key, a server that cannot start: unavailable
             targets.append(_message(exc))
+    from ..models.providers.routes import route
+
+    if any(not isinstance(target, str) and route(target).client == "litellm" for target in targets):
+        from ..models.providers.litellm_client import warmed_up
+
+        warmed_up()  # on this thread: an import on the engine loop would hold up every call
     outcomes = runtime.engine.run(_probe_all(targets, timeout_s))
     checks = []
     for (profile, roles), (latency, error) in zip(profiles, outcomes, strict=True):
@@ -192,7 +195,7 @@ async def _probe_all(
 
 async def _probe(target: CallTarget, timeout_s: float) -> tuple[float | None, str | None]:
     """One unstreamed call without retries: (latency, None) when answered, else (None, why)."""
-    from ..models.providers.litellm_adapter import acomplete
+    from ..models.providers.calls import acomplete
 
     messages = [{"role": "user", "content": CHECK_PROMPT}]
     params = {"max_tokens": CHECK_MAX_TOKENS}

@@ -40,7 +40,7 @@ class Runtime:
         key_vars = [p.api_key_env for p in self.run.profiles.models.values() if p.api_key_env]
         self.redactor = Redactor.from_environ(os.environ, key_vars)
         self.engine = Engine()
-        self.targets = Targets(*session_state(config))
+        self.targets = Targets(*session_state(config), client=self.run.client)
         self._scheduler: CallScheduler | None = None
         # The llm fixture's acomplete calls the scheduler from several threads at once: one
         # scheduler (one pacer, one set of lanes) for all of them.

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..models.providers.completion import CallTarget, ProviderError
 
 if TYPE_CHECKING:
+    from ..config import RunConfig
     from ..models.profiles import ModelProfile
     from ..models.providers.embedded import EmbeddedServer
 
@@ -20,8 +21,9 @@ _EMBEDDED_KEY = "sk-llmbench-embedded"
 class Targets:
     """Resolves the call targets of this process's models."""
 
-    def __init__(self, state_dir: Path, owner_pid: int) -> None:
+    def __init__(self, state_dir: Path, owner_pid: int, client: str = "auto") -> None:
         self._state = (state_dir, owner_pid)
+        self._client = client
         self._embedded: dict[bool, EmbeddedServer] = {}
 
     def target(self, profile: ModelProfile, *, scoring: bool = False) -> CallTarget:
@@ -38,22 +40,29 @@ class Targets:
             api_key = os.environ.get(profile.api_key_env) or None
             if api_key is None:
                 raise _missing_key(profile, [profile.api_key_env])
-        elif profile.api_base is None:
-            from ..models.providers.litellm_adapter import missing_api_keys
-
-            missing = missing_api_keys(profile.model)
+        target = self.unresolved(profile, api_base, api_key)
+        if api_key is None and profile.api_base is None and not profile.embedded:
+            missing = _missing_keys(target)
             if missing:
                 raise _missing_key(profile, missing)
+        return target
+
+    def unresolved(
+        self, profile: ModelProfile, api_base: str | None = None, api_key: str | None = None
+    ) -> CallTarget:
+        """``profile``'s target as the profile and the run's ``--client`` say, its endpoint
+        and key as given (the session header routes these before any server starts)."""
         cost = profile.cost_per_1k
         return CallTarget(
             name=profile.name,
             model_id=profile.model,
-            api_base=api_base,
+            api_base=api_base if api_base is not None else profile.api_base,
             api_key=api_key,
             params=dict(profile.params),
             extra=dict(profile.litellm),
             cost_per_1k_input=cost.input if cost else None,
             cost_per_1k_output=cost.output if cost else None,
+            client="litellm" if self._client == "litellm" else profile.client,
         )
 
     def _embedded_server(self, scoring: bool) -> EmbeddedServer:
@@ -63,6 +72,33 @@ class Targets:
 
             server = self._embedded[scoring] = EmbeddedServer(*self._state, scoring=scoring)
         return server
+
+
+def clients_line(run: RunConfig, judges: bool) -> str:
+    """The session header's line: which client calls each model of the run (and each judge
+    when ``judges``: the panel was chosen, not the default)."""
+    from ..models.providers.routes import describe
+
+    targets = Targets(Path(), 0, run.client)
+    chosen = (*run.models, *(run.judges if judges else ()))
+    profiles = {profile.name: profile for profile in chosen}
+    # The embedded server's address is known once it starts; any endpoint routes the same.
+    shown = [
+        targets.unresolved(profile, "http://127.0.0.1" if profile.embedded else None)
+        for profile in profiles.values()
+    ]
+    return f"llmbench: clients: {describe(shown)}"
+
+
+def _missing_keys(target: CallTarget) -> list[str]:
+    """Key variables ``target`` needs and the environment lacks, as its client knows them."""
+    from ..models.providers.routes import missing_key, route
+
+    if route(target).client == "lean":
+        return missing_key(target)
+    from ..models.providers.litellm_client import missing_api_keys
+
+    return missing_api_keys(target.model_id)
 
 
 def _missing_key(profile: ModelProfile, names: list[str]) -> ProviderError:

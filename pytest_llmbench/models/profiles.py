@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -81,6 +81,9 @@ class ModelProfile(BaseModel):
     """Extra keyword arguments passed to litellm as they are (``aws_region_name``, ...)."""
     vision: bool | None = None
     """Whether the model accepts images; ``None``: unknown (images are sent and may fail)."""
+    client: Literal["auto", "litellm"] = "auto"
+    """Which client calls the model: ``auto`` (our lean HTTP client when the endpoint speaks
+    OpenAI's protocol, litellm otherwise) or ``litellm`` (always)."""
 
     @field_validator("params", "litellm")
     @classmethod

@@ -15,10 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import importlib.util
-import json
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,17 +120,16 @@ def vision_support(profile: ModelProfile) -> bool | None:
     """Whether ``profile``'s model takes images: True, False, or None when nobody knows.
 
     The profile's ``vision:`` wins. Else litellm's model map answers for a model it lists with a
-    ``supports_vision`` flag. litellm is asked only when it is already loaded or the model is in
-    its price map, so an unknown model never costs litellm's import (seconds). An entry without
+    ``supports_vision`` flag, read as data (never litellm's import, seconds). An entry without
     the flag is unknown rather than False: the map leaves it out for some vision models
     (``ollama/llava``).
     """
     declared = getattr(profile, "vision", None)
     if declared is not None:
         return bool(declared)
-    if "litellm" not in sys.modules and not _in_price_map(profile.model):
-        return None
-    return _mapped_vision(profile.model)
+    from ..models.providers.prices import supports_vision
+
+    return supports_vision(profile.model)
 
 
 def unsupported_message(profile: ModelProfile) -> str:
@@ -170,19 +166,6 @@ def _image_url(ref: str) -> str:
         raise ImageError(f"image {ref!r} cannot be read: {exc.strerror or exc}") from None
     mime = _sniffed(ref, data)
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-@functools.lru_cache(maxsize=256)
-def _mapped_vision(model_id: str) -> bool | None:
-    """litellm's ``supports_vision`` for ``model_id``; None when its map lacks the model or flag."""
-    from ..models.providers.litellm_adapter import import_litellm
-
-    try:
-        info = import_litellm().get_model_info(model=model_id)
-    except Exception:  # "this model isn't mapped yet": unknown, not unsupported
-        return None
-    flag = info.get("supports_vision")
-    return flag if isinstance(flag, bool) else None
 
 
 def _check_file(ref: str, path: Path) -> None:
@@ -263,26 +246,6 @@ def _content_parts(content: Any) -> list[Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def _price_map_keys() -> frozenset[str]:
-    """Model names in the price map that ships with litellm, read without importing litellm."""
-    spec = importlib.util.find_spec("litellm")
-    folders = spec.submodule_search_locations if spec is not None else None
-    if not folders:
-        return frozenset()
-    path = Path(next(iter(folders))) / "model_prices_and_context_window_backup.json"
-    try:
-        return frozenset(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return frozenset()
-
-
-def _in_price_map(model_id: str) -> bool:
-    """Whether the price map may know ``model_id`` (as written, or without its provider prefix)."""
-    keys = _price_map_keys()
-    candidates = (model_id, model_id.partition("/")[2], model_id.rpartition("/")[2])
-    return any(name in keys for name in candidates if name)
-
-
 def _base64_size(payload: str) -> int:
     payload = payload.strip()
     return len(payload) * 3 // 4 - payload[-2:].count("=")

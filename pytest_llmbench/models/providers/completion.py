@@ -6,12 +6,15 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: Default seconds to open a connection (``--connect-timeout``): an unreachable host fails fast.
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+
 
 @dataclass(frozen=True)
 class CallTarget:
-    """Everything litellm needs to reach one model, resolved at run time.
+    """Everything a client needs to reach one model, resolved at run time.
 
-    ``api_key`` is held here only to be handed to litellm; it is never written anywhere.
+    ``api_key`` is held here only to be sent to the provider; it is never written anywhere.
     """
 
     name: str
@@ -22,6 +25,8 @@ class CallTarget:
     extra: dict[str, Any] = field(default_factory=dict)
     cost_per_1k_input: float | None = None
     cost_per_1k_output: float | None = None
+    #: ``auto`` (the lean client for OpenAI-compatible endpoints) or ``litellm`` (always)
+    client: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,19 @@ class Usage:
     def fields(self) -> dict[str, Any]:
         """The four values by name, as records and logs write them."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long one attempt may take: all of it (``call_s``), and opening its connection."""
+
+    call_s: float = 60.0  # --request-timeout's default
+    connect_s: float = DEFAULT_CONNECT_TIMEOUT_S
+
+    @property
+    def connect_bound_s(self) -> float:
+        """The connect bound, never longer than the whole attempt's."""
+        return min(self.connect_s, self.call_s)
 
 
 def total_usage(usages: Iterable[Usage]) -> Usage:
@@ -97,6 +115,31 @@ class Completion:
         if not self.output_tokens or generation <= 0:
             return None
         return self.output_tokens / generation
+
+
+def whole_answer(
+    target: CallTarget,
+    text: str,
+    tokens: tuple[int | None, int | None],
+    latency_s: float,
+    retries: int,
+    cost_usd: float | None,
+) -> Completion:
+    """A completion read whole, not streamed (an embedding's or a log-likelihood's)."""
+    input_tokens, output_tokens = tokens
+    return Completion(
+        text=text,
+        model_id=target.model_id,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        tokens_estimated=False,
+        ttft_s=None,
+        latency_s=latency_s,
+        cost_usd=cost_usd,
+        retries=retries,
+        streamed=False,
+        finish_reason="stop",
+    )
 
 
 class ProviderError(Exception):

@@ -15,10 +15,16 @@ import json
 import numbers
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .completion import CallTarget, Completion, ProviderError
-from .litellm_adapter import DEFAULT_CONNECT_TIMEOUT_S, Timeouts, acall, call_kwargs, whole_answer
+from . import prices
+from .calls import call
+from .completion import CallTarget, Completion, ProviderError, whole_answer
+from .errors import redacted, status_of
+from .retry import DEFAULT_CONNECT_TIMEOUT_S, BeforeRetry, OnRetry, Retrying, Timeouts
+
+if TYPE_CHECKING:
+    from .routes import Endpoint
 
 __all__ = ["NEEDS", "aloglikelihood", "continuation_logprob"]
 
@@ -47,57 +53,70 @@ async def aloglikelihood(
     timeout_s: float = 120.0,
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     max_retries: int = 2,
-    on_retry: Callable[[int | None], None] | None = None,
-    before_retry: Callable[[], Awaitable[float]] | None = None,
+    on_retry: OnRetry | None = None,
+    before_retry: BeforeRetry | None = None,
 ) -> Completion:
     """The log-probability of ``continuation`` after ``context``, as a completion whose text is
     ``{"logprob": float, "tokens": int}`` (so that it is paced, cached and budgeted like any
     call). Transient faults are retried; an endpoint that cannot answer raises
     :class:`ProviderError` of kind ``unsupported``."""
-
-    async def once(litellm: Any, limits: Timeouts, retries: int) -> Completion:
-        return await _score_once(litellm, target, context, continuation, limits, retries)
-
-    limits = Timeouts(timeout_s, connect_timeout_s)
-    return await acall(once, target, limits, max_retries, on_retry, before_retry)
-
-
-async def _score_once(
-    litellm: Any,
-    target: CallTarget,
-    context: str,
-    continuation: str,
-    limits: Timeouts,
-    retries: int,
-) -> Completion:
     prompt = context + continuation
-    kwargs = call_kwargs(target, limits, prompt=prompt, echo=True, logprobs=1, max_tokens=1)
-    kwargs["temperature"] = 0
-    client = _openai_client(litellm, target, limits)
-    if client is not None:
-        kwargs["client"] = client
-    started = time.perf_counter()
+    span = (len(context), len(prompt))
+    request = {"prompt": prompt, "echo": True, "logprobs": 1, "max_tokens": 1, "temperature": 0}
+
+    async def lean(where: CallTarget, at: Endpoint, limits: Timeouts, retries: int) -> Completion:
+        from .openai_compatible import post_json
+
+        answer, latency = await _asked(where, post_json(at, "completions", request, limits))
+        return _scored(where, answer, span, latency, retries, prices.cost_usd)
+
+    async def other(litellm: Any, where: CallTarget, limits: Timeouts, retries: int) -> Completion:
+        from .litellm_client import call_kwargs, cost_of
+
+        kwargs = call_kwargs(where, limits, **request)
+        client = _openai_client(litellm, where, limits)
+        if client is not None:
+            kwargs["client"] = client
+        started = time.perf_counter()
+        response = await _asked(where, litellm.atext_completion(**kwargs))
+        latency = time.perf_counter() - started
+
+        def cost(target: CallTarget, tokens_in: int | None, tokens_out: int | None) -> Any:
+            return cost_of(litellm, target, tokens_in, tokens_out)
+
+        return _scored(where, response, span, latency, retries, cost)
+
+    policy = Retrying(Timeouts(timeout_s, connect_timeout_s), max_retries, on_retry, before_retry)
+    return await call(target, policy, lean, other)
+
+
+async def _asked(target: CallTarget, request: Awaitable[Any]) -> Any:
+    """``request``'s answer; an endpoint that refuses the request itself is ``unsupported``."""
     try:
-        response = await litellm.atext_completion(**kwargs)
+        return await request
     except Exception as exc:
-        status = getattr(exc, "status_code", None)
+        status = status_of(exc)
         if status in _REFUSED:
             raise _unsupported(target, f"the endpoint refused it (HTTP {status}: {exc})") from None
         raise
-    latency = time.perf_counter() - started
+
+
+def _scored(
+    target: CallTarget,
+    answer: Any,
+    span: tuple[int, int],
+    latency: float,
+    retries: int,
+    cost: Callable[[CallTarget, int | None, int | None], float | None],
+) -> Completion:
     try:
-        logprob, count = continuation_logprob(
-            _logprobs_of(response), len(context), len(context) + len(continuation)
-        )
+        logprob, count = continuation_logprob(_logprobs_of(answer), *span)
     except NoPromptLogprobs as exc:
         raise _unsupported(target, str(exc)) from None
-    usage = getattr(response, "usage", None)
-    tokens = (
-        getattr(usage, "prompt_tokens", None) if usage else None,
-        getattr(usage, "completion_tokens", None) if usage else None,
-    )
+    usage = _get(answer, "usage")
+    tokens = (_get(usage, "prompt_tokens"), _get(usage, "completion_tokens"))
     text = json.dumps({"logprob": logprob, "tokens": count})
-    return whole_answer(litellm, target, text, tokens, latency, retries)
+    return whole_answer(target, text, tokens, latency, retries, cost(target, *tokens))
 
 
 def _openai_client(litellm: Any, target: CallTarget, limits: Timeouts) -> Any:
@@ -112,6 +131,8 @@ def _openai_client(litellm: Any, target: CallTarget, limits: Timeouts) -> Any:
         return None
     if provider not in _OPENAI_COMPATIBLE:
         return None
+    from .litellm_client import client_timeout
+
     loop = asyncio.get_running_loop()
     key = (target.api_base, target.api_key, limits, id(loop))
     client = _clients.get(key)
@@ -122,7 +143,7 @@ def _openai_client(litellm: Any, target: CallTarget, limits: Timeouts) -> Any:
             client = openai.AsyncOpenAI(
                 api_key=target.api_key,
                 base_url=target.api_base,
-                timeout=limits.for_client(),
+                timeout=client_timeout(limits),
                 max_retries=0,
             )
         except openai.OpenAIError:  # no key anywhere: litellm's call says so
@@ -131,8 +152,15 @@ def _openai_client(litellm: Any, target: CallTarget, limits: Timeouts) -> Any:
     return client
 
 
+def _get(value: Any, name: str) -> Any:
+    """A field of a JSON answer (a dict) or of litellm's object of the same shape."""
+    if value is None:
+        return None
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
 def _logprobs_of(response: Any) -> Any:
-    choices = getattr(response, "choices", None) or []
+    choices = _get(response, "choices") or []
     if not choices:
         raise NoPromptLogprobs("the answer has no choices")
     choice = choices[0]
@@ -172,6 +200,4 @@ def continuation_logprob(logprobs: Any, start: int, end: int) -> tuple[float, in
 
 def _unsupported(target: CallTarget, reason: str) -> ProviderError:
     message = f"{target.name} cannot score log-likelihoods: {reason}; {NEEDS}"
-    if target.api_key:
-        message = message.replace(target.api_key, "[REDACTED]")
-    return ProviderError(message, "unsupported")
+    return ProviderError(redacted(message, target), "unsupported")

@@ -1,0 +1,348 @@
+"""The litellm client, and the only place that imports litellm: one attempt at a chat
+completion or an embedding, for providers that do not speak OpenAI's protocol (and any model
+whose profile says ``client: litellm``).
+
+litellm is imported on first use, never at plugin load, and only in a process that has a model
+routed to it (:mod:`.routes`): it costs seconds, and without ``LITELLM_LOCAL_MODEL_COST_MAP`` it
+tries to download its price map at import. Retries, timeouts and error messages are the shared
+ones (:mod:`.retry`, :mod:`.errors`).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .completion import CallTarget, Completion, whole_answer
+from .openai_compatible import vector
+from .retry import IncompleteStreamError, Timeouts, cut_stream_message
+from .tokens import reported
+
+
+def missing_api_keys(model_id: str) -> list[str]:
+    """API-key variables that litellm says ``model_id`` needs and the environment lacks.
+
+    Only ``*_API_KEY`` variables count: cloud credentials (AWS, Vertex) and local endpoints can
+    come from files, metadata services or profiles that litellm cannot see from here.
+    """
+    litellm = import_litellm()
+    try:
+        found = litellm.validate_environment(model=model_id)
+    except Exception:  # an unknown provider: let the call itself say what is wrong
+        return []
+    missing = [str(name) for name in found.get("missing_keys") or []]
+    if found.get("keys_in_environment") or not missing:
+        return []
+    return missing if all(name.endswith("_API_KEY") for name in missing) else []
+
+
+def count_prompt_tokens(model_id: str, messages: Sequence[dict[str, Any]]) -> int:
+    """Tokens of ``messages`` for ``model_id`` by litellm's tokenizer (an estimate for most models)."""
+    return int(import_litellm().token_counter(model=model_id, messages=list(messages)))
+
+
+def price(target: CallTarget, input_tokens: int, output_tokens: int) -> float | None:
+    """Cost in USD of a call of that size: profile prices, else litellm's map, else None."""
+    return cost_of(import_litellm(), target, input_tokens, output_tokens)
+
+
+def import_litellm() -> Any:
+    """Import litellm with the local price map unless the user chose otherwise."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # The import builds about a million long-lived objects; collections during it find next to
+    # no garbage and cost a fifth of its CPU (2.75 s -> 2.2 s here, the same peak memory).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        import litellm
+    finally:
+        if collecting:
+            gc.enable()
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    # litellm's modules live as long as the process: keep the collector from walking them on
+    # every full collection.
+    gc.freeze()
+    _litellm = litellm
+    return litellm
+
+
+def warmed_up() -> Any:
+    """litellm, with what its first call would otherwise do inside our clocks done once first.
+
+    A first call imports the OpenAI client's resources and anyio's event-loop backend, loads
+    the tokenizer the cost calculator counts with and builds the streaming wrappers' pydantic
+    models: about 0.4 s of one process's time, which a first batch of concurrent calls read as
+    latency and TTFT (0.77 s against a 0.25 s server, 0.31 s for later batches). Done here,
+    synchronously, before any call's clock starts: blocking the loop then delays no timing.
+    """
+    global _warmed
+    litellm = import_litellm()
+    if _warmed:
+        return litellm
+    _warmed = True
+    import importlib
+
+    try:
+        for module in _FIRST_USE_IMPORTS:
+            importlib.import_module(module)
+        litellm.token_counter(model="gpt-3.5-turbo", text="warm-up")
+        warm_up = {"role": "user", "content": "warm-up"}
+        chunks = litellm.completion(
+            model="openai/llmbench-warm-up", messages=[warm_up], mock_response="ok", stream=True
+        )
+        for _ in chunks:
+            pass
+    except Exception:  # a warm-up is a speed-up, never a reason to fail a call
+        pass
+    return litellm
+
+
+#: Modules a first call through litellm imports lazily (the OpenAI-compatible path, asyncio).
+_FIRST_USE_IMPORTS = ("openai.resources", "anyio._backends._asyncio", "litellm._service_logger")
+_litellm: Any = None
+_warmed = False
+#: (model id, input price, output price) already in litellm's price map.
+_registered_prices: set[tuple[str, float, float]] = set()
+
+
+def _register_prices(litellm: Any, target: CallTarget) -> None:
+    """Put the profile's prices in litellm's price map, once per model.
+
+    litellm prices every response itself; for a model missing from its map it tries a dozen
+    name variants first (about 1 ms of CPU per call). With the profile's prices registered the
+    lookup is direct, and litellm's own figure agrees with ours.
+    """
+    if target.cost_per_1k_input is None or target.cost_per_1k_output is None:
+        return
+    key = (target.model_id, target.cost_per_1k_input, target.cost_per_1k_output)
+    if key in _registered_prices:
+        return
+    entry = {
+        "input_cost_per_token": target.cost_per_1k_input / 1000,
+        "output_cost_per_token": target.cost_per_1k_output / 1000,
+        "mode": "chat",
+    }
+    logger = logging.getLogger("LiteLLM")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # "not in built-in cost map": expected for custom models
+    try:
+        entry["litellm_provider"] = litellm.get_llm_provider(target.model_id)[1]
+        litellm.register_model({target.model_id: entry})
+    except Exception:  # pricing is a speed-up here, never a reason to fail a call
+        pass
+    finally:
+        logger.setLevel(level)
+    _registered_prices.add(key)
+
+
+async def embed_once(
+    litellm: Any, target: CallTarget, texts: Sequence[str], limits: Timeouts, retries: int
+) -> Completion:
+    """One attempt at embedding ``texts``: the vectors as the completion's text (JSON)."""
+    kwargs = call_kwargs(target, limits, input=list(texts))
+    started = time.perf_counter()
+    response = await litellm.aembedding(**kwargs)
+    latency = time.perf_counter() - started
+    vectors = [vector(item) for item in response.data]
+    if len(vectors) != len(texts):
+        raise ValueError(f"{len(vectors)} embeddings for {len(texts)} texts")
+    usage = getattr(response, "usage", None)
+    tokens = getattr(usage, "prompt_tokens", None) if usage else None
+    used = (tokens, 0 if tokens is not None else None)
+    cost = cost_of(litellm, target, *used)
+    return whole_answer(target, json.dumps(vectors), used, latency, retries, cost)
+
+
+async def chat_once(
+    litellm: Any,
+    target: CallTarget,
+    messages: Sequence[dict[str, Any]],
+    params: dict[str, Any],
+    stream: bool,
+    limits: Timeouts,
+    retries: int,
+) -> Completion:
+    """One attempt at a chat completion (no retries: :func:`.retry.retried` owns those)."""
+    _register_prices(litellm, target)
+    kwargs = _request_kwargs(target, messages, params, stream, limits)
+    started = time.perf_counter()
+    response = await litellm.acompletion(**kwargs)
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    if stream:
+        text, ttft, finish, usage = await _consume_stream(response, started)
+    else:
+        text, ttft, finish, usage = _read_response(response)
+        tool_calls = _tool_calls(response)
+    latency = time.perf_counter() - started
+    input_tokens, output_tokens, estimated = _token_counts(litellm, target, messages, text, usage)
+    return Completion(
+        text=text,
+        model_id=target.model_id,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        tokens_estimated=estimated,
+        ttft_s=ttft,
+        latency_s=latency,
+        cost_usd=cost_of(litellm, target, input_tokens, output_tokens),
+        retries=retries,
+        streamed=stream,
+        finish_reason=finish,
+        tool_calls=tool_calls,
+    )
+
+
+def _tool_calls(response: Any) -> tuple[dict[str, Any], ...]:
+    """The tool calls of a non-streamed answer, as plain dicts (arguments kept as sent)."""
+    message = response.choices[0].message
+    calls = getattr(message, "tool_calls", None) or []
+    found = []
+    for call in calls:
+        function = getattr(call, "function", None)
+        if function is None:
+            continue
+        arguments = getattr(function, "arguments", None)
+        found.append(
+            {
+                "id": str(getattr(call, "id", "") or ""),
+                "name": str(getattr(function, "name", "") or ""),
+                "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+            }
+        )
+    return tuple(found)
+
+
+def _request_kwargs(
+    target: CallTarget,
+    messages: Sequence[dict[str, Any]],
+    params: dict[str, Any],
+    stream: bool,
+    limits: Timeouts,
+) -> dict[str, Any]:
+    # The call's parameters over the profile's (one dict: the same name may be in both).
+    fields = {**target.params, **params, "messages": list(messages), "stream": stream}
+    kwargs = call_kwargs(target, limits, **fields)
+    if stream:
+        kwargs["stream_options"] = {"include_usage": True}
+    if kwargs.get("tools"):
+        # With tools, litellm 1.106 imports its MCP gateway (the `mcp` package, not installed);
+        # its own flag skips that: we never use the gateway, and the flag is not sent.
+        kwargs["_skip_mcp_handler"] = True
+    return kwargs
+
+
+def client_timeout(limits: Timeouts) -> Any:
+    """httpx's timeouts for litellm's client: the connect bound, and the whole attempt's for
+    the rest (which :func:`.retry.retried` enforces over the whole call, stream included)."""
+    import httpx  # litellm's own dependency, imported with it
+
+    return httpx.Timeout(limits.call_s, connect=limits.connect_bound_s)
+
+
+def call_kwargs(target: CallTarget, limits: Timeouts, **fields: Any) -> dict[str, Any]:
+    """What every litellm call of ``target`` is given: its extra settings, ``fields``, the
+    model, the timeouts and no SDK retries (ours are counted), its endpoint and key."""
+    kwargs: dict[str, Any] = {
+        **target.extra,
+        **fields,
+        "model": target.model_id,
+        "timeout": client_timeout(limits),
+        "max_retries": 0,
+    }
+    if target.api_base:
+        kwargs["api_base"] = target.api_base
+    if target.api_key:
+        kwargs["api_key"] = target.api_key
+    return kwargs
+
+
+async def _consume_stream(
+    response: Any, started: float
+) -> tuple[str, float | None, str | None, Any]:
+    parts: list[str] = []
+    ttft: float | None = None
+    finish: str | None = None
+    usage: Any = None
+    async for chunk in response:
+        usage = getattr(chunk, "usage", None) or usage
+        for choice in getattr(chunk, "choices", None) or []:
+            content = getattr(choice.delta, "content", None)
+            if content:
+                if ttft is None:
+                    ttft = time.perf_counter() - started
+                parts.append(content)
+            finish = choice.finish_reason or finish
+    # litellm closes a cut stream with a made-up "stop"; the provider's own reason tells. A
+    # body that ends before it is a cut connection, whatever text came first.
+    provider_finish = getattr(response, "received_finish_reason", finish)
+    if provider_finish is None:
+        raise IncompleteStreamError(cut_stream_message(len("".join(parts))))
+    if not _provider_sent_usage(response):
+        usage = None  # litellm's own guess; _token_counts counts locally and says so
+    return "".join(parts), ttft, finish, usage
+
+
+def _provider_sent_usage(response: Any) -> bool:
+    """Whether the provider itself reported usage on the stream (llama-cpp's server does not)."""
+    chunks = getattr(response, "chunks", None)
+    if not isinstance(chunks, list):
+        return True  # cannot tell: trust what litellm reports
+    return any(_chunk_usage(chunk) is not None for chunk in chunks)
+
+
+def _chunk_usage(chunk: Any) -> Any:
+    getter = getattr(chunk, "get", None)
+    return getter("usage") if callable(getter) else getattr(chunk, "usage", None)
+
+
+def _read_response(response: Any) -> tuple[str, float | None, str | None, Any]:
+    choice = response.choices[0]
+    return (
+        choice.message.content or "",
+        None,
+        choice.finish_reason,
+        getattr(response, "usage", None),
+    )
+
+
+def _token_counts(
+    litellm: Any, target: CallTarget, messages: Sequence[dict[str, Any]], text: str, usage: Any
+) -> tuple[int | None, int | None, bool]:
+    prompt_tokens = getattr(usage, "prompt_tokens", None) if usage else None
+    completion_tokens = getattr(usage, "completion_tokens", None) if usage else None
+    if reported(prompt_tokens, completion_tokens):
+        return int(prompt_tokens or 0), int(completion_tokens or 0), False
+    # Some servers (llama-cpp-python among them) send no usage on streams: count locally.
+    try:
+        counted_in = litellm.token_counter(model=target.model_id, messages=list(messages))
+        counted_out = litellm.token_counter(model=target.model_id, text=text) if text else 0
+    except Exception:
+        return None, None, True
+    return int(counted_in), int(counted_out), True
+
+
+def cost_of(
+    litellm: Any, target: CallTarget, input_tokens: int | None, output_tokens: int | None
+) -> float | None:
+    if input_tokens is None or output_tokens is None:
+        return None
+    if target.cost_per_1k_input is not None and target.cost_per_1k_output is not None:
+        return (
+            input_tokens * target.cost_per_1k_input + output_tokens * target.cost_per_1k_output
+        ) / 1000
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=target.model_id, prompt_tokens=input_tokens, completion_tokens=output_tokens
+        )
+    except Exception:  # a model missing from the price map has no known cost
+        return None
+    return float(prompt_cost) + float(completion_cost)

@@ -1,0 +1,273 @@
+"""The lean client: OpenAI's HTTP protocol spoken directly over aiohttp, without litellm.
+
+For endpoints that speak it (OpenAI, the embedded llama.cpp server, vLLM, Ollama's and LM
+Studio's ``/v1``, any profile with ``api_base``): chat completions (streamed with TTFT and the
+provider's usage, or whole with tool calls), text completions (log-likelihood scoring) and
+embeddings. One pooled connection set per event loop. Retries, timeouts, error kinds and key
+redaction are the shared ones (:mod:`.retry`, :mod:`.errors`), and a call gives the same
+:class:`Completion` as litellm's path for the same answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import prices, tokens
+from .completion import CallTarget, Completion, whole_answer
+from .errors import HTTPStatusError, body_message
+from .retry import IncompleteStreamError, Timeouts, cut_stream_message
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from .routes import Endpoint
+
+#: One HTTP session (its pool of connections) per event loop.
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
+    weakref.WeakKeyDictionary()
+)
+#: The task that closes each loop's session when the loop ends.
+_keepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+    weakref.WeakKeyDictionary()
+)
+#: Exception names (aiohttp) of a connection closed while its answer was being read.
+_CUT = ("ClientPayloadError", "ServerDisconnectedError", "ClientOSError")
+
+
+async def chat_once(
+    target: CallTarget,
+    endpoint: Endpoint,
+    messages: Sequence[dict[str, Any]],
+    params: dict[str, Any],
+    stream: bool,
+    limits: Timeouts,
+    retries: int,
+) -> Completion:
+    """One attempt at a chat completion (no retries: :func:`.retry.retried` owns those)."""
+    body: dict[str, Any] = {**target.params, **params}
+    body.update(model=endpoint.model, messages=[_sent(message) for message in messages])
+    if stream:
+        body.update(stream=True, stream_options={"include_usage": True})
+    started = time.perf_counter()
+    async with _post(endpoint, "chat/completions", body, limits) as response:
+        if stream:
+            text, ttft, finish, usage = await _read_stream(response, started)
+            calls: tuple[dict[str, Any], ...] = ()
+        else:
+            text, finish, usage, calls = _read_whole(await _json(response))
+            ttft = None
+    latency = time.perf_counter() - started
+    used = tokens.used(target.model_id, messages, text, usage)
+    return Completion(
+        text=text,
+        model_id=target.model_id,
+        input_tokens=used.input_tokens,
+        output_tokens=used.output_tokens,
+        tokens_estimated=used.estimated,
+        ttft_s=ttft,
+        latency_s=latency,
+        cost_usd=prices.cost_usd(target, used.input_tokens, used.output_tokens),
+        retries=retries,
+        streamed=stream,
+        finish_reason=finish,
+        tool_calls=calls,
+    )
+
+
+def _sent(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as sent: without fields that are null (as litellm sends it: an assistant
+    message of tool calls has no ``content``)."""
+    if all(value is not None for value in message.values()):
+        return message
+    return {key: value for key, value in message.items() if value is not None}
+
+
+async def post_json(
+    endpoint: Endpoint, path: str, body: dict[str, Any], limits: Timeouts
+) -> tuple[Any, float]:
+    """POST ``body`` to ``path`` and read the JSON answer whole: (answer, seconds taken)."""
+    started = time.perf_counter()
+    async with _post(endpoint, path, {"model": endpoint.model, **body}, limits) as response:
+        answer = await _json(response)
+    return answer, time.perf_counter() - started
+
+
+def _post(endpoint: Endpoint, path: str, body: dict[str, Any], limits: Timeouts) -> Any:
+    import aiohttp
+
+    headers = {"Content-Type": "application/json", **endpoint.headers}
+    timeout = aiohttp.ClientTimeout(total=None, connect=limits.connect_bound_s)
+    url = f"{endpoint.base_url}/{path}"
+    return _checked(_session().post(url, data=json.dumps(body), headers=headers, timeout=timeout))
+
+
+class _checked:
+    """``session.post(...)`` as a context manager that raises :class:`HTTPStatusError` for an
+    error status, with the provider's message, before the caller reads the body."""
+
+    def __init__(self, request: Any) -> None:
+        self._request = request
+        self._response: Any = None
+
+    async def __aenter__(self) -> Any:
+        self._response = response = await self._request.__aenter__()
+        if response.status >= 400:
+            body = await response.read()
+            headers = {name.lower(): value for name, value in response.headers.items()}
+            raise HTTPStatusError(response.status, body_message(body, response.status), headers)
+        return response
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._request.__aexit__(*exc_info)
+
+
+def _session() -> aiohttp.ClientSession:
+    """This event loop's session: created on first use, closed by :func:`close_sessions`."""
+    loop = asyncio.get_running_loop()
+    session = _sessions.get(loop)
+    if session is None or session.closed:
+        import aiohttp
+
+        # Our lanes bound the calls in flight; the pool must not bound them again.
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        session = _sessions[loop] = aiohttp.ClientSession(
+            connector=connector, auto_decompress=True, trust_env=False
+        )
+        _keepers[loop] = loop.create_task(_closed_with_the_loop(session))
+    return session
+
+
+async def _closed_with_the_loop(session: aiohttp.ClientSession) -> None:
+    """Wait until cancelled, then close ``session``: a loop's end (``asyncio.run``, the engine)
+    cancels its pending tasks, so its connections are closed with it, whoever ran it."""
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await session.close()
+
+
+def ready() -> None:
+    """Import the HTTP client and open this loop's session: first-use work that must not run
+    inside a call's clock (latency, TTFT)."""
+    _session()
+
+
+async def close_sessions() -> None:
+    """Close this event loop's session (at the end of a process's calls)."""
+    loop = asyncio.get_running_loop()
+    session, keeper = _sessions.pop(loop, None), _keepers.pop(loop, None)
+    if keeper is not None:
+        keeper.cancel()
+    if session is not None and not session.closed:
+        await session.close()
+
+
+async def _json(response: Any) -> Any:
+    """The answer's body as JSON; a body that is not raises ``json.JSONDecodeError``."""
+    return json.loads(await response.read())
+
+
+def _read_whole(
+    answer: Any,
+) -> tuple[str, str | None, dict[str, Any] | None, tuple[dict[str, Any], ...]]:
+    choice = answer["choices"][0]
+    message = choice.get("message") or {}
+    usage = answer.get("usage")
+    return (
+        message.get("content") or "",
+        choice.get("finish_reason"),
+        usage if isinstance(usage, dict) else None,
+        _tool_calls(message.get("tool_calls") or []),
+    )
+
+
+def _tool_calls(calls: Sequence[Any]) -> tuple[dict[str, Any], ...]:
+    """Tool calls as plain dicts (arguments kept as sent: a JSON string)."""
+    found = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            continue
+        arguments = function.get("arguments")
+        found.append(
+            {
+                "id": str(call.get("id") or ""),
+                "name": str(function.get("name") or ""),
+                "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+            }
+        )
+    return tuple(found)
+
+
+async def _read_stream(
+    response: Any, started: float
+) -> tuple[str, float | None, str | None, dict[str, Any] | None]:
+    """Server-sent chunks read to the end: (text, TTFT, finish reason, the provider's usage).
+
+    A body that ends (or breaks) before a finish reason is a cut stream, never an answer.
+    """
+    parts: list[str] = []
+    ttft: float | None = None
+    finish: str | None = None
+    usage: dict[str, Any] | None = None
+    try:
+        async for line in response.content:
+            if not line.startswith(b"data:"):
+                continue  # blank separators, comments, event names
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                break
+            chunk = json.loads(data)
+            if chunk.get("error"):
+                raise _stream_error(chunk["error"])
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or ():
+                content = (choice.get("delta") or {}).get("content")
+                if content:
+                    if ttft is None:
+                        ttft = time.perf_counter() - started
+                    parts.append(content)
+                finish = choice.get("finish_reason") or finish
+    except Exception as exc:
+        if type(exc).__name__ not in _CUT:
+            raise
+        raise IncompleteStreamError(cut_stream_message(len("".join(parts)))) from exc
+    if finish is None:
+        raise IncompleteStreamError(cut_stream_message(len("".join(parts))))
+    return "".join(parts), ttft, finish, usage
+
+
+def _stream_error(error: Any) -> HTTPStatusError:
+    """An error the server sent as an event mid-stream (its ``code`` when it is a status)."""
+    message = error.get("message") if isinstance(error, dict) else error
+    code = error.get("code") if isinstance(error, dict) else None
+    status = code if isinstance(code, int) and 400 <= code < 600 else 500
+    return HTTPStatusError(status, str(message or error), {})
+
+
+async def embed_once(
+    target: CallTarget, endpoint: Endpoint, texts: Sequence[str], limits: Timeouts, retries: int
+) -> Completion:
+    """One attempt at embedding ``texts``: the vectors as the completion's text (JSON)."""
+    answer, latency = await post_json(endpoint, "embeddings", {"input": list(texts)}, limits)
+    vectors = [vector(item) for item in answer.get("data") or ()]
+    if len(vectors) != len(texts):
+        raise ValueError(f"{len(vectors)} embeddings for {len(texts)} texts")
+    usage = answer.get("usage")
+    counted = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    used = (counted, 0 if counted is not None else None)
+    cost = prices.cost_usd(target, *used)
+    return whole_answer(target, json.dumps(vectors), used, latency, retries, cost)
+
+
+def vector(item: Any) -> list[float]:
+    """One embedding of an embeddings answer (a dict, or litellm's object of that shape)."""
+    values = item.get("embedding") if isinstance(item, dict) else getattr(item, "embedding", None)
+    if not isinstance(values, list):
+        raise ValueError("an embedding without a vector")
+    return [float(value) for value in values]

@@ -1,0 +1,383 @@
+"""Two clients, one record: the lean OpenAI-compatible client and litellm give the same answer.
+
+Every eval below runs twice against the same fake server, once with ``--client=litellm`` and
+once on the default route (the lean client for an OpenAI-compatible endpoint); the records must
+agree in every field but timings, and the server must have received the same requests. Faults
+(429, 500, a timeout, a cut stream, a body that is not JSON) must end in the same error kind
+and message.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pytester runs)
+import pytest
+from conftest import FAKE_KEY, FAKE_KEY_ENV, REPO_ROOT, Bench, FakeLLMServer, Rule
+
+from pytest_llmbench.models.providers import prices, routes, tokens
+from pytest_llmbench.models.providers.completion import CallTarget
+
+#: Record fields that are measurements of time (or where a run put its files), not answers.
+TIMINGS = frozenset(
+    {"latency_s", "ttft_s", "tokens_per_s", "started_at", "seconds", "worker", "workdir"}
+)
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+
+SUITE = """
+cases:
+  - id: plain
+    prompt: What is the capital of France?
+    expected: Paris
+    assert: [contains]
+  - id: json-mode
+    prompt: Give json please
+    model_params: {response_format: {type: json_object}, max_tokens: 20, seed: 7}
+    assert: [{type: is-json}]
+  - id: image
+    prompt: Describe the picture
+    images: [dot.png]
+    expected: red dot
+    assert: [icontains]
+  - id: rate-limited
+    prompt: You are rate limited
+    expected: x
+  - id: server-error
+    prompt: The server broke
+    expected: x
+  - id: too-slow
+    prompt: This is too slow
+    expected: x
+  - id: cut
+    prompt: Cut short please
+    expected: Paris
+    assert: [contains]
+  - id: garbled
+    prompt: A garbled answer
+    expected: x
+"""
+AGENT = """
+kind: agent
+tools: [write_file, read_file]
+max_turns: 4
+cases:
+  - id: notes
+    prompt: Write notes.txt with hello, then say done.
+    expected: done
+    assert: [{type: file-contains, path: notes.txt, value: hello}, icontains]
+"""
+
+
+def _arrange(server: FakeLLMServer) -> None:
+    """The same answers, ids included, for each run."""
+    server.reset()
+    server._ids = itertools.count(1)
+    server._call_ids = itertools.count(1)
+    write = {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello"}}
+    for rule in (
+        Rule(match="capital of France", reply="Paris is the capital."),
+        Rule(match="json please", reply='{"answer": 42}'),
+        Rule(match="Describe the picture", reply="A red dot."),
+        Rule(match="rate limited", status=429, retry_after=0.05, error_message="slow down"),
+        Rule(match="server broke", status=500, error_message="kaput"),
+        Rule(match="too slow", reply="late", delay_s=2.0),
+        Rule(match="Cut short", reply="Paris, the capital of France", cut_after=1),
+        Rule(match="garbled", raw_body=b'{"id": "chatcmpl-1", "choi'),
+        Rule(match="notes.txt with hello", tool_calls=[write], times=1),
+        Rule(match_last="wrote 5", reply="done"),
+    ):
+        server.add_rule(rule)
+
+
+def _without_timings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k not in TIMINGS}
+    if isinstance(value, list):
+        return [_without_timings(item) for item in value]
+    return value
+
+
+def _run(
+    bench: Bench, out: str, *args: str
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]], str]:
+    _arrange(bench.server)
+    result = bench.pytester.runpytest(
+        "-p", "no:cacheprovider", f"--results-dir={out}", "--models=fake", "--max-retries=1",
+        "--request-timeout=1", *args,
+    )  # fmt: skip
+    path = bench.pytester.path / out / "results.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    # In arrival order per case (calls of several items overlap in time).
+    requests = sorted(
+        (json.dumps(request.body, sort_keys=True), request.path)
+        for request in bench.server.chat_requests()
+    )
+    return sorted(records, key=lambda r: r["nodeid"]), requests, result.stdout.str()
+
+
+@pytest.fixture
+def suite(bench: Bench) -> Bench:
+    bench.eval_file("answers", SUITE)
+    bench.eval_file("agent", AGENT)
+    (bench.pytester.path / "dot.png").write_bytes(PNG)
+    return bench
+
+
+@pytest.mark.parametrize("stream", ["all", "off"])
+def test_both_clients_give_the_same_records(suite: Bench, stream: str) -> None:
+    lean, lean_requests, lean_out = _run(suite, "lean", f"--stream={stream}")
+    other, other_requests, other_out = _run(
+        suite, "other", f"--stream={stream}", "--client=litellm"
+    )
+    assert "llmbench: clients: fake lean" in lean_out
+    assert "llmbench: clients: fake litellm (client: litellm)" in other_out
+    assert len(lean) == len(other) == 9
+    by_case = {record["case_id"]: record for record in lean}
+    # The runs are what the rules say, so that equal records mean something.
+    assert by_case["plain"]["outcome"] == "passed" and by_case["image"]["outcome"] == "passed"
+    assert by_case["json-mode"]["response"] == '{"answer": 42}'
+    assert by_case["notes"]["outcome"] == "passed" and by_case["notes"]["tool_calls"]
+    expected_kinds = {
+        "rate-limited": "provider",
+        "server-error": "provider",
+        "too-slow": "timeout",
+        # A stream request answered with no event at all is a stream that ended before any.
+        "garbled": "provider" if stream == "all" else "malformed",
+    }
+    assert {case: by_case[case]["error_kind"] for case in expected_kinds} == expected_kinds
+    if stream == "all":
+        assert by_case["cut"]["error_kind"] == "provider"
+        assert "stream was cut after" in by_case["cut"]["error"]
+    for mine, theirs in zip(lean, other, strict=True):
+        assert _without_timings(mine) == _without_timings(theirs), mine["case_id"]
+    for mine, theirs in itertools.zip_longest(lean_requests, other_requests):
+        if mine != theirs:
+            a, b = json.loads(mine[0]), json.loads(theirs[0])
+            print(
+                "DIFF", {k: (a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k)}
+            )
+        assert mine == theirs
+
+
+def test_estimated_counts_agree_without_provider_usage(suite: Bench) -> None:
+    """A server that reports no usage on streams (llama.cpp's): both count locally, alike."""
+    suite.server.stream_usage = False
+    lean, _, _ = _run(suite, "lean", "--stream=all", "-k", "plain or image or notes")
+    other, _, _ = _run(suite, "other", "--stream=all", "-k", "plain or image", "--client=litellm")
+    plain = [record for record in lean if record["case_id"] in ("plain", "image")]
+    assert [r["tokens_estimated"] for r in plain] == [True, True]
+    assert all(r["input_tokens"] > 0 and r["output_tokens"] > 0 for r in plain)
+    assert [_without_timings(r) for r in plain] == [_without_timings(r) for r in other]
+
+
+def test_a_lean_run_never_imports_litellm(bench: Bench) -> None:
+    bench.eval_file("one", SUITE.split("  - id: json-mode")[0])
+    bench.server.add_rule(Rule(reply="Paris"))
+    bench.pytester.makeconftest(
+        """
+import sys
+
+def pytest_sessionfinish(session):
+    print("litellm loaded:", "litellm" in sys.modules, "openai loaded:", "openai" in sys.modules)
+"""
+    )
+    result = bench.run_subprocess("--models=fake", "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*litellm loaded: False openai loaded: False*"])
+    forced = bench.run_subprocess("--models=fake", "-s", "--client=litellm")
+    forced.stdout.fnmatch_lines(["*litellm loaded: True*"])
+
+
+def test_a_profile_can_force_litellm(bench: Bench) -> None:
+    bench.pytester.makefile(
+        ".yaml",
+        **{
+            "profiles/forced": f"""
+models:
+  forced:
+    model: openai/fake-model
+    api_base: {bench.server.base_url}
+    api_key_env: {FAKE_KEY_ENV}
+    client: litellm
+"""
+        },
+    )
+    bench.eval_file("one", SUITE.split("  - id: json-mode")[0])
+    bench.server.add_rule(Rule(reply="Paris"))
+    result = bench.run("--models=fake,forced")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["llmbench: clients: fake lean, forced litellm (client: litellm)"])
+
+
+def test_a_bad_client_is_a_usage_error(bench: Bench) -> None:
+    bench.eval_file("one", SUITE.split("  - id: json-mode")[0])
+    result = bench.run("--models=fake", "--client=curl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--client*auto*litellm*"])
+
+
+# -- routing --
+
+
+@pytest.fixture
+def no_provider_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_BASE",
+        "HOSTED_VLLM_API_BASE",
+        "HOSTED_VLLM_API_KEY",
+        "LM_STUDIO_API_BASE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    yield
+
+
+@pytest.mark.parametrize(
+    ("target", "client", "why"),
+    [
+        (CallTarget("a", "openai/fake", "http://127.0.0.1:9/v1"), "lean", "OpenAI-compatible"),
+        (CallTarget("b", "gpt-4o-mini"), "lean", "OpenAI-compatible"),
+        (CallTarget("c", "openai/gpt-4o-mini"), "lean", "OpenAI-compatible"),
+        (
+            CallTarget("d", "hosted_vllm/llama", "http://127.0.0.1:9/v1"),
+            "lean",
+            "OpenAI-compatible",
+        ),
+        (
+            CallTarget("e", "hosted_vllm/llama"),
+            "litellm",
+            "hosted_vllm without an endpoint (api_base)",
+        ),
+        (CallTarget("f", "anthropic/claude-haiku-4-5"), "litellm", "anthropic provider"),
+        (CallTarget("g", "ollama/llama3", "http://127.0.0.1:11434"), "litellm", "ollama provider"),
+        (CallTarget("h", "claude-haiku-4-5"), "litellm", "anthropic provider"),
+        (
+            CallTarget("i", "openai/fake", "http://127.0.0.1:9/v1", extra={"organization": "x"}),
+            "litellm",
+            "its profile passes litellm settings",
+        ),
+        (
+            CallTarget("j", "openai/fake", "http://127.0.0.1:9/v1", client="litellm"),
+            "litellm",
+            "client: litellm",
+        ),
+        (CallTarget("k", "no-such-model-anywhere"), "litellm", "an unknown provider"),
+    ],
+)
+def test_routes(no_provider_env: None, target: CallTarget, client: str, why: str) -> None:
+    chosen = routes.route(target)
+    assert (chosen.client, chosen.why) == (client, why)
+
+
+def test_reasoning_models_stay_with_litellm(no_provider_env: None) -> None:
+    for model in ("openai/o3-mini", "o4-mini", "gpt-5-mini", "openai/gpt-5.1"):
+        chosen = routes.route(CallTarget("r", model, "http://127.0.0.1:9/v1"))
+        assert chosen == routes.Route("litellm", "a reasoning model: litellm adapts its parameters")
+    assert routes.route(CallTarget("n", "openai/gpt-4o", "http://127.0.0.1:9/v1")).client == "lean"
+
+
+def test_endpoints_follow_litellms_variables(
+    no_provider_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bare = routes.endpoint(CallTarget("b", "gpt-4o-mini"))
+    assert (bare.base_url, bare.model, bare.api_key) == (routes.OPENAI_BASE, "gpt-4o-mini", None)
+    assert routes.missing_key(CallTarget("b", "gpt-4o-mini")) == ["OPENAI_API_KEY"]
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1/")
+    found = routes.endpoint(CallTarget("c", "openai/gpt-4o-mini"))
+    assert (found.base_url, found.model) == ("http://127.0.0.1:9/v1", "gpt-4o-mini")
+    assert found.headers == {"Authorization": f"Bearer {FAKE_KEY}"}
+    assert FAKE_KEY not in repr(found)
+    assert routes.missing_key(CallTarget("b", "gpt-4o-mini")) == []
+    # vLLM's server takes any key: litellm's stand-in is sent when none is set.
+    vllm = CallTarget("v", "hosted_vllm/m", "http://127.0.0.1:8000/v1")
+    assert routes.endpoint(vllm).api_key == "fake-api-key"
+    # A local endpoint needs no key; a profile's own key wins over the environment's.
+    local = CallTarget("l", "hosted_vllm/m", "http://127.0.0.1:8000/v1", api_key="sk-own")
+    assert routes.missing_key(local) == [] and routes.endpoint(local).api_key == "sk-own"
+
+
+# -- prices, model facts and token counts as litellm has them --
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["gpt-4o-mini", "openai/gpt-4o-mini", "gpt-4.1-nano", "anthropic/claude-haiku-4-5"],
+)
+def test_prices_read_as_data_equal_litellms(litellm_loaded: Any, model: str) -> None:
+    target = CallTarget("p", model)
+    per_token = litellm_loaded.cost_per_token(model=model, prompt_tokens=1234, completion_tokens=56)
+    assert prices.cost_usd(target, 1234, 56) == pytest.approx(sum(per_token), rel=1e-12)
+    assert prices.cost_usd(CallTarget("u", "openai/no-such-model"), 10, 10) is None
+    priced = CallTarget("q", model, cost_per_1k_input=1.0, cost_per_1k_output=2.0)
+    assert prices.cost_usd(priced, 1000, 1000) == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["openai/gpt-4o", "openai/o3-mini", "bedrock/converse/us.amazon.nova-pro-v1:0", "gpt-4o-mini"],
+)
+def test_vision_flags_read_as_data_equal_litellms(litellm_loaded: Any, model: str) -> None:
+    assert prices.supports_vision(model) == litellm_loaded.get_model_info(model=model).get(
+        "supports_vision"
+    )
+
+
+CONVERSATION = [
+    {"role": "system", "content": "You are terse. " * 200},
+    {"role": "user", "content": "What is 2 + 2?", "name": "alice"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "4"},
+    {"role": "user", "content": [{"type": "text", "text": "Thanks! And 3 + 3?"}]},
+]
+
+
+@pytest.mark.parametrize(
+    "model", ["openai/fake-model", "openai/gpt-4o-mini", "gpt-4o-mini", "gpt-4", "o3-mini"]
+)
+def test_token_counts_equal_litellms(litellm_loaded: Any, model: str) -> None:
+    counted = tokens.prompt_tokens(model, CONVERSATION)
+    assert counted == litellm_loaded.token_counter(model=model, messages=CONVERSATION)
+    reply = "Six. " * 400  # longer than one 1,024-character piece
+    estimate = tokens.used(model, CONVERSATION, reply, None)
+    assert estimate.output_tokens == litellm_loaded.token_counter(model=model, text=reply)
+    assert estimate.estimated and estimate.input_tokens == counted
+    reported = tokens.used(model, CONVERSATION, reply, {"prompt_tokens": 3, "completion_tokens": 4})
+    assert (reported.input_tokens, reported.output_tokens, reported.estimated) == (3, 4, False)
+
+
+def test_zero_usage_is_no_usage() -> None:
+    """litellm fills a whole answer's missing usage with zeros: counted locally, not as 0."""
+    counted = tokens.used(
+        "openai/m", CONVERSATION, "Six.", {"prompt_tokens": 0, "completion_tokens": 0}
+    )
+    assert counted.estimated and counted.input_tokens and counted.output_tokens == 2
+    assert not tokens.reported(None, 3) and not tokens.reported(True, 3)
+    assert tokens.reported(12, 0)
+
+
+def test_prices_and_tokens_need_no_litellm_import() -> None:
+    code = (
+        "import sys\n"
+        "from pytest_llmbench.models.providers import prices, tokens\n"
+        "from pytest_llmbench.models.providers.completion import CallTarget\n"
+        "print(prices.cost_usd(CallTarget('x', 'gpt-4o-mini'), 1000, 1000) > 0)\n"
+        "print(tokens.prompt_tokens('gpt-4o-mini', [{'role': 'user', 'content': 'hi'}]) > 0)\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT
+    )
+    assert done.stdout.split() == ["True", "True", "False"]
