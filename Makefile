@@ -6,6 +6,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # llama-cpp-python builds from source; use both cores.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+# llama.cpp's default build is native: on a CPU with AMX units (Intel Sapphire Rapids and
+# later) it uses its AMX kernels, which crash in the first decode (ggml-org/llama.cpp#20824).
+# Build the portable x86-64 kernels instead (ignored on other architectures), with a wheel cache
+# of their own, so that a native wheel cached on this machine is never reused.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+export PIP_CACHE_DIR ?= $(HOME)/.cache/pytest-llmbench/pip-portable
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 PYTEST_ARGS ?=
 
@@ -13,11 +19,16 @@ PYTEST_ARGS ?=
 
 venv: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
 		{ echo "pytest-llmbench needs Python >= 3.10 (set PYTHON=...)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements.lock
+	@# A venv made before the portable build holds a native one: replace it (hash-checked).
+	awk '/^llama-cpp-python==/{p=1;print;next} p&&/^ /{print;next} {p=0}' requirements.lock \
+		> $(VENV)/llama.lock
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps --force-reinstall \
+		-r $(VENV)/llama.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
