@@ -185,10 +185,18 @@ def test_the_shipped_sets_score_as_lm_eval_does(tmp_path: Path) -> None:
         task = record["suite"]
         expected = reference[task][_row_index(task, record["case_id"])]
         ours = record["loglikelihood"]["logprobs"]
-        assert ours == pytest.approx(expected["loglikelihoods"], abs=0.05), record["case_id"]
+        # Recorded on another CPU: llama.cpp's kernels for other SIMD sets (AVX2, AVX-512)
+        # round differently, up to 2.5% of a sum here (an off-by-one token is 10x and more).
+        assert ours == pytest.approx(expected["loglikelihoods"], rel=0.05, abs=0.05), record[
+            "case_id"
+        ]
         for metric in ("acc", "acc_norm") if task != "winogrande" else ("acc",):
-            if _margin(expected["loglikelihoods"], record, metric) > 0.1:
+            if _margin(expected["loglikelihoods"], record, metric) > _NEAR_TIE:
                 assert record["metrics"][metric] == expected[metric], (task, record["case_id"])
+
+
+#: A pick ahead of the runner-up by less than this may flip on another CPU's kernels.
+_NEAR_TIE = 0.1
 
 
 def _row_index(task: str, case_id: str) -> int:

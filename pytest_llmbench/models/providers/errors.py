@@ -19,6 +19,10 @@ from .completion import CallTarget, ProviderError, Timeouts
 _CONNECT_ERRORS = frozenset({"ConnectError", "ClientConnectorError", "ClientConnectorDNSError"})
 #: Exception names (httpx, aiohttp) of a connection that could not be opened in time.
 _CONNECT_TIMEOUTS = frozenset({"ConnectTimeout", "ConnectionTimeoutError"})
+#: Exception names (httpx, aiohttp) of a connection the server closed mid-answer.
+_CLOSED = frozenset(
+    {"RemoteProtocolError", "ServerDisconnectedError", "ClientPayloadError", "ClientOSError"}
+)
 #: The names litellm gives an HTTP status (and so both clients show); any other is ``APIError``.
 STATUS_NAMES: Mapping[int, str] = {
     400: "BadRequestError",
@@ -152,6 +156,9 @@ def _described(
     if kind == "malformed":
         error = next(cause for cause in causes if isinstance(cause, json.JSONDecodeError))
         return "MalformedResponse", f"the answer is not valid JSON ({error})"
+    if names & _CLOSED and status_of(causes[0]) in (None, 500):
+        # litellm words it "Connection error." behind a made-up 500, aiohttp by its own names.
+        return "ConnectionClosed", "the server closed the connection before the answer was complete"
     return None
 
 

@@ -35,8 +35,6 @@ _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSe
 _keepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
     weakref.WeakKeyDictionary()
 )
-#: Exception names (aiohttp) of a connection closed while its answer was being read.
-_CUT = ("ClientPayloadError", "ServerDisconnectedError", "ClientOSError")
 
 
 async def chat_once(
@@ -209,34 +207,30 @@ async def _read_stream(
 ) -> tuple[str, float | None, str | None, dict[str, Any] | None]:
     """Server-sent chunks read to the end: (text, TTFT, finish reason, the provider's usage).
 
-    A body that ends (or breaks) before a finish reason is a cut stream, never an answer.
+    A body that ends before a finish reason is a cut stream, never an answer (one that breaks
+    raises the HTTP client's error: the server closed the connection).
     """
     parts: list[str] = []
     ttft: float | None = None
     finish: str | None = None
     usage: dict[str, Any] | None = None
-    try:
-        async for line in response.content:
-            if not line.startswith(b"data:"):
-                continue  # blank separators, comments, event names
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                break
-            chunk = json.loads(data)
-            if chunk.get("error"):
-                raise _stream_error(chunk["error"])
-            usage = chunk.get("usage") or usage
-            for choice in chunk.get("choices") or ():
-                content = (choice.get("delta") or {}).get("content")
-                if content:
-                    if ttft is None:
-                        ttft = time.perf_counter() - started
-                    parts.append(content)
-                finish = choice.get("finish_reason") or finish
-    except Exception as exc:
-        if type(exc).__name__ not in _CUT:
-            raise
-        raise IncompleteStreamError(cut_stream_message(len("".join(parts)))) from exc
+    async for line in response.content:
+        if not line.startswith(b"data:"):
+            continue  # blank separators, comments, event names
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            break
+        chunk = json.loads(data)
+        if chunk.get("error"):
+            raise _stream_error(chunk["error"])
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or ():
+            content = (choice.get("delta") or {}).get("content")
+            if content:
+                if ttft is None:
+                    ttft = time.perf_counter() - started
+                parts.append(content)
+            finish = choice.get("finish_reason") or finish
     if finish is None:
         raise IncompleteStreamError(cut_stream_message(len("".join(parts))))
     return "".join(parts), ttft, finish, usage
