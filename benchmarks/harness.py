@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -150,26 +151,44 @@ class FakeServer:
         self._request("POST", "/stats/reset")
 
 
-def write_suite(root: Path, n_cases: int, api_base: str, salt: str) -> Path:
+def numbered_prompt(i: int) -> str:
+    """The default user prompt of case ``i``."""
+    return f"q{i}"
+
+
+def write_suite(
+    root: Path,
+    n_cases: int,
+    api_base: str,
+    salt: str,
+    prompt: Callable[[int], str] = numbered_prompt,
+    system: str = "Benchmark run.",
+) -> Path:
     """Write an eval suite of ``n_cases`` cases and the ``bench`` profile under ``root``.
 
-    ``salt`` goes into the system prompt: suites with different salts never share cache entries.
+    Case ``i`` asks ``prompt(i)``. ``salt`` goes after the ``system`` prompt: suites with
+    different salts never share cache entries.
     """
     root.mkdir(parents=True, exist_ok=True)
     # An ini file pins the rootdir (and so the profiles/ folder) to this suite.
     (root / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     lines = [
         f"description: Benchmark suite of {n_cases} cases",
-        f'system: "Benchmark run {salt}."',
+        f"system: {json.dumps(suite_system(system, salt))}",
         "assert:",
         "  - {type: contains, value: w0}",
         "cases:",
     ]
     for i in range(n_cases):
-        lines += [f"  - id: c{i}", f'    prompt: "q{i}"']
+        lines += [f"  - id: c{i}", f"    prompt: {json.dumps(prompt(i))}"]
     (root / "bench.eval.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
     write_profile(root, api_base)
     return root
+
+
+def suite_system(system: str, salt: str) -> str:
+    """The system prompt of a suite written with ``salt`` (a raw client sends the same)."""
+    return f"{system.rstrip('.')} {salt}."
 
 
 def write_profile(root: Path, api_base: str) -> None:
@@ -187,8 +206,8 @@ def write_profile(root: Path, api_base: str) -> None:
     (profiles / "bench.yaml").write_text(text, encoding="utf-8")
 
 
-def pytest_argv(root: Path, out_dir: Path, workers: int, extra: list[str]) -> list[str]:
-    """The benchmarked pytest command line."""
+def pytest_argv(root: Path, out_dir: Path, workers: int | str, extra: list[str]) -> list[str]:
+    """The benchmarked pytest command line (``workers``: ``-n``'s value, a number or "auto")."""
     return [
         sys.executable,
         "-m",
@@ -210,6 +229,9 @@ def bench_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTEST_ADDOPTS", None)
     env.pop("PYTEST_PLUGINS", None)
+    # As a user's machine runs it: compiled modules (and pytest's rewritten ones) cached in
+    # __pycache__. A sandbox that sets this recompiles every module on every run.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env[KEY_ENV] = "sk-bench"
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     return env
@@ -260,26 +282,44 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class PeakRss:
+    """What the RSS sampler saw of a process tree."""
+
+    sum_mib: float
+    """The highest sum of VmRSS over the tree's processes at one sample."""
+    process_mib: float
+    """The highest VmRSS of any single process of the tree."""
+    processes: int
+    """The most processes the tree had at one sample."""
+
+
 class PeakRssSampler(threading.Thread):
-    """Samples the summed VmRSS of a process tree every 50 ms; ``peak_mib`` is the highest sum."""
+    """Samples the VmRSS of each process of a tree every 50 ms: the highest sum, the highest
+    single process and the most processes at once."""
 
     def __init__(self, root_pid: int) -> None:
         super().__init__(name="rss-sampler", daemon=True)
         self.root_pid = root_pid
         self.peak_kib = 0
+        self.peak_process_kib = 0
+        self.processes = 0
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            total = sum(rss_kib(pid) for pid in tree_pids(self.root_pid))
-            self.peak_kib = max(self.peak_kib, total)
+            sizes = [rss_kib(pid) for pid in tree_pids(self.root_pid)]
+            alive = [size for size in sizes if size]
+            self.peak_kib = max(self.peak_kib, sum(alive))
+            self.peak_process_kib = max(self.peak_process_kib, *alive, 0)
+            self.processes = max(self.processes, len(alive))
             self._stop_event.wait(RSS_INTERVAL_S)
 
-    def stop(self) -> float:
-        """Stop sampling; the peak in MiB."""
+    def stop(self) -> PeakRss:
+        """Stop sampling; the peaks."""
         self._stop_event.set()
         self.join(timeout=5)
-        return self.peak_kib / 1024
+        return PeakRss(self.peak_kib / 1024, self.peak_process_kib / 1024, self.processes)
 
 
 # -- one bounded run ---------------------------------------------------------------------------
@@ -296,6 +336,10 @@ class ProcessRun:
     timed_out: bool
     cpu_s: float
     """User + system CPU seconds of the process and the descendants it waited for."""
+    peak_process_rss_mib: float = 0.0
+    """The highest RSS of any single process of the tree (``peak_rss_mib`` is the sum)."""
+    processes: int = 0
+    """The most processes the tree had at once (pytest and its xdist workers)."""
 
     def unavailable_flags(self) -> list[str]:
         """Flags pytest rejected as unrecognized (or ambiguous), e.g. ``['--concurrency']``."""
@@ -349,7 +393,9 @@ def run_bounded(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: floa
     peak = sampler.stop()
     text = out.decode(errors="replace")
     cpu = _children_cpu_s() - cpu_before
-    return ProcessRun(proc.returncode, wall, peak, text, timed_out, cpu)
+    return ProcessRun(
+        proc.returncode, wall, peak.sum_mib, text, timed_out, cpu, peak.process_mib, peak.processes
+    )
 
 
 def _children_cpu_s() -> float:

@@ -11,13 +11,25 @@ import json
 import os
 import platform
 import subprocess
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from scenarios import Row
+from mdtable import (
+    DASH,
+    TargetCheck,
+    fmt,
+    fmt_int,
+    md_table,
+    outcomes_cell,
+    ratio,
+    status_cell,
+    verdict,
+)
+from peers_report import PEERS_NOTES, peers_checks, peers_table
+from scenarios import Row, cpu_ms_per_item
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("litellm", "pytest", "pytest-xdist", "openai", "httpx", "aiohttp", "pytest-llmbench")
@@ -26,6 +38,7 @@ TITLES = {
     "startup": "(b) Start-up",
     "collection": "(c) Collection",
     "cached": "(d) Cached re-run",
+    "peers": "(f) Peer-comparable speed (issue 24)",
 }
 #: Wall time may be this many times the physical limit plus start-up (issue 3, section 5).
 THROUGHPUT_SLACK = 1.3
@@ -33,9 +46,6 @@ CACHED_TARGET_S = 10.0
 COLLECT_TARGET_S = 5.0
 FULL_N = 2000
 FULL_COLLECT_N = 10_000
-DASH = "—"
-#: Runs with fewer items give no marginal CPU per item: start-up noise would swamp it.
-MIN_ITEMS_PER_ITEM_CPU = 100
 
 
 @dataclass
@@ -59,15 +69,6 @@ class Section:
         """Rebuild a section stored in results.json."""
         rows = [Row(**row) for row in data.pop("rows")]
         return cls(rows=rows, **data)
-
-
-@dataclass(frozen=True)
-class TargetCheck:
-    """One target of issue 3 and whether the measurements meet it."""
-
-    target: str
-    measured: str
-    verdict: str
 
 
 def load_average() -> str:
@@ -196,7 +197,7 @@ def _throughput_check(sections: dict[str, Section], workers: int, conc: int) -> 
         f"wall {row.wall_s:.1f} s vs bound {bound:.1f} s "
         f"(limit {row.limit_s:.1f} s + start-up {start:.1f} s){_size_note(row.n, FULL_N)}"
     )
-    return TargetCheck(target, measured, "met" if row.wall_s <= bound else "NOT met")
+    return TargetCheck(target, measured, verdict(row.wall_s <= bound))
 
 
 def _single_check(
@@ -207,7 +208,7 @@ def _single_check(
         status = row.status if row else "not run"
         return TargetCheck(target, DASH, f"not measured: {status}")
     measured = f"wall {row.wall_s:.2f} s{_size_note(row.n, full_n)}"
-    return TargetCheck(target, measured, "met" if row.wall_s < limit_s else "NOT met")
+    return TargetCheck(target, measured, verdict(row.wall_s < limit_s))
 
 
 def target_checks(sections: dict[str, Section]) -> list[TargetCheck]:
@@ -235,55 +236,22 @@ def target_checks(sections: dict[str, Section]) -> list[TargetCheck]:
 # -- Markdown -------------------------------------------------------------------------------------
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return DASH if value is None else f"{value:.{digits}f}"
-
-
-def _int(value: int | None) -> str:
-    return DASH if value is None else str(value)
-
-
-def _outcomes(row: Row) -> str:
-    return ", ".join(f"{count} {name}" for name, count in sorted(row.outcomes.items())) or DASH
-
-
-def _status(row: Row) -> str:
-    return "; ".join(part for part in (row.status, row.note) if part)
-
-
-def md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """A Markdown table."""
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    return lines
-
-
 def startup_cpu_s(sections: dict[str, Section], workers: int) -> float | None:
     """The 1-item CPU time under ``-n workers``."""
     row = _find(sections, "startup", lambda r: r.n == 1 and r.workers == workers)
     return row.cpu_s if row and row.ok else None
 
 
-def _per_item_ms(row: Row, start_cpu: float | None) -> str:
-    if row.cpu_s is None or start_cpu is None or row.n < MIN_ITEMS_PER_ITEM_CPU:
-        return DASH  # too few items: the difference would be noise
-    return f"{1000 * (row.cpu_s - start_cpu) / (row.n - 1):.1f}"
-
-
-def _ratio(wall: float | None, base: float | None) -> str:
-    return DASH if wall is None or not base else f"{wall / base:.2f}"
-
-
 def _throughput_cells(row: Row, sections: dict[str, Section]) -> tuple[str, ...]:
     start = startup_s(sections, row.workers)
     with_start = None if row.limit_s is None or start is None else row.limit_s + start
     conc = "default" if row.concurrency is None else str(row.concurrency)
-    per_item = _per_item_ms(row, startup_cpu_s(sections, row.workers))
+    per_item = fmt(cpu_ms_per_item(row, startup_cpu_s(sections, row.workers)), 1)
     return (
-        str(row.workers), conc, str(row.n), _fmt(row.wall_s), _fmt(row.limit_s),
-        _ratio(row.wall_s, row.limit_s), _ratio(row.wall_s, with_start), _fmt(row.cpu_s, 1),
-        per_item, _fmt(row.peak_rss_mib, 0), _int(row.max_in_flight), _outcomes(row),
-        _status(row),
+        str(row.workers), conc, str(row.n), fmt(row.wall_s), fmt(row.limit_s),
+        ratio(row.wall_s, row.limit_s), ratio(row.wall_s, with_start), fmt(row.cpu_s, 1),
+        per_item, fmt(row.peak_rss_mib, 0), fmt_int(row.max_in_flight), outcomes_cell(row),
+        status_cell(row),
     )  # fmt: skip
 
 
@@ -305,16 +273,16 @@ def startup_table(section: Section, sections: dict[str, Section]) -> list[str]:
 
 def _startup_cells(row: Row) -> tuple[str, ...]:
     return (
-        row.label, _fmt(row.wall_s), _fmt(row.cpu_s), _fmt(row.peak_rss_mib, 0),
-        _outcomes(row), _status(row),
+        row.label, fmt(row.wall_s), fmt(row.cpu_s), fmt(row.peak_rss_mib, 0),
+        outcomes_cell(row), status_cell(row),
     )  # fmt: skip
 
 
 def _collection_cells(row: Row) -> tuple[str, ...]:
     rate = DASH if not row.wall_s else f"{row.n / row.wall_s:,.0f}"
     return (
-        str(row.n), _fmt(row.wall_s), _fmt(row.collect_s), rate, _fmt(row.cpu_s),
-        _fmt(row.peak_rss_mib, 0), _status(row),
+        str(row.n), fmt(row.wall_s), fmt(row.collect_s), rate, fmt(row.cpu_s),
+        fmt(row.peak_rss_mib, 0), status_cell(row),
     )  # fmt: skip
 
 
@@ -328,8 +296,8 @@ def collection_table(section: Section, sections: dict[str, Section]) -> list[str
 
 def _cached_cells(row: Row) -> tuple[str, ...]:
     return (
-        row.label, str(row.n), _fmt(row.wall_s), _fmt(row.cpu_s, 1), _int(row.server_requests),
-        _fmt(row.peak_rss_mib, 0), _outcomes(row), _status(row),
+        row.label, str(row.n), fmt(row.wall_s), fmt(row.cpu_s, 1), fmt_int(row.server_requests),
+        fmt(row.peak_rss_mib, 0), outcomes_cell(row), status_cell(row),
     )  # fmt: skip
 
 
@@ -350,7 +318,7 @@ def memory_table(sections: dict[str, Section]) -> list[str]:
             cells.append((TITLES.get(name, name), DASH, "no cell measured"))
             continue
         top = max(measured, key=lambda row: row.peak_rss_mib or 0.0)
-        cells.append((TITLES.get(name, name), _fmt(top.peak_rss_mib, 0), top.label))
+        cells.append((TITLES.get(name, name), fmt(top.peak_rss_mib, 0), top.label))
     return md_table(("scenario", "peak RSS MiB (highest cell)", "cell"), cells)
 
 
@@ -359,7 +327,10 @@ TABLES: dict[str, Callable[[Section, dict[str, Section]], list[str]]] = {
     "startup": startup_table,
     "collection": collection_table,
     "cached": cached_table,
+    "peers": peers_table,
 }
+#: Notes printed under a section's table.
+SECTION_NOTES = {"peers": PEERS_NOTES}
 
 _NOTES = """\
 How to read this:
@@ -427,11 +398,33 @@ def render(sections: dict[str, Section], machine: dict[str, str]) -> str:
             [(c.target, c.measured, c.verdict) for c in target_checks(sections)],
         ),
         "",
+        *_peers_targets(sections),
     ]
     for name in TITLES:
-        lines += _section_lines(name, sections)
-    lines += ["## (e) Peak memory", "", *memory_table(sections), "", "## Notes", "", _NOTES]
+        if name != "peers":
+            lines += _section_lines(name, sections)
+    lines += ["## (e) Peak memory", "", *memory_table(sections), ""]
+    lines += [*_section_lines("peers", sections), "## Notes", "", _NOTES]
     return "\n".join(lines)
+
+
+def _peers_targets(sections: dict[str, Section]) -> list[str]:
+    """Issue 24's targets, with the command that measured them."""
+    section = sections.get("peers")
+    how = (
+        f"Medians of section (f), measured {section.date} with `{section.command}`."
+        if section
+        else "Not measured yet: `.venv/bin/python benchmarks/run.py --peers --runs 3`."
+    )
+    checks = [(c.target, c.measured, c.verdict) for c in peers_checks(sections)]
+    return [
+        "## Targets (issue 24, peer-comparable speed)",
+        "",
+        how,
+        "",
+        *md_table(("target", "measured", "verdict"), checks),
+        "",
+    ]
 
 
 def _section_lines(name: str, sections: dict[str, Section]) -> list[str]:
@@ -453,4 +446,5 @@ def _section_lines(name: str, sections: dict[str, Section]) -> list[str]:
         "",
         *TABLES[name](section, sections),
         "",
+        *([SECTION_NOTES[name]] if name in SECTION_NOTES else []),
     ]

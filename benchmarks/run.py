@@ -3,11 +3,14 @@
     .venv/bin/python benchmarks/run.py --all             # every scenario, full size
     .venv/bin/python benchmarks/run.py --all --quick     # every scenario, sizes / 10
     .venv/bin/python benchmarks/run.py --startup --collection
+    .venv/bin/python benchmarks/run.py --peers --runs 3   # issue 24's targets
 
 Scenarios (issue 3, section 5): ``--throughput`` (a), ``--startup`` (b), ``--collection`` (c),
-``--cached`` (d); peak memory (e) is measured in every cell. Each selected scenario replaces its
-section in ``benchmarks/results.json``, and ``benchmarks/RESULTS.md`` is rendered from all
-stored sections. Every subprocess is bounded by a timeout and stopped on Ctrl-C.
+``--cached`` (d); peak memory (e) is measured in every cell. Issue 24: ``--peers`` (f), the
+peer-comparable speed scenario beside the raw aiohttp floor (``floor.py``). Each selected
+scenario replaces its section in ``benchmarks/results.json``, and ``benchmarks/RESULTS.md`` is
+rendered from all stored sections. Every subprocess is bounded by a timeout and stopped on
+Ctrl-C.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from types import FrameType
 
 from harness import BENCH_DIR, ServerOptions
+from peers import peers
 from report import (
     Section,
     git_revision,
@@ -34,7 +38,15 @@ from report import (
     render,
     save_sections,
 )
-from scenarios import BenchContext, Row, cached, collection, startup, throughput
+from scenarios import (
+    DEFAULT_PEERS_N,
+    BenchContext,
+    Row,
+    cached,
+    collection,
+    startup,
+    throughput,
+)
 
 SCENARIOS: dict[str, Callable[[BenchContext], list[Row]]] = {
     # Start-up first: the throughput targets are judged against it.
@@ -42,6 +54,7 @@ SCENARIOS: dict[str, Callable[[BenchContext], list[Row]]] = {
     "collection": collection,
     "throughput": throughput,
     "cached": cached,
+    "peers": peers,
 }
 DEFAULT_N = 2000
 DEFAULT_SEQ_N = 200
@@ -73,6 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     size.add_argument("--n", type=int, help=f"Items per throughput/cached run ({DEFAULT_N})")
     size.add_argument("--seq-n", type=int, help=f"Items for one-at-a-time cells ({DEFAULT_SEQ_N})")
     size.add_argument("--collect-n", type=int, help=f"Items to collect ({DEFAULT_COLLECT_N})")
+    size.add_argument("--peers-n", type=int, help=f"Items per --peers run ({DEFAULT_PEERS_N})")
     size.add_argument("--concurrency", type=_int_list, default=(1, 8, 32, 64), help="1,8,32,64")
     size.add_argument("--workers", type=_int_list, default=(0, 2), help="-n values: 0,2")
     srv = parser.add_argument_group("fake server")
@@ -99,7 +113,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     out.add_argument("--render", action="store_true", help="Only re-render RESULTS.md from JSON")
     args = parser.parse_args(argv)
     if not args.render and not args.all and not any(getattr(args, name) for name in SCENARIOS):
-        parser.error("choose scenarios (--throughput, --startup, --collection, --cached) or --all")
+        parser.error(
+            "choose scenarios (--throughput, --startup, --collection, --cached, --peers) or --all"
+        )
     return args
 
 
@@ -134,6 +150,7 @@ def build_context(args: argparse.Namespace, workdir: Path) -> BenchContext:
         workdir=workdir,
         timeout_cap_s=args.timeout_cap,
         runs=max(1, args.runs),
+        peers_n=_size(args.peers_n, DEFAULT_PEERS_N, args.quick),
     )
 
 
@@ -155,6 +172,8 @@ def _settings(ctx: BenchContext, name: str) -> dict[str, object]:
         settings["N one-at-a-time"] = ctx.seq_n
     if name == "collection":
         settings["N"] = ctx.collect_n
+    if name == "peers":
+        settings["N"] = ctx.peers_n
     if ctx.extra:
         settings["extra pytest flags"] = " ".join(ctx.extra)
     return settings

@@ -8,7 +8,8 @@
 
 Peak memory and CPU time are measured in every row. Cells that may run one call at a time (the
 plugin's default concurrency, and ``--concurrency 1``) use ``seq_n`` items (200), since 2000
-sequential calls take 500 s+.
+sequential calls take 500 s+. Issue 24's peer-comparable scenario lives in ``peers.py`` and
+measures its cells with ``measure`` and ``measure_command`` from here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from harness import (
     ServerOptions,
     bench_env,
     count_records,
+    numbered_prompt,
     pytest_argv,
     run_bounded,
     write_profile,
@@ -36,6 +39,10 @@ from harness import (
 _TIMEOUT_BASE_S = 90.0
 _TIMEOUT_FACTOR = 3.0
 _UNUSED_API_BASE = "http://127.0.0.1:9/v1"
+#: Runs with fewer items give no marginal CPU per item: start-up noise would swamp it.
+MIN_ITEMS_PER_ITEM_CPU = 100
+#: Items per run of the peer-comparable scenario (issue 24).
+DEFAULT_PEERS_N = 400
 
 
 @dataclass
@@ -57,6 +64,17 @@ class Row:
     limit_s: float | None = None
     collect_s: float | None = None
     note: str = ""
+    peak_process_rss_mib: float | None = None
+    """The highest RSS of a single process (``peak_rss_mib`` sums the process tree)."""
+    processes: int | None = None
+    """The most processes the run had at once (pytest and its xdist workers)."""
+    workers_flag: str = ""
+    """``-n``'s value when it is not a number (``auto``; ``workers`` is then 0)."""
+    client: str = ""
+    """What ran the cell in the peer-comparable scenario: ``floor``, ``pytest-llmbench``, or
+    ``pytest`` (no eval file); empty in the other scenarios."""
+    stream: bool = False
+    """Whether every call streamed its answer."""
 
     @property
     def ok(self) -> bool:
@@ -80,6 +98,8 @@ class BenchContext:
     timeout_cap_s: float
     #: runs per cell; the cell keeps the run of median wall time (the machine's speed varies)
     runs: int = 1
+    #: items per run of the peer-comparable scenario
+    peers_n: int = DEFAULT_PEERS_N
 
     def timeout_s(self, n: int, concurrency: int) -> float:
         """A generous bound for a run of ``n`` calls, ``concurrency`` at a time."""
@@ -91,7 +111,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
 
-def _progress(scenario: str, row: Row) -> None:
+def cpu_ms_per_item(row: Row, start_cpu_s: float | None) -> float | None:
+    """CPU ms per item past start-up: (the row's CPU s - a 1-item run's CPU s) / (N - 1), the
+    marginal cost of an item; None for runs too small to tell it from start-up noise."""
+    if row.cpu_s is None or start_cpu_s is None or row.n < MIN_ITEMS_PER_ITEM_CPU:
+        return None
+    return 1000 * (row.cpu_s - start_cpu_s) / (row.n - 1)
+
+
+def progress(scenario: str, row: Row) -> None:
+    """One line on stderr per measured cell."""
     wall = "-" if row.wall_s is None else f"{row.wall_s:.2f} s"
     rss = "-" if row.peak_rss_mib is None else f"{row.peak_rss_mib:.0f} MiB"
     print(f"[{scenario}] {row.label}: {row.status}, {wall}, {rss}", file=sys.stderr, flush=True)
@@ -121,10 +150,30 @@ def measure(
     extra: list[str],
     server: FakeServer | None,
     collect_only: bool = False,
+    expect: tuple[str, ...] = (),
 ) -> Row:
     """Run pytest on ``root`` ``ctx.runs`` times and fill ``row`` with the run of median wall
     time (every run's wall time goes into the note when there are several)."""
-    attempts = [_attempt(ctx, row, root, extra, server) for _ in range(ctx.runs)]
+    workers = row.workers_flag or row.workers
+
+    def argv(out_dir: Path) -> list[str]:
+        return pytest_argv(root, out_dir, workers, [*extra, *ctx.extra])
+
+    return measure_command(ctx, row, root, argv, server, collect_only, expect)
+
+
+def measure_command(
+    ctx: BenchContext,
+    row: Row,
+    cwd: Path,
+    argv: Callable[[Path], list[str]],
+    server: FakeServer | None,
+    collect_only: bool = False,
+    expect: tuple[str, ...] = (),
+) -> Row:
+    """Run ``argv(results folder)`` in ``cwd`` ``ctx.runs`` times and fill ``row`` with the run
+    of median wall time; ``expect`` names files the run must leave in its results folder."""
+    attempts = [_attempt(ctx, row, cwd, argv, server) for _ in range(ctx.runs)]
     attempts.sort(key=lambda attempt: attempt[0].wall_s)
     run, out_dir, stats = attempts[len(attempts) // 2]
     if len(attempts) > 1:
@@ -134,7 +183,11 @@ def measure(
     row.status = _status(run, row.n, records, collect_only)
     if row.status.startswith("flag not available"):
         return row  # nothing was measured: pytest stopped at its argument parser
+    missing = [name for name in expect if not (out_dir / name).is_file()]
+    if row.ok and missing:
+        row.status = f"not written: {', '.join(missing)}"
     row.wall_s, row.peak_rss_mib, row.cpu_s = run.wall_s, run.peak_rss_mib, run.cpu_s
+    row.peak_process_rss_mib, row.processes = run.peak_process_rss_mib, run.processes
     row.records, row.outcomes = records, outcomes
     collected = run.collected()
     row.collect_s = collected[1] if collected else None
@@ -146,22 +199,32 @@ def measure(
 
 
 def _attempt(
-    ctx: BenchContext, row: Row, root: Path, extra: list[str], server: FakeServer | None
+    ctx: BenchContext,
+    row: Row,
+    cwd: Path,
+    argv: Callable[[Path], list[str]],
+    server: FakeServer | None,
 ) -> tuple[ProcessRun, Path, dict[str, Any] | None]:
-    """One bounded pytest run: the run, its results folder and the server's counters."""
+    """One bounded run: the run, its results folder and the server's counters."""
     out_dir = ctx.workdir / "out" / f"{_slug(row.label)}-{uuid.uuid4().hex[:6]}"
     if server is not None:
         server.reset_stats()
-    argv = pytest_argv(root, out_dir, row.workers, [*extra, *ctx.extra])
     timeout = ctx.timeout_s(row.n, row.concurrency or max(1, row.workers))
-    run = run_bounded(argv, root, bench_env(), timeout)
+    run = run_bounded(argv(out_dir), cwd, bench_env(), timeout)
     return run, out_dir, server.stats() if server is not None else None
 
 
-def _suite(ctx: BenchContext, name: str, n: int, api_base: str) -> Path:
+def fresh_suite(
+    ctx: BenchContext,
+    name: str,
+    n: int,
+    api_base: str,
+    prompt: Callable[[int], str] = numbered_prompt,
+    system: str = "Benchmark run.",
+) -> Path:
     """A fresh suite; a unique system prompt keeps any response cache from answering it."""
     root = ctx.workdir / "suites" / f"{_slug(name)}-{uuid.uuid4().hex[:6]}"
-    write_suite(root, n, api_base, salt=uuid.uuid4().hex)
+    write_suite(root, n, api_base, salt=uuid.uuid4().hex, prompt=prompt, system=system)
     return root
 
 
@@ -175,7 +238,7 @@ def throughput(ctx: BenchContext) -> list[Row]:
         for workers in ctx.workers:
             for concurrency in (None, *ctx.concurrencies):
                 rows.append(_throughput_cell(ctx, server, workers, concurrency))
-                _progress("throughput", rows[-1])
+                progress("throughput", rows[-1])
     return rows
 
 
@@ -190,7 +253,7 @@ def _throughput_cell(
     row = Row(label=f"-n {workers}, {flag}", n=n, workers=workers, concurrency=concurrency)
     if sequential and n != ctx.n:
         row.note = f"run at N={n}"
-    root = _suite(ctx, row.label, n, server.api_base)
+    root = fresh_suite(ctx, row.label, n, server.api_base)
     extra = [f"--concurrency={concurrency}"] if concurrency else []
     measure(ctx, row, root, extra, server)
     effective = concurrency or row.max_in_flight
@@ -213,8 +276,8 @@ def _join(*parts: str) -> str:
 def startup(ctx: BenchContext) -> list[Row]:
     """Fixed costs: ``import litellm``, pytest with the plugin and no eval file, and 1 item."""
     rows = [_import_litellm(ctx), _no_eval_file(ctx)]
-    _progress("startup", rows[0])
-    _progress("startup", rows[1])
+    progress("startup", rows[0])
+    progress("startup", rows[1])
     with FakeServer(ctx.server, ctx.workdir / "server-startup") as server:
         for workers in ctx.workers:
             rows.append(_items_run(ctx, server, 1, workers))
@@ -227,8 +290,8 @@ def startup(ctx: BenchContext) -> list[Row]:
 def _items_run(ctx: BenchContext, server: FakeServer, n: int, workers: int, note: str = "") -> Row:
     row = Row(label=f"{n} item{'s' if n > 1 else ''}, -n {workers}", n=n, workers=workers)
     row.note = note
-    measure(ctx, row, _suite(ctx, row.label, n, server.api_base), [], server)
-    _progress("startup", row)
+    measure(ctx, row, fresh_suite(ctx, row.label, n, server.api_base), [], server)
+    progress("startup", row)
     return row
 
 
@@ -261,9 +324,9 @@ def _no_eval_file(ctx: BenchContext) -> Row:
 def collection(ctx: BenchContext) -> list[Row]:
     """``--collect-only -q`` of ``collect_n`` items (no model is called)."""
     row = Row(label=f"--collect-only, {ctx.collect_n} items", n=ctx.collect_n, workers=0)
-    root = _suite(ctx, "collect", ctx.collect_n, _UNUSED_API_BASE)
+    root = fresh_suite(ctx, "collect", ctx.collect_n, _UNUSED_API_BASE)
     measure(ctx, row, root, ["--collect-only"], None, collect_only=True)
-    _progress("collection", row)
+    progress("collection", row)
     return [row]
 
 
@@ -273,9 +336,9 @@ def collection(ctx: BenchContext) -> list[Row]:
 def cached(ctx: BenchContext) -> list[Row]:
     """Fill the response cache with N items, then time a fully cached re-run."""
     with FakeServer(ctx.server, ctx.workdir / "server-cached") as server:
-        root = _suite(ctx, "cached", ctx.n, server.api_base)
+        root = fresh_suite(ctx, "cached", ctx.n, server.api_base)
         fill = _cache_fill(ctx, server, root)
-        _progress("cached", fill)
+        progress("cached", fill)
         rerun = Row(label="re-run: --cache=use", n=ctx.n, workers=0)
         if fill.ok:
             measure(ctx, rerun, root, ["--cache=use"], server)
@@ -283,7 +346,7 @@ def cached(ctx: BenchContext) -> list[Row]:
                 rerun.note = f"{rerun.server_requests} requests reached the server (expected 0)"
         else:
             rerun.status = f"not run: the fill run gave {fill.status}"
-        _progress("cached", rerun)
+        progress("cached", rerun)
     return [fill, rerun]
 
 

@@ -71,10 +71,17 @@ def version_line() -> str:
         except metadata.PackageNotFoundError:
             return None
 
+    from .models.providers.routes import LEAN_PROVIDERS
+
     own = installed("pytest-llmbench") or "unknown"
     parts = [f"{name} {found}" for name in _VERSIONED if (found := installed(name))]
     python = ".".join(str(part) for part in sys.version_info[:3])
-    return f"llmbench {own} ({', '.join([*parts, f'python {python}'])})"
+    clients = (
+        f"{'/'.join(LEAN_PROVIDERS)} endpoints: the lean client on aiohttp "
+        f"{installed('aiohttp') or '(missing)'}; other providers: litellm "
+        f"{installed('litellm') or '(missing)'}"
+    )
+    return f"llmbench {own} ({', '.join([*parts, f'python {python}'])}; {clients})"
 
 
 #: The packages ``--version`` names beside the plugin's own version.

@@ -91,7 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ResultsRecorder(config), RECORDER_NAME)
     # The recorder summarizes the run once and decides the gates (asking the baseline plugin);
     # after it (trylast) the report and CI outputs read that summary; the terminal prints it.
-    # Each imports its heavy parts (pandas, plotly) only when the run has records.
+    # Each imports its heavy parts (pandas) only when the run has records.
     from .render.ci import CIOutputs
     from .render.terminal import TerminalSummary
     from .report.standalone import ReportWriter
@@ -124,10 +124,25 @@ def _worker_watch(config: pytest.Config) -> Any:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """Say, before anything runs, when a litellm id on the command line is a profile."""
-    if hasattr(config, "workerinput") or not _config.explicitly_configured(config):
+    """Say, before anything runs, how many workers ``-n auto`` started and when a litellm id
+    on the command line is a profile."""
+    if hasattr(config, "workerinput"):
         return []
-    return _config.shadowed_model_notes(config)
+    from .workers import AUTO_KEY
+
+    lines = [config.stash[AUTO_KEY]] if AUTO_KEY in config.stash else []
+    if _config.explicitly_configured(config):
+        lines += _config.shadowed_model_notes(config)
+    return lines
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on a run of eval files only: no worker (see :mod:`.workers`)."""
+    from .workers import auto_workers
+
+    pattern = config.getini("llmbench_pattern") or _config.DEFAULT_PATTERN
+    return auto_workers(config, pattern)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

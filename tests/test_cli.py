@@ -755,4 +755,8 @@ def test_version_names_the_plugin_and_what_it_runs_on(capsys: pytest.CaptureFixt
     assert line.startswith(f"llmbench {metadata.version('pytest-llmbench')} (")
     assert f"litellm {metadata.version('litellm')}" in line
     assert f"pytest {metadata.version('pytest')}" in line
+    assert line.endswith(
+        f"; openai/custom_openai/hosted_vllm/lm_studio endpoints: the lean client on aiohttp "
+        f"{metadata.version('aiohttp')}; other providers: litellm {metadata.version('litellm')})"
+    )
     assert "\n" not in line

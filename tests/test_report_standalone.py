@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -165,18 +167,18 @@ def test_report_is_one_self_contained_file(report: Path) -> None:
     import base64
     import gzip
 
-    from plotly.offline import get_plotlyjs_version
-
+    bundle_tool = REPO_ROOT / "tools" / "plotly-bundle" / "package.json"
+    plotly_js = json.loads(bundle_tool.read_text())["devDependencies"]["plotly.js"]
     text = report.read_text(encoding="utf-8")
     assert report.name == "report.html"
     assert not re.search(r"<script[^>]*\bsrc\s*=", text, re.IGNORECASE)
     assert not re.search(r"<link[^>]*https?://", text, re.IGNORECASE)
-    # plotly.js inlined once: the partial bundle, of the version plotly.py writes figures for.
+    # plotly.js inlined once: the partial bundle, of the version tools/plotly-bundle builds.
     (packed,) = re.findall(
         r'<script type="application/gzip;base64" id="llmbench-plotly">(.*?)<', text
     )
     source = gzip.decompress(base64.b64decode(packed)).decode()
-    assert source.startswith(f"/* plotly.js v{get_plotlyjs_version()} (MIT), partial bundle")
+    assert source.startswith(f"/* plotly.js v{plotly_js} (MIT), partial bundle")
     assert "Plotly" in source and len(source) > 1_000_000
     # The whole library took 4.8 MB a report; the bundle and this run's data take a fraction.
     assert len(text.encode()) < 1_000_000
@@ -581,24 +583,55 @@ def test_latency_only_report_renders_in_headless_chromium(
 
 
 def test_the_bundle_holds_every_trace_type_the_charts_draw() -> None:
-    """charts.py and standalone.py build figures from ``go.<Trace>``; each of those trace types
-    must be in the partial plotly.js bundle (tools/plotly-bundle/entry.js), or it draws blank."""
+    """charts.py builds traces with ``_trace("<type>", ...)``; each of those trace types must be
+    in the partial plotly.js bundle (tools/plotly-bundle/entry.js), or it draws blank."""
     import gzip
     from importlib import resources
 
+    from pytest_llmbench.report.charts import TRACE_TYPES
     from pytest_llmbench.report.standalone import PLOTLY_BUNDLE
 
     package = resources.files("pytest_llmbench.report")
     bundle = gzip.decompress(package.joinpath("assets", PLOTLY_BUNDLE).read_bytes()).decode()
     bundled = set(re.findall(r'moduleType:"trace",name:"(\w+)"', bundle))
-    used = {
-        name.lower()
-        for module in ("charts.py", "standalone.py")
-        for name in re.findall(r"\bgo\.([A-Z]\w+)\(", package.joinpath(module).read_text())
-        if name != "Figure"
-    }
-    assert used == {"bar", "box", "heatmap", "scatter", "scatterpolar"}
+    source = package.joinpath("charts.py").read_text()
+    used = set(re.findall(r'_trace\(\s*"(\w+)"', source))
+    assert used == set(TRACE_TYPES) == {"bar", "box", "heatmap", "scatter", "scatterpolar"}
     assert used <= bundled
+
+
+def test_the_chart_template_is_plotlys_own() -> None:
+    """The committed template (tools/chart_template.py) is plotly.py's plotly_white for the
+    trace types drawn, as plotly.py (a dev dependency) has it now."""
+    import importlib.util
+
+    from pytest_llmbench.report.charts import TEMPLATE_FILE, chart_template
+
+    spec = importlib.util.spec_from_file_location(
+        "chart_template", REPO_ROOT / "tools" / "chart_template.py"
+    )
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert json.loads(TEMPLATE_FILE.read_text()) == chart_template() == tool.template()
+    assert chart_template()["layout"]["plot_bgcolor"] == "white"
+
+
+def test_a_report_run_imports_no_plotly_py(tmp_path: Path) -> None:
+    """Figures are plotly.js JSON built as data: plotly.py (seconds of validation) never loads."""
+    code = (
+        "import sys\n"
+        "from pytest_llmbench.report.standalone import write_report\n"
+        f"from pathlib import Path\nrecords = {[item('m', 'qa', 'c', 0, True)]!r}\n"
+        f"write_report(records, Path({str(tmp_path)!r}))\n"
+        "print('plotly' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
+    assert "plotly-graph-div" in (tmp_path / "report.html").read_text()
 
 
 # -- the case x model matrix --------------------------------------------------------------------

@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import sys
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -41,6 +41,19 @@ class Engine:
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the engine loop."""
         return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+
+    def cancel(self, futures: Sequence[concurrent.futures.Future[Any]]) -> None:
+        """Cancel ``futures`` (of :meth:`submit`) in one step of the loop, the last submitted
+        first: a call that stops frees its slot only after every queued one was cancelled, so
+        none of them starts meanwhile."""
+        doomed = list(reversed(futures))
+        with self._lock:
+            loop = self._loop
+        if loop is None or loop.is_closed():
+            for future in doomed:
+                future.cancel()
+            return
+        loop.call_soon_threadsafe(lambda: [future.cancel() for future in doomed])
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the engine loop and wait; Ctrl-C cancels it."""

@@ -91,9 +91,10 @@ class CallScheduler:
         return self._prepare_workdir(plan)
 
     def _forget_all_but(self, nodeids: set[str]) -> None:
-        for nodeid in [nodeid for nodeid in self._futures if nodeid not in nodeids]:
-            self._futures.pop(nodeid).cancel()
+        doomed = [nodeid for nodeid in self._futures if nodeid not in nodeids]
+        for nodeid in doomed:
             self._model_of.pop(nodeid, None)
+        self._engine.cancel([self._futures.pop(nodeid) for nodeid in doomed])
 
     def take(self, plan: CallPlan, workdir: Path | None = None) -> Answer:
         """Wait for ``plan``'s answer (starting it now, in ``workdir``, if it was not

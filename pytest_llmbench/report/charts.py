@@ -5,17 +5,25 @@ run has no data for it (no streamed call has a TTFT, no jury ran, no error happe
 Models keep the leaderboard's order and one colour each across every chart. Figures hold plain
 lists rounded to 6 decimals, so the same records always give the same JSON.
 
-plotly and pandas are imported inside the functions: the plugin imports this package in runs
-that never write a report.
+A figure is plotly.js's JSON as plain data (``{"data": [traces], "layout": {...}}``), drawn in
+the page by the inlined plotly.js: building plotly.py's validated objects cost more CPU than
+the rest of a small run's session end, and plotly.py is no dependency of ours. The layout's
+template is plotly's ``plotly_white`` for the trace types drawn here
+(``assets/chart-template.json``, written by ``tools/chart_template.py``).
+
+pandas is imported inside the functions: the plugin imports this package in runs that never
+write a report.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..results import is_missing
@@ -29,13 +37,26 @@ NO_TASK = "(none)"
 _ANSWERED = ("passed", "failed")
 _HEIGHT = 420
 #: The trace types the report draws: the only ones whose template defaults it needs.
-_TRACE_TYPES = ("bar", "box", "heatmap", "scatter", "scatterpolar")
+TRACE_TYPES = ("bar", "box", "heatmap", "scatter", "scatterpolar")
 _PERCENTILES = ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))
 #: Colours of metric series (score vs pass rate, TTFT vs total, model vs judge): dark and
 #: muted, so that they never read as one of the models' colours.
 _METRIC_COLOURS = ("#3b4b5c", "#9aa5b1")
 #: Jury dimensions are scored 1..5 (see judging/spec.py).
 _JURY_RANGE = (1.0, 5.0)
+#: One colour per model, in leaderboard order (plotly's default qualitative palette).
+MODEL_COLOURS = (
+    "#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A",
+    "#19D3F3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52",
+)  # fmt: skip
+#: One colour per error kind (ColorBrewer's Set2).
+KIND_COLOURS = (
+    "rgb(102,194,165)", "rgb(252,141,98)", "rgb(141,160,203)", "rgb(231,138,195)",
+    "rgb(166,216,84)", "rgb(255,217,47)", "rgb(229,196,148)", "rgb(179,179,179)",
+)  # fmt: skip
+TEMPLATE_FILE = Path(__file__).parent / "assets" / "chart-template.json"
+#: A figure: plotly.js's JSON, ``{"data": [...], "layout": {...}}``.
+Figure = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -46,8 +67,8 @@ class Chart:
     name: str
     #: heading shown above the chart
     title: str
-    #: the plotly ``Figure``, or None when the run has no data for it
-    figure: Any | None
+    #: the figure (plotly.js's JSON as data), or None when the run has no data for it
+    figure: Figure | None
     #: why ``figure`` is None (one line)
     note: str = ""
 
@@ -72,10 +93,7 @@ class ChartInput:
 
     def colour(self, model: str) -> str:
         """The model's colour, the same in every chart."""
-        from plotly.colors import qualitative
-
-        palette = qualitative.Plotly
-        return str(palette[self.models.index(model) % len(palette)])
+        return MODEL_COLOURS[self.models.index(model) % len(MODEL_COLOURS)]
 
 
 #: A chart builder: reads the run, returns its chart (or why it is left out).
@@ -105,8 +123,6 @@ def build_sections(data: ChartInput) -> list[tuple[str, list[Chart]]]:
 def grouped_chart(board: pd.DataFrame, axis: str, latency_only: bool = False) -> Chart:
     """One bar per value of ``axis`` (a :func:`~pytest_llmbench.results.summary.grouped` board):
     the score mean with its 95% CI, or for a latency-only run the latency p50."""
-    import plotly.graph_objects as go
-
     from ..results import axis_column
 
     key = axis_column(axis)
@@ -117,7 +133,8 @@ def grouped_chart(board: pd.DataFrame, axis: str, latency_only: bool = False) ->
     title = f"{label.capitalize()} per {axis}" + ("" if latency_only else " (95% CI)")
     if board[column].isna().all():
         return Chart(name, title, None, f"No value of {axis} has a {label}.")
-    bars = go.Bar(
+    bars = _trace(
+        "bar",
         name=label,
         x=_strings(board[key]),
         y=_values(board[column]),
@@ -127,7 +144,7 @@ def grouped_chart(board: pd.DataFrame, axis: str, latency_only: bool = False) ->
         else _error_bars(board, column, "score_ci_low", "score_ci_high"),
         hovertemplate="%{x}: %{y:.3f}<extra>" + label + "</extra>",
     )
-    figure = go.Figure(bars)
+    figure = _figure(bars)
     _layout(figure, xaxis={"title": {"text": axis}, "type": "category"},
             yaxis={"title": {"text": label}})  # fmt: skip
     return Chart(name, title, figure)
@@ -135,14 +152,13 @@ def grouped_chart(board: pd.DataFrame, axis: str, latency_only: bool = False) ->
 
 def leaderboard_chart(data: ChartInput) -> Chart:
     """Score mean and pass rate per model, with 95% CI error bars when the board has them."""
-    import plotly.graph_objects as go
-
     name, title = "leaderboard", "Score and pass rate per model (95% CI)"
     board = data.board
     if board["score_mean"].isna().all() and board["pass_rate"].isna().all():
         return Chart(name, title, None, "No answered item: no score or pass rate.")
     traces = [
-        go.Bar(
+        _trace(
+            "bar",
             name=label,
             x=_strings(board["model"]),
             y=_values(board[column]),
@@ -156,7 +172,7 @@ def leaderboard_chart(data: ChartInput) -> Chart:
             strict=True,
         )
     ]
-    figure = go.Figure(traces)
+    figure = _figure(traces)
     _layout(figure, barmode="group", yaxis={"title": {"text": "0..1"}, "range": [0, 1.05]})
     return Chart(name, title, figure)
 
@@ -193,8 +209,6 @@ def task_heatmap(data: ChartInput) -> Chart:
 
 def latency_percentiles(data: ChartInput) -> Chart:
     """TTFT and total latency p50/p95/p99 per model, as grouped bars (one colour per model)."""
-    import plotly.graph_objects as go
-
     name, title = "latency-percentiles", "TTFT and total latency percentiles (s)"
     answered = data.answered
     metrics = [(label, column) for label, column in _TIMINGS if answered[column].notna().any()]
@@ -205,8 +219,8 @@ def latency_percentiles(data: ChartInput) -> Chart:
     for model in _models_with(data, answered, [column for _, column in metrics]):
         own = answered[answered["model"] == model]
         y = [_round(own[column].quantile(q)) for _, column in metrics for q, _ in _PERCENTILES]
-        traces.append(go.Bar(name=model, x=x, y=y, marker_color=data.colour(model)))
-    figure = go.Figure(traces)
+        traces.append(_trace("bar", name=model, x=x, y=y, marker_color=data.colour(model)))
+    figure = _figure(traces)
     _layout(figure, barmode="group", yaxis={"title": {"text": "seconds"}})
     return Chart(name, title, figure)
 
@@ -216,8 +230,6 @@ _TIMINGS = (("TTFT", "ttft_s"), ("total", "latency_s"))
 
 def latency_distribution(data: ChartInput) -> Chart:
     """TTFT and total latency per model, as box plots."""
-    import plotly.graph_objects as go
-
     name, title = "latency-distribution", "Latency distribution per model (s)"
     answered = data.answered
     metrics = [(label, column) for label, column in _TIMINGS if answered[column].notna().any()]
@@ -228,7 +240,8 @@ def latency_distribution(data: ChartInput) -> Chart:
         known = answered.dropna(subset=[column])
         known = known.iloc[_model_rank(data, known["model"])]
         traces.append(
-            go.Box(
+            _trace(
+                "box",
                 name=label,
                 x=_strings(known["model"]),
                 y=_values(known[column]),
@@ -236,21 +249,20 @@ def latency_distribution(data: ChartInput) -> Chart:
                 boxpoints=False,
             )
         )
-    figure = go.Figure(traces)
+    figure = _figure(traces)
     _layout(figure, boxmode="group", yaxis={"title": {"text": "seconds"}})
     return Chart(name, title, figure)
 
 
 def tokens_per_s(data: ChartInput) -> Chart:
     """Output tokens per second per model, as box plots."""
-    import plotly.graph_objects as go
-
     name, title = "tokens-per-s", "Output tokens per second per model"
     answered = data.answered.dropna(subset=["tokens_per_s"])
     if answered.empty:
         return Chart(name, title, None, "No answered item has a tokens-per-second value.")
     traces = [
-        go.Box(
+        _trace(
+            "box",
             name=model,
             y=_values(answered.loc[answered["model"] == model, "tokens_per_s"]),
             marker_color=data.colour(model),
@@ -258,22 +270,21 @@ def tokens_per_s(data: ChartInput) -> Chart:
         )
         for model in _models_with(data, answered, ["tokens_per_s"])
     ]
-    figure = go.Figure(traces)
+    figure = _figure(traces)
     _layout(figure, showlegend=False, yaxis={"title": {"text": "tokens/s"}})
     return Chart(name, title, figure)
 
 
 def cost_vs_score(data: ChartInput) -> Chart:
     """Total cost (x) against score mean (y) per model; bubble area follows latency p50."""
-    import plotly.graph_objects as go
-
     name, title = "cost-vs-score", "Cost vs score (bubble size: latency p50)"
     board = data.board.dropna(subset=["cost_usd_total", "score_mean"])
     if board.empty:
         return Chart(name, title, None, "No model has both a known cost and a score.")
     largest = float(board["latency_s_p50"].max()) if board["latency_s_p50"].notna().any() else 0
     traces = [
-        go.Scatter(
+        _trace(
+            "scatter",
             name=str(row["model"]),
             x=[_round(row["cost_usd_total"])],
             y=[_round(row["score_mean"])],
@@ -290,7 +301,7 @@ def cost_vs_score(data: ChartInput) -> Chart:
         )
         for row in board.to_dict("records")
     ]
-    figure = go.Figure(traces)
+    figure = _figure(traces)
     _layout(
         figure,
         xaxis={"title": {"text": "total cost (USD)"}, "rangemode": "tozero"},
@@ -308,15 +319,14 @@ def _bubble(latency: Any, largest: float) -> float:
 
 def cost_breakdown(data: ChartInput) -> Chart:
     """Model calls' cost and judge calls' cost per model, stacked."""
-    import plotly.graph_objects as go
-
     name, title = "cost-breakdown", "Cost breakdown: model vs judge (USD)"
     board = data.board
     parts = (("model", "cost_usd_total"), ("judge", "judge_cost_total"))
     if all(board[column].isna().all() for _, column in parts):
         return Chart(name, title, None, "No cost is known for any model or judge call.")
     traces = [
-        go.Bar(
+        _trace(
+            "bar",
             name=label,
             x=_strings(board["model"]),
             y=_values(board[column].fillna(0.0)),
@@ -324,15 +334,13 @@ def cost_breakdown(data: ChartInput) -> Chart:
         )
         for (label, column), colour in zip(parts, _METRIC_COLOURS, strict=True)
     ]
-    figure = go.Figure(traces)
+    figure = _figure(traces)
     _layout(figure, barmode="stack", yaxis={"title": {"text": "USD"}})
     return Chart(name, title, figure)
 
 
 def judge_radar(data: ChartInput) -> Chart:
     """Each model's mean jury score per dimension (1..5), one polygon per model."""
-    import plotly.graph_objects as go
-
     name, title = "judge-radar", "Jury dimensions per model (1..5)"
     keys = jury_dimensions(data.frame["judges"])
     if not keys:
@@ -343,7 +351,8 @@ def judge_radar(data: ChartInput) -> Chart:
         if all(value is None for value in means):
             continue
         traces.append(
-            go.Scatterpolar(
+            _trace(
+                "scatterpolar",
                 name=model,
                 r=[*means, means[0]],  # repeat the first point to close the polygon
                 theta=[*keys, keys[0]],
@@ -354,16 +363,13 @@ def judge_radar(data: ChartInput) -> Chart:
         )
     if not traces:
         return Chart(name, title, None, "No answered item has a jury score.")
-    figure = go.Figure(traces)
+    figure = _figure(traces)
     _layout(figure, polar={"radialaxis": {"range": list(_JURY_RANGE), "dtick": 1}})
     return Chart(name, title, figure)
 
 
 def error_breakdown(data: ChartInput) -> Chart:
     """Items with an ``error_kind`` per model, stacked by kind."""
-    import plotly.graph_objects as go
-    from plotly.colors import qualitative
-
     name, title = "error-breakdown", "Errors by kind per model"
     errors = data.frame.dropna(subset=["error_kind"])
     if errors.empty:
@@ -372,15 +378,16 @@ def error_breakdown(data: ChartInput) -> Chart:
     models = [model for model in data.models if model in set(errors["model"])]
     kinds = sorted({str(kind) for kind in errors["error_kind"]})
     traces = [
-        go.Bar(
+        _trace(
+            "bar",
             name=kind,
             x=models,
             y=[int(counts.get((kind, model), 0)) for model in models],
-            marker_color=qualitative.Set2[index % len(qualitative.Set2)],
+            marker_color=KIND_COLOURS[index % len(KIND_COLOURS)],
         )
         for index, kind in enumerate(kinds)
     ]
-    figure = go.Figure(traces)
+    figure = _figure(traces)
     # One kind alone would get no legend, and its name would show nowhere.
     _layout(figure, barmode="stack", showlegend=True, yaxis={"title": {"text": "items"}})
     return Chart(name, title, figure)
@@ -423,11 +430,10 @@ def _dimension_means(answered: pd.DataFrame, keys: Sequence[str]) -> list[float 
 
 def _heatmap(
     z: list[list[float | None]], x: list[str], y: list[str], x_title: str, label: str
-) -> Any:
-    import plotly.graph_objects as go
-
-    figure = go.Figure(
-        go.Heatmap(
+) -> Figure:
+    figure = _figure(
+        _trace(
+            "heatmap",
             z=z,
             x=x,
             y=y,
@@ -440,8 +446,11 @@ def _heatmap(
             ygap=2,
         )
     )
-    _layout(figure, xaxis={"title": {"text": x_title}, "type": "category"})
-    figure.update_yaxes(type="category", autorange="reversed")
+    _layout(
+        figure,
+        xaxis={"title": {"text": x_title}, "type": "category"},
+        yaxis={"type": "category", "autorange": "reversed"},
+    )
     return figure
 
 
@@ -460,8 +469,26 @@ def _gap(upper: Any, lower: Any) -> float | None:
     return _round(max(float(upper) - float(lower), 0.0))
 
 
-def _layout(figure: Any, **extra: Any) -> None:
-    figure.update_layout(
+def _trace(kind: str, **props: Any) -> dict[str, Any]:
+    """A trace of ``kind`` with the properties given (None: unset; ``marker_color`` is
+    ``marker.color``, as plotly.py spells it)."""
+    trace: dict[str, Any] = {"type": kind}
+    for key, value in props.items():
+        if value is None:
+            continue
+        if key == "marker_color":
+            trace.setdefault("marker", {})["color"] = value
+        else:
+            trace[key] = value
+    return trace
+
+
+def _figure(traces: dict[str, Any] | list[dict[str, Any]]) -> Figure:
+    return {"data": [traces] if isinstance(traces, dict) else list(traces), "layout": {}}
+
+
+def _layout(figure: Figure, **extra: Any) -> None:
+    figure["layout"].update(
         template=chart_template(),
         height=_HEIGHT,
         margin={"l": 60, "r": 20, "t": 30, "b": 60},
@@ -470,24 +497,12 @@ def _layout(figure: Any, **extra: Any) -> None:
     )
 
 
-def chart_template() -> Any:
-    """plotly_white with the defaults of the trace types drawn here only: half the cost of
-    applying the whole template to a figure (plotly copies and validates it each time), and half
-    its size in each chart's JSON."""
-    import plotly.graph_objects as go
-
-    return _template(go.layout.Template)
-
-
 @functools.cache
-def _template(template_class: Any) -> Any:
-    """Built once per plotly import (a test run in-process may import plotly afresh)."""
-    import plotly.io as pio
-
-    white = pio.templates["plotly_white"]
-    return template_class(
-        layout=white.layout, data={name: getattr(white.data, name) for name in _TRACE_TYPES}
-    )
+def chart_template() -> dict[str, Any]:
+    """plotly_white with the defaults of the trace types drawn here only (half its size in
+    each chart's JSON)."""
+    template: dict[str, Any] = json.loads(TEMPLATE_FILE.read_text(encoding="utf-8"))
+    return template
 
 
 def _models_with(data: ChartInput, frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:

@@ -34,6 +34,8 @@ _OPENAI_PROTOCOL: Mapping[str, _Protocol] = {
     "hosted_vllm": _Protocol(("HOSTED_VLLM_API_KEY",), ("HOSTED_VLLM_API_BASE",), "fake-api-key"),
     "lm_studio": _Protocol(("LM_STUDIO_API_KEY",), ("LM_STUDIO_API_BASE",), "fake-api-key"),
 }
+#: The providers whose models the lean client calls (given an endpoint).
+LEAN_PROVIDERS = tuple(_OPENAI_PROTOCOL)
 OPENAI_BASE = "https://api.openai.com/v1"
 #: Reasoning models, whose parameters litellm adapts (``max_completion_tokens``, no
 #: ``temperature``): they stay with litellm.
