@@ -47,6 +47,8 @@ class Engine:
         first: a call that stops frees its slot only after every queued one was cancelled, so
         none of them starts meanwhile."""
         doomed = list(reversed(futures))
+        if not doomed:
+            return
         with self._lock:
             loop = self._loop
         if loop is None or loop.is_closed():
