@@ -251,14 +251,21 @@ def _no_eval_check(section: Section | None) -> TargetCheck:
 
 def _auto_check(section: Section | None, one_item: bool) -> TargetCheck:
     size = "1 item" if one_item else f"N = {DEFAULT_PEERS_N}, C = {TOP}"
-    target = f"`-n auto` never slower than `-n 0`: {size}"
+    target = (
+        f"`-n auto` never slower than `-n 0` (within {_NOISE:.0%}, the spread of medians of "
+        f"one configuration here): {size}"
+    )
     auto = plugin_row(section, "auto", one_item)
     zero = plugin_row(section, "0", one_item)
     if (missing := _unmeasured(target, [auto, zero])) is not None:
         return missing
     assert auto.wall_s is not None and zero.wall_s is not None
     measured = f"{auto.wall_s:.2f} s vs {zero.wall_s:.2f} s{_caveat(section, auto)}"
-    return TargetCheck(target, measured, met(auto.wall_s <= zero.wall_s))
+    return TargetCheck(target, measured, met(auto.wall_s <= zero.wall_s * (1 + _NOISE)))
+
+
+#: How far apart the medians of 3 runs of one configuration land on this machine.
+_NOISE = 0.05
 
 
 def peers_checks(sections: dict[str, Section]) -> list[TargetCheck]:

@@ -381,3 +381,48 @@ def test_prices_and_tokens_need_no_litellm_import() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT
     )
     assert done.stdout.split() == ["True", "True", "False"]
+
+
+def test_a_stream_event_longer_than_64_kib_is_read(bench: Bench) -> None:
+    """aiohttp's own line reader stops at 64 KiB; one server-sent event can be longer."""
+    long = "Paris " * 20_000  # 120,000 characters in one event
+    bench.server.chunk_size = len(long)
+    bench.server.add_rule(Rule(reply=long))
+    bench.eval_file("one", SUITE.split("  - id: json-mode")[0])
+    bench.run("--models=fake", "--stream=all").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["response"] == long and record["streamed"] is True
+
+
+def test_a_whole_answer_that_is_an_error_is_retried_and_named(bench: Bench) -> None:
+    bench.server.add_rule(Rule(raw_body=b'{"error": {"message": "model overloaded"}}', times=1))
+    bench.server.add_rule(Rule(raw_body=b'{"id": "x", "object": "chat.completion"}', times=1))
+    bench.server.add_rule(Rule(reply="Paris"))
+    bench.eval_file("one", SUITE.split("  - id: json-mode")[0])
+    bench.run("--models=fake", "--stream=off").assert_outcomes(passed=1)
+    assert bench.records()[0]["retries"] == 2
+    bench.server.reset()
+    bench.server.add_rule(Rule(raw_body=b'{"error": {"message": "model overloaded"}}'))
+    bench.run("--models=fake", "--stream=off", "--max-retries=0").assert_outcomes(errors=1)
+    (record,) = bench.records()[-1:]
+    assert record["error"] == "fake: AnswerError: model overloaded"
+    assert record["error_kind"] == "provider"
+
+
+def test_proxies_come_from_the_environment_once_per_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HTTP(S)_PROXY and NO_PROXY apply to the lean client as they do to litellm's httpx."""
+    from pytest_llmbench.models.providers.openai_compatible import proxy_for
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:pw@127.0.0.1:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    proxy_for.cache_clear()
+    try:
+        assert proxy_for("https://api.openai.com/v1") == "http://user:pw@127.0.0.1:3128"
+        assert proxy_for("https://internal.example/v1") is None
+        assert proxy_for("http://127.0.0.1:8000/v1") is None  # no HTTP_PROXY set
+    finally:
+        proxy_for.cache_clear()

@@ -11,6 +11,7 @@ redaction are the shared ones (:mod:`.retry`, :mod:`.errors`), and a call gives 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import weakref
@@ -101,7 +102,25 @@ def _post(endpoint: Endpoint, path: str, body: dict[str, Any], limits: Timeouts)
     headers = {"Content-Type": "application/json", **endpoint.headers}
     timeout = aiohttp.ClientTimeout(total=None, connect=limits.connect_bound_s)
     url = f"{endpoint.base_url}/{path}"
-    return _checked(_session().post(url, data=json.dumps(body), headers=headers, timeout=timeout))
+    proxy = proxy_for(endpoint.base_url)
+    request = _session().post(
+        url, data=json.dumps(body), headers=headers, timeout=timeout, proxy=proxy
+    )
+    return _checked(request)
+
+
+@functools.lru_cache(maxsize=64)
+def proxy_for(base_url: str) -> str | None:
+    """The proxy ``HTTP(S)_PROXY`` and ``NO_PROXY`` give for ``base_url``, as litellm's httpx
+    client honours them: looked up once per endpoint (aiohttp's ``trust_env`` reads the
+    environment and ``.netrc`` on every request)."""
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(base_url)
+    if parts.hostname is None or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 class _checked:
@@ -117,6 +136,7 @@ class _checked:
         if response.status >= 400:
             body = await response.read()
             headers = {name.lower(): value for name, value in response.headers.items()}
+            response.release()
             raise HTTPStatusError(response.status, body_message(body, response.status), headers)
         return response
 
@@ -133,9 +153,7 @@ def _session() -> aiohttp.ClientSession:
 
         # Our lanes bound the calls in flight; the pool must not bound them again.
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        session = _sessions[loop] = aiohttp.ClientSession(
-            connector=connector, auto_decompress=True, trust_env=False
-        )
+        session = _sessions[loop] = aiohttp.ClientSession(connector=connector)
         _keepers[loop] = loop.create_task(_closed_with_the_loop(session))
     return session
 
@@ -170,10 +188,22 @@ async def _json(response: Any) -> Any:
     return json.loads(await response.read())
 
 
+class AnswerError(Exception):
+    """A whole answer (HTTP 200) that holds no answer: the provider's error, or no choices.
+
+    Retried, as litellm retries it (its made-up 500)."""
+
+
 def _read_whole(
     answer: Any,
 ) -> tuple[str, str | None, dict[str, Any] | None, tuple[dict[str, Any], ...]]:
-    choice = answer["choices"][0]
+    if isinstance(answer, dict) and answer.get("error"):
+        error = answer["error"]
+        raise AnswerError(str(error.get("message") if isinstance(error, dict) else error))
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise AnswerError(f"the answer has no choices: {json.dumps(answer)[:200]}")
+    choice = choices[0]
     message = choice.get("message") or {}
     usage = answer.get("usage")
     return (
@@ -214,7 +244,7 @@ async def _read_stream(
     ttft: float | None = None
     finish: str | None = None
     usage: dict[str, Any] | None = None
-    async for line in response.content:
+    async for line in _lines(response):
         if not line.startswith(b"data:"):
             continue  # blank separators, comments, event names
         data = line[5:].strip()
@@ -234,6 +264,19 @@ async def _read_stream(
     if finish is None:
         raise IncompleteStreamError(cut_stream_message(len("".join(parts))))
     return "".join(parts), ttft, finish, usage
+
+
+async def _lines(response: Any) -> Any:
+    """The body's lines as they arrive, however long (aiohttp's own line reader stops at
+    64 KiB: a long tool call's arguments can be more)."""
+    pending = b""
+    async for data in response.content.iter_any():
+        pending += data
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line
+    if pending:
+        yield pending
 
 
 def _stream_error(error: Any) -> HTTPStatusError:
