@@ -159,11 +159,12 @@ def test_examples_yaml_uncommented_is_valid(tmp_path: Path) -> None:
     text = uncomment((REPO / "profiles" / "examples.yaml").read_text())
     registry = load_profiles([write(tmp_path, "examples.yaml", text)])
     models = {p.name: p.model.split("/")[0] for p in registry.models.values()}
-    providers = {"openai", "anthropic", "bedrock", "gemini", "azure", "ollama_chat", "hosted_vllm"}
+    providers = {"openai", "anthropic", "bedrock", "gemini", "azure", "hosted_vllm"}
     assert providers <= set(models.values())
     assert registry.models["nova-lite"].litellm == {"aws_region_name": "us-west-2"}
     assert registry.models["azure-gpt-4o"].litellm["api_version"]
-    assert registry.models["llama3.2-ollama"].api_base == "http://127.0.0.1:11434"
+    assert registry.models["llama3.2-ollama"].api_base == "http://127.0.0.1:11434/v1"
+    assert registry.models["gpt-4o-via-litellm"].client == "litellm"
     assert "local/smollm2" in registry.sets["self-hosted"]
     assert len(registry.resolve("@small")) == 4
 
