@@ -9,6 +9,7 @@ and message.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import subprocess
@@ -426,3 +427,67 @@ def test_proxies_come_from_the_environment_once_per_endpoint(
         assert proxy_for("http://127.0.0.1:8000/v1") is None  # no HTTP_PROXY set
     finally:
         proxy_for.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["hosted_vllm/gpt-4o-mini", "lm_studio/gpt-4o", "custom_openai/gpt-4o", "openai/deepseek-chat"],
+)
+def test_another_providers_price_is_no_price(litellm_loaded: Any, model: str) -> None:
+    """A local vLLM serving a model named like OpenAI's is not billed at OpenAI's rates:
+    litellm finds no price there either."""
+    with pytest.raises(Exception, match=r"(?i)not mapped|isn't mapped"):
+        litellm_loaded.cost_per_token(model=model, prompt_tokens=1000, completion_tokens=1000)
+    assert prices.cost_usd(CallTarget("p", model), 1000, 1000) is None
+
+
+def test_litellm_settings_among_the_parameters_are_sent_as_litellm_sends_them(
+    bench: Bench,
+) -> None:
+    bench.pytester.makefile(
+        ".yaml",
+        **{
+            "profiles/extra": f"""
+models:
+  extra:
+    model: openai/fake-model
+    api_base: {bench.server.base_url}
+    api_key_env: {FAKE_KEY_ENV}
+    params:
+      drop_params: true
+      num_retries: 3
+      extra_body: {{chat_template_kwargs: {{enable_thinking: false}}}}
+      extra_headers: {{X-Team: evals}}
+"""
+        },
+    )
+    bench.eval_file("one", SUITE.split("  - id: json-mode")[0])
+    bench.server.add_rule(Rule(reply="Paris"))
+    for client in ("auto", "litellm"):
+        bench.server.requests.clear()
+        bench.run("--models=extra", "--stream=off", f"--client={client}").assert_outcomes(passed=1)
+        (request,) = bench.server.chat_requests()
+        assert request.body["chat_template_kwargs"] == {"enable_thinking": False}, client
+        assert "extra_body" not in request.body and "drop_params" not in request.body, client
+        assert "num_retries" not in request.body, client
+        assert request.headers.get("x-team") == "evals", client
+
+
+def test_a_stream_event_that_is_no_object_is_malformed(bench: Bench) -> None:
+    from pytest_llmbench.models.providers import openai_compatible
+
+    class Stub:
+        class content:
+            @staticmethod
+            async def iter_any() -> Any:
+                yield b"data: []\n\n"
+
+    with pytest.raises(json.JSONDecodeError, match="not a JSON object"):
+        asyncio.run(openai_compatible._read_stream(Stub(), 0.0))
+
+
+def test_a_trailing_slash_on_openais_base_still_needs_the_key(
+    no_provider_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://api.openai.com/v1/")
+    assert routes.missing_key(CallTarget("b", "gpt-4o-mini")) == ["OPENAI_API_KEY"]

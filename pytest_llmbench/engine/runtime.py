@@ -41,6 +41,9 @@ class Runtime:
         self.redactor = Redactor.from_environ(os.environ, key_vars)
         self.engine = Engine()
         self.targets = Targets(*session_state(config), client=self.run.client)
+        from ..models.providers.tokens import use_bundled_tokenizers
+
+        use_bundled_tokenizers()  # here, on the main thread: the engine's may read the env
         self._scheduler: CallScheduler | None = None
         # The llm fixture's acomplete calls the scheduler from several threads at once: one
         # scheduler (one pacer, one set of lanes) for all of them.

@@ -530,4 +530,7 @@ def _values(series: pd.Series) -> list[float | None]:
 
 
 def _round(value: Any) -> float | None:
-    return None if is_missing(value) else round(float(value), 6)
+    """``value`` to 6 decimals; missing or infinite: None (JSON has no Infinity)."""
+    if is_missing(value) or not math.isfinite(float(value)):
+        return None
+    return round(float(value), 6)

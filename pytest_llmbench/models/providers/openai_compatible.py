@@ -48,12 +48,12 @@ async def chat_once(
     retries: int,
 ) -> Completion:
     """One attempt at a chat completion (no retries: :func:`.retry.retried` owns those)."""
-    body: dict[str, Any] = {**target.params, **params}
+    body, headers = request_fields({**target.params, **params})
     body.update(model=endpoint.model, messages=[_sent(message) for message in messages])
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
     started = time.perf_counter()
-    async with _post(endpoint, "chat/completions", body, limits) as response:
+    async with _post(endpoint, "chat/completions", body, limits, headers) as response:
         if stream:
             text, ttft, finish, usage = await _read_stream(response, started)
             calls: tuple[dict[str, Any], ...] = ()
@@ -78,6 +78,27 @@ async def chat_once(
     )
 
 
+#: litellm's own call settings, which it consumes rather than sends (profiles and eval files
+#: write them among the parameters).
+LITELLM_SETTINGS = frozenset(
+    {"drop_params", "num_retries", "timeout", "metadata", "mock_response", "caching", "fallbacks"}
+)
+
+
+def request_fields(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(body, headers) of a request from a call's parameters, as litellm sends them:
+    ``extra_body`` merged into the body, ``extra_headers`` sent as headers, litellm's own
+    settings left out."""
+    skipped = {*LITELLM_SETTINGS, "extra_body", "extra_headers"}
+    body = {key: value for key, value in params.items() if key not in skipped}
+    extra_body = params.get("extra_body")
+    if isinstance(extra_body, dict):
+        body.update(extra_body)
+    extra = params.get("extra_headers")
+    headers = {str(k): str(v) for k, v in extra.items()} if isinstance(extra, dict) else {}
+    return body, headers
+
+
 def _sent(message: dict[str, Any]) -> dict[str, Any]:
     """A message as sent: without fields that are null (as litellm sends it: an assistant
     message of tool calls has no ``content``)."""
@@ -96,10 +117,16 @@ async def post_json(
     return answer, time.perf_counter() - started
 
 
-def _post(endpoint: Endpoint, path: str, body: dict[str, Any], limits: Timeouts) -> Any:
+def _post(
+    endpoint: Endpoint,
+    path: str,
+    body: dict[str, Any],
+    limits: Timeouts,
+    extra_headers: dict[str, str] | None = None,
+) -> Any:
     import aiohttp
 
-    headers = {"Content-Type": "application/json", **endpoint.headers}
+    headers = {"Content-Type": "application/json", **(extra_headers or {}), **endpoint.headers}
     timeout = aiohttp.ClientTimeout(total=None, connect=limits.connect_bound_s)
     url = f"{endpoint.base_url}/{path}"
     proxy = proxy_for(endpoint.base_url)
@@ -251,6 +278,9 @@ async def _read_stream(
         if data == b"[DONE]":
             break
         chunk = json.loads(data)
+        if not isinstance(chunk, dict):
+            text = data.decode("utf-8", "replace")
+            raise json.JSONDecodeError("an event that is not a JSON object", text, 0)
         if chunk.get("error"):
             raise _stream_error(chunk["error"])
         usage = chunk.get("usage") or usage

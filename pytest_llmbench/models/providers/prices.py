@@ -63,6 +63,22 @@ def model_info(model_id: str) -> dict[str, Any] | None:
     return next((found[name] for name in candidates if name and name in found), None)
 
 
+@functools.lru_cache(maxsize=256)
+def priced_entry(model_id: str) -> dict[str, Any] | None:
+    """The map's entry that prices ``model_id``, as litellm's ``cost_per_token`` finds it: by
+    the id as written, else without its provider prefix when the entry is that provider's
+    (``openai/gpt-4o`` is ``gpt-4o``; ``hosted_vllm/gpt-4o`` and ``openai/deepseek-chat`` are
+    unpriced: another provider's price is no price)."""
+    found = price_map()
+    entry: dict[str, Any] | None = found.get(model_id)
+    if entry is not None:
+        return entry
+    head, sep, rest = model_id.partition("/")
+    prefixed: dict[str, Any] = found.get(rest, {}) if sep else {}
+    owner = prefixed.get("litellm_provider")
+    return prefixed if owner in (head, f"text-completion-{head}") else None
+
+
 def cost_usd(
     target: CallTarget, input_tokens: int | None, output_tokens: int | None
 ) -> float | None:
@@ -72,7 +88,7 @@ def cost_usd(
     if target.cost_per_1k_input is not None and target.cost_per_1k_output is not None:
         spent = input_tokens * target.cost_per_1k_input + output_tokens * target.cost_per_1k_output
         return spent / 1000
-    entry = model_info(target.model_id)
+    entry = priced_entry(target.model_id)
     if entry is None:
         return None
     per_input, per_output = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")

@@ -121,7 +121,10 @@ def _env_key(provider: str) -> str | None:
 def missing_key(target: CallTarget) -> list[str]:
     """Key variables a lean target to OpenAI's own API lacks (local endpoints need none)."""
     provider, _ = split_model(target.model_id)
-    if target.api_key or provider is None or _base_url(target, provider) != OPENAI_BASE:
+    if provider is None or target.api_key:
+        return []
+    base = _base_url(target, provider)
+    if base is None or base.rstrip("/") != OPENAI_BASE:
         return []
     return [] if _env_key(provider) else list(_OPENAI_PROTOCOL[provider].keys)
 

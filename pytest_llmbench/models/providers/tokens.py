@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,14 +140,23 @@ def _encoding(name: str) -> Any:
         import tiktoken
     except ImportError:
         return None
-    bundled = _bundled_dir()
-    if bundled is not None and "TIKTOKEN_CACHE_DIR" not in os.environ:
-        # litellm points tiktoken here at import (CUSTOM_TIKTOKEN_CACHE_DIR wins): the same.
-        os.environ["TIKTOKEN_CACHE_DIR"] = os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR") or bundled
+    if threading.current_thread() is threading.main_thread():
+        use_bundled_tokenizers()
     try:
         return tiktoken.get_encoding(name)
     except Exception:  # no bundled file and no network: no estimate
         return None
+
+
+def use_bundled_tokenizers() -> None:
+    """Point tiktoken at litellm's bundled encodings, as litellm does at import
+    (``CUSTOM_TIKTOKEN_CACHE_DIR`` wins; a ``TIKTOKEN_CACHE_DIR`` already set is kept).
+
+    Called on the main thread (the runtime's start): the environment is not safe to change
+    while another thread reads it."""
+    bundled = _bundled_dir()
+    if bundled is not None and "TIKTOKEN_CACHE_DIR" not in os.environ:
+        os.environ["TIKTOKEN_CACHE_DIR"] = os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR") or bundled
 
 
 def _bundled_dir() -> str | None:
