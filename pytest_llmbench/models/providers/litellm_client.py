@@ -41,16 +41,6 @@ def missing_api_keys(model_id: str) -> list[str]:
     return missing if all(name.endswith("_API_KEY") for name in missing) else []
 
 
-def count_prompt_tokens(model_id: str, messages: Sequence[dict[str, Any]]) -> int:
-    """Tokens of ``messages`` for ``model_id`` by litellm's tokenizer (an estimate for most models)."""
-    return int(import_litellm().token_counter(model=model_id, messages=list(messages)))
-
-
-def price(target: CallTarget, input_tokens: int, output_tokens: int) -> float | None:
-    """Cost in USD of a call of that size: profile prices, else litellm's map, else None."""
-    return cost_of(import_litellm(), target, input_tokens, output_tokens)
-
-
 def import_litellm() -> Any:
     """Import litellm with the local price map unless the user chose otherwise."""
     global _litellm

@@ -106,8 +106,10 @@ def _arguments(call: Any) -> Any:
 def encoding_name(model_id: str) -> str:
     """The tiktoken encoding litellm picks: for an OpenAI chat model named bare (``gpt-4o``,
     ``o3``), its own (``o200k_base`` for the gpt-4o family); else ``cl100k_base``."""
-    if prices.provider_of(model_id) != "openai":
-        return "cl100k_base"  # litellm counts any other model as gpt-3.5-turbo
+    # litellm counts any other model as gpt-3.5-turbo; a prefixed id is never a bare OpenAI
+    # name, and needs no read of the price map (tens of ms, on the engine's thread).
+    if "/" in model_id or prices.provider_of(model_id) != "openai":
+        return "cl100k_base"
     if "gpt-4o" in model_id:
         return "o200k_base"
     try:
