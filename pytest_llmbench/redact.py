@@ -27,7 +27,7 @@ from __future__ import annotations
 import html
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,9 @@ _TOKEN = re.compile(
     + r"|\n"
     + _SPLIT
 )
+
+#: Characters one of which every match of ``_TOKEN`` holds.
+_TOKEN_STARTS = ("\\", "%", "&", "\n", "\r")
 
 
 class _Layer:
@@ -129,7 +132,9 @@ def _decode(text: str) -> tuple[str, list[_Layer]]:
     """``text`` with escapes undone and line breaks dropped, and the layers that did it."""
     layers: list[_Layer] = []
     for _ in range(_MAX_DECODE_LEVELS):
-        if _TOKEN.search(text) is None:
+        # Every token starts with, or holds, one of these: a scan for each is cheaper than the
+        # pattern's search, which stops at every quote.
+        if not any(start in text for start in _TOKEN_STARTS) or _TOKEN.search(text) is None:
             break
         layer = _Layer(text, _TOKEN.finditer(text))
         layers.append(layer)
@@ -212,21 +217,15 @@ class Redactor:
     def value(self, value: Any) -> Any:
         """Redact strings anywhere inside dicts (keys too), lists and tuples: ``value`` itself
         when nothing in it is, else a copy (tuples become lists)."""
-        strings: list[str] = []
-        _collect(value, strings)
-        joined = "\0".join(strings)
         # One scan of all the text; most records hold no secret, and are returned as they are.
-        if self.text(joined) is joined:
+        if self.text(joined := _all_text(value)) is joined:
             return value
         return _rebuild(value, self.text)
 
     def messages(self, messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
         """Messages about to be sent to a model, redacted: ``messages`` itself when clean."""
-        strings: list[str] = []
-        _collect(list(messages), strings)
-        joined = "\0".join(strings)
         # Known secrets only: a URL written in a prompt is the user's to send as it is.
-        if self._known(joined) is joined:
+        if self._known(joined := _all_text(messages)) is joined:
             return messages
         return tuple(_rebuild(message, self._known) for message in messages)
 
@@ -340,23 +339,68 @@ def _common_prefix_of_suffix(text: str, secret: str) -> int:
     return 0
 
 
-def _collect(value: Any, strings: list[str]) -> None:
-    if isinstance(value, str):
-        strings.append(value)
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            _collect(key, strings)
-            _collect(item, strings)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _collect(item, strings)
+def _all_text(value: Any) -> str:
+    """Every string inside ``value``, joined by NULs: one text for the check that nothing in
+    it needs redacting (a hit is then redacted string by string)."""
+    return "\0".join(_strings(value))
 
 
-def _rebuild(value: Any, text: Any) -> Any:
-    if isinstance(value, str):
-        return text(value)
-    if isinstance(value, Mapping):
-        return {_rebuild(key, text): _rebuild(item, text) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_rebuild(item, text) for item in value]
-    return value
+def _strings(value: Any) -> list[str]:
+    """Every string inside ``value`` (dict keys too), each container visited once: a value that
+    holds itself (a YAML alias that refers to itself) is walked without recursion or end."""
+    strings: list[str] = []
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is str:
+            strings.append(node)
+        elif kind is dict or (kind is not list and kind is not tuple and isinstance(node, Mapping)):
+            if id(node) not in seen:
+                seen.add(id(node))
+                for key, item in node.items():
+                    stack.append(key)
+                    stack.append(item)
+        elif kind is list or kind is tuple or isinstance(node, (list, tuple)):
+            if id(node) not in seen:
+                seen.add(id(node))
+                stack.extend(node)
+        elif isinstance(node, str):  # a str subclass
+            strings.append(node)
+    return strings
+
+
+def _rebuild(value: Any, text: Callable[[str], str]) -> Any:
+    """``value`` with ``text`` applied to every string (keys too), containers copied (tuples
+    become lists); a container met again (shared, or a cycle) maps to its one copy."""
+    copies: dict[int, Any] = {}
+
+    def copy(node: Any) -> Any:
+        if isinstance(node, str):
+            return text(node)
+        if not isinstance(node, (Mapping, list, tuple)):
+            return node
+        done = copies.get(id(node))
+        if done is not None:
+            return done
+        if isinstance(node, Mapping):
+            new: dict[Any, Any] = {}
+            copies[id(node)] = new
+            pending.append((node, new))
+            return new
+        new_list: list[Any] = []
+        copies[id(node)] = new_list
+        pending.append((node, new_list))
+        return new_list
+
+    pending: list[tuple[Any, Any]] = []
+    top = copy(value)
+    while pending:
+        node, new = pending.pop()
+        if isinstance(new, dict):
+            for key, item in node.items():
+                new[copy(key)] = copy(item)
+        else:
+            new.extend(copy(item) for item in node)
+    return top

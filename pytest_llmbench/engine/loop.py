@@ -42,6 +42,27 @@ class Engine:
         """Schedule ``coro`` on the engine loop."""
         return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
 
+    def submit_many(
+        self, coros: Sequence[Coroutine[Any, Any, T]]
+    ) -> list[concurrent.futures.Future[T]]:
+        """Schedule ``coros`` on the engine loop in one step of it: one wake-up of its thread,
+        where :meth:`submit` takes one per coroutine. Each future is :meth:`submit`'s: its
+        coroutine's result or exception, and cancelling it cancels the coroutine."""
+        if len(coros) <= 1:
+            return [self.submit(coro) for coro in coros]
+        loop = self._ensure_loop()
+        futures: list[concurrent.futures.Future[T]] = [concurrent.futures.Future() for _ in coros]
+
+        def start() -> None:
+            for coro, future in zip(coros, futures, strict=True):
+                if future.cancelled():
+                    coro.close()  # cancelled before it started
+                    continue
+                _bind(loop.create_task(coro), future, loop)
+
+        loop.call_soon_threadsafe(start)
+        return futures
+
     def cancel(self, futures: Sequence[concurrent.futures.Future[Any]]) -> None:
         """Cancel ``futures`` (of :meth:`submit`) in one step of the loop, the last submitted
         first: a call that stops frees its slot only after every queued one was cancelled, so
@@ -77,6 +98,32 @@ class Engine:
         thread.join(timeout=5)
         if not thread.is_alive():
             loop.close()
+
+
+def _bind(task: asyncio.Task[T], future: concurrent.futures.Future[T], loop: Any) -> None:
+    """``task``'s outcome becomes ``future``'s; cancelling ``future`` cancels ``task``."""
+
+    def settle(done: asyncio.Task[T]) -> None:
+        if future.done():
+            return  # cancelled from another thread meanwhile
+        if done.cancelled():
+            future.cancel()
+            return
+        error = done.exception()
+        try:
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result())
+        except concurrent.futures.InvalidStateError:
+            pass  # cancelled from another thread between the check and here
+
+    def cancelled(done: concurrent.futures.Future[T]) -> None:
+        if done.cancelled() and not loop.is_closed():
+            loop.call_soon_threadsafe(task.cancel)
+
+    task.add_done_callback(settle)
+    future.add_done_callback(cancelled)
 
 
 async def _close_clients() -> None:

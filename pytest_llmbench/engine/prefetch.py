@@ -9,11 +9,17 @@ next ones (under xdist, the worker's queue of items to run).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .plan import PLANS_KEY, CallPlan, CollectedPlans
+
+if TYPE_CHECKING:
+    from .scheduler import CallScheduler
+
+#: Without xdist, calls are started a quarter of the lookahead at a time.
+_BATCHES = 4
 
 
 class Prefetcher:
@@ -26,6 +32,9 @@ class Prefetcher:
         self._active = False
         self._interactor: Any = _UNKNOWN
         self._session: pytest.Session | None = None
+        #: without xdist: the next position whose call may be started, and the window's end
+        self._next = 0
+        self._last = -1
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -44,8 +53,53 @@ class Prefetcher:
 
         scheduler = get_runtime(self.config).scheduler()
         ahead = stop_bounded_lookahead(scheduler.lookahead, self.config, item.session)
-        upcoming = self._upcoming(item.nodeid, ahead)
+        if self._interactor is _UNKNOWN:
+            self._interactor = _xdist_interactor(self.config)
+        queued = _xdist_queue(self._interactor)
+        if queued is None:
+            self._in_order(scheduler, item.nodeid, ahead)
+            return
+        upcoming = [item.nodeid] + [
+            self._collected.order[i] for i in queued[:ahead] if 0 <= i < len(self._collected.order)
+        ]
+        keep = set(upcoming)
+        scheduler.forget([nodeid for nodeid in scheduler.started() if nodeid not in keep])
         scheduler.prefetch(_prefetchable(self._collected, upcoming))
+
+    def _in_order(self, scheduler: CallScheduler, nodeid: str, ahead: int) -> None:
+        """Without xdist the items run in collection order: the window of items whose calls may
+        run is ``[current, current + ahead]``, and moves one item on at a time. Calls started
+        before the window (items skipped before their setup) or after it (``--maxfail`` allows
+        fewer now) are cancelled; the items newly in the window are started, a batch at a time
+        (a quarter of the lookahead: the engine's thread wakes once per batch), which keeps
+        three quarters of the lookahead queued, more than the calls allowed in flight."""
+        position = self._positions.get(nodeid, 0)
+        last = position + ahead
+        positions = self._positions
+        started = scheduler.started()
+        stale = []
+        for started_id in started:  # in start order, which is run order here
+            if positions.get(started_id, position) >= position:
+                break
+            stale.append(started_id)
+        if last < self._last:
+            stale += [n for n in started if positions.get(n, position) > last]
+            self._next = min(self._next, last + 1)
+        self._last = last
+        scheduler.forget(stale)
+        self._next = max(self._next, position)
+        room = scheduler.room()
+        batch = max(1, scheduler.lookahead // _BATCHES) if ahead == scheduler.lookahead else 1
+        if room < batch and self._next > position:
+            return  # the current item's call is started (or not prefetchable): wait for more room
+        order, prefetchable = self._collected.order, self._collected.prefetchable
+        plans: list[CallPlan] = []
+        while self._next <= last and self._next < len(order) and len(plans) < room:
+            plan = prefetchable.get(order[self._next])
+            if plan is not None:
+                plans.append(plan)
+            self._next += 1
+        scheduler.prefetch(plans)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -64,16 +118,6 @@ class Prefetcher:
         runtime = self.config.stash.get(RUNTIME_KEY, None)
         if self._active and runtime is not None:
             runtime.scheduler().cancel_pending()
-
-    def _upcoming(self, nodeid: str, count: int) -> list[str]:
-        order = self._collected.order
-        if self._interactor is _UNKNOWN:
-            self._interactor = _xdist_interactor(self.config)
-        queued = _xdist_queue(self._interactor)
-        if queued is not None:
-            return [nodeid] + [order[i] for i in queued[:count] if 0 <= i < len(order)]
-        start = self._positions.get(nodeid, 0)
-        return list(order[start : start + count + 1])
 
 
 def stop_bounded_lookahead(lookahead: int, config: pytest.Config, session: pytest.Session) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, KeysView, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -68,21 +68,38 @@ class CallScheduler:
 
     # -- main thread --------------------------------------------------------------------------
     def prefetch(self, plans: Iterable[CallPlan]) -> None:
-        """Start the answers of ``plans`` (the current item's, then the next prefetchable
-        ones), up to the lookahead.
-
-        Calls started for plans no longer among them are cancelled: those items were skipped
-        before their setup, or handed to another xdist worker, and would otherwise hold the
-        lookahead for good.
-        """
-        upcoming = list(plans)
-        self._forget_all_but({plan.nodeid for plan in upcoming})
-        for plan in upcoming:
-            if len(self._futures) >= self.lookahead:
-                return
+        """Start the answers of ``plans``, in order, skipping those already started, until the
+        lookahead is full; all of them reach the engine loop in one step of it."""
+        batch: list[CallPlan] = []
+        room = self.room()
+        for plan in plans:
+            if len(batch) >= room:
+                break
             if plan.nodeid not in self._futures:
-                self._futures[plan.nodeid] = self._submit(plan, self._workdir(plan))
-                self._model_of[plan.nodeid] = plan.model.name
+                batch.append(plan)
+        if not batch:
+            return
+        started = self._submit_many(batch, [self._workdir(plan) for plan in batch])
+        for plan, future in zip(batch, started, strict=True):
+            self._futures[plan.nodeid] = future
+            self._model_of[plan.nodeid] = plan.model.name
+
+    def room(self) -> int:
+        """How many more calls may start ahead of their items."""
+        return self.lookahead - len(self._futures)
+
+    def started(self) -> KeysView[str]:
+        """The node ids whose calls were started ahead and not yet taken, in the order started."""
+        return self._futures.keys()
+
+    def forget(self, nodeids: Iterable[str]) -> None:
+        """Cancel the calls started for ``nodeids``: those items were skipped before their
+        setup, handed to another xdist worker, or are past what ``-x``/``--maxfail`` lets run,
+        and would otherwise hold the lookahead for good."""
+        doomed = [nodeid for nodeid in nodeids if nodeid in self._futures]
+        for nodeid in doomed:
+            self._model_of.pop(nodeid, None)
+        self._engine.cancel([self._futures.pop(nodeid) for nodeid in doomed])
 
     def _workdir(self, plan: CallPlan) -> Path | None:
         """An agent's workdir, made now so that its loop can start ahead of its item."""
@@ -90,16 +107,10 @@ class CallScheduler:
             return None
         return self._prepare_workdir(plan)
 
-    def _forget_all_but(self, nodeids: set[str]) -> None:
-        doomed = [nodeid for nodeid in self._futures if nodeid not in nodeids]
-        for nodeid in doomed:
-            self._model_of.pop(nodeid, None)
-        self._engine.cancel([self._futures.pop(nodeid) for nodeid in doomed])
-
     def take(self, plan: CallPlan, workdir: Path | None = None) -> Answer:
         """Wait for ``plan``'s answer (starting it now, in ``workdir``, if it was not
         prefetched)."""
-        future = self._futures.pop(plan.nodeid, None) or self._submit(plan, workdir)
+        future = self._futures.pop(plan.nodeid, None) or self._submit_many([plan], [workdir])[0]
         self._model_of.pop(plan.nodeid, None)
         return self._wait(future, plan.model.name)
 
@@ -150,14 +161,23 @@ class CallScheduler:
         )
         return self._wait(self._engine.submit(coroutine), model.name)
 
-    def _submit(self, plan: CallPlan, workdir: Path | None) -> concurrent.futures.Future[Answer]:
-        try:
-            answer = self._answerer.answer(plan, workdir, stream=self._streams(plan.nodeid))
-        except Exception as exc:  # a missing key, a server that will not start: setup reports it
-            failed: concurrent.futures.Future[Answer] = concurrent.futures.Future()
-            failed.set_exception(exc)
-            return failed
-        return self._engine.submit(answer)
+    def _submit_many(
+        self, plans: Sequence[CallPlan], workdirs: Sequence[Path | None]
+    ) -> list[concurrent.futures.Future[Answer]]:
+        """Start the answers of ``plans`` on the engine loop, in one step of it."""
+        futures: list[concurrent.futures.Future[Answer] | None] = []
+        coroutines = []
+        for plan, workdir in zip(plans, workdirs, strict=True):
+            try:
+                stream = self._streams(plan.nodeid)
+                coroutines.append(self._answerer.answer(plan, workdir, stream=stream))
+                futures.append(None)
+            except Exception as exc:  # a missing key, a server that will not start: setup says
+                failed: concurrent.futures.Future[Answer] = concurrent.futures.Future()
+                failed.set_exception(exc)
+                futures.append(failed)
+        running = iter(self._engine.submit_many(coroutines))
+        return [future or next(running) for future in futures]
 
     def _streams(self, nodeid: str) -> bool:
         mode = self._stream_mode
@@ -169,7 +189,7 @@ class CallScheduler:
 
     def cancel_pending(self) -> None:
         """Cancel the calls started for items that have not run (the engine stops them)."""
-        self._forget_all_but(set())
+        self.forget(list(self.started()))
 
     def close(self) -> None:
         """Cancel pending calls and close the answerer."""

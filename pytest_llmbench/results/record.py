@@ -99,6 +99,7 @@ Fields (``None`` where a value does not apply or was not measured):
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -213,15 +214,25 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Every field with its default, in order; the list and dict defaults are copied per record.
+_BLANK: dict[str, Any] = {name: _DEFAULTS.get(name) for name in FIELDS}
+_FIELD_NAMES = frozenset(FIELDS)
+_CONTAINERS = tuple(name for name, value in _DEFAULTS.items() if isinstance(value, (list, dict)))
+
+
 def build_record(**values: Any) -> dict[str, Any]:
     """Return a record with every field of :data:`FIELDS`, in order.
 
     Unknown keys are refused so that a typo cannot silently add a column.
     """
-    unknown = set(values) - set(FIELDS)
+    unknown = values.keys() - _FIELD_NAMES
     if unknown:
         raise TypeError(f"unknown record fields: {sorted(unknown)}")
-    record = {name: values.get(name, _DEFAULTS.get(name)) for name in FIELDS}
+    record = _BLANK.copy()
+    for name in _CONTAINERS:
+        if name not in values:
+            record[name] = type(_BLANK[name])()
+    record.update(values)
     record["passed"] = record["outcome"] == "passed"
     return record
 
@@ -231,6 +242,7 @@ def attempt_fields(record: dict[str, Any]) -> dict[str, Any]:
     return {name: record.get(name) for name in ATTEMPT_FIELDS}
 
 
+@functools.lru_cache(maxsize=256)
 def file_field(path: Path, root: Path) -> str:
     """The record's ``eval_file``: the test file's path from the rootdir (absolute outside it)."""
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
