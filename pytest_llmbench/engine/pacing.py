@@ -212,6 +212,8 @@ class CallPacer:
         self._spent += completion.cost_usd or 0.0
         if key is not None and self._run.cache_mode in ("use", "refresh"):
             self._response_cache().put(key, self._redacted_answer(completion))
+        if not held.waited:
+            return completion
         wait = completion.rate_limit_wait_s + held.waited
         return dataclasses.replace(completion, rate_limit_wait_s=wait)
 
@@ -281,8 +283,13 @@ class CallPacer:
             self._cache.close()
 
 
+def _holding(slots: Sequence[ProcessSlot]) -> contextlib.AbstractAsyncContextManager[Any]:
+    """Every slot of ``slots`` held (nothing to hold, most often: no exit stack then)."""
+    return _held(slots) if slots else contextlib.nullcontext()
+
+
 @contextlib.asynccontextmanager
-async def _holding(slots: Sequence[ProcessSlot]) -> AsyncIterator[None]:
+async def _held(slots: Sequence[ProcessSlot]) -> AsyncIterator[None]:
     async with contextlib.AsyncExitStack() as stack:
         for slot in slots:
             await stack.enter_async_context(slot)

@@ -54,9 +54,14 @@ def eval_nodeid_matcher(config: pytest.Config) -> Callable[[str], bool]:
     from ..config import DEFAULT_PATTERN
 
     pattern = config.getini("llmbench_pattern") or DEFAULT_PATTERN
+    files: dict[str, bool] = {}  # a run has few files and many items
 
     def is_eval(nodeid: str) -> bool:
-        return PurePosixPath(nodeid.split("::", 1)[0]).match(pattern)
+        path = nodeid.split("::", 1)[0]
+        found = files.get(path)
+        if found is None:
+            found = files[path] = PurePosixPath(path).match(pattern)
+        return found
 
     return is_eval
 

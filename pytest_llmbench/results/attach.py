@@ -36,10 +36,11 @@ def attach_record(
     if record is not None:
         report.llmbench_record = record  # type: ignore[attr-defined]
         _add_properties(item, report, record)
-    activity = runtime.activity()
-    if activity is not None:
-        # For the controller's progress line: what this process's engine is doing now.
-        report.llmbench_activity = list(activity)  # type: ignore[attr-defined]
+        activity = runtime.activity()
+        if activity is not None:
+            # For the controller's progress line: what this process's engine is doing now
+            # (once per item is often enough).
+            report.llmbench_activity = list(activity)  # type: ignore[attr-defined]
     if report.when == "teardown" and PLAIN_STATE_KEY in item.stash:
         # A rerun (pytest-rerunfailures) is a new attempt: its calls are its own.
         del item.stash[PLAIN_STATE_KEY]

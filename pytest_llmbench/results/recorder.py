@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from .summary import RunSummary
 
 
+#: How a record becomes a line of results.jsonl (one encoder for the run: ``json.dumps`` with
+#: options builds one per call).
+_LINE = json.JSONEncoder(ensure_ascii=False, default=str)
+
 #: The controller's recorder, for plugins that read the run's records at the end.
 RECORDER_KEY = pytest.StashKey["ResultsRecorder"]()
 #: The run's summary, computed once at session end (absent when the aggregates failed).
@@ -98,7 +102,7 @@ class ResultsRecorder:
     def _append(self, record: dict[str, Any]) -> None:
         if self._stream is None:
             self._stream = self._open_results()
-        self._stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._stream.write(_LINE.encode(record) + "\n")
         self._stream.flush()
         self.records.append(record)
 

@@ -90,6 +90,8 @@ async def retried(
     while True:
         try:
             completion = await _within(attempt(retries), limits)
+            if completion.rate_limit_wait_s == rate_limited_s:
+                return completion
             return dataclasses.replace(completion, rate_limit_wait_s=rate_limited_s)
         except ProviderError as final:  # the call's own final word
             final.retries, final.rate_limit_wait_s = retries, rate_limited_s
@@ -113,9 +115,16 @@ async def retried(
 async def _within(call: Awaitable[Completion], limits: Timeouts) -> Completion:
     """``call``, cancelled when it runs past the whole-call bound (a slow stream included)."""
     try:
-        return await asyncio.wait_for(call, limits.call_s)
+        if _timeout is None:  # Python 3.10
+            return await asyncio.wait_for(call, limits.call_s)
+        async with _timeout(limits.call_s):  # no task of its own, as wait_for makes one
+            return await call
     except asyncio.TimeoutError:
         raise CallTimeout(f"no complete answer within {limits.call_s:g} s") from None
+
+
+#: ``asyncio.timeout`` (Python 3.11 and later).
+_timeout: Any = getattr(asyncio, "timeout", None)
 
 
 def _is_retryable(exc: BaseException) -> bool:
