@@ -52,6 +52,10 @@ def _warn_sandbox_fallback() -> None:
         warnings.warn(notice, SandboxWarning, stacklevel=2)
 
 
+#: How a setup error is named in the item's failure line, by its kind; any other kind
+#: (``provider``, ``connection``, ``timeout``, ...) is a provider error.
+ERROR_WORDS = {"sandbox": "sandbox error", "judge": "judge error"}
+
 #: Why an item with nothing to check is skipped, not passed.
 UNCHECKED = (
     "llmbench: nothing to check: the case has no assertion and no expected answer; give it "
@@ -155,7 +159,7 @@ class EvalItem(pytest.Function):
             # No traceback: it says nothing the message does not, and formatting one parses
             # source while the engine thread may be compiling (a CPython 3.11 ast race). Failed
             # outside the except block, so that the error is printed once, not as a chain.
-            self._fail(answer, "provider error")
+            self._fail(answer)
         result.completion = answer.completion
         result.agent_run = answer.agent
         result.sandbox = answer.sandbox
@@ -172,7 +176,7 @@ class EvalItem(pytest.Function):
         failures = [graded.failure for graded in answer.graded if graded.failure]
         if failures:
             # No verdict is not a failed verdict: the judges, not the answer, are at fault.
-            self._fail(ProviderError("; ".join(failures), "judge"), "judge error")
+            self._fail(ProviderError("; ".join(failures), "judge"))
 
     def _take(self) -> Answer | ProviderError:
         """The scheduler's answer for this item, or the provider error it ended with."""
@@ -187,9 +191,10 @@ class EvalItem(pytest.Function):
             return exc
         pytest.skip(skipped)
 
-    def _fail(self, error: ProviderError, what: str) -> NoReturn:
+    def _fail(self, error: ProviderError) -> NoReturn:
         self.result.provider_error = error
         message = get_runtime(self.config).redactor.text(error.message)
+        what = ERROR_WORDS.get(error.kind, "provider error")
         pytest.fail(f"llmbench {what}: {message}", pytrace=False)
 
     def _post_process(self, command: str) -> None:

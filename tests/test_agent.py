@@ -7,6 +7,7 @@ are real.
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -267,15 +268,16 @@ def test_post_process_never_runs_a_script_the_agent_wrote(bench: Bench, tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("no_bwrap")
 def test_post_process_without_bwrap_needs_sandbox_off(bench: Bench) -> None:
-    bench.pytester.makeconftest(NO_BWRAP)
     bench.pytester.makefile(".py", score='import json; print(json.dumps({"ok": 1}))')
     bench.server.add_rule(Rule(reply="done"))
     refused = POST_AGENT.replace("tools: [write_file]", "tools: [read_file]")
     bench.eval_file("agent", refused)
     result = bench.run_subprocess("--models=fake")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*needs bubblewrap*Debian's package 'bubblewrap'*"])
+    result.stdout.fnmatch_lines(["*llmbench sandbox error: bubblewrap *" + INSTALL[1:]])
+    assert bench.records()[0]["error_kind"] == "sandbox"
     bench.eval_file("agent", refused.replace("kind: agent", "kind: agent\nsandbox: off"))
     bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
     assert bench.records()[0]["metrics"] == {"ok": 1.0}
@@ -302,44 +304,77 @@ cases:
 """
 
 
-#: A machine without a working bwrap, in a fresh process (module state stays there).
-NO_BWRAP = """
-import pytest_llmbench.agent.sandbox as sandbox
-
-sandbox.bwrap_path = lambda: None
-"""
+#: What a fake bwrap that cannot run says (as bwrap does where user namespaces are off).
+BROKEN_BWRAP = "bwrap: No permissions to create new namespace"
 
 
-@pytest.mark.slow
-def test_sandbox_required_without_bwrap_is_a_clear_item_error(bench: Bench) -> None:
-    bench.pytester.makeconftest(NO_BWRAP)
-    bench.eval_file("agent", SANDBOXED.format(mode="required"))
-    result = bench.run_subprocess("--models=fake")
+@pytest.fixture(params=["missing", "broken"])
+def no_bwrap(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """A machine where bubblewrap is missing (nothing on PATH) or cannot run (a ``bwrap`` first
+    on PATH that fails as bwrap does without user namespaces), for pytest run in a subprocess
+    (this Python by its full path: PATH holds nothing else)."""
+    folder = tmp_path / "path"
+    folder.mkdir()
+    if request.param == "broken":
+        fake = folder / "bwrap"
+        fake.write_text(f"#!/bin/sh\necho '{BROKEN_BWRAP}' >&2\nexit 1\n")
+        fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+    return str(request.param)
+
+
+#: The set-up wording of a sandbox error, by why bwrap does not work.
+SANDBOX_ERROR = {
+    "missing": "*llmbench sandbox error: *bubblewrap is not installed (no bwrap on PATH)*",
+    "broken": f"*llmbench sandbox error: *bubblewrap (*/path/bwrap) cannot run here (exit status 1: {BROKEN_BWRAP})*",
+}
+INSTALL = "*install*with `sudo apt-get install -y bubblewrap`*or opt out with 'sandbox: off'*"
+
+
+def _assert_sandbox_error(bench: Bench, result: pytest.RunResult, why: str) -> None:
+    """One error of kind ``sandbox``, worded as a set-up problem, before any model call."""
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*llmbench provider error: fake: *bwrap*"])
-    assert "Traceback" not in result.stdout.str()
+    wording = SANDBOX_ERROR[why] + INSTALL[1:]
+    result.stdout.fnmatch_lines([wording])
+    out = result.stdout.str()
+    assert "provider error" not in out and "Traceback" not in out
     assert bench.server.chat_requests() == []  # no model call without the sandbox it needs
-
-
-@pytest.mark.slow
-def test_without_bwrap_auto_mode_refuses_naming_the_package(bench: Bench) -> None:
-    bench.pytester.makeconftest(NO_BWRAP)
-    bench.eval_file("agent", SANDBOXED.format(mode="auto"))
-    result = bench.run_subprocess("--models=fake")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(
-        ["*llmbench provider error: fake: run_command needs bubblewrap*Debian's package "
-         "'bubblewrap'*sandbox: off*"]
-    )  # fmt: skip
-    assert "Traceback" not in result.stdout.str()
-    assert bench.server.chat_requests() == []  # refused before any model call
     (record,) = bench.records()
-    assert record["error_kind"] == "config"
+    assert record["error_kind"] == "sandbox"
+    assert fnmatch(record["error"], wording.split("llmbench sandbox error: ")[1])
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["auto", "required"])
+def test_without_bwrap_an_agent_that_runs_commands_is_a_sandbox_error(
+    bench: Bench, no_bwrap: str, mode: str
+) -> None:
+    bench.eval_file("agent", SANDBOXED.format(mode=mode))
+    result = bench.run_subprocess("--models=fake")
+    _assert_sandbox_error(bench, result, no_bwrap)
+    if mode == "required":
+        result.stdout.fnmatch_lines(
+            ["*llmbench sandbox error: sandbox: required, but bubblewrap *"]
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("no_bwrap", ["missing"], indirect=True)
+def test_without_bwrap_a_command_check_is_a_sandbox_error(bench: Bench, no_bwrap: str) -> None:
+    # No run_command tool: the eval's own `command` check needs bubblewrap all the same.
+    bench.eval_file(
+        "agent",
+        "kind: agent\ntools: [read_file]\ncases:\n  - {id: x, prompt: Read., assert: "
+        "[{type: command, value: 'true'}]}\n",
+    )
+    _assert_sandbox_error(bench, bench.run_subprocess("--models=fake", "-n", "2"), no_bwrap)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_bwrap")
 def test_sandbox_off_runs_commands_and_says_so_once(bench: Bench) -> None:
-    bench.pytester.makeconftest(NO_BWRAP)
     bench.server.add_rule(Rule(match_last="exit code", reply="ran"))
     bench.server.add_rule(
         Rule(
@@ -354,8 +389,8 @@ def test_sandbox_off_runs_commands_and_says_so_once(bench: Bench) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("no_bwrap")
 def test_an_agent_without_commands_runs_without_bwrap(bench: Bench) -> None:
-    bench.pytester.makeconftest(NO_BWRAP)
     bench.server.add_rule(Rule(reply="done"))
     bench.eval_file(
         "agent",

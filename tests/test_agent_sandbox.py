@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -200,21 +201,72 @@ def test_missing_workdir_is_an_error_result(tmp_path: Path) -> None:
     assert result.exit_code is None
 
 
-def test_required_raises_without_bwrap(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox_module, "bwrap_path", lambda: None)
-    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+def _path_without_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: bool) -> Path:
+    """PATH is one empty folder (no bwrap), or one holding a bwrap that cannot run."""
+    folder = tmp_path / "path"
+    folder.mkdir()
+    if broken:
+        fake = folder / "bwrap"
+        fake.write_text(
+            "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
+        )
+        fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+    return folder
+
+
+def test_required_raises_without_bwrap(
+    workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _path_without_bwrap(tmp_path, monkeypatch, broken=False)
+    with pytest.raises(SandboxUnavailable, match="sandbox: required, but bubblewrap is not"):
         Sandbox(workdir, QUICK, mode="required")
 
 
-def test_auto_refuses_without_bwrap(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_refuses_without_bwrap(
+    workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(sandbox_module, "_NOTICE", sandbox_module._OnceNotice())
-    monkeypatch.setattr(sandbox_module, "bwrap_path", lambda: None)
+    _path_without_bwrap(tmp_path, monkeypatch, broken=False)
     sandbox = Sandbox(workdir, QUICK, mode="auto")
-    assert sandbox.refusal is not None and "Debian's package 'bubblewrap'" in sandbox.refusal
+    assert sandbox.refusal is not None and not sandbox.sandboxed
+    assert sandbox.refusal.startswith("bubblewrap is not installed (no bwrap on PATH)")
     result = sandbox.run(f"touch {workdir}/ran")
     assert result.error == sandbox.refusal and result.exit_code is None
     assert not (workdir / "ran").exists()
     assert fallback_notice() is None  # nothing ran unconfined
+
+
+def test_a_bwrap_that_cannot_run_is_refused_with_what_it_said(
+    workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _path_without_bwrap(tmp_path, monkeypatch, broken=True) / "bwrap"
+    sandbox = Sandbox(workdir, QUICK, mode="auto")
+    assert sandbox.refusal is not None and not sandbox.sandboxed
+    assert sandbox.refusal.startswith(
+        f"bubblewrap ({fake}) cannot run here (exit status 1: bwrap: setting up uid map: "
+        "Permission denied)"
+    )
+    assert sandbox_module.bwrap_path() is None
+    assert sandbox.run(f"touch {workdir}/ran").error == sandbox.refusal
+    assert not (workdir / "ran").exists()
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_refusal_is_a_set_up_problem_with_its_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: bool
+) -> None:
+    folder = _path_without_bwrap(tmp_path, monkeypatch, broken)
+    problem = sandbox_module.bwrap_problem(shutil.which("bwrap"))
+    assert problem is not None
+    assert f"`{sandbox_module.INSTALL_BWRAP}`" in problem
+    assert sandbox_module.INSTALL_BWRAP == "sudo apt-get install -y bubblewrap"
+    assert "or opt out with 'sandbox: off' in the eval file" in problem
+    assert (str(folder) in problem) is broken
+
+
+def test_a_working_bwrap_has_no_problem() -> None:
+    assert sandbox_module.bwrap_problem(sandbox_module.bwrap_path()) is None
 
 
 def test_off_runs_with_one_notice(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

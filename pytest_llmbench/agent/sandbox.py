@@ -11,8 +11,9 @@ space, file size and core dumps, a cap on the number of processes, a bound on wh
 may hold (size and entries: the command is killed past it), a wall-clock timeout that kills the
 whole process group, and output read with a size cap.
 
-Where bwrap does not work, mode ``"auto"`` and ``"required"`` refuse to run commands (the
-refusal names the Debian package to install). Mode ``"off"`` is the explicit opt-out: commands
+Where bwrap does not work, mode ``"auto"`` and ``"required"`` refuse to run commands; the
+refusal (:func:`bwrap_problem`) is worded as a set-up problem: what is missing or broken, and
+the command that installs it. Mode ``"off"`` is the explicit opt-out: commands
 run with those limits only, this process is made non-dumpable so that a command cannot read
 its environment through ``/proc``, and a command run as root drops every capability.
 
@@ -50,12 +51,14 @@ FALLBACK_NOTICE = (
     "sandbox: off: run_command runs without bubblewrap, with rlimits and a scrubbed environment "
     "only (it can read what this user can read on the host)"
 )
-#: Why commands are refused where bubblewrap does not work.
-BWRAP_MISSING = (
-    "run_command needs bubblewrap (bwrap), which does not work here: install Debian's package "
-    "'bubblewrap' (apt-get install bubblewrap), or opt out with 'sandbox: off' in the eval file "
-    "(commands then run unconfined, with limits and a scrubbed environment only)"
+#: What installs bubblewrap (Debian and Ubuntu): tools/debian-packages.sh, which `make eval`
+#: and `make test` run, installs the same package.
+INSTALL_BWRAP = "sudo apt-get install -y bubblewrap"
+_OPT_OUT = (
+    "or opt out with 'sandbox: off' in the eval file (commands then run unconfined, with limits "
+    "and a scrubbed environment only)"
 )
+_PROBE_SAID = 200  # characters of a failed probe's stderr kept in the refusal
 MODES = ("auto", "required", "off")
 #: System directories a command may read (and run tools from); the ones that exist are bound.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -109,7 +112,7 @@ class CommandResult:
 
 
 class SandboxUnavailable(RuntimeError):
-    """Mode ``"required"`` and bubblewrap does not work here."""
+    """Mode ``"required"`` and bubblewrap does not work here (a set-up problem)."""
 
 
 # --- bubblewrap detection -------------------------------------------------------------------
@@ -118,20 +121,48 @@ class SandboxUnavailable(RuntimeError):
 def bwrap_path() -> str | None:
     """The bwrap executable when it exists and works here (probed once), else None."""
     path = shutil.which("bwrap")
-    return path if path is not None and _bwrap_works(path, sized_tmp=False) else None
+    return path if bwrap_problem(path) is None else None
+
+
+def bwrap_problem(path: str | None) -> str | None:
+    """Why commands cannot run under the bwrap found at ``path`` (None: not on PATH), worded
+    as a set-up problem with the command that fixes it; None when it works."""
+    if path is None:
+        return (
+            "bubblewrap is not installed (no bwrap on PATH), and agent commands run under it: "
+            f"install it with `{INSTALL_BWRAP}` (`make eval` and `make test` do), {_OPT_OUT}"
+        )
+    failure = _bwrap_failure(path, sized_tmp=False)
+    if failure is None:
+        return None
+    return (
+        f"bubblewrap ({path}) cannot run here ({failure}), and agent commands run under it: "
+        "it needs unprivileged user namespaces, which this machine or container may not allow; "
+        f"install or repair it with `{INSTALL_BWRAP}`, {_OPT_OUT}"
+    )
+
+
+def _bwrap_works(path: str, sized_tmp: bool) -> bool:
+    return _bwrap_failure(path, sized_tmp) is None
 
 
 @functools.cache
-def _bwrap_works(path: str, sized_tmp: bool) -> bool:
+def _bwrap_failure(path: str, sized_tmp: bool) -> str | None:
+    """What went wrong when ``path`` ran a trivial command (probed once), or None."""
     # bwrap can exist yet fail: user namespaces disabled, or a bwrap without some option.
     with tempfile.TemporaryDirectory(prefix="llmbench-bwrap-probe-") as tmp:
         view = View(writable=(Path(tmp),), cwd=Path(tmp))
         argv = _bwrap_argv(path, view, SandboxLimits(), "true", sized_tmp)
         try:
             done = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT_S, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return False
-    return done.returncode == 0
+        except subprocess.TimeoutExpired:
+            return f"it did not finish within {_PROBE_TIMEOUT_S:g} s"
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+    if done.returncode == 0:
+        return None
+    said = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+    return f"exit status {done.returncode}" + (f": {said[-1][:_PROBE_SAID]}" if said else "")
 
 
 @dataclass(frozen=True)
@@ -587,9 +618,11 @@ class Sandbox:
             hidden=tuple(Path(p) for p in hidden),
             cwd=Path(cwd).resolve() if cwd is not None else self.workdir,
         )
-        self._bwrap = None if mode == "off" else bwrap_path()
-        #: why commands are refused (bwrap does not work and the mode does not opt out)
-        self.refusal = BWRAP_MISSING if self._bwrap is None and mode != "off" else None
+        found = None if mode == "off" else shutil.which("bwrap")
+        #: why commands are refused (bwrap does not work and the mode does not opt out): a
+        #: set-up problem, with the command that fixes it
+        self.refusal = None if mode == "off" else bwrap_problem(found)
+        self._bwrap = found if self.refusal is None else None
         if self.refusal is not None and mode == "required":
             raise SandboxUnavailable(f"sandbox: required, but {self.refusal}")
         if mode == "off":

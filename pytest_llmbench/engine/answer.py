@@ -123,8 +123,9 @@ class Answerer:
         return self._pacer.paced(request)
 
     def _toolbox(self, plan: CallPlan, workdir: Path | None) -> Toolbox:
-        """The agent's tools on its workdir (made in setup); a sandbox that is required but
-        unavailable fails here, as the item's setup error."""
+        """The agent's tools on its workdir (made in setup). A sandbox that is required but
+        unavailable, or one that would refuse the item's commands, fails here as the item's
+        ``sandbox`` error (a set-up problem of this machine, not the model's nor the file's)."""
         from ..agent.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
         from ..agent.tools import Toolbox
 
@@ -133,11 +134,13 @@ class Answerer:
         try:
             sandbox = Sandbox(workdir, SandboxLimits(), mode=agent.sandbox, path_prefix=_PYTHON_BIN)
             toolbox = Toolbox(workdir, agent.tools, sandbox, base_dir=plan.base_dir)
-        except (SandboxUnavailable, ValueError) as exc:  # sandbox: required; a bad custom tool
+        except SandboxUnavailable as exc:  # sandbox: required
+            raise ProviderError(str(exc), "sandbox") from None
+        except ValueError as exc:  # a bad custom tool
             raise ProviderError(f"{plan.model.name}: {exc}", "config") from None
         if sandbox.refusal is not None and _runs_commands(plan):
             # Before any model call: an agent that cannot run its commands is not measured.
-            raise ProviderError(f"{plan.model.name}: {sandbox.refusal}", "config")
+            raise ProviderError(sandbox.refusal, "sandbox")
         return toolbox
 
     def _helper_target(self, judge: ModelProfile) -> CallTarget | ProviderError:

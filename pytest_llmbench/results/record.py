@@ -70,10 +70,15 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``rate_limit_wait_s`` (float): seconds the call waited for rate limits (429 backoff,
   requests/tokens per minute).
 - ``error`` (str | None): the error message, secrets redacted.
-- ``error_kind`` (str | None): ``provider``, ``missing_key``, ``timeout``, ``config``,
-  ``cache_miss`` (``--cache=replay`` found no answer), ``judge`` (every judge of a
-  model-graded assertion failed), ``budget`` (skipped by ``--max-cost``), ``crashed`` (the
-  xdist worker running the item died; the record has what the node id says), ``internal``.
+- ``error_kind`` (str | None): ``provider`` (an HTTP error, a dropped or cut-off stream),
+  ``connection`` (refused or DNS failure), ``timeout``, ``malformed`` (an answer that is not
+  JSON), ``missing_key``, ``config``, ``sandbox`` (an agent's commands need bubblewrap, which
+  is missing or cannot run on this machine: a set-up problem, the message names the command
+  that installs it), ``unsupported`` (images to a text-only model), ``solver``,
+  ``post_process``, ``cache_miss`` (``--cache=replay`` found no answer), ``judge`` (every judge
+  of a model-graded assertion failed), ``budget`` (skipped by ``--max-cost``), ``unchecked``
+  (answered, nothing to check: skipped), ``crashed`` (the xdist worker running the item died;
+  the record has what the node id says), ``internal``.
 - ``prompt`` (str | None): the rendered last user message.
 - ``messages`` (list[dict]): the chat messages sent.
 - ``response`` (str | None): the model's answer text.

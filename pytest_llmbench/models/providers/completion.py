@@ -146,7 +146,7 @@ class ProviderError(Exception):
     """A call that failed after retries: an infrastructure error, never a low score.
 
     ``kind`` is one of ``provider``, ``connection``, ``timeout``, ``malformed``,
-    ``missing_key``, ``config`` (and the engine's own kinds). ``retries`` and
+    ``missing_key``, ``config``, ``sandbox`` (and the engine's own kinds). ``retries`` and
     ``rate_limit_wait_s`` are what the failed call spent before giving up.
     """
 
