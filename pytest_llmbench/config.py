@@ -29,7 +29,8 @@ ALLOWED_PATHS_KEY = pytest.StashKey[tuple[Path, ...]]()
 #: (option dest, ini name, help, default). One table drives both the CLI and the ini file.
 _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
     ("models", "llmbench_models", "Comma list of litellm models, profile names or @sets "
-     "(write --models=@set: pytest reads a bare @word as an arguments file)", None),
+     "(write --models=@set: pytest reads a bare @word as an arguments file; default: "
+     f"the embedded model, {DEFAULT_MODEL})", None),
     ("repeat", "llmbench_repeat", "Run every case N times (default 1)", "1"),
     ("limit", "llmbench_limit", "Run only the first N cases of each eval file (after its "
      "dataset's own selection), as lm-eval's --limit", None),
@@ -42,11 +43,13 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
      "shows it)", "fail"),
     ("env_file", "llmbench_env_file", "File of KEY=value lines loaded into the environment "
      "(default: .env when present)", None),
-    ("request_timeout", "llmbench_request_timeout", "Seconds a model call may take in all, "
-     "streamed answer included, before it times out (default 60)", "60"),
+    ("request_timeout", "llmbench_request_timeout", "Seconds one attempt of a model call may "
+     "take in all (connecting, waiting and the whole streamed answer) before it times out; each "
+     "retry is a new attempt with its own bound (default 60)", "60"),
     ("connect_timeout", "llmbench_connect_timeout", "Seconds to open a connection to a model's "
      "endpoint before the attempt times out (default 10)", "10"),
-    ("max_retries", "llmbench_max_retries", "Retries of a failed model call", "2"),
+    ("max_retries", "llmbench_max_retries", "Retries of a failed model call (429, 5xx, "
+     "timeouts, dropped connections; default 2)", "2"),
     ("client", "llmbench_client", "Client of models on OpenAI-compatible endpoints: auto (our "
      "lean HTTP client; litellm for every other provider) or litellm (every model)", "auto"),
     ("concurrency", "llmbench_concurrency", "Model calls in flight per model for the whole run, "
@@ -144,7 +147,11 @@ def add_options(parser: pytest.Parser) -> None:
         group.addoption(flag, dest=f"llmbench_{dest}", action="store_true", default=None,
                         help=help_text)  # fmt: skip
         parser.addini(f"llmbench_{dest}", help_text, type="bool", default=False)
-    parser.addini("llmbench_pattern", "Glob of eval file names", default=DEFAULT_PATTERN)
+    parser.addini(
+        "llmbench_pattern",
+        f"Glob of eval file names (default {DEFAULT_PATTERN})",
+        default=DEFAULT_PATTERN,
+    )
 
 
 def explicitly_configured(config: pytest.Config) -> bool:
