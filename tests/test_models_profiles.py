@@ -270,6 +270,11 @@ BAD_YAML = [
     ("sets:\n  s: [a]\n  t: ['@t']\n", 3, "model set '@t' is cyclic: @t -> @t"),
     ("sets:\n  s: ['@t']\n  t: ['@u']\n  u: [x, '@t']\n", 4, "cyclic: @t -> @u -> @t"),
     ("sets:\n  s: [a]\n  t: [b, '@nope']\n", 3, "'@nope' (known sets: @local, @s, @t)"),
+    (
+        "models:\n  a:\n    model: m\n    params: &p {max_tokens: 5, self: *p}\n",
+        4,
+        "invalid YAML: recursive alias: *p is inside the value &p names",
+    ),
 ]
 
 
@@ -291,6 +296,9 @@ BAD_JSONL = [
     ('\n{"model_id": "a", "target_rpm": "fast"}\n', 2, "target_rpm: Input should be"),
     ('{"model_id": "a", "input_token_cost": 0.1}\n', 1, "cost_per_1k.output: Input should be"),
     ('{"model_id": "a", "input_cost_per_1k": -1, "output_cost_per_1k": 1}\n', 1, "input:"),
+    ('{"model_id": "a", "x": ' + "[" * 100 + "]" * 100 + "}\n", 1, "nested more than 64 levels"),
+    ('{"model_id": "a", "x": ' + "[" * 10**5 + "]" * 10**5 + "}\n", 1, "nested more than 64"),
+    ('{"model_id": "a", "target_rpm": ' + "9" * 5000 + "}\n", 1, "Exceeds the limit (4300"),
 ]
 
 
@@ -598,3 +606,33 @@ def test_the_session_header_names_a_shadowed_id(pytester: pytest.Pytester) -> No
         ["llmbench: --models 'm/a' is a profile of *team.jsonl, not the bare litellm id: "
          "1 profile; model m/a; rpm 3 (m/a); rename*"]
     )  # fmt: skip
+
+
+LOOPING_PROFILE = """\
+models:
+  loop:
+    model: openai/fake-model
+    params: &p {max_tokens: 5, self: *p}
+"""
+
+
+@pytest.mark.parametrize("where", ["profiles/", "--profiles"])
+def test_a_profile_with_a_recursive_alias_is_a_usage_error_at_its_line(
+    bench: Bench, where: str
+) -> None:
+    """It ended the run in an INTERNALERROR (RecursionError in redaction, then a circular
+    reference in the results line); it is refused when the file is read, before any call."""
+    name = "profiles/loop" if where == "profiles/" else "elsewhere/loop"
+    bench.pytester.makefile(".yaml", **{name: LOOPING_PROFILE})
+    bench.eval_file("one", "cases:\n  - {id: a, prompt: hi, expected: x, assert: [contains]}\n")
+    args = ["--models=loop"] + ([] if where == "profiles/" else [f"--profiles={name}.yaml"])
+    result = bench.run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: llmbench: *{name}.yaml:4: invalid YAML: recursive alias: *p is inside the value &p*"
+        ]
+    )
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text and "Traceback" not in text
+    assert bench.server.chat_requests() == []

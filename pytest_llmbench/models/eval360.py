@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ..yamlguard import ValueLimitError, json_value
 from .profiles import ModelProfile, ProfileError, ProfileFile, SetDef, Source, validate
 
 
@@ -109,9 +110,14 @@ def _regional_fields(
 
 def _json_object(line: str, source: Source) -> Any:
     try:
-        value = json.loads(line)
+        value = json_value(line)
     except json.JSONDecodeError as exc:
         raise ProfileError(f"invalid JSON: {exc.msg}", source.path, source.line) from None
+    except ValueLimitError as exc:
+        raise ProfileError(f"invalid JSON: {exc.message}", source.path, source.line) from None
+    except ValueError as exc:  # an integer past Python's 4,300 digits
+        problem = str(exc).split(";")[0]
+        raise ProfileError(f"invalid JSON: {problem}", source.path, source.line) from None
     if not isinstance(value, dict):
         message = f"expected a JSON object, got {type(value).__name__}"
         raise ProfileError(message, source.path, source.line)

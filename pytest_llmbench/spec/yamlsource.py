@@ -72,7 +72,7 @@ def load_located(text: str) -> LocatedDocument:
         raise SourceError(f"invalid YAML: {detail}", line) from None
     if node is None:
         return LocatedDocument(None, {(): 1})
-    builder = _Builder(set())
+    builder = _Builder()
     data = builder.build(node, ())
     return LocatedDocument(data, builder.lines, builder.texts)
 
@@ -96,26 +96,19 @@ def _line(node: yaml.Node) -> int:
 class _Builder:
     """Turns a node graph into plain values, recording lines and scalar source texts."""
 
-    def __init__(self, active: set[int]) -> None:
+    def __init__(self) -> None:
         self.lines: dict[Loc, int] = {}
         self.texts: dict[Loc, str] = {}
-        # Collections being built right now: an alias to one of them is a cycle.
-        self._active = active
         self._constructor = yaml.constructor.SafeConstructor()
 
     def build(self, node: yaml.Node, path: Loc) -> Any:
         self.lines[path] = _line(node)
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node, path)
-        if id(node) in self._active:
-            raise SourceError("recursive alias: a value contains itself", _line(node))
-        self._active.add(id(node))
-        try:
-            if isinstance(node, yaml.MappingNode):
-                return self._mapping(node, path)
-            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-        finally:
-            self._active.discard(id(node))
+        # No node holds itself here: yamlguard refused aliases inside their own anchor.
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
 
     def _mapping(self, node: yaml.MappingNode, path: Loc) -> dict[Any, Any]:
         result: dict[Any, Any] = {}
@@ -142,7 +135,7 @@ class _Builder:
         for source in sources:
             if not isinstance(source, yaml.MappingNode):
                 raise SourceError("`<<` merges a mapping or a list of mappings", _line(source))
-            builder = _Builder(self._active)
+            builder = _Builder()
             for key, value in builder.build(source, path).items():
                 merged.setdefault(key, (value, builder))
 
