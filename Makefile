@@ -1,5 +1,6 @@
 # Two commands from a fresh clone: `make eval` and `make test`.
-# Both build .venv from the hashed lock file when it is missing or stale.
+# Both build .venv from the hashed lock file when it is missing or stale, and install the Debian
+# packages they use (tools/debian-packages.sh).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -15,7 +16,7 @@ export PIP_CACHE_DIR ?= $(HOME)/.cache/pytest-llmbench/pip-portable
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 PYTEST_ARGS ?=
 
-.PHONY: venv eval test test-fast lint lock clean plotly-bundle
+.PHONY: venv eval test test-fast lint lock clean plotly-bundle debian-eval debian-test
 
 venv: $(STAMP)
 
@@ -32,16 +33,21 @@ $(STAMP): requirements.lock pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-eval: $(STAMP)
-	@command -v bwrap >/dev/null || echo "note: bubblewrap is not installed: agent evals that run commands will be errors (apt-get install bubblewrap)"
+# The Debian packages a run uses (eval: bubblewrap; test: bubblewrap and chromium), installed
+# when missing as root or with sudo without a password; otherwise a stop with the command to
+# type. Before the venv, so that a machine without them learns it before the build's minutes.
+debian-eval debian-test:
+	@bash tools/debian-packages.sh $(@:debian-%=%)
+
+eval: debian-eval $(STAMP)
 	$(BIN)/python -m pytest evals/ $(PYTEST_ARGS)
 
-test: $(STAMP)
+test: debian-test $(STAMP)
 	$(BIN)/python -m pytest tests/ $(PYTEST_ARGS)
 
 # Everything but the tests marked slow (xdist runs, the embedded model, chromium, real
 # subprocess servers): the quick loop while editing; `make test` runs them all.
-test-fast: $(STAMP)
+test-fast: debian-test $(STAMP)
 	$(BIN)/python -m pytest tests/ -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)

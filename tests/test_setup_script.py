@@ -1,0 +1,211 @@
+"""tools/debian-packages.sh, the set-up's Debian packages, run against fakes on PATH.
+
+Each test runs the real script with PATH holding only a folder of fakes: ``id`` says who runs
+it, ``apt-get`` and ``sudo`` log their arguments (and ``apt-get install`` "installs" by making
+the programs), ``bwrap`` and ``chromium`` are present or not. Nothing touches the machine.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tools" / "debian-packages.sh"
+BASH = "/bin/bash"
+
+FAKE_APT_GET = """#!/bin/sh
+echo "apt-get $*" >> "{log}"
+if [ "$1" = install ]; then
+  for package in "$@"; do
+    case "$package" in
+      bubblewrap) program=bwrap ;;
+      chromium) program=chromium ;;
+      *) continue ;;
+    esac
+    printf '#!/bin/sh\\n' > "{bin}/$program" && /bin/chmod +x "{bin}/$program"
+  done
+fi
+"""
+#: sudo -n: asks for no password (exit 1 where one is needed); runs the rest with env's rules.
+FAKE_SUDO = """#!/bin/sh
+echo "sudo $*" >> "{log}"
+[ "$1" = -n ] && shift
+{allowed}
+[ "$1" = true ] && exit 0
+exec /usr/bin/env "$@"
+"""
+
+
+@dataclass
+class Machine:
+    """A folder of fakes that is the whole PATH, and the log of what they were asked."""
+
+    bin: Path
+    log: Path
+
+    def fake(self, name: str, text: str = "#!/bin/sh\n") -> None:
+        path = self.bin / name
+        path.write_text(text.format(log=self.log, bin=self.bin))
+        path.chmod(0o755)
+
+    def user(self, uid: int) -> None:
+        self.fake("id", f'#!/bin/sh\n[ "$1" = -u ] && echo {uid}\n')
+
+    def has(self, *programs: str) -> None:
+        for program in programs:
+            self.fake(program)
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [BASH, str(SCRIPT), *args],
+            env={"PATH": str(self.bin)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> Machine:
+    """A Debian machine (apt-get) run by root, without bwrap or chromium."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    found = Machine(folder, tmp_path / "calls.log")
+    found.fake("apt-get", FAKE_APT_GET)
+    found.user(0)
+    return found
+
+
+INSTALL = "apt-get install -y -qq --no-install-recommends"
+
+
+def test_present_programs_cost_nothing(machine: Machine) -> None:
+    machine.has("bwrap", "chromium")
+    for target in ("eval", "test"):
+        done = machine.run(target)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert machine.calls() == []
+
+
+def test_eval_needs_bubblewrap_only(machine: Machine) -> None:
+    machine.has("bwrap")
+    assert machine.run("eval").returncode == 0
+    assert machine.calls() == []
+
+
+def test_root_installs_what_is_missing(machine: Machine) -> None:
+    machine.has("bwrap")
+    done = machine.run("test")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "installing Debian's package chromium (for make test)\n"
+    assert machine.calls() == ["apt-get update -qq", f"{INSTALL} chromium"]
+    assert machine.run("test").returncode == 0  # installed: a second run does nothing
+    assert len(machine.calls()) == 2
+
+
+def test_root_installs_both_for_the_tests(machine: Machine) -> None:
+    done = machine.run("test")
+    assert done.returncode == 0, done.stderr
+    assert machine.calls()[-1] == f"{INSTALL} bubblewrap chromium"
+    assert (machine.bin / "bwrap").exists() and (machine.bin / "chromium").exists()
+
+
+def test_a_user_without_sudo_is_told_the_command_and_nothing_is_installed(
+    machine: Machine,
+) -> None:
+    machine.user(1000)
+    done = machine.run("test")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "pytest-llmbench: `make test` needs Debian's packages bubblewrap and chromium, missing "
+        "on this machine; this user cannot install them (not root, and sudo is missing or asks "
+        "for a password).",
+        "Install them, then run `make test` again:",
+        "",
+        "    sudo apt-get install -y bubblewrap chromium",
+        "",
+    ]
+    assert machine.calls() == []
+
+
+def test_sudo_that_asks_for_a_password_is_not_used(machine: Machine) -> None:
+    machine.user(1000)
+    machine.fake("sudo", FAKE_SUDO.replace("{allowed}", "exit 1"))
+    done = machine.run("eval")
+    assert done.returncode == 1
+    assert "    sudo apt-get install -y bubblewrap\n" in done.stderr
+    assert "`make eval` needs Debian's package bubblewrap" in done.stderr
+    assert machine.calls() == ["sudo -n true"]  # asked without a password, then stopped
+
+
+def test_sudo_without_a_password_installs(machine: Machine) -> None:
+    machine.user(1000)
+    machine.fake("sudo", FAKE_SUDO.replace("{allowed}", ""))
+    done = machine.run("eval")
+    assert done.returncode == 0, done.stderr
+    assert machine.calls() == [
+        "sudo -n true",
+        "sudo -n DEBIAN_FRONTEND=noninteractive apt-get update -qq",
+        "apt-get update -qq",
+        f"sudo -n DEBIAN_FRONTEND=noninteractive {INSTALL} bubblewrap",
+        f"{INSTALL} bubblewrap",
+    ]
+
+
+def test_no_apt_get_stops_with_the_command(machine: Machine) -> None:
+    (machine.bin / "apt-get").unlink()
+    done = machine.run("eval")
+    assert done.returncode == 1
+    assert "there is no apt-get here to install it with" in done.stderr
+    assert "    sudo apt-get install -y bubblewrap\n" in done.stderr
+
+
+def test_an_install_that_leaves_the_program_missing_fails(machine: Machine) -> None:
+    machine.fake("apt-get", '#!/bin/sh\necho "apt-get $*" >> "{log}"\n')
+    done = machine.run("eval")
+    assert done.returncode == 1
+    assert "apt-get installed bubblewrap, yet bwrap is not on PATH" in done.stderr
+
+
+@pytest.mark.parametrize("args", [(), ("lint",), ("eval", "test")])
+def test_a_wrong_set_is_a_usage_error(machine: Machine, args: tuple[str, ...]) -> None:
+    done = machine.run(*args)
+    assert done.returncode == 2 and "usage:" in done.stderr and machine.calls() == []
+
+
+def _make_dry_run(target: str) -> str:
+    """What ``make -n target`` would run (the venv's stamp is taken as made)."""
+    done = subprocess.run(
+        ["make", "-n", "-o", ".venv/.installed", target],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+@pytest.mark.parametrize(("target", "packages"), [("eval", "eval"), ("test", "test")])
+def test_make_eval_and_test_set_up_their_packages_first(target: str, packages: str) -> None:
+    lines = _make_dry_run(target).splitlines()
+    assert lines[0] == f"bash tools/debian-packages.sh {packages}"
+    assert "-m pytest" in lines[-1]
+
+
+def test_lint_installs_nothing() -> None:
+    assert "debian-packages" not in _make_dry_run("lint")
+
+
+def test_ci_runs_the_same_script_and_has_no_list_of_its_own() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "bash tools/debian-packages.sh test\n" in ci
+    assert "apt-get" not in ci
