@@ -130,9 +130,10 @@ class ValueLimitError(ValueError):
         super().__init__(self.message)
 
 
-def check_value(value: Any, max_depth: int = MAX_DEPTH) -> None:
+def check_value(value: Any, max_depth: int = MAX_DEPTH, within: tuple[Any, ...] = ()) -> None:
     """Raise :class:`ValueLimitError` when ``value`` (mappings, lists and tuples within
-    mappings, lists and tuples) contains itself or nests more than ``max_depth`` levels.
+    mappings, lists and tuples) contains itself or nests more than ``max_depth`` levels;
+    ``within``: where ``value`` is, the start of the place an error names.
 
     A container met twice without being inside itself (a YAML alias used twice) is fine. The
     walk uses no recursion and looks into each container once, so it costs one pass.
@@ -153,10 +154,11 @@ def check_value(value: Any, max_depth: int = MAX_DEPTH) -> None:
                 path[-1].height = max(path[-1].height, frame.height + 1)
             continue
         if id(child) in inside:
-            raise ValueLimitError("the value contains itself", _loc(path))
+            raise ValueLimitError("the value contains itself", within + _loc(path))
         below = heights.get(id(child))
         if len(path) + (below or 1) > max_depth:
-            raise ValueLimitError(f"nested more than {max_depth} levels deep", _loc(path))
+            message = f"nested more than {max_depth} levels deep"
+            raise ValueLimitError(message, within + _loc(path))
         if below is not None:
             frame.height = max(frame.height, below + 1)
             continue

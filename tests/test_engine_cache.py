@@ -20,6 +20,7 @@ import pytest
 
 from pytest_llmbench.engine.cache import CacheError, ResponseCache, cache_key
 from pytest_llmbench.models.providers.completion import Completion
+from pytest_llmbench.yamlguard import ValueLimitError
 
 MESSAGES = [
     {"role": "system", "content": "Answer in one word."},
@@ -79,6 +80,20 @@ def test_key_is_the_sha256_of_the_canonical_json() -> None:
         "m", [{"role": "user", "content": "héllo"}], {"temperature": 0}, 3, api_base="http://x"
     )
     assert key == expected
+
+
+def test_a_parameter_that_holds_itself_or_nests_deep_is_a_located_value_error() -> None:
+    """A plain test's parameters are the user's Python values: the key names the place
+    instead of json's "Circular reference detected" or a RecursionError."""
+    looped: dict[str, Any] = {"a": 1}
+    looped["self"] = looped
+    with pytest.raises(ValueLimitError, match=r"^params\.extra\.self: the value contains itself$"):
+        cache_key("m", MESSAGES, {"extra": looped}, 0)
+    deep: list[Any] = []
+    for _ in range(10_000):
+        deep = [deep]
+    with pytest.raises(ValueLimitError, match=r"^params\.extra\.0\.0.*nested more than 64"):
+        cache_key("m", MESSAGES, {"extra": deep}, 0)
 
 
 def test_key_ignores_dict_order() -> None:

@@ -233,10 +233,15 @@ def test_json_schema_from_a_yaml_file(tmp_path: Path) -> None:
 def test_json_schema_file_problems_fail_even_when_negated(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "list.json").write_text("[1]")
+    # A schema that holds itself would recurse in jsonschema (RecursionError); one deep too.
+    (tmp_path / "loop.yaml").write_text("type: object\nproperties: &p {a: {properties: *p}}\n")
+    (tmp_path / "deep.json").write_text('{"a": ' + "[" * 10_000 + "]" * 10_000 + "}")
     for name, reason in [
         ("missing.json", "cannot load schema file missing.json"),
         ("bad.json", "cannot load schema file bad.json"),
         ("list.json", "does not hold a mapping"),
+        ("loop.yaml", "cannot load schema file loop.yaml: recursive alias: *p is inside"),
+        ("deep.json", "cannot load schema file deep.json: nested more than 64 levels deep"),
     ]:
         verdict = check({"type": "not-json-schema", "value": name}, "{}", base_dir=tmp_path)
         assert not verdict.passed and reason in verdict.reason

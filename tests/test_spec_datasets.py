@@ -15,6 +15,7 @@ from typing import Any
 import pydantic
 import pytest
 import yaml
+from conftest import Bench, Rule
 
 from pytest_llmbench.spec.datasets import DatasetError, DatasetRow, DatasetSource, load_dataset
 
@@ -657,6 +658,38 @@ def bad_row():
 
 def pictures():
     return [{"prompt": "p", "images": ["pic.png", {"bytes": b"\\x89PNG\\r\\n\\x1a\\nxx"}]}]
+
+
+def exits():
+    yield {"prompt": "fine"}
+    raise SystemExit(3)
+
+
+class Stop(BaseException):
+    pass
+
+
+def raises_base():
+    raise Stop("not an Exception")
+
+
+def holds_itself():
+    row = {"prompt": "p", "vars": {"n": 1}}
+    row["vars"]["again"] = row
+    return [row]
+
+
+def deep():
+    value = []
+    for _ in range(10_000):
+        value = [value]
+    return [{"prompt": "p", "tree": value}]
+
+
+def skips():
+    import pytest
+
+    pytest.skip("no data here", allow_module_level=True)
 '''
 
 
@@ -720,12 +753,30 @@ def test_factory_images_relative_to_the_eval_folder(tmp_path: Path, factory_modu
         ("nothing", "factory {m}:nothing gave no rows"),
         ("bad_row", "factory row 2: tags must be a comma-separated string or a list of strings"),
         ("missing", "factory {m}:missing: cannot load: AttributeError"),
+        ("exits", "factory {m}:exits raised SystemExit: 3"),
+        ("raises_base", "factory {m}:raises_base raised Stop: not an Exception"),
+        ("holds_itself", "factory row 1: vars.again.vars: the value contains itself"),
+        ("deep", "factory row 1: tree.0.0.0.0.0.0.0...: nested more than 64 levels deep"),
     ],
 )
 def test_factory_errors(tmp_path: Path, factory_module: str, function: str, message: str) -> None:
     error = factory_error(tmp_path, f"{factory_module}:{function}")
     assert str(error).startswith(message.format(m=factory_module))
     assert "Traceback" not in str(error)
+
+
+def test_a_factory_module_that_exits_on_import_is_a_dataset_error(tmp_path: Path) -> None:
+    name = f"exits_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text("import sys\nsys.exit('bye')\n", encoding="utf-8")
+    assert (
+        str(factory_error(tmp_path, f"{name}:rows"))
+        == f"factory {name}:rows raised SystemExit: bye"
+    )
+
+
+def test_a_factory_may_still_ask_pytest_to_skip(tmp_path: Path, factory_module: str) -> None:
+    with pytest.raises(pytest.skip.Exception, match="no data here"):
+        from_factory(tmp_path, f"{factory_module}:skips")
 
 
 def test_factory_duplicate_ids_name_factory_rows(tmp_path: Path, factory_module: str) -> None:
@@ -780,7 +831,7 @@ def test_a_jsonl_rows_assert_and_judge_metrics_are_kept(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        ({"prompt": "p", "colour": "red"}, "unknown key 'colour'"),
+        ({"prompt": "p", "asert": ["contains"]}, "unknown key 'asert' (did you mean 'assert'?)"),
         ({"prompt": "p", "assert": [{"type": "no-such-check"}]}, "assert[0]: "),
         ({"prompt": "p", "judge_metrics": 3}, "judge_metrics must be a list"),
     ],
@@ -792,10 +843,92 @@ def test_a_jsonl_rows_unknown_or_bad_keys_are_errors_at_their_line(
     assert error.line == 2 and message in str(error), str(error)
 
 
-def test_a_key_is_allowed_when_mapped_used_by_a_template_or_in_a_csv(tmp_path: Path) -> None:
-    line = jsonl({"prompt": "p", "colour": "red", "size": "L"})
-    (row,) = load(tmp_path, "c.jsonl", line, used=frozenset({"colour"}), columns={"s": "size"})
-    assert (row.vars["colour"], row.vars["s"]) == ("red", "L")
-    # A CSV's or a table's columns are data: any column is a variable, as before.
-    (row,) = load(tmp_path, "d.csv", "prompt,colour\np,red\n")
-    assert row.vars["colour"] == "red"
+def test_a_jsonl_rows_other_keys_are_data_as_a_csvs_columns_are(tmp_path: Path) -> None:
+    """Exported datasets carry metadata (country, source, ids) beside the case's keys: each is a
+    variable of the row's case, as a CSV column is; none had to be mapped or used."""
+    line = jsonl({"prompt": "p", "country": "France", "source": {"url": "u"}, "size": "L"})
+    (row,) = load(tmp_path, "c.jsonl", line, columns={"s": "size"})
+    assert (row.vars["country"], row.vars["source"], row.vars["s"]) == ("France", {"url": "u"}, "L")
+    (row,) = load(tmp_path, "d.csv", "prompt,country\np,France\n")
+    assert row.vars["country"] == "France"
+
+
+#: Metadata fields of real datasets, none a typo of a case key.
+HONEST_KEYS = (
+    "country", "source", "id_", "idx", "qid", "uid", "uuid", "ids", "question_id", "task_id",
+    "example_id", "image_id", "answers", "labels", "inputs", "outputs", "choice", "context",
+    "category", "subject", "difficulty", "split", "title", "text", "url", "meta", "metadata",
+    "language", "topic", "level", "type", "name", "target", "references", "passage", "options",
+    "notes", "author", "date", "created_at", "score", "rationale", "explanation", "hint",
+    "domain", "dataset", "license", "tag", "var", "mask", "bars", "expected_answer",
+    "golden_answers", "prompt_id", "assets", "insert", "answered", "promote", "system",
+)  # fmt: skip
+#: Typos of case keys, with the key each is taken for.
+TYPOS = {
+    "asert": "assert", "assrt": "assert", "assret": "assert", "asserts": "assert",
+    "Assert": "assert", "expcted": "expected", "expceted": "expected", "expeted": "expected",
+    "promt": "prompt", "prmopt": "prompt", "thresold": "threshold", "treshold": "threshold",
+    "judge_metric": "judge_metrics", "judge_metircs": "judge_metrics", "imgaes": "images",
+    "choises": "choices", "answr": "answer", "questoin": "question", "expected_ouptut_tokens":
+    "expected_output_tokens", "golden_anwser": "golden_answer", "lable": "label",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("key", HONEST_KEYS)
+def test_an_honest_field_is_never_taken_for_a_typo(tmp_path: Path, key: str) -> None:
+    (row,) = load(tmp_path, "c.jsonl", jsonl({"prompt": "p", key: "v"}))
+    assert row.vars[key] == "v"
+
+
+@pytest.mark.parametrize(("typo", "meant"), sorted(TYPOS.items()))
+def test_a_typo_of_a_case_key_is_an_error_that_names_the_key(
+    tmp_path: Path, typo: str, meant: str
+) -> None:
+    error = load_error(tmp_path, "c.jsonl", jsonl({"prompt": "fine"}, {"prompt": "p", typo: 1}))
+    assert error.line == 2
+    assert f"c.jsonl:2: unknown key {typo!r} (did you mean {meant!r}?)" in str(error)
+
+
+def test_a_typo_like_key_is_data_when_mapped_or_used_by_a_template(tmp_path: Path) -> None:
+    line = jsonl({"prompt": "p", "promt": "a", "asert": "b"})
+    (row,) = load(tmp_path, "c.jsonl", line, used=frozenset({"promt"}), columns={"x": "asert"})
+    assert (row.vars["promt"], row.vars["x"]) == ("a", "b")
+    # A CSV's or a table's columns are named by the data's author: never taken for typos.
+    (row,) = load(tmp_path, "d.csv", "prompt,asert\np,x\n")
+    assert row.vars["asert"] == "x"
+
+
+def test_a_jsonl_row_nested_too_deep_is_an_error_at_its_line(tmp_path: Path) -> None:
+    deep = '{"prompt": "p", "vars": {"t": ' + "[" * 100 + "]" * 100 + "}}"
+    error = load_error(tmp_path, "c.jsonl", jsonl({"prompt": "fine"}) + deep + "\n")
+    assert error.line == 2
+    assert "c.jsonl:2: vars.t.0.0.0.0.0.0...: nested more than 64 levels deep" in str(error)
+
+
+def test_a_jsonl_rows_extra_field_runs_and_a_typo_is_a_collection_error(bench: Bench) -> None:
+    """Issue 25: a row's metadata field is a variable of its case, in the prompt sent; a typo
+    of `assert` is the file's collection error naming the dataset's line."""
+    bench.server.add_rule(Rule(match="France", reply="Paris."))
+    rows = '{"id": "fr", "country": "France", "source": "atlas", "expected": "Paris"}\n'
+    bench.pytester.path.joinpath("capitals.jsonl").write_text(rows)
+    bench.pytester.path.joinpath("typo.jsonl").write_text(
+        '{"id": "fr", "prompt": "Capital of France?", "asert": ["contains"]}\n'
+    )
+    bench.eval_file(
+        "capitals",
+        'dataset: capitals.jsonl\nprompt: "Capital of {{country}}? (from {{source}})"\n'
+        "assert: [contains]\n",
+    )
+    bench.eval_file("typo", "dataset: typo.jsonl\n")
+    result = bench.run("--models=fake", "capitals.eval.yaml")
+    result.assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["prompt"] == "Capital of France? (from atlas)" and record["passed"]
+    calls = len(bench.server.chat_requests())
+    typo = bench.run("--models=fake", "typo.eval.yaml")
+    assert typo.ret == pytest.ExitCode.INTERRUPTED
+    typo.stdout.fnmatch_lines(
+        ["typo.eval.yaml:1: dataset: *typo.jsonl:1: unknown key 'asert' (did you mean 'assert'?)*"]
+    )
+    assert "Traceback" not in typo.stdout.str()
+    assert len(bench.server.chat_requests()) == calls  # refused before any call

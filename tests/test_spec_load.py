@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -210,6 +211,21 @@ def test_render_template_unknown_variable_is_an_error() -> None:
     assert render_template("{{ x }}!", {"x": 3}) == "3!"
     with pytest.raises(ValueError, match=r"unknown template variable 'y' \(known: x\)"):
         render_template("{{y}}", {"x": 1})
+
+
+def test_a_template_variable_that_holds_itself_or_is_no_json_is_a_named_error() -> None:
+    looped: dict[str, Any] = {"n": 1}
+    looped["self"] = looped
+    deep: list[Any] = []
+    for _ in range(10_000):
+        deep = [deep]
+    with pytest.raises(ValueError, match=r"^template variable 'row': self: the value contains"):
+        render_template("{{row}}", {"row": looped})
+    with pytest.raises(ValueError, match=r"^template variable 'tree': 0\.0.*nested more than 64"):
+        render_template("{{tree}}", {"tree": deep})
+    with pytest.raises(ValueError, match=r"^template variable 'when': Object of type set"):
+        render_template("{{when}}", {"when": {"at": {1}}})
+    assert render_template("{{row.n}} {{row.self.n}}", {"row": looped}) == "1 1"
 
 
 def test_unknown_template_variable_in_case_prompt(tmp_path: Path) -> None:
@@ -793,16 +809,20 @@ cases:
 def test_a_jsonl_rows_own_assert_and_judge_metrics_reach_its_case(tmp_path: Path) -> None:
     (tmp_path / "rows.jsonl").write_text(
         '{"id": "a", "prompt": "p", "expected": "x", "assert": [{"type": "regex", "value": "^x"}],'
-        ' "user_defined_metrics": "brand voice"}\n'
-        '{"id": "b", "prompt": "q", "expected": "y", "file": "b.txt"}\n'
+        ' "user_defined_metrics": "brand voice", "country": "Chile", "file": "a.txt"}\n'
+        '{"id": "b", "prompt": "q", "expected": "y", "file": "b.txt", "country": "France"}\n'
     )
-    text = 'assert: [contains]\ndataset: rows.jsonl\nprompt: "{{prompt}}"\n'
-    # `file` is used by no template here: the row is refused, naming the key and its line.
-    error = error_of(tmp_path, text)
-    assert "rows.jsonl:2" in str(error) and "unknown key 'file'" in str(error)
-    # Used by an assertion's value, it is a variable of the row's case.
+    text = 'assert: [contains]\ndataset: rows.jsonl\nprompt: "{{prompt}} in {{country}}"\n'
     used = text.replace("[contains]", '[contains, {type: icontains, value: "{{file}}"}]')
+    # Used by no template, or by the prompt and an assertion's value: keys that are no case
+    # keys are variables of the row's case.
     cases = {case.id: case for case in load(tmp_path, used).cases}
     assert [a.type for a in cases["a"].assertions] == ["regex", "contains", "icontains"]
     assert cases["a"].judge_metrics == ("brand_voice",)
     assert cases["b"].vars["file"] == "b.txt"
+    assert cases["b"].messages[-1]["content"] == "q in France"
+    # A typo of a case key would leave the case without its assertions: an error at its line.
+    with (tmp_path / "rows.jsonl").open("a") as rows:
+        rows.write('{"id": "c", "prompt": "r", "country": "Peru", "asert": ["contains"]}\n')
+    error = error_of(tmp_path, used)
+    assert "rows.jsonl:3: unknown key 'asert' (did you mean 'assert'?)" in str(error)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models.providers.completion import Completion
+from ..yamlguard import json_text
 
 #: Bumped when the key's layout changes, so old entries stop matching instead of lying.
 _KEY_VERSION = 1
@@ -45,10 +46,10 @@ def cache_key(
     api_base: str | None = None,
     tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
-    """The sha256 hex digest of one call's canonical JSON.
+    """The sha256 hex digest of one call's canonical JSON (:func:`digest`).
 
-    Canonical means sorted keys and no whitespace, so the key is the same in every process and
-    Python run whatever the dict order. Values must be JSON-serialisable.
+    Values must be JSON-serialisable; one that holds itself or nests too deep (parameters a
+    plain test passes) is a ValueError naming its place (:mod:`pytest_llmbench.yamlguard`).
     """
     payload = {
         "v": _KEY_VERSION,
@@ -59,7 +60,13 @@ def cache_key(
         "tools": tools,
         "repeat": repeat,
     }
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return digest(payload)
+
+
+def digest(value: Any) -> str:
+    """The sha256 hex digest of ``value``'s canonical JSON: sorted keys and no whitespace, so
+    it is the same in every process and Python run whatever the dict order."""
+    canonical = json_text(value, canonical=True)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import sqlite3
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..judging.verdicts import load_object
 from ..models.providers.completion import Completion, ProviderError
 from ..spec.templating import TEMPLATE_VAR
+from .cache import digest
 from .optimizer_store import Outcome, RewriteStore, store_path, write_log
 
 if TYPE_CHECKING:
@@ -124,17 +124,12 @@ def split_template(template: Sequence[dict[str, str]]) -> _Prompt | str:
 def rewrite_key(optimizer_model: str, target_model: str, template: Sequence[dict[str, str]]) -> str:
     """The store key: sha256 of the optimizer and target model ids and the template."""
     payload = {"v": _KEY_VERSION, "optimizer": optimizer_model, "target": target_model}
-    return _digest({**payload, "template": list(template)})
+    return digest({**payload, "template": list(template)})
 
 
 def template_hash(template: Sequence[dict[str, str]]) -> str:
     """A short stable id of a template, for the log."""
-    return _digest(list(template))[:16]
-
-
-def _digest(value: Any) -> str:
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return digest(list(template))[:16]
 
 
 _ROLE = (

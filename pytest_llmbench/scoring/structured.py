@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..yamlguard import check_yaml_limits, json_value
 from .base import (
     QUOTE_LIMIT,
     Assertion,
@@ -127,9 +128,10 @@ def _load_schema(ref: str, base_dir: Path) -> Mapping[str, Any]:
         if path.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
+            check_yaml_limits(text)  # an alias inside its own anchor, a bomb: refused first
             schema = yaml.safe_load(text)
         else:
-            schema = json.loads(text)
+            schema = json_value(text)
     except Exception as exc:
         raise CheckFailed(f"cannot load schema file {ref}: {clip(str(exc))}") from None
     if not isinstance(schema, Mapping):

@@ -300,14 +300,19 @@ def _template_names(spec: EvalSpec) -> frozenset[str]:
 
 
 def _strings(value: Any) -> list[str]:
-    """Every string inside ``value`` (lists and mappings walked)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [text for item in value.values() for text in _strings(item)]
-    if isinstance(value, (list, tuple)):
-        return [text for item in value for text in _strings(item)]
-    return []
+    """Every string inside ``value``, in order: lists and mappings walked without recursion (the
+    values come from an eval file, which yamlguard keeps free of values that hold themselves)."""
+    strings: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            strings.append(item)
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+    return strings
 
 
 def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:

@@ -8,10 +8,11 @@ the optimizer checks rewrites against :data:`TEMPLATE_VAR`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ..yamlguard import json_text
 
 TEMPLATE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
 
@@ -96,7 +97,7 @@ def render_template(text: str, variables: dict[str, Any] | None) -> str:
         except KeyError:
             known = ", ".join(sorted(map(str, variables))) or "none"
             raise ValueError(f"unknown template variable {name!r} (known: {known})") from None
-        return value if isinstance(value, str) else _as_text(value)
+        return value if isinstance(value, str) else _as_text(name, value)
 
     return TEMPLATE_VAR.sub(replace, text)
 
@@ -116,7 +117,12 @@ def _lookup(variables: dict[str, Any], name: str) -> Any:
     return value
 
 
-def _as_text(value: Any) -> str:
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
+def _as_text(name: str, value: Any) -> str:
+    """A value that is no string, as text; a mapping or a list as JSON. One that holds itself,
+    nests too deep or holds what JSON cannot is a ValueError naming the variable."""
+    if not isinstance(value, (dict, list)):
+        return str(value)
+    try:
+        return json_text(value)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"template variable {name!r}: {exc}") from None

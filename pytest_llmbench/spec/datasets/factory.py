@@ -1,7 +1,10 @@
 """Rows made by a Python factory: a ``module:function`` that returns or yields mappings.
 
 The factory is imported relative to the eval file's folder; anything its code raises becomes a
-one-line :class:`DatasetError` naming it.
+one-line :class:`DatasetError` naming it: ``SystemExit`` (``sys.exit()``) and other
+``BaseException`` subclasses too, which would otherwise end pytest as an internal error. Only
+Ctrl-C (``KeyboardInterrupt``) and pytest's own outcomes (``pytest.skip``, ``pytest.exit``) go
+through as they are. ``os._exit()`` ends the process before anything can see it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ _T = TypeVar("_T")
 def factory_records(ref: str, args: dict[str, Any], base_dir: Path) -> Iterator[Record]:
     """The mappings the factory returns or yields, as records; its errors become ours."""
     try:
-        function = load_callable(ref, base_dir)
+        function = _guarded(ref, lambda: load_callable(ref, base_dir))  # its import runs code
     except UserImportError as exc:
         raise DatasetError(f"factory {exc}", None) from None
     result = _guarded(ref, lambda: function(**args))
@@ -46,5 +49,17 @@ def _guarded(ref: str, step: Callable[[], _T]) -> _T:
     """``step()``, any exception of the user's code becoming a one-line DatasetError."""
     try:
         return step()
-    except Exception as exc:
-        raise DatasetError(f"factory {ref} raised {type(exc).__name__}: {exc}", None) from None
+    except UserImportError:
+        raise
+    except BaseException as exc:  # SystemExit and the like: the user's code, not pytest's end
+        if isinstance(exc, KeyboardInterrupt) or _pytest_outcome(exc):
+            raise
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise DatasetError(f"factory {ref} raised {what}", None) from None
+
+
+def _pytest_outcome(exc: BaseException) -> bool:
+    """``pytest.skip()`` or ``pytest.exit()``: the factory asks pytest itself to act."""
+    import pytest  # loaded already under pytest; spec/ does not import it otherwise
+
+    return isinstance(exc, (pytest.skip.Exception, pytest.exit.Exception))

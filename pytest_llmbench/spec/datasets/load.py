@@ -41,8 +41,9 @@ def load_dataset(
     The file, or every file read from a folder, must be inside ``base_dir`` or ``roots`` (the
     rootdir and the allowed folders) and be no special file (:mod:`..paths`). With
     ``needs_prompt`` false (the eval file has a prompt template) a row may lack a prompt.
-    ``used`` are the names the eval file's templates use: a JSONL row may carry them besides
-    its case keys and mapped columns (any other key is an error).
+    Every column of a row, and every key of a JSONL row, is data (a template variable); a
+    JSONL key a typo away from a case key (``asert``) is an error unless it is mapped or one
+    of ``used``, the names the eval file's templates use.
     Raises :class:`DatasetError` for any problem with the source or its rows.
     """
     if source.factory is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...yamlguard import ValueLimitError, check_value
 from . import cells
 from .source import DatasetError, DatasetSource, RowError
 
@@ -75,14 +76,15 @@ class Origin:
     path: Path | None  # the file or folder; None for a factory
     label: str  # how a table row is named in messages: "row", "factory row"
     folder: Path  # relative image paths start here
-    #: rows are cases written by hand (JSONL): a key that is no case key, no mapped column and
-    #: no name the file's templates use is an error, not silently dropped
+    #: rows are cases written by hand (JSONL): a key a small typo away from a case key
+    #: (``asert``) is an error, not data that leaves the case without its assertions
     strict: bool = False
-    #: the names the eval file's prompt and system templates use (a row may carry them)
+    #: the names the eval file's prompt and system templates use (never taken for a typo)
     used: frozenset[str] = frozenset()
 
 
-#: Keys a JSONL row may carry besides its mapped columns: a case's own keys and 360-eval's.
+#: A JSONL row's keys that mean something to a case: its own keys and 360-eval's. Any other key
+#: is data (a variable), unless it is a typo of one of these (:func:`near_case_key`).
 CASE_KEYS = frozenset(
     {
         "id", "prompt", "expected", "tags", "task", "threshold", "expected_output_tokens",
@@ -115,6 +117,7 @@ def build_row(
     record: Record, source: DatasetSource, origin: Origin, needs_prompt: bool
 ) -> DatasetRow:
     try:
+        _check_shape(record)
         cols = resolve_columns(source, list(record.fields), needs_prompt)
         get = record.fields.get
         choices, labels = cells.choices(cols.choices, record.fields)
@@ -189,27 +192,83 @@ def resolve_columns(source: DatasetSource, available: list[str], needs_prompt: b
     )
 
 
+def _check_shape(record: Record) -> None:
+    """A row that holds itself or nests too deep (a factory's, a JSON line's) is refused here,
+    before templates, pydantic or JSON walk it."""
+    try:
+        check_value(record.fields)
+        check_value(record.extra_vars, within=("vars",))
+    except ValueLimitError as exc:
+        raise RowError(exc.message) from None
+
+
 def _check_keys(fields: Mapping[str, Any], source: DatasetSource, used: frozenset[str]) -> None:
-    """A hand-written row's keys: each a case key, a mapped column or a name the file's
-    templates use; anything else would be dropped without a word, so it is an error."""
+    """A hand-written row's keys are case keys or data; one a typo away from a case key (and
+    no mapped column or template name) would leave the case without what it meant, so it is
+    an error that names the key it resembles."""
     mapped = {
         *(c for c in (source.prompt, source.expected, source.id, source.tags) if c),
         *(c for c in (source.answer, source.images) if c),
         *([source.choices] if isinstance(source.choices, str) else source.choices or ()),
         *source.columns.values(),
     }
-    unknown = [key for key in fields if key not in CASE_KEYS | mapped | used]
-    if unknown:
-        names = ", ".join(map(repr, unknown))
-        raise RowError(
-            f"unknown key {names}: a row's keys are case keys ({', '.join(sorted(_SHOWN_KEYS))}), "
-            "columns the dataset maps (dataset.columns: {var: column}) or names the file's "
-            "prompt or system uses; put other values under 'vars'"
-        )
+    for key in fields:
+        if key in CASE_KEYS or key in mapped or key in used:
+            continue
+        meant = near_case_key(key)
+        if meant is not None:
+            raise RowError(
+                f"unknown key {key!r} (did you mean {meant!r}?); as data, map it: "
+                f"dataset.columns: {{var: {key}}}"
+            )
 
 
-_SHOWN_KEYS = ("id", "prompt", "expected", "assert", "tags", "task", "threshold", "vars",
-               "judge_metrics", "expected_output_tokens", "choices", "answer", "images")  # fmt: skip
+#: Case keys a typo is looked for near: the longer names, whose typos no honest field makes.
+#: Keys of 4 letters or fewer (``id``, ``tags``, ``task``, ``vars``) have too many honest
+#: neighbours (``idx``, ``qid``, ``bars``, ``mask``) to guess from.
+_TYPO_MIN_LENGTH = 5
+#: Edits (a letter added, dropped, changed, or two swapped) that make a typo: one (``asert``,
+#: ``expcted``, ``thresold``), two for names of 10 letters or more (``judge_metircs``), whose
+#: honest neighbours are rarer (``answered`` is two edits from ``answerKey``, and data).
+_TYPO_EDITS = ((10, 2), (_TYPO_MIN_LENGTH, 1))
+#: Plurals and singulars of case keys are honest fields of real datasets (SQuAD's ``answers``,
+#: multi-label ``labels``, ``inputs``/``outputs``), except these, which are only ever typos.
+_NOT_A_PLURAL = frozenset(
+    {"asserts", "judge_metric", "user_defined_metric", "expected_output_token"}
+)
+
+
+def near_case_key(key: str) -> str | None:
+    """The case key that ``key`` is a typo of, or None when it is an honest name of its own."""
+    if len(key) < _TYPO_MIN_LENGTH:
+        return None
+    for known in sorted(CASE_KEYS):
+        if len(known) < _TYPO_MIN_LENGTH or abs(len(known) - len(key)) > 2:
+            continue
+        if key not in _NOT_A_PLURAL and (key == known + "s" or key + "s" == known):
+            continue
+        allowed = next(edits for length, edits in _TYPO_EDITS if len(known) >= length)
+        if _edit_distance(key, known, allowed) <= allowed:
+            return known
+    return None
+
+
+def _edit_distance(a: str, b: str, limit: int) -> int:
+    """Optimal string alignment distance of ``a`` and ``b`` (adjacent swaps count one), or
+    ``limit + 1`` as soon as it must exceed ``limit``."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        if min(current) > limit:
+            return limit + 1
+        previous2, previous = previous, current
+    return previous[-1]
 
 
 def _assertions(value: Any) -> tuple[Any, ...]:
