@@ -222,6 +222,42 @@ def test_nested_values_are_redacted_and_other_values_kept() -> None:
     assert value["error"] == "bad key topsecret99"  # the input is not modified
 
 
+def test_a_value_that_holds_itself_is_redacted_without_end() -> None:
+    """Issue 25: a profile's params that held themselves (a YAML alias inside its anchor) ended
+    the run in a RecursionError here. Clean, it comes back as it is; with a secret, the copy
+    holds itself in the same place."""
+    redactor = Redactor.from_environ({"X_API_KEY": "topsecret99"})
+    params: dict[str, object] = {"max_tokens": 5, "note": "plain"}
+    params["self"] = params
+    looped: list[object] = ["a"]
+    looped.append(looped)
+    clean = {"params": params, "list": looped, "pair": (looped, params)}
+    assert redactor.value(clean) is clean
+    params["note"] = "key topsecret99"
+    cleaned = redactor.value(clean)
+    assert cleaned is not clean and cleaned["params"]["note"] == "key [REDACTED:X_API_KEY]"
+    assert cleaned["params"]["self"] is cleaned["params"]
+    assert cleaned["list"][1] is cleaned["list"] and cleaned["pair"][0] is cleaned["list"]
+    assert params["note"] == "key topsecret99"  # the input is not modified
+
+
+def test_a_value_nested_10000_deep_is_redacted_without_recursion() -> None:
+    redactor = Redactor.from_environ({"X_API_KEY": "topsecret99"})
+    deep: object = {"leaf": "clean"}
+    for _ in range(10_000):
+        deep = [deep]
+    assert redactor.value({"v": deep}) == {"v": deep}
+    leaky: object = {"leaf": "topsecret99", "k": "v"}
+    for _ in range(10_000):
+        leaky = {"down": leaky}
+    cleaned = redactor.value(leaky)
+    for _ in range(10_000):
+        cleaned = cleaned["down"]
+    assert cleaned == {"leaf": "[REDACTED:X_API_KEY]", "k": "v"}
+    messages = ({"role": "user", "content": [{"type": "text", "text": "hi", "x": deep}]},)
+    assert redactor.messages(messages) is messages
+
+
 def test_longest_secret_is_replaced_first() -> None:
     environ = {"SHORT_TOKEN": "abcdef", "LONG_TOKEN": "abcdef-0123456789"}
     redactor = Redactor.from_environ(environ)
