@@ -286,11 +286,24 @@ def test_cache_use_makes_a_second_run_free(bench: Bench) -> None:
     assert len(bench.server.chat_requests()) == 4
     assert not any(record["cached"] for record in first)
     bench.server.reset()
+    bench.pytester.makeconftest(_ENGINE_THREAD_PROBE)
     bench.run(*cache).assert_outcomes(passed=3, failed=1)
     assert bench.server.chat_requests() == []
     second = bench.records()
     assert all(record["cached"] for record in second)
     assert _answers(second) == _answers(first)
+    # Cached answers are read on the main thread: the engine's thread never started.
+    assert (bench.pytester.path / "engine-thread.txt").read_text() == "False"
+
+
+#: A conftest that writes, at the session end, whether the engine's thread ever ran.
+_ENGINE_THREAD_PROBE = """
+import threading
+
+def pytest_sessionfinish(session):
+    started = any(thread.name == "llmbench-engine" for thread in threading.enumerate())
+    (session.config.rootpath / "engine-thread.txt").write_text(str(started))
+"""
 
 
 @pytest.mark.slow

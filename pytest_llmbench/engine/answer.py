@@ -69,16 +69,29 @@ class Answerer:
     # -- main thread --------------------------------------------------------------------------
     def answer(
         self, plan: CallPlan, workdir: Path | None, *, stream: bool
-    ) -> Coroutine[Any, Any, Answer]:
-        """The coroutine answering ``plan`` (run it on the engine loop).
+    ) -> Answer | Coroutine[Any, Any, Answer]:
+        """``plan``'s answer when the response cache has it (one plain call, no judge), else
+        the coroutine answering it (run it on the engine loop).
 
         Targets are resolved here, on the calling (main) thread: an embedded server starts
         (seconds) without blocking the engine loop, and a missing key is the item's setup error.
         Images come first: a model known not to take them fails before any server starts.
+        A cached answer is read here too: a fully cached run never wakes the engine's thread.
         """
+        request = self._request(plan, stream)
+        if _one_plain_call(plan):
+            hit = self._pacer.cached(request)
+            if hit is not None:
+                return _answered(plan, request, hit)
+        targets = {judge.name: self._helper_target(judge) for judge in plan.judge_profiles}
+        toolbox = self._toolbox(plan, workdir) if plan.agent is not None else None
+        return self._answer(plan, request, targets, toolbox)
+
+    def _request(self, plan: CallPlan, stream: bool) -> Request:
+        """The request of ``plan``'s own call."""
         messages = with_images(plan, plan.case.messages)
         scoring = plan.case.loglikelihood is not None
-        request = Request(
+        return Request(
             target=self._resolve(plan.model, scoring=scoring),
             messages=messages,
             params=plan.call_params,
@@ -91,9 +104,6 @@ class Answerer:
             model_name=plan.model.name,
             nodeid=plan.nodeid,
         )
-        targets = {judge.name: self._helper_target(judge) for judge in plan.judge_profiles}
-        toolbox = self._toolbox(plan, workdir) if plan.agent is not None else None
-        return self._answer(plan, request, targets, toolbox)
 
     def complete(
         self,
@@ -176,8 +186,8 @@ class Answerer:
             completion = await self._pacer.paced(request)
         graded = await grade(self._helpers, plan, completion, targets, self._judge_metrics)
         sandbox = toolbox.sandbox if toolbox is not None else None
-        sent = None if request.messages is plan.case.messages else tuple(request.messages)
         scores = options.to_record() if options is not None else None
+        sent = _sent(plan, request)
         return Answer(completion, graded, run, sandbox, optimization, sent, verdict, scores)
 
     async def _score_options(
@@ -320,6 +330,28 @@ class Answerer:
         """Close the optimizer's store."""
         if self._optimizer is not None:
             self._optimizer.close()
+
+
+def _one_plain_call(plan: CallPlan) -> bool:
+    """Whether ``plan``'s answer is its model's one completion and nothing more: no rewrite,
+    agent loop, solver, option scoring or judge."""
+    return not (
+        plan.variant.optimized
+        or plan.agent is not None
+        or plan.solver is not None
+        or plan.case.loglikelihood is not None
+        or plan.graded
+    )
+
+
+def _answered(plan: CallPlan, request: Request, completion: Completion) -> Answer:
+    """The answer of a plan that :func:`_one_plain_call` answers with ``completion``."""
+    return Answer(completion, messages=_sent(plan, request))
+
+
+def _sent(plan: CallPlan, request: Request) -> tuple[dict[str, Any], ...] | None:
+    """The messages sent, when they are not the case's own (a rewritten prompt, images)."""
+    return None if request.messages is plan.case.messages else tuple(request.messages)
 
 
 def _runs_commands(plan: CallPlan) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,8 +89,19 @@ def process_limit(
 def lookahead(run: RunConfig, n_workers: int) -> int:
     """How many items past the current one a process may start calls for: enough to fill every
     model's slots twice over (a profile may allow more calls in flight than --concurrency)."""
-    slots = sum(process_limit(run.concurrency, model, n_workers) for model in run.models)
-    return min(_MAX_LOOKAHEAD, slots * _LOOKAHEAD_FACTOR)
+    return min(_MAX_LOOKAHEAD, _slots(run, n_workers) * _LOOKAHEAD_FACTOR)
+
+
+def refill(run: RunConfig, n_workers: int) -> int:
+    """How many calls to start at once when items run in order: as many as leave the started
+    calls no fewer than the slots, so every slot stays busy while the rest wait for room (one
+    wake-up of the engine per batch, not per item)."""
+    return max(1, lookahead(run, n_workers) - _slots(run, n_workers))
+
+
+def _slots(run: RunConfig, n_workers: int) -> int:
+    """Calls this process may have in flight, over every model."""
+    return sum(process_limit(run.concurrency, model, n_workers) for model in run.models)
 
 
 class BudgetExceeded(Exception):
@@ -118,6 +130,7 @@ class CallPacer:
         self._lanes: dict[tuple[str, bool], ModelLane] = {}
         self._slots: dict[str, ProcessSlot] = {}
         self._cache: ResponseCache | None = None
+        self._cache_lock = threading.Lock()
         self._spent = 0.0
         budget = self._run.max_cost
         self._budget = None if budget is None else budget / self._n_workers
@@ -164,7 +177,7 @@ class CallPacer:
         from ..models.providers.routes import route
 
         request = self._redacted(request)
-        key, hit = self._cached(request)
+        key, hit = self._lookup(request)
         if hit is not None:
             return hit  # a fully cached run never imports a client (litellm: seconds)
         if route(request.target).client == "litellm":
@@ -238,7 +251,17 @@ class CallPacer:
             return request
         return dataclasses.replace(request, messages=messages)
 
-    def _cached(self, request: Request) -> tuple[str | None, Completion | None]:
+    def cached(self, request: Request) -> Completion | None:
+        """``request``'s answer from the response cache, read on the calling thread; None when
+        it has none (or the cache is off, or a replay misses: :meth:`paced` says so)."""
+        if self._run.cache_mode not in ("use", "replay"):
+            return None
+        try:
+            return self._lookup(self._redacted(request))[1]
+        except ProviderError:
+            return None  # a replay that misses: the engine's call raises it, as ever
+
+    def _lookup(self, request: Request) -> tuple[str | None, Completion | None]:
         mode = self._run.cache_mode
         if mode == "off":
             return None, None
@@ -264,11 +287,12 @@ class CallPacer:
         return key, None
 
     def _response_cache(self) -> ResponseCache:
-        if self._cache is None:
-            from .cache import ResponseCache
+        with self._cache_lock:  # read on the main thread (:meth:`cached`) and the engine's
+            if self._cache is None:
+                from .cache import ResponseCache
 
-            self._cache = ResponseCache(self._run.cache_dir / "responses.sqlite")
-        return self._cache
+                self._cache = ResponseCache(self._run.cache_dir / "responses.sqlite")
+            return self._cache
 
     def _check_budget(self) -> None:
         if self._budget is not None and self._spent >= self._budget:

@@ -18,9 +18,6 @@ from .plan import PLANS_KEY, CallPlan, CollectedPlans
 if TYPE_CHECKING:
     from .scheduler import CallScheduler
 
-#: Without xdist, calls are started a quarter of the lookahead at a time.
-_BATCHES = 4
-
 
 class Prefetcher:
     """Before each item runs, start the calls of the items this process will run next."""
@@ -70,9 +67,9 @@ class Prefetcher:
         """Without xdist the items run in collection order: the window of items whose calls may
         run is ``[current, current + ahead]``, and moves one item on at a time. Calls started
         before the window (items skipped before their setup) or after it (``--maxfail`` allows
-        fewer now) are cancelled; the items newly in the window are started, a batch at a time
-        (a quarter of the lookahead: the engine's thread wakes once per batch), which keeps
-        three quarters of the lookahead queued, more than the calls allowed in flight."""
+        fewer now) are cancelled; the items newly in the window are started a batch at a time
+        (:attr:`~.scheduler.CallScheduler.refill`), so the engine's thread wakes once per batch
+        while every slot stays busy."""
         position = self._positions.get(nodeid, 0)
         last = position + ahead
         positions = self._positions
@@ -89,7 +86,7 @@ class Prefetcher:
         scheduler.forget(stale)
         self._next = max(self._next, position)
         room = scheduler.room()
-        batch = max(1, scheduler.lookahead // _BATCHES) if ahead == scheduler.lookahead else 1
+        batch = scheduler.refill if ahead == scheduler.lookahead else 1
         if room < batch and self._next > position:
             return  # the current item's call is started (or not prefetchable): wait for more room
         order, prefetchable = self._collected.order, self._collected.prefetchable

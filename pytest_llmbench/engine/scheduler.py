@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, KeysView, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .pacing import lookahead
+from .pacing import lookahead, refill
+from .request import Answer
 from .streaming import StreamSample
 
 T = TypeVar("T")
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from .answer import Answerer
     from .loop import Engine
     from .plan import CallPlan
-    from .request import Answer
 
 
 class CallScheduler:
@@ -65,6 +65,8 @@ class CallScheduler:
         self._sample = StreamSample.for_plans(plans)
         self._plain_calls: dict[str, int] = {}
         self.lookahead = lookahead(run, max(1, n_workers))
+        #: calls started at once when items run in order (:func:`.pacing.refill`)
+        self.refill = refill(run, max(1, n_workers))
 
     # -- main thread --------------------------------------------------------------------------
     def prefetch(self, plans: Iterable[CallPlan]) -> None:
@@ -168,15 +170,20 @@ class CallScheduler:
         futures: list[concurrent.futures.Future[Answer] | None] = []
         coroutines = []
         for plan, workdir in zip(plans, workdirs, strict=True):
+            done: concurrent.futures.Future[Answer] = concurrent.futures.Future()
             try:
-                stream = self._streams(plan.nodeid)
-                coroutines.append(self._answerer.answer(plan, workdir, stream=stream))
-                futures.append(None)
+                answer = self._answerer.answer(plan, workdir, stream=self._streams(plan.nodeid))
             except Exception as exc:  # a missing key, a server that will not start: setup says
-                failed: concurrent.futures.Future[Answer] = concurrent.futures.Future()
-                failed.set_exception(exc)
-                futures.append(failed)
-        running = iter(self._engine.submit_many(coroutines))
+                done.set_exception(exc)
+                futures.append(done)
+                continue
+            if isinstance(answer, Answer):  # from the response cache, on this thread
+                done.set_result(answer)
+                futures.append(done)
+            else:
+                coroutines.append(answer)
+                futures.append(None)
+        running = iter(self._engine.submit_many(coroutines) if coroutines else ())
         return [future or next(running) for future in futures]
 
     def _streams(self, nodeid: str) -> bool:
