@@ -57,7 +57,7 @@ lint: $(STAMP)
 
 # Re-resolve the lock file (needs uv on PATH); review the diff before committing.
 lock:
-	uv pip compile pyproject.toml --extra local --extra datasets --extra html --extra view --extra dev --generate-hashes --python-version 3.11 \
+	uv pip compile pyproject.toml --extra local --extra datasets --extra html --extra view --extra dev --extra docs --generate-hashes --python-version 3.11 \
 		--no-header -o requirements.lock
 
 # Rebuild report.html's partial plotly.js bundle (needs node and npm; versions locked with hashes
@@ -67,3 +67,10 @@ plotly-bundle:
 
 clean:
 	rm -rf $(VENV) llmbench-results .pytest_cache
+
+# The documentation site (mkdocs.yml, docs/) built into site/; --strict fails on a broken link or
+# anchor and on a page left out of the navigation (tests/test_docs.py runs the same build).
+# NO_MKDOCS_2_WARNING silences mkdocs-material's notice about MkDocs 2.0 on every build.
+.PHONY: docs
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict

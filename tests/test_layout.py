@@ -7,12 +7,15 @@ lazy import inside a function counts as much as one at the top of a module.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_llmbench"
+#: The contributors' page that names every stage and module of the package.
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 #: The stages in the order a record flows: each may import only the ones before it.
 STAGES = (
     "models", "agent", "scoring", "judging", "spec", "engine", "results", "render", "report", "view"
@@ -111,6 +114,17 @@ def backward_imports(graph: dict[str, set[str]]) -> list[str]:
     return wrong
 
 
+def package_modules() -> list[str]:
+    """Every module of the package as its path in it (``engine/plan.py``), scaffold left out."""
+    paths = (p for p in PACKAGE.rglob("*.py") if "scaffold" not in p.parts)
+    return sorted(path.relative_to(PACKAGE).as_posix() for path in paths)
+
+
+def named_modules(page: str) -> set[str]:
+    """The modules a page's tables name: the first cell of each row, as `` `engine/plan.py` ``."""
+    return set(re.findall(r"^\| `((?:\w+/)*\w+\.py)` \|", page, re.M))
+
+
 def test_the_package_has_no_import_cycle() -> None:
     assert cycles(import_graph()) == []
 
@@ -143,3 +157,19 @@ def test_backward_imports_names_a_stage_importing_a_later_one_or_the_shell() -> 
         "engine.x -> item",
         "engine.x -> results.y",
     ]
+
+
+def test_the_architecture_page_names_every_stage_and_module() -> None:
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    assert [stage for stage in STAGES if f"`{stage}/`" not in page] == []
+    assert [module for module in package_modules() if module not in named_modules(page)] == []
+
+
+def test_the_architecture_page_names_no_module_that_is_gone() -> None:
+    named = named_modules(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert sorted(named - set(package_modules())) == []
+
+
+def test_named_modules_reads_the_first_cell_of_each_table_row() -> None:
+    page = "| `engine/plan.py` | plans |\n| `cli.py` | the command |\nSee `item.py` in prose.\n"
+    assert named_modules(page) == {"engine/plan.py", "cli.py"}
