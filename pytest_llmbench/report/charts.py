@@ -514,7 +514,8 @@ def _models_with(data: ChartInput, frame: pd.DataFrame, columns: Sequence[str]) 
 def _model_rank(data: ChartInput, models: pd.Series) -> list[int]:
     """Row positions of ``models`` sorted by leaderboard order (stable within a model)."""
     order = {model: index for index, model in enumerate(data.models)}
-    return sorted(range(len(models)), key=lambda row: order.get(models.iloc[row], len(order)))
+    ranks = [order.get(model, len(order)) for model in models.tolist()]
+    return sorted(range(len(ranks)), key=ranks.__getitem__)
 
 
 def _lookup(series: pd.Series, key: tuple[str, str]) -> float | None:

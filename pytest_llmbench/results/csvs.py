@@ -8,7 +8,7 @@ what it computed. pandas is imported inside the functions: importing this module
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +99,9 @@ VERDICT_COLUMNS: tuple[str, ...] = (
 )
 
 
+_VERDICT_FIELDS = tuple(item.name for item in fields(CaseVerdict))
+
+
 def verdicts_frame(verdicts: Iterable[CaseVerdict]) -> pd.DataFrame:
     """One row per model and case: repeats answered, passed, errors, pass rate and verdict."""
     import pandas as pd
@@ -111,7 +114,8 @@ def verdicts_frame(verdicts: Iterable[CaseVerdict]) -> pd.DataFrame:
             k_of[verdict.model] = min(k_of.get(verdict.model, verdict.n), verdict.n)
     rows = []
     for verdict in verdicts:
-        row: dict[str, Any] = asdict(verdict)
+        # Every field is a plain value: no deep copy (``asdict``) per case.
+        row: dict[str, Any] = {name: getattr(verdict, name) for name in _VERDICT_FIELDS}
         k = k_of.get(verdict.model)
         if k and verdict.n:
             row.update(
