@@ -528,19 +528,9 @@ def _path(config: pytest.Config, dest: str) -> Path | None:
 
 
 def _results_dir(config: pytest.Config) -> Path | None:
-    """``--results-dir``: a folder, or a path where one can be made (checked now, not when the
-    first record is written mid-run)."""
-    path = _path(config, "results_dir")
-    if path is None:
-        return None
-    if path.exists() and not path.is_dir():
-        raise pytest.UsageError(f"llmbench: --results-dir is not a folder: {path}")
-    existing = next(parent for parent in (path, *path.parents) if parent.exists())
-    if not existing.is_dir():
-        raise pytest.UsageError(f"llmbench: --results-dir is inside a file: {existing}")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"llmbench: --results-dir cannot be written: {existing}")
-    return path
+    """``--results-dir``; whether it can be made is tried at the start of the run, by the
+    results folder's owner (``results.recorder.check_results_dir``)."""
+    return _path(config, "results_dir")
 
 
 def _profile_paths(config: pytest.Config) -> list[Path]:

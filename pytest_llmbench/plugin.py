@@ -60,6 +60,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from .shard import parse_shard
 
     parse_shard(_config.shard_setting(config))  # a bad --shard is a usage error now
+    if not hasattr(config, "workerinput"):
+        from .results.recorder import check_results_dir
+
+        check_results_dir(config)  # one that cannot be made is a usage error now
     run = _config.get_run_config(config) if _config.explicitly_configured(config) else None
     checking = run is not None and run.check_models
     if hasattr(config, "workerinput"):

@@ -384,6 +384,79 @@ def test_run_json_has_config_and_versions(bench: Bench) -> None:
     assert data["started_at"] <= data["finished_at"]
 
 
+LONG_NAME = "r" * 300  # past NAME_MAX (255 bytes)
+PAST_PATH_MAX = "/".join(["p" * 200] * 25)  # 5,024 characters, past PATH_MAX (4,096)
+
+
+@pytest.mark.parametrize(
+    ("folder", "message"),
+    [
+        ("/proc/llmbench-results", "/proc/llmbench-results (No such file or directory)"),
+        ("/proc/self/no/such", "/proc/self/no/such (/proc/self/no: No such file or directory)"),
+        ("taken/sub", "--results-dir is inside a file: */taken"),
+        # Shown by their ends (120 characters each).
+        (LONG_NAME, f"*/rrr*...{'r' * 120} (File name too long)"),
+        (PAST_PATH_MAX, f"*/ppp*...{'p' * 120} (File name too long)"),
+    ],
+    ids=["proc", "proc-deeper", "file-in-the-way", "name-past-NAME_MAX", "path-past-PATH_MAX"],
+)
+def test_a_results_dir_that_cannot_be_made_is_a_usage_error_before_any_call(
+    bench: Bench, folder: str, message: str
+) -> None:
+    """Issue 25: `--results-dir` under /proc was an INTERNALERROR at the first record, after
+    its call; a name too long was an INTERNALERROR at the start."""
+    bench.pytester.path.joinpath("taken").write_text("a file")
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.pytester.runpytest(
+        "-p", "no:cacheprovider", "--models=fake", f"--results-dir={folder}"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    if "inside a file" not in message:
+        message = f"--results-dir cannot be made: {message}"
+    result.stderr.fnmatch_lines([f"ERROR: llmbench: *{message}"])
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text and "Traceback" not in text
+    assert bench.server.chat_requests() == []
+
+
+def test_the_results_dir_of_the_ini_file_is_tried_at_the_start(bench: Bench) -> None:
+    bench.pytester.makeini("[pytest]\nllmbench_results_dir = /proc/llmbench-results\n")
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.pytester.runpytest("-p", "no:cacheprovider", "--models=fake")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--results-dir cannot be made: /proc/llmbench-results (*"])
+    assert bench.server.chat_requests() == []
+
+
+def test_trying_the_results_dir_leaves_nothing_behind_in_a_run_without_records(
+    bench: Bench,
+) -> None:
+    bench.pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
+    result = bench.pytester.runpytest("-p", "no:cacheprovider", "--results-dir=new/deeper/out")
+    result.assert_outcomes(passed=1)
+    assert not bench.pytester.path.joinpath("new").exists()
+    assert sorted(p.name for p in bench.pytester.path.iterdir() if p.name != "profiles") == [
+        "test_plain.py"
+    ]
+
+
+def test_a_default_results_folder_that_cannot_be_made_is_a_usage_error(bench: Bench) -> None:
+    """The default folder is made at the first record: a file in its place ends the run as a
+    usage error naming it, not an internal error."""
+    _right_answers(bench)
+    bench.pytester.path.joinpath("llmbench-results").write_text("a file in the way")
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.pytester.runpytest("-p", "no:cacheprovider", "--models=fake")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: llmbench: the results folder (see --results-dir) cannot be made: */llmbench-results/* (Not a directory)"
+        ]
+    )
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text and "Traceback" not in text
+
+
 def test_default_results_dir_is_a_new_timestamped_folder(bench: Bench) -> None:
     _right_answers(bench)
     bench.eval_file("capitals", CAPITALS)

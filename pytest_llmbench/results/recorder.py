@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import platform
 import sys
+import tempfile
 from collections import Counter
 from dataclasses import asdict
 from importlib import metadata
@@ -109,11 +110,20 @@ class ResultsRecorder:
     def _open_results(self) -> IO[str]:
         from .baseline import RESULTS_FILE
 
-        self.out_dir = _results_dir(self.config)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        # A reused --results-dir holds this run only: the aggregates and run.json describe this
-        # run's records, and results.jsonl must agree with them.
-        return open(self.out_dir / RESULTS_FILE, "w", encoding="utf-8")
+        out_dir = _results_dir(self.config)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            # A reused --results-dir holds this run only: the aggregates and run.json describe
+            # this run's records, and results.jsonl must agree with them.
+            stream = open(out_dir / RESULTS_FILE, "w", encoding="utf-8")
+        except OSError as exc:
+            # The default folder is made here, at the first record (an explicit one was tried
+            # at the start): pytest ends the run as a usage error, not an internal error.
+            given = get_run_config(self.config).results_dir is not None
+            what = "--results-dir" if given else "the results folder (see --results-dir)"
+            raise pytest.UsageError(_cannot_make(out_dir, exc, what)) from None
+        self.out_dir = out_dir
+        return stream
 
     # -- at the end ------------------------------------------------------------------------
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -246,6 +256,48 @@ def optimization_counts(records: list[dict[str, Any]]) -> dict[str, int] | None:
         if record.get("optimized")
     ]
     return dict(sorted(Counter(statuses).items())) if statuses else None
+
+
+def check_results_dir(config: pytest.Config) -> None:
+    """Try ``--results-dir`` (or ``llmbench_results_dir``) at the start of the run, before any
+    call: a usage error naming the folder and the OS's reason when it cannot be made or written
+    (under ``/proc``, a file in the way, a name too long, no permission). The folders it makes
+    to try, and the file it writes, are removed again: a run with no record leaves nothing."""
+    from ..config import _path  # the option's value as a path, resolved as the run config does
+
+    path = _path(config, "results_dir")
+    if path is None:
+        return
+    made: list[Path] = []
+    try:
+        if path.exists() and not path.is_dir():
+            raise pytest.UsageError(f"llmbench: --results-dir is not a folder: {path}")
+        for folder in reversed([path, *path.parents]):
+            if folder.exists() and not folder.is_dir():
+                raise pytest.UsageError(f"llmbench: --results-dir is inside a file: {folder}")
+            if not folder.exists():
+                folder.mkdir()
+                made.append(folder)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise pytest.UsageError(_cannot_make(path, exc)) from None
+    finally:
+        for folder in reversed(made):
+            folder.rmdir()
+
+
+def _cannot_make(path: Path, exc: OSError, what: str = "--results-dir") -> str:
+    """The usage error of a results folder the OS refuses, with its reason."""
+    where = f"{_clip(exc.filename)}: " if exc.filename and exc.filename != str(path) else ""
+    reason = exc.strerror or str(exc)
+    return f"llmbench: {what} cannot be made: {_clip(path)} ({where}{reason})"
+
+
+def _clip(path: object, keep: int = 120) -> str:
+    """A path of thousands of characters (one past PATH_MAX), shown by its ends."""
+    text = str(path)
+    return text if len(text) <= 2 * keep else f"{text[:keep]}...{text[-keep:]}"
 
 
 def _results_dir(config: pytest.Config) -> Path:
