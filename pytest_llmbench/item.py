@@ -150,7 +150,7 @@ class EvalItem(pytest.Function):
         self.stash[EVAL_RESULT_KEY] = result
         super().setup()
         if self.plan.needs_workdir:
-            result.workdir = self._request.getfixturevalue("workdir")
+            result.workdir = self._workdir()
         result.started_at = utc_now()
         answer = self._take()
         if isinstance(answer, ProviderError):
@@ -190,6 +190,19 @@ class EvalItem(pytest.Function):
         except ProviderError as exc:
             return exc
         pytest.skip(skipped)
+
+    def _workdir(self) -> Path:
+        """The ``workdir`` fixture's folder; one the OS refuses to seed (a ``files:`` path past
+        PATH_MAX under a long temporary folder) is the item's ``config`` error, said alone."""
+        from .engine.workdirs import WorkdirError
+
+        try:
+            folder: Path = self._request.getfixturevalue("workdir")
+            return folder
+        except WorkdirError as exc:
+            error = ProviderError(str(exc), "config")
+        self.result.provider_error = error
+        pytest.fail(f"llmbench workdir error: {error.message}", pytrace=False)
 
     def _fail(self, error: ProviderError) -> NoReturn:
         self.result.provider_error = error

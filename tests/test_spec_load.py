@@ -748,13 +748,29 @@ def test_bad_file_is_an_error_at_its_line(
         ),
         ("/etc/passwd", "workdir file '/etc/passwd' must be a relative path inside the workdir"),
         (".", "workdir file '.' must be a relative path inside the workdir"),
+        # Issue 25: an INTERNALERROR when the agent's workdir was made ahead of the item.
+        (
+            "n" * 300,
+            f"workdir file {'n' * 40!r}...{'n' * 40!r} has a name of 300 bytes; the filesystem "
+            "allows 255",
+        ),
+        (
+            "d/" + "é" * 128 + "/f.txt",
+            "has a name of 256 bytes ('ééé",
+        ),
+        (
+            "/".join(["d" * 200] * 16),
+            "is a path of 3,215 bytes; the filesystem allows 3,072 inside a workdir",
+        ),
     ],
+    ids=["parent", "absolute", "dot", "name-past-NAME_MAX", "utf8-bytes", "path-past-PATH_MAX"],
 )
 def test_files_keys_outside_the_workdir_are_a_collection_error(
     tmp_path: Path, key: str, message: str
 ) -> None:
     """They were found only at setup, with a traceback per item."""
-    text = f"cases:\n  - id: a\n    prompt: hi\n    files:\n      '{key}': hi\n"
+    # An explicit key (`? key`): YAML's implicit keys stop at 1,024 characters.
+    text = f"cases:\n  - id: a\n    prompt: hi\n    files:\n      ? '{key}'\n      : hi\n"
     assert_error(error_of(tmp_path, text), tmp_path, 4, "cases.0.files", message)
 
 

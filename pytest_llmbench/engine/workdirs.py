@@ -20,23 +20,42 @@ import pytest
 from ..spec.schema import workdir_path
 
 _PREPARED = pytest.StashKey[dict[str, Path]]()
+_FAILED = pytest.StashKey[dict[str, "WorkdirError"]]()
 #: pytest's own limit on a tmp_path folder's name.
 _NAME_CHARS = 30
+
+
+class WorkdirError(ValueError):
+    """A workdir that cannot be made or seeded: what, and the OS's reason."""
 
 
 def seed(root: Path, files: Mapping[str, str], include_dirs: Sequence[Path] = ()) -> Path:
     """Fill ``root`` (made if missing) with copies of ``include_dirs`` and the ``files``.
 
     Links in the folders are copied as links: the agent's tools refuse those that point out.
-    ``files`` names are checked (ValueError for one that leaves the folder).
+    ``files`` names are checked (ValueError for one that leaves the folder, or longer than the
+    filesystem allows); what the OS refuses anyway (the whole path past PATH_MAX under a long
+    temporary folder, a full disk) is a :class:`WorkdirError` naming the file.
     """
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WorkdirError(f"cannot make the workdir {root}: {exc.strerror or exc}") from None
     for folder in include_dirs:
-        shutil.copytree(folder, root, symlinks=True, dirs_exist_ok=True)
+        try:
+            shutil.copytree(folder, root, symlinks=True, dirs_exist_ok=True)
+        except OSError as exc:
+            raise WorkdirError(f"cannot copy {folder} into the workdir: {exc}") from None
     for name, content in files.items():
         target = root / Path(*workdir_path(name).parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+        except OSError as exc:
+            shown = name if len(name) <= 80 else f"{name[:40]}...{name[-40:]}"
+            where = f"{len(str(target)):,} characters with the workdir's folder"
+            reason = exc.strerror or str(exc)
+            raise WorkdirError(f"cannot write workdir file {shown!r} ({where}): {reason}") from None
     return root
 
 
@@ -54,11 +73,22 @@ def prepare(
     safe = re.sub(r"[\W]", "_", name)[:_NAME_CHARS]
     factory = getattr(config, "_tmp_path_factory", None)  # pytest's, as tmp_path uses
     base = factory.mktemp(safe, numbered=True) if factory else Path(tempfile.mkdtemp(prefix=safe))
-    root = seed(base / "workdir", files, include_dirs)
+    root = base / "workdir"
+    try:
+        seed(root, files, include_dirs)
+    except WorkdirError as exc:
+        # Ahead of the item, in the engine's prefetch: the item's setup raises it (an error of
+        # that item), not the prefetch (an internal error of the run).
+        config.stash.setdefault(_FAILED, {})[nodeid] = exc
     prepared[nodeid] = root
     return root
 
 
 def take_prepared(config: pytest.Config, nodeid: str) -> Path | None:
-    """The workdir :func:`prepare` made for ``nodeid`` (handed out once), or None."""
-    return config.stash.get(_PREPARED, {}).pop(nodeid, None)
+    """The workdir :func:`prepare` made for ``nodeid`` (handed out once), or None; the
+    :class:`WorkdirError` of one that could not be seeded."""
+    failure = config.stash.get(_FAILED, {}).pop(nodeid, None)
+    root = config.stash.get(_PREPARED, {}).pop(nodeid, None)
+    if failure is not None:
+        raise failure
+    return root

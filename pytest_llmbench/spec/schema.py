@@ -91,12 +91,39 @@ def _check_assertions(value: list[RawAssertion]) -> list[RawAssertion]:
     return value
 
 
+#: The longest name of one file or folder, in bytes (Linux's NAME_MAX, on every filesystem).
+NAME_MAX = 255
+#: What a path inside a workdir may take of Linux's PATH_MAX (4,096 bytes): the rest is left to
+#: the workdir's own folder (pytest's temporary folder, the item's name).
+WORKDIR_PATH_MAX = 4096 - 1024
+
+
 def workdir_path(name: str) -> PurePosixPath:
-    """``name`` as a path inside an item's workdir; ``ValueError`` when it would leave it."""
+    """``name`` as a path inside an item's workdir; ``ValueError`` when it would leave it, or
+    when a part of it or the whole is longer than the filesystem allows."""
     path = PurePosixPath(name)
     if path.is_absolute() or ".." in path.parts or not path.parts or "\x00" in name:
-        raise ValueError(f"workdir file {name!r} must be a relative path inside the workdir")
+        raise ValueError(f"workdir file {_shown(name)} must be a relative path inside the workdir")
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > WORKDIR_PATH_MAX:
+        raise ValueError(
+            f"workdir file {_shown(name)} is a path of {size:,} bytes; the filesystem allows "
+            f"{WORKDIR_PATH_MAX:,} inside a workdir"
+        )
+    for part in path.parts:
+        size = len(part.encode("utf-8", "surrogatepass"))
+        if size > NAME_MAX:
+            which = f" ({_shown(part)})" if len(path.parts) > 1 else ""
+            raise ValueError(
+                f"workdir file {_shown(name)} has a name of {size:,} bytes{which}; "
+                f"the filesystem allows {NAME_MAX}"
+            )
     return path
+
+
+def _shown(name: str, keep: int = 40) -> str:
+    """``name`` quoted, a long one by its ends."""
+    return repr(name) if len(name) <= 2 * keep else f"{name[:keep]!r}...{name[-keep:]!r}"
 
 
 def _check_files(value: dict[str, str]) -> dict[str, str]:
