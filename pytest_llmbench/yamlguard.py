@@ -42,68 +42,77 @@ class YamlLimitError(Exception):
 
 
 def check_yaml_limits(text: str, loader: type = yaml.SafeLoader) -> None:
-    """Raise :class:`YamlLimitError` when ``text`` nests too deep, its aliases expand too far,
-    or an alias refers to a collection it is inside of (a value that would contain itself).
+    """Raise :class:`YamlLimitError` when ``text`` nests too deep (in what it writes out, or
+    through aliases of deep anchors), its aliases expand too far, or an alias refers to a
+    collection it is inside of (a value that would contain itself).
 
     Syntax errors are left to the loader that composes the text (they carry better context),
     except characters YAML does not allow (NUL, control characters), which are reported here
     with their line.
     """
-    open_sizes: list[list[Any]] = []  # [anchor, values so far] of each open collection
-    sizes: dict[str, int] = {}  # values under each anchor
-    expanded = 0
+    shape = _Shape()
     try:
         for event in yaml.parse(text, Loader=loader):
-            size = _closed_size(event, open_sizes, sizes)
-            if isinstance(event, yaml.AliasEvent):
-                size = _alias_size(event, sizes)
-                expanded += size
-                if expanded > MAX_ALIAS_VALUES:
-                    message = f"aliases expand to more than {MAX_ALIAS_VALUES:,} values"
-                    raise YamlLimitError(message, _line(event))
-            if size and open_sizes:
-                open_sizes[-1][1] += size
+            shape.add(event)
     except yaml.reader.ReaderError as exc:
         raise YamlLimitError(_reader_message(exc), text[: exc.position].count("\n") + 1) from None
     except yaml.MarkedYAMLError:
         return  # the loader reports it, with its context
 
 
-#: The size of an anchor whose collection is still open: an alias to it is recursive.
-_OPEN = -1
+class _Shape:
+    """The shape of the document so far, from the parser's events: the open collections (their
+    anchor, values and levels so far) and the values and levels under every anchor."""
 
+    def __init__(self) -> None:
+        self.open: list[list[Any]] = []  # [anchor, values, levels] of each open collection
+        #: (values, levels) under each anchor; None while its collection is open
+        self.anchors: dict[str, tuple[int, int] | None] = {}
+        self.expanded = 0  # values that aliases repeat
 
-def _closed_size(event: yaml.Event, open_sizes: list[list[Any]], sizes: dict[str, int]) -> int:
-    """Track collections; return the values ``event`` completes (0 while a collection is open)."""
-    anchor = getattr(event, "anchor", None)
-    if isinstance(event, yaml.CollectionStartEvent):
-        if len(open_sizes) >= MAX_DEPTH:
-            raise YamlLimitError(f"nested more than {MAX_DEPTH} levels deep", _line(event))
-        open_sizes.append([anchor, 1])
+    def add(self, event: yaml.Event) -> None:
+        anchor = getattr(event, "anchor", None)
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(self.open) >= MAX_DEPTH:
+                raise YamlLimitError(f"nested more than {MAX_DEPTH} levels deep", _line(event))
+            self.open.append([anchor, 1, 1])
+            if anchor:
+                self.anchors[anchor] = None  # an alias refers to the latest anchor of its name
+            return
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, size, levels = self.open.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            size, levels = 1, 0
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, (size, levels) = None, self._alias(event)
+        else:
+            return
         if anchor:
-            sizes[anchor] = _OPEN  # an alias refers to the latest anchor of its name
-        return 0
-    if isinstance(event, yaml.CollectionEndEvent):
-        anchor, size = open_sizes.pop()
-    elif isinstance(event, yaml.ScalarEvent):
-        size = 1
-    else:
-        return 0
-    if anchor:
-        sizes[anchor] = size
-    return int(size)
+            self.anchors[anchor] = (size, levels)
+        if self.open:
+            parent = self.open[-1]
+            parent[1] += size
+            parent[2] = max(parent[2], levels + 1)
 
-
-def _alias_size(event: yaml.AliasEvent, sizes: dict[str, int]) -> int:
-    """The values ``*anchor`` repeats; an error when it is inside the collection it names."""
-    size = sizes.get(event.anchor or "", 1)
-    if size == _OPEN:
-        message = (
-            f"recursive alias: *{event.anchor} is inside the value &{event.anchor} names "
-            "(a value cannot contain itself)"
-        )
-        raise YamlLimitError(message, _line(event))
-    return size
+    def _alias(self, event: yaml.AliasEvent) -> tuple[int, int]:
+        """The values and levels ``*anchor`` repeats, checked against the limits."""
+        name = event.anchor or ""
+        found = self.anchors.get(name, (1, 0))
+        if found is None:
+            message = (
+                f"recursive alias: *{name} is inside the value &{name} names "
+                "(a value cannot contain itself)"
+            )
+            raise YamlLimitError(message, _line(event))
+        size, levels = found
+        self.expanded += size
+        if self.expanded > MAX_ALIAS_VALUES:
+            message = f"aliases expand to more than {MAX_ALIAS_VALUES:,} values"
+            raise YamlLimitError(message, _line(event))
+        if len(self.open) + levels > MAX_DEPTH:
+            message = f"nested more than {MAX_DEPTH} levels deep through *{name}"
+            raise YamlLimitError(message, _line(event))
+        return size, levels
 
 
 def _line(event: yaml.Event) -> int | None:

@@ -32,6 +32,19 @@ BOMB = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
     for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
 )
 
+#: An anchor 60 levels deep: an alias to it inside 5 more levels makes a value 66 deep.
+DEEP_ANCHOR = "a: &a " + "[" * 60 + "x" + "]" * 60 + "\n"
+#: Anchors each 40 deep around an alias of the one before: the second is 82 levels deep; the
+#: 60 of them made a value 2,400 deep (a RecursionError when built) within the alias limits.
+ALIAS_CHAIN = (
+    "a0: &a0 "
+    + "[" * 40
+    + "x"
+    + "]" * 40
+    + "\n"
+    + "".join(f"a{i}: &a{i} " + "[" * 40 + f"*a{i - 1}" + "]" * 40 + "\n" for i in range(1, 60))
+)
+
 BAD_TEXTS = [
     # (text, line, message)
     pytest.param(BOMB, 6, "aliases expand to more than 100,000 values", id="alias-bomb"),
@@ -55,6 +68,13 @@ BAD_TEXTS = [
         id="recursive-block",
     ),
     pytest.param("a: &m\n  k: 1\n  <<: *m\n", 3, "recursive alias: *m", id="recursive-merge"),
+    pytest.param(
+        DEEP_ANCHOR + "b: " + "[" * 5 + "*a" + "]" * 5 + "\n",
+        2,
+        "nested more than 64 levels deep through *a",
+        id="deep-through-an-alias",
+    ),
+    pytest.param(ALIAS_CHAIN, 2, "nested more than 64 levels deep through *a0", id="alias-chain"),
     pytest.param("a: 1\nb: x\x00y\n", 2, "character #x0000 is not allowed", id="nul"),
     pytest.param("a: 1\n\nb: \x07\n", 3, "character #x0007 is not allowed", id="control"),
 ]
@@ -82,6 +102,7 @@ def test_an_alias_after_its_anchor_closed_is_no_recursion() -> None:
     check_yaml_limits("a: &p {x: 1}\nb: {self: *p, again: *p}\n")
     check_yaml_limits("a: &p [&p [1], *p]\n")
     check_yaml_limits("a: &s text\nb: [*s, *s]\n")
+    check_yaml_limits(DEEP_ANCHOR + "b: [*a]\n")  # 62 levels
 
 
 @pytest.mark.parametrize(("text", "line", "message"), BAD_TEXTS)
