@@ -213,6 +213,13 @@ def test_resolve_empty_selection(selection: str) -> None:
         registry.resolve(selection)
 
 
+def test_a_raw_id_that_is_no_text_is_a_profile_error() -> None:
+    """Undecodable bytes on the command line become lone surrogates: `--judges=<them>` was an
+    INTERNALERROR (pydantic's string_unicode error), found by the fuzzer."""
+    with pytest.raises(ProfileError, match=r"^'\\udced' is no profile and no model id: "):
+        load_profiles([]).resolve("openai/gpt-4o,\udced")
+
+
 def test_user_profiles_override_builtin_and_later_files_win(tmp_path: Path) -> None:
     first = write(tmp_path, "a.yaml", "models:\n  local/smollm2: {model: openai/other}\n")
     second = write(tmp_path, "b.yaml", "models:\n  x: {model: m/first}\nsets: {local: [x]}\n")

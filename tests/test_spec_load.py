@@ -762,8 +762,18 @@ def test_bad_file_is_an_error_at_its_line(
             "/".join(["d" * 200] * 16),
             "is a path of 3,215 bytes; the filesystem allows 3,072 inside a workdir",
         ),
+        # A RecursionError in pathlib's mkdir (found by the fuzzer).
+        ("x/" * 1500 + "f", "is nested 1,500 folders deep; at most 63 are allowed"),
     ],
-    ids=["parent", "absolute", "dot", "name-past-NAME_MAX", "utf8-bytes", "path-past-PATH_MAX"],
+    ids=[
+        "parent",
+        "absolute",
+        "dot",
+        "name-past-NAME_MAX",
+        "utf8-bytes",
+        "path-past-PATH_MAX",
+        "deep-folders",
+    ],
 )
 def test_files_keys_outside_the_workdir_are_a_collection_error(
     tmp_path: Path, key: str, message: str

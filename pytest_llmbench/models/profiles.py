@@ -171,7 +171,7 @@ class ProfileRegistry:
         if not names:
             raise ProfileError(f"no models selected by {selection!r}")
         unique = dict.fromkeys(names)
-        return [self.get(name) or ModelProfile(name=name, model=name) for name in unique]
+        return [self.get(name) or _raw_model(name) for name in unique]
 
     def get(self, name: str) -> ModelProfile | None:
         """The profile called ``name``, or ``None``."""
@@ -181,6 +181,16 @@ class ProfileRegistry:
         if name not in self.sets:
             raise ProfileError(unknown_set(name, self.sets))
         return self.sets[name]
+
+
+def _raw_model(name: str) -> ModelProfile:
+    """An ad-hoc profile of the litellm id ``name``; ProfileError when it is no text (a lone
+    surrogate that a command line's undecodable bytes became)."""
+    try:
+        return ModelProfile(name=name, model=name)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]["msg"]
+        raise ProfileError(f"{name!r} is no profile and no model id: {problem}") from None
 
 
 def api_key_missing(profile: ModelProfile, environ: Mapping[str, str]) -> str | None:

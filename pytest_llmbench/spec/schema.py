@@ -96,6 +96,10 @@ NAME_MAX = 255
 #: What a path inside a workdir may take of Linux's PATH_MAX (4,096 bytes): the rest is left to
 #: the workdir's own folder (pytest's temporary folder, the item's name).
 WORKDIR_PATH_MAX = 4096 - 1024
+#: Folders a workdir file may be in, one inside the other: what the filesystem allows deeper
+#: (1,500 levels of ``x/``) breaks the recursive walkers of folders (pathlib's ``mkdir``,
+#: ``shutil.rmtree``, pytest's clean-up of old temporary folders).
+WORKDIR_MAX_DEPTH = 64
 
 
 def workdir_path(name: str) -> PurePosixPath:
@@ -109,6 +113,11 @@ def workdir_path(name: str) -> PurePosixPath:
         raise ValueError(
             f"workdir file {_shown(name)} is a path of {size:,} bytes; the filesystem allows "
             f"{WORKDIR_PATH_MAX:,} inside a workdir"
+        )
+    if len(path.parts) > WORKDIR_MAX_DEPTH:
+        raise ValueError(
+            f"workdir file {_shown(name)} is nested {len(path.parts) - 1:,} folders deep; "
+            f"at most {WORKDIR_MAX_DEPTH - 1} are allowed"
         )
     for part in path.parts:
         size = len(part.encode("utf-8", "surrogatepass"))
