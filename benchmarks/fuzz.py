@@ -1,12 +1,16 @@
-"""The long fuzzer: malformed eval files, profile files, .env files and option values
-(tests/fuzzing.py), each collected by pytest in its own process with a time limit.
+"""The long fuzzer: malformed eval files, profile files, .env files, option values, JSONL
+datasets, dataset factories, workdir file names and results folders (tests/fuzzing.py), each
+given to pytest in its own process with a time limit: collected, or run from the response cache
+(no call is made) for the kinds whose trouble comes after collection. The corpus of earlier
+findings (``fuzzing.CORPUS``) runs first, then ``--count`` seeded inputs.
 
     .venv/bin/python benchmarks/fuzz.py --seed 1 --count 700 --jobs 2 --write benchmarks/FUZZ.md
 
 Each input ends as one of:
 - ``clean``: a located collection error or a usage error (exit 2 or 4, or 0/5 with a collection
   error line), no traceback;
-- ``accepted``: collected without error (exit 0);
+- ``accepted``: collected without error (exit 0), or run with every item ending as a record
+  (exit 0 or 1: an item error is a clean outcome of a run from an empty cache);
 - ``traceback``: a Python traceback frame in the output (an internal error shown to the user);
 - ``internalerror``: pytest's INTERNALERROR;
 - ``hang``: still running after ``--timeout`` seconds;
@@ -30,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fuzzing import FuzzInput, inputs, write_input  # noqa: E402
+from fuzzing import CORPUS, KEY_ENV, FuzzInput, inputs, pytest_args  # noqa: E402
 
 FRAME = re.compile(r"\.py:\d+: in |Traceback \(most recent call last\)")
 BAD = ("traceback", "internalerror", "hang", "crash")
@@ -38,15 +42,18 @@ BAD = ("traceback", "internalerror", "hang", "crash")
 
 def classify(item: FuzzInput, folder: Path, timeout: float) -> tuple[str, str]:
     """Run one input; return its class and the last lines of output."""
-    args = write_input(item, folder)
+    args = pytest_args(item, folder)
     if any("\x00" in arg for arg in args):
         return "clean", "a NUL cannot be passed in argv (the shell refuses it)"
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q"]
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONFAULTHANDLER": ""}
+    command = [sys.executable, "-m", "pytest", *args]
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONFAULTHANDLER": "",
+        KEY_ENV: "sk-fuzz-0000000000",
+    }
     try:
-        done = subprocess.run(
-            [*command, *args], cwd=folder, capture_output=True, timeout=timeout, env=env
-        )
+        done = subprocess.run(command, cwd=folder, capture_output=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return "hang", f"still running after {timeout:g} s"
     text = (done.stdout + done.stderr).decode("utf-8", "replace")
@@ -57,7 +64,15 @@ def classify(item: FuzzInput, folder: Path, timeout: float) -> tuple[str, str]:
         return "internalerror", tail
     if FRAME.search(text):
         return "traceback", tail
-    return ("accepted" if done.returncode == 0 and "ERROR" not in text else "clean"), tail
+    return ("accepted" if _accepted(item, done.returncode, text) else "clean"), tail
+
+
+def _accepted(item: FuzzInput, returncode: int, text: str) -> bool:
+    """Collected (and run, for a run) without a collection or usage error."""
+    if item.runs:
+        refused = "ERROR collecting" in text or "ERROR: " in text
+        return returncode in (0, 1) and not refused
+    return returncode == 0 and "ERROR" not in text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="llmbench-fuzz-") as tmp:
-        items = list(inputs(args.seed, args.count))
+        items = [item for item, _ in CORPUS] + list(inputs(args.seed, args.count))
         with ThreadPoolExecutor(args.jobs) as pool:
             results = list(
                 pool.map(lambda i: classify(i, Path(tmp) / f"i{i.index}", args.timeout), items)
@@ -111,8 +126,9 @@ def _report(
     lines = [
         "# Fuzz results",
         "",
-        f"{args.count} malformed inputs, each collected by pytest in its own process, with "
-        f"{command} ({wall:.0f} s on {os.cpu_count()} cores).",
+        f"{len(CORPUS)} inputs of the corpus of earlier findings and {args.count} seeded "
+        "malformed inputs, each given to pytest in its own process (collected, or run from the "
+        f"response cache), with {command} ({wall:.0f} s on {os.cpu_count()} cores).",
         "",
         "| input | " + " | ".join(classes) + " |",
         "|---|" + "---:|" * len(classes),

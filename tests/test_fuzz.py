@@ -1,7 +1,9 @@
-"""A seeded fuzz test: a few hundred malformed eval files, profile files, .env files and option
-values (tests/fuzzing.py) each end as a clean error or are accepted, within seconds, and never as
-a traceback, an INTERNALERROR or a hang. benchmarks/fuzz.py runs the long version, each input in
-its own process (crashes included)."""
+"""A seeded fuzz test: a few hundred malformed eval files, profile files, .env files, option
+values, JSONL datasets, dataset factories, workdir file names and results folders
+(tests/fuzzing.py) each end as a clean error or are accepted, within seconds, and never as a
+traceback, an INTERNALERROR or a hang; so does every input of the corpus of earlier findings,
+with the message it must give. benchmarks/fuzz.py runs the long version, each input in its own
+process (crashes included)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzzing import FuzzInput, inputs, write_input
+from fuzzing import CORPUS, KEY_ENV, FuzzInput, inputs, pytest_args, write_input
 
 from pytest_llmbench.models.profile_files import load_profiles
 from pytest_llmbench.models.profiles import ProfileError
@@ -68,8 +70,16 @@ def of_kind(*kinds: str) -> list[FuzzInput]:
 
 def test_the_inputs_are_seeded_and_varied() -> None:
     assert [item.data for item in inputs(SEED, 20)] == [item.data for item in ALL[:20]]
-    assert {item.kind for item in ALL} == {"eval", "profile", "env", "option"}
-    assert len({item.data for item in of_kind("eval")}) > 100
+    kinds = {"eval", "profile", "env", "option", "dataset", "factory", "files", "results"}
+    assert {item.kind for item in ALL} == kinds
+    for kind in sorted(kinds):
+        distinct = len({(item.option, item.data) for item in of_kind(kind)})
+        if kind in ("option", "results", "factory"):  # a pick from short lists
+            assert distinct >= 10, kind
+        else:
+            assert distinct > 0.6 * len(of_kind(kind)), kind
+    texts = b"".join(item.data for item in of_kind("eval", "profile"))
+    assert b"self: *p}" in texts and b"&c0 [[" in texts  # aliases: recursive, deep chains
 
 
 def test_malformed_eval_files_are_clean_errors(tmp_path: Path) -> None:
@@ -94,6 +104,37 @@ def test_malformed_profile_files_are_clean_errors(tmp_path: Path) -> None:
     assert findings == []
 
 
+@pytest.mark.parametrize("kind", ["dataset", "factory", "files"])
+def test_datasets_factories_and_workdir_files_are_clean_errors(tmp_path: Path, kind: str) -> None:
+    """Loaded in this process: a factory's sys.exit() or BaseException would end the test run,
+    a row that holds itself or a name past the limits would be a traceback."""
+    findings = []
+    for item in of_kind(kind):
+        write_input(item, tmp_path / f"i{item.index}")
+        path = tmp_path / f"i{item.index}" / "fuzz.eval.yaml"
+        result = outcome(lambda path=path: load_spec(path), EvalFileError)
+        if result not in ("clean", "accepted"):
+            findings.append(f"{item.label()} -> {result}")
+    assert findings == []
+
+
+@pytest.mark.parametrize("item", [item for item, _ in CORPUS], ids=lambda item: item.label()[:50])
+def test_the_corpus_of_findings_ends_in_its_clean_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, item: FuzzInput
+) -> None:
+    """Issue 25's hostile inputs, each as pytest gets it (run, when its trouble came after
+    collection): the message it must give, no INTERNALERROR, no traceback."""
+    monkeypatch.setenv(KEY_ENV, "sk-fuzz-0000000000")
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    expected = dict((id(i), line) for i, line in CORPUS)[id(item)]
+    with deadline():
+        result = pytester.runpytest(*pytest_args(item, pytester.path / "case"))
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text
+    assert not FRAME.search(text), text[-3000:]
+    pytest.LineMatcher(text.splitlines()).fnmatch_lines([expected])
+
+
 def test_a_collection_of_malformed_eval_files_has_no_traceback(
     pytester: pytest.Pytester,
 ) -> None:
@@ -109,16 +150,19 @@ def test_a_collection_of_malformed_eval_files_has_no_traceback(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["env", "option"])
-def test_malformed_env_files_and_option_values_are_usage_errors(
-    pytester: pytest.Pytester, kind: str
+@pytest.mark.parametrize("kind", ["env", "option", "profile", "files", "results"])
+def test_malformed_env_files_option_values_and_runs_are_clean_errors(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
+    """Given to pytest as the long fuzzer gives them: profiles, workdir files and results
+    folders run their items from the cache (records, workdirs and the folder are made)."""
+    monkeypatch.setenv(KEY_ENV, "sk-fuzz-0000000000")
     findings = []
     for item in of_kind(kind):
-        args = write_input(item, pytester.path / f"case{item.index}")
+        args = pytest_args(item, pytester.path / f"case{item.index}")
         try:
             with deadline():
-                result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", *args)
+                result = pytester.runpytest(*args)
         except Hang:
             findings.append(f"{item.label()} -> hang")
             continue
