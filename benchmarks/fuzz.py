@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="llmbench-fuzz-") as tmp:
-        items = [item for item, _ in CORPUS] + list(inputs(args.seed, args.count))
+        items = [item for item, *_ in CORPUS] + list(inputs(args.seed, args.count))
         with ThreadPoolExecutor(args.jobs) as pool:
             results = list(
                 pool.map(lambda i: classify(i, Path(tmp) / f"i{i.index}", args.timeout), items)

@@ -438,50 +438,50 @@ _FACTORY_LOOPS = factory_module(FACTORY_BODIES[7])
 _FACTORY_DEEP = factory_module(FACTORY_BODIES[9])
 _PAST_PATH_MAX = "/".join(["d" * 200] * 25)
 
-#: (kind, input, option, a line the run must print (fnmatch)): issue 25's findings and their
-#: neighbours. Each was an INTERNALERROR, a traceback or a wrong refusal.
-_CORPUS: tuple[tuple[str, str, str | None, str], ...] = (
+#: (kind, input, option, a line the run must print (fnmatch), its exit status): issue 25's
+#: findings and their neighbours. Each was an INTERNALERROR, a traceback or a wrong refusal.
+_CORPUS: tuple[tuple[str, str, str | None, str, int], ...] = (
     ("profile", _LOOPING_PROFILE, None,
-     "ERROR: llmbench: */profiles.yaml:6: invalid YAML: recursive alias: *p is inside the value &p*"),
+     "ERROR: llmbench: */profiles.yaml:6: invalid YAML: recursive alias: *p is inside the value &p*", 4),
     ("eval", "model_params: &p {max_tokens: 5, self: *p}\n" + _GOOD_CASE, None,
-     "*fuzz.eval.yaml:1: invalid YAML: recursive alias: *p is inside the value &p names*"),
+     "*fuzz.eval.yaml:1: invalid YAML: recursive alias: *p is inside the value &p names*", 2),
     ("eval", alias_chain(40, 60) + _GOOD_CASE, None,
-     "*fuzz.eval.yaml:2: invalid YAML: nested more than 64 levels deep through *c0"),
+     "*fuzz.eval.yaml:2: invalid YAML: nested more than 64 levels deep through *c0", 2),
     ("files", _PLAIN_FILES + f'      ? "{"n" * 300}"\n      : x\n', None,
      "*fuzz.eval.yaml:6: cases.0.files: workdir file * has a name of 300 bytes; the filesystem "
-     "allows 255"),
+     "allows 255", 2),
     ("files", _AGENT_FILES + f'      ? "{"/".join(["d" * 200] * 16)}"\n      : x\n', None,
-     "*fuzz.eval.yaml:*: cases.0.files: workdir file * is a path of 3,215 bytes*"),
+     "*fuzz.eval.yaml:*: cases.0.files: workdir file * is a path of 3,215 bytes*", 2),
     ("factory", _FACTORY_EXITS, None,
-     "*fuzz.eval.yaml:1: dataset: factory fuzzfactory*:rows raised SystemExit: 3"),
+     "*fuzz.eval.yaml:1: dataset: factory fuzzfactory*:rows raised SystemExit: 3", 2),
     ("factory", _FACTORY_STOPS, None,
-     "*fuzz.eval.yaml:1: dataset: factory fuzzfactory*:rows raised Stop: not an Exception"),
+     "*fuzz.eval.yaml:1: dataset: factory fuzzfactory*:rows raised Stop: not an Exception", 2),
     ("factory", _FACTORY_EXITS_AT_IMPORT, None,
-     "*fuzz.eval.yaml:1: dataset: factory fuzzfactory*:rows raised SystemExit: at import"),
+     "*fuzz.eval.yaml:1: dataset: factory fuzzfactory*:rows raised SystemExit: at import", 2),
     ("factory", _FACTORY_LOOPS, None,
-     "*fuzz.eval.yaml:1: dataset: factory row 1: vars.self.vars: the value contains itself"),
+     "*fuzz.eval.yaml:1: dataset: factory row 1: vars.self.vars: the value contains itself", 2),
     ("factory", _FACTORY_DEEP, None,
-     "*fuzz.eval.yaml:1: dataset: factory row 1: q.0.0.0.0.0.0.0...: nested more than 64 levels*"),
+     "*fuzz.eval.yaml:1: dataset: factory row 1: q.0.0.0.0.0.0.0...: nested more than 64 levels*", 2),
     ("results", "/proc/llmbench-results", None,
      "ERROR: llmbench: --results-dir cannot be made: /proc/llmbench-results (No such file or "
-     "directory)"),
-    ("results", "taken/sub", None, "ERROR: llmbench: --results-dir is inside a file: */taken"),
+     "directory)", 4),
+    ("results", "taken/sub", None, "ERROR: llmbench: --results-dir is inside a file: */taken", 4),
     ("results", "n" * 300, None,
-     "ERROR: llmbench: --results-dir cannot be made: *nnn (File name too long)"),
+     "ERROR: llmbench: --results-dir cannot be made: *nnn (File name too long)", 4),
     ("results", _PAST_PATH_MAX, None,
-     "ERROR: llmbench: --results-dir cannot be made: *ddd (File name too long)"),
+     "ERROR: llmbench: --results-dir cannot be made: *ddd (File name too long)", 4),
     ("dataset", '{"q": "Capital?", "expected": "Paris", "country": "France", "source": "atlas"}\n',
-     None, "1 test collected*"),
+     None, "1 test collected*", 0),
     ("dataset", '{"q": "a", "expected": "b"}\n{"q": "c", "expected": "d", "asert": ["contains"]}\n',
-     None, "*data.jsonl:2: unknown key 'asert' (did you mean 'assert'?)*"),
+     None, "*data.jsonl:2: unknown key 'asert' (did you mean 'assert'?)*", 2),
     ("dataset", '{"q": ' + "[" * 100 + "]" * 100 + ', "expected": "x"}\n', None,
-     "*data.jsonl:1: q.0.0.0.0.0.0.0...: nested more than 64 levels deep"),
+     "*data.jsonl:1: q.0.0.0.0.0.0.0...: nested more than 64 levels deep", 2),
 )  # fmt: skip
 #: Where the corpus's indices start: apart from those of :func:`inputs`.
 CORPUS_START = 1_000_000
-CORPUS: tuple[tuple[FuzzInput, str], ...] = tuple(
-    (FuzzInput(CORPUS_START + n, kind, text.encode("utf-8"), option), expected)
-    for n, (kind, text, option, expected) in enumerate(_CORPUS)
+CORPUS: tuple[tuple[FuzzInput, str, int], ...] = tuple(
+    (FuzzInput(CORPUS_START + n, kind, text.encode("utf-8"), option), expected, status)
+    for n, (kind, text, option, expected, status) in enumerate(_CORPUS)
 )
 
 

@@ -118,21 +118,28 @@ def test_datasets_factories_and_workdir_files_are_clean_errors(tmp_path: Path, k
     assert findings == []
 
 
-@pytest.mark.parametrize("item", [item for item, _ in CORPUS], ids=lambda item: item.label()[:50])
+@pytest.mark.parametrize(
+    ("item", "expected", "status"), CORPUS, ids=[item.label()[:50] for item, *_ in CORPUS]
+)
 def test_the_corpus_of_findings_ends_in_its_clean_error(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, item: FuzzInput
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    item: FuzzInput,
+    expected: str,
+    status: int,
 ) -> None:
     """Issue 25's hostile inputs, each as pytest gets it (run, when its trouble came after
-    collection): the message it must give, no INTERNALERROR, no traceback."""
+    collection): the message it must give and its exit status (2: a collection error, 4: a
+    usage error), no INTERNALERROR, no traceback."""
     monkeypatch.setenv(KEY_ENV, "sk-fuzz-0000000000")
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    expected = dict((id(i), line) for i, line in CORPUS)[id(item)]
     with deadline():
         result = pytester.runpytest(*pytest_args(item, pytester.path / "case"))
     text = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in text
     assert not FRAME.search(text), text[-3000:]
     pytest.LineMatcher(text.splitlines()).fnmatch_lines([expected])
+    assert result.ret == status
 
 
 def test_a_collection_of_malformed_eval_files_has_no_traceback(

@@ -7,6 +7,7 @@ image cells are converted in :mod:`.cells`.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -238,6 +239,7 @@ _NOT_A_PLURAL = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=1024)  # rows repeat their keys: each is looked at once
 def near_case_key(key: str) -> str | None:
     """The case key that ``key`` is a typo of, or None when it is an honest name of its own."""
     if len(key) < _TYPO_MIN_LENGTH:
