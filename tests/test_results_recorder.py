@@ -457,6 +457,41 @@ def test_a_default_results_folder_that_cannot_be_made_is_a_usage_error(bench: Be
     assert "INTERNALERROR" not in text and "Traceback" not in text
 
 
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_parameters_as_deep_as_a_profile_may_hold_reach_the_record(
+    bench: Bench, workers: str
+) -> None:
+    """The loaders refuse values that hold themselves or nest past 64 levels (yamlguard); what
+    they let through, every walker after them handles: the cache key, redaction, the record's
+    JSON line and, under xdist, the report's transport."""
+    _right_answers(bench)
+    deep = "[" * 60 + "1" + "]" * 60  # 63 levels with models, the profile and params
+    bench.pytester.makefile(
+        ".yaml",
+        **{
+            "profiles/deep": f"""
+models:
+  deep:
+    model: openai/fake-model
+    api_base: {bench.server.base_url}
+    api_key_env: {FAKE_KEY_ENV}
+    params: {{temperature: 0, tree: {deep}, again: &t [{{a: 1}}], twice: *t}}
+"""
+        },
+    )
+    bench.eval_file("capitals", CAPITALS)
+    result = bench.run_subprocess("--models=deep", "--cache=use", f"-n{workers}")
+    result.assert_outcomes(passed=2)
+    records = bench.records()
+    tree = records[0]["params"]["tree"]
+    for _ in range(59):
+        (tree,) = tree
+    assert tree == [1] and records[0]["params"]["twice"] == [{"a": 1}]
+    again = bench.run_subprocess("--models=deep", "--cache=use", f"-n{workers}")
+    again.assert_outcomes(passed=2)
+    assert all(record["cached"] for record in bench.records())  # the same cache keys
+
+
 def test_default_results_dir_is_a_new_timestamped_folder(bench: Bench) -> None:
     _right_answers(bench)
     bench.eval_file("capitals", CAPITALS)
