@@ -60,6 +60,9 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
      "(no network; a miss is an error)", "off"),
     ("cache_dir", "llmbench_cache_dir", f"Folder of the response cache (default {DEFAULT_CACHE_DIR})",
      DEFAULT_CACHE_DIR),
+    ("cache_ttl", "llmbench_cache_ttl", "Age past which a cached answer is stale: called again "
+     "under --cache=use, an error under --cache=replay (90s, 30m, 12h, 14d; default: none, "
+     "answers never age)", None),
     ("max_cost", "llmbench_max_cost", "Stop starting model calls once the run has spent this "
      "many USD; the rest are skipped", None),
     ("rpm", "llmbench_rpm", "Requests per minute per model, for models whose profile sets none",
@@ -226,6 +229,8 @@ class RunConfig:
     shard: tuple[int, int] | None = None
     #: each divided budget: ``{"run": value, "shard": share}``
     shard_split: dict[str, Any] | None = None
+    #: seconds after which a cached answer is stale (``--cache-ttl``); None: never
+    cache_ttl_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -243,6 +248,7 @@ class RunConfig:
             "stream": self.stream,
             "cache": self.cache_mode,
             "cache_dir": str(self.cache_dir),
+            "cache_ttl_s": self.cache_ttl_s,
             "max_cost": self.max_cost,
             "rpm": self.rpm,
             "tpm": self.tpm,
@@ -342,6 +348,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         # --rescore reads answers from the cache only: it is replay under another name.
         cache_mode="replay" if rescore else _choice(config, "cache", CACHE_MODES),
         cache_dir=_path(config, "cache_dir") or config.invocation_params.dir / DEFAULT_CACHE_DIR,
+        cache_ttl_s=_cache_ttl(config),
         max_cost=_optional_number(config, "max_cost"),
         rpm=_optional_number(config, "rpm", positive=True),
         tpm=_optional_number(config, "tpm", positive=True),
@@ -360,6 +367,19 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         skip_unavailable=skip_unavailable,
     )
     return split_budgets(run, parse_shard(_setting(config, "shard")))
+
+
+def _cache_ttl(config: pytest.Config) -> float | None:
+    """``--cache-ttl`` in seconds (``90s``, ``30m``, ``12h``, ``14d``), else a ``UsageError``."""
+    raw = _setting(config, "cache_ttl")
+    if not raw:
+        return None
+    from .engine.cache import parse_age
+
+    try:
+        return parse_age(raw)
+    except ValueError as exc:
+        raise pytest.UsageError(f"llmbench: --cache-ttl: {exc}") from None
 
 
 def _push_url(config: pytest.Config) -> str | None:

@@ -1,4 +1,5 @@
-"""The response cache: stable keys, exact round trips, and real concurrent writers."""
+"""The response cache: stable keys, exact round trips, real concurrent writers, entries that
+age (``--cache-ttl``, aged by writing an old ``created_at`` into the file) and the old layout."""
 
 from __future__ import annotations
 
@@ -7,18 +8,26 @@ import json
 import multiprocessing
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FRANCE, Bench, Rule
 
-from pytest_llmbench.engine.cache import CacheError, ResponseCache, cache_key
+from pytest_llmbench.engine.cache import (
+    CacheError,
+    ResponseCache,
+    cache_key,
+    format_age,
+    parse_age,
+)
 from pytest_llmbench.models.providers.completion import Completion
 from pytest_llmbench.yamlguard import ValueLimitError
 
@@ -340,3 +349,171 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
             assert shared == replace(make_completion(), text=shared.text)
     finally:
         response_cache.close()
+
+
+# -- ages, models and the old file layout ----------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "seconds", "shown"),
+    [("90s", 90, "90s"), ("30m", 1800, "30m"), ("12h", 43200, "12h"), ("14d", 1209600, "14d"),
+     ("36h", 129600, "36h"), (" 1.5H ", 5400, "90m")],
+)  # fmt: skip
+def test_ages_read_and_print_in_their_units(text: str, seconds: float, shown: str) -> None:
+    assert parse_age(text) == seconds
+    assert format_age(seconds) == shown
+
+
+def test_an_age_between_units_is_shown_rounded_down() -> None:
+    assert format_age(20.7 * 86400) == "20d"
+    assert format_age(100) == "100s" and format_age(130) == "2m"
+
+
+@pytest.mark.parametrize("text", ["", "14", "d", "0d", "-3d", "14 days", "2w", "nan", "1e3s"])
+def test_a_malformed_age_is_a_value_error_saying_what_is_expected(text: str) -> None:
+    with pytest.raises(ValueError, match=r"is not an age: write a positive number and a unit"):
+        parse_age(text)
+
+
+def test_an_entry_carries_its_write_time_and_model(cache: ResponseCache) -> None:
+    before = time.time()
+    cache.put(BASE_KEY, make_completion(), model="openai/asked-for")
+    cache.put("other", make_completion(model_id="openai/answered"))
+    entry = cache.entry(BASE_KEY)
+    assert entry is not None and entry.completion == make_completion()
+    assert entry.created_at is not None and before <= entry.created_at <= time.time()
+    models = {info.key: info.model for info in cache.entries()}
+    assert models == {BASE_KEY: "openai/asked-for", "other": "openai/answered"}
+    assert cache.entry("missing") is None
+
+
+def _old_layout_file(path: Path, rows: list[tuple[str, str, float | None]]) -> None:
+    """A cache file as written before entries named their model (no ``model`` column)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL)"
+    )
+    db.executemany("INSERT INTO responses VALUES (?, ?, ?)", rows)
+    db.commit()
+    db.close()
+
+
+def test_a_file_of_the_old_layout_gains_the_model_column_and_keeps_working(tmp_path: Path) -> None:
+    path = tmp_path / "responses.sqlite"
+    stored = json.dumps(asdict(make_completion(model_id="openai/old")))
+    _old_layout_file(path, [("a", stored, time.time()), ("b", "{not json", None)])
+    response_cache = ResponseCache(path)
+    try:
+        assert response_cache.get("a") == make_completion(model_id="openai/old")
+        infos = {info.key: info for info in response_cache.entries()}
+        assert infos["a"].model == "openai/old"  # filled from the stored answer
+        assert infos["b"].model is None and infos["b"].created_at is None
+        response_cache.put("c", make_completion(), model="openai/new")
+        assert {info.key: info.model for info in response_cache.entries()}["c"] == "openai/new"
+    finally:
+        response_cache.close()
+    # A second open finds the column there and changes nothing.
+    again = ResponseCache(path)
+    assert len(again) == 3 and again.get("a") == make_completion(model_id="openai/old")
+    again.close()
+
+
+def _set_age(path: Path, key: str, seconds: float) -> None:
+    db = sqlite3.connect(path)
+    db.execute("UPDATE responses SET created_at = ? WHERE key = ?", (time.time() - seconds, key))
+    db.commit()
+    db.close()
+
+
+def test_prune_deletes_what_is_older_and_clear_what_is_named(cache: ResponseCache) -> None:
+    for key, model in (("old-a", "m/a"), ("new-a", "m/a"), ("old-b", "m/b"), ("new-b", "m/b")):
+        cache.put(key, make_completion(), model=model)
+    for key in ("old-a", "old-b"):
+        _set_age(cache.path, key, 15 * 86400)
+    assert cache.prune(14 * 86400, model="m/a") == 1
+    assert sorted(info.key for info in cache.entries()) == ["new-a", "new-b", "old-b"]
+    assert cache.prune(14 * 86400) == 1
+    assert cache.clear(model="m/b") == 1
+    assert [info.key for info in cache.entries()] == ["new-a"]
+    assert cache.clear() == 1 and len(cache) == 0
+
+
+# -- --cache-ttl in runs ---------------------------------------------------------------------
+def _age_every_entry(bench: Bench, days: float) -> None:
+    db = sqlite3.connect(bench.pytester.path / "c" / "responses.sqlite")
+    changed = db.execute("UPDATE responses SET created_at = ?", (time.time() - days * 86400,))
+    assert changed.rowcount > 0
+    db.commit()
+    db.close()
+
+
+def test_an_entry_past_the_ttl_is_called_again_under_use(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply="Paris"))
+    bench.eval_file("france", FRANCE)
+    use = ("--models=fake", "--cache=use", "--cache-dir=c")
+    bench.run(*use).assert_outcomes(passed=1)
+    bench.run(*use, "--cache-ttl=14d").assert_outcomes(passed=1)
+    assert len(bench.server.chat_requests()) == 1 and bench.records()[0]["cached"] is True
+    _age_every_entry(bench, 20)
+    bench.run(*use).assert_outcomes(passed=1)  # without a TTL, answers never age
+    assert len(bench.server.chat_requests()) == 1 and bench.records()[0]["cached"] is True
+    bench.run(*use, "--cache-ttl=14d").assert_outcomes(passed=1)
+    assert len(bench.server.chat_requests()) == 2
+    assert bench.records()[0]["cached"] is False
+    # The new answer replaced the stale one, written now: the next run hits it.
+    bench.run(*use, "--cache-ttl=14d").assert_outcomes(passed=1)
+    assert len(bench.server.chat_requests()) == 2 and bench.records()[0]["cached"] is True
+
+
+def test_an_entry_past_the_ttl_is_a_replay_error_naming_its_age(bench: Bench) -> None:
+    bench.eval_file("france", FRANCE)
+    bench.server.add_rule(Rule(reply="Paris"))
+    bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(passed=1)
+    _age_every_entry(bench, 20.5)
+    replay = ("--models=fake", "--cache=replay", "--cache-dir=c")
+    result = bench.run(*replay, "--cache-ttl=14d")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "cache_miss"
+    assert "france.eval.yaml::france" in record["error"]
+    assert (
+        "is 20d old, older than --cache-ttl 14d (--cache=replay makes no calls)" in record["error"]
+    )
+    result.stdout.fnmatch_lines(["*is 20d old, older than --cache-ttl 14d*"])
+    bench.run(*replay, "--cache-ttl=21d").assert_outcomes(passed=1)
+    assert len(bench.server.chat_requests()) == 1
+
+
+def test_the_ttl_applies_to_calls_made_on_the_engine_too(bench: Bench) -> None:
+    """A plain test's calls (the ``llm`` fixture) look the cache up on the engine's loop."""
+    bench.pytester.makepyfile(
+        test_plain="""
+        def test_hi(llm):
+            assert llm.complete("Say hi").text == "hi there"
+        """
+    )
+    bench.server.add_rule(Rule(reply="hi there"))
+    use = ("--models=fake", "--cache=use", "--cache-dir=c", "--cache-ttl=1h")
+    bench.run(*use).assert_outcomes(passed=1)
+    _age_every_entry(bench, 2 / 24)
+    bench.run(*use).assert_outcomes(passed=1)
+    assert len(bench.server.chat_requests()) == 2 and bench.records()[-1]["cached"] is False
+    _age_every_entry(bench, 3)
+    result = bench.run("--models=fake", "--cache=replay", "--cache-dir=c", "--cache-ttl=1h")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*is 3d old, older than --cache-ttl 1h*"])
+    assert len(bench.server.chat_requests()) == 2
+
+
+@pytest.mark.parametrize("where", ["option", "ini"])
+def test_a_malformed_ttl_is_a_usage_error_naming_it(bench: Bench, where: str) -> None:
+    bench.eval_file("france", FRANCE)
+    args = ["--models=fake", "--cache=use", "--cache-dir=c"]
+    if where == "option":
+        args.append("--cache-ttl=two weeks")
+    else:
+        bench.pytester.makeini("[pytest]\nllmbench_cache_ttl = two weeks\n")
+    result = bench.run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*llmbench: --cache-ttl: 'two weeks' is not an age*14d*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert bench.server.chat_requests() == []

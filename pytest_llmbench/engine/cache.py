@@ -7,6 +7,11 @@ successes are stored: an error is retried on the next run, never replayed.
 xdist workers write the same file at once. WAL lets readers run beside the one writer, the busy
 timeout makes writers queue instead of failing, and autocommit keeps each ``put`` to one short
 transaction, so the write lock is never held across a model call.
+
+Each entry keeps when it was written (``created_at``, seconds since the epoch) and the model id
+it answers for (``model``), so a run can treat entries past ``--cache-ttl`` as stale and
+``llmbench cache`` can list, prune and clear them. Files written before the ``model`` column
+existed gain it on first open, filled from each stored answer's ``model_id``.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ import dataclasses
 import hashlib
 import json
 import random
+import re
 import sqlite3
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +38,61 @@ _KEY_VERSION = 1
 _IGNORED_PARAMS = frozenset({"timeout", "max_retries", "stream", "stream_options", "api_key"})
 BUSY_TIMEOUT_MS = 30_000
 
+#: The cache's file name inside its folder (``--cache-dir``).
+CACHE_FILE = "responses.sqlite"
+
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS responses "
-    "(key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL)"
+    "(key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL, model TEXT)"
 )
+#: Seconds per unit of an age written as ``90s``, ``30m``, ``12h`` or ``14d``.
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
+
+
+def cache_path(folder: Path) -> Path:
+    """The cache file in ``folder`` (the run's ``--cache-dir``)."""
+    return Path(folder) / CACHE_FILE
+
+
+def parse_age(text: str) -> float:
+    """Seconds in an age such as ``90s``, ``30m``, ``12h`` or ``14d`` (more than 0);
+    anything else is a ValueError saying what is expected."""
+    match = _AGE.fullmatch(text.strip().lower())
+    seconds = float(match[1]) * _AGE_UNITS[match[2]] if match else 0.0
+    if seconds <= 0:
+        raise ValueError(
+            f"{text!r} is not an age: write a positive number and a unit, s, m, h or d "
+            "(90s, 30m, 12h, 14d)"
+        )
+    return seconds
+
+
+def format_age(seconds: float) -> str:
+    """``seconds`` in the largest unit it is a whole number of, or that it holds at least twice
+    (rounded down): 90s, 30m, 36h, 14d; ``14d`` reads back as the same age."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size or (seconds >= size and seconds % size == 0):
+            return f"{seconds // size:.0f}{unit}"
+    return f"{max(0.0, seconds):.0f}s"
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One stored answer and when it was written."""
+
+    completion: Completion
+    created_at: float | None  #: seconds since the epoch; None in rows that never had it
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """What ``llmbench cache list`` shows of an entry, without its answer."""
+
+    key: str
+    model: str | None  #: the model id the answer is for
+    created_at: float | None  #: seconds since the epoch
+    size: int  #: bytes of the stored answer
 
 
 def cache_key(
@@ -89,18 +147,45 @@ class ResponseCache:
 
     def get(self, key: str) -> Completion | None:
         """The stored completion for ``key``, or None when there is none."""
-        row = self._execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        return None if row is None else _decode(row[0])
+        entry = self.entry(key)
+        return None if entry is None else entry.completion
 
-    def put(self, key: str, completion: Completion) -> None:
-        """Store ``completion`` under ``key``, replacing any earlier answer."""
+    def entry(self, key: str) -> CacheEntry | None:
+        """The stored completion for ``key`` and when it was written, or None."""
+        sql = "SELECT value, created_at FROM responses WHERE key = ?"
+        row = self._execute(sql, (key,)).fetchone()
+        completion = None if row is None else _decode(row[0])
+        return None if completion is None else CacheEntry(completion, row[1])
+
+    def put(self, key: str, completion: Completion, *, model: str | None = None) -> None:
+        """Store ``completion`` under ``key`` for ``model`` (default: the completion's
+        ``model_id``), written now, replacing any earlier answer."""
         if completion.text is None:
             raise ValueError("refusing to cache a completion without text: errors are not cached")
         value = json.dumps(dataclasses.asdict(completion), ensure_ascii=False)
         self._execute(
-            "INSERT OR REPLACE INTO responses (key, value, created_at) VALUES (?, ?, ?)",
-            (key, value, time.time()),
+            "INSERT OR REPLACE INTO responses (key, value, created_at, model) VALUES (?, ?, ?, ?)",
+            (key, value, time.time(), model or completion.model_id),
         )
+
+    def entries(self, model: str | None = None) -> list[EntryInfo]:
+        """Every entry (of ``model`` only, when given), newest first, without its answer."""
+        sql = "SELECT key, model, created_at, length(CAST(value AS BLOB)) FROM responses"
+        rows = self._execute(*_where_model(sql, model, "ORDER BY created_at DESC, key"))
+        return [EntryInfo(*row) for row in rows.fetchall()]
+
+    def prune(self, older_than_s: float, model: str | None = None) -> int:
+        """Delete the entries written more than ``older_than_s`` seconds ago (and those that
+        never recorded when); return how many went."""
+        cutoff = time.time() - older_than_s
+        sql, parameters = _where_model("DELETE FROM responses", model)
+        aged = " AND " if parameters else " WHERE "
+        aged += "(created_at IS NULL OR created_at < ?)"
+        return int(self._execute(sql + aged, (*parameters, cutoff)).rowcount)
+
+    def clear(self, model: str | None = None) -> int:
+        """Delete every entry (of ``model`` only, when given); return how many went."""
+        return int(self._execute(*_where_model("DELETE FROM responses", model)).rowcount)
 
     def __len__(self) -> int:
         return int(self._execute("SELECT COUNT(*) FROM responses").fetchone()[0])
@@ -144,6 +229,7 @@ class ResponseCache:
             execute_when_unlocked(connection, "PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
             execute_when_unlocked(connection, _SCHEMA)
+            _add_model_column(connection)
         except sqlite3.Error as exc:
             connection.close()
             raise self._error(exc) from exc
@@ -174,6 +260,40 @@ def execute_when_unlocked(connection: sqlite3.Connection, sql: str) -> None:
             if not locked or time.monotonic() > deadline:
                 raise
             time.sleep(random.uniform(0.005, 0.05))  # jittered, so the waiters do not collide
+
+
+def _add_model_column(connection: sqlite3.Connection) -> None:
+    """Give a file written before entries named their model a ``model`` column, filled from
+    each answer's ``model_id``. Processes opening it at once race harmlessly: one adds the
+    column, the others find it added."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(responses)")}
+    if "model" in columns:
+        return
+    try:
+        execute_when_unlocked(connection, "ALTER TABLE responses ADD COLUMN model TEXT")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" in str(exc):
+            return
+        raise
+    rows = connection.execute("SELECT key, value FROM responses WHERE model IS NULL").fetchall()
+    named = [(_model_of(value), key) for key, value in rows]
+    connection.executemany("UPDATE responses SET model = ? WHERE key = ?", named)
+
+
+def _model_of(value: str) -> str | None:
+    """The ``model_id`` of a stored answer, or None when it holds none."""
+    try:
+        model = json.loads(value).get("model_id")
+    except (ValueError, AttributeError):
+        return None
+    return model if isinstance(model, str) else None
+
+
+def _where_model(sql: str, model: str | None, tail: str = "") -> tuple[str, tuple[str, ...]]:
+    """``sql`` limited to ``model``'s entries when one is given, then ``tail``."""
+    if model is None:
+        return f"{sql} {tail}".strip(), ()
+    return f"{sql} WHERE model = ? {tail}".strip(), (model,)
 
 
 def _decode(value: str) -> Completion | None:

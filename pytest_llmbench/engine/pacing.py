@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import math
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from .streaming import digest
 if TYPE_CHECKING:
     from ..config import RunConfig
     from ..models.profiles import ModelProfile
-    from .cache import ResponseCache
+    from .cache import CacheEntry, ResponseCache
     from .request import Request
 
 __all__ = ["BudgetExceeded", "CallPacer", "ModelLane", "PacerSettings", "lookahead"]
@@ -56,6 +57,7 @@ class PacerSettings:
     cache_dir: Path  #: the response cache's folder
     slot_dir: Path  #: the session folder the xdist workers share, for the serial locks
     connect_timeout_s: float = 10.0  #: seconds to open a connection
+    cache_ttl_s: float | None = None  #: an entry older than this is stale (``--cache-ttl``)
 
     @classmethod
     def from_run(cls, run: RunConfig, slot_dir: Path) -> PacerSettings:
@@ -72,6 +74,7 @@ class PacerSettings:
             cache_dir=run.cache_dir,
             slot_dir=slot_dir,
             connect_timeout_s=run.connect_timeout_s,
+            cache_ttl_s=run.cache_ttl_s,
         )
 
 
@@ -224,7 +227,8 @@ class CallPacer:
         lane.limiter.record_tokens(max(0, used - request.estimate))  # counted already
         self._spent += completion.cost_usd or 0.0
         if key is not None and self._run.cache_mode in ("use", "refresh"):
-            self._response_cache().put(key, self._redacted_answer(completion))
+            answer = self._redacted_answer(completion)
+            self._response_cache().put(key, answer, model=request.target.model_id)
         if not held.waited:
             return completion
         wait = completion.rate_limit_wait_s + held.waited
@@ -277,21 +281,40 @@ class CallPacer:
         )
         if mode == "refresh":
             return key, None
-        hit = self._response_cache().get(key)
-        if hit is not None:
+        entry = self._response_cache().entry(key)
+        stale = None if entry is None else self._stale(entry)
+        if entry is not None and stale is None:
+            hit = entry.completion
             return key, dataclasses.replace(hit, cached=True, retries=0, rate_limit_wait_s=0.0)
         if mode == "replay":
             flag = "--rescore" if self._run.rescore else "--cache=replay"
-            message = f"no cached answer for {request.nodeid} ({flag} makes no calls)"
+            found = f"the cached answer for {request.nodeid} {stale}"
+            if stale is None:
+                found = f"no cached answer for {request.nodeid}"
+            message = f"{found} ({flag} makes no calls)"
             raise ProviderError(f"{request.model_name}: {message}", "cache_miss")
-        return key, None
+        return key, None  # a miss, or stale: called again and stored anew
+
+    def _stale(self, entry: CacheEntry) -> str | None:
+        """How ``entry`` is past ``--cache-ttl`` (its age and the TTL), or None when fresh."""
+        ttl = self._run.cache_ttl_s
+        if ttl is None:
+            return None
+        from .cache import format_age
+
+        if entry.created_at is None:
+            return f"has no write time, so --cache-ttl {format_age(ttl)} counts it stale"
+        age = time.time() - entry.created_at
+        if age <= ttl:
+            return None
+        return f"is {format_age(age)} old, older than --cache-ttl {format_age(ttl)}"
 
     def _response_cache(self) -> ResponseCache:
         with self._cache_lock:  # read on the main thread (:meth:`cached`) and the engine's
             if self._cache is None:
-                from .cache import ResponseCache
+                from .cache import ResponseCache, cache_path
 
-                self._cache = ResponseCache(self._run.cache_dir / "responses.sqlite")
+                self._cache = ResponseCache(cache_path(self._run.cache_dir))
             return self._cache
 
     def _check_budget(self) -> None:
