@@ -134,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_init(commands)
     _add_view(commands)
     _add_merge(commands)
+    from .cache_cli import add_cache_command
+
+    add_cache_command(commands)
     return parser
 
 
