@@ -65,6 +65,13 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
      "answers never age)", None),
     ("max_cost", "llmbench_max_cost", "Stop starting model calls once the run has spent this "
      "many USD; the rest are skipped", None),
+    ("max_latency_p95", "llmbench_max_latency_p95", "Fail the run when a model's 95th "
+     "percentile latency over its answered, uncached items is above S seconds", None),
+    ("max_ttft_p50", "llmbench_max_ttft_p50", "Fail the run when a model's median time to first "
+     "token over its answered, uncached, streamed items is above S seconds", None),
+    ("max_cost_per_item", "llmbench_max_cost_per_item", "Fail the run when a model's mean call "
+     "cost over its answered items with a known price is above USD (judges not included)",
+     None),
     ("rpm", "llmbench_rpm", "Requests per minute per model, for models whose profile sets none",
      None),
     ("tpm", "llmbench_tpm", "Tokens per minute per model, for models whose profile sets none",
@@ -229,6 +236,12 @@ class RunConfig:
     shard: tuple[int, int] | None = None
     #: each divided budget: ``{"run": value, "shard": share}``
     shard_split: dict[str, Any] | None = None
+    #: gate on each model's p95 latency, seconds (``--max-latency-p95``); None: no gate
+    max_latency_p95: float | None = None
+    #: gate on each model's median TTFT, seconds (``--max-ttft-p50``); None: no gate
+    max_ttft_p50: float | None = None
+    #: gate on each model's mean call cost, USD (``--max-cost-per-item``); None: no gate
+    max_cost_per_item: float | None = None
     #: seconds after which a cached answer is stale (``--cache-ttl``); None: never
     cache_ttl_s: float | None = None
 
@@ -250,6 +263,9 @@ class RunConfig:
             "cache_dir": str(self.cache_dir),
             "cache_ttl_s": self.cache_ttl_s,
             "max_cost": self.max_cost,
+            "max_latency_p95": self.max_latency_p95,
+            "max_ttft_p50": self.max_ttft_p50,
+            "max_cost_per_item": self.max_cost_per_item,
             "rpm": self.rpm,
             "tpm": self.tpm,
             "rescore": self.rescore,
@@ -350,6 +366,9 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         cache_dir=_path(config, "cache_dir") or config.invocation_params.dir / DEFAULT_CACHE_DIR,
         cache_ttl_s=_cache_ttl(config),
         max_cost=_optional_number(config, "max_cost"),
+        max_latency_p95=_optional_number(config, "max_latency_p95", positive=True),
+        max_ttft_p50=_optional_number(config, "max_ttft_p50", positive=True),
+        max_cost_per_item=_optional_number(config, "max_cost_per_item"),
         rpm=_optional_number(config, "rpm", positive=True),
         tpm=_optional_number(config, "tpm", positive=True),
         rescore=rescore,

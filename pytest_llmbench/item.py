@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .engine.request import Answer
     from .models.profiles import ModelProfile
     from .scoring.assertions import Assertion, Verdict
+    from .scoring.base import CallMeasures
     from .spec.schema import EvalCase
 
 __all__ = ["EvalFailure", "EvalItem", "ItemTimeouts", "SandboxWarning", "run_eval_case"]
@@ -271,6 +272,7 @@ class EvalItem(pytest.Function):
             choices=self.case.choices,
             answer_index=self.case.answer_index,
             workdir=result.workdir,
+            measures=self._measures(),
         )
         text = result.completion.text
         result.verdicts = [
@@ -285,14 +287,39 @@ class EvalItem(pytest.Function):
             # Answered, measured, recorded; but nothing says whether it is right: not a pass.
             result.unchecked = True
             pytest.skip(UNCHECKED)
+        checked = [verdict for verdict in result.verdicts if not verdict.unchecked]
+        if not checked:
+            # Only checks that had nothing to measure (a cached answer's latency): not a pass.
+            result.unchecked = True
+            reasons = "; ".join(f"{v.type}: {v.reason}" for v in result.verdicts)
+            pytest.skip(f"llmbench: nothing checked: {reasons}")
         result.score = score_verdicts(result.verdicts)
         # Graded checks (judges, similarity, python scores) pass at their own thresholds with a
         # score below 1: a case passes when every assertion passes, or on partial credit when
         # its weighted score reaches the case's threshold.
-        if all(verdict.passed for verdict in result.verdicts):
+        if all(verdict.passed for verdict in checked):
             return
         if result.score is not None and result.score < self.case.threshold:
             raise EvalFailure(f"score {result.score:.3f} < threshold {self.case.threshold:g}")
+
+    def _measures(self) -> CallMeasures:
+        """What the call measured, for the latency, cost and tokens checks."""
+        from .models.providers.completion import total_usage
+        from .scoring.base import CallMeasures
+
+        completion = self.result.completion
+        assert completion is not None
+        calls = [call for graded in self.result.graded.values() for call in graded.calls]
+        return CallMeasures(
+            latency_s=completion.latency_s,
+            ttft_s=completion.ttft_s,
+            cost_usd=completion.cost_usd,
+            judge_cost=total_usage(call.usage for call in calls).cost_usd,
+            judge_calls=len(calls),
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
+            cached=completion.cached,
+        )
 
     def _agent_verdict(self, assertion: Assertion) -> Verdict | None:
         if assertion.agent_check is None:
@@ -345,7 +372,7 @@ class EvalItem(pytest.Function):
             f"  got:      {one_line(answer, _SHOWN)}",
         ]
         for verdict in self.result.verdicts:
-            mark = "PASS" if verdict.passed else "FAIL"
+            mark = "UNCHECKED" if verdict.unchecked else "PASS" if verdict.passed else "FAIL"
             lines.append(f"  [{mark}] {verdict.type} (weight {verdict.weight:g}): {verdict.reason}")
         return redactor.text("\n".join(lines))
 

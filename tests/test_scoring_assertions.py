@@ -82,9 +82,11 @@ def test_negation_inverts_every_type(raw: Any, output: str, passed: bool, reason
 
 def test_the_cases_cover_every_known_type() -> None:
     covered = {parse_assertion(raw).base_type for raw, *_ in CASES}
-    # python has tests of its own; the model-graded types are in test_judging_panel.py
+    # python has tests of its own; the model-graded types are in test_judging_panel.py, the
+    # limits on what the call measured in test_scoring_performance.py
     graded = {"similarity", "llm-rubric", "jury", "factuality", "closed-qa"}
-    assert covered | {"python", "choice"} | graded == KNOWN_TYPES
+    performance = {"latency", "cost", "tokens"}
+    assert covered | {"python", "choice"} | graded | performance == KNOWN_TYPES
 
 
 def test_shorthand_negation_of_is_json() -> None:

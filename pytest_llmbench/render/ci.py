@@ -72,12 +72,14 @@ class CIOutputs:
         if summary:
             decision = self.config.stash.get(GATES_KEY, None)
             gates = [failure.describe() for failure in decision.failures] if decision else []
+            unmeasured = list(decision.unmeasured) if decision else []
             run_summary = self.config.stash.get(SUMMARY_KEY, None)
             board = run_summary.board if run_summary is not None else None
             self._guard(
                 "GitHub step summary",
                 lambda: append_step_summary(
-                    Path(summary), self._redact(step_summary(records, gates, board))
+                    Path(summary),
+                    self._redact(step_summary(records, gates, board, unmeasured)),
                 ),
             )
         out_dir = recorder.out_dir
@@ -129,8 +131,10 @@ def step_summary(
     records: Sequence[Mapping[str, Any]],
     gates: Sequence[str] = (),
     board: pd.DataFrame | None = None,
+    unmeasured: Sequence[str] = (),
 ) -> str:
-    """The Markdown section: leaderboard table, item counts, failed gates.
+    """The Markdown section: leaderboard table, item counts, failed gates, and the latency and
+    cost limits a model could not be judged on (``unmeasured``).
 
     ``board`` is the run's leaderboard when the caller has it (the session end's summary).
     """
@@ -150,6 +154,8 @@ def step_summary(
     ]
     if gates:
         lines += ["", "**Failed gates**", "", *(f"- {md_cell(gate)}" for gate in gates)]
+    if unmeasured:
+        lines += ["", "**Gates not applied**", "", *(f"- {md_cell(line)}" for line in unmeasured)]
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,7 @@ from ..results import (
     judge_usage,
     judged_dimensions,
 )
-from ..results.gates import BUDGET_EXIT_CODE
+from ..results.gates import BUDGET_EXIT_CODE, GATES_KEY
 from ..results.recorder import RECORDER_KEY, optimization_counts, over_budget
 from ..results.stats import Comparison
 from ..results.stats.agreement import DimensionAgreement, dimension_order
@@ -295,6 +295,9 @@ class TerminalSummary:
         for failure in recorder.gate_failures:
             text = f"llmbench gate FAILED: {failure.describe()}"
             notes.append((text, {"red": True, "bold": True}))
+        decision = self.config.stash.get(GATES_KEY, None)
+        for line in decision.unmeasured if decision else ():
+            notes.append((f"llmbench gate: {line}", {"yellow": True}))
         repeats = recorder.repeats
         if repeats and repeats.failing and run.repeat_policy != "all":
             text = (

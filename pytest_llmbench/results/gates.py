@@ -9,11 +9,18 @@ error) is kept. With ``--min-pass-rate``, single cases do not fail the run by th
 whatever the repeat policy. Last, a run that ``--max-cost`` stopped (items that did not run for
 lack of budget) exits with :data:`BUDGET_EXIT_CODE` instead of 0 or 1: it is incomplete, whatever
 its scores.
+
+The limits on latency and cost (``--max-latency-p95``, ``--max-ttft-p50``,
+``--max-cost-per-item``) are judged per model over its answered (passed or failed) records, the
+timings over the uncached ones only (a cached answer's latency is an old call's): a model above
+one fails the run, whatever the other gates said; a model with nothing to measure is listed as
+not gated (:attr:`GateDecision.unmeasured`), never passed silently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,6 +116,9 @@ class GateDecision:
     failures: tuple[GateFailure | GateNote, ...] = ()
     #: Whether ``--fail-on-regression`` failed the run.
     regression_failed: bool = False
+    #: The limits a model could not be judged on: nothing measured (every answer cached,
+    #: no streamed call, no price), one line each.
+    unmeasured: tuple[str, ...] = ()
 
 
 #: The controller's gate decision, for plugins that report it at the end.
@@ -123,9 +133,11 @@ def decide(
     repeats: RepeatOutcome | None,
     regressed: Sequence[str] = (),
     baseline: Path | None = None,
+    records: Sequence[Mapping[str, Any]] = (),
 ) -> GateDecision:
     """Apply every gate to ``state``: ``board`` is the leaderboard (None when the aggregates
-    failed), ``regressed`` the models that regressed significantly against ``baseline``."""
+    failed), ``regressed`` the models that regressed significantly against ``baseline``,
+    ``records`` the run's records (the latency and cost limits read them)."""
     status = state.exitstatus
     failures: list[GateFailure | GateNote] = []
     if run.min_pass_rate is not None:
@@ -137,6 +149,12 @@ def decide(
         if failing:
             failures.append(GateNote(f"{failing} case(s) fail --repeat-policy={run.repeat_policy}"))
         status = _gated(status, bool(failing), state)
+    judged = [judge(records) for judge in _limit_judges(run)]
+    unmeasured = tuple(line for limit in judged for line in limit.unmeasured)
+    above = [failure for limit in judged for failure in limit.failures]
+    if above:
+        failures += above
+        status = _failed(status)
     regression = bool(regressed) and run.fail_on_regression
     if regression:
         status = _failed(status)
@@ -144,7 +162,114 @@ def decide(
         failures.append(GateNote(f"--fail-on-regression: {names} regressed against {baseline}"))
     if state.over_budget and status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         status = BUDGET_EXIT_CODE
-    return GateDecision(status, tuple(failures), regression)
+    return GateDecision(status, tuple(failures), regression, unmeasured)
+
+
+@dataclass(frozen=True)
+class LimitOutcome:
+    """One latency or cost limit judged on every model: who is above it, who had nothing."""
+
+    failures: tuple[GateNote, ...] = ()
+    unmeasured: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A per-model limit: its option, what it measures, and which records it reads."""
+
+    option: str  #: the flag, e.g. ``--max-latency-p95``
+    what: str  #: the measure as a line says it, e.g. ``latency p95``
+    field: str  #: the record field measured
+    unit: str  #: ``s`` or ``USD``
+    statistic: Callable[[Sequence[float]], float]  #: the records' values to the measure
+    timed: bool  #: whether cached answers are left out (an old call's timing)
+    bound: float  #: the limit
+
+    def __call__(self, records: Sequence[Mapping[str, Any]]) -> LimitOutcome:
+        values = self.values(records)
+        failures, unmeasured = [], []
+        for model, found in values.items():
+            if not found:
+                unmeasured.append(f"{model}: {self.option} not applied: {self._nothing()}")
+                continue
+            measured = self.statistic(found)
+            if measured > self.bound:
+                failures.append(GateNote(self._above(model, measured, len(found))))
+        return LimitOutcome(tuple(failures), tuple(unmeasured))
+
+    def values(self, records: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+        """Each model's measured values, over its answered records (uncached when ``timed``);
+        a model whose answered records have none maps to an empty list."""
+        values: dict[str, list[float]] = {}
+        for record in records:
+            model = record.get("model")
+            if model is None or record.get("outcome") not in ("passed", "failed"):
+                continue
+            found = values.setdefault(str(model), [])
+            value: Any = record.get(self.field)
+            if (self.timed and record.get("cached")) or not _is_measure(value):
+                continue
+            found.append(float(value))
+        return values
+
+    def _above(self, model: str, measured: float, count: int) -> str:
+        items = "uncached answers" if self.timed else "answers with a price"
+        return (
+            f"{model}: {self.what} {measured:.4g} {self.unit} > {self.option} "
+            f"{self.bound:g} {self.unit} (over {count} {items})"
+        )
+
+    def _nothing(self) -> str:
+        if self.field == "cost_usd":
+            return "no answered item has a known cost (no price for the model)"
+        if self.field == "ttft_s":
+            return "no answered item was streamed uncached (TTFT is measured on streamed calls)"
+        return "every answered item came from the response cache (no call was timed)"
+
+
+def _limit_judges(run: RunConfig) -> list[Limit]:
+    """The latency and cost limits the run sets, in the order they are reported."""
+    limits: list[Limit] = []
+    if run.max_latency_p95 is not None:
+        bound = run.max_latency_p95
+        limits.append(
+            Limit("--max-latency-p95", "latency p95", "latency_s", "s", _p95, True, bound)
+        )
+    if run.max_ttft_p50 is not None:
+        bound = run.max_ttft_p50
+        limits.append(Limit("--max-ttft-p50", "TTFT p50", "ttft_s", "s", _p50, True, bound))
+    if run.max_cost_per_item is not None:
+        bound = run.max_cost_per_item
+        limits.append(
+            Limit("--max-cost-per-item", "cost per item", "cost_usd", "USD", _mean, False, bound)
+        )
+    return limits
+
+
+def _is_measure(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values``, interpolated linearly between the two nearest ranks,
+    as pandas' ``quantile`` (so the gate agrees with the leaderboard's p50 and p95)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _p95(values: Sequence[float]) -> float:
+    return quantile(values, 0.95)
+
+
+def _p50(values: Sequence[float]) -> float:
+    return quantile(values, 0.5)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
 
 
 def pass_rate_failures(board: pd.DataFrame, required: float) -> list[GateFailure | GateNote]:

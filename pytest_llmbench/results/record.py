@@ -77,14 +77,16 @@ Fields (``None`` where a value does not apply or was not measured):
   that installs it), ``unsupported`` (images to a text-only model), ``solver``,
   ``post_process``, ``cache_miss`` (``--cache=replay`` found no answer), ``judge`` (every judge
   of a model-graded assertion failed), ``budget`` (skipped by ``--max-cost``), ``unchecked``
-  (answered, nothing to check: skipped), ``crashed`` (the xdist worker running the item died;
-  the record has what the node id says), ``internal``.
+  (answered, nothing to check, or nothing measured for its only checks: skipped),
+  ``crashed`` (the xdist worker running the item died; the record has what the node id says),
+  ``internal``.
 - ``prompt`` (str | None): the rendered last user message.
 - ``messages`` (list[dict]): the chat messages sent.
 - ``response`` (str | None): the model's answer text.
 - ``expected`` (str | None): the expected answer, if any.
 - ``assertions`` (list[dict]): each assertion's verdict: ``type``, ``passed``, ``score``,
-  ``weight``, ``reason``.
+  ``weight``, ``reason``, and ``unchecked: true`` for a check with nothing to measure (a
+  cached answer's latency, a cost without a price): neither passed nor failed.
 - ``judges`` (list[dict]): one entry per judge per model-graded assertion: ``assertion`` (index
   into ``assertions``), ``type``, ``judge`` (name), ``model_id``, ``scores`` (dimension -> score
   by this judge; empty when it failed), ``reasons`` (dimension -> text), ``error`` (why the judge

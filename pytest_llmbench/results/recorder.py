@@ -188,6 +188,7 @@ class ResultsRecorder:
             repeats=self.repeats,
             regressed=regressed,
             baseline=run.baseline,
+            records=self.records,
         )
         self.config.stash[GATES_KEY] = decision
         self.gate_failures = list(decision.failures)

@@ -8,7 +8,8 @@ check that raises, an unreadable schema file) gives a failed verdict that negati
 
 This module holds the parser, the registry of types and the evaluation; the values live in
 :mod:`.assertion_base`, the checkers in :mod:`.text_checks`, :mod:`.structured_checks` and
-:mod:`.python_checks`.
+:mod:`.python_checks`; the limits on latency, cost and tokens in :mod:`.performance` (a value
+not measured gives an *unchecked* verdict, left out of the score).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .base import (
     AssertionContext,
     AssertionSpecError,
     CheckFailed,
+    NotMeasured,
     Outcome,
     TypeSpec,
     Verdict,
@@ -35,6 +37,13 @@ from .judged import (
     parse_embedding_spec,
     parse_judge_spec,
     rouge_threshold,
+)
+from .performance import (
+    PERFORMANCE_TYPES,
+    check_cost,
+    check_latency,
+    check_tokens,
+    parse_performance,
 )
 from .python import check_choice, check_engine_graded, check_python, python_value
 from .structured import NUMBER_POSITIONS, check_json, check_numeric, numeric_value, schema_value
@@ -89,6 +98,8 @@ def parse_assertion(raw: object) -> Assertion:
     if _base_name(raw.get("type")) in _agent_types():
         return _parse_agent(raw)
     type_name, base = _split_type(raw.get("type"))
+    if base in PERFORMANCE_TYPES:
+        return parse_performance(raw, type_name)
     if base in JUDGE_TYPES or base == "similarity":
         return _parse_graded(raw, type_name, base)
     spec = TYPES[base]
@@ -178,7 +189,7 @@ def _split_type(type_name: Any) -> tuple[str, str]:
         known = ", ".join(sorted(TYPES))
         message = (
             f"unknown assertion type {type_name!r}; known types: {known} "
-            "(any but the model-graded ones may take not-)"
+            "(any but the model-graded ones and latency, cost, tokens may take not-)"
         )
         raise AssertionSpecError(message, "type")
     return type_name, base
@@ -227,13 +238,17 @@ def evaluate(assertion: Assertion, output: str, context: AssertionContext) -> Ve
         outcome = spec.check(value, output, assertion, context)
     except CheckFailed as exc:
         return Verdict(assertion.type, False, 0.0, assertion.weight, str(exc))
+    except NotMeasured as exc:
+        return Verdict(assertion.type, False, 0.0, assertion.weight, str(exc), unchecked=True)
     if assertion.negate:
         outcome = Outcome(not outcome.passed, f"negated: {outcome.reason}", 1.0 - outcome.score)
     return Verdict(assertion.type, outcome.passed, outcome.score, assertion.weight, outcome.reason)
 
 
 def score_verdicts(verdicts: Sequence[Verdict]) -> float | None:
-    """Weighted mean of the verdicts' scores; None when empty; the plain mean if all weigh 0."""
+    """Weighted mean of the checked verdicts' scores (unchecked ones are left out); None when
+    none is checked; the plain mean if all weigh 0."""
+    verdicts = [verdict for verdict in verdicts if not verdict.unchecked]
     if not verdicts:
         return None
     total = sum(verdict.weight for verdict in verdicts)
@@ -279,6 +294,9 @@ TYPES: dict[str, TypeSpec] = {
     "factuality": TypeSpec(check_engine_graded, "defaults", text_value),
     "jury": TypeSpec(check_engine_graded, "none"),
     "choice": TypeSpec(check_choice, "none"),
+    "latency": TypeSpec(check_latency, "none"),
+    "cost": TypeSpec(check_cost, "none"),
+    "tokens": TypeSpec(check_tokens, "none"),
     "python": TypeSpec(
         check_python,
         "required",

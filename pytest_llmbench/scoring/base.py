@@ -53,6 +53,21 @@ class Assertion:
 
 
 @dataclasses.dataclass(frozen=True)
+class CallMeasures:
+    """What the model call measured, for the ``latency``, ``cost`` and ``tokens`` checks; a
+    value the provider did not report (or no price known) is None."""
+
+    latency_s: float | None = None  #: the whole call, seconds
+    ttft_s: float | None = None  #: time to first token, seconds (streamed calls only)
+    cost_usd: float | None = None  #: the model call's cost
+    judge_cost: float | None = None  #: the item's judge calls' cost (None: none known)
+    judge_calls: int = 0  #: judge calls made for the item
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached: bool = False  #: the answer came from the response cache (no call was timed)
+
+
+@dataclasses.dataclass(frozen=True)
 class AssertionContext:
     """What an assertion may know about the case besides the answer."""
 
@@ -70,6 +85,8 @@ class AssertionContext:
     #: the item's workdir (an agent's, or one seeded from ``files:``), for ``python`` checks
     #: to read what was left there; None when the item has none
     workdir: Path | None = None
+    #: the call's latency, cost and tokens; None where nothing was measured
+    measures: CallMeasures | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,16 +98,20 @@ class Verdict:
     score: float  #: 0..1: 1.0 or 0.0 for pass/fail checks, graded for python checks
     weight: float  #: the assertion's weight
     reason: str  #: a short human-readable explanation
+    #: nothing could be measured (a cached answer's latency, an unknown cost): neither a pass
+    #: nor a failure, left out of the score
+    unchecked: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The verdict as JSON primitives, for the wire record."""
-        return {
+        """The verdict as JSON primitives, for the wire record (``unchecked`` only when set)."""
+        fields = {
             "type": self.type,
             "passed": bool(self.passed),
             "score": float(self.score),
             "weight": float(self.weight),
             "reason": self.reason,
         }
+        return {**fields, "unchecked": True} if self.unchecked else fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +125,11 @@ class Outcome:
 
 class CheckFailed(Exception):
     """The check could not be made (not a fault of the answer); the message is the reason."""
+
+
+class NotMeasured(Exception):
+    """What the check reads was not measured (a cached answer's latency, an unknown price): the
+    verdict is unchecked, neither passed nor failed; the message is the reason."""
 
 
 Checker = Callable[[Any, str, Assertion, AssertionContext], Outcome]

@@ -1,0 +1,157 @@
+"""The ``latency``, ``cost`` and ``tokens`` assertions: limits on what the model call measured.
+
+They read the item's :class:`~.base.CallMeasures`, not the answer text. Each is an upper bound
+(the value passes when at most the limit), takes a ``weight`` like any assertion and no ``not-``
+prefix (a lower bound on latency or cost guards nothing). A value that was not measured makes
+the verdict *unchecked* (:class:`~.base.NotMeasured`), never a pass: a cached answer's latency
+(no call was timed), a TTFT of a call that was not streamed, a cost without a price.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .base import (
+    Assertion,
+    AssertionContext,
+    AssertionSpecError,
+    CallMeasures,
+    NotMeasured,
+    Outcome,
+    is_number,
+    number_text,
+    pass_fail,
+)
+
+#: The performance types and, for each, its keys beyond ``type`` and ``weight``: the required
+#: limit first, then the optional words with their allowed values (the first is the default).
+PERFORMANCE_KEYS: dict[str, tuple[str, dict[str, tuple[Any, ...]]]] = {
+    "latency": ("threshold", {"metric": ("total", "ttft")}),
+    "cost": ("threshold", {"include_judges": (False, True)}),
+    "tokens": ("max", {"which": ("output", "input", "total")}),
+}
+PERFORMANCE_TYPES = frozenset(PERFORMANCE_KEYS)
+
+
+def parse_performance(raw: Mapping[str, Any], type_name: str) -> Assertion:
+    """Parse a ``latency``, ``cost`` or ``tokens`` item; :class:`AssertionSpecError` names the
+    offending key."""
+    base = type_name.removeprefix("not-")
+    if type_name != base:
+        raise AssertionSpecError(f"{base} cannot be negated with not- (it is a limit)", "type")
+    limit_key, words = PERFORMANCE_KEYS[base]
+    allowed = ("type", limit_key, *words, "weight")
+    unknown = sorted(str(key) for key in raw if key not in allowed)
+    if unknown:
+        names = ", ".join(repr(key) for key in unknown)
+        message = f"unknown key {names} in {base} assertion; allowed keys: {', '.join(allowed)}"
+        raise AssertionSpecError(message, unknown[0])
+    if limit_key not in raw:
+        raise AssertionSpecError(f"{base} needs {_LIMIT_HINT[base]}", limit_key)
+    options: dict[str, Any] = {limit_key: _limit(raw, base, limit_key)}
+    for key, choices in words.items():
+        value = raw.get(key, choices[0])
+        if value not in choices or type(value) is not type(choices[0]):
+            shown = ", ".join(str(choice).lower() for choice in choices)
+            raise AssertionSpecError(f"{key} must be one of {shown}, got {value!r}", key)
+        options[key] = value
+    weight = _weight(raw)
+    return Assertion(type_name, base, False, None, weight, options)
+
+
+_LIMIT_HINT = {
+    "latency": "a threshold: the most seconds the call may take",
+    "cost": "a threshold: the most USD the call may cost",
+    "tokens": "a max: the most tokens",
+}
+
+
+def _limit(raw: Mapping[str, Any], base: str, key: str) -> float | int:
+    value = raw[key]
+    if base == "tokens":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise AssertionSpecError(f"max must be a whole number >= 0, got {value!r}", key)
+        return value
+    if not is_number(value) or not math.isfinite(value) or value < 0:
+        unit = "seconds" if base == "latency" else "USD"
+        raise AssertionSpecError(f"{key} must be a number of {unit} >= 0, got {value!r}", key)
+    return float(value)
+
+
+def _weight(raw: Mapping[str, Any]) -> float:
+    value = raw.get("weight", 1.0)
+    if not is_number(value) or not math.isfinite(value) or value < 0:
+        raise AssertionSpecError(f"weight must be a number >= 0, got {value!r}", "weight")
+    return float(value)
+
+
+# --- checks ----------------------------------------------------------------------------------
+
+
+def check_latency(
+    value: Any, output: str, assertion: Assertion, context: AssertionContext
+) -> Outcome:
+    """The call's total time (``metric: total``) or time to first token (``ttft``)."""
+    measures = _measures(context)
+    metric = assertion.options["metric"]
+    if measures.cached:
+        raise NotMeasured("the answer came from the response cache: no call was timed")
+    seconds = measures.latency_s if metric == "total" else measures.ttft_s
+    if seconds is None:
+        raise NotMeasured(
+            "no time to first token: the call was not streamed (--stream=all streams every call)"
+            if metric == "ttft"
+            else "no latency was measured"
+        )
+    name = "latency" if metric == "total" else "ttft"
+    return _at_most(name, seconds, assertion.options["threshold"], " s")
+
+
+def check_cost(value: Any, output: str, assertion: Assertion, context: AssertionContext) -> Outcome:
+    """The model call's cost, plus the item's judge calls' with ``include_judges: true``."""
+    measures = _measures(context)
+    if measures.cost_usd is None:
+        raise NotMeasured(
+            f"cost unknown: no price for {context.model or 'the model'} "
+            "(give its profile cost_per_1k)"
+        )
+    cost, name = measures.cost_usd, "cost"
+    if assertion.options["include_judges"]:
+        if measures.judge_cost is None and measures.judge_calls:
+            raise NotMeasured("the judges' cost is unknown: no price for a judge model")
+        cost, name = cost + (measures.judge_cost or 0.0), "cost with judges"
+    return _at_most(name, cost, assertion.options["threshold"], " USD")
+
+
+def check_tokens(
+    value: Any, output: str, assertion: Assertion, context: AssertionContext
+) -> Outcome:
+    """The call's output, input or total tokens."""
+    measures = _measures(context)
+    which = assertion.options["which"]
+    counts = {"input": measures.input_tokens, "output": measures.output_tokens}
+    if which == "total":
+        known = [count for count in counts.values() if count is not None]
+        count = sum(known) if len(known) == 2 else None
+    else:
+        count = counts[which]
+    if count is None:
+        raise NotMeasured(f"no {which} token count was reported or estimated")
+    return _at_most(f"{which} tokens", count, assertion.options["max"], "")
+
+
+def _measures(context: AssertionContext) -> CallMeasures:
+    if context.measures is None:
+        raise NotMeasured("the answer carries no measurements")
+    return context.measures
+
+
+def _at_most(name: str, value: float, limit: float, unit: str) -> Outcome:
+    shown, bound = number_text(value), number_text(limit)
+    return pass_fail(
+        value <= limit,
+        f"{name} {shown}{unit} <= {bound}{unit}",
+        f"{name} {shown}{unit} > {bound}{unit}",
+    )
