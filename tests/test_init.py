@@ -167,3 +167,87 @@ def test_the_starter_project_passes_on_the_embedded_model(
         "test_capital_of_italy": "passed",
     }
     assert all(record["model"] == "local/smollm2" for record in records)
+
+
+# -- the CI templates' response cache --------------------------------------------------------
+def _aged_cache(folder: Path) -> Path:
+    """A response cache in ``folder/.llmbench-cache``: one answer of today, one 20 days old."""
+    import sqlite3
+    import time
+
+    from pytest_llmbench.engine.cache import ResponseCache
+    from pytest_llmbench.models.providers.completion import Completion
+
+    path = folder / ".llmbench-cache" / "responses.sqlite"
+    cache = ResponseCache(path)
+    for key in ("fresh", "old"):
+        cache.put(key, Completion(key, "openai/m", 1, 1, False, None, 0.1, None, 0, False, "stop"))
+    cache.close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE responses SET created_at = ? WHERE key = 'old'", (time.time() - 20 * 86400,))
+    db.commit()
+    db.close()
+    return path
+
+
+def _cache_keys(path: Path) -> set[str]:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        return {row[0] for row in db.execute("SELECT key FROM responses")}
+    finally:
+        db.close()
+
+
+def _shell(command: str, cwd: Path, env: dict[str, str]) -> int:
+    bin_dir = str(Path(sys.executable).parent)  # llmbench of this environment
+    full = {**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-e", "-c", command], cwd=cwd, env=full).returncode
+
+
+def test_the_github_workflow_keys_its_cache_on_the_eval_files_and_ages_it(tmp_path: Path) -> None:
+    import yaml
+
+    from pytest_llmbench.engine.cache import parse_age
+
+    assert main(["init", str(tmp_path), "--ci", "github"]) == 0
+    workflow = yaml.safe_load((tmp_path / ".github/workflows/llmbench.yml").read_text())
+    ttl = workflow["env"]["CACHE_TTL"]
+    assert parse_age(ttl) == 14 * 86400
+    steps = workflow["jobs"]["shard"]["steps"]
+    (cache,) = [step for step in steps if step.get("uses", "").startswith("actions/cache")]
+    suite = "hashFiles('**/*.eval.yaml', 'evals/**', 'profiles/**')"
+    assert cache["with"]["path"] == ".llmbench-cache"
+    assert cache["with"]["key"].startswith(
+        f"llmbench-cache-${{{{ matrix.shard }}}}-${{{{ {suite} }}}}-"
+    )
+    assert cache["with"]["key"].endswith("-${{ github.run_id }}")  # each run saves its answers
+    restore = cache["with"]["restore-keys"].splitlines()
+    assert restore == [
+        f"llmbench-cache-${{{{ matrix.shard }}}}-${{{{ {suite} }}}}-",
+        "llmbench-cache-${{ matrix.shard }}-",
+    ]
+    runs = [step.get("run", "") for step in steps]
+    (pytest_run,) = [run for run in runs if run.startswith("pytest ")]
+    assert '--cache=use --cache-ttl "$CACHE_TTL"' in pytest_run
+    (prune,) = [run for run in runs if "llmbench cache prune" in run]
+    assert runs.index(prune) > runs.index(pytest_run)  # after the run, before the cache is saved
+    # The step itself, on a cache holding an answer of today and one 20 days old.
+    path = _aged_cache(tmp_path)
+    assert _shell(prune, tmp_path, {"CACHE_TTL": ttl}) == 0
+    assert _cache_keys(path) == {"fresh"}
+
+
+def test_the_gitlab_pipeline_ages_its_cache_too(tmp_path: Path) -> None:
+    import yaml
+
+    assert main(["init", str(tmp_path), "--ci", "gitlab"]) == 0
+    pipeline = yaml.safe_load((tmp_path / ".gitlab-ci.yml").read_text())
+    ttl = pipeline["variables"]["CACHE_TTL"]
+    script = pipeline["llmbench-shard"]["script"]
+    assert any('--cache=use --cache-ttl "$CACHE_TTL"' in line for line in script)
+    (prune,) = [line for line in script if line.startswith("llmbench cache prune")]
+    path = _aged_cache(tmp_path)
+    assert _shell(prune, tmp_path, {"CACHE_TTL": ttl}) == 0
+    assert _cache_keys(path) == {"fresh"}
