@@ -1,5 +1,6 @@
 """``llmbench cache stats | list | prune | clear`` on real SQLite cache files, in-process, and a
-prune in its own process while another process writes the same file."""
+prune in its own process while another process writes the same file: a writer of the cache's
+own, and a real pytest run under ``--cache=use``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Bench, Rule
 
 from pytest_llmbench.cli import main
 from pytest_llmbench.engine.cache import ResponseCache
@@ -243,3 +245,53 @@ def test_prune_while_a_writer_process_writes_loses_nothing_fresh(tmp_path: Path)
     cache = ResponseCache(path)
     assert cache.get(f"fresh-{count - 1}") == completion(f"fresh {count - 1}")
     cache.close()
+
+
+def _fresh_entries(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        return int(
+            db.execute("SELECT COUNT(*) FROM responses WHERE key NOT LIKE 'old-%'").fetchone()[0]
+        )
+    except sqlite3.OperationalError:  # the run has not made the table yet
+        return 0
+    finally:
+        db.close()
+
+
+@pytest.mark.slow
+def test_prune_while_a_pytest_run_writes_keeps_every_answer_of_the_run(bench: Bench) -> None:
+    """A real run under --cache=use, its answers slowed by the fake server, pruned mid-run."""
+    cases = 30  # two at a time, 0.2 s each: the run writes for about 3 s
+    bench.server.add_rule(Rule(reply="ok", delay_s=0.2))
+    lines = ["cases:"]
+    for index in range(cases):
+        lines += [f"  - id: c{index:02d}", f"    prompt: Question {index:02d}", "    expected: ok"]
+    bench.eval_file("many", "\n".join(lines) + "\n")
+    path = fill(bench.pytester.path / "c", {f"old-{i}": ("openai/old", 20.0) for i in range(50)})
+    run = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--results-dir=out",
+           "--models=fake", "--cache=use", "--cache-dir=c", "--concurrency=2"]  # fmt: skip
+    writer = subprocess.Popen(run, cwd=bench.pytester.path, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _fresh_entries(path) == 0 and writer.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        prune = [sys.executable, "-m", "pytest_llmbench.cli", "cache", "prune", "--cache-dir"]
+        pruned = subprocess.run(
+            [*prune, str(path.parent), "--older-than", "14d"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert writer.poll() is None, "the run ended before the prune: nothing was concurrent"
+    finally:
+        out, _ = writer.communicate(timeout=300)
+    assert writer.returncode == 0, out
+    assert pruned.returncode == 0 and "pruned 50 entries older than 14d" in pruned.stdout
+    assert len(bench.server.chat_requests()) == cases
+    assert _fresh_entries(path) == cases and len(keys(path)) == cases
+    bench.server.reset()
+    bench.run("--models=fake", "--cache=replay", "--cache-dir=c").assert_outcomes(passed=cases)
+    assert bench.server.chat_requests() == []
