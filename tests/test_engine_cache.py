@@ -417,6 +417,38 @@ def test_a_file_of_the_old_layout_gains_the_model_column_and_keeps_working(tmp_p
     again.close()
 
 
+def _open_old_file(path: str, worker: int, barrier: Any) -> None:
+    """One process of a run opening a file of the old layout with the others at once."""
+    response_cache = ResponseCache(Path(path))
+    barrier.wait()
+    assert response_cache.get("old-0") == make_completion(model_id="openai/old")
+    response_cache.put(f"new-{worker}", make_completion(), model="openai/new")
+    response_cache.close()
+
+
+def test_processes_opening_an_old_file_at_once_migrate_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "responses.sqlite"
+    stored = json.dumps(asdict(make_completion(model_id="openai/old")))
+    _old_layout_file(path, [(f"old-{index}", stored, time.time()) for index in range(500)])
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(WORKERS)
+    processes = [
+        context.Process(target=_open_old_file, args=(str(path), worker, barrier))
+        for worker in range(WORKERS)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=60)
+    assert [process.exitcode for process in processes] == [0] * WORKERS
+    response_cache = ResponseCache(path)
+    models = {info.key: info.model for info in response_cache.entries()}
+    response_cache.close()
+    assert len(models) == 500 + WORKERS
+    assert {models[f"old-{index}"] for index in range(500)} == {"openai/old"}
+    assert {models[f"new-{worker}"] for worker in range(WORKERS)} == {"openai/new"}
+
+
 def _set_age(path: Path, key: str, seconds: float) -> None:
     db = sqlite3.connect(path)
     db.execute("UPDATE responses SET created_at = ? WHERE key = ?", (time.time() - seconds, key))

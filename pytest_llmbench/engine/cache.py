@@ -275,9 +275,15 @@ def _add_model_column(connection: sqlite3.Connection) -> None:
         if "duplicate column" in str(exc):
             return
         raise
-    rows = connection.execute("SELECT key, value FROM responses WHERE model IS NULL").fetchall()
-    named = [(_model_of(value), key) for key, value in rows]
-    connection.executemany("UPDATE responses SET model = ? WHERE key = ?", named)
+    connection.execute("BEGIN IMMEDIATE")  # one transaction, not one per row
+    try:
+        rows = connection.execute("SELECT key, value FROM responses WHERE model IS NULL")
+        named = [(_model_of(value), key) for key, value in rows.fetchall()]
+        connection.executemany("UPDATE responses SET model = ? WHERE key = ?", named)
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
 
 
 def _model_of(value: str) -> str | None:
