@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -191,8 +192,6 @@ def test_a_model_with_nothing_to_measure_is_said_not_gated() -> None:
 
 
 def _gated_run(bench: Bench, *args: str) -> tuple[Any, dict[str, Any]]:
-    import json
-
     bench.server.add_rule(Rule(model="fake-model", delay_s=0.4))  # fake is slow, fake2 quick
     bench.eval_file("gated", "cases:\n  - {id: c, prompt: p, expected: ok}\n")
     result = bench.run("--models=fake,fake2", "--repeat=2", *args)
@@ -245,3 +244,43 @@ def test_a_bad_limit_is_a_usage_error(bench: Bench, value: str) -> None:
     result = bench.run("--models=fake", f"--max-latency-p95={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--max-latency-p95 must be *"])
+
+
+def test_a_broken_limit_is_in_the_step_summary_and_an_unmeasured_one_apart(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = bench.pytester.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    bench.pytester.makefile(
+        ".yaml",
+        **{
+            "profiles/free": f"""
+models:
+  free:
+    model: openai/no-such-priced-model
+    api_base: {bench.server.base_url}
+    api_key_env: FAKE_LLM_API_KEY
+"""
+        },
+    )
+    bench.eval_file("gated", "cases:\n  - {id: c, prompt: p, expected: ok}\n")
+    result = bench.run("--models=fake2,free", "--max-cost-per-item=0.00001")
+    assert result.ret == FAILED
+    text = summary.read_text()
+    failed, _, unmeasured = text.partition("**Gates not applied**")
+    assert "**Failed gates**" in failed and "- fake2: cost per item " in failed
+    assert (
+        "- free: --max-cost-per-item not applied: no answered item has a known cost" in unmeasured
+    )
+    result.stdout.fnmatch_lines(["llmbench gate: free: --max-cost-per-item not applied: *"])
+
+
+def test_the_p95_gate_under_xdist(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model="fake-model", delay_s=0.4))
+    bench.eval_file("gated", "cases:\n  - {id: c, prompt: p, expected: ok}\n")
+    args = ("-n", "2", "--models=fake,fake2", "--repeat=2", "--max-latency-p95=0.3")
+    result = bench.run_subprocess(*args)
+    assert result.ret == FAILED
+    (failure,) = json.loads(bench.out("run.json").read_text())["gate_failures"]
+    assert failure.startswith("fake: latency p95 0.4")
+    assert failure.endswith("(over 2 uncached answers)")
