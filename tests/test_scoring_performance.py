@@ -255,3 +255,44 @@ def test_a_bad_limit_is_a_collection_error_at_its_line(bench: Bench) -> None:
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*bad.eval.yaml:5*latency needs a threshold*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_include_judges_adds_what_the_judges_cost_in_a_run(bench: Bench) -> None:
+    from pytest_llmbench.scoring.base import number_text
+
+    bench.server.add_rule(Rule(model="fake-model-2", reply='{"score": 0.9, "reason": "fine"}'))
+    bench.eval_file(
+        "judged",
+        """
+cases:
+  - id: c
+    prompt: p
+    assert:
+      - {type: llm-rubric, value: answers the question}
+      - {type: cost, threshold: 1}
+      - {type: cost, threshold: 1, include_judges: true}
+""",
+    )
+    bench.run("--models=fake", "--judges=fake2").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["judge_cost"] > 0
+    _, own, with_judges = (check["reason"] for check in record["assertions"])
+    assert own == f"cost {number_text(record['cost_usd'])} USD <= 1 USD"
+    total = number_text(record["cost_usd"] + record["judge_cost"])
+    assert with_judges == f"cost with judges {total} USD <= 1 USD"
+
+
+def test_a_failure_shows_an_unchecked_check_as_such(bench: Bench) -> None:
+    bench.eval_file(
+        "mixed",
+        "cases:\n  - id: c\n    prompt: p\n    expected: Paris\n"
+        "    assert: [contains, {type: latency, threshold: 30, metric: ttft}]\n",
+    )
+    result = bench.run("--models=fake", "--stream=off")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]FAIL[]] contains (weight 1): *",
+            "*[[]UNCHECKED[]] latency (weight 1): no time to first token: the call was not streamed*",
+        ]
+    )
