@@ -214,7 +214,7 @@ def test_the_host_side_tools_refuse_links_the_command_planted(host: Host) -> Non
             read_file(host.workdir, name)
 
 
-def test_the_battery_is_the_one_the_readme_counts() -> None:
-    readme = (CHECKOUT / "README.md").read_text()
-    assert f"escape battery of {len(ATTEMPTS)} attempts" in readme
+def test_the_battery_is_the_one_the_threat_model_counts() -> None:
+    page = (CHECKOUT / "docs" / "threat-model.md").read_text()
+    assert f"escape battery of {len(ATTEMPTS)} attempts" in page
     assert sys.platform.startswith("linux")
