@@ -368,7 +368,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         max_cost=_optional_number(config, "max_cost"),
         max_latency_p95=_optional_number(config, "max_latency_p95", positive=True),
         max_ttft_p50=_optional_number(config, "max_ttft_p50", positive=True),
-        max_cost_per_item=_optional_number(config, "max_cost_per_item"),
+        max_cost_per_item=_optional_number(config, "max_cost_per_item", positive=True),
         rpm=_optional_number(config, "rpm", positive=True),
         tpm=_optional_number(config, "tpm", positive=True),
         rescore=rescore,

@@ -238,12 +238,21 @@ def test_cached_answers_are_not_timed_by_the_gate(bench: Bench) -> None:
     result.stdout.fnmatch_lines(["llmbench gate: fake: --max-latency-p95 not applied: every *"])
 
 
-@pytest.mark.parametrize("value", ["-1", "0", "fast"])
-def test_a_bad_limit_is_a_usage_error(bench: Bench, value: str) -> None:
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--max-latency-p95", "-1"),
+        ("--max-latency-p95", "fast"),
+        ("--max-ttft-p50", "0"),
+        ("--max-cost-per-item", "0"),
+        ("--max-cost-per-item", "nan"),
+    ],
+)
+def test_a_bad_limit_is_a_usage_error(bench: Bench, flag: str, value: str) -> None:
     bench.eval_file("gated", "cases:\n  - {id: c, prompt: p, expected: ok}\n")
-    result = bench.run("--models=fake", f"--max-latency-p95={value}")
+    result = bench.run("--models=fake", f"{flag}={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--max-latency-p95 must be *"])
+    result.stderr.fnmatch_lines([f"*{flag} must be *"])
 
 
 def test_a_broken_limit_is_in_the_step_summary_and_an_unmeasured_one_apart(
