@@ -296,3 +296,12 @@ def test_a_failure_shows_an_unchecked_check_as_such(bench: Bench) -> None:
             "*[[]UNCHECKED[]] latency (weight 1): no time to first token: the call was not streamed*",
         ]
     )
+
+
+def test_the_pytest_html_row_shows_an_unchecked_check_as_such() -> None:
+    from pytest_llmbench.report.html_columns import render_extra
+
+    unchecked = Verdict("latency", False, 0.0, 1.0, "cached", unchecked=True).to_dict()
+    failed = Verdict("contains", False, 0.0, 1.0, "no").to_dict()
+    html = render_extra({"assertions": [unchecked, failed]})
+    assert "<td>UNCHECKED</td><td>latency</td>" in html and "<td>FAIL</td><td>contains</td>" in html

@@ -91,7 +91,9 @@ def _verdicts_table(verdicts: list[dict[str, Any]]) -> list[str]:
         "<tr><th>verdict</th><th>type</th><th>score</th><th>weight</th><th>reason</th></tr>",
     ]
     for verdict in verdicts:
-        mark = "PASS" if verdict.get("passed") else "FAIL"
+        mark = (
+            "UNCHECKED" if verdict.get("unchecked") else "PASS" if verdict.get("passed") else "FAIL"
+        )
         parts.append(
             f"<tr><td>{mark}</td><td>{_text(verdict.get('type'))}</td>"
             f"<td>{float(verdict.get('score', 0)):.3f}</td><td>{_text(verdict.get('weight'))}</td>"
