@@ -12,7 +12,6 @@ input, with a one-line ``llmbench: ...`` message on stderr and no traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -24,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from .config import ERRORS_COUNT_AS
 from .render.markup import board_html, board_markdown
 from .results.baseline import (
-    ResultsError,
     compare_runs,
     format_comparison,
     load_results,
@@ -33,6 +31,7 @@ from .results.baseline import (
     models_of,
     switch_models,
 )
+from .results_folder import REPORT_FILE, ResultsError, ResultsFolder
 from .spec.validate import UsageFailure, validate_command
 
 if TYPE_CHECKING:
@@ -128,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.set_defaults(command=_compare_command)
     report = commands.add_parser("report", help="Rebuild the HTML report of a results folder")
     report.add_argument("dir", type=Path, metavar="DIR", help="Results folder")
-    report.add_argument("--output", type=Path, metavar="FILE", help="Default: DIR/report.html")
+    report.add_argument("--output", type=Path, metavar="FILE", help=f"Default: DIR/{REPORT_FILE}")
     report.set_defaults(command=_report_command)
     _add_validate(commands)
     _add_init(commands)
@@ -140,6 +139,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The merge's per-model limits, as a run's (``--max-latency-p95`` ...): flag -> what it limits.
+_MERGE_LIMITS = {
+    "--max-latency-p95": "95th percentile latency over its uncached answers is above LIMIT s",
+    "--max-ttft-p50": "median time to first token over its uncached streamed answers is above "
+    "LIMIT s",
+    "--max-cost-per-item": "mean call cost over its answers with a price is above LIMIT USD",
+}
+
+
 def _add_merge(commands: Any) -> None:
     merge = commands.add_parser("merge", help="Join the results folders of a run's shards")
     merge.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="Shards' results folders")
@@ -148,19 +156,25 @@ def _add_merge(commands: Any) -> None:
     merge.add_argument("--force", action="store_true",
                        help="Merge shards of different options, or with shards missing")  # fmt: skip
     merge.add_argument("--min-pass-rate", type=float, metavar="RATE",
-                       help="Fail when a model's pass rate is below RATE (0..1)")  # fmt: skip
+                       help="Fail when a model's pass rate is below RATE (0..1; default: the "
+                       "shards' own)")  # fmt: skip
+    merge.add_argument("--repeat-policy", metavar="POLICY",
+                       help="When a repeated case passes: all, majority, any or at-least:K "
+                       "(default: the shards' own)")  # fmt: skip
+    for flag, what in _MERGE_LIMITS.items():
+        merge.add_argument(flag, type=float, metavar="LIMIT",
+                           help=f"Fail when a model's {what} (default: the shards' own)")  # fmt: skip
     merge.add_argument("--baseline", type=Path, metavar="DIR",
                        help="A saved results folder to compare the merged run with")  # fmt: skip
-    merge.add_argument("--fail-on-regression", action="store_true",
+    merge.add_argument("--fail-on-regression", action="store_true", default=None,
                        help="With --baseline: fail on a significant regression")  # fmt: skip
     merge.set_defaults(command=_merge_command)
 
 
 def _merge_command(args: argparse.Namespace) -> int:
-    from .results.merge import differences, load_shards, merged_records
+    from .results.merge import differences, gate_settings, load_shards, merged_records
 
-    if args.min_pass_rate is not None and not 0 <= args.min_pass_rate <= 1:
-        raise UsageFailure(f"--min-pass-rate must be from 0 to 1, got {args.min_pass_rate}")
+    _check_merge_options(args)
     shards = load_shards(args.dirs)
     different = differences(shards)
     if different and not args.force:
@@ -168,20 +182,29 @@ def _merge_command(args: argparse.Namespace) -> int:
             "the shards are not of one run (--force merges them anyway):\n  "
             + "\n  ".join(different)
         )
+    given = {
+        "min_pass_rate": args.min_pass_rate,
+        "repeat_policy": args.repeat_policy,
+        "baseline": args.baseline,
+        "fail_on_regression": args.fail_on_regression,
+        **{_option_field(flag): getattr(args, _option_field(flag)) for flag in _MERGE_LIMITS},
+    }
+    settings = gate_settings(shards, given)
+    if settings.fail_on_regression and settings.baseline is None:
+        raise UsageFailure("--fail-on-regression needs --baseline DIR")
     records, coverage = merged_records(shards)
-    problems = coverage.problems()
-    for problem in problems:
+    for problem in coverage.problems():
         print(f"llmbench merge: {problem}")
     if coverage.missing and not args.force:
         print(
             "llmbench merge: a shard is missing: the merged run is incomplete (--force to accept)"
         )
-    summary, info = _write_merged(records, coverage, shards, args.output)
-    status, notes = _merge_gates(records, summary, args, shards)
+    summary, info = _write_merged(records, coverage, shards, args.output, settings)
+    status, notes = _merge_gates(summary, info, shards, settings)
     if coverage.missing and not args.force:
         status = max(status, 1)
     info.update(exitstatus=status, gate_failures=notes)
-    (args.output / "run.json").write_text(json.dumps(info, indent=2, default=str) + "\n")
+    ResultsFolder(args.output).write_run_info(info)
     print(board_markdown(summary.board))
     print(f"llmbench merge: {len(shards)} shards, {len(records)} records in {args.output}")
     for note in notes:
@@ -189,17 +212,40 @@ def _merge_command(args: argparse.Namespace) -> int:
     return status
 
 
-def _write_merged(records: list[dict[str, Any]], coverage: Any, shards: Any, out: Path) -> Any:
+def _option_field(flag: str) -> str:
+    """``--max-ttft-p50`` -> ``max_ttft_p50``: the RunConfig field (and argparse dest)."""
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def _check_merge_options(args: argparse.Namespace) -> None:
+    """The merge's gate options, checked as a run checks them."""
+    for flag in _MERGE_LIMITS:
+        limit = getattr(args, _option_field(flag))
+        if limit is not None and not limit > 0:
+            raise UsageFailure(f"{flag} must be a positive number, got {limit}")
+    if args.min_pass_rate is not None and not 0 <= args.min_pass_rate <= 1:
+        raise UsageFailure(f"--min-pass-rate must be from 0 to 1, got {args.min_pass_rate}")
+    if args.repeat_policy is not None:
+        from .results.stats.repeats import parse_repeat_policy
+
+        try:
+            args.repeat_policy = parse_repeat_policy(args.repeat_policy)
+        except ValueError as exc:
+            raise UsageFailure(str(exc)) from None
+    if args.baseline is not None:
+        load_results(args.baseline)  # a baseline that is no results folder: before any write
+
+
+def _write_merged(
+    records: list[dict[str, Any]], coverage: Any, shards: Any, out: Path, settings: Any
+) -> Any:
     from .report.standalone import write_report
     from .results.merge import merged_info
     from .results.summary import summarize, write_aggregates
 
-    out.mkdir(parents=True, exist_ok=True)
-    summary = summarize(records)
+    summary = summarize(records, settings.errors_count_as)
     ordered = list(summary.records)
-    with open(out / "results.jsonl", "w", encoding="utf-8") as stream:
-        for record in ordered:
-            stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    ResultsFolder(out).write_records(ordered)
     write_aggregates(ordered, out, summary)
     info = merged_info(shards, coverage, len(ordered))
     write_report(ordered, out, run_info=info, summary=summary)
@@ -207,32 +253,23 @@ def _write_merged(records: list[dict[str, Any]], coverage: Any, shards: Any, out
 
 
 def _merge_gates(
-    records: list[dict[str, Any]], summary: Any, args: argparse.Namespace, shards: Any
+    summary: Any, info: dict[str, Any], shards: Any, settings: Any
 ) -> tuple[int, list[str]]:
-    """The merged run's exit status as a run's: 1 when an item failed or errored (or a gate
-    says so; --min-pass-rate decides instead of single items), a shard's worse status kept."""
-    from .results.gates import pass_rate_failures
+    """The merged run's exit status and failed gates, decided as a run's (see
+    :func:`.results.merge.merged_decision`); the regressions are shown whether they gate or not."""
+    from .results.merge import merged_decision, merged_state
+    from .results.recorder import GATE_INPUTS, gate_inputs
 
-    notes: list[str] = []
-    failed = any(record.get("outcome") in ("failed", "error") for record in records)
-    status = 1 if failed else 0
-    if args.min_pass_rate is not None:
-        below = pass_rate_failures(summary.board, args.min_pass_rate)
-        notes += [failure.describe() for failure in below]
-        status = 1 if below else 0
-    if args.baseline is not None:
-        results = compare_runs(load_results(args.baseline), records)
+    decision, repeats = merged_decision(shards, summary, settings)
+    info[GATE_INPUTS] = gate_inputs(merged_state(shards, list(summary.records)))
+    info["repeat_policy"] = repeats.summary()
+    if settings.baseline is not None and not settings.fail_on_regression:
+        results = compare_runs(load_results(settings.baseline), list(summary.records))
         regressed = [result.model for result in results if result.significant_regression]
         if regressed:
-            notes.append(f"significant regression against {args.baseline}: {', '.join(regressed)}")
-            if args.fail_on_regression:
-                status = max(status, 1)
-    worst = [
-        s.info.get("exitstatus") for s in shards if s.info.get("exitstatus") not in (0, 1, None)
-    ]
-    if worst:
-        status = max(status, *(int(code) for code in worst))
-    return status, notes
+            names = ", ".join(regressed)
+            print(f"llmbench merge: significant regression against {settings.baseline}: {names}")
+    return decision.exitstatus, [failure.describe() for failure in decision.failures]
 
 
 def _add_view(commands: Any) -> None:

@@ -20,8 +20,9 @@ ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 STAGES = (
     "models", "agent", "scoring", "judging", "spec", "engine", "results", "render", "report", "view"
 )  # fmt: skip
-#: Modules on top that any stage may import: the run's settings and three utilities.
-SHARED = ("config", "redact", "shard", "userimport", "yamlguard")
+#: Modules on top that any stage may import: the run's settings, the results folder's files
+#: and four utilities.
+SHARED = ("config", "redact", "results_folder", "shard", "userimport", "yamlguard")
 
 
 def module_name(path: Path) -> str:

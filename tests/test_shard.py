@@ -276,3 +276,80 @@ def test_xdist_tx_popen_still_records_each_item_once(bench: Bench) -> None:
     rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 12 and len({row["nodeid"] for row in rows}) == 12  # 24 items, half
     assert {row["worker"] for row in rows} == {"gw0", "gw1"}
+
+
+# -- one gate for a run and a merge --------------------------------------------------------------
+
+#: A second eval file that does not load: a collection error in every shard, as in the whole run.
+BROKEN = "cases:\n  - {id: x, prompt: 'Hi', assert: [no-such-check]}\n"
+
+
+def gate_options(options: tuple[str, ...]) -> list[str]:
+    """The gate options of a run's ``options``: what `llmbench merge` takes too."""
+    return [o for o in options if o not in ("-x", "--continue-on-collection-errors")]
+
+
+def gate_of(folder: Path) -> tuple[int, list[str]]:
+    info = json.loads((folder / "run.json").read_text())
+    return info["exitstatus"], info["gate_failures"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param((), id="no-gate"),
+        pytest.param(("--min-pass-rate", "0.5"), id="pass-rate-met"),
+        pytest.param(("--min-pass-rate", "0.9"), id="pass-rate-missed"),
+        pytest.param(("--repeat-policy", "any"), id="repeat-policy"),
+        pytest.param(("--max-cost-per-item", "0.00001"), id="cost-limit"),
+        pytest.param(("--min-pass-rate", "0", "-x"), id="cut-short"),
+        pytest.param(
+            ("--min-pass-rate", "0", "--continue-on-collection-errors"), id="collection-error"
+        ),
+    ],
+)
+def test_a_merge_gates_as_the_whole_run_did(bench: Bench, options: tuple[str, ...]) -> None:
+    """The suite run whole and as three shards with the same gate options, merged without
+    repeating them (the merge takes the shards' own): the same exit status and gate_failures."""
+    answers(bench)
+    bench.eval_file("suite", SUITE)
+    if "--continue-on-collection-errors" in options:
+        bench.eval_file("broken", BROKEN)
+    root = bench.pytester.path
+    whole = run(bench, root / "full", "-n", "0", *options)
+    for number in (1, 2, 3):
+        run(bench, root / f"s{number}", "--shard", f"{number}/3", "-n", "0", *options)
+    merged = merge(bench, "s1", "s2", "s3", "-o", "merged")
+    assert merged.returncode == whole.ret, merged.stdout + merged.stderr
+    assert gate_of(root / "merged") == gate_of(root / "full")
+    # Given to the merge, the same options decide the same (they replace the shards' own).
+    again = merge(bench, "s1", "s2", "s3", "-o", "again", *gate_options(options))
+    assert again.returncode == whole.ret and gate_of(root / "again") == gate_of(root / "full")
+
+
+@pytest.mark.slow
+def test_a_merge_option_replaces_the_shards_own(sharded: tuple[Bench, Path]) -> None:
+    bench, root = sharded
+    policy = merge(bench, "s1", "s2", "s3", "-o", "policy", "--repeat-policy", "ANY")
+    assert policy.returncode == 1
+    assert gate_of(root / "policy")[1] == ["4 case(s) fail --repeat-policy=any"]
+    bad = merge(bench, "s1", "s2", "s3", "-o", "bad", "--repeat-policy", "most")
+    assert bad.returncode == 2 and "--repeat-policy must be all, majority" in bad.stderr
+    assert not (root / "bad").exists()
+
+
+def test_a_folder_that_is_not_a_results_folder_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_llmbench.cli import main
+
+    (tmp_path / "empty").mkdir()
+    for name in ("empty", "gone"):
+        folder = tmp_path / name
+        assert main(["merge", str(folder), "-o", str(tmp_path / "out")]) == 2
+        assert (
+            f"llmbench: {folder}: not a results folder (no results.jsonl)"
+            in capsys.readouterr().err
+        )
+    assert not (tmp_path / "out").exists()

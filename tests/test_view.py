@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
 
+from pytest_llmbench.results_folder import ResultsFolder
 from pytest_llmbench.view.queue import Launch, LaunchError, parse_launch
 from pytest_llmbench.view.runs import find_runs, load_run, read_records
 
@@ -103,9 +104,9 @@ def test_runs_are_found_with_their_state(runs: tuple[Bench, Path]) -> None:
 
 
 def test_a_line_still_being_written_is_left_for_later(tmp_path: Path) -> None:
-    path = tmp_path / "results.jsonl"
-    path.write_text('{"a": 1}\n{"b": 2}\n{"c":')
-    assert read_records(path) == [{"a": 1}, {"b": 2}]
+    folder = ResultsFolder(tmp_path)
+    folder.results.write_text('{"a": 1}\n{"b": 2}\n{"c":')
+    assert read_records(folder) == [{"a": 1}, {"b": 2}]
 
 
 def test_a_launch_form_never_reaches_a_shell(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ import pytest
 
 from ..results.baseline import model_of
 from ..results.record import utc_now
+from ..results_folder import RUN_FILE, ResultsFolder
 from .charts import Chart, ChartInput, build_sections, grouped_chart
 from .html_tables import (
     agreement_table,
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
     from ..results import RunSummary
 
-REPORT_FILE = "report.html"
 DEFAULT_TITLE = "pytest-llmbench report"
 _CASE_ORDER = ("suite", "case_id", "model", "repeat")
 _STYLE = """
@@ -83,7 +83,7 @@ def write_report(
     caller has it (else it is computed here, once).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / REPORT_FILE
+    path = ResultsFolder(out_dir).report
     page = render_report(records, title=title, run_info=run_info, summary=summary)
     path.write_text(page, encoding="utf-8")
     return path
@@ -298,7 +298,8 @@ class ReportWriter:
         if recorder is None or not recorder.records or recorder.out_dir is None:
             return
         try:
-            run_info = _read_run_info(recorder.out_dir / "run.json")
+            # run.json, or none when it is missing or unreadable (the report goes on without it)
+            run_info = ResultsFolder(recorder.out_dir).read_json(RUN_FILE)
             summary = self.config.stash.get(SUMMARY_KEY, None)
             self.path = write_report(
                 recorder.records, recorder.out_dir, run_info=run_info, summary=summary
@@ -313,15 +314,6 @@ class ReportWriter:
             terminalreporter.write_line(f"llmbench: report {self.path}")
         elif self.error is not None:
             terminalreporter.write_line(f"llmbench: report not written: {self.error}", red=True)
-
-
-def _read_run_info(path: Path) -> dict[str, Any] | None:
-    """``run.json``, or None when it is missing or unreadable (the report goes on without it)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 class SessionEndWarmUp:

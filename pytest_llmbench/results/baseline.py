@@ -1,8 +1,8 @@
 """Saved runs compared with a new one: reading results folders and the ``--baseline`` gate.
 
-A results folder (``results.jsonl``, optionally ``run.json``) is what a run leaves behind. The
-``llmbench`` console command (:mod:`pytest_llmbench.cli`) and the :class:`BaselineGate` plugin
-read it with :func:`load_results` and compare model by model with :func:`compare_runs`, so both
+A results folder (its files are owned by :mod:`pytest_llmbench.results_folder`) is what a run
+leaves behind. The ``llmbench`` console command (:mod:`pytest_llmbench.cli`) and the
+:class:`BaselineGate` plugin read it with :func:`load_results` and compare model by model with :func:`compare_runs`, so both
 say the same thing about the same two runs.
 
 A regression is *significant* when the score or the pass rate of a model went down and the
@@ -11,7 +11,6 @@ paired test says so (``p < 0.05``); a single case that flipped is listed, but do
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,77 +19,26 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config import explicitly_configured, get_run_config
+from ..results_folder import ResultsError, ResultsFolder
 from .gates import GATES_KEY
 from .stats import NO_MODEL
 
 if TYPE_CHECKING:
     from .stats import CaseChange, Comparison
 
-#: The files of a results folder: one record per line, and the run's facts.
-RESULTS_FILE = "results.jsonl"
-RUN_FILE = "run.json"
-# Record keys without which a line cannot be counted or paired with another run's.
-_REQUIRED_KEYS = ("suite", "case_id", "outcome")
 _SHOWN_CASES = 20
 
 
-class ResultsError(Exception):
-    """A results folder that cannot be read; the message names the file (and line)."""
-
-
 def load_results(folder: Path) -> list[dict[str, Any]]:
-    """Return the records of ``folder/results.jsonl``, in file order.
-
-    Raises :class:`ResultsError` for a missing folder or file, and for a line that is not a
-    JSON record (``path:line: why``). Blank lines are skipped (an interrupted write).
-    """
-    path = _results_file(folder)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: cannot read: {exc}") from None
-    records = [
-        _parse_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()
-    ]
-    if not records:
-        raise ResultsError(f"{path}: no records (an empty run)")
-    return records
+    """Return the records of ``folder/results.jsonl``, in file order (see
+    :meth:`.ResultsFolder.read_records`: :class:`ResultsError` for a folder that is none, a
+    missing file, a line that is not a JSON record, an empty run)."""
+    return ResultsFolder(folder).read_records()
 
 
 def load_run_info(folder: Path) -> dict[str, Any] | None:
     """Return ``folder/run.json``, or None when the run wrote none."""
-    path = folder / RUN_FILE
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ResultsError(f"{path}: not a JSON file: {exc}") from None
-    if not isinstance(data, dict):
-        raise ResultsError(f"{path}: not a JSON object")
-    return data
-
-
-def _results_file(folder: Path) -> Path:
-    if not folder.is_dir():
-        raise ResultsError(f"{folder}: no such results folder")
-    path = folder / RESULTS_FILE
-    if not path.is_file():
-        raise ResultsError(f"{path}: no such file (not a results folder?)")
-    return path
-
-
-def _parse_line(path: Path, number: int, line: str) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
-    if not isinstance(record, dict):
-        raise ResultsError(f"{path}:{number}: not a JSON object")
-    missing = [key for key in _REQUIRED_KEYS if key not in record]
-    if missing:
-        raise ResultsError(f"{path}:{number}: not a record (no {', '.join(missing)})")
-    return record
+    return ResultsFolder(folder).read_run_info()
 
 
 def model_of(record: Mapping[str, Any]) -> str:

@@ -12,6 +12,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..results_folder import (
+    ALL_METRICS_FILE,
+    CASE_VERDICTS_FILE,
+    COMPARISONS_FILE,
+    JUDGE_AGREEMENT_FILE,
+    LEADERBOARD_FILE,
+    ResultsFolder,
+)
 from .grouping import grouped_file_name, model_dir_name
 from .stats import CaseVerdict, Comparison, pass_at_k, pass_hat_k
 from .stats.agreement import DimensionAgreement
@@ -59,26 +67,28 @@ class Tables:
 def write_csvs(tables: Tables, out_dir: Path) -> WrittenFiles:
     """Write every aggregate CSV of ``tables`` under ``out_dir``; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    folder = ResultsFolder(out_dir)
     per_model: dict[str, Path] = {}
     for model, dir_name in _model_dirs(tables.per_model).items():
         (out_dir / dir_name).mkdir(exist_ok=True)
-        path = out_dir / dir_name / "aggregate_metrics.csv"
+        path = folder.model_aggregate(dir_name)
         per_model[model] = _write_csv(tables.per_model[model], path)
     agreement = None
     if tables.agreement is not None:
         rows = agreement_frame(tables.agreement)
-        agreement = _write_csv(rows, out_dir / "judge_agreement.csv")
+        agreement = _write_csv(rows, folder.file(JUDGE_AGREEMENT_FILE))
     by_axis = {
-        axis: _write_csv(board, out_dir / grouped_file_name(axis))
+        axis: _write_csv(board, folder.file(grouped_file_name(axis)))
         for axis, board in tables.grouped.items()
     }
+    verdicts, comparisons = verdicts_frame(tables.verdicts), comparisons_frame(tables.comparisons)
     return WrittenFiles(
-        all_metrics=_write_csv(tables.all_metrics, out_dir / "all_metrics.csv"),
-        leaderboard=_write_csv(tables.board, out_dir / "leaderboard.csv"),
+        all_metrics=_write_csv(tables.all_metrics, folder.file(ALL_METRICS_FILE)),
+        leaderboard=_write_csv(tables.board, folder.file(LEADERBOARD_FILE)),
         per_model=per_model,
         judge_agreement=agreement,
-        case_verdicts=_write_csv(verdicts_frame(tables.verdicts), out_dir / "case_verdicts.csv"),
-        comparisons=_write_csv(comparisons_frame(tables.comparisons), out_dir / "comparisons.csv"),
+        case_verdicts=_write_csv(verdicts, folder.file(CASE_VERDICTS_FILE)),
+        comparisons=_write_csv(comparisons, folder.file(COMPARISONS_FILE)),
         grouped=by_axis,
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from ..results_folder import grouped_csv_name
 from .aggregation import aggregate, as_dict, is_missing
 
 if TYPE_CHECKING:
@@ -154,4 +155,4 @@ def model_dir_name(model: str) -> str:
 
 def grouped_file_name(axis: str) -> str:
     """``by_<axis>.csv``; ``by_tag_<name>.csv`` for a tag (its name made safe for a file)."""
-    return f"by_{model_dir_name(axis_column(axis))}.csv"
+    return grouped_csv_name(model_dir_name(axis_column(axis)))

@@ -4,21 +4,33 @@ The shards' records are concatenated (an item recorded twice is kept once and re
 every aggregate, verdict, interval, comparison, leaderboard, CSV and the report are computed
 from them as if they came from one run. Shards of different eval files or options are refused,
 naming the difference, unless forced; a shard missing or run twice is reported, and fails the
-merge unless forced. The exit status gates like a run's: a failed or errored item, a model
-below ``--min-pass-rate``, a significant regression against ``--baseline`` with
-``--fail-on-regression``.
+merge unless forced.
+
+The exit status is decided by the code that decides a run's (:func:`.gates.decide`), from the
+shards' own states (their status before the gates, failures that are not low scores such as
+collection errors, whether ``-x`` cut them short; :func:`gate_inputs` writes them into each
+run.json) and the run's gate settings: the shards' own (``--min-pass-rate``,
+``--repeat-policy``, ``--baseline``, ``--fail-on-regression`` and every other gate), each
+replaced by the merge's option of the same name when it is given. So a suite run whole and the
+same suite run as merged shards exit alike and list the same ``gate_failures``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .baseline import RUN_FILE, ResultsError, load_results, load_run_info
+from ..results_folder import RESULTS_FILE, RUN_FILE, ResultsError, ResultsFolder
 from .record import utc_now
+
+if TYPE_CHECKING:
+    from ..config import RunConfig
+    from .gates import GateDecision, RepeatOutcome, RunState
+    from .summary import RunSummary
 
 #: Options that differ between the shards of one run by design: the shard, its workers and the
 #: places it writes to.
@@ -67,13 +79,17 @@ class Coverage:
 
 
 def load_shards(folders: Sequence[Path]) -> list[Shard]:
-    """Each folder's records and run.json; a folder without run.json did not finish."""
+    """Each folder's records and run.json; a folder without results.jsonl is no results folder,
+    one without run.json did not finish."""
     shards = []
     for folder in folders:
-        info = load_run_info(folder)
+        results = ResultsFolder(folder)
+        if not results.has_results():
+            raise ResultsError(f"{folder}: not a results folder (no {RESULTS_FILE})")
+        info = results.read_run_info()
         if info is None:
             raise ResultsError(f"{folder}: no {RUN_FILE}: the run did not finish")
-        shards.append(Shard(folder, load_results(folder), info))
+        shards.append(Shard(folder, results.read_records(), info))
     return shards
 
 
@@ -172,6 +188,108 @@ def merged_info(shards: Sequence[Shard], coverage: Coverage, n_records: int) -> 
         "config": {k: v for k, v in (first.get("config") or {}).items() if k != "shard"},
         "versions": first.get("versions"),
     }
+
+
+# -- the gate -----------------------------------------------------------------------------------
+
+#: RunConfig fields a merge takes from the shards' run.json: plain values (gate thresholds and
+#: policies among them), not paths, profiles or tables.
+_PLAIN_TYPES = {"float", "int", "str", "bool", "None"}
+
+
+def merged_state(shards: Sequence[Shard], records: Sequence[Mapping[str, Any]]) -> RunState:
+    """The merged run's state before the gates: the worst of the shards' statuses, their
+    failures that are not low scores added up, cut short when one was.
+
+    A shard written before run.json carried :data:`GATE_INPUTS` is judged by its records: a
+    failed or errored item failed it, an errored one is not a low score.
+    """
+    from .gates import RunState
+    from .recorder import over_budget
+
+    inputs = [_shard_inputs(shard) for shard in shards]
+    return RunState(
+        exitstatus=_worst([int(found["exitstatus"]) for found in inputs]),
+        other_failures=sum(int(found["other_failures"]) for found in inputs),
+        cut_short=any(bool(found["cut_short"]) for found in inputs),
+        over_budget=over_budget(records),
+    )
+
+
+def _shard_inputs(shard: Shard) -> dict[str, Any]:
+    from .recorder import GATE_INPUTS
+
+    found = shard.info.get(GATE_INPUTS)
+    if isinstance(found, dict) and {"exitstatus", "other_failures", "cut_short"} <= set(found):
+        return found
+    outcomes = [record.get("outcome") for record in shard.records]
+    status = shard.info.get("exitstatus")
+    worse = isinstance(status, int) and status not in (0, 1)
+    failed = "failed" in outcomes or "error" in outcomes
+    return {
+        "exitstatus": status if worse else 1 if failed else 0,
+        "other_failures": outcomes.count("error"),
+        "cut_short": False,
+    }
+
+
+def _worst(statuses: Sequence[int]) -> int:
+    """One status for the shards: a worse one than failed tests (interrupted, internal error)
+    first, then failed tests, then OK; no tests collected only when no shard collected any."""
+    worse = [status for status in statuses if status not in (0, 1, 5)]
+    if worse:
+        return max(worse)
+    if 1 in statuses:
+        return 1
+    return 5 if statuses and all(status == 5 for status in statuses) else 0
+
+
+def gate_settings(shards: Sequence[Shard], given: Mapping[str, Any]) -> RunConfig:
+    """The run's settings the gates read: the first shard's (the shards agree unless forced),
+    each replaced by a value in ``given`` (the merge's options, by RunConfig field; None: not
+    given)."""
+    from ..config import RunConfig
+    from ..models.profiles import ProfileRegistry
+
+    base = RunConfig(models=(), repeat=1, results_dir=None, min_pass_rate=None,
+                     request_timeout_s=0.0, max_retries=0,
+                     profiles=ProfileRegistry(models={}, sets={}), env_file=None)  # fmt: skip
+    config = shards[0].info.get("config") or {}
+    plain = {
+        item.name: config[item.name]
+        for item in dataclasses.fields(RunConfig)
+        if item.name in config and set(str(item.type).replace(" ", "").split("|")) <= _PLAIN_TYPES
+    }
+    if config.get("baseline"):
+        plain["baseline"] = Path(str(config["baseline"]))
+    plain.update({name: value for name, value in given.items() if value is not None})
+    return dataclasses.replace(base, **plain)
+
+
+def merged_decision(
+    shards: Sequence[Shard], summary: RunSummary, settings: RunConfig
+) -> tuple[GateDecision, RepeatOutcome]:
+    """The merged run's exit status and failed gates, decided by :func:`.gates.decide` as a
+    run's are."""
+    from .baseline import compare_runs, load_results
+    from .gates import decide, judge_repeats
+
+    records = list(summary.records)
+    repeats = judge_repeats(summary.verdicts, settings.repeat_policy)
+    regressed: list[str] = []
+    if settings.baseline is not None:
+        results = compare_runs(load_results(settings.baseline), records)
+        regressed = [result.model for result in results if result.significant_regression]
+    decision = decide(
+        merged_state(shards, records),
+        settings,
+        board=summary.board,
+        repeats=repeats,
+        regressed=regressed,
+        baseline=settings.baseline,
+        records=records,
+    )
+    return decision, repeats
 
 
 def _numbers(values: Sequence[int]) -> str:

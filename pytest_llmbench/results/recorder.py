@@ -8,11 +8,11 @@ keeps everything that finished. Nothing is written in a run that produced no rec
 from __future__ import annotations
 
 import datetime as dt
-import json
 import platform
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
@@ -22,17 +22,14 @@ import pytest
 
 from ..config import get_run_config
 from ..engine.runtime import get_runtime
+from ..results_folder import ResultsFolder, record_line
 from .record import attempt_fields, utc_now
 
 if TYPE_CHECKING:
-    from .gates import GateFailure, GateNote, RepeatOutcome
+    from .gates import GateFailure, GateNote, RepeatOutcome, RunState
     from .stats import CaseVerdict
     from .summary import RunSummary
 
-
-#: How a record becomes a line of results.jsonl (one encoder for the run: ``json.dumps`` with
-#: options builds one per call).
-_LINE = json.JSONEncoder(ensure_ascii=False, default=str)
 
 #: The controller's recorder, for plugins that read the run's records at the end.
 RECORDER_KEY = pytest.StashKey["ResultsRecorder"]()
@@ -60,6 +57,8 @@ class ResultsRecorder:
         self.optimization_log: Path | None = None
         self.aggregate_error: str | None = None
         self.repeats: RepeatOutcome | None = None
+        #: What the gates read besides the records (None until they decided).
+        self.gate_state: RunState | None = None
         #: The earlier attempts of items that pytest-rerunfailures runs again, by node id.
         self._attempts: dict[str, list[dict[str, Any]]] = {}
 
@@ -103,19 +102,16 @@ class ResultsRecorder:
     def _append(self, record: dict[str, Any]) -> None:
         if self._stream is None:
             self._stream = self._open_results()
-        self._stream.write(_LINE.encode(record) + "\n")
+        self._stream.write(record_line(record))
         self._stream.flush()
         self.records.append(record)
 
     def _open_results(self) -> IO[str]:
-        from .baseline import RESULTS_FILE
-
         out_dir = _results_dir(self.config)
         try:
-            out_dir.mkdir(parents=True, exist_ok=True)
             # A reused --results-dir holds this run only: the aggregates and run.json describe
             # this run's records, and results.jsonl must agree with them.
-            stream = open(out_dir / RESULTS_FILE, "w", encoding="utf-8")
+            stream = ResultsFolder(out_dir).open_results()
         except OSError as exc:
             # The default folder is made here, at the first record (an explicit one was tried
             # at the start): pytest ends the run as a usage error, not an internal error.
@@ -180,6 +176,7 @@ class ResultsRecorder:
             cut_short=bool(session.shouldfail or session.shouldstop),
             over_budget=over_budget(self.records),
         )
+        self.gate_state = state
         board = self.summary.board if self.summary else None
         decision = decide(
             state,
@@ -204,7 +201,6 @@ class ResultsRecorder:
 
     def _write_run_json(self, session: pytest.Session) -> None:
         from ..engine.preflight import check_summary
-        from .baseline import RUN_FILE
 
         assert self.out_dir is not None
         runtime = get_runtime(self.config)
@@ -219,6 +215,8 @@ class ResultsRecorder:
             # the eval items this run selected (llmbench merge tells a shard cut short by it)
             "items_selected": _items_selected(self.config),
             "gate_failures": [failure.describe() for failure in self.gate_failures],
+            # what the gates read, so that `llmbench merge` of shards decides as this run did
+            GATE_INPUTS: gate_inputs(self.gate_state) if self.gate_state else None,
             "repeat_policy": self.repeats.summary() if self.repeats else None,
             "judge_agreement": [asdict(row) for row in agreement],
             "prompt_optimizations": optimization_counts(self.records),
@@ -227,8 +225,21 @@ class ResultsRecorder:
             "config": runtime.run.to_dict(),
             "versions": _versions(),
         }
-        text = json.dumps(runtime.redactor.value(data), indent=2, default=str)
-        (self.out_dir / RUN_FILE).write_text(text + "\n", encoding="utf-8")
+        ResultsFolder(self.out_dir).write_run_info(runtime.redactor.value(data))
+
+
+#: The run.json key of what the gates read besides the records (see :func:`gate_inputs`).
+GATE_INPUTS = "gate_inputs"
+
+
+def gate_inputs(state: RunState) -> dict[str, Any]:
+    """What a run's gates read besides its records, for its run.json: a merge of its shards
+    decides from them as the run decided (:mod:`.merge`)."""
+    return {
+        "exitstatus": int(state.exitstatus),
+        "other_failures": state.other_failures,
+        "cut_short": state.cut_short,
+    }
 
 
 def _items_selected(config: pytest.Config) -> int | None:
@@ -237,7 +248,7 @@ def _items_selected(config: pytest.Config) -> int | None:
     return total if isinstance(total, int) else None
 
 
-def over_budget(records: list[dict[str, Any]]) -> int:
+def over_budget(records: Iterable[Mapping[str, Any]]) -> int:
     """The items that did not run because ``--max-cost`` was reached."""
     return sum(1 for record in records if record.get("error_kind") == "budget")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report.html_tables import text
+from ..results_folder import SERVED_FILES
 from . import pages
 from .queue import JobQueue, LaunchError, eval_files, parse_launch
 from .runs import find_runs, load_run
@@ -73,7 +74,7 @@ def create_app(settings: ViewSettings) -> Any:
         except KeyError:
             return not_found("no such run")
         name = request.path_params["name"]
-        if name not in ("report.html", "results.jsonl", "leaderboard.csv", "run.json"):
+        if name not in SERVED_FILES:
             return not_found("not a file the viewer serves")
         path = found.folder / name
         return FileResponse(path) if path.is_file() else not_found(f"no {name} yet")

@@ -13,7 +13,8 @@ from .runs import Run
 def compare_page(baseline: Run, new: Run, switch: str) -> str:
     """Two runs case by case, per model (regressions first); ``switch`` ``OLD=NEW`` compares
     one model of the baseline with another of the new run, as ``llmbench compare --model``."""
-    from ..results.baseline import ResultsError, compare_runs, models_of, switch_models
+    from ..results.baseline import compare_runs, models_of, switch_models
+    from ..results_folder import ResultsError
 
     old, fresh = list(baseline.records), list(new.records)
     models: list[str] | None = None

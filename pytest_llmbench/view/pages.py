@@ -12,6 +12,7 @@ from typing import Any
 
 from ..report.html_tables import leaderboard_table, text, transcript
 from ..report.matrix import Cells, case_flags, cell_status, group_cases, searched_text, shown_answer
+from ..results_folder import REPORT_FILE, ResultsFolder
 from .runs import Run
 
 Record = Mapping[str, Any]
@@ -93,11 +94,11 @@ def run_page(run: Run, params: Mapping[str, str]) -> str:
     if run.records:
         summary = summarize(run.records)
         parts.append("<h2>Leaderboard</h2>" + leaderboard_table(summary.board))
-    if (run.folder / "report.html").is_file():
-        report = f"/file/{text(run.key)}/report.html"
+    if ResultsFolder(run.folder).report.is_file():
+        report = f"/file/{text(run.key)}/{REPORT_FILE}"
         parts.append(
-            f'<details class="charts"><summary>Charts (the run\'s <a href="{report}">report.html'
-            f'</a>)</summary><iframe src="{report}" loading="lazy" title="report.html" '
+            f'<details class="charts"><summary>Charts (the run\'s <a href="{report}">{REPORT_FILE}'
+            f'</a>)</summary><iframe src="{report}" loading="lazy" title="{REPORT_FILE}" '
             'style="width:100%;height:80vh;border:1px solid #dadce0"></iframe></details>'
         )
     parts.append("<h2>Cases</h2>" + matrix(run, params))

@@ -7,12 +7,13 @@ otherwise. Records are read as they are written: a last line cut mid-write is le
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..results_folder import PROGRESS_FILE, RUN_FILE, ResultsFolder
 
 #: How deep under a root results folders are looked for (root/llmbench-results/<stamp>).
 _DEPTH = 3
@@ -86,23 +87,25 @@ def load_run(roots: Sequence[Path], key: str) -> Run:
     folder = (root / relative).resolve()
     if folder != root and root not in folder.parents:
         raise KeyError(key)  # ../ in a URL: nothing outside the roots is served
-    if not (folder / "results.jsonl").is_file():
+    results = ResultsFolder(folder)
+    if not results.has_results():
         raise KeyError(key)
     return Run(
         key=key,
         folder=folder,
-        records=read_records(folder / "results.jsonl"),
-        info=_json(folder / "run.json"),
-        progress=_json(folder / "progress.json"),
+        records=read_records(results),
+        info=results.read_json(RUN_FILE),
+        progress=results.read_json(PROGRESS_FILE),
     )
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(folder: ResultsFolder) -> list[dict[str, Any]]:
     """The records written so far; a line still being written (no newline yet) is left out.
 
     Read again only when the file changed: the runs page, refreshed every few seconds while a
     run goes on, would otherwise parse every run's records on every refresh.
     """
+    path = folder.results
     try:
         stat = path.stat()
     except OSError:
@@ -111,7 +114,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     known = _READ.get(path)
     if known is not None and known[0] == stamp:
         return known[1]
-    records = _parse(path)
+    records = folder.read_records_so_far()
     if len(_READ) >= _READ_MAX:
         _READ.clear()
     _READ[path] = (stamp, records)
@@ -123,29 +126,13 @@ _READ: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = {}
 _READ_MAX = 256
 
 
-def _parse(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    records = []
-    for line in text.split("\n")[:-1] if not text.endswith("\n") else text.splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            records.append(value)
-    return records
-
-
 def _result_folders(root: Path) -> Iterable[Path]:
     if not root.is_dir():
         return
     pending = [(root, 0)]
     while pending:
         folder, depth = pending.pop()
-        if (folder / "results.jsonl").is_file():
+        if ResultsFolder(folder).has_results():
             yield folder
             continue
         if depth >= _DEPTH:
@@ -155,14 +142,6 @@ def _result_folders(root: Path) -> Iterable[Path]:
         except OSError:
             continue
         pending += [(child, depth + 1) for child in children if not child.name.startswith(".")]
-
-
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _status(info: dict[str, Any] | None, progress: dict[str, Any] | None) -> str:

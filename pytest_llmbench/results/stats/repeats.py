@@ -104,6 +104,20 @@ def case_key(record: Mapping[str, Any]) -> CaseKey:
     )
 
 
+def parse_repeat_policy(raw: str) -> str:
+    """``raw`` as a ``--repeat-policy`` (all, majority, any, at-least:K with K >= 1), lower-cased;
+    ValueError naming it otherwise."""
+    policy = raw.strip().lower()
+    if policy in ("all", "majority", "any"):
+        return policy
+    count = policy.removeprefix("at-least:")
+    if policy.startswith("at-least:") and count.isdigit() and int(count) >= 1:
+        return policy
+    raise ValueError(
+        f"--repeat-policy must be all, majority, any or at-least:K (K >= 1), got {raw!r}"
+    )
+
+
 def policy_passes(verdict: CaseVerdict, policy: str) -> bool:
     """Whether a case passes under a ``--repeat-policy``: all | majority | any | at-least:K.
 

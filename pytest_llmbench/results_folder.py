@@ -1,0 +1,211 @@
+"""The results folder: the one owner of its file names and of their readers and writers.
+
+A run leaves one folder behind (pytest-benchmark's storage object is the model): the records,
+one JSON object a line, in ``results.jsonl``; the run's facts in ``run.json``; the CSVs of its
+aggregates; ``report.html``; ``progress.json`` while it runs; ``prompt_optimizations.jsonl`` and
+``metrics.prom`` when asked for. The recorder, ``llmbench merge``, the baseline, the viewer, the
+report and the CSV writers name these files and read or write them only through this module.
+
+Shared by every stage (the engine writes the optimization log, render the progress file), so it
+imports nothing of the package and nothing heavier than ``json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+#: One record per line, written as each item finishes.
+RESULTS_FILE = "results.jsonl"
+#: The run's facts, written last: a folder without it did not finish.
+RUN_FILE = "run.json"
+#: The self-contained HTML report.
+REPORT_FILE = "report.html"
+#: What `llmbench view` reads while the run goes on.
+PROGRESS_FILE = "progress.json"
+#: Every prompt rewrite of ``--optimize-prompts``.
+OPTIMIZATIONS_FILE = "prompt_optimizations.jsonl"
+#: The run's metrics in the Prometheus text format.
+METRICS_FILE = "metrics.prom"
+#: The aggregate CSVs: the leaderboard, every metric, per-case verdicts, model comparisons,
+#: judge agreement, and each model's aggregate (in the model's own folder).
+LEADERBOARD_FILE = "leaderboard.csv"
+ALL_METRICS_FILE = "all_metrics.csv"
+CASE_VERDICTS_FILE = "case_verdicts.csv"
+COMPARISONS_FILE = "comparisons.csv"
+JUDGE_AGREEMENT_FILE = "judge_agreement.csv"
+AGGREGATE_FILE = "aggregate_metrics.csv"
+#: Every fixed name above (tests/test_layout.py keeps them out of other modules).
+FILE_NAMES = (RESULTS_FILE, RUN_FILE, REPORT_FILE, PROGRESS_FILE, OPTIMIZATIONS_FILE,
+              METRICS_FILE, LEADERBOARD_FILE, ALL_METRICS_FILE, CASE_VERDICTS_FILE,
+              COMPARISONS_FILE, JUDGE_AGREEMENT_FILE, AGGREGATE_FILE)  # fmt: skip
+#: The files `llmbench view` serves from a run's folder.
+SERVED_FILES = (REPORT_FILE, RESULTS_FILE, LEADERBOARD_FILE, RUN_FILE)
+
+#: How a record becomes a line of results.jsonl (one encoder: ``json.dumps`` with options
+#: builds one per call).
+_LINE = json.JSONEncoder(ensure_ascii=False, default=str)
+# Record keys without which a line cannot be counted or paired with another run's.
+_REQUIRED_KEYS = ("suite", "case_id", "outcome")
+
+
+class ResultsError(Exception):
+    """A results folder that cannot be read; the message names the folder or file (and line)."""
+
+
+def grouped_csv_name(column: str) -> str:
+    """The leaderboard grouped by ``column`` (a folder-safe name): ``by_<column>.csv``."""
+    return f"by_{column}.csv"
+
+
+def record_line(record: Mapping[str, Any]) -> str:
+    """``record`` as one line of results.jsonl, newline included."""
+    return _LINE.encode(record) + "\n"
+
+
+@dataclass(frozen=True)
+class ResultsFolder:
+    """One results folder and its files."""
+
+    path: Path
+
+    def file(self, name: str) -> Path:
+        """The path of file ``name`` (one of :data:`FILE_NAMES`, or a grouped CSV)."""
+        return self.path / name
+
+    @property
+    def results(self) -> Path:
+        return self.path / RESULTS_FILE
+
+    @property
+    def run_file(self) -> Path:
+        return self.path / RUN_FILE
+
+    @property
+    def report(self) -> Path:
+        return self.path / REPORT_FILE
+
+    @property
+    def progress(self) -> Path:
+        return self.path / PROGRESS_FILE
+
+    def model_aggregate(self, dir_name: str) -> Path:
+        """``<model folder>/aggregate_metrics.csv``."""
+        return self.path / dir_name / AGGREGATE_FILE
+
+    def has_results(self) -> bool:
+        """Whether this folder holds a run's records (what makes it a results folder)."""
+        return self.results.is_file()
+
+    # -- reading ------------------------------------------------------------------------------
+    def read_records(self) -> list[dict[str, Any]]:
+        """The records of results.jsonl, in file order.
+
+        Raises :class:`ResultsError` for a folder that is none or holds no results.jsonl, and
+        for a line that is not a JSON record (``path:line: why``). Blank lines are skipped (an
+        interrupted write); a folder whose file holds no record is an empty run, an error.
+        """
+        if not self.path.is_dir():
+            raise ResultsError(f"{self.path}: no such results folder")
+        if not self.has_results():
+            raise ResultsError(f"{self.results}: no such file (not a results folder?)")
+        try:
+            text = self.results.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ResultsError(f"{self.results}: cannot read: {exc}") from None
+        records = parse_records(self.results, text)
+        if not records:
+            raise ResultsError(f"{self.results}: no records (an empty run)")
+        return records
+
+    def read_records_so_far(self) -> list[dict[str, Any]]:
+        """The records a run has written so far, as the viewer shows them: a last line still
+        being written (no newline yet) and lines that are no JSON object are left out, and a
+        file that cannot be read is no record yet."""
+        try:
+            text = self.results.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return []
+        return parse_records(self.results, text, live=True)
+
+    def read_run_info(self) -> dict[str, Any] | None:
+        """run.json, or None when the run wrote none; :class:`ResultsError` when it is no JSON
+        object."""
+        if not self.run_file.is_file():
+            return None
+        return self._json(self.run_file)
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """File ``name`` (run.json, progress.json) as a JSON object, or None when it is missing
+        or unreadable (a reader that must not fail: the viewer, the report)."""
+        try:
+            return self._json(self.path / name)
+        except ResultsError:
+            return None
+
+    def _json(self, path: Path) -> dict[str, Any]:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ResultsError(f"{path}: not a JSON file: {exc}") from None
+        if not isinstance(data, dict):
+            raise ResultsError(f"{path}: not a JSON object")
+        return data
+
+    # -- writing ------------------------------------------------------------------------------
+    def open_results(self) -> IO[str]:
+        """results.jsonl opened for a new run's records (the folder is made; a reused folder's
+        file is replaced: it holds this run only). OSError when the OS refuses."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        return open(self.results, "w", encoding="utf-8")
+
+    def write_records(self, records: Iterable[Mapping[str, Any]]) -> Path:
+        """results.jsonl holding ``records`` (a merged run's, written at once)."""
+        with self.open_results() as stream:
+            for record in records:
+                stream.write(record_line(record))
+        return self.results
+
+    def write_run_info(self, info: Mapping[str, Any]) -> Path:
+        """run.json holding ``info`` (already redacted by the caller)."""
+        text = json.dumps(info, indent=2, default=str)
+        self.run_file.write_text(text + "\n", encoding="utf-8")
+        return self.run_file
+
+
+def parse_records(path: Path, text: str, *, live: bool = False) -> list[dict[str, Any]]:
+    """The records of results.jsonl's ``text`` (read from ``path``, named in errors).
+
+    Strict (the default): a line that is no JSON record is a :class:`ResultsError`
+    ``path:line: why``. ``live`` (a run still writing): such lines and a last line without its
+    newline are left out.
+    """
+    if live:
+        lines = text.split("\n")[:-1] if not text.endswith("\n") else text.splitlines()
+        return [record for line in lines if (record := _live_record(line)) is not None]
+    return [_record(path, number, line) for number, line in enumerate(text.splitlines(), 1)
+            if line.strip()]  # fmt: skip
+
+
+def _live_record(line: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _record(path: Path, number: int, line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
+    if not isinstance(record, dict):
+        raise ResultsError(f"{path}:{number}: not a JSON object")
+    missing = [key for key in _REQUIRED_KEYS if key not in record]
+    if missing:
+        raise ResultsError(f"{path}:{number}: not a record (no {', '.join(missing)})")
+    return record
