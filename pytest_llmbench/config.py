@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .results_folder import METRICS_FILE, RESULTS_FILE, ResultsFolder
+
 if TYPE_CHECKING:
     from .models.profiles import ModelProfile, ProfileRegistry
 
@@ -93,7 +95,7 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
     ("shard", "llmbench_shard", "Run shard K of N of the selected items (K/N, e.g. 2/3): a "
      "deterministic split for N CI runners; --rpm, --tpm, --max-cost and --concurrency are "
      "divided by N; `llmbench merge` joins the shards' results", None),
-    ("prom_push", "llmbench_prom_push", "Push the run's metrics.prom to this Prometheus "
+    ("prom_push", "llmbench_prom_push", f"Push the run's {METRICS_FILE} to this Prometheus "
      "Pushgateway at the end of the run (http://host:9091; job llmbench)", None),
     ("optimizer", "llmbench_optimizer", "Model that rewrites prompts for --optimize-prompts "
      "(profile name or litellm id; default: the embedded model)", None),
@@ -482,8 +484,8 @@ def _repeat_policy(config: pytest.Config) -> str:
 
 def _baseline(config: pytest.Config) -> Path | None:
     path = _path(config, "baseline")
-    if path is not None and not (path / "results.jsonl").is_file():
-        raise pytest.UsageError(f"llmbench: --baseline has no results.jsonl: {path}")
+    if path is not None and not ResultsFolder(path).has_results():
+        raise pytest.UsageError(f"llmbench: --baseline has no {RESULTS_FILE}: {path}")
     if path is None and config.getoption("llmbench_fail_on_regression"):
         raise pytest.UsageError("llmbench: --fail-on-regression needs --baseline DIR")
     return path

@@ -38,10 +38,14 @@ CASE_VERDICTS_FILE = "case_verdicts.csv"
 COMPARISONS_FILE = "comparisons.csv"
 JUDGE_AGREEMENT_FILE = "judge_agreement.csv"
 AGGREGATE_FILE = "aggregate_metrics.csv"
+#: github-action-benchmark's inputs: the metrics where bigger is better, and smaller.
+BENCHMARK_BIGGER_FILE = "benchmark-bigger.json"
+BENCHMARK_SMALLER_FILE = "benchmark-smaller.json"
 #: Every fixed name above (tests/test_layout.py keeps them out of other modules).
 FILE_NAMES = (RESULTS_FILE, RUN_FILE, REPORT_FILE, PROGRESS_FILE, OPTIMIZATIONS_FILE,
               METRICS_FILE, LEADERBOARD_FILE, ALL_METRICS_FILE, CASE_VERDICTS_FILE,
-              COMPARISONS_FILE, JUDGE_AGREEMENT_FILE, AGGREGATE_FILE)  # fmt: skip
+              COMPARISONS_FILE, JUDGE_AGREEMENT_FILE, AGGREGATE_FILE, BENCHMARK_BIGGER_FILE,
+              BENCHMARK_SMALLER_FILE)  # fmt: skip
 #: The files `llmbench view` serves from a run's folder.
 SERVED_FILES = (REPORT_FILE, RESULTS_FILE, LEADERBOARD_FILE, RUN_FILE)
 
@@ -168,6 +172,18 @@ class ResultsFolder:
             for record in records:
                 stream.write(record_line(record))
         return self.results
+
+    def write_progress(self, state: Mapping[str, Any]) -> None:
+        """progress.json holding ``state``, replaced at once (a reader never sees half a file);
+        OSError when the OS refuses."""
+        partial = self.path / f"{PROGRESS_FILE}.tmp"
+        partial.write_text(json.dumps(state), encoding="utf-8")
+        partial.replace(self.progress)
+
+    def remove_progress(self) -> None:
+        """The run is over: its progress file (and one left half-written) goes."""
+        for path in (self.progress, self.path / f"{PROGRESS_FILE}.tmp"):
+            path.unlink(missing_ok=True)
 
     def write_run_info(self, info: Mapping[str, Any]) -> Path:
         """run.json holding ``info`` (already redacted by the caller)."""

@@ -174,3 +174,43 @@ def test_the_architecture_page_names_no_module_that_is_gone() -> None:
 def test_named_modules_reads_the_first_cell_of_each_table_row() -> None:
     page = "| `engine/plan.py` | plans |\n| `cli.py` | the command |\nSee `item.py` in prose.\n"
     assert named_modules(page) == {"engine/plan.py", "cli.py"}
+
+
+def file_name_literals(source: str, names: tuple[str, ...]) -> list[str]:
+    """``line: text`` of each string in ``source`` (f-string parts too, docstrings left out) that
+    holds one of ``names``: a results folder's file named outside its owner."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        f"{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and any(name in node.value for name in names)
+    ]
+
+
+def test_the_results_folder_files_are_named_by_their_owner_only() -> None:
+    from pytest_llmbench.results_folder import FILE_NAMES
+
+    owner = PACKAGE / "results_folder.py"
+    found = [
+        f"{path.relative_to(PACKAGE)}:{hit}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != owner and "scaffold" not in path.parts
+        for hit in file_name_literals(path.read_text(encoding="utf-8"), FILE_NAMES)
+    ]
+    assert found == []
+
+
+def test_file_name_literals_finds_names_in_strings_not_in_docstrings() -> None:
+    source = '"""Writes run.json."""\nX = "run.json"\ndef f():\n    """run.json"""\n    return f"{d}/run.json"\n'
+    assert file_name_literals(source, ("run.json",)) == ["2: 'run.json'", "5: '/run.json'"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..results_folder import OPTIMIZATIONS_FILE
 from .cache import BUSY_TIMEOUT_MS, execute_when_unlocked
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 #: The store's file name in the session directory.
 STORE_FILE = "prompt_optimizations.sqlite"
 #: The log's file name in the results folder.
-LOG_FILE = "prompt_optimizations.jsonl"
+LOG_FILE = OPTIMIZATIONS_FILE
 
 
 @dataclass(frozen=True)

@@ -36,12 +36,12 @@ import pytest
 from ..engine.runtime import RUNTIME_KEY
 from ..results.gates import GATES_KEY
 from ..results.recorder import RECORDER_KEY, SUMMARY_KEY
+from ..results_folder import BENCHMARK_BIGGER_FILE, BENCHMARK_SMALLER_FILE, METRICS_FILE
 
 if TYPE_CHECKING:
     import pandas as pd
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-METRICS_FILE = "metrics.prom"
 #: Upper bounds (seconds) of the latency and TTFT histogram buckets; ``+Inf`` is added.
 LATENCY_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 #: Outcomes counted for every model, so each series exists even while it is zero.
@@ -192,7 +192,7 @@ SMALLER: tuple[tuple[str, str, str, float], ...] = (
     ("latency_s_p95", "latency p95", "s", 1.0),
     ("ttft_s_p50", "TTFT p50", "s", 1.0),
 )
-BENCHMARK_FILES = {"bigger": "benchmark-bigger.json", "smaller": "benchmark-smaller.json"}
+BENCHMARK_FILES = {"bigger": BENCHMARK_BIGGER_FILE, "smaller": BENCHMARK_SMALLER_FILE}
 
 
 def benchmark_entries(

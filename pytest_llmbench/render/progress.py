@@ -15,7 +15,6 @@ whole; a run shorter than the interval shows none.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ..results_folder import ResultsFolder
 
 #: Seconds between two progress lines: in a terminal, and in a log (CI).
 TTY_EVERY_S = 10.0
@@ -149,8 +150,7 @@ class RunProgress:
         """The run is over (run.json says how): its progress file has said its last."""
         folder = self._folder()
         if folder is not None:
-            for name in ("progress.json", "progress.json.tmp"):
-                (folder / name).unlink(missing_ok=True)
+            ResultsFolder(folder).remove_progress()
 
     def _save(self) -> None:
         """``progress.json`` in the results folder, at most once a second: what `llmbench view`
@@ -178,9 +178,7 @@ class RunProgress:
             "line": tally.line(now - self._started),
         }
         try:
-            partial = folder / "progress.json.tmp"
-            partial.write_text(json.dumps(state), encoding="utf-8")
-            partial.replace(folder / "progress.json")
+            ResultsFolder(folder).write_progress(state)
         except OSError:  # a progress file is a courtesy, never a reason to fail a run
             pass
 

@@ -27,6 +27,7 @@ from ..results.gates import BUDGET_EXIT_CODE, GATES_KEY
 from ..results.recorder import RECORDER_KEY, optimization_counts, over_budget
 from ..results.stats import Comparison
 from ..results.stats.agreement import DimensionAgreement, dimension_order
+from ..results_folder import CASE_VERDICTS_FILE
 from .markup import INCOMPLETE_NOTE, coverage_cell, has_incomplete, incomplete_mark
 
 if TYPE_CHECKING:
@@ -318,5 +319,5 @@ def flaky_lines(repeats: RepeatOutcome) -> list[str]:
         for v in flaky[:MAX_FLAKY_LINES]
     ]
     if len(flaky) > MAX_FLAKY_LINES:
-        lines.append(f"... {len(flaky) - MAX_FLAKY_LINES} more (see case_verdicts.csv)")
+        lines.append(f"... {len(flaky) - MAX_FLAKY_LINES} more (see {CASE_VERDICTS_FILE})")
     return lines

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..render.markup import INCOMPLETE_NOTE, coverage_cell, has_incomplete
 from ..results import is_missing
+from ..results_folder import RESULTS_FILE
 from .charts import task_type
 
 if TYPE_CHECKING:
@@ -187,7 +188,7 @@ def cases_table(records: Sequence[Mapping[str, Any]]) -> str:
     if len(records) > len(shown):
         note = (
             f'<p class="note">Showing the first {len(shown):,} of {len(records):,} items '
-            "(by suite, case, model, repeat); results.jsonl has them all.</p>"
+            f"(by suite, case, model, repeat); {RESULTS_FILE} has them all.</p>"
         )
     header = _header(
         ("suite", "case", "model", "repeat", "task type", "outcome", "score", "transcript"),

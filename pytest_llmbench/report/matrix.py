@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..results_folder import RESULTS_FILE
 from .html_tables import text
 
 #: Cases (rows) shown at most: a bigger run's matrix would be too big to open.
@@ -34,7 +35,7 @@ def case_matrix(records: Sequence[Record]) -> str:
     if len(keys) > len(shown):
         note = (
             f'<p class="note">Showing the first {len(shown):,} of {len(keys):,} cases; '
-            "results.jsonl has them all.</p>"
+            f"{RESULTS_FILE} has them all.</p>"
         )
     head = "".join(f"<th>{text(name)}</th>" for name in contestants)
     rows = "".join(_row(key, cases[key], contestants) for key in shown)
