@@ -86,7 +86,7 @@ def _arrange(server: FakeLLMServer) -> None:
         Rule(match="Describe the picture", reply="A red dot."),
         Rule(match="rate limited", status=429, retry_after=0.05, error_message="slow down"),
         Rule(match="server broke", status=500, error_message="kaput"),
-        Rule(match="too slow", reply="late", delay_s=2.0),
+        Rule(match="too slow", reply="late", delay_s=4.0),
         Rule(match="Cut short", reply="Paris, the capital of France", cut_after=1),
         Rule(match="garbled", raw_body=b'{"id": "chatcmpl-1", "choi'),
         Rule(match="notes.txt with hello", tool_calls=[write], times=1),
@@ -108,8 +108,10 @@ def _run(
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str]], str]:
     _arrange(bench.server)
     result = bench.pytester.runpytest(
+        # 3 s: room for a loaded machine (litellm's first image call imports more), below the
+        # 4 s the "too slow" answer takes.
         "-p", "no:cacheprovider", f"--results-dir={out}", "--models=fake", "--max-retries=1",
-        "--request-timeout=1", *args,
+        "--request-timeout=3", *args,
     )  # fmt: skip
     path = bench.pytester.path / out / "results.jsonl"
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

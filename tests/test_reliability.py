@@ -176,7 +176,9 @@ def check_fault_run(
     result, _ = run_timed(
         pytester,
         "-p", "no:cacheprovider", "-rA", "--results-dir=out", "--models=flaky,down",
-        "-k", select, "--concurrency", "8", "--request-timeout", "1",
+        # 2 s: room for a loaded machine (litellm's first calls import more), still short for
+        # the "timeout" fault, which holds each attempt until the client gives up.
+        "-k", select, "--concurrency", "8", "--request-timeout", "2",
         "--max-retries", str(MAX_RETRIES), *extra,
         timeout=timeout,
     )  # fmt: skip
