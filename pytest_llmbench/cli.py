@@ -185,7 +185,8 @@ def _merge_command(args: argparse.Namespace) -> int:
     given = {
         "min_pass_rate": args.min_pass_rate,
         "repeat_policy": args.repeat_policy,
-        "baseline": args.baseline,
+        # as a run takes it: from the folder it runs in (named so in the gate's note)
+        "baseline": None if args.baseline is None else Path.cwd() / args.baseline,
         "fail_on_regression": args.fail_on_regression,
         **{_option_field(flag): getattr(args, _option_field(flag)) for flag in _MERGE_LIMITS},
     }

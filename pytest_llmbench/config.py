@@ -471,15 +471,13 @@ def _optimize_mode(config: pytest.Config) -> str | None:
 
 
 def _repeat_policy(config: pytest.Config) -> str:
+    from .results.stats.repeats import parse_repeat_policy  # llmbench merge's check too
+
     raw = (_setting(config, "repeat_policy") or "all").lower()
-    if raw in ("all", "majority", "any"):
-        return raw
-    if raw.startswith("at-least:") and raw.removeprefix("at-least:").isdigit():
-        if int(raw.removeprefix("at-least:")) >= 1:
-            return raw
-    raise pytest.UsageError(
-        f"llmbench: --repeat-policy must be all, majority, any or at-least:K (K >= 1), got {raw!r}"
-    )
+    try:
+        return parse_repeat_policy(raw)
+    except ValueError as exc:
+        raise pytest.UsageError(f"llmbench: {exc}") from None
 
 
 def _baseline(config: pytest.Config) -> Path | None:

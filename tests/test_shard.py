@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from conftest import Bench, Rule
 
+from pytest_llmbench.results_folder import ResultsFolder
 from pytest_llmbench.shard import parse_shard
 
 #: Six cases: four answered right, two wrong (Kyoto, 5).
@@ -284,6 +285,19 @@ def test_xdist_tx_popen_still_records_each_item_once(bench: Bench) -> None:
 BROKEN = "cases:\n  - {id: x, prompt: 'Hi', assert: [no-such-check]}\n"
 
 
+def regressed_baseline(bench: Bench, folder: Path) -> None:
+    """A baseline of the suite that also answered a case the suite no longer has: each model
+    lost a case since, a significant regression."""
+    run(bench, folder, "-n", "0")
+    found = records_of(folder)
+    gone = [{**r, "case_id": "gone", "nodeid": f"{r['nodeid']}-gone"} for r in found]
+    ResultsFolder(folder).write_records(found + gone)
+
+
+def records_of(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+
+
 def gate_options(options: tuple[str, ...]) -> list[str]:
     """The gate options of a run's ``options``: what `llmbench merge` takes too."""
     return [o for o in options if o not in ("-x", "--continue-on-collection-errors")]
@@ -303,6 +317,7 @@ def gate_of(folder: Path) -> tuple[int, list[str]]:
         pytest.param(("--min-pass-rate", "0.9"), id="pass-rate-missed"),
         pytest.param(("--repeat-policy", "any"), id="repeat-policy"),
         pytest.param(("--max-cost-per-item", "0.00001"), id="cost-limit"),
+        pytest.param(("--baseline", "base", "--fail-on-regression"), id="regression"),
         pytest.param(("--min-pass-rate", "0", "-x"), id="cut-short"),
         pytest.param(
             ("--min-pass-rate", "0", "--continue-on-collection-errors"), id="collection-error"
@@ -317,12 +332,17 @@ def test_a_merge_gates_as_the_whole_run_did(bench: Bench, options: tuple[str, ..
     if "--continue-on-collection-errors" in options:
         bench.eval_file("broken", BROKEN)
     root = bench.pytester.path
+    if "--baseline" in options:
+        regressed_baseline(bench, root / "base")
     whole = run(bench, root / "full", "-n", "0", *options)
     for number in (1, 2, 3):
         run(bench, root / f"s{number}", "--shard", f"{number}/3", "-n", "0", *options)
     merged = merge(bench, "s1", "s2", "s3", "-o", "merged")
     assert merged.returncode == whole.ret, merged.stdout + merged.stderr
     assert gate_of(root / "merged") == gate_of(root / "full")
+    if "--fail-on-regression" in options:  # the gate did judge: both models regressed
+        assert gate_of(root / "full")[1] == ["--fail-on-regression: fake, fake2 regressed "
+                                             f"against {root / 'base'}"]  # fmt: skip
     # Given to the merge, the same options decide the same (they replace the shards' own).
     again = merge(bench, "s1", "s2", "s3", "-o", "again", *gate_options(options))
     assert again.returncode == whole.ret and gate_of(root / "again") == gate_of(root / "full")

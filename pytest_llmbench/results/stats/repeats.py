@@ -107,7 +107,7 @@ def case_key(record: Mapping[str, Any]) -> CaseKey:
 def parse_repeat_policy(raw: str) -> str:
     """``raw`` as a ``--repeat-policy`` (all, majority, any, at-least:K with K >= 1), lower-cased;
     ValueError naming it otherwise."""
-    policy = raw.strip().lower()
+    policy = raw.lower()
     if policy in ("all", "majority", "any"):
         return policy
     count = policy.removeprefix("at-least:")
