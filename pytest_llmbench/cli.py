@@ -31,7 +31,7 @@ from .results.baseline import (
     models_of,
     switch_models,
 )
-from .results_folder import REPORT_FILE, ResultsError, ResultsFolder
+from .results_folder import DEFAULT_ROOT, REPORT_FILE, ResultsError, ResultsFolder
 from .spec.validate import UsageFailure, validate_command
 
 if TYPE_CHECKING:
@@ -279,7 +279,7 @@ def _add_view(commands: Any) -> None:
     )
     view.add_argument(
         "dirs", nargs="*", type=Path, metavar="DIR",
-        help="Folders holding results folders (default: llmbench-results)",
+        help=f"Folders holding results folders (default: {DEFAULT_ROOT})",
     )  # fmt: skip
     view.add_argument("--host", default="127.0.0.1", help="Interface (default 127.0.0.1 only)")
     view.add_argument("--port", type=int, default=0, help="Port (default: a free one, printed)")
@@ -299,7 +299,7 @@ def _view_command(args: argparse.Namespace) -> int:
         )
     from .view.app import ViewSettings, serve
 
-    roots = list(args.dirs) or [Path("llmbench-results")]
+    roots = list(args.dirs) or [Path(DEFAULT_ROOT)]
     for root in roots:
         root.mkdir(parents=True, exist_ok=True)
     if not args.project.is_dir():

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .results_folder import METRICS_FILE, RESULTS_FILE, ResultsFolder
+from .results_folder import DEFAULT_ROOT, METRICS_FILE, RESULTS_FILE, ResultsFolder
 
 if TYPE_CHECKING:
     from .models.profiles import ModelProfile, ProfileRegistry
@@ -37,7 +37,7 @@ _SETTINGS: tuple[tuple[str, str, str, str | None], ...] = (
     ("limit", "llmbench_limit", "Run only the first N cases of each eval file (after its "
      "dataset's own selection), as lm-eval's --limit", None),
     ("results_dir", "llmbench_results_dir", "Folder for results (default: a new "
-     "timestamped folder under llmbench-results/)", None),
+     f"timestamped folder under {DEFAULT_ROOT}/)", None),
     ("min_pass_rate", "llmbench_min_pass_rate", "Gate on each model's pass rate (0..1) "
      "instead of on single cases", None),
     ("errors_count_as", "llmbench_errors_count_as", "How an errored item counts in pass rates, "

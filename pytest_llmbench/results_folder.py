@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+#: Where a run's results folder is made without --results-dir (a timestamped folder in it), and
+#: where `llmbench view` looks by default; searches for eval files never enter it.
+DEFAULT_ROOT = "llmbench-results"
 #: One record per line, written as each item finishes.
 RESULTS_FILE = "results.jsonl"
 #: The run's facts, written last: a folder without it did not finish.
@@ -41,8 +44,8 @@ AGGREGATE_FILE = "aggregate_metrics.csv"
 #: github-action-benchmark's inputs: the metrics where bigger is better, and smaller.
 BENCHMARK_BIGGER_FILE = "benchmark-bigger.json"
 BENCHMARK_SMALLER_FILE = "benchmark-smaller.json"
-#: Every fixed name above (tests/test_layout.py keeps them out of other modules).
-FILE_NAMES = (RESULTS_FILE, RUN_FILE, REPORT_FILE, PROGRESS_FILE, OPTIMIZATIONS_FILE,
+#: Every fixed name above, the default root too (tests/test_layout.py keeps them out of other modules).
+FILE_NAMES = (DEFAULT_ROOT, RESULTS_FILE, RUN_FILE, REPORT_FILE, PROGRESS_FILE, OPTIMIZATIONS_FILE,
               METRICS_FILE, LEADERBOARD_FILE, ALL_METRICS_FILE, CASE_VERDICTS_FILE,
               COMPARISONS_FILE, JUDGE_AGREEMENT_FILE, AGGREGATE_FILE, BENCHMARK_BIGGER_FILE,
               BENCHMARK_SMALLER_FILE)  # fmt: skip

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from .results_folder import DEFAULT_ROOT
+
 #: The ``-n auto`` decision, for the session header.
 AUTO_KEY = pytest.StashKey[str]()
 #: Folders a search for eval files never enters.
-_SKIPPED = frozenset({"node_modules", "__pycache__", "site-packages", "llmbench-results"})
+_SKIPPED = frozenset({"node_modules", "__pycache__", "site-packages", DEFAULT_ROOT})
 #: How many folder entries a search reads at most before it gives up (and keeps xdist's count).
 _MAX_ENTRIES = 5000
 

@@ -22,7 +22,7 @@ import pytest
 
 from ..config import get_run_config
 from ..engine.runtime import get_runtime
-from ..results_folder import ResultsFolder, record_line
+from ..results_folder import DEFAULT_ROOT, ResultsFolder, record_line
 from .record import attempt_fields, utc_now
 
 if TYPE_CHECKING:
@@ -316,7 +316,7 @@ def _results_dir(config: pytest.Config) -> Path:
     explicit = get_run_config(config).results_dir
     if explicit is not None:
         return explicit
-    base = config.invocation_params.dir / "llmbench-results"
+    base = config.invocation_params.dir / DEFAULT_ROOT
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     candidate, counter = base / stamp, 2
     while candidate.exists():

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..results_folder import DEFAULT_ROOT
+
 #: A model, profile or ``@set`` name as --models takes them (comma-separated).
 _MODEL = re.compile(r"@?[A-Za-z0-9][\w./:@+-]*")
 _STATES = ("queued", "running", "finished", "failed", "cancelled", "interrupted")
@@ -244,9 +246,7 @@ def eval_files(project: Path, pattern: str = "*.eval.yaml", limit: int = 500) ->
     found: list[str] = []
     for path in sorted(project.rglob(pattern)):
         parts = path.relative_to(project).parts
-        if any(
-            part.startswith(".") or part in ("node_modules", "llmbench-results") for part in parts
-        ):
+        if any(part.startswith(".") or part in ("node_modules", DEFAULT_ROOT) for part in parts):
             continue
         found.append(path.relative_to(project).as_posix())
         if len(found) >= limit:
