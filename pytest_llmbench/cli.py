@@ -175,6 +175,8 @@ def _merge_command(args: argparse.Namespace) -> int:
     from .results.merge import differences, gate_settings, load_shards, merged_records
 
     _check_merge_options(args)
+    if args.output.resolve() in {folder.resolve() for folder in args.dirs}:
+        raise UsageFailure(f"-o {args.output}: a shard's own folder (the merge would replace it)")
     shards = load_shards(args.dirs)
     different = differences(shards)
     if different and not args.force:

@@ -373,3 +373,9 @@ def test_a_folder_that_is_not_a_results_folder_is_named(
             in capsys.readouterr().err
         )
     assert not (tmp_path / "out").exists()
+    results = tmp_path / "shard"
+    results.mkdir()
+    (results / "results.jsonl").write_text("kept\n")
+    assert main(["merge", str(results), "-o", str(results)]) == 2
+    assert "a shard's own folder (the merge would replace it)" in capsys.readouterr().err
+    assert (results / "results.jsonl").read_text() == "kept\n"
