@@ -174,6 +174,8 @@ class EvalItem(pytest.Function):
         agent = self.plan.agent
         if result.agent_run is not None and agent and agent.post_process:
             self._post_process(agent.post_process)
+        if result.agent_run is not None and not self.plan.latency_only:
+            result.agent_verdicts = self._agent_verdicts()
         failures = [graded.failure for graded in answer.graded if graded.failure]
         if failures:
             # No verdict is not a failed verdict: the judges, not the answer, are at fault.
@@ -276,7 +278,7 @@ class EvalItem(pytest.Function):
         )
         text = result.completion.text
         result.verdicts = [
-            self._agent_verdict(assertion)
+            result.agent_verdicts.get(index)
             or self._graded_verdict(index, assertion)
             or evaluate(assertion, text, context)
             for index, assertion in enumerate(self.case.assertions)
@@ -321,22 +323,33 @@ class EvalItem(pytest.Function):
             cached=completion.cached,
         )
 
-    def _agent_verdict(self, assertion: Assertion) -> Verdict | None:
-        if assertion.agent_check is None:
-            return None
-        from .scoring.agent import AgentOutcome, evaluate_agent
+    def _agent_verdicts(self) -> dict[int, Verdict]:
+        """The workdir checks of an agent item, made in its setup (after ``post_process``): a
+        command check the sandbox cannot start makes the item an error of kind ``sandbox``."""
+        return {
+            index: self._agent_verdict(assertion)
+            for index, assertion in enumerate(self.case.assertions)
+            if assertion.agent_check is not None
+        }
+
+    def _agent_verdict(self, assertion: Assertion) -> Verdict:
+        from .scoring.agent import AgentOutcome, SandboxFailure, evaluate_agent
 
         result = self.result
         run, workdir, sandbox = result.agent_run, result.workdir, result.sandbox
         assert run is not None and workdir is not None and sandbox is not None
         check = assertion.agent_check
+        assert check is not None
         try:
             check = _with_case_values(check, {**self.case.vars, "expected": self.case.expected})
         except ValueError as exc:  # a {{name}} the case does not have
             from .scoring.base import Verdict
 
             return Verdict(check.type, False, 0.0, check.weight, f"{check.type}: {exc}")
-        return evaluate_agent(check, AgentOutcome(workdir, run, sandbox))
+        try:
+            return evaluate_agent(check, AgentOutcome(workdir, run, sandbox))
+        except SandboxFailure as exc:  # no verdict: the machine, not the agent, is at fault
+            self._fail(ProviderError(f"{self.model.name}: {exc}", "sandbox"))
 
     def _graded_verdict(self, index: int, assertion: Assertion) -> Verdict | None:
         graded = self.result.graded.get(index) if assertion.engine_graded else None

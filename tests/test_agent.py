@@ -52,6 +52,40 @@ def _script_hello(bench: Bench) -> None:
     )
 
 
+#: A conftest under which the sandbox cannot start the command check's command.
+SANDBOX_CANNOT_START = """
+import pytest_llmbench.agent.sandbox as sandbox
+
+_run = sandbox.Sandbox.run
+
+def run(self, command):
+    if command != "cat hello.txt":
+        return _run(self, command)
+    return sandbox.CommandResult(
+        None, "", "", False, False, True, 0.0,
+        error="cannot start /bin/sh: SubprocessError: Exception occurred in preexec_fn.",
+    )
+
+sandbox.Sandbox.run = run
+"""
+
+
+def test_a_check_the_sandbox_cannot_run_makes_the_item_a_sandbox_error(bench: Bench) -> None:
+    """No verdict on the agent's work: the machine failed, so the item is an error, not a
+    failure, and it says so in the terminal and the record."""
+    _script_hello(bench)
+    bench.eval_file("agent", AGENT)
+    bench.pytester.makeconftest(SANDBOX_CANNOT_START)
+    result = bench.run_subprocess("--models=fake")  # the conftest patches the sandbox module
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*llmbench sandbox error: fake: command 'cat hello.txt' could "
+                                 "not run: cannot start /bin/sh*"])  # fmt: skip
+    (record,) = bench.records()
+    assert record["outcome"] == "error" and record["error_kind"] == "sandbox"
+    assert record["score"] is None
+    assert "could not run: cannot start /bin/sh" in record["error"]
+
+
 def test_an_agent_item_runs_the_loop_and_is_checked_on_its_workdir(bench: Bench) -> None:
     _script_hello(bench)
     bench.eval_file("agent", AGENT)

@@ -16,6 +16,7 @@ from pytest_llmbench.scoring.agent import (
     AGENT_TYPES,
     AgentCheck,
     AgentOutcome,
+    SandboxFailure,
     evaluate_agent,
     parse_agent_assertion,
 )
@@ -278,7 +279,9 @@ def fake_outcome(agent_dir: Path, result: CommandResult | Exception) -> AgentOut
     return AgentOutcome(agent_dir, make_run(), FakeSandbox(result))  # type: ignore[arg-type]
 
 
-def test_a_command_that_cannot_run_fails_negated_or_not(agent_dir: Path) -> None:
+def test_a_command_the_sandbox_cannot_start_is_no_verdict_negated_or_not(
+    agent_dir: Path,
+) -> None:
     result = CommandResult(
         exit_code=None,
         stdout="",
@@ -290,9 +293,9 @@ def test_a_command_that_cannot_run_fails_negated_or_not(agent_dir: Path) -> None
         error="bwrap: setting up uid map: Permission denied",
     )
     for type_name in ("command", "not-command"):
-        verdict = check({"type": type_name, "value": "make"}, fake_outcome(agent_dir, result))
-        assert not verdict.passed
-        assert verdict.reason == "command 'make' could not run: " + result.error  # type: ignore[operator]
+        with pytest.raises(SandboxFailure) as failure:
+            check({"type": type_name, "value": "make"}, fake_outcome(agent_dir, result))
+        assert str(failure.value) == "command 'make' could not run: " + str(result.error)
 
 
 def test_evaluate_agent_never_raises(agent_dir: Path) -> None:

@@ -459,18 +459,26 @@ def _child_setup(
     rlimits: list[tuple[int, int]], cgroup_fd: int | None, drop_capabilities: bool
 ) -> Callable[[], None]:
     prctl, last = _libc().prctl, _last_capability()
+    # Built here, in the parent: once the address-space limit is set, the child (a fork of a
+    # process far larger than the limit) can map no new memory, and an allocation then (a
+    # tuple, a ctypes argument) fails the start under load. So the limits are set last, the
+    # address space's after every other, with nothing left to allocate.
+    pairs = sorted(
+        ((which, (value, value)) for which, value in rlimits),
+        key=lambda pair: pair[0] == resource.RLIMIT_AS,
+    )
 
     def setup() -> None:  # runs in the child between fork and exec: system calls only
         if cgroup_fd is not None:
             os.write(cgroup_fd, b"0")  # "0" moves the writing process
-        for which, value in rlimits:
-            resource.setrlimit(which, (value, value))
         if drop_capabilities:
             # root without bwrap: an empty bounding set leaves the exec'd shell no capability
             # (no CAP_SYS_PTRACE to read this process's /proc entries, no CAP_DAC_OVERRIDE)
             for capability in range(last + 1):
                 prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
             prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        for which, limit in pairs:
+            resource.setrlimit(which, limit)
 
     return setup
 

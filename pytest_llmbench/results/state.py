@@ -55,6 +55,9 @@ class EvalResult:
     loglikelihood: dict[str, Any] | None = None
     #: answered, but with nothing to check: skipped, never a pass (``error_kind: unchecked``)
     unchecked: bool = False
+    #: an agent item's workdir checks, by assertion index: made at the end of its setup, where
+    #: a sandbox that cannot run a check's command is the item's error, not a verdict
+    agent_verdicts: dict[int, Verdict] = field(default_factory=dict)
 
 
 EVAL_RESULT_KEY = pytest.StashKey[EvalResult]()

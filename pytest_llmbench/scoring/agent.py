@@ -90,6 +90,11 @@ class _CheckFailed(Exception):
     """The check could not be made (not a fault of the agent's work); the message says why."""
 
 
+class SandboxFailure(Exception):
+    """The sandbox could not start a ``command`` check's command: no verdict on the agent's
+    work can be given, and the item is an error of kind ``sandbox`` (the message says why)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class _Result:
     passed: bool
@@ -242,9 +247,12 @@ _PARSE_VALUE: dict[str, Callable[[str, Mapping[str, Any]], Any]] = {
 
 
 def evaluate_agent(check: AgentCheck, outcome: AgentOutcome) -> Verdict:
-    """Check ``outcome`` against ``check``; never raises."""
+    """Check ``outcome`` against ``check``. Raises :class:`SandboxFailure` alone, when the
+    sandbox could not start a command (a set-up problem, not a verdict)."""
     try:
         result = _CHECKS[check.base_type](check, outcome)
+    except SandboxFailure:
+        raise
     except _CheckFailed as exc:
         return Verdict(check.type, False, 0.0, check.weight, str(exc))
     except Exception as exc:  # a verdict, not a crash: the item's other checks still count
@@ -306,7 +314,7 @@ def _check_command(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     result = _sandbox_for(check, outcome.sandbox).run(check.value)
     output = result.stdout + result.stderr
     if result.error is not None:
-        raise _CheckFailed(f"command {quoted(check.value)} could not run: {result.error}")
+        raise SandboxFailure(f"command {quoted(check.value)} could not run: {result.error}")
     if result.timed_out or result.exit_code is None:
         raise _CheckFailed(
             f"command {quoted(check.value)} timed out after {result.duration_s:.1f}s"
