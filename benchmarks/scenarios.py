@@ -177,9 +177,15 @@ def measure_command(
     attempts = [_attempt(ctx, row, cwd, argv, server) for _ in range(ctx.runs)]
     attempts.sort(key=lambda attempt: attempt[0].wall_s)
     run, out_dir, stats = attempts[len(attempts) // 2]
+    # CPU time varies apart from wall time (a run's wall is often the server's): its median is
+    # taken on its own, not read from the run of median wall time.
+    cpus = sorted(attempt[0].cpu_s for attempt in attempts if attempt[0].cpu_s is not None)
     if len(attempts) > 1:
         walls = ", ".join(f"{attempt[0].wall_s:.1f}" for attempt in attempts)
-        row.note = _join(row.note, f"median of {len(attempts)} runs (wall s: {walls})")
+        shown = ", ".join(f"{cpu:.2f}" for cpu in cpus)
+        row.note = _join(
+            row.note, f"median of {len(attempts)} runs (wall s: {walls}; CPU s: {shown})"
+        )
     records, outcomes = (None, {}) if collect_only else count_records(out_dir)
     row.status = _status(run, row.n, records, collect_only)
     if row.status.startswith("flag not available"):
@@ -187,7 +193,8 @@ def measure_command(
     missing = [name for name in expect if not (out_dir / name).is_file()]
     if row.ok and missing:
         row.status = f"not written: {', '.join(missing)}"
-    row.wall_s, row.peak_rss_mib, row.cpu_s = run.wall_s, run.peak_rss_mib, run.cpu_s
+    row.wall_s, row.peak_rss_mib = run.wall_s, run.peak_rss_mib
+    row.cpu_s = cpus[len(cpus) // 2] if len(cpus) == len(attempts) else run.cpu_s
     row.peak_process_rss_mib, row.processes = run.peak_process_rss_mib, run.processes
     row.records, row.outcomes = records, outcomes
     collected = run.collected()
