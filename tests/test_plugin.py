@@ -56,11 +56,12 @@ def test_plain_run_without_eval_files_is_inert(pytester: pytest.Pytester) -> Non
 
 
 def _listing(root: Path) -> list[str]:
-    """Every path below ``root`` except pytester's own basetemp."""
+    """Every path below ``root`` except pytester's own basetemp and Python's bytecode caches
+    (pytest writes them for the test files unless PYTHONDONTWRITEBYTECODE is set)."""
     return sorted(
         str(p.relative_to(root))
         for p in root.rglob("*")
-        if not _pytester_own(p.relative_to(root).parts[0])
+        if not _pytester_own(p.relative_to(root).parts[0]) and "__pycache__" not in p.parts
     )
 
 

@@ -7,6 +7,7 @@ the programs), ``bwrap`` and ``chromium`` are present or not. Nothing touches th
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,13 +184,18 @@ def test_a_wrong_set_is_a_usage_error(machine: Machine, args: tuple[str, ...]) -
 
 def _make_dry_run(target: str) -> str:
     """What ``make -n target`` would run (the venv's stamp is taken as made)."""
+    # Under `make test` the suite runs inside make: a nested make would say which directory it
+    # enters, and take the outer one's flags.
+    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    env = {name: value for name, value in os.environ.items() if name not in outer}
     done = subprocess.run(
-        ["make", "-n", "-o", ".venv/.installed", target],
+        ["make", "--no-print-directory", "-n", "-o", ".venv/.installed", target],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
+        env=env,
     )
     return done.stdout
 
