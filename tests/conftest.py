@@ -144,6 +144,21 @@ models:
             },
         )
 
+    def unpriced_profile(self) -> None:
+        """A `free` profile on the fake server whose model litellm has no price for."""
+        self.pytester.makefile(
+            ".yaml",
+            **{
+                "profiles/free": f"""
+models:
+  free:
+    model: openai/no-such-priced-model
+    api_base: {self.server.base_url}
+    api_key_env: {FAKE_KEY_ENV}
+"""
+            },
+        )
+
     def run(self, *args: str) -> pytest.RunResult:
         """Run pytest in-process with results in ./out."""
         return self.pytester.runpytest("-p", "no:cacheprovider", "--results-dir=out", *args)

@@ -320,13 +320,12 @@ def _write_keys(path: str, worker: int, barrier: Any) -> None:
     response_cache.close()
 
 
-def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
-    # The file does not exist yet: the processes also race to create it and its schema.
-    path = tmp_path / "cache" / "responses.sqlite"
+def _in_processes(target: Any, path: Path) -> None:
+    """Run ``target(path, worker, barrier)`` in WORKERS spawned processes at once; all exit 0."""
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(WORKERS)
     processes = [
-        context.Process(target=_write_keys, args=(str(path), worker, barrier))
+        context.Process(target=target, args=(str(path), worker, barrier))
         for worker in range(WORKERS)
     ]
     for process in processes:
@@ -334,6 +333,12 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
     for process in processes:
         process.join(timeout=60)
     assert [process.exitcode for process in processes] == [0] * WORKERS
+
+
+def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
+    # The file does not exist yet: the processes also race to create it and its schema.
+    path = tmp_path / "cache" / "responses.sqlite"
+    _in_processes(_write_keys, path)
 
     response_cache = ResponseCache(path)
     try:
@@ -430,17 +435,7 @@ def test_processes_opening_an_old_file_at_once_migrate_it_once(tmp_path: Path) -
     path = tmp_path / "responses.sqlite"
     stored = json.dumps(asdict(make_completion(model_id="openai/old")))
     _old_layout_file(path, [(f"old-{index}", stored, time.time()) for index in range(500)])
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(WORKERS)
-    processes = [
-        context.Process(target=_open_old_file, args=(str(path), worker, barrier))
-        for worker in range(WORKERS)
-    ]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(timeout=60)
-    assert [process.exitcode for process in processes] == [0] * WORKERS
+    _in_processes(_open_old_file, path)
     response_cache = ResponseCache(path)
     models = {info.key: info.model for info in response_cache.entries()}
     response_cache.close()

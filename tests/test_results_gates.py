@@ -260,18 +260,7 @@ def test_a_broken_limit_is_in_the_step_summary_and_an_unmeasured_one_apart(
 ) -> None:
     summary = bench.pytester.path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    bench.pytester.makefile(
-        ".yaml",
-        **{
-            "profiles/free": f"""
-models:
-  free:
-    model: openai/no-such-priced-model
-    api_base: {bench.server.base_url}
-    api_key_env: FAKE_LLM_API_KEY
-"""
-        },
-    )
+    bench.unpriced_profile()
     bench.eval_file("gated", "cases:\n  - {id: c, prompt: p, expected: ok}\n")
     result = bench.run("--models=fake2,free", "--max-cost-per-item=0.00001")
     assert result.ret == FAILED

@@ -225,18 +225,7 @@ cases:
 
 
 def test_a_model_without_a_price_leaves_its_cost_check_unchecked(bench: Bench) -> None:
-    bench.pytester.makefile(
-        ".yaml",
-        **{
-            "profiles/free": f"""
-models:
-  free:
-    model: openai/no-such-priced-model
-    api_base: {bench.server.base_url}
-    api_key_env: FAKE_LLM_API_KEY
-"""
-        },
-    )
+    bench.unpriced_profile()
     bench.eval_file(
         "free", "cases:\n  - id: c\n    prompt: p\n    assert: [{type: cost, threshold: 1}]\n"
     )

@@ -80,9 +80,10 @@ class Answerer:
         """
         request = self._request(plan, stream)
         if _one_plain_call(plan):
-            hit = self._pacer.cached(request)
-            if hit is not None:
-                return _answered(plan, request, hit)
+            found = self._pacer.cached(request)
+            if isinstance(found, Completion):
+                return _answered(plan, request, found)
+            request = found
         targets = {judge.name: self._helper_target(judge) for judge in plan.judge_profiles}
         toolbox = self._toolbox(plan, workdir) if plan.agent is not None else None
         return self._answer(plan, request, targets, toolbox)

@@ -180,7 +180,7 @@ class CallPacer:
         from ..models.providers.routes import route
 
         request = self._redacted(request)
-        key, hit = self._lookup(request)
+        key, hit = (request.missed_key, None) if request.missed_key else self._lookup(request)
         if hit is not None:
             return hit  # a fully cached run never imports a client (litellm: seconds)
         if route(request.target).client == "litellm":
@@ -255,15 +255,20 @@ class CallPacer:
             return request
         return dataclasses.replace(request, messages=messages)
 
-    def cached(self, request: Request) -> Completion | None:
-        """``request``'s answer from the response cache, read on the calling thread; None when
-        it has none (or the cache is off, or a replay misses: :meth:`paced` says so)."""
+    def cached(self, request: Request) -> Completion | Request:
+        """``request``'s answer from the response cache, read on the calling thread; else the
+        request to pass to :meth:`paced`, carrying the key that missed so that it is not looked
+        up twice (the cache off, or a replay that misses: the request as it is, and
+        :meth:`paced` says so)."""
         if self._run.cache_mode not in ("use", "replay"):
-            return None
+            return request
         try:
-            return self._lookup(self._redacted(request))[1]
+            key, hit = self._lookup(self._redacted(request))
         except ProviderError:
-            return None  # a replay that misses: the engine's call raises it, as ever
+            return request  # a replay that misses: the engine's call raises it, as ever
+        if hit is not None:
+            return hit
+        return dataclasses.replace(request, missed_key=key) if key else request
 
     def _lookup(self, request: Request) -> tuple[str | None, Completion | None]:
         mode = self._run.cache_mode

@@ -58,6 +58,8 @@ class Request:
     embed: bool = False  #: embed the messages' texts instead of completing them
     #: score the second message's text after the first's (log-likelihood), not complete them
     loglikelihood: bool = False
+    #: the cache key the calling thread already looked up and missed (not looked up again)
+    missed_key: str | None = None
 
 
 def with_images(plan: CallPlan, messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:

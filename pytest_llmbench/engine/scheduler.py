@@ -170,21 +170,18 @@ class CallScheduler:
         futures: list[concurrent.futures.Future[Answer] | None] = []
         coroutines = []
         for plan, workdir in zip(plans, workdirs, strict=True):
-            done: concurrent.futures.Future[Answer] = concurrent.futures.Future()
             try:
                 answer = self._answerer.answer(plan, workdir, stream=self._streams(plan.nodeid))
             except Exception as exc:  # a missing key, a server that will not start: setup says
-                done.set_exception(exc)
-                futures.append(done)
+                futures.append(_settled(exception=exc))
                 continue
             if isinstance(answer, Answer):  # from the response cache, on this thread
-                done.set_result(answer)
-                futures.append(done)
+                futures.append(_settled(answer))
             else:
                 coroutines.append(answer)
                 futures.append(None)
-        running = iter(self._engine.submit_many(coroutines) if coroutines else ())
-        return [future or next(running) for future in futures]
+        running = iter(self._engine.submit_many(coroutines))
+        return [future if future is not None else next(running) for future in futures]
 
     def _streams(self, nodeid: str) -> bool:
         mode = self._stream_mode
@@ -202,3 +199,16 @@ class CallScheduler:
         """Cancel pending calls and close the answerer."""
         self.cancel_pending()
         self._answerer.close()
+
+
+def _settled(
+    answer: Answer | None = None, exception: Exception | None = None
+) -> concurrent.futures.Future[Answer]:
+    """A future that is already done: with ``exception`` if given, else ``answer``."""
+    future: concurrent.futures.Future[Answer] = concurrent.futures.Future()
+    if exception is not None:
+        future.set_exception(exception)
+    else:
+        assert answer is not None
+        future.set_result(answer)
+    return future
