@@ -281,24 +281,43 @@ def test_cache_use_makes_a_second_run_free(bench: Bench) -> None:
     bench.server.add_rule(Rule(match="Question 01", reply="not it"))
     bench.eval_file("many", cases_yaml(4))
     cache = ("--models=fake", "--cache=use", "--cache-dir=c")
+    bench.pytester.makeconftest(_ENGINE_THREAD_PROBE)
     bench.run(*cache).assert_outcomes(passed=3, failed=1)
     first = bench.records()
     assert len(bench.server.chat_requests()) == 4
     assert not any(record["cached"] for record in first)
+    probes = bench.pytester.path / "engine-thread.txt", bench.pytester.path / "warm-up.txt"
+    # Calls were made: the session end's imports ran on their thread meanwhile.
+    assert [probe.read_text() for probe in probes] == ["True", "thread"]
     bench.server.reset()
-    bench.pytester.makeconftest(_ENGINE_THREAD_PROBE)
+    probes[1].unlink()
     bench.run(*cache).assert_outcomes(passed=3, failed=1)
     assert bench.server.chat_requests() == []
     second = bench.records()
     assert all(record["cached"] for record in second)
     assert _answers(second) == _answers(first)
-    # Cached answers are read on the main thread: the engine's thread never started.
-    assert (bench.pytester.path / "engine-thread.txt").read_text() == "False"
+    # Cached answers are read on the main thread: the engine's thread never started, nor the
+    # imports' thread, which would only have shared the interpreter with the items.
+    assert probes[0].read_text() == "False" and not probes[1].exists()
+    assert (bench.pytester.path / "out" / "report.html").is_file()
 
 
-#: A conftest that writes, at the session end, whether the engine's thread ever ran.
+#: A conftest that writes, at the session end, whether the engine's thread ever ran, and
+#: whether the session end's imports ran on their own thread.
 _ENGINE_THREAD_PROBE = """
 import threading
+
+from pytest_llmbench.report import standalone
+
+def pytest_configure(config):
+    warm_up = standalone._warm_up
+
+    def probe():
+        (config.rootpath / "warm-up.txt").write_text("thread")
+        warm_up()
+
+    standalone._warm_up = probe
+    config.add_cleanup(lambda: setattr(standalone, "_warm_up", warm_up))
 
 def pytest_sessionfinish(session):
     started = any(thread.name == "llmbench-engine" for thread in threading.enumerate())
@@ -646,3 +665,24 @@ def test_sigint_while_calls_are_pending_sends_nothing_more(bench: Bench) -> None
     requests = bench.server.chat_requests()
     assert len(requests) == seen
     assert all(r.time < interrupted_at for r in requests)
+
+
+def test_the_engine_calls_back_when_its_loop_starts() -> None:
+    from pytest_llmbench.engine.loop import Engine
+
+    async def answer() -> int:
+        return 42
+
+    engine = Engine()
+    calls: list[str] = []
+    engine.when_started(lambda: calls.append("first"))
+    assert calls == []  # nothing submitted: no loop, no callback
+    try:
+        assert engine.submit(answer()).result(timeout=5) == 42
+        assert calls == ["first"]
+        assert engine.submit(answer()).result(timeout=5) == 42
+        assert calls == ["first"]  # once
+        engine.when_started(lambda: calls.append("late"))
+        assert calls == ["first", "late"]  # the loop runs: at once
+    finally:
+        engine.close()

@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import sys
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -26,17 +26,30 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._on_start: list[Callable[[], None]] = []
+
+    def when_started(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the calling thread) once the loop runs: now if it does, else
+        right after the first call is submitted. A run whose answers all come from the cache
+        never starts it."""
+        with self._lock:
+            if self._loop is None:
+                self._on_start.append(callback)
+                return
+        callback()
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="llmbench-engine", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
+            if self._loop is not None:
+                return self._loop
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="llmbench-engine", daemon=True)
+            thread.start()
+            self._loop, self._thread = loop, thread
+            started, self._on_start = self._on_start, []
+        for callback in started:
+            callback()
+        return loop
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the engine loop."""

@@ -317,27 +317,38 @@ class ReportWriter:
 
 
 class SessionEndWarmUp:
-    """Imports what the session end needs (pandas, the report's charts) on a
-    background thread from the run's first eval item, and joins it before the session end.
+    """Imports what the session end needs (pandas, the report's charts) on a background thread
+    while this process waits for answers, and joins it before the session end.
 
-    The main process mostly waits for reports while items run (under xdist it only relays
-    them), so the imports overlap with the run instead of adding a second or so after it.
+    The imports overlap waiting, never work: a process that runs eval items starts them when its
+    engine makes its first call (a run answered wholly from the cache makes none, and the thread
+    would only slow it down by sharing the interpreter); a process that runs none (the controller
+    of xdist workers, which relays reports) starts them at the run's first record. Where they did
+    not run by the session end, the session end runs them itself, first.
     """
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
+        #: This process runs eval items (its engine's first call starts the imports).
+        self._runs_items = False
+        #: A record was reported: the session end will need the imports.
+        self._records = False
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Once this process collected eval items, start the imports: they overlap the first
-        calls' wait (a one-item run would otherwise add them after its answer)."""
+        """Once this process collected eval items, start the imports with its first call."""
         if any(item.get_closest_marker("llmbench") for item in session.items):
-            self._start()
+            from ..engine.runtime import get_runtime
+
+            self._runs_items = True
+            get_runtime(session.config).engine.when_started(self._start)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """On the run's first record (the controller of xdist workers collects nothing), start
+        """On the run's first record, in a process that relays records it does not make, start
         the imports."""
         if getattr(report, "llmbench_record", None) is not None:
-            self._start()
+            self._records = True
+            if not self._runs_items:
+                self._start()
 
     def _start(self) -> None:
         if self._thread is None:
@@ -350,6 +361,8 @@ class SessionEndWarmUp:
         thread never outlives the session."""
         if self._thread is not None:
             self._thread.join()
+        elif self._records:
+            _import_session_end()
 
 
 def _warm_up() -> None:
