@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 FORMATS = ("markdown", "csv", "html")
+#: ``llmbench compare --format``: the terminal's text, or a pull request comment's Markdown.
+COMPARE_FORMATS = ("text", "github-comment")
 _CSV_DECIMALS = 6
 
 
@@ -124,6 +126,13 @@ def _parser() -> argparse.ArgumentParser:
         help="Compare this model only; OLD=NEW compares model OLD of the baseline with model "
         "NEW of the new run (a model switch)",
     )
+    compare.add_argument(
+        "--format", choices=COMPARE_FORMATS, default="text",
+        help="text (the default) or github-comment: one Markdown document for a pull request "
+        "comment (leaderboard with deltas, paired statistics, flipped cases, gates)",
+    )  # fmt: skip
+    compare.add_argument("--output", type=Path, metavar="FILE",
+                         help="With --format github-comment: write here, not to stdout")  # fmt: skip
     compare.set_defaults(command=_compare_command)
     report = commands.add_parser("report", help="Rebuild the HTML report of a results folder")
     report.add_argument("dir", type=Path, metavar="DIR", help="Results folder")
@@ -409,6 +418,10 @@ def _compare_command(args: argparse.Namespace) -> int:
         )
     if not common:
         raise UsageFailure(f"no model is in both runs ({args.baseline} and {args.new})")
+    if args.format == "github-comment":
+        return _compare_comment(args, baseline, new)
+    if args.output is not None:
+        raise UsageFailure("--output needs --format github-comment")
     print(f"baseline: {args.baseline} ({len(baseline)} records)")
     print(f"new:      {args.new} ({len(new)} records)")
     results = compare_runs(baseline, new, None if args.model is None else [args.model])
@@ -424,6 +437,23 @@ def _compare_command(args: argparse.Namespace) -> int:
         return 1
     print("llmbench: no significant regression")
     return 0
+
+
+def _compare_comment(
+    args: argparse.Namespace, baseline: list[dict[str, Any]], new: list[dict[str, Any]]
+) -> int:
+    """``--format github-comment``: the comment's Markdown to stdout or ``--output``; the exit
+    status is the text format's (1 on a significant regression)."""
+    from .render.github_comment import SavedRun, github_comment
+
+    if args.model is not None:
+        baseline = [record for record in baseline if model_of(record) == args.model]
+        new = [record for record in new if model_of(record) == args.model]
+    results = compare_runs(baseline, new, None if args.model is None else [args.model])
+    old_run = SavedRun(args.baseline, baseline, load_run_info(args.baseline))
+    new_run = SavedRun(args.new, new, load_run_info(args.new))
+    _emit(github_comment(old_run, new_run, results), args.output)
+    return 1 if any(result.significant_regression for result in results) else 0
 
 
 def _print_unmatched(old_models: Sequence[str], new_models: Sequence[str]) -> None:

@@ -55,6 +55,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from .engine.prefetch import Prefetcher
 
     config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")
+    from .fingerprint import CollectedSources
+
+    # On every process: a worker hands the files it collected to the controller's run.json.
+    config.pluginmanager.register(CollectedSources(config), "llmbench-sources")
     # Bad options fail now, as a usage error.
     _config.allowed_paths(config)
     from .shard import parse_shard

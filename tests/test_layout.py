@@ -21,8 +21,8 @@ STAGES = (
     "models", "agent", "scoring", "judging", "spec", "engine", "results", "render", "report", "view"
 )  # fmt: skip
 #: Modules on top that any stage may import: the run's settings, the results folder's files
-#: and four utilities.
-SHARED = ("config", "redact", "results_folder", "shard", "userimport", "yamlguard")
+#: and five utilities.
+SHARED = ("config", "fingerprint", "redact", "results_folder", "shard", "userimport", "yamlguard")
 
 
 def module_name(path: Path) -> str:

@@ -33,6 +33,7 @@ def eval_record(
         suite=plan.suite,
         eval_file=file_field(plan.path, root),
         case_id=case.id,
+        case_hash=case.case_hash,
         model=plan.label,
         model_id=plan.model.model,
         **_variant_fields(result, root),

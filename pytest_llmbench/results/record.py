@@ -13,6 +13,12 @@ Fields (``None`` where a value does not apply or was not measured):
   file name without ``.eval.yaml``, or the test module name for plain tests).
 - ``eval_file`` (str): path of the eval file (or test module) relative to the rootdir.
 - ``case_id`` (str): the case id inside the suite.
+- ``case_hash`` (str | None): 16 hex characters digesting what decides the case's outcome: its
+  rendered messages, expected answer, assertions with their weights and thresholds, model
+  parameters, files, variables, choices, tools and solver or agent settings; not its id, tags
+  or description, not the model under test, not the run's options
+  (:func:`pytest_llmbench.fingerprint.case_hash`). Equal in every process; ``None`` for a plain
+  Python test. Baselines pair only cases whose hashes match.
 - ``model`` (str): the contestant that results rank: the model name as selected (profile name
   or litellm id), plus the item's variant: ``:prompt`` for a ``prompts:`` variant, ``_optimized``
   for a rewritten prompt, ``@t<temperature>`` under ``--temperature-variations``
@@ -119,6 +125,7 @@ FIELDS: tuple[str, ...] = (
     "suite",
     "eval_file",
     "case_id",
+    "case_hash",
     "model",
     "model_id",
     "profile",

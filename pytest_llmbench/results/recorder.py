@@ -22,6 +22,7 @@ import pytest
 
 from ..config import get_run_config
 from ..engine.runtime import get_runtime
+from ..fingerprint import run_source
 from ..results_folder import DEFAULT_ROOT, ResultsFolder, record_line
 from .record import attempt_fields, utc_now
 
@@ -224,6 +225,8 @@ class ResultsRecorder:
             "check_models": check_summary(self.config),
             "config": runtime.run.to_dict(),
             "versions": _versions(),
+            # the commit and the eval and dataset files this run read (see fingerprint)
+            "source": run_source(self.config),
         }
         ResultsFolder(self.out_dir).write_run_info(runtime.redactor.value(data))
 

@@ -72,6 +72,8 @@ class _PromptVariant:
     name: str | None
     template: str | None
     system: str | None
+    #: the ``file://`` the template was read from, if any
+    file: Path | None = None
 
 
 def prompt_variants(
@@ -113,6 +115,7 @@ def _prompt_variant(
         raise ValueError("give either `prompt` or `file`")
     template = entry.prompt
     name = entry.name
+    file: Path | None = None
     if entry.file is not None:
         file = resolve_eval_path(entry.file, folder, roots)  # PathRefused is a ValueError
         try:
@@ -123,7 +126,7 @@ def _prompt_variant(
     name = _safe_id(str(name)) if name is not None and str(name).strip() else f"p{index + 1}"
     if not (template or "").strip():
         raise ValueError("the prompt template is empty")
-    return _PromptVariant(name, template, entry.system)
+    return _PromptVariant(name, template, entry.system, file)
 
 
 def expand_cases(
@@ -142,8 +145,13 @@ def expand_cases(
             update={"prompt": variant.template, "system": variant.system or spec.system}
         )
         own: list[EvalCase] = []
+        sources = () if variant.file is None else (variant.file,)
         if spec.dataset is not None:
-            own.extend(_dataset_cases(shaped, _Place(path, document, ("dataset",), tuple(roots))))
+            place = _Place(path, document, ("dataset",), tuple(roots))
+            rows = _dataset_cases(shaped, place)
+            own.extend(
+                replace(row, sources=(*sources, *_dataset_files(spec, place))) for row in rows
+            )
         for index, case in enumerate(spec.cases):
             place = _Place(path, document, ("cases", index), tuple(roots))
             if variant.name is not None and variant.system is not None and case.system is not None:
@@ -163,7 +171,10 @@ def expand_cases(
         if not own:
             raise EvalFileError(path, 1, "no cases: give a `cases:` list or a `dataset:`")
         _check_unique_ids(own, path)
-        cases.extend(replace(case, prompt_variant=variant.name) for case in own)
+        cases.extend(
+            replace(case, prompt_variant=variant.name, sources=case.sources or sources)
+            for case in own
+        )
     return cases
 
 
@@ -287,6 +298,17 @@ def _dataset_cases(spec: EvalSpec, place: _Place) -> list[EvalCase]:
     except DatasetError as exc:
         raise place.error(f"dataset: {exc}") from None
     return [_row_case(spec, row, place) for row in rows]
+
+
+def _dataset_files(spec: EvalSpec, place: _Place) -> tuple[Path, ...]:
+    """The files the dataset was read from (after :func:`_dataset_cases` read it)."""
+    from .datasets.load import dataset_files
+
+    assert spec.dataset is not None
+    try:
+        return dataset_files(spec.dataset, place.path.parent, place.roots)
+    except DatasetError as exc:
+        raise place.error(f"dataset: {exc}") from None
 
 
 def _template_names(spec: EvalSpec) -> frozenset[str]:

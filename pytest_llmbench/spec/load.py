@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from .schema import (
     AgentSpec,
     AssertionItemError,
+    EvalCase,
     EvalFileError,
     EvalSpec,
     LoadedEval,
@@ -51,12 +52,23 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
         path,
         suite_name(path),
         spec.description,
-        tuple(cases),
+        _hashed(cases, path, {"solver": spec.solver, "agent": agent}),
         spec.parallel_safe,
         agent,
         solver=spec.solver,
         prompt_variants=tuple(variant.name for variant in variants if variant.name),
     )
+
+
+def _hashed(
+    cases: Sequence[EvalCase], path: Path, settings: dict[str, Any]
+) -> tuple[EvalCase, ...]:
+    """The cases with their ``case_hash``, computed once per case here (not per item)."""
+    from dataclasses import replace
+
+    from ..fingerprint import case_hash
+
+    return tuple(replace(case, case_hash=case_hash(case, settings, path.parent)) for case in cases)
 
 
 def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentSpec | None:

@@ -337,6 +337,11 @@ class EvalCase:
     template_vars: dict[str, Any] | None = None
     #: a case scored by log-likelihood: each option's context and continuation
     loglikelihood: ScoredOptions | None = None
+    #: the files besides the eval file that the case was read from: its dataset's files, its
+    #: ``prompts:`` variant's ``file://`` (hashed into run.json's ``source``)
+    sources: tuple[Path, ...] = ()
+    #: what decides the case's outcome, digested (:func:`pytest_llmbench.fingerprint.case_hash`)
+    case_hash: str | None = None
 
     def render(self, template: Sequence[Mapping[str, str]]) -> tuple[dict[str, str], ...]:
         """``template`` (this case's, or a rewrite of it) with the case's vars and choices.

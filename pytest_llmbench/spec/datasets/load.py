@@ -66,6 +66,21 @@ def load_dataset(
     return rows
 
 
+def dataset_files(
+    source: DatasetSource, base_dir: Path, roots: Sequence[Path] = ()
+) -> tuple[Path, ...]:
+    """The files :func:`load_dataset` reads for ``source``: the CSV or JSONL file, or a folder's
+    parquet or Arrow files; none for a factory. Call it on a source that loaded."""
+    if source.factory is not None:
+        return ()
+    path = _resolve_path(source, base_dir, roots)
+    form = _format_of(source, path)
+    if form in ("csv", "jsonl"):
+        return (path,)
+    files = parquet_files(source, path) if form == "parquet" else hf_files(source, path)
+    return tuple(files)
+
+
 def _select(records: Iterator[Record], source: DatasetSource) -> Iterator[Record]:
     """The records to load: all, or shuffled, then the first ``limit`` (reading no further)."""
     if source.shuffle:

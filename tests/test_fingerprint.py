@@ -1,0 +1,217 @@
+"""Case and suite fingerprints: ``case_hash`` on every record, ``source`` in run.json."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import Bench, Rule
+
+from pytest_llmbench.fingerprint import CASE_HASH_CHARS, file_hash, git_info, source_info
+from pytest_llmbench.spec.load import load_spec
+
+CASE = """description: {description}
+model_params: {{temperature: 0, max_tokens: {max_tokens}}}
+cases:
+  - id: {case_id}
+    prompt: "{prompt}"
+    expected: {expected}
+    tags: [{tag}]
+    assert: [contains, {{type: icontains, value: capital, weight: {weight}}}]
+"""
+BASE = {
+    "description": "Capitals",
+    "max_tokens": 16,
+    "case_id": "france",
+    "prompt": "What is the capital of France?",
+    "expected": "Paris",
+    "tag": "geo",
+    "weight": 1,
+}
+
+
+def _hash_of(tmp_path: Path, **changes: object) -> str:
+    """The case hash of CASE written with ``changes``, in its own folder."""
+    folder = tmp_path / f"p{len(list(tmp_path.iterdir()))}"
+    folder.mkdir()
+    path = folder / "capitals.eval.yaml"
+    path.write_text(CASE.format(**{**BASE, **changes}))
+    (case,) = load_spec(path).cases
+    assert case.case_hash is not None
+    return case.case_hash
+
+
+def test_the_case_hash_is_short_hex_and_the_same_for_the_same_case(tmp_path: Path) -> None:
+    first, second = _hash_of(tmp_path), _hash_of(tmp_path)
+    assert first == second
+    assert len(first) == CASE_HASH_CHARS and int(first, 16) >= 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"prompt": "What is the capital of Spain?"},
+        {"expected": "Lyon"},
+        {"weight": 2},
+        {"max_tokens": 32},
+    ],
+    ids=["prompt", "expected", "weight", "model-params"],
+)
+def test_what_decides_the_outcome_changes_the_hash(
+    tmp_path: Path, change: dict[str, object]
+) -> None:
+    assert _hash_of(tmp_path, **change) != _hash_of(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"case_id": "fr"}, {"tag": "europe"}, {"description": "Other words"}],
+    ids=["id", "tags", "description"],
+)
+def test_names_and_tags_leave_the_hash_alone(tmp_path: Path, change: dict[str, object]) -> None:
+    assert _hash_of(tmp_path, **change) == _hash_of(tmp_path)
+
+
+def test_a_threshold_and_a_system_prompt_change_the_hash(tmp_path: Path) -> None:
+    plain = _hash_of(tmp_path)
+    path = tmp_path / "other.eval.yaml"
+    text = CASE.format(**BASE)
+    path.write_text("threshold: 0.5\n" + text)
+    assert load_spec(path).cases[0].case_hash != plain
+    path.write_text("system: Be brief.\n" + text)
+    assert load_spec(path).cases[0].case_hash != plain
+
+
+# -- records and run.json -----------------------------------------------------------------------
+
+DATASET_EVAL = """prompt: "Q: {{question}}"
+dataset: {path: qa.jsonl, expected: answer}
+"""
+CSV_EVAL = """dataset: {path: data/extra.csv, prompt: question, expected: answer}
+"""
+VARIANT_EVAL = """prompts: ["file://ask.txt"]
+cases:
+  - {id: v1, vars: {question: "Capital of France?"}, expected: Paris}
+"""
+
+
+def _project(bench: Bench) -> None:
+    bench.eval_file("capitals", CASE.format(**BASE))
+    bench.eval_file("qa", DATASET_EVAL)
+    bench.eval_file("extra", CSV_EVAL)
+    bench.eval_file("variants", VARIANT_EVAL)
+    root = bench.pytester.path
+    (root / "qa.jsonl").write_text(
+        '{"id": "q1", "question": "Capital of France?", "answer": "Paris"}\n'
+        '{"id": "q2", "question": "Capital of Italy?", "answer": "Rome"}\n'
+    )
+    (root / "data").mkdir()
+    (root / "data" / "extra.csv").write_text("id,question,answer\nc1,Capital of France?,Paris\n")
+    (root / "ask.txt").write_text("Answer: {{question}}")
+    bench.server.add_rule(Rule(match="France", reply="Paris is the capital."))
+    bench.server.add_rule(Rule(match="Italy", reply="Rome."))
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _run_json(bench: Bench) -> dict[str, object]:
+    data: dict[str, object] = json.loads(bench.out("run.json").read_text())
+    return data
+
+
+def test_records_carry_the_case_hash_and_run_json_the_files(bench: Bench) -> None:
+    _project(bench)
+    bench.run("--models=fake,fake2").assert_outcomes(passed=10)
+    records = bench.records()
+    hashes = {(r["suite"], r["case_id"]): r["case_hash"] for r in records if r["model"] == "fake"}
+    # The model under test is no part of the case: both models' records carry the same hash.
+    assert hashes == {
+        (r["suite"], r["case_id"]): r["case_hash"] for r in records if r["model"] == "fake2"
+    }
+    assert all(len(value) == CASE_HASH_CHARS for value in hashes.values())
+    assert len(set(hashes.values())) == len(hashes)  # five different cases
+    source = _run_json(bench)["source"]
+    assert isinstance(source, dict)
+    root = bench.pytester.path
+    names = [
+        "ask.txt",
+        "capitals.eval.yaml",
+        "data/extra.csv",
+        "extra.eval.yaml",
+        "qa.eval.yaml",
+        "qa.jsonl",
+        "variants.eval.yaml",
+    ]
+    assert source["files"] == {name: _sha(root / name) for name in names}
+    assert source["git"] is None  # pytester's folder is in no repository
+
+
+def test_a_plain_test_has_no_case_hash(bench: Bench) -> None:
+    bench.pytester.makepyfile(
+        test_plain="""
+def test_capital(llm):
+    assert "Paris" in llm.complete("What is the capital of France?").text
+"""
+    )
+    bench.server.add_rule(Rule(match="France", reply="Paris"))
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["case_hash"] is None
+    assert _run_json(bench)["source"] == {"git": None, "files": {}}
+
+
+@pytest.mark.slow
+def test_hashes_and_files_are_the_same_under_xdist(bench: Bench) -> None:
+    _project(bench)
+    bench.run("--models=fake", "-p", "no:xdist").assert_outcomes(passed=5)
+    alone = {r["nodeid"]: r["case_hash"] for r in bench.records()}
+    files = _run_json(bench)["source"]
+    bench.run_subprocess("--models=fake", "-n", "2").assert_outcomes(passed=5)
+    assert {r["worker"] for r in bench.records()} <= {"gw0", "gw1"}
+    assert {r["nodeid"]: r["case_hash"] for r in bench.records()} == alone
+    assert _run_json(bench)["source"] == files
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_run_json_has_the_commit_and_the_dirty_flag(bench: Bench) -> None:
+    root = bench.pytester.path
+    _project(bench)
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    git("init", "-q")
+    git("add", "capitals.eval.yaml")
+    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "suite")
+    commit = git("rev-parse", "HEAD")
+    bench.run("--models=fake").assert_outcomes(passed=5)
+    # Untracked files (the other eval files, the results folder) do not make it dirty.
+    assert _run_json(bench)["source"]["git"] == {"commit": commit, "dirty": False}  # type: ignore[index]
+    (root / "capitals.eval.yaml").write_text(CASE.format(**{**BASE, "weight": 2}))
+    bench.run("--models=fake").assert_outcomes(passed=5)
+    assert _run_json(bench)["source"]["git"] == {"commit": commit, "dirty": True}  # type: ignore[index]
+
+
+def test_git_info_is_none_outside_a_repository_or_without_git(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert git_info(tmp_path) is None
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git to run: no information, no error
+    assert git_info(Path.cwd()) is None
+
+
+def test_source_info_names_files_from_the_rootdir(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    inside, outside = tmp_path / "a" / "x.eval.yaml", tmp_path.parent / "gone.jsonl"
+    inside.write_text("cases: []\n")
+    found = source_info(tmp_path / "a", [inside, outside])
+    assert found["files"] == {"x.eval.yaml": _sha(inside), str(outside): None}
+    assert file_hash(inside) == _sha(inside)
