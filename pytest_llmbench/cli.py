@@ -548,7 +548,8 @@ def _add_init(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     init.add_argument("--force", action="store_true", help="Overwrite files that exist")
     init.add_argument(
         "--ci", choices=sorted(CI_TEMPLATES),
-        help="Write only a CI workflow: shards, merge, gate, step summary, nightly, cache",
+        help="Write only a CI workflow: shards, merge, gate, step summary, nightly, cache "
+        "(github: and a pull request comment against the base branch)",
     )  # fmt: skip
     init.set_defaults(command=_init_command)
 
@@ -592,6 +593,8 @@ def _init_ci(folder: Path, kind: str, force: bool) -> int:
     target.write_bytes(scaffold_template(template))
     print(f"llmbench: wrote {target}: 3 shards of `pytest evals/`, merged and gated by")
     print("  `llmbench merge ... --min-pass-rate 0.8`; edit the shard count and the keys it reads.")
+    if kind == "github":
+        print("  On a pull request, one comment compares the run with the base branch's latest.")
     return 0
 
 

@@ -7,8 +7,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
 import pytest
+from conftest import Bench, Rule
 
 from pytest_llmbench.cli import SCAFFOLD_FILES, main, scaffold_template
 from pytest_llmbench.models.profile_files import load_profiles
@@ -251,3 +254,170 @@ def test_the_gitlab_pipeline_ages_its_cache_too(tmp_path: Path) -> None:
     path = _aged_cache(tmp_path)
     assert _shell(prune, tmp_path, {"CACHE_TTL": ttl}) == 0
     assert _cache_keys(path) == {"fresh"}
+
+
+# -- the GitHub workflow's pull request comment ------------------------------------------------
+
+#: A fake ``gh``: records each call in the state file and answers from it (the base branch's
+#: runs, their artifacts as folders, the pull request's comments), as GitHub's API would.
+FAKE_GH = """
+import json, os, shutil, sys
+from pathlib import Path
+
+state_file = Path(os.environ["FAKE_GH_STATE"])
+state = json.loads(state_file.read_text())
+args = sys.argv[1:]
+state["calls"].append(args)
+
+
+def option(name):
+    return args[args.index(name) + 1]
+
+
+def finish(code=0):
+    state_file.write_text(json.dumps(state))
+    sys.exit(code)
+
+
+if args[:2] == ["run", "list"]:
+    print(json.dumps([{"databaseId": run} for run in state["runs"]][: int(option("-L"))]))
+elif args[:2] == ["run", "download"]:
+    source = state["artifacts"].get(f"{args[2]}/{option('--name')}")
+    if source is None:
+        print("no valid artifacts found to download", file=sys.stderr)
+        finish(1)
+    shutil.copytree(source, option("--dir"))
+elif args[0] == "api":
+    method = option("--method") if "--method" in args else "GET"
+    path = next(arg for arg in args[1:] if arg.startswith("repos/"))
+    if method == "GET":
+        print(json.dumps(state["comments"]))  # one page
+    else:
+        body = Path(option("-F").removeprefix("body=@")).read_text()
+        if method == "POST":
+            state["comments"].append({"id": 100 + len(state["comments"]), "body": body})
+        else:  # PATCH repos/OWNER/REPO/issues/comments/ID
+            (comment,) = [c for c in state["comments"] if path.endswith(f"/{c['id']}")]
+            comment["body"] = body
+        print(json.dumps({"ok": True}))
+else:
+    finish(2)
+finish()
+"""
+#: Eight cases (six differing ones make a paired test significant).
+PR_SUITE = "cases:\n" + "".join(
+    f"  - {{id: c{index}, prompt: 'Question {index}?', expected: 'Answer{index}', "
+    "assert: [contains]}\n"
+    for index in range(8)
+)
+
+
+def _pr_runs(bench: Bench) -> tuple[Path, Path]:
+    """The base branch's merged results (every case right) and this pull request's (seven
+    wrong: a significant regression)."""
+    bench.pytester.makefile(".eval.yaml", **{"evals/suite": PR_SUITE})
+    folders = []
+    for name, wrong in (("base", 0), ("pr", 7)):
+        bench.server.reset()
+        for index in range(8):
+            reply = "no" if index < wrong else f"Answer{index}"
+            bench.server.add_rule(Rule(match=f"Question {index}?", reply=reply))
+        bench.pytester.runpytest("-p", "no:cacheprovider", f"--results-dir={name}", "--models=fake")
+        folders.append(bench.pytester.path / name)
+    return folders[0], folders[1]
+
+
+def _pr_job(tmp_path: Path) -> tuple[dict[str, Any], list[str]]:
+    """The workflow's pr-comment job and its shell steps (installing left out)."""
+    import yaml
+
+    assert main(["init", str(tmp_path / "project"), "--ci", "github"]) == 0
+    workflow = yaml.safe_load((tmp_path / "project/.github/workflows/llmbench.yml").read_text())
+    job = workflow["jobs"]["pr-comment"]
+    runs = [
+        step["run"] for step in job["steps"] if "pip install" not in step.get("run", "pip install")
+    ]
+    return job, runs
+
+
+def _run_pr_job(
+    runs: list[str], workspace: Path, new: Path, gh_state: Path, marker: str
+) -> list[int]:
+    """One run of the job in a fresh ``workspace``: this run's merged results downloaded
+    (download-artifact), then each shell step with the fake gh first on PATH."""
+    import shutil
+
+    shutil.rmtree(workspace, ignore_errors=True)
+    workspace.mkdir()
+    shutil.copytree(new, workspace / "llmbench-merged")
+    fakes = workspace.parent / "fake-bin"
+    fakes.mkdir(exist_ok=True)
+    gh = fakes / "gh"
+    gh.write_text(f"#!{sys.executable}\n{FAKE_GH}")
+    gh.chmod(0o755)
+    env = {"GH_TOKEN": "fake", "BASE": "main", "PR": "7", "WORKFLOW": "llmbench",
+           "MARKER": marker, "GITHUB_REPOSITORY": "owner/repo", "FAKE_GH_STATE": str(gh_state)}  # fmt: skip
+    env["PATH"] = f"{fakes}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+    return [
+        subprocess.run(
+            ["bash", "-e", "-c", run], cwd=workspace, env={**os.environ, **env}
+        ).returncode
+        for run in runs
+    ]
+
+
+def _gh_state(path: Path, runs: list[int], artifacts: dict[str, Path]) -> Path:
+    other = {"id": 1, "body": "Looks good to me"}
+    state = {"calls": [], "runs": runs, "comments": [other],
+             "artifacts": {key: str(value) for key, value in artifacts.items()}}  # fmt: skip
+    path.write_text(json.dumps(state))
+    return path
+
+
+def test_the_pr_job_posts_one_comment_and_updates_it(bench: Bench, tmp_path: Path) -> None:
+    from pytest_llmbench.render.github_comment import MARKER
+
+    base, new = _pr_runs(bench)
+    job, runs = _pr_job(tmp_path)
+    assert job["permissions"]["pull-requests"] == "write"
+    assert job["if"] == "always() && github.event_name == 'pull_request'"
+    assert job["env"]["MARKER"] == MARKER and set(job["env"]) == {
+        "GH_TOKEN", "BASE", "PR", "WORKFLOW", "MARKER"}  # fmt: skip
+    state = _gh_state(tmp_path / "gh.json", [4242], {"4242/llmbench-merged": base})
+    workspace = tmp_path / "workspace"
+    # download, write, post, then the regression gate fails the job
+    assert _run_pr_job(runs, workspace, new, state, MARKER) == [0, 0, 0, 1]
+    first = json.loads(state.read_text())
+    comment = (workspace / "comment.md").read_text()
+    assert comment.startswith(MARKER + "\n## llmbench: ❌ significant regression in fake")
+    assert first["comments"][0]["body"] == "Looks good to me"  # someone else's: left alone
+    assert first["comments"][1] == {"id": 101, "body": comment}
+    posts = [call for call in first["calls"] if "--method" in call]
+    assert posts == [["api", "--method", "POST", "repos/owner/repo/issues/7/comments",
+                      "-F", "body=@comment.md"]]  # fmt: skip
+    assert ["run", "download", "4242", "--repo", "owner/repo", "--name", "llmbench-merged",
+            "--dir", "llmbench-baseline"] in first["calls"]  # fmt: skip
+    # The next push: the same comment is updated, none added.
+    assert _run_pr_job(runs, workspace, new, state, MARKER) == [0, 0, 0, 1]
+    second = json.loads(state.read_text())
+    assert [comment["id"] for comment in second["comments"]] == [1, 101]
+    patches = [call for call in second["calls"][len(first["calls"]) :] if "--method" in call]
+    assert patches == [["api", "--method", "PATCH", "repos/owner/repo/issues/comments/101",
+                        "-F", "body=@comment.md"]]  # fmt: skip
+
+
+@pytest.mark.parametrize("why", ["no run of the base branch", "its artifact expired"])
+def test_the_pr_job_without_a_baseline_says_so_and_passes(
+    bench: Bench, tmp_path: Path, why: str
+) -> None:
+    from pytest_llmbench.render.github_comment import MARKER
+
+    _, new = _pr_runs(bench)
+    _, runs = _pr_job(tmp_path)
+    state = _gh_state(tmp_path / "gh.json", [] if why.startswith("no run") else [4242], {})
+    workspace = tmp_path / "workspace"
+    assert _run_pr_job(runs, workspace, new, state, MARKER) == [0, 0, 0, 0]
+    (ours,) = json.loads(state.read_text())["comments"][1:]
+    assert ours["body"].startswith(f"{MARKER}\n## llmbench: no baseline yet\n")
+    assert "| 1 | fake |" in ours["body"]  # this run's leaderboard
+    assert not (workspace / "llmbench-baseline").exists()
