@@ -267,3 +267,22 @@ def test_output_needs_the_github_comment_format(
     _, err = capsys.readouterr()
     assert code == 2 and err == "llmbench: --output needs --format github-comment\n"
     assert not (tmp_path / "x.md").exists()
+
+
+def test_models_in_one_run_only_are_marked_and_a_model_switch_is_one_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = [f"c{index}" for index in range(4)]
+    baseline = _folder(
+        tmp_path / "base", [_record(m, c, True) for m in ("m", "old") for c in cases]
+    )
+    new = _folder(tmp_path / "new", [_record(m, c, True) for m in ("m", "next") for c in cases])
+    code, text = _compare(capsys, baseline, new)
+    board = [row[0] for row in _table(text, "Leaderboard (baseline → new)")]
+    assert code == 0 and board == ["m", "next (new model)", "old (not in the new run)"]
+    rows = {row[0]: row for row in _table(text, "Leaderboard (baseline → new)")}
+    assert rows["next (new model)"][2] == "- → 100.0%"
+    assert [row[0] for row in _table(text, "Paired comparisons (new - baseline)")] == ["m", "m"]
+    code, text = _compare(capsys, baseline, new, "--model", "old=next")
+    board = [row[0] for row in _table(text, "Leaderboard (baseline → new)")]
+    assert code == 0 and board == ["old -\\> next"]  # one model, compared with its successor

@@ -132,13 +132,23 @@ def run_board(run: SavedRun) -> pd.DataFrame:
 
 # -- the leaderboard -----------------------------------------------------------------------------
 
-#: (board column, header, value format, delta format): the columns of the comment's leaderboard.
-BOARD_COLUMNS: tuple[tuple[str, str, str, str], ...] = (
-    ("score_mean", "score", "{:.3f}", "{:+.3f}"),
-    ("pass_rate", "pass rate", "{:.1%}", "{:+.1%}"),
-    ("latency_s_p95", "latency p95 s", "{:.2f}", "{:+.2f}"),
-    ("cost_usd_mean", "cost per item USD", "{:.6f}", "{:+.6f}"),
-    ("n_errors", "errors", "{:.0f}", "{:+.0f}"),
+
+@dataclass(frozen=True)
+class BoardColumn:
+    """A column of the comment's leaderboard: a leaderboard column shown as ``old → new (delta)``."""
+
+    column: str  #: the leaderboard's column
+    title: str  #: its header in the comment
+    value: str  #: format of a value
+    delta: str  #: format of the difference, new - baseline
+
+
+BOARD_COLUMNS = (
+    BoardColumn("score_mean", "score", "{:.3f}", "{:+.3f}"),
+    BoardColumn("pass_rate", "pass rate", "{:.1%}", "{:+.1%}"),
+    BoardColumn("latency_s_p95", "latency p95 s", "{:.2f}", "{:+.2f}"),
+    BoardColumn("cost_usd_mean", "cost per item USD", "{:.6f}", "{:+.6f}"),
+    BoardColumn("n_errors", "errors", "{:.0f}", "{:+.0f}"),
 )
 
 
@@ -148,20 +158,19 @@ def leaderboard_lines(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     old_rows = _rows_by_model(old)
     new_rows = _rows_by_model(new)
     models = [*new_rows, *(model for model in old_rows if model not in new_rows)]
-    header = ["model", *(title for _, title, _, _ in BOARD_COLUMNS)]
-    lines = ["### Leaderboard (baseline → new)", "", _row(header)]
-    lines.append("| :--- |" + " ---: |" * len(BOARD_COLUMNS))
+    lines = ["### Leaderboard (baseline → new)", ""]
+    lines += [_row(["model", *(spec.title for spec in BOARD_COLUMNS)])]
+    lines += ["| :--- |" + " ---: |" * len(BOARD_COLUMNS)]
     for model in models:
         before, after = old_rows.get(model), new_rows.get(model)
-        cells = [_delta_cell(before, after, *spec) for spec in BOARD_COLUMNS]
+        cells = [_delta_cell(before, after, spec) for spec in BOARD_COLUMNS]
         lines.append(_row([md_text(model) + _presence(before, after), *cells]))
     return lines
 
 
-def _rows_by_model(board: pd.DataFrame) -> dict[str, Mapping[str, Any]]:
-    return {
-        str(row["model"]): {str(k): v for k, v in row.items()} for row in board.to_dict("records")
-    }
+def _rows_by_model(board: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    rows = board.to_dict("records")
+    return {str(row["model"]): {str(key): value for key, value in row.items()} for row in rows}
 
 
 def _presence(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:
@@ -171,19 +180,14 @@ def _presence(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None)
 
 
 def _delta_cell(
-    before: Mapping[str, Any] | None,
-    after: Mapping[str, Any] | None,
-    column: str,
-    _title: str,
-    value: str,
-    delta: str,
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, spec: BoardColumn
 ) -> str:
-    old = None if before is None else _number(before.get(column))
-    now = None if after is None else _number(after.get(column))
-    shown = f"{_format(old, value)} → {_format(now, value)}"
+    old = None if before is None else _number(before.get(spec.column))
+    now = None if after is None else _number(after.get(spec.column))
+    shown = f"{_format(old, spec.value)} → {_format(now, spec.value)}"
     if old is None or now is None:
         return shown
-    return f"{shown} ({delta.format(now - old)})"
+    return f"{shown} ({spec.delta.format(now - old)})"
 
 
 def _number(value: Any) -> float | None:
