@@ -667,22 +667,58 @@ def test_sigint_while_calls_are_pending_sends_nothing_more(bench: Bench) -> None
     assert all(r.time < interrupted_at for r in requests)
 
 
-def test_the_engine_calls_back_when_its_loop_starts() -> None:
+def test_the_engine_calls_back_once_its_first_calls_are_under_way() -> None:
+    import threading
+
     from pytest_llmbench.engine.loop import Engine
 
-    async def answer() -> int:
-        return 42
+    steps: list[str] = []
+
+    async def call(name: str) -> str:
+        steps.append(f"{name} first step")
+        await asyncio.sleep(0.05)
+        return name
 
     engine = Engine()
-    calls: list[str] = []
-    engine.when_started(lambda: calls.append("first"))
-    assert calls == []  # nothing submitted: no loop, no callback
+    calls: list[tuple[str, str]] = []
+    here = threading.current_thread().name
+
+    def first() -> None:
+        steps.append("callback")
+        calls.append(("first", threading.current_thread().name))
+
+    engine.when_calling(first)
+    assert calls == []  # nothing submitted: no callback
     try:
-        assert engine.submit(answer()).result(timeout=5) == 42
-        assert calls == ["first"]
-        assert engine.submit(answer()).result(timeout=5) == 42
-        assert calls == ["first"]  # once
-        engine.when_started(lambda: calls.append("late"))
-        assert calls == ["first", "late"]  # the loop runs: at once
+        futures = engine.submit_many([call("a"), call("b")])
+        assert [future.result(timeout=5) for future in futures] == ["a", "b"]
+        # On the engine's thread, behind both calls' first steps.
+        assert calls == [("first", "llmbench-engine")]
+        assert steps == ["a first step", "b first step", "callback"]
+        assert engine.submit(call("c")).result(timeout=5) == "c"
+        assert calls == [("first", "llmbench-engine")]  # once
+        engine.when_calling(lambda: calls.append(("late", threading.current_thread().name)))
+        assert calls[-1] == ("late", here)  # calls were made: at once, on the caller's thread
+    finally:
+        engine.close()
+
+
+def test_a_single_submitted_call_also_runs_the_callbacks_behind_its_first_step() -> None:
+    from pytest_llmbench.engine.loop import Engine
+
+    order: list[str] = []
+
+    async def call() -> None:
+        order.append("call")
+        await asyncio.sleep(0)
+
+    engine = Engine()
+    engine.when_calling(lambda: order.append("callback"))
+    try:
+        engine.submit(call()).result(timeout=5)
+        deadline = time.monotonic() + 5
+        while len(order) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert order == ["call", "callback"]
     finally:
         engine.close()

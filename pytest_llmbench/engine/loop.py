@@ -26,15 +26,17 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._on_start: list[Callable[[], None]] = []
+        self._on_calling: list[Callable[[], None]] = []
+        self._calling = False
 
-    def when_started(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (on the calling thread) once the loop runs: now if it does, else
-        right after the first call is submitted. A run whose answers all come from the cache
-        never starts it."""
+    def when_calling(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once calls are under way: on the engine's thread right after the
+        first submitted calls took their first step (their set-up done, such as importing the
+        HTTP client, they wait on the network), or now when that happened already. A run whose
+        answers all come from the cache submits none and never calls it."""
         with self._lock:
-            if self._loop is None:
-                self._on_start.append(callback)
+            if not self._calling:
+                self._on_calling.append(callback)
                 return
         callback()
 
@@ -46,14 +48,26 @@ class Engine:
             thread = threading.Thread(target=loop.run_forever, name="llmbench-engine", daemon=True)
             thread.start()
             self._loop, self._thread = loop, thread
-            started, self._on_start = self._on_start, []
-        for callback in started:
-            callback()
-        return loop
+            return loop
+
+    def _after_first_steps(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Once, after calls were queued on ``loop``: run the :meth:`when_calling` callbacks
+        behind their first steps. The hop through ``call_soon`` queues them after the tasks
+        that the callback queued just before creates."""
+        with self._lock:
+            if self._calling:
+                return
+            self._calling = True
+            callbacks, self._on_calling = self._on_calling, []
+        if callbacks:
+            loop.call_soon_threadsafe(loop.call_soon, _run_all, callbacks)
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the engine loop."""
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+        loop = self._ensure_loop()
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        self._after_first_steps(loop)
+        return future
 
     def submit_many(
         self, coros: Sequence[Coroutine[Any, Any, T]]
@@ -74,6 +88,7 @@ class Engine:
                 _bind(loop.create_task(coro), future, loop)
 
         loop.call_soon_threadsafe(start)
+        self._after_first_steps(loop)
         return futures
 
     def cancel(self, futures: Sequence[concurrent.futures.Future[Any]]) -> None:
@@ -163,3 +178,8 @@ def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
         loop.stop()
 
     loop.create_task(settle())
+
+
+def _run_all(callbacks: Sequence[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        callback()

@@ -320,9 +320,10 @@ class SessionEndWarmUp:
     """Imports what the session end needs (pandas, the report's charts) on a background thread
     while this process waits for answers, and joins it before the session end.
 
-    The imports overlap waiting, never work: a process that runs eval items starts them when its
-    engine makes its first call (a run answered wholly from the cache makes none, and the thread
-    would only slow it down by sharing the interpreter); a process that runs none (the controller
+    The imports overlap waiting, never work: a process that runs eval items starts them once its
+    engine's first calls are under way, their HTTP client imported and their requests sent (a run
+    answered wholly from the cache makes none, and the thread would only slow it down by sharing
+    the interpreter; started earlier, it delayed the first requests); a process that runs none (the controller
     of xdist workers, which relays reports) starts them at the run's first record. Where they did
     not run by the session end, the session end runs them itself, first.
     """
@@ -335,12 +336,12 @@ class SessionEndWarmUp:
         self._records = False
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Once this process collected eval items, start the imports with its first call."""
+        """Once this process collected eval items, start the imports with its first calls."""
         if any(item.get_closest_marker("llmbench") for item in session.items):
             from ..engine.runtime import get_runtime
 
             self._runs_items = True
-            get_runtime(session.config).engine.when_started(self._start)
+            get_runtime(session.config).engine.when_calling(self._start)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """On the run's first record, in a process that relays records it does not make, start
