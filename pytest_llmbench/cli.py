@@ -29,6 +29,7 @@ from .results.baseline import (
     load_run_info,
     model_of,
     models_of,
+    pairing_note,
     switch_models,
 )
 from .results_folder import DEFAULT_ROOT, REPORT_FILE, ResultsError, ResultsFolder
@@ -275,10 +276,13 @@ def _merge_gates(
     decision, repeats = merged_decision(shards, summary, settings)
     info[GATE_INPUTS] = gate_inputs(merged_state(shards, list(summary.records)))
     info["repeat_policy"] = repeats.summary()
-    if settings.baseline is not None and not settings.fail_on_regression:
+    if settings.baseline is not None:
         results = compare_runs(load_results(settings.baseline), list(summary.records))
+        note = pairing_note(results)
+        if note:
+            print(f"llmbench merge: warning: {note}", file=sys.stderr)
         regressed = [result.model for result in results if result.significant_regression]
-        if regressed:
+        if regressed and not settings.fail_on_regression:
             names = ", ".join(regressed)
             print(f"llmbench merge: significant regression against {settings.baseline}: {names}")
     return decision.exitstatus, [failure.describe() for failure in decision.failures]
@@ -425,6 +429,9 @@ def _compare_command(args: argparse.Namespace) -> int:
     print(f"baseline: {args.baseline} ({len(baseline)} records)")
     print(f"new:      {args.new} ({len(new)} records)")
     results = compare_runs(baseline, new, None if args.model is None else [args.model])
+    note = pairing_note(results)
+    if note:
+        print(f"llmbench: warning: {note}", file=sys.stderr)
     for result in results:
         print()
         print("\n".join(format_comparison(result, limit=None)))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pytester's runs)
 import pytest
 from conftest import Bench, Rule
 
-from pytest_llmbench.results.baseline import BaselineGate, load_results
+from pytest_llmbench.results.baseline import BaselineGate, compare_runs, load_results
+from pytest_llmbench.results_folder import ResultsFolder
 
 N_CASES = 6
 # Two assertions, threshold 0.5: "Paris" alone scores 0.5 and still passes, so the score can
@@ -158,3 +160,107 @@ def test_gate_is_inert_without_baseline(pytester: pytest.Pytester) -> None:
     gate.pytest_configure(config)
     assert gate.baseline_dir is None and gate.baseline == []
     assert json.dumps(gate.results) == "[]"
+
+
+# -- pairing by case hash ------------------------------------------------------------------------
+
+
+def _strip_hashes(folder: Path) -> None:
+    """Make ``folder`` a run of an older version: records without ``case_hash``."""
+    records = [
+        {key: value for key, value in record.items() if key != "case_hash"}
+        for record in load_results(folder)
+    ]
+    ResultsFolder(folder).write_records(records)
+
+
+def test_an_edited_expected_answer_is_changed_not_a_regression(bench: Bench) -> None:
+    _baseline_run(bench)
+    # Same ids, a new expected answer: "Paris is the capital." now scores 0.5 on every case.
+    bench.eval_file("capitals", CAPITALS.replace("expected: Paris", "expected: Lyon"))
+    result = bench.run("--models=fake", "--baseline=out1", "--fail-on-regression")
+    result.assert_outcomes(passed=N_CASES)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "fake: 0 cases: 0 regressed, 0 improved",
+            "  score      no case answered in both runs",
+            f"  {N_CASES} cases changed since the baseline: not compared",
+            "    changed: capitals::q0",
+        ]
+    )
+    assert "significant regression" not in result.stdout.str()
+    hashes = {r["case_id"]: r["case_hash"] for r in bench.records()}
+    old = {r["case_id"]: r["case_hash"] for r in load_results(bench.pytester.path / "out1")}
+    assert all(hashes[case] != old[case] for case in old)
+
+
+def test_a_baseline_without_hashes_warns_and_compares_by_id(bench: Bench) -> None:
+    _baseline_run(bench)
+    _strip_hashes(bench.pytester.path / "out1")
+    bench.eval_file("capitals", CAPITALS.replace("expected: Paris", "expected: Lyon"))
+    result = bench.run("--models=fake", "--baseline=out1", "--fail-on-regression")
+    result.assert_outcomes(passed=N_CASES)
+    # Paired by id, the edit reads as a score regression: the gate fails.
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "llmbench: warning: the baseline has no case hashes (a run of an older version): "
+            "its cases are paired by id*",
+            f"fake: {N_CASES} cases: 0 regressed, 0 improved",
+            "  score      -0.500 * significant (n=6)",
+            "llmbench baseline FAILED: significant regression: fake",
+        ]
+    )
+    assert "changed since the baseline" not in result.stdout.str()
+
+
+def test_an_unchanged_suite_pairs_every_case(bench: Bench) -> None:
+    _baseline_run(bench)
+    result = bench.run("--models=fake", "--baseline=out1", "--fail-on-regression")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"fake: {N_CASES} cases: 0 regressed*", "  score *(n=6)"])
+    output = result.stdout.str()
+    assert "not compared" not in output and "warning" not in output
+    (comparison,) = compare_runs(load_results(bench.pytester.path / "out1"), bench.records())
+    assert (comparison.changed, comparison.added, comparison.removed) == ((), (), ())
+    assert len(comparison.changes) == N_CASES and not comparison.by_id
+
+
+def test_added_and_removed_cases_are_listed_apart_and_do_not_gate(bench: Bench) -> None:
+    _baseline_run(bench)
+    # q5 leaves the suite, q9 joins it; q0..q4 are unchanged.
+    edited = CAPITALS.replace("id: q5", "id: q9").replace("Question 5", "Question 9")
+    bench.eval_file("capitals", edited)
+    result = bench.run("--models=fake", "--baseline=out1", "--fail-on-regression")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "fake: 5 cases: 0 regressed, 0 improved",
+            "  1 case added since the baseline: not compared",
+            "    added: capitals::q9",
+            "  1 case not in the new run (removed or not selected): not compared",
+            "    removed: capitals::q5",
+        ]
+    )
+    assert "no longer answered" not in result.stdout.str()
+
+
+def test_llmbench_compare_lists_changed_cases_and_warns_on_an_old_baseline(
+    bench: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_llmbench.cli import main
+
+    _baseline_run(bench)
+    bench.eval_file("capitals", CAPITALS.replace("expected: Paris", "expected: Lyon"))
+    bench.run("--models=fake", "--results-dir=out2").assert_outcomes(passed=N_CASES)
+    root = bench.pytester.path
+    assert main(["compare", str(root / "out1"), str(root / "out2")]) == 0
+    captured = capsys.readouterr()
+    assert f"  {N_CASES} cases changed since the baseline: not compared" in captured.out
+    assert "llmbench: no significant regression" in captured.out and not captured.err
+    _strip_hashes(root / "out1")
+    assert main(["compare", str(root / "out1"), str(root / "out2")]) == 1
+    captured = capsys.readouterr()
+    assert "llmbench: warning: the baseline has no case hashes" in captured.err
+    assert "llmbench: significant regression: fake" in captured.out

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from conftest import Bench, Rule
 
-from pytest_llmbench.results_folder import ResultsFolder
 from pytest_llmbench.shard import parse_shard
 
 #: Six cases: four answered right, two wrong (Kyoto, 5).
@@ -286,12 +285,13 @@ BROKEN = "cases:\n  - {id: x, prompt: 'Hi', assert: [no-such-check]}\n"
 
 
 def regressed_baseline(bench: Bench, folder: Path) -> None:
-    """A baseline of the suite that also answered a case the suite no longer has: each model
-    lost a case since, a significant regression."""
+    """A baseline of the suite, after which every call about France fails: each model answers
+    that case no more (every repeat an error), a lost case, a significant regression. (A case
+    gone from the suite is removed, not lost: it does not gate.)"""
     run(bench, folder, "-n", "0")
-    found = records_of(folder)
-    gone = [{**r, "case_id": "gone", "nodeid": f"{r['nodeid']}-gone"} for r in found]
-    ResultsFolder(folder).write_records(found + gone)
+    bench.server.reset()
+    bench.server.add_rule(Rule(match="France", status=401))
+    answers(bench)
 
 
 def records_of(folder: Path) -> list[dict[str, Any]]:

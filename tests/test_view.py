@@ -287,6 +287,29 @@ def test_a_model_switch_compares_two_models_under_one_label(runs: tuple[Bench, P
     assert "is not in the new run" in compare_page(a, b, "fake=nope")
 
 
+def test_the_compare_page_lists_changed_cases_apart(runs: tuple[Bench, Path]) -> None:
+    from pytest_llmbench.view.compare import compare_page
+
+    bench, root = runs
+    # Japan's expected answer is edited under the same id; Kyoto is now right.
+    bench.eval_file("qa", QA.replace("expected: Tokyo", "expected: Kyoto"))
+    script(bench, japan="Kyoto")
+    run_into(bench, root / "c", "-n", "0")
+    a, c = load_run([root], "0/a"), load_run([root], "0/c")
+    page = compare_page(a, c, "")
+    assert '<p class="changed">1 case changed since the baseline' in page
+    assert '<ul class="changed"><li>qa::japan</li></ul>' in page
+    assert "0 regressed, 0 improved" in page and 'id="pairing"' not in page
+    # A baseline of an older version (no case hashes): paired by id, with a warning.
+    ResultsFolder(root / "a").write_records(
+        [{k: v for k, v in r.items() if k != "case_hash"} for r in a.records]
+    )
+    page = compare_page(load_run([root], "0/a"), c, "")
+    assert 'id="pairing"' in page and "no case hashes" in page
+    assert 'class="changed"' not in page
+    assert '<tr class="same"><td>same</td><td>qa</td><td>japan</td>' in page
+
+
 def test_nothing_of_the_viewer_loads_in_a_pytest_run(bench: Bench) -> None:
     bench.server.add_rule(Rule(reply="Paris"))
     bench.eval_file("one", "cases:\n  - {id: a, prompt: hi, expected: Paris}\n")

@@ -13,7 +13,7 @@ from .runs import Run
 def compare_page(baseline: Run, new: Run, switch: str) -> str:
     """Two runs case by case, per model (regressions first); ``switch`` ``OLD=NEW`` compares
     one model of the baseline with another of the new run, as ``llmbench compare --model``."""
-    from ..results.baseline import compare_runs, models_of, switch_models
+    from ..results.baseline import compare_runs, models_of, pairing_note, switch_models
     from ..results_folder import ResultsError
 
     old, fresh = list(baseline.records), list(new.records)
@@ -38,7 +38,9 @@ def compare_page(baseline: Run, new: Run, switch: str) -> str:
         f"({len(baseline.records)} records), new <a href='/run/{text(new.key)}'>"
         f"{text(new.key)}</a> ({len(new.records)} records)</p>"
     )
-    sections = [_model_section(result) for result in results]
+    note = pairing_note(results)
+    warning = f'<p class="bad" id="pairing">Warning: {text(note)}.</p>' if note else ""
+    sections = [warning, *(_model_section(result) for result in results)]
     if not results:
         both = f"baseline: {', '.join(models_of(old))}; new: {', '.join(models_of(fresh))}"
         sections.append(f'<p class="bad">No model is in both runs ({text(both)}).</p>')
@@ -75,9 +77,30 @@ def _model_section(result: object) -> str:
         "<table><tr><th>metric</th><th>cases</th><th>new - baseline</th><th>95% CI</th>"
         f"<th>significant</th></tr>{stats}</table>"
         + (f"<p>Not answered now:</p><ul>{lost}</ul>" if lost else "")
+        + _unpaired(result)
         + '<table class="changes"><tr><th>change</th><th>suite</th><th>case</th>'
         f"<th>baseline score</th><th>new score</th><th>pass</th></tr>{rows}</table>"
     )
+
+
+#: The cases left out of the comparison, by kind: the field and what the page says of them.
+_UNPAIRED = (
+    ("changed", "changed since the baseline (edited under the same id): not compared"),
+    ("added", "added since the baseline: not compared"),
+    ("removed", "not in the new run (removed or not selected): not compared"),
+)
+
+
+def _unpaired(result: object) -> str:
+    """The changed, added and removed cases of one model, each kind as a counted list."""
+    parts = []
+    for field, words in _UNPAIRED:
+        cases: tuple[str, ...] = getattr(result, field)
+        if cases:
+            items = "".join(f"<li>{text(case)}</li>" for case in cases)
+            count = f"{len(cases)} {'case' if len(cases) == 1 else 'cases'}"
+            parts.append(f'<p class="{field}">{count} {words}:</p><ul class="{field}">{items}</ul>')
+    return "".join(parts)
 
 
 def _score(value: float | None) -> str:
