@@ -163,11 +163,17 @@ def _split_escapes(text: str) -> tuple[str, str]:
     return literal, plain
 
 
+def _hostile_id(folder: Path) -> str:
+    """HOSTILE as the spec made it a case id (spaces and some characters replaced)."""
+    (case_id,) = {r["case_id"] for r in load_results(folder) if "evil" in r["case_id"]}
+    return str(case_id)
+
+
 def test_user_text_cannot_break_a_table_or_write_html(
     runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     baseline, new = runs
-    (case_id,) = {r["case_id"] for r in load_results(new) if "evil" in r["case_id"]}
+    case_id = _hostile_id(new)
     assert "<img" in case_id and "|" in case_id and "`" in case_id  # kept by the spec
     _, text = _compare(capsys, new, baseline)  # reversed: the hostile case is compared
     rows = [line for line in text.splitlines() if line.startswith("|")]
@@ -286,3 +292,48 @@ def test_models_in_one_run_only_are_marked_and_a_model_switch_is_one_row(
     code, text = _compare(capsys, baseline, new, "--model", "old=next")
     board = [row[0] for row in _table(text, "Leaderboard (baseline → new)")]
     assert code == 0 and board == ["old -\\> next"]  # one model, compared with its successor
+
+
+def _edited_suite() -> str:
+    """SUITE's cases c0..c6 with another expected answer (the replies stay), c7 gone, c8 new."""
+    cases = [f"  - {{id: c{i}, prompt: 'Question {i}?', expected: 'Other{i}', assert: [contains]}}"
+             for i in range(7)]  # fmt: skip
+    cases.append("  - {id: c8, prompt: 'Question 8?', expected: 'Answer8', assert: [contains]}")
+    return "cases:\n" + "\n".join(cases) + "\n"
+
+
+def test_edited_added_and_removed_cases_are_listed_not_compared(
+    bench: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench.eval_file("suite", SUITE)
+    _answer_all(bench)
+    bench.server.add_rule(Rule(match="Question 8?", reply="Answer8"))
+    baseline = _run(bench, "base")
+    bench.eval_file("suite", _edited_suite())
+    new = _run(bench, "new")  # c0..c6 now fail: their expected answers were edited
+    capsys.readouterr()  # the runs' own output
+    code, text = _compare(capsys, baseline, new)
+    assert code == 0  # no edited case counts as a regression
+    assert (
+        text.splitlines()[1] == "## llmbench: ✅ pass: no significant regression, all gates passed"
+    )
+    section = _section(text, "Cases not compared")
+    assert section[0] == (
+        "7 cases changed since the baseline; 1 case added since the baseline; 1 case not in the "
+        "new run (removed or not selected): not compared."
+    )
+    rows = _table(text, "Cases not compared")
+    fake = [(row[1], row[2]) for row in rows if row[0] == "fake"]
+    assert fake == [*((f"suite::c{i}", "changed") for i in range(7)), ("suite::c8", "added"),
+                    (md_text(f"suite::{_hostile_id(baseline)}"), "removed")]  # fmt: skip
+    assert _table(text, "Flipped cases") == []  # nothing compared flipped
+    assert "<summary>All 0 compared case results</summary>" in text
+    # The same baseline written before records carried case hashes: paired by id, with a warning,
+    # and the edited cases are compared as if unchanged (a significant regression).
+    lines = (baseline / "results.jsonl").read_text().splitlines()
+    stripped = [json.dumps({k: v for k, v in json.loads(line).items() if k != "case_hash"})
+                for line in lines]  # fmt: skip
+    (baseline / "results.jsonl").write_text("\n".join(stripped) + "\n")
+    code, text = _compare(capsys, baseline, new)
+    assert code == 1
+    assert _section(text, "Cases not compared")[0].startswith("⚠️ Paired by id only: the baseline")

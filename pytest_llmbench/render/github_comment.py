@@ -90,6 +90,8 @@ def github_comment(
         "",
         *flip_lines(results),
         "",
+        *unpaired_lines(results),
+        "",
         *gate_lines(gates, new.info),
         "",
         *case_details(results),
@@ -277,6 +279,59 @@ def _change_row(model: str, change: CaseChange, title: str) -> str:
 
 def _score(value: float | None) -> str:
     return "-" if value is None or is_missing(value) else f"{value:.2f}"
+
+
+# -- cases not compared -------------------------------------------------------------------------
+
+#: The kinds of cases left out of the comparison (:class:`ModelComparison`'s fields), and how
+#: the comment names them.
+UNPAIRED = (
+    ("changed", "changed since the baseline"),
+    ("added", "added since the baseline"),
+    ("removed", "not in the new run (removed or not selected)"),
+)
+
+
+def unpaired_lines(results: Sequence[ModelComparison]) -> list[str]:
+    """The changed, added and removed cases (not compared: an edited case is no regression),
+    counted, then listed per model and kind up to :data:`SHOWN_FLIPS`; and the warning of a
+    baseline paired by id alone."""
+    from ..results.baseline import pairing_note
+
+    lines = ["### Cases not compared", ""]
+    note = pairing_note(results)
+    if note:
+        lines += [f"⚠️ Paired by id only: {md_text(note)}.", ""]
+    kinds = [(kind, words, _cases_of(results, kind)) for kind, words in UNPAIRED]
+    counts = [f"{len(cases)} {_plural(len(cases), 'case')} {words}" for _, words, cases in kinds
+              if cases]  # fmt: skip
+    if not counts:
+        return [*lines, "None: every case is in both runs, unchanged."]
+    lines += ["; ".join(counts) + ": not compared.", ""]
+    lines += [_row(["model", "case", "since the baseline"]), "| :--- | :--- | :--- |"]
+    for result in results:
+        for kind, _ in UNPAIRED:
+            cases = _unpaired(result, kind)
+            lines += [_row([md_text(result.model), md_text(case), kind]) for case in
+                      cases[:SHOWN_FLIPS]]  # fmt: skip
+            if len(cases) > SHOWN_FLIPS:
+                more = f"… and {len(cases) - SHOWN_FLIPS} more {kind}"
+                lines.append(_row([md_text(result.model), more, ""]))
+    return lines
+
+
+def _unpaired(result: ModelComparison, kind: str) -> tuple[str, ...]:
+    cases: tuple[str, ...] = getattr(result, kind)
+    return cases
+
+
+def _cases_of(results: Sequence[ModelComparison], kind: str) -> set[str]:
+    """The distinct cases of ``kind`` over every model."""
+    return {case for result in results for case in _unpaired(result, kind)}
+
+
+def _plural(count: int, word: str) -> str:
+    return word if count == 1 else f"{word}s"
 
 
 # -- gates, every case ---------------------------------------------------------------------------
