@@ -8,8 +8,9 @@ One Markdown document for a PR comment, made from two results folders and what
 - the leaderboard of both runs per model (score, pass rate, p95 latency, cost per item, errors)
   with the deltas; the boards are the leaderboard code's (:func:`~pytest_llmbench.results.leaderboard`),
   as ``llmbench leaderboard`` shows them;
-- the paired statistics with their p-values, the flipped cases (capped), the gates of the new
-  run (``gate_failures`` of its run.json), and every compared case in a collapsed ``<details>``.
+- the paired statistics with their p-values, the flipped cases (capped), the cases not compared
+  (changed since the baseline, added, removed), the gates of the new run (``gate_failures`` of
+  its run.json), and every compared case in a collapsed ``<details>``.
 
 User text (model names, suites, case ids, folder names) is escaped by :func:`md_text`, so it
 cannot end a table cell, open a code span or write HTML. The document is cut to
