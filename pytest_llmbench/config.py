@@ -154,6 +154,12 @@ def add_options(parser: pytest.Parser) -> None:
         "--estimate-cost", dest="llmbench_estimate_cost", action="store_true", default=None,
         help="With --collect-only: estimate each model's cost from the rendered prompts",
     )  # fmt: skip
+    group.addoption(
+        "--retry-errors", dest="llmbench_retry_errors", default=None, metavar="DIR",
+        help="Run again only the items that ended in an error in the results folder DIR, with "
+        "the options of that run, and complete it in place: each new record replaces the "
+        "errored one (kept under attempts); the aggregates, report and gates are recomputed",
+    )  # fmt: skip
     for dest, help_text in _FLAGS:
         flag = "--" + dest.replace("_", "-")
         group.addoption(flag, dest=f"llmbench_{dest}", action="store_true", default=None,

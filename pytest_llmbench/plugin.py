@@ -68,6 +68,11 @@ def pytest_configure(config: pytest.Config) -> None:
         from .results.recorder import check_results_dir
 
         check_results_dir(config)  # one that cannot be made is a usage error now
+    if config.getoption("llmbench_retry_errors", None):
+        from .results.retry import start_retry
+
+        # On every process (workers deselect alike); the controller refuses a bad DIR now.
+        start_retry(config)
     run = _config.get_run_config(config) if _config.explicitly_configured(config) else None
     checking = run is not None and run.check_models
     if hasattr(config, "workerinput"):

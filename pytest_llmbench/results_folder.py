@@ -194,6 +194,55 @@ class ResultsFolder:
         self.run_file.write_text(text + "\n", encoding="utf-8")
         return self.run_file
 
+    # -- completing a run in another folder, then swapping it in ------------------------------
+    def make_sibling(self, purpose: str) -> ResultsFolder:
+        """A new empty folder beside this one, ``.<name>.<purpose>-<random>``, where a run
+        that completes this one is written before it takes this one's place. OSError when the
+        OS refuses."""
+        import tempfile
+
+        prefix = f".{self.path.name}.{purpose}-"
+        return ResultsFolder(Path(tempfile.mkdtemp(prefix=prefix, dir=self.path.parent)))
+
+    def copy_others(self, dest: ResultsFolder) -> None:
+        """Copy into ``dest`` what a run does not write here (files a user or another tool
+        left in the folder), so that replacing this folder with ``dest`` loses none of them.
+        A run's own files (:data:`FILE_NAMES`, the grouped CSVs, the model folders' aggregates)
+        are left out: ``dest`` holds the completed run's."""
+        import shutil
+
+        def written(folder: str, names: list[str]) -> list[str]:
+            return [name for name in names if _written_by_a_run(name)]
+
+        shutil.copytree(self.path, dest.path, ignore=written, dirs_exist_ok=True)
+
+    def replace_with(self, done: ResultsFolder) -> None:
+        """Put folder ``done`` in this one's place, in two renames: this folder is moved aside,
+        ``done`` takes its name, then the old one is removed. When the second rename fails the
+        old folder is moved back, so the path always holds a whole run. OSError when the OS
+        refuses."""
+        import os
+        import shutil
+
+        aside = self.make_sibling("replaced")
+        os.replace(self.path, aside.path)  # onto the new empty folder: one rename
+        try:
+            os.replace(done.path, self.path)
+        except OSError:
+            os.replace(aside.path, self.path)
+            raise
+        shutil.rmtree(aside.path, ignore_errors=True)
+
+
+def _written_by_a_run(name: str) -> bool:
+    """Whether a run writes file ``name`` in its results folder (or in a model's folder)."""
+    grouped = grouped_csv_name("")
+    return (
+        name in FILE_NAMES
+        or name == f"{PROGRESS_FILE}.tmp"
+        or (name.startswith(grouped[:-4]) and name.endswith(grouped[-4:]))
+    )
+
 
 def parse_records(path: Path, text: str, *, live: bool = False) -> list[dict[str, Any]]:
     """The records of results.jsonl's ``text`` (read from ``path``, named in errors).

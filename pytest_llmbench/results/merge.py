@@ -33,9 +33,10 @@ if TYPE_CHECKING:
     from .summary import RunSummary
 
 #: Options that differ between the shards of one run by design: the shard, its workers and the
-#: places it writes to.
+#: places it writes to (``--retry-errors`` names the folder a retry completes).
 _PER_SHARD = ("--shard", "--results-dir", "-n", "--numprocesses", "--dist", "--lf", "--ff",
-              "--basetemp", "--junitxml", "--junit-xml", "--html", "--report-log")  # fmt: skip
+              "--basetemp", "--junitxml", "--junit-xml", "--html", "--report-log",
+              "--retry-errors")  # fmt: skip
 
 
 @dataclass
@@ -98,17 +99,24 @@ def differences(shards: Sequence[Shard]) -> list[str]:
     first = shards[0]
     found = []
     for shard in shards[1:]:
-        mine, theirs = _comparable(first.info), _comparable(shard.info)
-        for key in sorted(set(mine) | set(theirs)):
-            if mine.get(key) != theirs.get(key):
-                found.append(
-                    f"{key}: {mine.get(key)!r} in {first.folder}, {theirs.get(key)!r} in "
-                    f"{shard.folder}"
-                )
+        for key, mine, theirs in option_differences(first.info, shard.info):
+            found.append(f"{key}: {mine!r} in {first.folder}, {theirs!r} in {shard.folder}")
     return found
 
 
-def _comparable(info: dict[str, Any]) -> dict[str, Any]:
+def option_differences(
+    first: Mapping[str, Any], second: Mapping[str, Any]
+) -> list[tuple[str, Any, Any]]:
+    """Where the options of two runs differ, from their run.json (beyond --shard, -n,
+    --results-dir and the other per-shard options): ``(option, first's, second's)``."""
+    mine, theirs = _comparable(first), _comparable(second)
+    keys = sorted(set(mine) | set(theirs))
+    return [
+        (key, mine.get(key), theirs.get(key)) for key in keys if mine.get(key) != theirs.get(key)
+    ]
+
+
+def _comparable(info: Mapping[str, Any]) -> dict[str, Any]:
     config = {k: v for k, v in (info.get("config") or {}).items() if k != "shard"}
     # The split budgets are each shard's share: equal for shards of one N.
     return {"arguments": _arguments(info.get("args") or []), **config}
@@ -207,7 +215,7 @@ def merged_state(shards: Sequence[Shard], records: Sequence[Mapping[str, Any]]) 
     from .gates import RunState
     from .recorder import over_budget
 
-    inputs = [_shard_inputs(shard) for shard in shards]
+    inputs = [shard_inputs(shard) for shard in shards]
     return RunState(
         exitstatus=_worst([int(found["exitstatus"]) for found in inputs]),
         other_failures=sum(int(found["other_failures"]) for found in inputs),
@@ -216,7 +224,7 @@ def merged_state(shards: Sequence[Shard], records: Sequence[Mapping[str, Any]]) 
     )
 
 
-def _shard_inputs(shard: Shard) -> dict[str, Any]:
+def shard_inputs(shard: Shard) -> dict[str, Any]:
     from .recorder import GATE_INPUTS
 
     found = shard.info.get(GATE_INPUTS)

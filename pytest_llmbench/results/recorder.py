@@ -12,11 +12,11 @@ import platform
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -36,6 +36,30 @@ if TYPE_CHECKING:
 RECORDER_KEY = pytest.StashKey["ResultsRecorder"]()
 #: The run's summary, computed once at session end (absent when the aggregates failed).
 SUMMARY_KEY = pytest.StashKey["RunSummary"]()
+
+
+class RunCompletion(Protocol):
+    """A run that this one completes (``--retry-errors``, :mod:`.retry`): the recorder writes
+    into its folder and records the combined run, by the code that writes every run."""
+
+    def work_folder(self) -> Path:
+        """Where the records stream to (not the completed folder itself)."""
+
+    def with_attempts(self, record: dict[str, Any]) -> dict[str, Any]:
+        """``record`` with the attempts of the record it replaces."""
+
+    def combined(self, new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The completed run's records."""
+
+    def combined_state(self, state: RunState, records: Sequence[Mapping[str, Any]]) -> RunState:
+        """How the completed run went, from how this one went."""
+
+    def run_info(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """The completed run's run.json, from this run's."""
+
+
+#: The run this one completes, set by its owner before the recorder starts (absent: none).
+COMPLETION_KEY = pytest.StashKey[RunCompletion]()
 
 
 class ResultsRecorder:
@@ -62,6 +86,8 @@ class ResultsRecorder:
         self.gate_state: RunState | None = None
         #: The earlier attempts of items that pytest-rerunfailures runs again, by node id.
         self._attempts: dict[str, list[dict[str, Any]]] = {}
+        #: ``--retry-errors DIR``: the run this one completes (see :mod:`.retry`)
+        self.retry = config.stash.get(COMPLETION_KEY, None)
 
     # -- as items finish -------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -80,6 +106,8 @@ class ResultsRecorder:
             self._attempts.setdefault(record["nodeid"], []).append(attempt_fields(record))
             return
         record["attempts"] = self._attempts.pop(record["nodeid"], [])
+        if self.retry is not None:
+            record = self.retry.with_attempts(record)
         self._append(record)
 
     @pytest.hookimpl(optionalhook=True)
@@ -108,7 +136,8 @@ class ResultsRecorder:
         self.records.append(record)
 
     def _open_results(self) -> IO[str]:
-        out_dir = _results_dir(self.config)
+        # A retry streams into a new folder beside the run it completes (swapped in at the end).
+        out_dir = _results_dir(self.config) if self.retry is None else self.retry.work_folder()
         try:
             # A reused --results-dir holds this run only: the aggregates and run.json describe
             # this run's records, and results.jsonl must agree with them.
@@ -129,6 +158,11 @@ class ResultsRecorder:
             self._stream.close()
         if not self.records or self.out_dir is None:
             return
+        if self.retry is not None:
+            # From here on, the run is the completed one: the retried folder's records with
+            # this run's in place of the errored ones, written as a run writes them.
+            self.records = self.retry.combined(self.records)
+            ResultsFolder(self.out_dir).write_records(self.records)
         self._write_optimization_log()
         self.summary = self._summarize()
         self._decide_gates(session)
@@ -177,6 +211,8 @@ class ResultsRecorder:
             cut_short=bool(session.shouldfail or session.shouldstop),
             over_budget=over_budget(self.records),
         )
+        if self.retry is not None:
+            state = self.retry.combined_state(state, self.records)
         self.gate_state = state
         board = self.summary.board if self.summary else None
         decision = decide(
@@ -228,7 +264,16 @@ class ResultsRecorder:
             # the commit and the eval and dataset files this run read (see fingerprint)
             "source": run_source(self.config),
         }
+        if self.retry is not None:
+            data = self.retry.run_info(data)
         ResultsFolder(self.out_dir).write_run_info(runtime.redactor.value(data))
+
+    def moved(self, old: Path, new: Path) -> None:
+        """The results folder was moved from ``old`` to ``new`` (a retry swapped it in): the
+        paths the terminal summary prints follow it."""
+        self.out_dir = new
+        if self.optimization_log is not None and self.optimization_log.is_relative_to(old):
+            self.optimization_log = new / self.optimization_log.relative_to(old)
 
 
 #: The run.json key of what the gates read besides the records (see :func:`gate_inputs`).
