@@ -337,3 +337,17 @@ def test_edited_added_and_removed_cases_are_listed_not_compared(
     code, text = _compare(capsys, baseline, new)
     assert code == 1
     assert _section(text, "Cases not compared")[0].startswith("⚠️ Paired by id only: the baseline")
+
+
+def test_the_runs_are_named_by_folder_and_commit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = _folder(tmp_path / "base", [_record("m", "c", True)])
+    new = _folder(tmp_path / "new", [_record("m", "c", True)])
+    source = {"git": {"commit": "0123456789abcdef", "dirty": True}, "files": {}}
+    (new / "run.json").write_text(json.dumps({"gate_failures": [], "source": source}))
+    _, text = _compare(capsys, baseline, new)
+    assert text.splitlines()[3] == (
+        f"Baseline {md_text(str(baseline))} (1 record), "
+        f"new {md_text(str(new))} (1 record, commit 0123456+dirty)."
+    )

@@ -82,8 +82,7 @@ def github_comment(
         MARKER,
         f"## llmbench: {verdict(results, gates, new.info)}",
         "",
-        f"Baseline {md_text(str(baseline.folder))} ({len(baseline.records)} records), "
-        f"new {md_text(str(new.folder))} ({len(new.records)} records).",
+        f"Baseline {run_label(baseline)}, new {run_label(new)}.",
         "",
         *leaderboard_lines(run_board(baseline), run_board(new)),
         "",
@@ -98,6 +97,17 @@ def github_comment(
         *case_details(results),
     ]
     return fit(lines, limit)
+
+
+def run_label(run: SavedRun) -> str:
+    """``folder (N records, commit abc1234)``: the commit (``+dirty`` when tracked files had
+    changes) from run.json's ``source``, when the run was made in a git repository."""
+    facts = [f"{len(run.records)} {_plural(len(run.records), 'record')}"]
+    git = ((run.info or {}).get("source") or {}).get("git") or {}
+    if git.get("commit"):
+        dirty = "+dirty" if git.get("dirty") else ""
+        facts.append(f"commit {md_text(str(git['commit'])[:7])}{dirty}")
+    return f"{md_text(str(run.folder))} ({', '.join(facts)})"
 
 
 def verdict(
