@@ -1,9 +1,10 @@
 """Fingerprints: what decides a case's outcome, and which sources a run read.
 
 - :func:`case_hash`: a short digest of everything that decides one case's outcome (the rendered
-  messages, the expected answer, the assertions with their weights and thresholds, the case's
-  model parameters, tools and solver or agent settings), and of nothing else (not its id, tags,
-  description or line, not the model under test, not the run's options). Records carry it as
+  messages, a conversation's turns, the expected answer, the assertions with their weights and
+  thresholds, the case's model parameters, tools and solver or agent settings), and of nothing
+  else (not its id, tags, description or line, not the model under test, not the run's
+  options). Records carry it as
   ``case_hash``; the baseline pairs only cases whose hashes match (:mod:`.results.baseline`).
 - :func:`file_hash` and :func:`source_info`: the run.json ``source``: the git commit and dirty
   flag of the rootdir, and the sha256 of every eval file and dataset file the run read.
@@ -79,6 +80,9 @@ def case_hash(case: Any, settings: Mapping[str, Any], base: Path) -> str:
     payload["include_dirs"] = [_relative_name(str(path), base) for path in case.include_dirs]
     payload["images"] = [_relative_name(ref, base) for ref in case.images]
     payload["settings"] = {key: _fields(value) for key, value in settings.items()}
+    turns = getattr(case, "turns", ())
+    if turns:  # only when given: the hashes of cases without turns stay what they were
+        payload["turns"] = [dataclasses.asdict(turn) for turn in turns]
     try:
         text = json_text(payload, canonical=True)
     except TypeError:  # keys of mixed types (``{1: a, b: c}`` in vars): their written order

@@ -147,6 +147,13 @@ def _parse_graded(raw: Mapping[str, Any], type_name: str, base: str) -> Assertio
     """A judged assertion, or ``similarity``: their own keys, and no ``not-`` prefix."""
     if type_name != base:
         raise AssertionSpecError(f"{base} cannot be negated with not-", "type")
+    if "scope" in raw and base in JUDGE_TYPES:
+        # Whole-conversation judging is planned (issue 27): refused until it is built.
+        message = (
+            "`scope` is not supported yet: a judged assertion of a conversation judges the "
+            "reply to the turn it is attached to"
+        )
+        raise AssertionSpecError(message, "scope")
     extra = JUDGE_KEYS if base in JUDGE_TYPES else SIMILARITY_KEYS
     allowed = ("type", "value", "weight", "threshold", *sorted(extra))
     unknown = sorted(str(key) for key in raw if key not in allowed)

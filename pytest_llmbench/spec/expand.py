@@ -28,6 +28,7 @@ from .schema import (
     RawAssertion,
 )
 from .templating import TemplateKeyError, render_chat
+from .turns import ScriptedTurns, TurnError, script_turns, turn_key_hint, with_case_checks
 from .yamlsource import LocatedDocument
 
 
@@ -184,18 +185,26 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
         message = f"case {case_id!r}: give either `prompt` or `messages`, not both"
         raise place.error(message, "messages")
     choices = _case_choices(spec, case, place, case_id)
+    scripted = None
     try:
-        template, variables, keys = _template(
-            spec, case.system, case.prompt, case.messages, case.vars
-        )
-        messages = _rendered(template, variables, choices[0], keys)
-    except _FieldError as exc:
+        if case.turns is not None:
+            _check_turns_case(spec, case, place, case_id)
+            scripted = _inline_turns(spec, case)
+            template, variables = scripted.template, scripted.variables
+            messages = scripted.turns.messages
+        else:
+            template, variables, keys = _template(
+                spec, case.system, case.prompt, case.messages, case.vars
+            )
+            messages = _rendered(template, variables, choices[0], keys)
+    except (_FieldError, TurnError) as exc:
         raise place.error(f"case {case_id!r}: {exc}", *exc.key) from None
     expected = place.text("expected", case.expected)
-    return _resolve(
+    resolved = _resolve(
         spec,
         place,
-        case.assertions,
+        [*(scripted.turns.assertions if scripted else ()), *case.assertions],
+        own_keys=scripted.own_keys(case.assertions) if scripted else None,
         case_id=case_id,
         messages=messages,
         template=template,
@@ -215,6 +224,77 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
         answer_index=choices[1],
         choice_labels=None,
     )
+    return _with_turns(resolved, scripted.turns if scripted else None)
+
+
+@dataclass(frozen=True)
+class _Scripted:
+    """An inline case's ``turns:`` rendered, with the vars they were rendered with."""
+
+    turns: ScriptedTurns
+    variables: dict[str, Any] | None
+
+    @property
+    def template(self) -> tuple[dict[str, str], ...]:
+        return self.turns.template
+
+    def own_keys(self, case_assertions: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Where each of the case's own assertions is written: the turns', then ``assert:``."""
+        return [*self.turns.keys, *(("assert", n) for n in range(len(case_assertions)))]
+
+
+def _check_turns_case(spec: EvalSpec, case: CaseSpec, place: _Place, case_id: str) -> None:
+    """``turns`` replace ``prompt`` and ``messages``, and go with plain completions only."""
+    for key in ("prompt", "messages"):
+        if getattr(case, key) is not None:
+            message = f"case {case_id!r}: give either `turns` or `{key}`, not both"
+            raise place.error(message, key)
+    _check_turns_file(spec, place, f"case {case_id!r}", ("turns",))
+    if case.choices is not None:
+        message = f"case {case_id!r}: `choices` score one answer; they do not go with `turns`"
+        raise place.error(message, "choices")
+
+
+def _check_turns_file(spec: EvalSpec, place: _Place, who: str, key: tuple[Any, ...]) -> None:
+    """A conversation is answered by the model itself: not by an agent loop, a solver or
+    option scoring."""
+    other = (
+        "`kind: agent`"
+        if spec.kind == "agent"
+        else "`solver`"
+        if spec.solver is not None
+        else "`loglikelihood`"
+        if spec.loglikelihood is not None
+        else None
+    )
+    if other is not None:
+        raise place.error(
+            f"{who}: `turns` are a conversation with the model: not with {other}", *key
+        )
+
+
+def _inline_turns(spec: EvalSpec, case: CaseSpec) -> _Scripted:
+    """An inline case's turns rendered with its vars; the file's (or the prompt variant's)
+    ``prompt`` template, rendered with them, is the variable ``{{prompt}}``."""
+    assert case.turns is not None
+    variables = dict(case.vars)
+    if spec.prompt is not None and "prompt" not in variables:
+        from .templating import render_template
+
+        try:
+            variables["prompt"] = render_template(spec.prompt, case.vars)
+        except ValueError as exc:
+            raise _FieldError(("vars",), str(exc)) from None
+    system = case.system if case.system is not None else spec.system
+    return _Scripted(script_turns(case.turns, system, variables), variables)
+
+
+def _with_turns(case: EvalCase, scripted: ScriptedTurns | None) -> EvalCase:
+    """``case`` with its turns, the case's and the file's assertions checked on the last one."""
+    if scripted is None:
+        return case
+    turns = with_case_checks(scripted.turns, len(scripted.assertions), len(case.assertions))
+    return replace(case, turns=turns)
 
 
 _Choices = tuple[tuple[str, ...] | None, int | None]
@@ -339,6 +419,8 @@ def _strings(value: Any) -> list[str]:
 
 def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
     where = f"dataset row {row.id!r} ({row.where})"
+    if row.turns is not None:
+        return _row_turns_case(spec, row, place, where)
     # A row's own prompt is sent verbatim; only a file-level template is rendered.
     row_vars: dict[str, Any] | None = None
     if spec.prompt is not None:
@@ -380,6 +462,64 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
     )
 
 
+def _row_turns_case(spec: EvalSpec, row: DatasetRow, place: _Place, where: str) -> EvalCase:
+    """A dataset row's own conversation: its turns are sent verbatim (as a row's own prompt
+    is), the file's ``system`` is rendered with the row's columns."""
+    from pydantic import ValidationError
+
+    from .schema import TurnSpec
+
+    assert row.turns is not None
+    _check_turns_file(spec, place, where, ())
+    if row.choices is not None:
+        raise place.error(f"{where}: `choices` score one answer; they do not go with `turns`")
+    specs = []
+    for index, turn in enumerate(row.turns):
+        try:
+            specs.append(TurnSpec.model_validate(turn))
+        except ValidationError as exc:
+            raise place.error(f"{where}: turns[{index}]: {_turn_problem(exc)}") from None
+    try:
+        scripted = script_turns(specs, spec.system, None)
+    except TurnError as exc:
+        raise place.error(f"{where}: {exc}") from None
+    messages = _row_system(spec, place, where, scripted.messages, row.vars)
+    resolved = _resolve(
+        spec,
+        place,
+        [*scripted.assertions, *row.assertions],
+        case_id=row.id,
+        messages=messages,
+        template=scripted.template,
+        template_vars=None,
+        expected=row.expected,
+        threshold=row.threshold,
+        model_params={},
+        tags=list(row.tags),
+        files={},
+        vars=row.vars,
+        task=row.task,
+        expected_output_tokens=row.expected_output_tokens,
+        judge_metrics=list(row.judge_metrics),
+        include_dirs=[],
+        images=_images(place, row.images, place.path.parent, row.id),
+        choices=None,
+        answer_index=None,
+        choice_labels=None,
+    )
+    return _with_turns(resolved, scripted)
+
+
+def _turn_problem(error: Any) -> str:
+    """A turn's first schema problem as text: ``unknown key 'usr' (did you mean 'user'?)``."""
+    first = error.errors(include_url=False)[0]
+    loc = [str(part) for part in first["loc"]]
+    if first["type"] == "extra_forbidden":
+        return f"unknown key {loc[-1]!r}{turn_key_hint(loc[-1])}"
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{'.'.join(loc)}: {message}" if loc else message
+
+
 def _row_system(
     spec: EvalSpec,
     place: _Place,
@@ -406,13 +546,24 @@ def _row_system(
 DEFAULT_CHECK = "icontains"
 
 
-def _resolve(spec: EvalSpec, place: _Place, own: list[RawAssertion], **case: Any) -> EvalCase:
-    """Complete a case with the file-level assertions, threshold, params and tags."""
+def _resolve(
+    spec: EvalSpec,
+    place: _Place,
+    own: list[RawAssertion],
+    own_keys: Sequence[tuple[Any, ...]] | None = None,
+    **case: Any,
+) -> EvalCase:
+    """Complete a case with the file-level assertions, threshold, params and tags.
+
+    ``own_keys``: where each of ``own`` is written inside the case (``("assert", n)`` when
+    None)."""
     if case["choices"] is not None and not any(_is_choice(raw) for raw in [*own, *spec.assertions]):
         own = [*own, "choice"]  # a multiple choice case is scored by the option it names
     if not own and not spec.assertions and case["expected"] is not None:
         own = [DEFAULT_CHECK]  # an expected answer alone is checked, never an unchecked pass
-    assertions = _assertions(spec, place, own, case)
+    keys = list(own_keys or ())
+    keys += [("assert", n - len(keys)) for n in range(len(keys), len(own))]
+    assertions = _assertions(spec, place, own, case, keys)
     threshold = case.pop("threshold")
     metrics = _judge_metrics(place, [*spec.judge_metrics, *case.pop("judge_metrics")])
     folders = _include_dirs(place, spec.include_dirs, case.pop("include_dirs"))
@@ -469,7 +620,9 @@ def _include_dirs(place: _Place, shared: list[str], own: list[str]) -> tuple[Pat
     return tuple(folders)
 
 
-def _check_schema_files(place: _Place, assertions: Sequence[Assertion], own: int) -> None:
+def _check_schema_files(
+    place: _Place, assertions: Sequence[Assertion], keys: Sequence[tuple[Any, ...]]
+) -> None:
     """A ``json-schema`` file is read when the answer is scored: its path is checked now."""
     for index, assertion in enumerate(assertions):
         if assertion.base_type != "json-schema" or not isinstance(assertion.value, str):
@@ -477,7 +630,7 @@ def _check_schema_files(place: _Place, assertions: Sequence[Assertion], own: int
         try:
             resolve_eval_path(assertion.value, place.path.parent, place.roots)
         except PathRefused as exc:
-            at = ("assert", index) if index < own else ()
+            at = keys[index] if index < len(keys) else ()
             raise place.error(f"{assertion.type}: {exc}", *at) from None
 
 
@@ -492,27 +645,32 @@ def _judge_metrics(place: _Place, names: list[str]) -> tuple[str, ...]:
 
 
 def _assertions(
-    spec: EvalSpec, place: _Place, own: list[RawAssertion], case: dict[str, Any]
+    spec: EvalSpec,
+    place: _Place,
+    own: list[RawAssertion],
+    case: dict[str, Any],
+    keys: Sequence[tuple[Any, ...]],
 ) -> tuple[Assertion, ...]:
-    """The case's own assertions, then the file-level ones; each needs a value or expected."""
+    """The case's own assertions, then the file-level ones; each needs a value or expected.
+    ``keys``: where each of ``own`` is written inside the case."""
     assertions = tuple(parse_assertion(item) for item in [*own, *spec.assertions])
-    _check_schema_files(place, assertions, len(own))
+    _check_schema_files(place, assertions, keys)
     for index, assertion in enumerate(assertions):
         if assertion.agent_check is not None and spec.kind != "agent":
             mine = index < len(own)
-            at = ("assert", index) if mine else ()
+            at = keys[index] if mine else ()
             message = f"`{assertion.type}` checks an agent's work: it needs `kind: agent`"
             raise place.error(f"case {case['case_id']!r}: {message}", *at)
         if assertion.type == "choice" and case["choices"] is None:
             mine = index < len(own)
-            at = ("assert", index) if mine else ()
+            at = keys[index] if mine else ()
             message = "`choice` scores multiple choice: the case needs `choices` and `answer`"
             raise place.error(f"case {case['case_id']!r}: {message}", *at)
         if assertion.needs_value and case["expected"] is None:
             mine = index < len(own)
             origin = "" if mine else " (from the file-level `assert:`)"
             message = f"`{assertion.type}`{origin} needs a value or `expected`"
-            at = ("assert", index) if mine else ()
+            at = keys[index] if mine else ()
             raise place.error(f"case {case['case_id']!r}: {message}", *at)
     return assertions
 

@@ -129,11 +129,20 @@ def _schema_error(path: Path, document: LocatedDocument, error: Any) -> EvalFile
     if isinstance(cause, AssertionItemError):
         loc = (*loc, *cause.loc)
     if error["type"] == "extra_forbidden":
-        message = f"unknown key {loc[-1]!r}"
+        message = f"unknown key {loc[-1]!r}{_turn_hint(loc)}"
         where = ".".join(str(part) for part in loc[:-1]) or "top level"
     else:
         where = _where(loc, document, error["type"]) or "file"
     return EvalFileError(path, document.line_of(loc), f"{where}: {message}")
+
+
+def _turn_hint(loc: tuple[Any, ...]) -> str:
+    """The turn key that an unknown key inside ``turns:`` is a typo of, as a hint."""
+    if len(loc) < 3 or loc[-3] != "turns":
+        return ""
+    from .turns import turn_key_hint
+
+    return turn_key_hint(str(loc[-1]))
 
 
 def _where(loc: tuple[Any, ...], document: LocatedDocument, error_type: str) -> str:

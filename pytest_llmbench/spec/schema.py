@@ -173,12 +173,30 @@ class PromptVariantSpec(_Strict):
     system: str | None = Field(None, description="System prompt of this variant")
 
 
+class TurnSpec(_Strict):
+    """One entry of a case's ``turns:``: a user message the model under test answers, or an
+    assistant reply given verbatim (no call)."""
+
+    user: str | None = Field(None, description="User message the model answers; may use {{vars}}")
+    assistant: str | None = Field(None, description="Assistant reply given verbatim: no call")
+    assertions: list[RawAssertion] = Field(
+        default_factory=list, alias="assert", description="Assertions on the reply to this turn"
+    )
+    weight: float = Field(1.0, ge=0, description="Multiplies the weights of this turn's assertions")
+
+    _validate_assertions = field_validator("assertions")(_check_assertions)
+
+
 class CaseSpec(_Strict):
     """One inline case of an eval file."""
 
     id: str | int | None = Field(None, description="Case id; defaults to case-<n> (1-based)")
     prompt: str | None = Field(None, description="User prompt; may use {{vars}}")
     messages: list[Message] | None = Field(None, description="Chat messages instead of prompt")
+    turns: list[TurnSpec] | None = Field(
+        None,
+        description="A scripted conversation instead of prompt: the model answers each user turn",
+    )
     system: str | None = Field(None, description="System prompt for this case")
     vars: dict[str, Any] = Field(default_factory=dict, description="Values for {{vars}}")
     expected: str | int | float | bool | None = Field(None, description="Expected answer")
@@ -305,6 +323,20 @@ class ScoredOptions:
 
 
 @dataclass(frozen=True)
+class Turn:
+    """One turn of a scripted conversation (a case's ``turns:``), rendered."""
+
+    role: str  #: ``user`` (the model answers it, unless a verbatim reply follows) or ``assistant``
+    content: str  #: the message text, ``{{vars}}`` rendered
+    #: whether the model under test answers this turn: a user turn that no verbatim assistant
+    #: turn follows
+    answered: bool = False
+    weight: float = 1.0  #: multiplies the weights of this turn's assertions in the case score
+    #: the indices into the case's ``assertions`` checked on the reply to this turn
+    checks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class EvalCase:
     """A fully resolved case: what one item sends and how it is scored."""
 
@@ -342,6 +374,13 @@ class EvalCase:
     sources: tuple[Path, ...] = ()
     #: what decides the case's outcome, digested (:func:`pytest_llmbench.fingerprint.case_hash`)
     case_hash: str | None = None
+    #: a scripted conversation (``turns:``); ``messages`` is then its first call's chat: the
+    #: system prompt and the turns up to the first one the model answers
+    turns: tuple[Turn, ...] = ()
+
+    def turn_of(self, index: int) -> int | None:
+        """The 0-based turn whose reply assertion ``index`` checks (None outside turns)."""
+        return next((n for n, turn in enumerate(self.turns) if index in turn.checks), None)
 
     def render(self, template: Sequence[Mapping[str, str]]) -> tuple[dict[str, str], ...]:
         """``template`` (this case's, or a rewrite of it) with the case's vars and choices.

@@ -52,6 +52,7 @@ class DatasetRow:
     answer: Any = None  # the right choice as stored (letter, index, label, text); None if unknown
     assertions: tuple[Any, ...] = ()  # the row's own `assert:` items, as written
     judge_metrics: tuple[str, ...] = ()  # `judge_metrics` (360-eval: `user_defined_metrics`)
+    turns: tuple[Any, ...] | None = None  # the row's own `turns:` (a conversation), as written
 
     @property
     def where(self) -> str:
@@ -90,7 +91,7 @@ CASE_KEYS = frozenset(
     {
         "id", "prompt", "expected", "tags", "task", "threshold", "expected_output_tokens",
         "vars", "assert", "judge_metrics", "user_defined_metrics", "images", "image",
-        "choices", "answer", *_PROMPT_KEYS, *_EXPECTED_KEYS, *_ANSWER_KEYS,
+        "choices", "answer", "turns", *_PROMPT_KEYS, *_EXPECTED_KEYS, *_ANSWER_KEYS,
     }
 )  # fmt: skip
 
@@ -119,8 +120,9 @@ def build_row(
 ) -> DatasetRow:
     try:
         _check_shape(record)
-        cols = resolve_columns(source, list(record.fields), needs_prompt)
         get = record.fields.get
+        turns = _turns(get("turns"))
+        cols = resolve_columns(source, list(record.fields), needs_prompt and turns is None)
         choices, labels = cells.choices(cols.choices, record.fields)
         images = cells.images(get(cols.images) if cols.images else None, origin.folder)
         renamed = {var: get(column) for var, column in source.columns.items()}
@@ -129,7 +131,7 @@ def build_row(
             _check_keys(record.fields, source, origin.used)
         return DatasetRow(
             id=_case_id(get(cols.id) if cols.id else None, record.number),
-            prompt=_prompt(get(cols.prompt), cols.prompt, needs_prompt) if cols.prompt else None,
+            prompt=_row_prompt(get(cols.prompt or ""), cols.prompt, needs_prompt, turns),
             expected=_text(get(cols.expected) if cols.expected else None),
             vars={**record.fields, **shown, **renamed, **_vars(record.extra_vars)},
             tags=_tags(get(cols.tags) if cols.tags else None),
@@ -144,6 +146,7 @@ def build_row(
             answer=cells.answer(get(cols.answer)) if cols.answer and choices else None,
             assertions=_assertions(get("assert")),
             judge_metrics=_names(get("judge_metrics") or get("user_defined_metrics")),
+            turns=turns,
         )
     except RowError as exc:
         if record.line is not None:
@@ -296,6 +299,28 @@ def _names(value: Any) -> tuple[str, ...]:
     if not (isinstance(items, list) and all(map(is_str, items))):
         raise RowError("judge_metrics must be a list of names or a comma-separated string")
     return tuple(item.strip() for item in items if item.strip())
+
+
+def _turns(value: Any) -> tuple[Any, ...] | None:
+    """A row's ``turns``: a list of turns (each checked when the case is made), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise RowError(f"'turns' must be a list of turns, got {type(value).__name__}")
+    return tuple(value)
+
+
+def _row_prompt(
+    value: Any, column: str | None, needs_prompt: bool, turns: tuple[Any, ...] | None
+) -> str | None:
+    """The row's prompt; a row with ``turns`` has none."""
+    if column is None:
+        return None
+    if turns is None:
+        return _prompt(value, column, needs_prompt)
+    if value is not None and value != "":
+        raise RowError(f"give either 'turns' or a prompt ({column!r}), not both")
+    return None
 
 
 def _prompt(value: Any, column: str, needs_prompt: bool) -> str | None:

@@ -1,0 +1,156 @@
+"""Scripted conversations: a case's ``turns:`` checked, rendered and tied to its assertions.
+
+A case may give ``turns:`` instead of ``prompt``/``messages``: user messages that the model under
+test answers one after the other, each reply generated from the whole history so far, and
+assistant replies given verbatim (``- assistant: "..."``, no call) to set up a history. An
+assertion attaches to the user turn whose reply it checks. :func:`script_turns` checks the
+list and renders it; every problem is a :class:`TurnError` naming the key at fault inside the
+case, which :mod:`.expand` turns into a ``path:line`` collection error.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .schema import RawAssertion, Turn, TurnSpec
+from .templating import TemplateKeyError, render_chat, render_template
+
+#: The keys a turn may have.
+TURN_KEYS = ("user", "assistant", "assert", "weight")
+
+
+class TurnError(ValueError):
+    """A problem with a case's ``turns:``; ``key`` is where it sits inside the case."""
+
+    def __init__(self, key: tuple[Any, ...], message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True)
+class ScriptedTurns:
+    """A case's ``turns:`` checked and rendered."""
+
+    #: the first call's chat before ``{{vars}}`` are rendered: the system prompt and the turns
+    #: up to the first one the model answers
+    template: tuple[dict[str, str], ...]
+    messages: tuple[dict[str, str], ...]  #: ``template`` rendered
+    #: every turn rendered; ``checks`` holds the indices of the turns' own assertions (in
+    #: :attr:`assertions`), the case's and the file's are added by :func:`with_case_checks`
+    turns: tuple[Turn, ...]
+    assertions: tuple[RawAssertion, ...]  #: the turns' own assertions, in turn order
+    #: where each of :attr:`assertions` is written inside the case: ``("turns", 2, "assert", 0)``
+    keys: tuple[tuple[Any, ...], ...]
+
+
+def script_turns(
+    specs: Sequence[TurnSpec], system: str | None, variables: dict[str, Any] | None
+) -> ScriptedTurns:
+    """Check ``specs`` and render them (and ``system``) with ``variables`` (None: verbatim).
+
+    Raises :class:`TurnError` for an empty list, a turn with neither or both of ``user`` and
+    ``assistant``, an assertion or a weight on a turn whose reply is not generated, a list that
+    does not end with a user turn, or a ``{{name}}`` the variables lack.
+    """
+    if not specs:
+        raise TurnError(("turns",), "`turns` is empty: give at least one `- user:` turn")
+    roles = [_role(spec, index) for index, spec in enumerate(specs)]
+    if roles[-1] != "user":
+        last = len(specs) - 1
+        message = f"turns[{last}]: the last turn must be a `user` turn (the model answers it)"
+        raise TurnError(("turns", last), message)
+    answered = [
+        role == "user" and (i + 1 == len(roles) or roles[i + 1] == "user")
+        for i, role in enumerate(roles)
+    ]
+    turns: list[Turn] = []
+    assertions: list[RawAssertion] = []
+    keys: list[tuple[Any, ...]] = []
+    for index, (spec, role) in enumerate(zip(specs, roles, strict=True)):
+        _check_scored(spec, index, answered[index])
+        checks = tuple(range(len(assertions), len(assertions) + len(spec.assertions)))
+        assertions.extend(spec.assertions)
+        keys.extend(("turns", index, "assert", n) for n in range(len(spec.assertions)))
+        text = _render(_content(spec), variables, ("turns", index, role))
+        turns.append(Turn(role, text, answered[index], spec.weight, checks))
+    first = answered.index(True)
+    template = _opening(specs[: first + 1], roles, system)
+    return ScriptedTurns(
+        template=template,
+        messages=_rendered_opening(template, variables, system is not None),
+        turns=tuple(turns),
+        assertions=tuple(assertions),
+        keys=tuple(keys),
+    )
+
+
+def with_case_checks(turns: tuple[Turn, ...], own: int, total: int) -> tuple[Turn, ...]:
+    """``turns`` with the case's and the file's assertions (indices ``own`` to ``total`` of the
+    case's, after the turns' own) checked on the reply to the last turn."""
+    last = len(turns) - 1
+    extra = tuple(range(own, total))
+    return (*turns[:last], replace(turns[last], checks=(*turns[last].checks, *extra)))
+
+
+def turn_key_hint(key: str) -> str:
+    """`` (did you mean 'user'?)`` for a mistyped turn key, else ''."""
+    close = difflib.get_close_matches(key, TURN_KEYS, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _role(spec: TurnSpec, index: int) -> str:
+    if (spec.user is None) == (spec.assistant is None):
+        which = "both" if spec.user is not None else "neither"
+        message = f"turns[{index}]: give either `user` or `assistant`, not {which}"
+        raise TurnError(("turns", index), message)
+    return "user" if spec.user is not None else "assistant"
+
+
+def _content(spec: TurnSpec) -> str:
+    return spec.user if spec.user is not None else spec.assistant or ""
+
+
+def _check_scored(spec: TurnSpec, index: int, answered: bool) -> None:
+    """Assertions and weights belong to the turns the model answers."""
+    if answered:
+        return
+    key = "assert" if spec.assertions else "weight" if "weight" in spec.model_fields_set else None
+    if key is None:
+        return
+    if spec.assistant is not None:
+        why = "an `assistant` turn is given verbatim: there is no reply of the model to check"
+    else:
+        why = f"the reply to this turn is given verbatim by turns[{index + 1}]: nothing to check"
+    raise TurnError(("turns", index, key), f"turns[{index}]: `{key}`: {why}")
+
+
+def _render(text: str, variables: dict[str, Any] | None, key: tuple[Any, ...]) -> str:
+    try:
+        return render_template(text, variables)
+    except ValueError as exc:
+        raise TurnError(key, f"{key[0]}[{key[1]}]: {exc}") from None
+
+
+def _opening(
+    specs: Sequence[TurnSpec], roles: Sequence[str], system: str | None
+) -> tuple[dict[str, str], ...]:
+    head = [] if system is None else [{"role": "system", "content": system}]
+    turns = [
+        {"role": role, "content": _content(spec)} for spec, role in zip(specs, roles, strict=False)
+    ]
+    return tuple(head + turns)
+
+
+def _rendered_opening(
+    template: tuple[dict[str, str], ...], variables: dict[str, Any] | None, has_system: bool
+) -> tuple[dict[str, str], ...]:
+    """The opening rendered; only the system prompt can fail here (the turns rendered before)."""
+    try:
+        return render_chat(template, variables)
+    except TemplateKeyError as exc:
+        if has_system and exc.index == 0:
+            raise TurnError(("system",), str(exc)) from None
+        raise TurnError(("turns",), str(exc)) from None  # pragma: no cover - rendered above
