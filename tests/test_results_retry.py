@@ -99,6 +99,7 @@ def test_a_run_with_errors_is_completed_in_place(bench: Bench, workers: str) -> 
     _broken_run(bench, run)
     before = _records(root / "out")
     report_before = (root / "out" / "report.html").read_text()
+    (root / "out" / "notes.txt").write_text("kept")  # a file no run writes
     _healthy(bench)
 
     retry = run(*_options("out"), "--retry-errors=out")
@@ -130,6 +131,7 @@ def test_a_run_with_errors_is_completed_in_place(bench: Bench, workers: str) -> 
     report = (root / "out" / "report.html").read_text()
     assert "overloaded" in report_before and "overloaded" not in report
     assert _siblings(bench, "out") == []  # the work folder took DIR's place
+    assert (root / "out" / "notes.txt").read_text() == "kept"
 
 
 def test_a_retry_that_errors_again_keeps_every_attempt(bench: Bench) -> None:

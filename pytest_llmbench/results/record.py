@@ -105,8 +105,9 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``worker`` (str): ``main`` or the xdist worker id.
 - ``started_at`` (str): ISO-8601 UTC time the item started (a prefetched call starts earlier).
 - ``attempts`` (list[dict]): the earlier attempts of an item that pytest-rerunfailures ran again,
-  oldest first, each with the :data:`ATTEMPT_FIELDS` of its own record; empty when the item ran
-  once. The record's other fields are its final attempt's.
+  or whose errored record a ``--retry-errors`` run replaced, oldest first, each with the
+  :data:`ATTEMPT_FIELDS` of its own record; empty when the item ran once. The record's other
+  fields are its final attempt's.
 """
 
 from __future__ import annotations
