@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..results import is_missing
+from ..results_folder import RUN_FILE
 from .markup import md_cell
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ def verdict(
     if problems:
         return "❌ " + "; ".join(problems)
     if info is None:
-        return "✅ no significant regression (the new run has no run.json: gates unknown)"
+        return f"✅ no significant regression (the new run has no {RUN_FILE}: gates unknown)"
     return "✅ pass: no significant regression, all gates passed"
 
 
@@ -352,7 +353,7 @@ def gate_lines(gates: Sequence[str], info: Mapping[str, Any] | None) -> list[str
     """The new run's failed gates (run.json's ``gate_failures``), or that all passed."""
     lines = ["### Gates", ""]
     if info is None:
-        return [*lines, "The new run wrote no run.json: its gates are unknown."]
+        return [*lines, f"The new run wrote no {RUN_FILE}: its gates are unknown."]
     if not gates:
         return [*lines, "All gates passed."]
     return [*lines, *(f"- ❌ {md_text(gate)}" for gate in gates)]
