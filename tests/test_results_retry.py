@@ -134,6 +134,23 @@ def test_a_run_with_errors_is_completed_in_place(bench: Bench, workers: str) -> 
     assert (root / "out" / "notes.txt").read_text() == "kept"
 
 
+def test_a_completed_run_passes_the_gate_its_errors_failed(bench: Bench) -> None:
+    """Errors fail a run whatever --min-pass-rate says; once retried, the gate decides alone."""
+    bench.eval_file("suite", SUITE)
+    root, run = bench.pytester.path, _runner(bench, "0")
+    gate = "--min-pass-rate=0.6"  # 4 of 6 cases pass: 66.7%
+    _healthy(bench)
+    assert run(*_options("clean"), gate).ret == pytest.ExitCode.OK
+    _outage(bench)
+    assert run(*_options("out"), gate).ret == pytest.ExitCode.TESTS_FAILED
+    assert _numbers(root / "out")["gate_inputs"]["other_failures"] == 8
+    _healthy(bench)
+    retry = run(*_options("out"), gate, "--retry-errors=out")
+    assert retry.ret == pytest.ExitCode.OK
+    assert _numbers(root / "out") == _numbers(root / "clean")
+    assert json.loads((root / "out" / "run.json").read_text())["exitstatus"] == 0
+
+
 def test_a_retry_that_errors_again_keeps_every_attempt(bench: Bench) -> None:
     bench.eval_file("suite", SUITE)
     run = _runner(bench, "0")
