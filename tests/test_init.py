@@ -290,8 +290,9 @@ elif args[:2] == ["run", "download"]:
 elif args[0] == "api":
     method = option("--method") if "--method" in args else "GET"
     path = next(arg for arg in args[1:] if arg.startswith("repos/"))
-    if method == "GET":
-        print(json.dumps(state["comments"]))  # one page
+    if method == "GET":  # a page per comment; --paginate prints every page, one after another
+        pages = [[comment] for comment in state["comments"]]
+        print("".join(json.dumps(page) for page in pages[: None if "--paginate" in args else 1]))
     else:
         body = Path(option("-F").removeprefix("body=@")).read_text()
         if method == "POST":
@@ -367,8 +368,8 @@ def _run_pr_job(
 
 
 def _gh_state(path: Path, runs: list[int], artifacts: dict[str, Path]) -> Path:
-    other = {"id": 1, "body": "Looks good to me"}
-    state = {"calls": [], "runs": runs, "comments": [other],
+    others = [{"id": 1, "body": "Looks good to me"}, {"id": 2, "body": "A question"}]
+    state = {"calls": [], "runs": runs, "comments": others,
              "artifacts": {key: str(value) for key, value in artifacts.items()}}  # fmt: skip
     path.write_text(json.dumps(state))
     return path
@@ -390,8 +391,8 @@ def test_the_pr_job_posts_one_comment_and_updates_it(bench: Bench, tmp_path: Pat
     first = json.loads(state.read_text())
     comment = (workspace / "comment.md").read_text()
     assert comment.startswith(MARKER + "\n## llmbench: ❌ significant regression in fake")
-    assert first["comments"][0]["body"] == "Looks good to me"  # someone else's: left alone
-    assert first["comments"][1] == {"id": 101, "body": comment}
+    assert [c["body"] for c in first["comments"][:2]] == ["Looks good to me", "A question"]
+    assert first["comments"][2] == {"id": 102, "body": comment}  # on the third page
     posts = [call for call in first["calls"] if "--method" in call]
     assert posts == [["api", "--method", "POST", "repos/owner/repo/issues/7/comments",
                       "-F", "body=@comment.md"]]  # fmt: skip
@@ -400,9 +401,9 @@ def test_the_pr_job_posts_one_comment_and_updates_it(bench: Bench, tmp_path: Pat
     # The next push: the same comment is updated, none added.
     assert _run_pr_job(runs, workspace, new, state, MARKER) == [0, 0, 0, 1]
     second = json.loads(state.read_text())
-    assert [comment["id"] for comment in second["comments"]] == [1, 101]
+    assert [comment["id"] for comment in second["comments"]] == [1, 2, 102]
     patches = [call for call in second["calls"][len(first["calls"]) :] if "--method" in call]
-    assert patches == [["api", "--method", "PATCH", "repos/owner/repo/issues/comments/101",
+    assert patches == [["api", "--method", "PATCH", "repos/owner/repo/issues/comments/102",
                         "-F", "body=@comment.md"]]  # fmt: skip
 
 
@@ -417,7 +418,7 @@ def test_the_pr_job_without_a_baseline_says_so_and_passes(
     state = _gh_state(tmp_path / "gh.json", [] if why.startswith("no run") else [4242], {})
     workspace = tmp_path / "workspace"
     assert _run_pr_job(runs, workspace, new, state, MARKER) == [0, 0, 0, 0]
-    (ours,) = json.loads(state.read_text())["comments"][1:]
+    (ours,) = json.loads(state.read_text())["comments"][2:]
     assert ours["body"].startswith(f"{MARKER}\n## llmbench: no baseline yet\n")
     assert "| 1 | fake |" in ours["body"]  # this run's leaderboard
     assert not (workspace / "llmbench-baseline").exists()
