@@ -457,6 +457,9 @@ def _compare_comment(
         baseline = [record for record in baseline if model_of(record) == args.model]
         new = [record for record in new if model_of(record) == args.model]
     results = compare_runs(baseline, new, None if args.model is None else [args.model])
+    note = pairing_note(results)
+    if note:  # in the comment too; on stderr as the text format says it
+        print(f"llmbench: warning: {note}", file=sys.stderr)
     old_run = SavedRun(args.baseline, baseline, load_run_info(args.baseline))
     new_run = SavedRun(args.new, new, load_run_info(args.new))
     _emit(github_comment(old_run, new_run, results), args.output)

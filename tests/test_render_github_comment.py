@@ -23,7 +23,7 @@ from pytest_llmbench.render.github_comment import (
     github_comment,
     md_text,
 )
-from pytest_llmbench.results.baseline import compare_runs, load_results, load_run_info
+from pytest_llmbench.results.baseline import BY_ID_NOTE, compare_runs, load_results, load_run_info
 from pytest_llmbench.results.record import build_record
 
 #: A case id that tries to end a table cell, open a code span and write HTML.
@@ -66,11 +66,11 @@ def runs(bench: Bench) -> tuple[Path, Path]:
 
 
 def _compare(
-    capsys: pytest.CaptureFixture[str], baseline: Path, new: Path, *extra: str
+    capsys: pytest.CaptureFixture[str], baseline: Path, new: Path, *extra: str, err: str = ""
 ) -> tuple[int, str]:
     code = main(["compare", str(baseline), str(new), "--format", "github-comment", *extra])
-    out, err = capsys.readouterr()
-    assert err == ""
+    out, said = capsys.readouterr()
+    assert said == err
     return code, out
 
 
@@ -334,9 +334,9 @@ def test_edited_added_and_removed_cases_are_listed_not_compared(
     stripped = [json.dumps({k: v for k, v in json.loads(line).items() if k != "case_hash"})
                 for line in lines]  # fmt: skip
     (baseline / "results.jsonl").write_text("\n".join(stripped) + "\n")
-    code, text = _compare(capsys, baseline, new)
+    code, text = _compare(capsys, baseline, new, err=f"llmbench: warning: {BY_ID_NOTE}\n")
     assert code == 1
-    assert _section(text, "Cases not compared")[0].startswith("⚠️ Paired by id only: the baseline")
+    assert _section(text, "Cases not compared")[0] == f"⚠️ Paired by id only: {md_text(BY_ID_NOTE)}."
 
 
 def test_the_runs_are_named_by_folder_and_commit(
