@@ -209,3 +209,47 @@ def run_source(config: pytest.Config) -> dict[str, Any]:
     if sources is None:
         return source_info(config.rootpath, ())
     return sources.source()
+
+
+def source_differences(
+    first: Mapping[str, Any] | None, second: Mapping[str, Any] | None
+) -> list[tuple[str, Any, Any]]:
+    """Where two runs' ``source`` disagree: ``(what, first's, second's)`` for the git commit and
+    for each file both read with other contents (a file only one read is no disagreement: a
+    shard reads its own part). Nothing when either has no ``source`` (an older run)."""
+    if not first or not second:
+        return []
+    found: list[tuple[str, Any, Any]] = []
+    commits = (_commit(first), _commit(second))
+    if None not in commits and commits[0] != commits[1]:
+        found.append(("git commit", *commits))
+    files, others = first.get("files") or {}, second.get("files") or {}
+    for name in sorted(files.keys() & others.keys()):
+        if files[name] != others[name]:
+            found.append((f"file {name}", files[name], others[name]))
+    return found
+
+
+def merged_source(sources: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """One ``source`` for runs merged into one (shards): every file any of them read (the first
+    one's hash where they disagree, which :func:`source_differences` reports), the first git
+    commit, dirty when any was; None when none has a ``source``."""
+    known = [source for source in sources if source]
+    if not known:
+        return None
+    files: dict[str, Any] = {}
+    for source in known:
+        for name, value in (source.get("files") or {}).items():
+            files.setdefault(name, value)
+    gits = [source["git"] for source in known if isinstance(source.get("git"), dict)]
+    git = None
+    if gits:
+        dirty = [item.get("dirty") for item in gits]
+        flag = True if True in dirty else None if None in dirty else False
+        git = {"commit": gits[0].get("commit"), "dirty": flag}
+    return {"git": git, "files": dict(sorted(files.items()))}
+
+
+def _commit(source: Mapping[str, Any]) -> str | None:
+    git = source.get("git")
+    return str(git["commit"]) if isinstance(git, dict) and git.get("commit") else None

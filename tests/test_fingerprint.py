@@ -215,3 +215,61 @@ def test_source_info_names_files_from_the_rootdir(tmp_path: Path) -> None:
     found = source_info(tmp_path / "a", [inside, outside])
     assert found["files"] == {"x.eval.yaml": _sha(inside), str(outside): None}
     assert file_hash(inside) == _sha(inside)
+
+
+# -- llmbench merge ------------------------------------------------------------------------------
+
+
+def _merge(*args: str) -> int:
+    from pytest_llmbench.cli import main
+
+    return main(["merge", *args])
+
+
+def test_a_merge_carries_the_shards_sources_and_refuses_other_files(
+    bench: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _project(bench)
+    root = bench.pytester.path
+    bench.run("--models=fake", "--results-dir=whole").assert_outcomes(passed=5)
+    for number in (1, 2):
+        bench.run("--models=fake", "--shard", f"{number}/2", f"--results-dir=s{number}")
+    shard_files = [json.loads((root / f"s{n}" / "run.json").read_text())["source"]["files"]
+                   for n in (1, 2)]  # fmt: skip
+    assert shard_files[0] and shard_files[1] and shard_files[0] != shard_files[1]  # each its own
+    assert _merge(str(root / "s1"), str(root / "s2"), "-o", str(root / "merged")) == 0
+    whole = json.loads((root / "whole" / "run.json").read_text())["source"]
+    merged = json.loads((root / "merged" / "run.json").read_text())["source"]
+    assert merged == whole  # every file of the suite, hashed alike
+    # A shard run on an edited eval file is no shard of the same run.
+    info = json.loads((root / "s2" / "run.json").read_text())
+    name = next(iter(info["source"]["files"]))
+    info["source"]["files"][name] = "0" * 64
+    shard_files[0][name] = whole["files"][name]  # make sure shard 1 read it too
+    first = json.loads((root / "s1" / "run.json").read_text())
+    first["source"]["files"] = shard_files[0]
+    (root / "s1" / "run.json").write_text(json.dumps(first))
+    (root / "s2" / "run.json").write_text(json.dumps(info))
+    capsys.readouterr()
+    assert _merge(str(root / "s1"), str(root / "s2"), "-o", str(root / "refused")) == 2
+    error = capsys.readouterr().err
+    assert "the shards are not of one run" in error
+    assert f"file {name}: {whole['files'][name]} in {root / 's1'}, {'0' * 64} in" in error
+    assert not (root / "refused").exists()
+
+
+def test_merged_source_and_its_differences() -> None:
+    from pytest_llmbench.fingerprint import merged_source, source_differences
+
+    one = {"git": {"commit": "a" * 40, "dirty": False}, "files": {"x": "1", "y": "2"}}
+    two = {"git": {"commit": "b" * 40, "dirty": True}, "files": {"y": "3", "z": "4"}}
+    assert source_differences(one, two) == [
+        ("git commit", "a" * 40, "b" * 40),
+        ("file y", "2", "3"),
+    ]
+    assert source_differences(one, None) == [] and source_differences(one, one) == []
+    assert merged_source([one, None, two]) == {
+        "git": {"commit": "a" * 40, "dirty": True},
+        "files": {"x": "1", "y": "2", "z": "4"},
+    }
+    assert merged_source([None, {}]) is None

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..fingerprint import merged_source, source_differences
 from ..results_folder import RESULTS_FILE, RUN_FILE, ResultsError, ResultsFolder
 from .record import utc_now
 
@@ -97,7 +98,7 @@ def load_shards(folders: Sequence[Path]) -> list[Shard]:
 def differences(shards: Sequence[Shard]) -> list[str]:
     """How the shards' eval files and options differ (beyond --shard, -n, --results-dir)."""
     first = shards[0]
-    found = []
+    found = _source_differences(shards)
     for shard in shards[1:]:
         for key, mine, theirs in option_differences(first.info, shard.info):
             found.append(f"{key}: {mine!r} in {first.folder}, {theirs!r} in {shard.folder}")
@@ -136,6 +137,19 @@ def _arguments(args: Sequence[str]) -> list[str]:
             continue  # -n2, -nauto
         kept.append(arg)
     return kept
+
+
+def _source_differences(shards: Sequence[Shard]) -> list[str]:
+    """How the shards' commits and the eval and dataset files they read differ (run.json's
+    ``source``): shards of one run read the same files."""
+    first = shards[0]
+    return [
+        f"{what}: {mine} in {first.folder}, {theirs} in {shard.folder}"
+        for shard in shards[1:]
+        for what, mine, theirs in source_differences(
+            first.info.get("source"), shard.info.get("source")
+        )
+    ]
 
 
 def merged_records(shards: Sequence[Shard]) -> tuple[list[dict[str, Any]], Coverage]:
@@ -195,6 +209,8 @@ def merged_info(shards: Sequence[Shard], coverage: Coverage, n_records: int) -> 
         "records": n_records,
         "config": {k: v for k, v in (first.get("config") or {}).items() if k != "shard"},
         "versions": first.get("versions"),
+        # every file the shards read, and their commit (see fingerprint.merged_source)
+        "source": merged_source(s.info.get("source") for s in shards),
     }
 
 
