@@ -26,6 +26,11 @@ from pytest_llmbench.render.github_comment import (
 from pytest_llmbench.results.baseline import BY_ID_NOTE, compare_runs, load_results, load_run_info
 from pytest_llmbench.results.record import build_record
 
+#: The gates section of a new run whose run.json lists no gate failures.
+UNKNOWN_GATES = (
+    "No gate_failures in the new run's run.json (none written, or malformed): its gates are "
+    "unknown."
+)
 #: A case id that tries to end a table cell, open a code span and write HTML.
 HOSTILE = "evil|id`code` <img src=x onerror=alert(1)> \\| **bold** [link](http://x)"
 #: Eight cases (six differing ones make a paired test significant); the last has HOSTILE's id.
@@ -261,7 +266,7 @@ def test_a_suite_of_thousands_of_cases_stays_under_github_s_limit(
     assert len(flips) == SHOWN_FLIPS + 1
     assert flips[-1][1] == f"… and {1000 - SHOWN_FLIPS} more regressed"
     # no run.json: the gates are unknown, not passed
-    assert _section(text, "Gates") == ["The new run wrote no run.json: its gates are unknown."]
+    assert _section(text, "Gates") == [UNKNOWN_GATES]
     assert text.splitlines()[1] == "## llmbench: ❌ significant regression in m"
 
 
@@ -351,3 +356,17 @@ def test_the_runs_are_named_by_folder_and_commit(
         f"Baseline {md_text(str(baseline))} (1 record), "
         f"new {md_text(str(new))} (1 record, commit 0123456+dirty)."
     )
+
+
+def test_a_run_json_edited_by_hand_is_read_as_far_as_it_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = _folder(tmp_path / "base", [_record("m", "c", True)])
+    new = _folder(tmp_path / "new", [_record("m", "c", True)])
+    (new / "run.json").write_text(json.dumps({"source": [], "config": "x", "gate_failures": "?"}))
+    code, text = _compare(capsys, baseline, new)
+    assert code == 0 and text.splitlines()[3].endswith(" (1 record).")
+    assert text.splitlines()[1] == (
+        "## llmbench: ✅ no significant regression (the new run's gates are unknown)"
+    )
+    assert _section(text, "Gates") == [UNKNOWN_GATES]  # not "All gates passed"

@@ -81,7 +81,7 @@ def github_comment(
     gates = gate_failures(new.info)
     lines = [
         MARKER,
-        f"## llmbench: {verdict(results, gates, new.info)}",
+        f"## llmbench: {verdict(results, gates)}",
         "",
         f"Baseline {run_label(baseline)}, new {run_label(new)}.",
         "",
@@ -93,7 +93,7 @@ def github_comment(
         "",
         *unpaired_lines(results),
         "",
-        *gate_lines(gates, new.info),
+        *gate_lines(gates),
         "",
         *case_details(results),
     ]
@@ -104,34 +104,33 @@ def run_label(run: SavedRun) -> str:
     """``folder (N records, commit abc1234)``: the commit (``+dirty`` when tracked files had
     changes) from run.json's ``source``, when the run was made in a git repository."""
     facts = [f"{len(run.records)} {_plural(len(run.records), 'record')}"]
-    git = ((run.info or {}).get("source") or {}).get("git") or {}
+    git = _mapping(_mapping(_mapping(run.info).get("source")).get("git"))
     if git.get("commit"):
         dirty = "+dirty" if git.get("dirty") else ""
         facts.append(f"commit {md_text(str(git['commit'])[:7])}{dirty}")
     return f"{md_text(str(run.folder))} ({', '.join(facts)})"
 
 
-def verdict(
-    results: Sequence[ModelComparison], gates: Sequence[str], info: Mapping[str, Any] | None
-) -> str:
+def verdict(results: Sequence[ModelComparison], gates: Sequence[str] | None) -> str:
     """The headline: pass, or what failed (significant regressions, gates)."""
     regressed = [result.model for result in results if result.significant_regression]
     problems = []
     if regressed:
         problems.append("significant regression in " + ", ".join(map(md_text, regressed)))
     if gates:
-        problems.append(f"{len(gates)} failed gate{'s' if len(gates) != 1 else ''}")
+        problems.append(f"{len(gates)} failed {_plural(len(gates), 'gate')}")
     if problems:
         return "❌ " + "; ".join(problems)
-    if info is None:
-        return f"✅ no significant regression (the new run has no {RUN_FILE}: gates unknown)"
+    if gates is None:
+        return "✅ no significant regression (the new run's gates are unknown)"
     return "✅ pass: no significant regression, all gates passed"
 
 
-def gate_failures(info: Mapping[str, Any] | None) -> list[str]:
-    """The failed gates a run's run.json lists (none without one)."""
-    failures = (info or {}).get("gate_failures") or []
-    return [str(failure) for failure in failures]
+def gate_failures(info: Mapping[str, Any] | None) -> list[str] | None:
+    """The failed gates a run's run.json lists; None when it lists none (no run.json, or one
+    without a list of them): the gates are unknown."""
+    failures = _mapping(info).get("gate_failures")
+    return [str(failure) for failure in failures] if isinstance(failures, list) else None
 
 
 def run_board(run: SavedRun) -> pd.DataFrame:
@@ -139,9 +138,13 @@ def run_board(run: SavedRun) -> pd.DataFrame:
     counted them (run.json's ``config.errors_count_as``)."""
     from ..results import leaderboard, records_frame
 
-    config = (run.info or {}).get("config") or {}
-    errors_count_as = str(config.get("errors_count_as") or "fail")
-    return leaderboard(records_frame(run.records, errors_count_as))
+    errors_count_as = _mapping(_mapping(run.info).get("config")).get("errors_count_as")
+    return leaderboard(records_frame(run.records, str(errors_count_as or "fail")))
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (run.json edited by hand)."""
+    return value if isinstance(value, Mapping) else {}
 
 
 # -- the leaderboard -----------------------------------------------------------------------------
@@ -349,11 +352,13 @@ def _plural(count: int, word: str) -> str:
 # -- gates, every case ---------------------------------------------------------------------------
 
 
-def gate_lines(gates: Sequence[str], info: Mapping[str, Any] | None) -> list[str]:
-    """The new run's failed gates (run.json's ``gate_failures``), or that all passed."""
+def gate_lines(gates: Sequence[str] | None) -> list[str]:
+    """The new run's failed gates (run.json's ``gate_failures``), that all passed, or that
+    they are unknown (``None``)."""
     lines = ["### Gates", ""]
-    if info is None:
-        return [*lines, f"The new run wrote no {RUN_FILE}: its gates are unknown."]
+    if gates is None:
+        unknown = f"No gate_failures in the new run's {RUN_FILE} (none written, or malformed)"
+        return [*lines, f"{unknown}: its gates are unknown."]
     if not gates:
         return [*lines, "All gates passed."]
     return [*lines, *(f"- ❌ {md_text(gate)}" for gate in gates)]
