@@ -312,3 +312,41 @@ def test_an_older_run_without_file_hashes_is_retried_with_a_warning(bench: Bench
     )  # fmt: skip
     assert not [r for r in _records(bench.out("")) if r["outcome"] == "error"]
     assert json.loads(bench.out("run.json").read_text())["source"]["files"]  # hashed now
+
+
+# -- the swap, on folders alone ------------------------------------------------------------------
+
+
+def _folder(path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    return path
+
+
+def test_copy_others_carries_what_no_run_writes(tmp_path: Path) -> None:
+    from pytest_llmbench.results_folder import ResultsFolder
+
+    old = _folder(tmp_path / "out", {
+        "results.jsonl": "old", "run.json": "old", "leaderboard.csv": "old", "by_tag.csv": "old",
+        "fake/aggregate_metrics.csv": "old", "junit.xml": "mine", "notes/a.txt": "mine",
+    })  # fmt: skip
+    done = _folder(tmp_path / "done", {"results.jsonl": "new", "run.json": "new"})
+    ResultsFolder(old).copy_others(ResultsFolder(done))
+    assert _files(done) == {
+        "results.jsonl": b"new", "run.json": b"new", "junit.xml": b"mine", "notes/a.txt": b"mine"
+    }  # fmt: skip
+
+
+def test_replace_with_swaps_or_leaves_the_folder_whole(tmp_path: Path) -> None:
+    from pytest_llmbench.results_folder import ResultsFolder
+
+    out = ResultsFolder(_folder(tmp_path / "out", {"results.jsonl": "old"}))
+    done = ResultsFolder(_folder(tmp_path / ".out.retry-1", {"results.jsonl": "new"}))
+    out.replace_with(done)
+    assert _files(out.path) == {"results.jsonl": b"new"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing left aside
+    with pytest.raises(OSError):
+        out.replace_with(ResultsFolder(tmp_path / ".out.retry-gone"))  # the second rename fails
+    assert _files(out.path) == {"results.jsonl": b"new"}  # moved back
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
