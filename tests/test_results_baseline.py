@@ -264,3 +264,20 @@ def test_llmbench_compare_lists_changed_cases_and_warns_on_an_old_baseline(
     captured = capsys.readouterr()
     assert "llmbench: warning: the baseline has no case hashes" in captured.err
     assert "llmbench: significant regression: fake" in captured.out
+
+
+def test_llmbench_merge_with_an_old_baseline_warns(
+    bench: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_llmbench.cli import main
+
+    _baseline_run(bench)
+    root = bench.pytester.path
+    bench.run("--models=fake", "--results-dir=out2").assert_outcomes(passed=N_CASES)
+    merge = ["merge", str(root / "out2"), "--baseline", str(root / "out1"), "-o"]
+    capsys.readouterr()
+    assert main([*merge, str(root / "merged")]) == 0
+    assert "no case hashes" not in capsys.readouterr().err
+    _strip_hashes(root / "out1")
+    assert main([*merge, str(root / "merged2")]) == 0
+    assert "llmbench merge: warning: the baseline has no case hashes" in capsys.readouterr().err
