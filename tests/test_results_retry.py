@@ -6,6 +6,7 @@ it was when the retry is interrupted or crashes; a merged folder and -n 2 comple
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -291,7 +292,9 @@ def test_a_retry_after_an_eval_file_changed_is_refused(bench: Bench) -> None:
     bench.eval_file("suite", SUITE.replace("expected: Tokyo", "expected: Kyoto"))
     result = run(*_options("out"), "--retry-errors=out")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*refused*", "  file changed since that run: suite.eval.yaml"])
+    result.stderr.fnmatch_lines(
+        ["*refused*", "  file suite.eval.yaml changed since that run: sha256 * then, * now"]
+    )
     assert _files(bench.out("")) == saved and _siblings(bench, "out") == []
     assert bench.server.chat_requests() == []
 
@@ -312,6 +315,30 @@ def test_an_older_run_without_file_hashes_is_retried_with_a_warning(bench: Bench
     )  # fmt: skip
     assert not [r for r in _records(bench.out("")) if r["outcome"] == "error"]
     assert json.loads(bench.out("run.json").read_text())["source"]["files"]  # hashed now
+
+
+def test_a_retry_on_another_commit_with_the_same_files_warns(bench: Bench) -> None:
+    bench.eval_file("suite", SUITE)
+    root, run = bench.pytester.path, _runner(bench, "0")
+
+    def git(*args: str) -> None:
+        identity = ("-c", "user.email=dev@example.com", "-c", "user.name=dev")
+        subprocess.run(["git", *identity, *args], cwd=root, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "suite.eval.yaml")
+    git("commit", "-qm", "the suite")
+    _broken_run(bench, run)
+    (root / "NOTES.md").write_text("not an eval file")
+    git("add", "NOTES.md")
+    git("commit", "-qm", "notes")
+    _healthy(bench)
+    result = run(*_options("out"), "--retry-errors=out")
+    result.stdout.fnmatch_lines(
+        ["llmbench: warning: git commit * now, * in *out's run (the eval and dataset files are "
+         "the same)",
+         "*completed in place: 8 errored records replaced*"]
+    )  # fmt: skip
 
 
 # -- the swap, on folders alone ------------------------------------------------------------------

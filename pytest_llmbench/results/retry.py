@@ -13,9 +13,10 @@ retry leaves DIR as it was.
 
 Refused with a usage error, before anything runs: a DIR that is no finished results folder, a
 run whose options differ (by :func:`.merge.option_differences`, the comparison of shards), eval
-or dataset files whose hashes changed since (run.json's ``source``), and ``--shard``. A DIR
-written before run.json carried ``source`` (an older run) is retried with a warning that its
-files could not be compared.
+or dataset files whose hashes changed since (run.json's ``source``, compared by
+:func:`.fingerprint.source_differences`), and ``--shard``. A DIR written before run.json carried
+``source`` (an older run) is retried with a warning that its files could not be compared, and
+one of another git commit with the same files with a warning naming both commits.
 """
 
 from __future__ import annotations
@@ -93,7 +94,11 @@ def refusals(config: pytest.Config, source: RetrySource, current: Mapping[str, A
         f"option {key}: {old!r} in {source.folder.path}, {new!r} now"
         for key, old, new in option_differences(whole_run_info(source.info), current)
     ]
-    found += [f"file changed since that run: {name}" for name in changed_files(config, source)]
+    found += [
+        f"{what} changed since that run: sha256 {_short(old)} then, {_short(new)} now"
+        for what, old, new in source_changes(config, source)
+        if what.startswith("file ")
+    ]
     if config.getoption("llmbench_shard", None):
         found.append(f"--shard: {_OPTION} runs every errored item of the folder (leave it out)")
     given = _given_results_dir(config)
@@ -116,14 +121,23 @@ def whole_run_info(info: Mapping[str, Any]) -> dict[str, Any]:
     return {**info, "config": config}
 
 
-def changed_files(config: pytest.Config, source: RetrySource) -> list[str]:
-    """The eval and dataset files of run.json's ``source`` whose hash differs now (or that are
-    gone), relative to the rootdir; empty for a run.json without ``source``."""
-    from ..fingerprint import file_hash
+def source_changes(config: pytest.Config, source: RetrySource) -> list[tuple[str, Any, Any]]:
+    """How the sources differ now from run.json's ``source``, as
+    :func:`.fingerprint.source_differences` tells two runs' apart: each eval and dataset file
+    it lists whose hash differs now (``None``: gone), and the git commit of the rootdir. Empty
+    for a run.json without ``source``."""
+    from ..fingerprint import file_hash, git_info, source_differences
 
-    files = (source.info.get("source") or {}).get("files") or {}
+    then = source.info.get("source")
+    if not isinstance(then, dict):
+        return []
     root = config.rootpath
-    return [name for name, sha in sorted(files.items()) if file_hash(root / name) != sha]
+    files = {name: file_hash(root / name) for name in then.get("files") or {}}
+    return source_differences(then, {"git": git_info(root), "files": files})
+
+
+def _short(sha: object) -> str:
+    return f"{sha}"[:12] if sha else "(no such file)"
 
 
 def has_sources(source: RetrySource) -> bool:
@@ -144,15 +158,17 @@ def start_retry(config: pytest.Config) -> ErrorRetry | None:
     if path is None:
         return None
     source = load_source(path)
+    notes: list[str] = []
     if not hasattr(config, "workerinput"):
-        _refuse(config, source)
-    retry = ErrorRetry(config, source)
+        notes = _refuse(config, source)
+    retry = ErrorRetry(config, source, notes)
     config.stash[COMPLETION_KEY] = retry  # the recorder writes the combined run
     config.pluginmanager.register(retry, "llmbench-retry-errors")
     return retry
 
 
-def _refuse(config: pytest.Config, source: RetrySource) -> None:
+def _refuse(config: pytest.Config, source: RetrySource) -> list[str]:
+    """A usage error naming every refusal; else the warnings for the header."""
     from ..config import get_run_config
     from ..engine.runtime import get_runtime
 
@@ -167,15 +183,34 @@ def _refuse(config: pytest.Config, source: RetrySource) -> None:
         raise pytest.UsageError(
             f"llmbench: {_OPTION} {source.folder.path} refused, nothing was changed:\n  {lines}"
         )
+    return _warnings(config, source)
+
+
+def _warnings(config: pytest.Config, source: RetrySource) -> list[str]:
+    """What could not be compared: no file hashes (an older run), another git commit (files
+    other than the eval and dataset files, a solver's module, may differ)."""
+    folder = source.folder.path
+    if not has_sources(source):
+        return [
+            f"llmbench: warning: {folder}/{RUN_FILE} has no file hashes (an older run): the "
+            "eval files could not be compared with that run's"
+        ]
+    return [
+        f"llmbench: warning: {what} {new} now, {old} in {folder}'s run (the eval and dataset "
+        "files are the same)"
+        for what, old, new in source_changes(config, source)
+        if not what.startswith("file ")
+    ]
 
 
 class ErrorRetry:
     """The retry of one results folder: selects its errored items (every process) and, on the
     controller, gives the recorder the folder to write and the combined run, then swaps it in."""
 
-    def __init__(self, config: pytest.Config, source: RetrySource) -> None:
+    def __init__(self, config: pytest.Config, source: RetrySource, notes: list[str]) -> None:
         self.config = config
         self.source = source
+        self.notes = notes  #: warnings for the header (controller)
         self.errored = source.errored
         self._old = {str(r.get("nodeid")): r for r in source.records}
         self.work: ResultsFolder | None = None  #: made at the first record
@@ -189,12 +224,7 @@ class ErrorRetry:
         lines = [f"llmbench: retrying {len(self.errored)} errored items of {folder}"]
         if not self.errored:
             lines = [f"llmbench: no errored items in {folder}: nothing to retry, nothing changed"]
-        if not has_sources(self.source):
-            lines.append(
-                f"llmbench: warning: {folder}/{RUN_FILE} has no file hashes (an older run): "
-                "the eval files could not be compared with that run's"
-            )
-        return lines
+        return lines + self.notes
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
