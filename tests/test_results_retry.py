@@ -317,6 +317,21 @@ def test_an_older_run_without_file_hashes_is_retried_with_a_warning(bench: Bench
     assert json.loads(bench.out("run.json").read_text())["source"]["files"]  # hashed now
 
 
+def test_the_completed_run_lists_every_file_its_runs_read(bench: Bench) -> None:
+    """The retry collects the errored items' files only; run.json keeps the first run's too."""
+    bench.eval_file("suite", SUITE)
+    bench.eval_file("extra", 'cases:\n  - {id: it, prompt: "Italy?", expected: Rome}\n')
+    root, run = bench.pytester.path, _runner(bench, "0")
+    _healthy(bench)
+    run(*_options("clean"))
+    _broken_run(bench, run)
+    _healthy(bench)
+    run(*_options("out"), "--retry-errors=out")
+    sources = [json.loads((root / f / "run.json").read_text())["source"] for f in ("clean", "out")]
+    assert sorted(sources[1]["files"]) == ["extra.eval.yaml", "suite.eval.yaml"]
+    assert sources[1]["files"] == sources[0]["files"]
+
+
 def test_a_retry_on_another_commit_with_the_same_files_warns(bench: Bench) -> None:
     bench.eval_file("suite", SUITE)
     root, run = bench.pytester.path, _runner(bench, "0")

@@ -287,6 +287,8 @@ class ErrorRetry:
         """The combined run's run.json from this run's ``data``: DIR's facts that this run does
         not know (when it started, its command and options, the items it selected, a shard's
         place, a merge's shards) kept, and this retry added to :data:`RETRIES_KEY`."""
+        from ..fingerprint import merged_source
+
         old = self.source.info
         this = {
             "started_at": self._started_at,
@@ -303,6 +305,8 @@ class ErrorRetry:
             "items_selected": old.get("items_selected"),
             # the same options (or refused), as DIR holds them: a shard's budget shares kept
             "config": old.get("config", data.get("config")),
+            # this run read only the retried items' files: DIR's run read the others
+            "source": merged_source([data.get("source"), old.get("source")]),
             RETRIES_KEY: [*(old.get(RETRIES_KEY) or []), this],
         }
 
