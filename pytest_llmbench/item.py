@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from .engine.plan import CallPlan
     from .engine.request import Answer
     from .models.profiles import ModelProfile
-    from .scoring.assertions import Assertion, Verdict
+    from .models.providers.completion import Completion
+    from .scoring.assertions import Assertion, AssertionContext, Verdict
     from .scoring.base import CallMeasures
     from .spec.schema import EvalCase
 
@@ -92,6 +93,14 @@ def _partial_agent_run(error: ProviderError) -> Any:
     from .agent.loop import AgentRun
 
     return error.partial if isinstance(error.partial, AgentRun) else None
+
+
+def _partial_conversation(error: Exception) -> Any:
+    """The conversation an error or the budget cut short (its ``partial``), or None."""
+    from .engine.request import ConversationRun
+
+    partial = getattr(error, "partial", None)
+    return partial if isinstance(partial, ConversationRun) else None
 
 
 def reparse_node_id(item: pytest.Item) -> None:
@@ -157,12 +166,14 @@ class EvalItem(pytest.Function):
         if isinstance(answer, ProviderError):
             # An agent that errored mid-loop: its turns so far go into the record.
             result.agent_run = _partial_agent_run(answer)
+            result.conversation = _partial_conversation(answer)
             # No traceback: it says nothing the message does not, and formatting one parses
             # source while the engine thread may be compiling (a CPython 3.11 ast race). Failed
             # outside the except block, so that the error is printed once, not as a chain.
             self._fail(answer)
         result.completion = answer.completion
         result.agent_run = answer.agent
+        result.conversation = answer.conversation
         result.sandbox = answer.sandbox
         if result.agent_run is not None:
             _warn_sandbox_fallback()
@@ -190,6 +201,8 @@ class EvalItem(pytest.Function):
             return get_runtime(self.config).scheduler().take(self.plan, self.result.workdir)
         except BudgetExceeded as exc:
             skipped = str(exc)
+            # A conversation the budget cut short: what was said is kept in the record.
+            self.result.conversation = _partial_conversation(exc)
         except ProviderError as exc:
             return exc
         pytest.skip(skipped)
@@ -277,12 +290,15 @@ class EvalItem(pytest.Function):
             measures=self._measures(),
         )
         text = result.completion.text
-        result.verdicts = [
-            result.agent_verdicts.get(index)
-            or self._graded_verdict(index, assertion)
-            or evaluate(assertion, text, context)
-            for index, assertion in enumerate(self.case.assertions)
-        ]
+        if result.conversation is not None:
+            result.verdicts = self._turn_verdicts(context)
+        else:
+            result.verdicts = [
+                result.agent_verdicts.get(index)
+                or self._graded_verdict(index, assertion)
+                or evaluate(assertion, text, context)
+                for index, assertion in enumerate(self.case.assertions)
+            ]
         if result.solver_verdict is not None:
             result.verdicts.append(_solver_verdict(result.solver_verdict))
         if not result.verdicts:
@@ -296,6 +312,9 @@ class EvalItem(pytest.Function):
             reasons = "; ".join(f"{v.type}: {v.reason}" for v in result.verdicts)
             pytest.skip(f"llmbench: nothing checked: {reasons}")
         result.score = score_verdicts(result.verdicts)
+        if result.conversation is not None:
+            self._check_turns()
+            return
         # Graded checks (judges, similarity, python scores) pass at their own thresholds with a
         # score below 1: a case passes when every assertion passes, or on partial credit when
         # its weighted score reaches the case's threshold.
@@ -304,12 +323,54 @@ class EvalItem(pytest.Function):
         if result.score is not None and result.score < self.case.threshold:
             raise EvalFailure(f"score {result.score:.3f} < threshold {self.case.threshold:g}")
 
-    def _measures(self) -> CallMeasures:
-        """What the call measured, for the latency, cost and tokens checks."""
+    def _turn_verdicts(self, context: AssertionContext) -> list[Verdict]:
+        """A conversation's verdicts: each assertion on the reply to its turn (and that turn's
+        prompt and measures), weighted by the turn's weight (:mod:`.scoring.conversation`)."""
+        import dataclasses
+
+        from .scoring.assertions import evaluate
+        from .scoring.conversation import on_turn
+
+        run = self.result.conversation
+        assert run is not None
+        replies = {reply.turn: reply for reply in run.replies}
+        verdicts = []
+        for index, assertion in enumerate(self.case.assertions):
+            turn = self.case.turn_of(index)
+            assert turn is not None  # every assertion of a conversation is on a turn
+            reply = replies[turn]
+            own = dataclasses.replace(
+                context,
+                prompt=self.case.turns[turn].content,
+                measures=self._measures(reply.completion),
+            )
+            verdict = self._graded_verdict(index, assertion) or evaluate(
+                assertion, reply.completion.text, own
+            )
+            verdicts.append(on_turn(verdict, turn + 1, self.case.turns[turn].weight))
+        return verdicts
+
+    def _check_turns(self) -> None:
+        """Raise :class:`EvalFailure` naming the first turn that fails, if any."""
+        from .scoring.conversation import failed_turn
+
+        found = failed_turn(self.result.verdicts, self.case.threshold)
+        if found is not None:
+            turn, verdict = found
+            reason = (
+                verdict.reason
+                if verdict.reason.startswith(verdict.type)
+                else f"{verdict.type}: {verdict.reason}"
+            )
+            raise EvalFailure(f"turn {turn} of {len(self.case.turns)}: {reason}")
+
+    def _measures(self, completion: Completion | None = None) -> CallMeasures:
+        """What the call (or ``completion``, one call of a conversation) measured, for the
+        latency, cost and tokens checks."""
         from .models.providers.completion import total_usage
         from .scoring.base import CallMeasures
 
-        completion = self.result.completion
+        completion = completion or self.result.completion
         assert completion is not None
         calls = [call for graded in self.result.graded.values() for call in graded.calls]
         return CallMeasures(
@@ -384,10 +445,36 @@ class EvalItem(pytest.Function):
             f"  expected: {one_line(self.case.expected or '-', _SHOWN)}",
             f"  got:      {one_line(answer, _SHOWN)}",
         ]
+        if self.result.conversation is not None:
+            lines[1:2] = self._transcript_lines()
         for verdict in self.result.verdicts:
             mark = "UNCHECKED" if verdict.unchecked else "PASS" if verdict.passed else "FAIL"
-            lines.append(f"  [{mark}] {verdict.type} (weight {verdict.weight:g}): {verdict.reason}")
+            turn = f"turn {verdict.turn}: " if verdict.turn is not None else ""
+            lines.append(
+                f"  [{mark}] {turn}{verdict.type} (weight {verdict.weight:g}): {verdict.reason}"
+            )
         return redactor.text("\n".join(lines))
+
+    def _transcript_lines(self) -> list[str]:
+        """A conversation up to the turn that failed (all of it when none did), one line a
+        message."""
+        from .results.item_record import conversation_entries
+        from .scoring.conversation import failed_turn
+
+        found = failed_turn(self.result.verdicts, self.case.threshold)
+        last = found[0] if found is not None else len(self.case.turns)
+        entries = conversation_entries(self.result, self.result.verdicts)
+        lines = ["  transcript:"]
+        for entry in entries:
+            if entry["turn"] > last:
+                break
+            role = (
+                f"{entry['role']}:"
+                if entry["generated"] or entry["role"] == "user"
+                else "assistant (given):"
+            )
+            lines.append(f"    [{entry['turn']}] {role} {one_line(entry['content'], _SHOWN)}")
+        return lines
 
     def reportinfo(self) -> tuple[Path, int, str]:
         """Point at the case's line in the eval file."""

@@ -2,8 +2,9 @@
 
 :meth:`Answerer.answer` turns a :class:`~pytest_llmbench.engine.plan.CallPlan` into the
 coroutine of its :class:`~pytest_llmbench.engine.request.Answer`: the optimizer's rewrite of an
-optimized variant's prompt, then the plain call, the agent loop or the file's solver, then the
-judges of its model-graded assertions (:mod:`.grading`). :meth:`Answerer.complete` is a plain
+optimized variant's prompt, then the plain call, the agent loop, the file's solver or a scripted
+conversation's calls (:mod:`.conversation`), then the judges of its model-graded assertions
+(:mod:`.grading`). :meth:`Answerer.complete` is a plain
 test's call (the ``llm`` fixture). Every call goes through the
 :class:`~pytest_llmbench.engine.pacing.CallPacer`: paced, cached, budgeted, rate-limited.
 """
@@ -18,9 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
+from .conversation import converse, grade_turns
 from .grading import HelperCalls, HelperTargets, grade
 from .request import (
     Answer,
+    ConversationRun,
     Request,
     agent_completion,
     estimate_tokens,
@@ -169,6 +172,7 @@ class Answerer:
     ) -> Answer:
         """The plan's answer (an agent's whole loop), then its model-graded verdicts."""
         run: AgentRun | None = None
+        conversation: ConversationRun | None = None
         verdict: bool | None = None
         options: OptionScores | None = None
         optimization: dict[str, Any] | None = None
@@ -183,13 +187,40 @@ class Answerer:
             completion, verdict = await self._solve(plan, request)
         elif plan.case.loglikelihood is not None:
             completion, options = await self._score_options(plan, request)
+        elif plan.case.turns:
+            conversation = await self._converse(plan, request)
+            completion = _whole(conversation, request)
         else:
             completion = await self._pacer.paced(request)
-        graded = await grade(self._helpers, plan, completion, targets, self._judge_metrics)
+        if conversation is not None:
+            graded = await grade_turns(
+                self._helpers, plan, conversation, targets, self._judge_metrics
+            )
+            request = dataclasses.replace(request, messages=conversation.replies[-1].sent)
+        else:
+            graded = await grade(self._helpers, plan, completion, targets, self._judge_metrics)
         sandbox = toolbox.sandbox if toolbox is not None else None
         scores = options.to_record() if options is not None else None
         sent = _sent(plan, request)
-        return Answer(completion, graded, run, sandbox, optimization, sent, verdict, scores)
+        return Answer(
+            completion, graded, run, sandbox, optimization, sent, verdict, scores, conversation
+        )
+
+    async def _converse(self, plan: CallPlan, request: Request) -> ConversationRun:
+        """A scripted conversation: each answered turn is a paced, cached, budgeted call of the
+        plan's model, its cache entry keyed by the turn and the whole history it answers."""
+
+        async def complete(messages: tuple[dict[str, Any], ...], turn: int) -> Completion:
+            call = dataclasses.replace(
+                request,
+                messages=messages,
+                key_params={**request.key_params, "llmbench_turn": turn},
+                estimate=estimate_tokens(messages, plan.answer_token_budget),
+                missed_key=None,
+            )
+            return await self._pacer.paced(call)
+
+        return await converse(complete, request.messages, plan.case.turns)
 
     async def _score_options(
         self, plan: CallPlan, request: Request
@@ -335,14 +366,22 @@ class Answerer:
 
 def _one_plain_call(plan: CallPlan) -> bool:
     """Whether ``plan``'s answer is its model's one completion and nothing more: no rewrite,
-    agent loop, solver, option scoring or judge."""
+    agent loop, solver, option scoring, conversation or judge."""
     return not (
         plan.variant.optimized
         or plan.agent is not None
         or plan.solver is not None
         or plan.case.loglikelihood is not None
+        or plan.case.turns
         or plan.graded
     )
+
+
+def _whole(conversation: ConversationRun, request: Request) -> Completion:
+    """A finished conversation as one completion (it has a reply: its last turn is answered)."""
+    completion = conversation.completion(request.target.model_id)
+    assert completion is not None
+    return completion
 
 
 def _answered(plan: CallPlan, request: Request, completion: Completion) -> Answer:

@@ -1,5 +1,5 @@
 """The values of one item's model call: what is asked (:class:`Request`), what comes back
-(:class:`Answer`), and the helpers that turn a plan into the messages sent or a run into a
+(:class:`Answer`, with a conversation's :class:`ConversationRun`), and the helpers that turn a plan into the messages sent or a run into a
 completion.
 """
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..models.providers.completion import Completion, ProviderError
+from ..models.providers.completion import Completion, ProviderError, total_usage
 from .plan import DEFAULT_OUTPUT_TOKENS
 
 if TYPE_CHECKING:
@@ -20,6 +20,47 @@ if TYPE_CHECKING:
     from .optimizer import Rewrite
     from .plan import CallPlan
     from .ratelimit import ModelLane, ProcessSlot
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The model's reply to one turn."""
+
+    turn: int  #: the 0-based index of the answered turn in the case's ``turns``
+    sent: tuple[dict[str, Any], ...]  #: the messages it answered: the history up to the turn
+    completion: Completion
+
+
+@dataclass(frozen=True)
+class ConversationRun:
+    """What a conversation said: the model's replies, in order."""
+
+    replies: tuple[Reply, ...]
+    #: the 0-based index of the last turn reached: the last one, or the turn whose call failed
+    reached: int
+
+    def completion(self, model_id: str) -> Completion | None:
+        """The conversation as one completion: the last reply's text, the first call's TTFT,
+        latency, tokens, cost, retries and rate-limit waits summed; None without a reply."""
+        calls = [reply.completion for reply in self.replies]
+        if not calls:
+            return None
+        usage = total_usage(call.usage for call in calls)
+        return Completion(
+            text=calls[-1].text,
+            model_id=model_id,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            tokens_estimated=any(call.tokens_estimated for call in calls),
+            ttft_s=calls[0].ttft_s,
+            latency_s=usage.latency_s or 0.0,
+            cost_usd=usage.cost_usd,
+            retries=sum(call.retries for call in calls),
+            streamed=calls[0].streamed,
+            finish_reason=calls[-1].finish_reason,
+            cached=all(call.cached for call in calls),
+            rate_limit_wait_s=sum(call.rate_limit_wait_s for call in calls),
+        )
 
 
 @dataclass(frozen=True)
@@ -38,6 +79,8 @@ class Answer:
     solver_verdict: bool | None = None
     #: a log-likelihood item's option scores (the record's ``loglikelihood``)
     loglikelihood: dict[str, Any] | None = None
+    #: a scripted conversation's replies (``completion`` is then the whole conversation's)
+    conversation: ConversationRun | None = None
 
 
 @dataclass(frozen=True)

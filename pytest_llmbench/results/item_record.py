@@ -17,6 +17,7 @@ from .record import build_record, file_field
 if TYPE_CHECKING:
     from ..engine.plan import CallPlan
     from ..models.providers.completion import Completion, ProviderError
+    from ..scoring.base import Verdict
     from .state import EvalResult
 
 
@@ -52,6 +53,7 @@ def eval_record(
         else (provider_error.retries if provider_error else 0),
         prompt=last_user_text(result.sent_messages) or case.prompt,
         messages=[dict(m) for m in result.sent_messages or case.messages],
+        conversation=conversation_entries(result, result.verdicts) if case.turns else None,
         expected=case.expected,
         assertions=[verdict.to_dict() for verdict in result.verdicts],
         **_judge_fields(result),
@@ -73,9 +75,48 @@ def _error_fields(result: EvalResult, error: ProviderError | None) -> dict[str, 
     if result.agent_run is not None:
         fields = completion_fields(agent_completion(result.agent_run, result.plan.model.model))
         del fields["response"]  # the loop never answered
+    if result.conversation is not None:
+        fields = completion_fields(result.conversation.completion(result.plan.model.model))
+        fields.pop("response", None)  # the conversation never reached its end
     if error is not None:
         fields["rate_limit_wait_s"] = error.rate_limit_wait_s
     return fields
+
+
+def conversation_entries(result: EvalResult, verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
+    """The record's ``conversation``: every turn reached, in order, each model reply after the
+    turn it answers with its verdicts and measures (empty when no call was made)."""
+    run = result.conversation
+    if run is None:
+        return []
+    turns = result.plan.case.turns
+    replies = {reply.turn: reply.completion for reply in run.replies}
+    entries = []
+    for index, turn in enumerate(turns[: run.reached + 1]):
+        entries.append(_entry(index + 1, turn.role, turn.content, None))
+        reply = replies.get(index)
+        if reply is not None:
+            entry = _entry(index + 1, "assistant", reply.text, reply)
+            entry["assertions"] = [v.to_dict() for v in verdicts if v.turn == index + 1]
+            entries.append(entry)
+    return entries
+
+
+def _entry(turn: int, role: str, content: str, reply: Completion | None) -> dict[str, Any]:
+    """One message of a conversation: a reply of the model (``generated``) with its measures."""
+    return {
+        "turn": turn,
+        "role": role,
+        "content": content,
+        "generated": reply is not None,
+        "assertions": [],
+        "latency_s": reply.latency_s if reply else None,
+        "ttft_s": reply.ttft_s if reply else None,
+        "input_tokens": reply.input_tokens if reply else None,
+        "output_tokens": reply.output_tokens if reply else None,
+        "cost_usd": reply.cost_usd if reply else None,
+        "cached": reply.cached if reply else False,
+    }
 
 
 def crash_record(nodeid: str, worker: str, message: str) -> dict[str, Any]:

@@ -88,11 +88,21 @@ Fields (``None`` where a value does not apply or was not measured):
   ``internal``.
 - ``prompt`` (str | None): the rendered last user message.
 - ``messages`` (list[dict]): the chat messages sent.
-- ``response`` (str | None): the model's answer text.
+- ``response`` (str | None): the model's answer text (a conversation's: its last reply).
+- ``conversation`` (list[dict] | None): a scripted conversation (a case's ``turns:``), ``None``
+  for any other item: every message in order (the system prompt is in ``messages``), each with
+  ``turn`` (1-based, the entry of ``turns:``), ``role``, ``content``, ``generated`` (a reply of
+  the model, not a turn of the file), ``assertions`` (the verdicts on that reply, as in
+  ``assertions``), and for a reply its ``latency_s``, ``ttft_s``, ``input_tokens``,
+  ``output_tokens``, ``cost_usd`` and ``cached``. The item's ``latency_s``, tokens and cost are
+  the sums over its replies, its ``ttft_s`` the first reply's. An error or ``--max-cost`` ending
+  the conversation keeps what was said before, up to the turn whose call did not complete.
 - ``expected`` (str | None): the expected answer, if any.
 - ``assertions`` (list[dict]): each assertion's verdict: ``type``, ``passed``, ``score``,
   ``weight``, ``reason``, and ``unchecked: true`` for a check with nothing to measure (a
-  cached answer's latency, a cost without a price): neither passed nor failed.
+  cached answer's latency, a cost without a price): neither passed nor failed. In a
+  conversation each also has ``turn`` (the 1-based turn whose reply it checked), and its
+  ``weight`` is the assertion's times the turn's.
 - ``judges`` (list[dict]): one entry per judge per model-graded assertion: ``assertion`` (index
   into ``assertions``), ``type``, ``judge`` (name), ``model_id``, ``scores`` (dimension -> score
   by this judge; empty when it failed), ``reasons`` (dimension -> text), ``error`` (why the judge
@@ -165,6 +175,7 @@ FIELDS: tuple[str, ...] = (
     "prompt",
     "messages",
     "response",
+    "conversation",
     "transcript",
     "timeline",
     "workdir",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..agent.loop import AgentRun
     from ..agent.sandbox import Sandbox
     from ..engine.plan import CallPlan
+    from ..engine.request import ConversationRun
     from ..judging.panel import GradedAssertion
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import Completion, ProviderError
@@ -58,6 +59,9 @@ class EvalResult:
     #: an agent item's workdir checks, by assertion index: made at the end of its setup, where
     #: a sandbox that cannot run a check's command is the item's error, not a verdict
     agent_verdicts: dict[int, Verdict] = field(default_factory=dict)
+    #: a scripted conversation's replies: all of them, or those before an error or the budget
+    #: cut it short
+    conversation: ConversationRun | None = None
 
 
 EVAL_RESULT_KEY = pytest.StashKey[EvalResult]()

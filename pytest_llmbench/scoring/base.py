@@ -101,17 +101,24 @@ class Verdict:
     #: nothing could be measured (a cached answer's latency, an unknown cost): neither a pass
     #: nor a failure, left out of the score
     unchecked: bool = False
+    #: the 1-based turn of a conversation whose reply it checked (None outside conversations)
+    turn: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The verdict as JSON primitives, for the wire record (``unchecked`` only when set)."""
-        fields = {
+        """The verdict as JSON primitives, for the wire record (``unchecked`` and ``turn`` only
+        when set)."""
+        fields: dict[str, Any] = {
             "type": self.type,
             "passed": bool(self.passed),
             "score": float(self.score),
             "weight": float(self.weight),
             "reason": self.reason,
         }
-        return {**fields, "unchecked": True} if self.unchecked else fields
+        if self.unchecked:
+            fields["unchecked"] = True
+        if self.turn is not None:
+            fields["turn"] = self.turn
+        return fields
 
 
 @dataclasses.dataclass(frozen=True)

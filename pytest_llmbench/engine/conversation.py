@@ -1,0 +1,95 @@
+"""A scripted conversation (a case's ``turns:``) as one item with many calls.
+
+:func:`converse` walks the turns: each user turn the model answers is one call of the model under
+test with the whole history so far (the system prompt, the earlier user turns, the model's own
+earlier replies and the verbatim assistant turns), made through the ``complete`` function the
+:class:`~.answer.Answerer` gives it (paced, rate-limited, budgeted, cached and counted like every
+call). :func:`grade_turns` runs the judges of each turn's judged assertions on that turn's reply.
+A provider error or the budget running out ends the conversation: what was said before is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..models.providers.completion import Completion, ProviderError
+from .grading import grade
+from .pacing import BudgetExceeded
+from .request import ConversationRun, Reply
+
+if TYPE_CHECKING:
+    from ..judging.panel import GradedAssertion
+    from ..spec.schema import Turn
+    from .grading import HelperCalls, HelperTargets
+    from .plan import CallPlan
+
+#: One call of a conversation: the messages to answer and the 0-based turn they answer.
+CompleteTurn = Callable[[tuple[dict[str, Any], ...], int], Awaitable[Completion]]
+
+
+class ConversationCut(BudgetExceeded):
+    """``--max-cost`` was reached in the middle of a conversation: ``partial`` is what was
+    said before."""
+
+    def __init__(self, message: str, partial: ConversationRun) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+async def converse(
+    complete: CompleteTurn, opening: Sequence[dict[str, Any]], turns: Sequence[Turn]
+) -> ConversationRun:
+    """Answer every turn that the model answers, each from the whole history so far.
+
+    ``opening`` is the first call's messages (the case's ``messages``, with images or an
+    optimizer's rewrite when the item has them); the turns after it are appended in order.
+    A :class:`ProviderError` carries the conversation so far as ``partial``; the budget running
+    out is a :class:`ConversationCut`.
+    """
+    first = next(index for index, turn in enumerate(turns) if turn.answered)
+    history = list(opening)
+    replies: list[Reply] = []
+    index = first
+    try:
+        for index in range(first, len(turns)):
+            turn = turns[index]
+            if index > first:
+                history.append({"role": turn.role, "content": turn.content})
+            if not turn.answered:
+                continue
+            sent = tuple(history)
+            completion = await complete(sent, index)
+            replies.append(Reply(index, sent, completion))
+            history.append({"role": "assistant", "content": completion.text})
+    except ProviderError as exc:
+        exc.partial = ConversationRun(tuple(replies), index)
+        exc.retries += sum(reply.completion.retries for reply in replies)
+        raise
+    except BudgetExceeded as exc:
+        raise ConversationCut(str(exc), ConversationRun(tuple(replies), index)) from None
+    return ConversationRun(tuple(replies), len(turns) - 1)
+
+
+async def grade_turns(
+    helpers: HelperCalls,
+    plan: CallPlan,
+    run: ConversationRun,
+    targets: HelperTargets,
+    judge_metrics: Sequence[str],
+) -> tuple[GradedAssertion, ...]:
+    """The judged assertions of every turn, each on that turn's reply and the history it
+    answered, all turns' judges concurrently."""
+    jobs = []
+    for reply in run.replies:
+        checks = set(plan.case.turns[reply.turn].checks)
+        graded = tuple(entry for entry in plan.graded if entry.index in checks)
+        if not graded:
+            continue
+        case = dataclasses.replace(plan.case, messages=reply.sent)
+        view = dataclasses.replace(plan, case=case, graded=graded)
+        jobs.append(grade(helpers, view, reply.completion, targets, judge_metrics))
+    batches = await asyncio.gather(*jobs)
+    return tuple(graded for batch in batches for graded in batch)
