@@ -352,17 +352,11 @@ class EvalItem(pytest.Function):
 
     def _check_turns(self) -> None:
         """Raise :class:`EvalFailure` naming the first turn that fails, if any."""
-        from .scoring.conversation import failed_turn
+        from .scoring.conversation import failed_turn, failure_headline
 
         found = failed_turn(self.result.verdicts, self.case.threshold)
         if found is not None:
-            turn, verdict = found
-            reason = (
-                verdict.reason
-                if verdict.reason.startswith(verdict.type)
-                else f"{verdict.type}: {verdict.reason}"
-            )
-            raise EvalFailure(f"turn {turn} of {len(self.case.turns)}: {reason}")
+            raise EvalFailure(failure_headline(*found, len(self.case.turns)))
 
     def _measures(self, completion: Completion | None = None) -> CallMeasures:
         """What the call (or ``completion``, one call of a conversation) measured, for the
@@ -456,25 +450,14 @@ class EvalItem(pytest.Function):
         return redactor.text("\n".join(lines))
 
     def _transcript_lines(self) -> list[str]:
-        """A conversation up to the turn that failed (all of it when none did), one line a
-        message."""
+        """A conversation up to the turn that failed (all of it when none did)."""
         from .results.item_record import conversation_entries
-        from .scoring.conversation import failed_turn
+        from .scoring.conversation import failed_turn, transcript_lines
 
         found = failed_turn(self.result.verdicts, self.case.threshold)
         last = found[0] if found is not None else len(self.case.turns)
         entries = conversation_entries(self.result, self.result.verdicts)
-        lines = ["  transcript:"]
-        for entry in entries:
-            if entry["turn"] > last:
-                break
-            role = (
-                f"{entry['role']}:"
-                if entry["generated"] or entry["role"] == "user"
-                else "assistant (given):"
-            )
-            lines.append(f"    [{entry['turn']}] {role} {one_line(entry['content'], _SHOWN)}")
-        return lines
+        return transcript_lines(entries, last, _SHOWN)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         """Point at the case's line in the eval file."""

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import Bench, Rule
+from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
 
 THREE_TURNS = """
 system: You are the support bot of ACME.
@@ -340,3 +340,25 @@ def test_bad_turns_are_collection_errors_naming_the_line(
     assert f"bad.eval.yaml:{line}: " in output and message in output, output
     assert "Traceback" not in output
     assert bench.server.chat_requests() == []
+
+
+def test_a_secret_said_in_a_conversation_is_redacted_in_its_record(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="key", reply=f"Your key is {FAKE_KEY}."))
+    bench.eval_file(
+        "talk",
+        """
+cases:
+  - id: leak
+    turns:
+      - user: What is my key?
+        assert: [{type: icontains, value: nothing}]
+      - user: Thanks.
+""",
+    )
+    result = bench.run("--models=fake")
+    result.assert_outcomes(failed=1)
+    assert FAKE_KEY not in result.stdout.str()  # the failure's transcript
+    text = bench.out("results.jsonl").read_text()
+    assert FAKE_KEY not in text
+    (record,) = bench.records()
+    assert f"[REDACTED:{FAKE_KEY_ENV}]" in record["conversation"][1]["content"]

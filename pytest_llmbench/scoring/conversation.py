@@ -10,10 +10,11 @@ case's threshold; the item fails when any turn fails.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .assertions import score_verdicts
-from .base import Verdict
+from .base import Verdict, one_line
 
 
 def on_turn(verdict: Verdict, turn: int, weight: float) -> Verdict:
@@ -34,3 +35,25 @@ def failed_turn(verdicts: Sequence[Verdict], threshold: float) -> tuple[int, Ver
         if failed and (score is None or score < threshold):
             return turn, failed[0]
     return None
+
+
+def failure_headline(turn: int, verdict: Verdict, turns: int) -> str:
+    """``turn 2 of 3: regex: no match for ...``: the failing turn and why it failed."""
+    reason = verdict.reason
+    if not reason.startswith(verdict.type):
+        reason = f"{verdict.type}: {reason}"
+    return f"turn {turn} of {turns}: {reason}"
+
+
+def transcript_lines(entries: Sequence[Mapping[str, Any]], last: int, width: int) -> list[str]:
+    """A conversation's messages (the record's ``conversation``) up to turn ``last``, one line
+    each, shortened to ``width`` characters: ``[2] user: ...``; a verbatim reply is
+    ``assistant (given)``."""
+    lines = ["  transcript:"]
+    for entry in entries:
+        if entry["turn"] > last:
+            break
+        given = entry["role"] == "assistant" and not entry["generated"]
+        role = "assistant (given)" if given else entry["role"]
+        lines.append(f"    [{entry['turn']}] {role}: {one_line(entry['content'], width)}")
+    return lines
