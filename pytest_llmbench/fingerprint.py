@@ -61,15 +61,10 @@ WORKER_OUTPUT_KEY = "llmbench_sources"
 _CHUNK = 1 << 20
 
 
-def digest(value: Any) -> str:
-    """The sha256 hex digest of ``value``'s canonical JSON (sorted keys, no whitespace): the
-    same in every process and Python run, whatever the dict order (no ``hash()``)."""
-    return hashlib.sha256(json_text(value, canonical=True).encode("utf-8")).hexdigest()
-
-
 def case_hash(case: Any, settings: Mapping[str, Any], base: Path) -> str:
     """The ``case_hash`` of a resolved case (an ``EvalCase``): :data:`CASE_HASH_CHARS` hex
-    characters of the digest of its :data:`CASE_FIELDS` and the eval file's ``settings`` that
+    characters of the sha256 of the canonical JSON (sorted keys, the same text in every process:
+    no ``hash()``) of its :data:`CASE_FIELDS` and the eval file's ``settings`` that
     change an answer (solver, agent tools and limits). The files it names (images,
     ``include_dirs``) are taken relative to ``base``, the eval file's folder, so that a
     checkout elsewhere hashes alike."""
