@@ -217,6 +217,53 @@ def test_conversations_of_different_items_run_concurrently(bench: Bench) -> None
         assert first.answered is not None and first.answered < second.arrived
 
 
+def test_latency_only_measures_every_turn_and_scores_none(bench: Bench) -> None:
+    _script_three(bench)
+    bench.eval_file("talk", THREE_TURNS)
+    bench.run("--models=fake", "--latency-only").assert_outcomes(passed=1)
+    assert len(bench.server.chat_requests()) == 3
+    (record,) = bench.records()
+    assert record["score"] is None and record["assertions"] == []
+    replies = [entry for entry in record["conversation"] if entry["generated"]]
+    assert len(replies) == 3 and all(entry["assertions"] == [] for entry in replies)
+
+
+def test_an_optimized_variant_opens_the_conversation_with_the_rewrite(bench: Bench) -> None:
+    rewrite = '{"system": null, "prompt": "Greetings! My name is {{name}}."}'
+    bench.server.add_rule(Rule(model="fake-model-2", reply=rewrite))
+    bench.server.add_rule(Rule(match="Greetings", reply="Hello Ada."))
+    bench.server.add_rule(Rule(match="your name", reply="I am Bot."))
+    bench.eval_file(
+        "talk",
+        """
+cases:
+  - id: opt
+    vars: {name: Ada}
+    turns:
+      - user: Hi, I am {{name}}.
+      - user: What is your name?
+        assert: [{type: icontains, value: bot}]
+""",
+    )
+    result = bench.run("--models=fake", "--optimize-prompts=only", "--optimizer=fake2")
+    result.assert_outcomes(passed=1)
+    calls = [
+        r.body["messages"] for r in bench.server.chat_requests() if r.body["model"] == "fake-model"
+    ]
+    assert calls[1][:2] == [
+        {"role": "user", "content": "Greetings! My name is Ada."},
+        {"role": "assistant", "content": "Hello Ada."},
+    ]
+    (record,) = bench.records()
+    assert record["optimization"]["status"] == "rewritten"
+    assert [e["content"] for e in record["conversation"]] == [
+        "Greetings! My name is Ada.",
+        "Hello Ada.",
+        "What is your name?",
+        "I am Bot.",
+    ]
+
+
 def test_a_provider_error_on_turn_two_is_an_error_keeping_turn_one(bench: Bench) -> None:
     bench.server.add_rule(Rule(match="I am Ada", reply="Hello Ada, I am Bot."))
     bench.server.add_rule(Rule(match="your name", status=500, error_message="server on fire"))
@@ -235,6 +282,21 @@ def test_a_provider_error_on_turn_two_is_an_error_keeping_turn_one(bench: Bench)
     first_reply = record["conversation"][1]
     assert record["input_tokens"] == first_reply["input_tokens"]
     assert record["cost_usd"] == pytest.approx(first_reply["cost_usd"])
+
+
+def test_a_request_timeout_on_turn_two_is_a_timeout_error_keeping_turn_one(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="I am Ada", reply="Hello Ada, I am Bot."))
+    bench.server.add_rule(Rule(match="your name", reply="late", delay_s=3.0))
+    bench.eval_file("talk", THREE_TURNS)
+    result = bench.run("--models=fake", "--max-retries=0", "--request-timeout=1")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "timeout"
+    assert [e["content"] for e in record["conversation"]] == [
+        "Hello, I am Ada.",
+        "Hello Ada, I am Bot.",
+        "What is your name?",
+    ]
 
 
 def test_max_cost_cutting_a_conversation_keeps_its_turns(bench: Bench) -> None:

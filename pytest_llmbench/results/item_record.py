@@ -89,11 +89,16 @@ def conversation_entries(result: EvalResult, verdicts: Sequence[Verdict]) -> lis
     run = result.conversation
     if run is None:
         return []
+    from ..spec.templating import message_text
+
     turns = result.plan.case.turns
     replies = {reply.turn: reply.completion for reply in run.replies}
+    # The opening as sent (an optimized variant's rewrite), the later turns as written.
+    sent = [m for m in run.replies[0].sent if m["role"] != "system"] if run.replies else []
     entries = []
     for index, turn in enumerate(turns[: run.reached + 1]):
-        entries.append(_entry(index + 1, turn.role, turn.content, None))
+        content = message_text(sent[index]) if index < len(sent) else turn.content
+        entries.append(_entry(index + 1, turn.role, content, None))
         reply = replies.get(index)
         if reply is not None:
             entry = _entry(index + 1, "assistant", reply.text, reply)
