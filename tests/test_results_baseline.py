@@ -281,3 +281,21 @@ def test_llmbench_merge_with_an_old_baseline_warns(
     _strip_hashes(root / "out1")
     assert main([*merge, str(root / "merged2")]) == 0
     assert "llmbench merge: warning: the baseline has no case hashes" in capsys.readouterr().err
+
+
+def _record(case_id: str, case_hash: str | None, outcome: str = "passed") -> dict[str, object]:
+    score = {"passed": 1.0, "failed": 0.0}.get(outcome)
+    return {"suite": "s", "case_id": case_id, "case_hash": case_hash, "model": "m",
+            "outcome": outcome, "score": score, "repeat": 0}  # fmt: skip
+
+
+def test_a_record_without_a_hash_pairs_by_id_and_a_crash_is_still_lost() -> None:
+    """A crashed worker's record (no hash: the controller never collected the item) pairs with
+    the baseline's case, so the case is lost, not changed; a plain test (no hash on either
+    side) pairs by id."""
+    baseline = [_record("a", "1"), _record("b", "2"), _record("plain", None)]
+    new = [_record("a", None, "error"), _record("b", "3"), _record("plain", None, "failed")]
+    (result,) = compare_runs(baseline, new)
+    assert result.lost == ("s::a",) and result.changed == ("s::b",)
+    assert [change.case_id for change in result.changes] == ["plain"]
+    assert result.significant_regression and not result.by_id
