@@ -425,6 +425,8 @@ class EvalItem(pytest.Function):
         """pytest-timeout's ``--timeout`` ran out: the item is an error of kind ``timeout``."""
         message = f"{self.plan.label}: pytest-timeout: the item ran past --timeout {seconds:g} s"
         error = ProviderError(message, "timeout")
+        if self.case.turns:  # a conversation keeps what was said before
+            error.partial = get_runtime(self.config).scheduler().said_so_far(self.nodeid)
         self.result.provider_error = error
         raise error
 

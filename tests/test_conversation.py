@@ -299,6 +299,23 @@ def test_a_request_timeout_on_turn_two_is_a_timeout_error_keeping_turn_one(bench
     ]
 
 
+def test_pytest_timeout_ending_a_conversation_keeps_its_turns(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="I am Ada", reply="Hello Ada, I am Bot."))
+    bench.server.add_rule(Rule(match="your name", reply="late", delay_s=5.0))
+    bench.eval_file("talk", THREE_TURNS)
+    result = bench.run_subprocess("--models=fake", "--max-retries=0", "--timeout=2")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*pytest-timeout: the item ran past --timeout 2 s*"])
+    (record,) = bench.records()
+    assert record["error_kind"] == "timeout"
+    assert [e["content"] for e in record["conversation"]] == [
+        "Hello, I am Ada.",
+        "Hello Ada, I am Bot.",
+        "What is your name?",
+    ]
+    assert record["input_tokens"] == record["conversation"][1]["input_tokens"]
+
+
 def test_max_cost_cutting_a_conversation_keeps_its_turns(bench: Bench) -> None:
     bench.pricey_profile()  # 1 USD a token: the first reply spends the whole budget
     _script_three(bench)

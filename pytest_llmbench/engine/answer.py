@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
-from .conversation import converse, grade_turns
+from .conversation import Progress, converse, grade_turns
 from .grading import HelperCalls, HelperTargets, grade
 from .request import (
     Answer,
@@ -68,6 +68,8 @@ class Answerer:
         #: models found unable to score log-likelihoods: their next items fail without a call
         self._cannot_score: dict[str, ProviderError] = {}
         self._probes: dict[str, asyncio.Event] = {}  #: set once a model's first item is done
+        #: the conversations running now, by node id (read when pytest-timeout ends one)
+        self._talks: dict[str, Progress] = {}
 
     # -- main thread --------------------------------------------------------------------------
     def answer(
@@ -220,7 +222,17 @@ class Answerer:
             )
             return await self._pacer.paced(call)
 
-        return await converse(complete, request.messages, plan.case.turns)
+        progress = self._talks[plan.nodeid] = Progress()
+        try:
+            return await converse(complete, request.messages, plan.case.turns, progress)
+        finally:
+            if self._talks.get(plan.nodeid) is progress:
+                del self._talks[plan.nodeid]
+
+    def said_so_far(self, nodeid: str) -> ConversationRun | None:
+        """What the conversation of item ``nodeid`` said so far, while it runs (else None)."""
+        progress = self._talks.get(nodeid)
+        return progress.so_far() if progress is not None else None
 
     async def _score_options(
         self, plan: CallPlan, request: Request

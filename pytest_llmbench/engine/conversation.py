@@ -30,6 +30,19 @@ if TYPE_CHECKING:
 CompleteTurn = Callable[[tuple[dict[str, Any], ...], int], Awaitable[Completion]]
 
 
+class Progress:
+    """A conversation while it runs: its replies so far and the turn it has reached. Written on
+    the engine's thread; read on the item's when pytest-timeout ends the item mid-way."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.reached = 0
+
+    def so_far(self) -> ConversationRun:
+        """What was said up to now."""
+        return ConversationRun(tuple(self.replies), self.reached)
+
+
 class ConversationCut(BudgetExceeded):
     """``--max-cost`` was reached in the middle of a conversation: ``partial`` is what was
     said before."""
@@ -40,21 +53,26 @@ class ConversationCut(BudgetExceeded):
 
 
 async def converse(
-    complete: CompleteTurn, opening: Sequence[dict[str, Any]], turns: Sequence[Turn]
+    complete: CompleteTurn,
+    opening: Sequence[dict[str, Any]],
+    turns: Sequence[Turn],
+    progress: Progress | None = None,
 ) -> ConversationRun:
     """Answer every turn that the model answers, each from the whole history so far.
 
     ``opening`` is the first call's messages (the case's ``messages``, with images or an
     optimizer's rewrite when the item has them); the turns after it are appended in order.
     A :class:`ProviderError` carries the conversation so far as ``partial``; the budget running
-    out is a :class:`ConversationCut`.
+    out is a :class:`ConversationCut`. ``progress`` follows the conversation as it runs.
     """
     first = next(index for index, turn in enumerate(turns) if turn.answered)
     history = list(opening)
-    replies: list[Reply] = []
+    progress = progress or Progress()
+    replies = progress.replies
     index = first
     try:
         for index in range(first, len(turns)):
+            progress.reached = index
             turn = turns[index]
             if index > first:
                 history.append({"role": turn.role, "content": turn.content})

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .answer import Answerer
     from .loop import Engine
     from .plan import CallPlan
+    from .request import ConversationRun
 
 
 class CallScheduler:
@@ -190,6 +191,10 @@ class CallScheduler:
     def activity(self) -> tuple[int, int]:
         """This process's calls in flight, and those waiting on a rate limit."""
         return self._answerer.activity()
+
+    def said_so_far(self, nodeid: str) -> ConversationRun | None:
+        """What the conversation of item ``nodeid`` said so far, while it runs."""
+        return self._answerer.said_so_far(nodeid)
 
     def cancel_pending(self) -> None:
         """Cancel the calls started for items that have not run (the engine stops them)."""
