@@ -218,7 +218,14 @@ BAD = [
         "cases:\n  - turns:\n      - user: hi\n        assert:\n"
         "          - {type: llm-rubric, value: polite, scope: conversation}\n",
         5,
-        "`scope` is not supported yet",
+        "`scope: conversation` is not supported yet",
+    ),
+    (
+        "an unknown scope",
+        "cases:\n  - turns:\n      - user: hi\n        assert:\n"
+        "          - {type: jury, scope: all}\n",
+        5,
+        "scope must be turn or conversation, got 'all'",
     ),
 ]
 
@@ -245,3 +252,15 @@ def test_a_bad_turn_of_a_jsonl_row_names_the_row(tmp_path: Path) -> None:
     assert "give either 'turns' or a prompt" in str(
         error_of(tmp_path, "dataset: {path: rows.jsonl}\n")
     )
+
+
+def test_scope_turn_is_what_a_judged_assertion_of_a_turn_does(tmp_path: Path) -> None:
+    text = """\
+    cases:
+      - turns:
+          - user: hi
+            assert: [{type: llm-rubric, value: polite, scope: turn}]
+    """
+    (case,) = load(tmp_path, text).cases
+    plain = load(tmp_path, text.replace(", scope: turn", "")).cases[0]
+    assert case.assertions == plain.assertions

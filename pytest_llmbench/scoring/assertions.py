@@ -148,12 +148,7 @@ def _parse_graded(raw: Mapping[str, Any], type_name: str, base: str) -> Assertio
     if type_name != base:
         raise AssertionSpecError(f"{base} cannot be negated with not-", "type")
     if "scope" in raw and base in JUDGE_TYPES:
-        # Whole-conversation judging is planned (issue 27): refused until it is built.
-        message = (
-            "`scope` is not supported yet: a judged assertion of a conversation judges the "
-            "reply to the turn it is attached to"
-        )
-        raise AssertionSpecError(message, "scope")
+        raw = _turn_scope(raw)
     extra = JUDGE_KEYS if base in JUDGE_TYPES else SIMILARITY_KEYS
     allowed = ("type", "value", "weight", "threshold", *sorted(extra))
     unknown = sorted(str(key) for key in raw if key not in allowed)
@@ -184,6 +179,22 @@ def _parse_graded(raw: Mapping[str, Any], type_name: str, base: str) -> Assertio
     return Assertion(
         type_name, base, False, value, weight, options, embedding, needs_value=needs_value
     )
+
+
+def _turn_scope(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A judged assertion's ``scope``: ``turn`` (what it judges anyway: the reply it is
+    attached to) is dropped; ``conversation`` is refused until whole-conversation judging is
+    built (issue 27)."""
+    scope = raw["scope"]
+    if scope == "conversation":
+        message = (
+            "`scope: conversation` is not supported yet: a judged assertion of a conversation "
+            "judges the reply to the turn it is attached to (`scope: turn`)"
+        )
+        raise AssertionSpecError(message, "scope")
+    if scope != "turn":
+        raise AssertionSpecError(f"scope must be turn or conversation, got {scope!r}", "scope")
+    return {key: value for key, value in raw.items() if key != "scope"}
 
 
 def _split_type(type_name: Any) -> tuple[str, str]:
