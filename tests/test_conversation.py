@@ -441,3 +441,27 @@ cases:
     assert FAKE_KEY not in text
     (record,) = bench.records()
     assert f"[REDACTED:{FAKE_KEY_ENV}]" in record["conversation"][1]["content"]
+
+
+def test_the_cost_estimate_counts_every_turns_call_with_its_history(bench: Bench) -> None:
+    from pytest_llmbench.models.providers.tokens import prompt_tokens
+
+    bench.eval_file(
+        "talk",
+        """
+model_params: {max_tokens: 10}
+cases:
+  - turns: [{user: Hello there.}, {assistant: Hi!}, {user: How are you?}, {user: Bye.}]
+""",
+    )
+    result = bench.run("--collect-only", "-q", "--estimate-cost", "--models=fake")
+    row = next(line.split() for line in result.stdout.lines if line.startswith("fake "))
+    opening = [
+        {"role": "user", "content": "Hello there."},
+        {"role": "assistant", "content": "Hi!"},  # a verbatim reply answers the first turn
+        {"role": "user", "content": "How are you?"},
+    ]
+    last = [*opening, {"role": "user", "content": "Bye."}]  # the model's reply: at the budget
+    count = [prompt_tokens("openai/fake-model", chat) or 0 for chat in (opening, last)]
+    # Two calls of at most 10 tokens each; the second also reads the first reply (10 tokens).
+    assert row[1:4] == ["1", str(count[0] + count[1] + 10), "20"]

@@ -59,9 +59,12 @@ def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
 
 
 def _tokens(plan: CallPlan, count: Any) -> tuple[int, int]:
-    """Input and output tokens of the plan's calls: one answer, or a log-likelihood item's call
-    per option (its context and option in, one token out)."""
+    """Input and output tokens of the plan's calls: one answer, a conversation's answer per
+    turn, or a log-likelihood item's call per option (its context and option in, one token
+    out)."""
     scored = plan.case.loglikelihood
+    if plan.case.turns:
+        return _conversation_tokens(plan, count)
     if scored is None:
         return count(plan.model.model, plan.case.messages), plan.answer_token_budget
     texts = [[{"role": "user", "content": context + option}] for context, option in scored.pairs]
@@ -103,3 +106,19 @@ class CostEstimator:
             terminalreporter.write_sep("=", "llmbench cost estimate")
             for line in self.lines:
                 terminalreporter.write_line(line)
+
+
+def _conversation_tokens(plan: CallPlan, count: Any) -> tuple[int, int]:
+    """A conversation's calls: each reads the history so far (the model's earlier replies
+    taken at the answer budget) and answers within the budget."""
+    turns, budget = plan.case.turns, plan.answer_token_budget
+    first = next(index for index, turn in enumerate(turns) if turn.answered)
+    history = list(plan.case.messages)
+    tokens_in = replies = 0
+    for index in range(first, len(turns)):
+        if index > first:
+            history.append({"role": turns[index].role, "content": turns[index].content})
+        if turns[index].answered:
+            tokens_in += count(plan.model.model, history) + replies * budget
+            replies += 1
+    return tokens_in, replies * budget
