@@ -28,7 +28,15 @@ from .schema import (
     RawAssertion,
 )
 from .templating import TemplateKeyError, render_chat
-from .turns import ScriptedTurns, TurnError, script_turns, turn_key_hint, with_case_checks
+from .turns import (
+    ScriptedTurns,
+    TurnError,
+    conversation_refusal,
+    row_turns,
+    script_turns,
+    turn_variables,
+    with_turns,
+)
 from .yamlsource import LocatedDocument
 
 
@@ -224,7 +232,7 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
         answer_index=choices[1],
         choice_labels=None,
     )
-    return _with_turns(resolved, scripted.turns if scripted else None)
+    return with_turns(resolved, scripted.turns) if scripted else resolved
 
 
 @dataclass(frozen=True)
@@ -256,45 +264,19 @@ def _check_turns_case(spec: EvalSpec, case: CaseSpec, place: _Place, case_id: st
 
 
 def _check_turns_file(spec: EvalSpec, place: _Place, who: str, key: tuple[Any, ...]) -> None:
-    """A conversation is answered by the model itself: not by an agent loop, a solver or
-    option scoring."""
-    other = (
-        "`kind: agent`"
-        if spec.kind == "agent"
-        else "`solver`"
-        if spec.solver is not None
-        else "`loglikelihood`"
-        if spec.loglikelihood is not None
-        else None
-    )
-    if other is not None:
-        raise place.error(
-            f"{who}: `turns` are a conversation with the model: not with {other}", *key
-        )
+    """A conversation is answered by the model itself (:func:`.turns.conversation_refusal`)."""
+    refusal = conversation_refusal(spec)
+    if refusal is not None:
+        raise place.error(f"{who}: {refusal}", *key)
 
 
 def _inline_turns(spec: EvalSpec, case: CaseSpec) -> _Scripted:
     """An inline case's turns rendered with its vars; the file's (or the prompt variant's)
     ``prompt`` template, rendered with them, is the variable ``{{prompt}}``."""
     assert case.turns is not None
-    variables = dict(case.vars)
-    if spec.prompt is not None and "prompt" not in variables:
-        from .templating import render_template
-
-        try:
-            variables["prompt"] = render_template(spec.prompt, case.vars)
-        except ValueError as exc:
-            raise _FieldError(("vars",), str(exc)) from None
+    variables = turn_variables(spec.prompt, case.vars)
     system = case.system if case.system is not None else spec.system
     return _Scripted(script_turns(case.turns, system, variables), variables)
-
-
-def _with_turns(case: EvalCase, scripted: ScriptedTurns | None) -> EvalCase:
-    """``case`` with its turns, the case's and the file's assertions checked on the last one."""
-    if scripted is None:
-        return case
-    turns = with_case_checks(scripted.turns, len(scripted.assertions), len(case.assertions))
-    return replace(case, turns=turns)
 
 
 _Choices = tuple[tuple[str, ...] | None, int | None]
@@ -446,41 +428,38 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
         template=template,
         template_vars=row_vars,
         expected=_choice_expected(row.expected, choices),
-        threshold=row.threshold,
-        model_params={},
-        tags=list(row.tags),
-        files={},
-        vars=row.vars,
-        task=row.task,
-        expected_output_tokens=row.expected_output_tokens,
-        judge_metrics=list(row.judge_metrics),
-        include_dirs=[],
-        images=_images(place, row.images, place.path.parent, row.id),
+        **_row_fields(row, place),
         choices=choices[0],
         answer_index=choices[1],
         choice_labels=row.choice_labels,
     )
 
 
+def _row_fields(row: DatasetRow, place: _Place) -> dict[str, Any]:
+    """What a dataset row's case takes from the row as it is, prompt or conversation alike."""
+    return {
+        "threshold": row.threshold,
+        "model_params": {},
+        "tags": list(row.tags),
+        "files": {},
+        "vars": row.vars,
+        "task": row.task,
+        "expected_output_tokens": row.expected_output_tokens,
+        "judge_metrics": list(row.judge_metrics),
+        "include_dirs": [],
+        "images": _images(place, row.images, place.path.parent, row.id),
+    }
+
+
 def _row_turns_case(spec: EvalSpec, row: DatasetRow, place: _Place, where: str) -> EvalCase:
     """A dataset row's own conversation: its turns are sent verbatim (as a row's own prompt
     is), the file's ``system`` is rendered with the row's columns."""
-    from pydantic import ValidationError
-
-    from .schema import TurnSpec
-
     assert row.turns is not None
     _check_turns_file(spec, place, where, ())
     if row.choices is not None:
         raise place.error(f"{where}: `choices` score one answer; they do not go with `turns`")
-    specs = []
-    for index, turn in enumerate(row.turns):
-        try:
-            specs.append(TurnSpec.model_validate(turn))
-        except ValidationError as exc:
-            raise place.error(f"{where}: turns[{index}]: {_turn_problem(exc)}") from None
     try:
-        scripted = script_turns(specs, spec.system, None)
+        scripted = script_turns(row_turns(row.turns), spec.system, None)
     except TurnError as exc:
         raise place.error(f"{where}: {exc}") from None
     messages = _row_system(spec, place, where, scripted.messages, row.vars)
@@ -493,31 +472,12 @@ def _row_turns_case(spec: EvalSpec, row: DatasetRow, place: _Place, where: str) 
         template=scripted.template,
         template_vars=None,
         expected=row.expected,
-        threshold=row.threshold,
-        model_params={},
-        tags=list(row.tags),
-        files={},
-        vars=row.vars,
-        task=row.task,
-        expected_output_tokens=row.expected_output_tokens,
-        judge_metrics=list(row.judge_metrics),
-        include_dirs=[],
-        images=_images(place, row.images, place.path.parent, row.id),
+        **_row_fields(row, place),
         choices=None,
         answer_index=None,
         choice_labels=None,
     )
-    return _with_turns(resolved, scripted)
-
-
-def _turn_problem(error: Any) -> str:
-    """A turn's first schema problem as text: ``unknown key 'usr' (did you mean 'user'?)``."""
-    first = error.errors(include_url=False)[0]
-    loc = [str(part) for part in first["loc"]]
-    if first["type"] == "extra_forbidden":
-        return f"unknown key {loc[-1]!r}{turn_key_hint(loc[-1])}"
-    message = first["msg"].removeprefix("Value error, ")
-    return f"{'.'.join(loc)}: {message}" if loc else message
+    return with_turns(resolved, scripted)
 
 
 def _row_system(

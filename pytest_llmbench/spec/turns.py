@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .schema import RawAssertion, Turn, TurnSpec
+from .schema import EvalCase, EvalSpec, RawAssertion, Turn, TurnSpec
 from .templating import TemplateKeyError, render_chat, render_template
 
 #: The keys a turn may have.
@@ -93,6 +93,62 @@ def with_case_checks(turns: tuple[Turn, ...], own: int, total: int) -> tuple[Tur
     last = len(turns) - 1
     extra = tuple(range(own, total))
     return (*turns[:last], replace(turns[last], checks=(*turns[last].checks, *extra)))
+
+
+def with_turns(case: EvalCase, scripted: ScriptedTurns) -> EvalCase:
+    """``case`` with its turns, the case's and the file's assertions checked on the last one."""
+    turns = with_case_checks(scripted.turns, len(scripted.assertions), len(case.assertions))
+    return replace(case, turns=turns)
+
+
+def conversation_refusal(spec: EvalSpec) -> str | None:
+    """Why the file's cases cannot have turns (a conversation is answered by the model itself:
+    not by an agent loop, a solver or option scoring), or None."""
+    other = (
+        "`kind: agent`"
+        if spec.kind == "agent"
+        else "`solver`"
+        if spec.solver is not None
+        else "`loglikelihood`"
+        if spec.loglikelihood is not None
+        else None
+    )
+    return None if other is None else f"`turns` are a conversation with the model: not with {other}"
+
+
+def turn_variables(template: str | None, variables: dict[str, Any]) -> dict[str, Any]:
+    """The variables an inline case's turns render with: its vars, and the file's (or the
+    prompt variant's) ``prompt`` template rendered with them as ``{{prompt}}``."""
+    rendered = dict(variables)
+    if template is not None and "prompt" not in rendered:
+        try:
+            rendered["prompt"] = render_template(template, variables)
+        except ValueError as exc:
+            raise TurnError(("vars",), str(exc)) from None
+    return rendered
+
+
+def row_turns(raw: Sequence[Any]) -> list[TurnSpec]:
+    """A dataset row's ``turns`` validated; :class:`TurnError` names the turn at fault."""
+    from pydantic import ValidationError
+
+    specs = []
+    for index, turn in enumerate(raw):
+        try:
+            specs.append(TurnSpec.model_validate(turn))
+        except ValidationError as exc:
+            raise TurnError((), f"turns[{index}]: {_turn_problem(exc)}") from None
+    return specs
+
+
+def _turn_problem(error: Any) -> str:
+    """A turn's first schema problem as text: ``unknown key 'usr' (did you mean 'user'?)``."""
+    first = error.errors(include_url=False)[0]
+    loc = [str(part) for part in first["loc"]]
+    if first["type"] == "extra_forbidden":
+        return f"unknown key {loc[-1]!r}{turn_key_hint(loc[-1])}"
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{'.'.join(loc)}: {message}" if loc else message
 
 
 def turn_key_hint(key: str) -> str:
