@@ -264,3 +264,34 @@ def test_scope_turn_is_what_a_judged_assertion_of_a_turn_does(tmp_path: Path) ->
     (case,) = load(tmp_path, text).cases
     plain = load(tmp_path, text.replace(", scope: turn", "")).cases[0]
     assert case.assertions == plain.assertions
+
+
+ODD_TURNS = [
+    "turns: hello",
+    "turns: {user: hi}",
+    "turns: [hello]",
+    "turns: [[{user: hi}]]",
+    "turns: [null]",
+    "turns: [{user: null}]",
+    "turns: [{user: [a, b]}]",
+    "turns: [{user: hi, weight: -1}]",
+    "turns: [{user: hi, weight: .nan}]",
+    "turns: [{user: hi, assert: is-json}]",
+    "turns: [{user: hi, assert: [{type: regex, value: '('}]}]",
+    "turns: [{user: '{{a.b.c}}'}]",
+    "turns: [{assistant: hi}]",
+]
+
+
+@pytest.mark.parametrize("turns", ODD_TURNS)
+def test_odd_turns_are_clean_errors(tmp_path: Path, turns: str) -> None:
+    error = error_of(tmp_path, f"cases:\n  - id: odd\n    {turns}\n")
+    assert str(error).startswith(f"{tmp_path / 'talk.eval.yaml'}:"), str(error)
+    assert error.line is not None and 2 <= error.line <= 3, str(error)
+
+
+def test_odd_turns_of_jsonl_rows_are_clean_errors(tmp_path: Path) -> None:
+    for turns in ("hi", ["hi"], [None], [{"user": 1}], [{"user": "a", "assert": "??"}], []):
+        (tmp_path / "rows.jsonl").write_text(json.dumps({"id": "r", "turns": turns}) + "\n")
+        error = error_of(tmp_path, "dataset: {path: rows.jsonl}\n")
+        assert "rows.jsonl" in str(error) or "dataset row 'r'" in str(error), str(error)
