@@ -135,6 +135,30 @@ def test_the_record_holds_the_conversation_with_each_replys_measures(bench: Benc
     assert record["turns"] is None  # an agent's count, not a conversation's
 
 
+def test_a_tokens_check_on_a_turn_reads_that_turns_call(bench: Bench) -> None:
+    """Turn 1's input is short, turn 2's holds the whole history: a bound between them passes
+    on turn 1 and fails on turn 2."""
+    bench.server.add_rule(Rule(match="one", reply="word " * 30))
+    bench.server.add_rule(Rule(match="two", reply="ok"))
+    bench.eval_file(
+        "talk",
+        """
+cases:
+  - id: sizes
+    turns:
+      - user: one
+        assert: [{type: tokens, max: 20, which: input}]
+      - user: two
+        assert: [{type: tokens, max: 20, which: input}]
+""",
+    )
+    bench.run("--models=fake").assert_outcomes(failed=1)
+    (record,) = bench.records()
+    assert [(v["turn"], v["passed"]) for v in record["assertions"]] == [(1, True), (2, False)]
+    replies = [e for e in record["conversation"] if e["generated"]]
+    assert replies[0]["input_tokens"] <= 20 < replies[1]["input_tokens"]
+
+
 def test_a_verbatim_assistant_turn_makes_no_call(bench: Bench) -> None:
     bench.server.add_rule(Rule(match="refund", reply="Refund issued."))
     bench.eval_file(
