@@ -11,13 +11,15 @@
 - :class:`CollectedSources`: the files the collected eval items came from, gathered where they
   are collected (each xdist worker hands its list to the controller in ``workeroutput``).
 
-A shared module: it imports no stage, so the spec stage (which hashes each case once, when the
-file is loaded), the results stage and the ``llmbench`` command all use it.
+A shared module: it imports no stage, so the spec stage (whose loader gives each case a
+:class:`CaseHasher`; the case digests itself once, when its first record asks), the results stage
+and the ``llmbench`` command all use it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import subprocess
@@ -68,21 +70,57 @@ def case_hash(case: Any, settings: Mapping[str, Any], base: Path) -> str:
     change an answer (solver, agent tools and limits). The files it names (images,
     ``include_dirs``) are taken relative to ``base``, the eval file's folder, so that a
     checkout elsewhere hashes alike."""
-    payload = {name: getattr(case, name) for name in CASE_FIELDS}
-    payload["assertions"] = [dataclasses.asdict(item) for item in case.assertions]
-    if case.loglikelihood is not None:
-        payload["loglikelihood"] = dataclasses.asdict(case.loglikelihood)
-    payload["include_dirs"] = [_relative_name(str(path), base) for path in case.include_dirs]
-    payload["images"] = [_relative_name(ref, base) for ref in case.images]
-    payload["settings"] = {key: _fields(value) for key, value in settings.items()}
-    turns = getattr(case, "turns", ())
-    if turns:  # only when given: the hashes of cases without turns stay what they were
-        payload["turns"] = [dataclasses.asdict(turn) for turn in turns]
-    try:
-        text = json_text(payload, canonical=True)
-    except TypeError:  # keys of mixed types (``{1: a, b: c}`` in vars): their written order
-        text = repr(payload)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:CASE_HASH_CHARS]
+    return CaseHasher(settings, base)(case)
+
+
+class CaseHasher:
+    """:func:`case_hash` for the cases of one eval file: the file's ``settings`` converted once,
+    and the assertions converted without the deep copies of :func:`dataclasses.asdict` (the
+    same digests; collecting 10,000 cases spent 0.45 s in those copies)."""
+
+    def __init__(self, settings: Mapping[str, Any], base: Path) -> None:
+        self._settings = {key: _fields(value) for key, value in settings.items()}
+        self._base = base
+
+    def __call__(self, case: Any) -> str:
+        base = self._base
+        payload = {name: getattr(case, name) for name in CASE_FIELDS}
+        payload["assertions"] = [_plain(item) for item in case.assertions]
+        if case.loglikelihood is not None:
+            payload["loglikelihood"] = _plain(case.loglikelihood)
+        payload["include_dirs"] = [_relative_name(str(path), base) for path in case.include_dirs]
+        payload["images"] = [_relative_name(ref, base) for ref in case.images]
+        payload["settings"] = self._settings
+        turns = getattr(case, "turns", ())
+        if turns:  # only when given: the hashes of cases without turns stay what they were
+            payload["turns"] = [_plain(turn) for turn in turns]
+        try:
+            text = json_text(payload, canonical=True)
+        except TypeError:  # keys of mixed types (``{1: a, b: c}`` in vars): their written order
+            text = repr(payload)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:CASE_HASH_CHARS]
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every dataclass inside it a dict of its fields, as
+    :func:`dataclasses.asdict` gives it, without copying the rest (only read, then digested)."""
+    if type(value) in _SCALARS:
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(cls))
 
 
 def _fields(value: Any) -> Any:

@@ -63,12 +63,13 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
 def _hashed(
     cases: Sequence[EvalCase], path: Path, settings: dict[str, Any]
 ) -> tuple[EvalCase, ...]:
-    """The cases with their ``case_hash``, computed once per case here (not per item)."""
+    """The cases with what digests their ``case_hash`` (once per case, when first read)."""
     from dataclasses import replace
 
-    from ..fingerprint import case_hash
+    from ..fingerprint import CaseHasher
 
-    return tuple(replace(case, case_hash=case_hash(case, settings, path.parent)) for case in cases)
+    digest = CaseHasher(settings, path.parent)
+    return tuple(replace(case, hasher=digest) for case in cases)
 
 
 def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentSpec | None:

@@ -8,9 +8,10 @@ the file and line, so collection can report ``path:line: message`` without a tra
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -372,11 +373,19 @@ class EvalCase:
     #: the files besides the eval file that the case was read from: its dataset's files, its
     #: ``prompts:`` variant's ``file://`` (hashed into run.json's ``source``)
     sources: tuple[Path, ...] = ()
-    #: what decides the case's outcome, digested (:func:`pytest_llmbench.fingerprint.case_hash`)
-    case_hash: str | None = None
+    #: digests what decides the case's outcome when :attr:`case_hash` is first read (set by the
+    #: loader: :class:`pytest_llmbench.fingerprint.CaseHasher` with the file's settings)
+    hasher: Callable[[EvalCase], str] | None = field(default=None, repr=False, compare=False)
     #: a scripted conversation (``turns:``); ``messages`` is then its first call's chat: the
     #: system prompt and the turns up to the first one the model answers
     turns: tuple[Turn, ...] = ()
+
+    @functools.cached_property
+    def case_hash(self) -> str | None:
+        """What decides the case's outcome, digested (:func:`pytest_llmbench.fingerprint.case_hash`):
+        once, when first asked (a record, not collection: collecting 10,000 cases spent 0.2 s
+        on it); None for a case no loader gave a hasher."""
+        return None if self.hasher is None else self.hasher(self)
 
     def turn_of(self, index: int) -> int | None:
         """The 0-based turn whose reply assertion ``index`` checks (None outside turns)."""
