@@ -2,6 +2,7 @@
 
 - ``llm``: a client for the current model. Eval items get their item's model; a plain test that
   asks for ``llm`` is parametrized over the run's models and repeats (ids like ``[local/smollm2-r0]``).
+  ``llm.chat(system=...)`` opens a :class:`Conversation` that keeps its history.
 - ``eval_case``: the resolved case of an eval item.
 - ``workdir``: a fresh per-item folder under ``tmp_path``, seeded from the case's ``files:`` (or a
   ``@pytest.mark.llmbench_files({...})`` marker on a plain test).
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,14 +22,21 @@ import pytest
 from .engine.runtime import Runtime, get_runtime
 from .models.providers.completion import Completion, ProviderError
 from .results.record import utc_now
-from .results.state import PLAIN_STATE_KEY, PlainTestState, plain_state
+from .results.state import PLAIN_STATE_KEY, ChatLog, PlainTestState, plain_state
 
 if TYPE_CHECKING:
     from .item import EvalItem
     from .models.profiles import ModelProfile
     from .spec.schema import EvalCase
 
-__all__ = ["PLAIN_STATE_KEY", "LLMClient", "PlainTestState", "build_messages", "plain_state"]
+__all__ = [
+    "PLAIN_STATE_KEY",
+    "Conversation",
+    "LLMClient",
+    "PlainTestState",
+    "build_messages",
+    "plain_state",
+]
 
 
 class LLMClient:
@@ -42,12 +51,14 @@ class LLMClient:
         *,
         repeat: int = 0,
         nodeid: str = "",
+        chats: list[ChatLog] | None = None,
     ) -> None:
         self._runtime = runtime
         self.model = model
         self._on_call = on_call
         self._repeat = repeat
         self._nodeid = nodeid
+        self._chats = chats  # a plain test's, for its record; None where nothing records them
 
     @property
     def name(self) -> str:
@@ -82,6 +93,49 @@ class LLMClient:
     async def acomplete(self, prompt: str | None = None, **kwargs: Any) -> Completion:
         """Async form of :meth:`complete`, usable from any event loop."""
         return await asyncio.to_thread(self.complete, prompt, **kwargs)
+
+    def chat(self, system: str | None = None) -> Conversation:
+        """Open a conversation with the model, ``system`` its system prompt."""
+        log = ChatLog(system)
+        if self._chats is not None:
+            self._chats.append(log)
+        return Conversation(self, log)
+
+
+class Conversation:
+    """A conversation with the model (``llm.chat``): each :meth:`send` asks the model with the
+    whole history so far (the system prompt, the earlier messages and the model's own earlier
+    replies) through :meth:`LLMClient.complete`, and keeps the reply in the history."""
+
+    def __init__(self, client: LLMClient, log: ChatLog) -> None:
+        self._client = client
+        self._log = log
+        self._lock = threading.Lock()  # one send at a time: each answers the one before
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The history so far: what the next :meth:`send` sends before its message."""
+        replies = self._log.replies
+        if replies:
+            last = replies[-1]
+            return [*last.sent, {"role": "assistant", "content": last.completion.text}]
+        system = self._log.system
+        return [{"role": "system", "content": system}] if system else []
+
+    def send(self, message: str, **params: Any) -> Completion:
+        """Send ``message`` after the history; returns the model's reply as
+        :meth:`LLMClient.complete` does. A call that fails leaves the history as it was."""
+        from .engine.request import Reply
+
+        with self._lock:
+            sent = (*self.messages, {"role": "user", "content": message})
+            completion = self._client.complete(messages=sent, **params)
+            self._log.replies.append(Reply(len(self._log.replies), sent, completion))
+        return completion
+
+    async def asend(self, message: str, **params: Any) -> Completion:
+        """Async form of :meth:`send`, usable from any event loop."""
+        return await asyncio.to_thread(self.send, message, **params)
 
 
 def build_messages(
@@ -143,7 +197,7 @@ def llm(request: pytest.FixtureRequest, llmbench_model: tuple[ModelProfile, int]
             state.completions.append(completion)
         state.error = error or state.error
 
-    return LLMClient(runtime, model, on_call, repeat=repeat, nodeid=nodeid)
+    return LLMClient(runtime, model, on_call, repeat=repeat, nodeid=nodeid, chats=state.chats)
 
 
 @pytest.fixture

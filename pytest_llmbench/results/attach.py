@@ -16,9 +16,16 @@ import pytest
 
 from ..engine.runtime import RUNTIME_KEY, Runtime
 from ..models.providers.completion import ProviderError, Usage
-from .item_record import completion_fields, eval_record
+from .item_record import _entry, completion_fields, eval_record
 from .record import build_record, file_field, utc_now, worker_id
-from .state import EVAL_RESULT_KEY, PLAIN_STATE_KEY, EvalFailure, EvalResult, PlainTestState
+from .state import (
+    EVAL_RESULT_KEY,
+    PLAIN_STATE_KEY,
+    ChatLog,
+    EvalFailure,
+    EvalResult,
+    PlainTestState,
+)
 
 
 def attach_record(
@@ -168,12 +175,30 @@ def _plain_record(
         error=error,
         error_kind=error_kind if outcome == "error" or error_kind == "budget" else None,
         prompt=state.prompts[-1] if state.prompts else None,
+        conversation=_chat_entries(state.chats) if state.chats else None,
         metrics=dict(state.metrics),
         worker=worker_id(item.config),
         started_at=state.started_at or utc_now(),
         **_summed(state),
     )
     return runtime.redactor.value(record)
+
+
+def _chat_entries(chats: list[ChatLog]) -> list[dict[str, Any]]:
+    """A plain test's ``conversation``: its ``llm.chat`` conversations one after another, in
+    the order they were opened, each entry with the 1-based ``chat`` it belongs to. A chat's
+    system prompt comes first (turn 0); each send is a turn: its message, then the reply."""
+    entries: list[dict[str, Any]] = []
+    for number, chat in enumerate(chats, start=1):
+        said = [_entry(0, "system", chat.system, None)] if chat.system else []
+        for reply in chat.replies:
+            message = str(reply.sent[-1]["content"])
+            said.append(_entry(reply.turn + 1, "user", message, None))
+            said.append(
+                _entry(reply.turn + 1, "assistant", reply.completion.text, reply.completion)
+            )
+        entries.extend({"chat": number, **entry} for entry in said)
+    return entries
 
 
 def _summed(state: PlainTestState) -> dict[str, Any]:

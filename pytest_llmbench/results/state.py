@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..agent.loop import AgentRun
     from ..agent.sandbox import Sandbox
     from ..engine.plan import CallPlan
-    from ..engine.request import ConversationRun
+    from ..engine.request import ConversationRun, Reply
     from ..judging.panel import GradedAssertion
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import Completion, ProviderError
@@ -68,6 +68,15 @@ EVAL_RESULT_KEY = pytest.StashKey[EvalResult]()
 
 
 @dataclass
+class ChatLog:
+    """One ``llm.chat`` conversation of a plain test: its system prompt and the model's
+    replies so far, each with the history it answered."""
+
+    system: str | None
+    replies: list[Reply] = field(default_factory=list)
+
+
+@dataclass
 class PlainTestState:
     """What a plain test did through our fixtures; becomes its results row."""
 
@@ -79,6 +88,9 @@ class PlainTestState:
     metrics: dict[str, float] = field(default_factory=dict)
     error: ProviderError | None = None
     started_at: str | None = None
+    #: the ``llm.chat`` conversations, in the order they were opened (the record's
+    #: ``conversation``)
+    chats: list[ChatLog] = field(default_factory=list)
 
 
 PLAIN_STATE_KEY = pytest.StashKey[PlainTestState]()
