@@ -214,11 +214,11 @@ BAD = [
         "`choices` score one answer",
     ),
     (
-        "a scope on a judged assertion",
+        "a conversation scope on factuality",
         "cases:\n  - turns:\n      - user: hi\n        assert:\n"
-        "          - {type: llm-rubric, value: polite, scope: conversation}\n",
+        "          - {type: factuality, value: hello, scope: conversation}\n",
         5,
-        "`scope: conversation` is not supported yet",
+        "factuality compares one reply with its expected answer",
     ),
     (
         "an unknown scope",

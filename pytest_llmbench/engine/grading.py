@@ -124,7 +124,7 @@ async def grade(
             request = judge_request(
                 entry.assertion,
                 entry.spec,
-                messages=plan.case.messages,
+                messages=_texts(plan.case.messages),
                 answer=completion.text,
                 expected=plan.case.expected,
                 task=plan.case.task,
@@ -137,6 +137,13 @@ async def grade(
             grade_panel(entry.index, entry.assertion, entry.spec, request, entry.judges, complete)
         )
     return tuple(await asyncio.gather(*jobs))
+
+
+def _texts(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """The messages a judge is shown: role and text (a message's image parts left out)."""
+    from ..spec.templating import message_text
+
+    return [{"role": str(m["role"]), "content": message_text(m)} for m in messages]
 
 
 async def _ungradable(index: int, assertion: Any, why: str) -> GradedAssertion:

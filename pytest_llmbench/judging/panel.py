@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError, Usage
-from .prompts import JURY_DIMENSIONS, JudgeRequest, judge_messages, reply_schema, retry_messages
+from .prompts import (
+    CONVERSATION_DIMENSIONS,
+    JURY_DIMENSIONS,
+    JudgeRequest,
+    judge_messages,
+    reply_schema,
+    retry_messages,
+)
 from .verdicts import VerdictError, parse_verdict
 
 if TYPE_CHECKING:
@@ -90,12 +97,17 @@ def judge_request(
     task: dict[str, Any] | None,
     extra_dimensions: Sequence[str] = (),
 ) -> JudgeRequest:
-    """What the judges of ``assertion`` are shown."""
+    """What the judges of ``assertion`` are shown: the question and the ``answer``, or with
+    ``scope: conversation`` the transcript (``messages`` then the answer) with roles, and a
+    jury's conversation dimensions after the six."""
     users = [m["content"] for m in messages if m["role"] == "user"]
     systems = [m["content"] for m in messages if m["role"] == "system"]
+    whole = spec.whole_conversation
+    conversation = _transcript(messages, answer) if whole else ()
     dimensions: tuple[str, ...] = ()
     if spec.kind == "jury":
-        dimensions = tuple(dict.fromkeys((*JURY_DIMENSIONS, *extra_dimensions, *spec.dimensions)))
+        standard = (*JURY_DIMENSIONS, *(CONVERSATION_DIMENSIONS if whole else ()))
+        dimensions = tuple(dict.fromkeys((*standard, *extra_dimensions, *spec.dimensions)))
     reference = assertion.value if spec.kind == "factuality" and assertion.value else expected
     return JudgeRequest(
         kind=spec.kind,  # type: ignore[arg-type]  # checked at collection
@@ -107,7 +119,15 @@ def judge_request(
         task_type=(task or {}).get("task_type"),
         task_criteria=(task or {}).get("task_criteria"),
         system=systems[0] if systems else None,
+        conversation=conversation,
     )
+
+
+def _transcript(messages: Sequence[dict[str, str]], answer: str) -> tuple[dict[str, str], ...]:
+    """The conversation a judge of the whole sees: every message but the system prompt (shown
+    apart), then the reply judged."""
+    said = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
+    return (*said, {"role": "assistant", "content": answer})
 
 
 def judge_params(judge: ModelProfile, spec: JudgeSpec, request: JudgeRequest) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from .judged import (
     parse_embedding_spec,
     parse_judge_spec,
     rouge_threshold,
+    scope_refusal,
 )
 from .performance import (
     PERFORMANCE_TYPES,
@@ -98,6 +99,8 @@ def parse_assertion(raw: object) -> Assertion:
     if _base_name(raw.get("type")) in _agent_types():
         return _parse_agent(raw)
     type_name, base = _split_type(raw.get("type"))
+    if "scope" in raw and base not in JUDGE_TYPES:
+        raise AssertionSpecError(scope_refusal(base), "scope")
     if base in PERFORMANCE_TYPES:
         return parse_performance(raw, type_name)
     if base in JUDGE_TYPES or base == "similarity":
@@ -147,8 +150,6 @@ def _parse_graded(raw: Mapping[str, Any], type_name: str, base: str) -> Assertio
     """A judged assertion, or ``similarity``: their own keys, and no ``not-`` prefix."""
     if type_name != base:
         raise AssertionSpecError(f"{base} cannot be negated with not-", "type")
-    if "scope" in raw and base in JUDGE_TYPES:
-        raw = _turn_scope(raw)
     extra = JUDGE_KEYS if base in JUDGE_TYPES else SIMILARITY_KEYS
     allowed = ("type", "value", "weight", "threshold", *sorted(extra))
     unknown = sorted(str(key) for key in raw if key not in allowed)
@@ -179,22 +180,6 @@ def _parse_graded(raw: Mapping[str, Any], type_name: str, base: str) -> Assertio
     return Assertion(
         type_name, base, False, value, weight, options, embedding, needs_value=needs_value
     )
-
-
-def _turn_scope(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A judged assertion's ``scope``: ``turn`` (what it judges anyway: the reply it is
-    attached to) is dropped; ``conversation`` is refused until whole-conversation judging is
-    built (issue 27)."""
-    scope = raw["scope"]
-    if scope == "conversation":
-        message = (
-            "`scope: conversation` is not supported yet: a judged assertion of a conversation "
-            "judges the reply to the turn it is attached to (`scope: turn`)"
-        )
-        raise AssertionSpecError(message, "scope")
-    if scope != "turn":
-        raise AssertionSpecError(f"scope must be turn or conversation, got {scope!r}", "scope")
-    return {key: value for key, value in raw.items() if key != "scope"}
 
 
 def _split_type(type_name: Any) -> tuple[str, str]:

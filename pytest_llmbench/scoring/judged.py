@@ -23,8 +23,14 @@ AGGREGATIONS: tuple[str, ...] = ("mean", "median", "majority", "min")
 SIMILARITY_METHODS: tuple[str, ...] = ("rouge-l", "embedding")
 #: Keys a judged assertion may have, besides type/value/weight/threshold.
 JUDGE_KEYS: frozenset[str] = frozenset(
-    {"judges", "dimensions", "aggregate", "structured", "temperature"}
+    {"judges", "dimensions", "aggregate", "structured", "temperature", "scope"}
 )
+#: What a judged assertion's judges see: ``turn`` (the default), the reply it is attached to
+#: with the question it answers; ``conversation``, the whole transcript up to that reply.
+SCOPES: tuple[str, ...] = ("turn", "conversation")
+#: The judged types that may judge a whole conversation (factuality compares one answer with
+#: its expected answer: a transcript has none).
+CONVERSATION_TYPES: tuple[str, ...] = ("llm-rubric", "jury", "closed-qa")
 SIMILARITY_KEYS: frozenset[str] = frozenset({"method", "embedding_model"})
 #: Pass thresholds: jury dimensions are scored 1..5, the other kinds 0..1.
 _DEFAULT_THRESHOLD = {"jury": 3.0, "similarity-rouge-l": 0.5, "similarity-embedding": 0.8}
@@ -54,6 +60,39 @@ class JudgeSpec:
     #: ask for the verdict's JSON schema as structured output (a grammar on llama.cpp)
     structured: bool = True
     temperature: float = 0.0
+
+    @property
+    def whole_conversation(self) -> bool:
+        """Whether the judges see the whole transcript (``scope: conversation``)."""
+        return False
+
+
+@dataclass(frozen=True)
+class ConversationJudgeSpec(JudgeSpec):
+    """A judged assertion with ``scope: conversation``: its judges see the transcript, with
+    roles, up to and including the reply it is attached to.
+
+    A subclass rather than a field of :class:`JudgeSpec`, so that the case hashes of judged
+    assertions without a scope stay what they were (a case hash digests the spec's fields).
+    """
+
+    scope: str = "conversation"
+
+    @property
+    def whole_conversation(self) -> bool:
+        """Always: the judges see the transcript."""
+        return True
+
+
+def scope_refusal(kind: str) -> str:
+    """Why an assertion of type ``kind`` takes no ``scope``."""
+    types = ", ".join(CONVERSATION_TYPES)
+    if kind == "factuality":
+        return (
+            "factuality compares one reply with its expected answer: it takes no "
+            f"`scope: conversation` (the types that judge a whole conversation: {types})"
+        )
+    return f"`scope` applies to judged assertions ({types}), not to {kind}"
 
 
 @dataclass(frozen=True)
@@ -85,7 +124,8 @@ def parse_judge_spec(kind: str, raw: Mapping[str, Any]) -> JudgeSpec:
     structured = raw.get("structured", True)
     if not isinstance(structured, bool):
         raise GradedSpecError(f"structured must be true or false, got {structured!r}", "structured")
-    return JudgeSpec(
+    spec_class = ConversationJudgeSpec if _scope(kind, raw) == "conversation" else JudgeSpec
+    return spec_class(
         kind=kind,
         judges=judges,
         dimensions=dimensions,
@@ -94,6 +134,15 @@ def parse_judge_spec(kind: str, raw: Mapping[str, Any]) -> JudgeSpec:
         structured=structured,
         temperature=_number(raw, "temperature", 0.0, (0.0, 2.0)),
     )
+
+
+def _scope(kind: str, raw: Mapping[str, Any]) -> str:
+    scope = raw.get("scope", "turn")
+    if scope not in SCOPES:
+        raise GradedSpecError(f"scope must be turn or conversation, got {scope!r}", "scope")
+    if scope == "conversation" and kind not in CONVERSATION_TYPES:
+        raise GradedSpecError(scope_refusal(kind), "scope")
+    return str(scope)
 
 
 def parse_embedding_spec(raw: Mapping[str, Any]) -> EmbeddingSpec | None:
