@@ -67,15 +67,24 @@ class HtmlColumns:
 
 
 def render_extra(record: dict[str, Any]) -> str:
-    """The HTML block shown under a row: the transcript, each verdict, and the judges' scores."""
+    """The HTML block shown under a row: the transcript, each verdict, and the judges' scores.
+
+    A conversation shows its messages with each reply's verdicts (:mod:`.conversation`) in
+    place of the response and the table of verdicts.
+    """
+    from .conversation import conversation_html
+
+    talk = conversation_html(record)
     parts = ['<div class="llmbench-extra">']
     for title, field in (("Prompt", "prompt"), ("Response", "response"), ("Expected", "expected")):
         value = record.get(field)
-        if value is not None:
+        if talk and field == "response":
+            parts.append(f"<h4>Conversation</h4>{talk}")
+        elif value is not None:
             parts.append(f"<h4>{title}</h4><pre>{_text(value)}</pre>")
     if record.get("error"):
         parts.append(f"<h4>Error</h4><pre>{_text(record['error'])}</pre>")
-    parts += _verdicts_table(record.get("assertions") or [])
+    parts += [] if talk else _verdicts_table(record.get("assertions") or [])
     parts += _dimensions_table(record.get("dimensions") or {})
     parts += _judges_table(record.get("judges") or [])
     parts += _agent_blocks(record)

@@ -46,18 +46,29 @@ _COLUMNS: dict[str, tuple[str, str]] = {
     "latency_s_p50": ("latency p50 s", ".2f"),
     "latency_s_p95": ("latency p95 s", ".2f"),
     "tokens_per_s_mean": ("tokens/s", ".1f"),
+    "turn_latency_s_p50": ("turn latency p50 s", ".2f"),
+    "turn_latency_s_p95": ("turn latency p95 s", ".2f"),
+    "conversation_latency_s_p50": ("conversation latency p50 s", ".2f"),
+    "conversation_latency_s_p95": ("conversation latency p95 s", ".2f"),
 }
+#: A conversation's timings, after the other columns of a board with conversations.
+_CONVERSATION_COLUMNS = (
+    *("turn_latency_s_p50", "turn_latency_s_p95"),
+    *("conversation_latency_s_p50", "conversation_latency_s_p95"),
+)
 #: The columns of a quality board, in order; a column the board lacks is left out.
 _BOARD_COLUMNS = (
     *("rank", "model", "score_mean", "pass_rate", "coverage", "mc_accuracy", "n_flaky"),
     "pass_at_k",
     *("pass_hat_k", "k", "n_items", "n_errors", "cost_usd_total", "judge_cost_total"),
     *("latency_s_p50", "ttft_s_p50", "tokens_per_s_mean"),
+    *_CONVERSATION_COLUMNS,
 )
 #: The columns of a latency-only board: timings instead of scores.
 _LATENCY_COLUMNS = (
     *("rank", "model", "n_items", "n_errors", "ttft_s_p50", "ttft_n", "latency_s_p50"),
     *("latency_s_p95", "tokens_per_s_mean", "cost_usd_total"),
+    *_CONVERSATION_COLUMNS,
 )
 #: Columns shown with their 95% CI: column -> (low column, high column).
 _CI_COLUMNS = {
@@ -214,14 +225,19 @@ def _case_row(record: Mapping[str, Any]) -> str:
 
 def transcript(record: Mapping[str, Any]) -> str:
     """An item's messages, then (as in the pytest-html extras) its answer and every verdict."""
+    from .conversation import entries, opening
     from .html_columns import render_extra
 
+    sent = _messages(record.get("messages"))
+    talk = bool(entries(record))
+    if talk:  # a conversation shows its own messages, after its system prompt
+        sent = opening(sent)
     messages = "".join(
         f"<h4>{text(message.get('role', '?'))}</h4><pre>{text(_content(message))}</pre>"
-        for message in _messages(record.get("messages"))
+        for message in sent
     )
     # The messages include the prompt: render_extra need not show it a second time.
-    extra = render_extra({**record, "prompt": None if messages else record.get("prompt")})
+    extra = render_extra({**record, "prompt": None if messages or talk else record.get("prompt")})
     return f'<div class="transcript">{messages}{extra}</div>'
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..results_folder import RESULTS_FILE
+from .conversation import failing_turn_note
 from .html_tables import text
 
 #: Cases (rows) shown at most: a bigger run's matrix would be too big to open.
@@ -137,9 +138,19 @@ def _cell(group: Sequence[Record]) -> str:
     errored = [record for record in group if record.get("outcome") == "error"]
     shown = shown_answer(errored[0] if errored else group[0])
     clipped = shown[:_ANSWER_CHARS] + ("..." if len(shown) > _ANSWER_CHARS else "")
+    turn = first_failing_turn(group)
+    where = f'<span class="turn">{text(turn)}:</span> ' if turn else ""
     return (
-        f'<td class="{status}" title="{text(shown[:_SEARCH_CHARS])}">{counts}{text(clipped)}</td>'
+        f'<td class="{status}" title="{text(shown[:_SEARCH_CHARS])}">{counts}{where}'
+        f"{text(clipped)}</td>"
     )
+
+
+def first_failing_turn(group: Sequence[Record]) -> str:
+    """Where the first failed conversation of a contestant's repeats failed
+    (``failed at turn 2/3``), or an empty text."""
+    failed = [record for record in group if record.get("outcome") == "failed"]
+    return failing_turn_note(failed[0]) if failed else ""
 
 
 #: The filter's script: reads the form (and the address at load), hides the other rows.
@@ -180,5 +191,6 @@ table.matrix td.passed { background: #e6f4ea; }
 table.matrix td.failed { background: #fce8e6; }
 table.matrix td.error { background: #fef7e0; }
 table.matrix td.mixed { background: #fff3cd; }
+table.matrix span.turn { font-weight: 600; }
 form.matrix-filter { margin: 0.5em 0; display: flex; gap: 0.5em; flex-wrap: wrap; }
 """

@@ -30,6 +30,7 @@ from ..results.baseline import model_of
 from ..results.record import utc_now
 from ..results_folder import RUN_FILE, ResultsFolder
 from .charts import Chart, ChartInput, build_sections, grouped_chart
+from .conversation import CONVERSATION_STYLE
 from .html_tables import (
     agreement_table,
     anchor,
@@ -111,7 +112,8 @@ def render_report(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{text(heading)}</title><style>{_STYLE}{MATRIX_STYLE}</style></head>"
+        f"<title>{text(heading)}</title><style>{_STYLE}{MATRIX_STYLE}{CONVERSATION_STYLE}</style>"
+        "</head>"
         f"<body><main><h1>{text(heading)}</h1><nav>{nav}</nav>{body}</main>"
         f"<script>{MATRIX_SCRIPT}</script>{plotly_loader()}</body></html>\n"
     )

@@ -28,6 +28,11 @@ Counting rules:
   over the answered items that have the dimension.
 - Multiple choice: ``mc_n`` counts the answered items with a ``choice``; ``mc_accuracy`` is the
   share of them whose choice is correct (NaN without any).
+- Conversations: a frame with an answered conversation record (a case's ``turns:``) gets the
+  :data:`CONVERSATION_COLUMNS` after the named metrics: the median and 95th percentile of the
+  latency of each reply of the model (over the replies of the answered conversations) and of a
+  whole conversation (its record's ``latency_s``, the sum of its replies'); NaN in a row
+  without conversations. A frame without any has none of these columns.
 
 pandas is imported inside the functions: importing this module must stay cheap.
 """
@@ -122,6 +127,13 @@ _OUTCOME_COUNTS: tuple[tuple[str, str], ...] = (
     ("n_errors", "error"),
     ("n_skipped", "skipped"),
 )
+#: The columns of a frame with conversations: per-reply and per-conversation latency.
+CONVERSATION_COLUMNS: tuple[str, ...] = (
+    "turn_latency_s_p50",
+    "turn_latency_s_p95",
+    "conversation_latency_s_p50",
+    "conversation_latency_s_p95",
+)
 #: Outcomes of the items that answered: the ones means and the pass rate are over.
 ANSWERED = ("passed", "failed")
 #: Columns of the records frame with each item's outcome and score as the rates count them.
@@ -150,14 +162,54 @@ def aggregate(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
     The metrics are :data:`METRIC_COLUMNS`, then ``dim_<key>_mean`` for each dimension judged
     in ``frame`` (see :func:`judged_dimensions`), then ``metric_<name>_mean`` for each named
-    metric of the records (``post_process``, ``record_score(name=...)``: :func:`custom_metrics`).
+    metric of the records (``post_process``, ``record_score(name=...)``: :func:`custom_metrics`),
+    then the :data:`CONVERSATION_COLUMNS` when ``frame`` has conversations.
     """
     keys, dimensions, custom = list(by), judged_dimensions(frame), custom_metrics(frame)
+    talks = has_conversations(frame)
     rows = [
-        {**dict(zip(keys, key, strict=False)), **metrics(group, dimensions, custom)}
+        {**dict(zip(keys, key, strict=False)), **metrics(group, dimensions, custom, talks)}
         for key, group in frame.groupby(keys, sort=True, dropna=False)
     ]
-    return metrics_frame(rows, keys, dimensions, custom)
+    return metrics_frame(rows, keys, dimensions, custom, talks)
+
+
+def has_conversations(frame: pd.DataFrame) -> bool:
+    """Whether an answered record of ``frame`` is a conversation (has a ``conversation``)."""
+    return bool(_conversations(frame[frame["outcome"].isin(ANSWERED)]))
+
+
+def conversation_columns(conversations: bool) -> list[str]:
+    """The :data:`CONVERSATION_COLUMNS` of a frame with conversations, else none."""
+    return list(CONVERSATION_COLUMNS) if conversations else []
+
+
+def _conversations(answered: pd.DataFrame) -> list[list[Any]]:
+    if "conversation" not in answered.columns:
+        return []
+    return [talk for talk in answered["conversation"] if isinstance(talk, list)]
+
+
+def conversation_latency(answered: pd.DataFrame) -> dict[str, float]:
+    """The :data:`CONVERSATION_COLUMNS` of a group: percentiles of each reply's latency and of
+    each conversation's (NaN without conversations)."""
+    import pandas as pd
+
+    talks = _conversations(answered)
+    replies = [
+        entry.get("latency_s")
+        for talk in talks
+        for entry in talk
+        if isinstance(entry, dict) and entry.get("generated")
+    ]
+    turns = pd.Series([value for value in replies if value is not None], dtype="float64")
+    whole = answered["latency_s"][[isinstance(t, list) for t in answered["conversation"]]]
+    return {
+        "turn_latency_s_p50": float(turns.quantile(0.5)),
+        "turn_latency_s_p95": float(turns.quantile(0.95)),
+        "conversation_latency_s_p50": float(whole.quantile(0.5)),
+        "conversation_latency_s_p95": float(whole.quantile(0.95)),
+    }
 
 
 def custom_metrics(frame: pd.DataFrame) -> list[str]:
@@ -204,9 +256,13 @@ def has_judges(records: Iterable[Mapping[str, Any]]) -> bool:
 
 
 def metrics(
-    group: pd.DataFrame, dimensions: Sequence[str], custom: Sequence[str] = ()
+    group: pd.DataFrame,
+    dimensions: Sequence[str],
+    custom: Sequence[str] = (),
+    conversations: bool = False,
 ) -> dict[str, Any]:
-    """Return the value of every metric column for one group of records."""
+    """Return the value of every metric column for one group of records (and the
+    :data:`CONVERSATION_COLUMNS` when ``conversations``)."""
     outcomes = group["outcome"].value_counts()
     counts = {column: int(outcomes.get(outcome, 0)) for column, outcome in _OUTCOME_COUNTS}
     spent = group[group["outcome"] != "skipped"]
@@ -235,6 +291,7 @@ def metrics(
         **_choice_stats(answered),
         **dimension_means(answered, dimensions),
         **custom_means(answered, custom),
+        **(conversation_latency(answered) if conversations else {}),
     }
 
 
@@ -361,11 +418,17 @@ def metrics_frame(
     keys: list[str],
     dimensions: Sequence[str],
     custom: Sequence[str] = (),
+    conversations: bool = False,
 ) -> pd.DataFrame:
     """The aggregate rows as a frame: ``keys``, then the metric columns, with their dtypes."""
     import pandas as pd
 
-    columns = [*METRIC_COLUMNS, *dimension_columns(dimensions), *custom_columns(custom)]
+    columns = [
+        *METRIC_COLUMNS,
+        *dimension_columns(dimensions),
+        *custom_columns(custom),
+        *conversation_columns(conversations),
+    ]
     frame = pd.DataFrame(rows, columns=[*keys, *columns])
     dtypes = {name: _dtype(name) for name in columns}
     return frame.astype(dtypes)

@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any
 from .aggregation import (
     METRIC_COLUMNS,
     aggregate,
+    conversation_columns,
     custom_columns,
     custom_metrics,
     dimension_columns,
     grade_errors,
+    has_conversations,
     has_judges,
     judged_dimensions,
     metrics,
@@ -104,10 +106,9 @@ def model_aggregate(frame: pd.DataFrame, model: str) -> pd.DataFrame:
     if own.empty:
         raise KeyError(f"no records for model {model!r}")
     per_suite = aggregate(own, ["suite"])
-    dimensions, custom = judged_dimensions(own), custom_metrics(own)
-    total = metrics_frame(
-        [{"suite": ALL_SUITES, **metrics(own, dimensions, custom)}], ["suite"], dimensions, custom
-    )
+    dimensions, custom, talks = judged_dimensions(own), custom_metrics(own), has_conversations(own)
+    row = {"suite": ALL_SUITES, **metrics(own, dimensions, custom, talks)}
+    total = metrics_frame([row], ["suite"], dimensions, custom, talks)
     return pd.concat([per_suite, total], ignore_index=True)
 
 
@@ -155,6 +156,7 @@ class RunSummary:
             *METRIC_COLUMNS,
             *dimension_columns(dimensions),
             *custom_columns(custom),
+            *conversation_columns(has_conversations(own)),
         ]
         per_suite = self.all_metrics[self.all_metrics["model"] == model]
         total = self.board[self.board["model"] == model].assign(suite=ALL_SUITES)

@@ -10,8 +10,17 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..report.conversation import CONVERSATION_STYLE
 from ..report.html_tables import leaderboard_table, text, transcript
-from ..report.matrix import Cells, case_flags, cell_status, group_cases, searched_text, shown_answer
+from ..report.matrix import (
+    Cells,
+    case_flags,
+    cell_status,
+    first_failing_turn,
+    group_cases,
+    searched_text,
+    shown_answer,
+)
 from ..results_folder import REPORT_FILE, ResultsFolder
 from .runs import Run
 
@@ -32,6 +41,7 @@ form.filters { display: flex; gap: 0.5em; flex-wrap: wrap; margin: 0.5em 0; }
 .progress { background: #e8f0fe; padding: 0.6em; border-radius: 4px; }
 .note { color: #5f6368; } .bad { color: #c5221f; }
 ol.timeline li { margin-bottom: 0.6em; }
+span.turn { font-weight: 600; }
 """
 
 
@@ -40,7 +50,8 @@ def layout(title: str, body: str, *, refresh_s: int | None = None) -> str:
     refresh = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{refresh}'
-        f"<title>{text(title)} - llmbench view</title><style>{_STYLE}</style></head><body>"
+        f"<title>{text(title)} - llmbench view</title><style>{_STYLE}{CONVERSATION_STYLE}</style>"
+        "</head><body>"
         '<header><a href="/">Runs</a><a href="/launch">Launch</a></header>'
         f"<main><h1>{text(title)}</h1>{body}</main></body></html>"
     )
@@ -236,7 +247,9 @@ def _cell(run: Run, group: Sequence[Record]) -> str:
         f"{text(_short(r))}</a>"
         for r in group
     )
-    return f'<td class="{status}">{links}</td>'
+    turn = first_failing_turn(group)
+    where = f'<span class="turn">{text(turn)}</span> ' if turn else ""
+    return f'<td class="{status}">{where}{links}</td>'
 
 
 def _short(record: Record) -> str:
