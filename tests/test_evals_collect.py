@@ -1,0 +1,30 @@
+"""The repository's example evals (``evals/``, what ``make eval`` runs) collect cleanly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import REPO_ROOT
+
+
+def test_every_example_eval_collects_with_the_conversations() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "evals"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert " error" not in output.lower() and "Traceback" not in output, output
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    conversations = [i for i in ids if i.startswith("evals/conversation.eval.yaml::")]
+    # Each case once, on the embedded model (no --models).
+    assert [i.split("::")[1] for i in conversations] == [
+        "remember-name[local/smollm2-r0]",
+        "remember-word[local/smollm2-r0]",
+        "refund-flow[local/smollm2-r0]",
+        "capitals[local/smollm2-r0]",
+    ]
