@@ -7,6 +7,7 @@ judge's prompt itself is checked at the end, on :func:`judge_messages`.
 
 from __future__ import annotations
 
+import csv
 import json
 from typing import Any
 
@@ -138,6 +139,12 @@ def test_a_conversation_jury_scores_the_three_conversation_dimensions(bench: Ben
     system = request["messages"][0]["content"]
     assert "- knowledge_retention: does the assistant remember" in system
     assert "judge of an AI assistant in a conversation" in system
+    # The aggregates: one column per dimension, the conversation's after the six.
+    with bench.out("leaderboard.csv").open() as board:
+        (row,) = csv.DictReader(board)
+    columns = [key for key in row if key.startswith("dim_")]
+    assert columns == [f"dim_{key}_mean" for key in dimensions]
+    assert float(row["dim_knowledge_retention_mean"]) == 2.0
 
 
 def test_a_turn_jury_keeps_the_six_dimensions(bench: Bench) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...judging.prompts import JURY_DIMENSIONS
+from ...judging.prompts import CONVERSATION_DIMENSIONS, JURY_DIMENSIONS
 
 _ANSWERED = ("passed", "failed")
 
@@ -62,10 +62,12 @@ class DimensionAgreement:
 
 
 def dimension_order(keys: Iterable[str]) -> list[str]:
-    """The distinct ``keys``: the six jury dimensions in their standard order, then the rest A-Z."""
+    """The distinct ``keys``: the six jury dimensions and the three of a conversation jury in
+    their standard order, then the rest A-Z."""
     present = set(keys)
-    standard = [key for key in JURY_DIMENSIONS if key in present]
-    return standard + sorted(present - set(JURY_DIMENSIONS))
+    order = (*JURY_DIMENSIONS, *CONVERSATION_DIMENSIONS)
+    standard = [key for key in order if key in present]
+    return standard + sorted(present - set(order))
 
 
 def dimension_agreement(records: Iterable[Mapping[str, Any]]) -> list[DimensionAgreement]:
