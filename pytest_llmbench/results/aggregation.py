@@ -200,7 +200,7 @@ def conversation_latency(answered: pd.DataFrame) -> dict[str, float]:
         entry.get("latency_s")
         for talk in talks
         for entry in talk
-        if isinstance(entry, dict) and entry.get("generated")
+        if isinstance(entry, dict) and entry.get("generated") and entry.get("role") == "assistant"
     ]
     turns = pd.Series([value for value in replies if value is not None], dtype="float64")
     whole = answered["latency_s"][[isinstance(t, list) for t in answered["conversation"]]]
