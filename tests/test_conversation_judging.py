@@ -155,6 +155,27 @@ def test_a_turn_jury_keeps_the_six_dimensions(bench: Bench) -> None:
     assert list(record["dimensions"]) == list(JURY_DIMENSIONS)
 
 
+def test_conversation_judges_give_the_same_records_with_and_without_xdist(bench: Bench) -> None:
+    dimensions = (*JURY_DIMENSIONS, *CONVERSATION_DIMENSIONS)
+    script(bench, jury_reply({key: 4 for key in dimensions} | {"goal_completion": 2}))
+    bench.server.add_rule(Rule(match="weather", reply="Sunny."))
+    jury = "{type: jury, judges: [fake2], scope: conversation}"
+    second = "  - id: weather\n    turns:\n      - user: How is the weather?\n"
+    bench.eval_file("talk", talk(case_assert=jury) + second + f"    assert: [{jury}]\n")
+
+    def judged_fields() -> dict[str, Any]:
+        keys = ("outcome", "score", "dimensions", "assertions", "judge_tokens", "judge_cost")
+        return {r["case_id"]: tuple(json.dumps(r[k]) for k in keys) for r in bench.records()}
+
+    bench.run_subprocess("-n", "2", "--models=fake").assert_outcomes(failed=2)
+    assert {r["worker"] for r in bench.records()} == {"gw0", "gw1"}
+    with_xdist = judged_fields()
+    bench.run("--models=fake").assert_outcomes(failed=2)
+    assert judged_fields() == with_xdist
+    assert len(judge_texts(bench)) == 4  # each run judged each conversation once
+    assert any("<user>\nHow is the weather?\n</user>" in text for text in judge_texts(bench))
+
+
 @pytest.mark.parametrize("again", ["--cache=replay", "--rescore"])
 def test_replay_reuses_the_conversation_judges_verdict_with_no_request(
     bench: Bench, again: str
