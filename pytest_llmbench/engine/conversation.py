@@ -99,7 +99,8 @@ async def grade_turns(
     judge_metrics: Sequence[str],
 ) -> tuple[GradedAssertion, ...]:
     """The judged assertions of every turn, each on that turn's reply and the history it
-    answered, all turns' judges concurrently."""
+    answered (a ``scope: conversation`` judge sees both as its transcript, up to that reply),
+    all turns' judges concurrently."""
     jobs = []
     for reply in run.replies:
         checks = set(plan.case.turns[reply.turn].checks)
