@@ -74,6 +74,7 @@ class EvalFile(pytest.File):
                             shim_interpreter=interpreter,
                             optimizer=run.optimizer if variant.optimized else None,
                             latency_only=run.latency_only,
+                            user_sim=self._user_sim(loaded, case, model),
                         )
                         items.append(self._item(plan))
         return items
@@ -109,6 +110,21 @@ class EvalFile(pytest.File):
 
         try:
             return shim_model(loaded, get_run_config(self.config).profiles)
+        except EvalFileError as exc:
+            raise self.CollectError(_relative(exc, self.config.rootpath)) from None
+
+    def _user_sim(
+        self, loaded: LoadedEval, case: EvalCase, model: ModelProfile
+    ) -> ModelProfile | None:
+        """The model playing a ``simulated_user:`` case's user (a bad name fails collection)."""
+        from .spec.helper_models import user_sim_model
+        from .spec.schema import EvalFileError
+
+        if case.simulated_user is None:
+            return None
+        run = get_run_config(self.config)
+        try:
+            return user_sim_model(loaded, case, run.profiles, run.judges, model)
         except EvalFileError as exc:
             raise self.CollectError(_relative(exc, self.config.rootpath)) from None
 

@@ -94,6 +94,9 @@ class CaseHasher:
         turns = getattr(case, "turns", ())
         if turns:  # only when given: the hashes of cases without turns stay what they were
             payload["turns"] = [_plain(turn) for turn in turns]
+        user = getattr(case, "simulated_user", None)
+        if user is not None:  # as turns: only when given
+            payload["simulated_user"] = _plain(user)
         try:
             text = json_text(payload, canonical=True)
         except TypeError:  # keys of mixed types (``{1: a, b: c}`` in vars): their written order

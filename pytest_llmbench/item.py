@@ -333,21 +333,19 @@ class EvalItem(pytest.Function):
 
         run = self.result.conversation
         assert run is not None
-        replies = {reply.turn: reply for reply in run.replies}
         verdicts = []
-        for index, assertion in enumerate(self.case.assertions):
-            turn = self.case.turn_of(index)
-            assert turn is not None  # every assertion of a conversation is on a turn
-            reply = replies[turn]
+        # Every assertion is on a turn (a simulated user's on each of its turns): in turn order.
+        for reply in run.replies:
+            turn = run.turns[reply.turn]
             own = dataclasses.replace(
-                context,
-                prompt=self.case.turns[turn].content,
-                measures=self._measures(reply.completion),
+                context, prompt=turn.content, measures=self._measures(reply.completion)
             )
-            verdict = self._graded_verdict(index, assertion) or evaluate(
-                assertion, reply.completion.text, own
-            )
-            verdicts.append(on_turn(verdict, turn + 1, self.case.turns[turn].weight))
+            for index in turn.checks:
+                assertion = self.case.assertions[index]
+                verdict = self._graded_verdict(index, assertion) or evaluate(
+                    assertion, reply.completion.text, own
+                )
+                verdicts.append(on_turn(verdict, reply.turn + 1, turn.weight))
         return verdicts
 
     def _check_turns(self) -> None:
@@ -356,7 +354,8 @@ class EvalItem(pytest.Function):
 
         found = failed_turn(self.result.verdicts, self.case.threshold)
         if found is not None:
-            raise EvalFailure(failure_headline(*found, len(self.case.turns)))
+            turns = self.result.conversation.turns if self.result.conversation else ()
+            raise EvalFailure(failure_headline(*found, len(turns)))
 
     def _measures(self, completion: Completion | None = None) -> CallMeasures:
         """What the call (or ``completion``, one call of a conversation) measured, for the
@@ -425,7 +424,7 @@ class EvalItem(pytest.Function):
         """pytest-timeout's ``--timeout`` ran out: the item is an error of kind ``timeout``."""
         message = f"{self.plan.label}: pytest-timeout: the item ran past --timeout {seconds:g} s"
         error = ProviderError(message, "timeout")
-        if self.case.turns:  # a conversation keeps what was said before
+        if self.case.conversational:  # a conversation keeps what was said before
             error.partial = get_runtime(self.config).scheduler().said_so_far(self.nodeid)
         self.result.provider_error = error
         raise error
@@ -457,7 +456,8 @@ class EvalItem(pytest.Function):
         from .scoring.conversation import failed_turn, transcript_lines
 
         found = failed_turn(self.result.verdicts, self.case.threshold)
-        last = found[0] if found is not None else len(self.case.turns)
+        run = self.result.conversation
+        last = found[0] if found is not None else len(run.turns if run else ())
         entries = conversation_entries(self.result, self.result.verdicts)
         return transcript_lines(entries, last, _SHOWN)
 

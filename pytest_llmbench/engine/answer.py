@@ -189,6 +189,9 @@ class Answerer:
             completion, verdict = await self._solve(plan, request)
         elif plan.case.loglikelihood is not None:
             completion, options = await self._score_options(plan, request)
+        elif plan.case.simulated_user is not None:
+            conversation = await self._simulate(plan, request, targets)
+            completion = _whole(conversation, request)
         elif plan.case.turns:
             conversation = await self._converse(plan, request)
             completion = _whole(conversation, request)
@@ -228,6 +231,49 @@ class Answerer:
         finally:
             if self._talks.get(plan.nodeid) is progress:
                 del self._talks[plan.nodeid]
+
+    async def _simulate(
+        self, plan: CallPlan, request: Request, targets: HelperTargets
+    ) -> ConversationRun:
+        """A conversation with a simulated user: the model's turns are called as a scripted
+        conversation's; the simulated user's are a helper model's calls (its own lane), each
+        keyed by the history it reads. Its errors are the item's, never the model's failure."""
+        from ..spec.turns import with_case_checks
+        from .simulated import simulate, stop_check
+
+        user = plan.case.simulated_user
+        assert user is not None and plan.user_sim is not None
+        profile = plan.user_sim
+
+        async def complete(messages: tuple[dict[str, Any], ...], turn: int) -> Completion:
+            call = dataclasses.replace(
+                request,
+                messages=messages,
+                key_params={**request.key_params, "llmbench_turn": turn},
+                estimate=estimate_tokens(messages, plan.answer_token_budget),
+                missed_key=None,
+            )
+            return await self._pacer.paced(call)
+
+        async def ask(messages: list[dict[str, str]], turn: int) -> Completion:
+            asked = self._helpers.request(plan, profile, targets, messages, {})
+            if isinstance(asked, ProviderError):
+                raise _as_user_sim(asked, profile.name)
+            nodeid = f"{plan.nodeid} (simulated user {profile.name})"
+            asked = dataclasses.replace(asked, nodeid=nodeid)
+            try:
+                return await self._pacer.paced(asked)
+            except ProviderError as exc:
+                raise _as_user_sim(exc, profile.name) from None
+
+        progress = self._talks[plan.nodeid] = Progress()
+        try:
+            run = await simulate(complete, ask, request.messages, user, stop_check(plan), progress)
+        finally:
+            if self._talks.get(plan.nodeid) is progress:
+                del self._talks[plan.nodeid]
+        turns = with_case_checks(run.turns, len(user.checks), len(plan.case.assertions))
+        return dataclasses.replace(run, turns=turns)
 
     def said_so_far(self, nodeid: str) -> ConversationRun | None:
         """What the conversation of item ``nodeid`` said so far, while it runs (else None)."""
@@ -384,9 +430,16 @@ def _one_plain_call(plan: CallPlan) -> bool:
         or plan.agent is not None
         or plan.solver is not None
         or plan.case.loglikelihood is not None
-        or plan.case.turns
+        or plan.case.conversational
         or plan.graded
     )
+
+
+def _as_user_sim(error: ProviderError, name: str) -> ProviderError:
+    """A simulated user's error, said as one: the item's error, not the model's failure."""
+    said = ProviderError(f"simulated user {name}: {error.message}", error.kind, error.retries)
+    said.rate_limit_wait_s = error.rate_limit_wait_s
+    return said
 
 
 def _whole(conversation: ConversationRun, request: Request) -> Completion:

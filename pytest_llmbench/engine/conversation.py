@@ -37,10 +37,13 @@ class Progress:
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.reached = 0
+        self.turns: list[Turn] = []  #: the turns said (a simulated user's as they are written)
+        self.user_calls: list[Completion] = []  #: a simulated user's calls
 
     def so_far(self) -> ConversationRun:
         """What was said up to now."""
-        return ConversationRun(tuple(self.replies), self.reached)
+        turns, calls = tuple(self.turns), tuple(self.user_calls)
+        return ConversationRun(tuple(self.replies), self.reached, turns, user_calls=calls)
 
 
 class ConversationCut(BudgetExceeded):
@@ -68,6 +71,7 @@ async def converse(
     first = next(index for index, turn in enumerate(turns) if turn.answered)
     history = list(opening)
     progress = progress or Progress()
+    progress.turns = list(turns)
     replies = progress.replies
     index = first
     try:
@@ -83,12 +87,24 @@ async def converse(
             replies.append(Reply(index, sent, completion))
             history.append({"role": "assistant", "content": completion.text})
     except ProviderError as exc:
-        exc.partial = ConversationRun(tuple(replies), index)
-        exc.retries += sum(reply.completion.retries for reply in replies)
-        raise
+        progress.reached = index
+        raise cut_short(exc, progress) from None
     except BudgetExceeded as exc:
-        raise ConversationCut(str(exc), ConversationRun(tuple(replies), index)) from None
-    return ConversationRun(tuple(replies), len(turns) - 1)
+        progress.reached = index
+        raise cut_short(exc, progress) from None
+    return ConversationRun(tuple(replies), len(turns) - 1, tuple(turns))
+
+
+def cut_short(error: ProviderError | BudgetExceeded, progress: Progress) -> Exception:
+    """The error that ends a conversation, carrying what was said before it: a provider error
+    with its ``partial`` (and the retries of every call), or a :class:`ConversationCut`."""
+    partial = progress.so_far()
+    if isinstance(error, BudgetExceeded):
+        return ConversationCut(str(error), partial)
+    error.partial = partial
+    calls = [reply.completion for reply in partial.replies] + list(partial.user_calls)
+    error.retries += sum(call.retries for call in calls)
+    return error
 
 
 async def grade_turns(
@@ -103,7 +119,7 @@ async def grade_turns(
     all turns' judges concurrently."""
     jobs = []
     for reply in run.replies:
-        checks = set(plan.case.turns[reply.turn].checks)
+        checks = set(run.turns[reply.turn].checks)
         graded = tuple(entry for entry in plan.graded if entry.index in checks)
         if not graded:
             continue

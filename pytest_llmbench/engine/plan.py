@@ -58,6 +58,8 @@ class CallPlan:
     #: the model that rewrites the prompt of an optimized variant
     optimizer: ModelProfile | None = None
     latency_only: bool = False  #: ``--latency-only``: the answer is measured, not scored
+    #: the model playing the user of a ``simulated_user:`` case
+    user_sim: ModelProfile | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -86,7 +88,8 @@ class CallPlan:
         """Every judge and helper model this call asks, once each."""
         seen = {judge.name: judge for graded in self.graded for judge in graded.judges}
         # Helpers are called like judges: their own lanes and targets.
-        for helper in (self.shim_interpreter, self.optimizer if self.variant.optimized else None):
+        optimizer = self.optimizer if self.variant.optimized else None
+        for helper in (self.shim_interpreter, optimizer, self.user_sim):
             if helper is not None:
                 seen.setdefault(helper.name, helper)
         return tuple(seen.values())

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..agent.sandbox import Sandbox
     from ..judging.panel import GradedAssertion
     from ..models.providers.completion import CallTarget
+    from ..spec.schema import Turn
     from .optimizer import Rewrite
     from .plan import CallPlan
     from .ratelimit import ModelLane, ProcessSlot
@@ -38,6 +39,12 @@ class ConversationRun:
     replies: tuple[Reply, ...]
     #: the 0-based index of the last turn reached: the last one, or the turn whose call failed
     reached: int
+    #: the turns said, in order: the case's scripted ones, or those a simulated user wrote
+    turns: tuple[Turn, ...] = ()
+    #: how a simulated user's conversation ended: ``goal``, ``max_turns`` or ``failed``
+    stopped: str | None = None
+    #: the simulated user's calls (their tokens and cost are not the model's)
+    user_calls: tuple[Completion, ...] = ()
 
     def completion(self, model_id: str) -> Completion | None:
         """The conversation as one completion: the last reply's text, the first call's TTFT,

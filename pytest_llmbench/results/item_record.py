@@ -53,7 +53,8 @@ def eval_record(
         else (provider_error.retries if provider_error else 0),
         prompt=last_user_text(result.sent_messages) or case.prompt,
         messages=[dict(m) for m in result.sent_messages or case.messages],
-        conversation=conversation_entries(result, result.verdicts) if case.turns else None,
+        conversation=conversation_entries(result, result.verdicts) if case.conversational else None,
+        **_user_sim_fields(result),
         expected=case.expected,
         assertions=[verdict.to_dict() for verdict in result.verdicts],
         **_judge_fields(result),
@@ -91,7 +92,7 @@ def conversation_entries(result: EvalResult, verdicts: Sequence[Verdict]) -> lis
         return []
     from ..spec.templating import message_text
 
-    turns = result.plan.case.turns
+    turns = run.turns
     replies = {reply.turn: reply.completion for reply in run.replies}
     # The opening as sent (an optimized variant's rewrite), the later turns as written.
     sent = [m for m in run.replies[0].sent if m["role"] != "system"] if run.replies else []
@@ -206,6 +207,20 @@ def _agent_fields(result: EvalResult) -> dict[str, Any]:
         "transcript": [dict(message) for message in run.transcript],
         "timeline": run.timeline(),
         "workdir": workdir,
+    }
+
+
+def _user_sim_fields(result: EvalResult) -> dict[str, Any]:
+    """A simulated user's conversation: how it ended, and the simulated user's own tokens and
+    cost (never in the model's ``cost_usd``)."""
+    run = result.conversation
+    if result.plan.case.simulated_user is None or run is None:
+        return {}
+    usage = total_usage(call.usage for call in run.user_calls)
+    return {
+        "conversation_stopped": run.stopped,
+        "user_sim_tokens": usage.tokens,
+        "user_sim_cost_usd": usage.cost_usd,
     }
 
 

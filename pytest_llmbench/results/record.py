@@ -59,12 +59,22 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``judge_cost`` (float | None): USD spent on this item's judge calls (``None`` when no judge
   call had a known cost).
 - ``judge_tokens`` (int): input + output tokens of this item's judge calls.
+- ``user_sim_cost_usd`` (float | None): USD spent on a ``simulated_user:`` conversation's
+  simulated-user calls, apart from the model's ``cost_usd`` (``None`` for other items, or when
+  no call of it had a known cost).
+- ``user_sim_tokens`` (int | None): input + output tokens of those calls (``None`` for other
+  items).
 - ``retries`` (int): provider retries made for this item.
 - ``tool_calls`` (int): tool calls made (0 for plain completions).
 - ``turns`` (int | None): model calls of an agent item's loop (``None`` for plain completions).
 - ``tool_counts`` (dict[str, int]): an agent item's tool calls per tool.
 - ``stopped`` (str | None): why an agent loop ended: ``answer``, ``max_turns``, ``seconds``,
   ``tokens``, ``error`` (a call failed: the item is an error, its turns so far are kept).
+- ``conversation_stopped`` (str | None): how a ``simulated_user:`` conversation ended:
+  ``goal`` (the simulated user said its stop marker), ``max_turns`` (the model replied
+  ``max_turns`` times) or ``failed`` (an assertion marked ``stop_on_fail`` failed); ``None`` for
+  other items and for a conversation an error or ``--max-cost`` cut short. (``stopped`` is an
+  agent loop's.)
 - ``transcript`` (list[dict]): an agent item's whole conversation: every model turn, its tool
   calls and the tool results it was shown.
 - ``timeline`` (list[dict]): an agent item's steps in order: each model call (``kind: model``:
@@ -162,11 +172,14 @@ FIELDS: tuple[str, ...] = (
     "cost_usd",
     "judge_cost",
     "judge_tokens",
+    "user_sim_cost_usd",
+    "user_sim_tokens",
     "retries",
     "tool_calls",
     "turns",
     "tool_counts",
     "stopped",
+    "conversation_stopped",
     "streamed",
     "cached",
     "rate_limit_wait_s",

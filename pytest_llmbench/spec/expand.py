@@ -34,6 +34,8 @@ from .turns import (
     conversation_refusal,
     row_turns,
     script_turns,
+    simulated_user,
+    simulated_user_refusal,
     turn_variables,
     with_turns,
 )
@@ -193,6 +195,8 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
         message = f"case {case_id!r}: give either `prompt` or `messages`, not both"
         raise place.error(message, "messages")
     choices = _case_choices(spec, case, place, case_id)
+    if case.simulated_user is not None:
+        return _simulated_case(spec, case, place, case_id)
     scripted = None
     try:
         if case.turns is not None:
@@ -233,6 +237,60 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
         choice_labels=None,
     )
     return with_turns(resolved, scripted.turns) if scripted else resolved
+
+
+def _simulated_case(spec: EvalSpec, case: CaseSpec, place: _Place, case_id: str) -> EvalCase:
+    """A case whose user is simulated: its own assertions check every reply of the model, the
+    case's and the file's the last one (as a scripted conversation's)."""
+    assert case.simulated_user is not None
+    given = [key for key in ("prompt", "messages", "turns") if getattr(case, key) is not None]
+    refusal = simulated_user_refusal(given)
+    if refusal is not None:
+        raise place.error(f"case {case_id!r}: {refusal}", given[0])
+    _check_turns_file(spec, place, f"case {case_id!r}", ("simulated_user",))
+    for key in ("choices", "images"):
+        if getattr(case, key):
+            message = f"case {case_id!r}: `{key}` go with one prompt, not a simulated user"
+            raise place.error(message, key)
+    system = case.system if case.system is not None else spec.system
+    try:
+        user, own, messages = simulated_user(case.simulated_user, system, case.vars)
+    except TurnError as exc:
+        raise place.error(f"case {case_id!r}: {exc}", *exc.key) from None
+    own_keys = [("simulated_user", "assert", n) for n in range(len(own))]
+    resolved = _resolve(
+        spec,
+        place,
+        [*own, *case.assertions],
+        own_keys=[*own_keys, *(("assert", n) for n in range(len(case.assertions)))],
+        case_id=case_id,
+        messages=messages,
+        template=messages,
+        template_vars=None,
+        expected=place.text("expected", case.expected),
+        threshold=case.threshold,
+        model_params=case.model_params,
+        tags=case.tags,
+        files=case.files,
+        vars=case.vars,
+        task=case.task.model_dump() if case.task else None,
+        expected_output_tokens=case.expected_output_tokens,
+        judge_metrics=case.judge_metrics,
+        include_dirs=case.include_dirs,
+        images=(),
+        choices=None,
+        answer_index=None,
+        choice_labels=None,
+    )
+    for index in user.checks:
+        if resolved.assertions[index].graded is not None:
+            message = (
+                f"case {case_id!r}: `{resolved.assertions[index].type}` is judged: a simulated "
+                "user's assertions are checked on every reply during the conversation; give it "
+                "on the case to judge the last reply"
+            )
+            raise place.error(message, *own_keys[index])
+    return replace(resolved, simulated_user=user)
 
 
 @dataclass(frozen=True)

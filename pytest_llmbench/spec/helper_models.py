@@ -58,3 +58,26 @@ def assertion_panel(
         message = f"case {case.id!r}: {assertion.type} judges: {exc}"
         raise EvalFileError(loaded.path, case.line, message) from None
     return judges[:1] if assertion.base_type == "llm-rubric" else judges
+
+
+def user_sim_model(
+    loaded: LoadedEval,
+    case: EvalCase,
+    registry: ProfileRegistry,
+    judges: Sequence[ModelProfile],
+    model: ModelProfile,
+) -> ModelProfile:
+    """The model playing a ``simulated_user:`` case's user: its own ``model``, else the first
+    of ``judges`` (the run's ``--judges``), else ``model`` (the one under test)."""
+    from ..models.profiles import ProfileError
+    from .schema import EvalFileError
+
+    user = case.simulated_user
+    assert user is not None
+    if user.model is None:
+        return judges[0] if judges else model
+    try:
+        return registry.resolve(user.model)[0]
+    except (ProfileError, IndexError) as exc:
+        message = f"case {case.id!r}: simulated_user model: {exc}"
+        raise EvalFileError(loaded.path, case.line, message) from None

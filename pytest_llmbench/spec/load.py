@@ -138,11 +138,14 @@ def _schema_error(path: Path, document: LocatedDocument, error: Any) -> EvalFile
 
 
 def _turn_hint(loc: tuple[Any, ...]) -> str:
-    """The turn key that an unknown key inside ``turns:`` is a typo of, as a hint."""
+    """The turn key that an unknown key inside ``turns:`` (or ``simulated_user:``) is a typo
+    of, as a hint."""
+    from .turns import SIMULATED_USER_KEYS, turn_key_hint
+
+    if len(loc) >= 2 and loc[-2] == "simulated_user":
+        return turn_key_hint(str(loc[-1]), SIMULATED_USER_KEYS)
     if len(loc) < 3 or loc[-3] != "turns":
         return ""
-    from .turns import turn_key_hint
-
     return turn_key_hint(str(loc[-1]))
 
 

@@ -188,6 +188,50 @@ class TurnSpec(_Strict):
     _validate_assertions = field_validator("assertions")(_check_assertions)
 
 
+#: The default marker by which a simulated user says the conversation is over.
+DEFAULT_STOP_MARKER = "<<DONE>>"
+
+
+def _check_turn_assertions(value: list[RawAssertion]) -> list[RawAssertion]:
+    """A simulated user's assertions: each may be marked ``stop_on_fail: true`` (a boolean)."""
+    for index, raw in enumerate(value):
+        flag = raw.get("stop_on_fail", False) if isinstance(raw, dict) else False
+        if not isinstance(flag, bool):
+            raise ValueError(f"assert[{index}].stop_on_fail: expected true or false, got {flag!r}")
+    _check_assertions([without_stop_flag(raw) for raw in value])
+    return value
+
+
+def without_stop_flag(raw: RawAssertion) -> RawAssertion:
+    """``raw`` without its ``stop_on_fail`` mark (the assertion itself)."""
+    if not isinstance(raw, dict) or "stop_on_fail" not in raw:
+        return raw
+    return {key: value for key, value in raw.items() if key != "stop_on_fail"}
+
+
+class SimulatedUserSpec(_Strict):
+    """A case's ``simulated_user:``: a second model plays the user from its instructions."""
+
+    instructions: str = Field(description="The simulated user's persona and goal; may use {{vars}}")
+    model: str | None = Field(
+        None, description="Profile playing the user; default: --judges's first model"
+    )
+    max_turns: int = Field(5, ge=1, le=100, description="Most replies of the model under test")
+    stop: str = Field(
+        DEFAULT_STOP_MARKER, min_length=1, description="What the simulated user says when done"
+    )
+    first_message: str | None = Field(
+        None, description="The user's opening line, sent as written; may use {{vars}}"
+    )
+    assertions: list[RawAssertion] = Field(
+        default_factory=list,
+        alias="assert",
+        description="Assertions on every reply of the model (stop_on_fail: true ends it)",
+    )
+
+    _validate_assertions = field_validator("assertions")(_check_turn_assertions)
+
+
 class CaseSpec(_Strict):
     """One inline case of an eval file."""
 
@@ -197,6 +241,9 @@ class CaseSpec(_Strict):
     turns: list[TurnSpec] | None = Field(
         None,
         description="A scripted conversation instead of prompt: the model answers each user turn",
+    )
+    simulated_user: SimulatedUserSpec | None = Field(
+        None, description="A second model plays the user instead of prompt or turns"
     )
     system: str | None = Field(None, description="System prompt for this case")
     vars: dict[str, Any] = Field(default_factory=dict, description="Values for {{vars}}")
@@ -338,6 +385,21 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class SimulatedUser:
+    """A case's simulated user, rendered: who plays the user, until when, and what is checked."""
+
+    instructions: str  #: persona and goal, ``{{vars}}`` rendered
+    model: str | None  #: the profile playing the user (None: the run's default)
+    max_turns: int  #: most replies of the model under test
+    stop: str  #: the marker by which the simulated user ends the conversation
+    first_message: str | None  #: the user's opening line, or None: the simulated user writes it
+    #: indices into the case's ``assertions`` checked on every reply of the model
+    checks: tuple[int, ...] = ()
+    #: those of :attr:`checks` whose failure ends the conversation
+    stop_on_fail: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class EvalCase:
     """A fully resolved case: what one item sends and how it is scored."""
 
@@ -379,6 +441,14 @@ class EvalCase:
     #: a scripted conversation (``turns:``); ``messages`` is then its first call's chat: the
     #: system prompt and the turns up to the first one the model answers
     turns: tuple[Turn, ...] = ()
+    #: a conversation with a simulated user (``simulated_user:``); ``messages`` is then the
+    #: system prompt alone
+    simulated_user: SimulatedUser | None = None
+
+    @property
+    def conversational(self) -> bool:
+        """Whether the case is a conversation: scripted turns or a simulated user."""
+        return bool(self.turns) or self.simulated_user is not None
 
     @functools.cached_property
     def case_hash(self) -> str | None:

@@ -15,11 +15,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .schema import EvalCase, EvalSpec, RawAssertion, Turn, TurnSpec
+from .schema import (
+    EvalCase,
+    EvalSpec,
+    RawAssertion,
+    SimulatedUser,
+    SimulatedUserSpec,
+    Turn,
+    TurnSpec,
+    without_stop_flag,
+)
 from .templating import TemplateKeyError, render_chat, render_template
 
 #: The keys a turn may have.
 TURN_KEYS = ("user", "assistant", "assert", "weight")
+#: The keys a ``simulated_user:`` may have.
+SIMULATED_USER_KEYS = tuple(
+    field.alias or name for name, field in SimulatedUserSpec.model_fields.items()
+)
+#: The case keys a simulated user replaces: it writes the user's messages itself.
+SIMULATED_USER_EXCLUDES = ("prompt", "messages", "turns")
 
 
 class TurnError(ValueError):
@@ -87,6 +102,50 @@ def script_turns(
     )
 
 
+def simulated_user(
+    spec: SimulatedUserSpec, system: str | None, variables: dict[str, Any]
+) -> tuple[SimulatedUser, tuple[RawAssertion, ...], tuple[dict[str, str], ...]]:
+    """A case's ``simulated_user:`` rendered with ``variables``: the simulated user (its checks
+    are indices 0.. of the case's assertions), its own assertions without their
+    ``stop_on_fail`` marks, and the case's messages (the system prompt alone, rendered).
+
+    Raises :class:`TurnError` for a ``{{name}}`` the variables lack.
+    """
+    instructions = _render_user_key(spec.instructions, variables, "instructions")
+    first = spec.first_message
+    if first is not None:
+        first = _render_user_key(first, variables, "first_message")
+    checks = tuple(range(len(spec.assertions)))
+    stop_on_fail = tuple(
+        index
+        for index, raw in enumerate(spec.assertions)
+        if isinstance(raw, dict) and raw.get("stop_on_fail") is True
+    )
+    user = SimulatedUser(
+        instructions, spec.model, spec.max_turns, spec.stop, first, checks, stop_on_fail
+    )
+    messages: tuple[dict[str, str], ...] = ()
+    if system is not None:
+        messages = _rendered_opening(({"role": "system", "content": system},), variables, True)
+    return user, tuple(without_stop_flag(raw) for raw in spec.assertions), messages
+
+
+def _render_user_key(text: str, variables: dict[str, Any], key: str) -> str:
+    try:
+        return render_template(text, variables)
+    except ValueError as exc:
+        raise TurnError(("simulated_user", key), f"simulated_user.{key}: {exc}") from None
+
+
+def simulated_user_refusal(given: Sequence[str]) -> str | None:
+    """Why a case with a ``simulated_user`` cannot also give the keys ``given`` (the first of
+    :data:`SIMULATED_USER_EXCLUDES` among them), or None."""
+    clash = next((key for key in SIMULATED_USER_EXCLUDES if key in given), None)
+    if clash is None:
+        return None
+    return f"give either `simulated_user` or `{clash}`, not both: the simulated user writes the user's messages"
+
+
 def with_case_checks(turns: tuple[Turn, ...], own: int, total: int) -> tuple[Turn, ...]:
     """``turns`` with the case's and the file's assertions (indices ``own`` to ``total`` of the
     case's, after the turns' own) checked on the reply to the last turn."""
@@ -151,9 +210,9 @@ def _turn_problem(error: Any) -> str:
     return f"{'.'.join(loc)}: {message}" if loc else message
 
 
-def turn_key_hint(key: str) -> str:
-    """`` (did you mean 'user'?)`` for a mistyped turn key, else ''."""
-    close = difflib.get_close_matches(key, TURN_KEYS, n=1, cutoff=0.6)
+def turn_key_hint(key: str, keys: Sequence[str] = TURN_KEYS) -> str:
+    """`` (did you mean 'user'?)`` for a mistyped turn key (or one of ``keys``), else ''."""
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -1,0 +1,157 @@
+"""A conversation with a simulated user (a case's ``simulated_user:``) as one item with many calls.
+
+:func:`simulate` alternates two models. The simulated user writes each user message from its
+instructions and the conversation so far, seen with the roles swapped (its own lines as
+``assistant``, the model's replies as ``user``: :func:`user_view`, the one place its prompt is
+written); the model under test answers it from the whole history, as it answers a scripted turn.
+It ends when the simulated user says its stop marker (``goal``), after ``max_turns`` replies
+(``max_turns``), or when an assertion marked ``stop_on_fail`` fails on a reply (``failed``).
+Both models' calls go through the ``complete`` functions the :class:`~.answer.Answerer` gives:
+paced, rate-limited, budgeted, cached (the history is in the key) and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..models.providers.completion import Completion, ProviderError
+from ..spec.schema import Turn
+from .conversation import CompleteTurn, Progress, cut_short
+from .pacing import BudgetExceeded
+from .request import ConversationRun, Reply
+
+if TYPE_CHECKING:
+    from ..spec.schema import SimulatedUser
+    from .plan import CallPlan
+
+#: One call of the simulated user: what it reads and the 0-based turn it writes.
+AskUser = Callable[[list[dict[str, str]], int], Awaitable[Completion]]
+#: Whether an assertion marked ``stop_on_fail`` fails on a reply: (user message, reply).
+StopCheck = Callable[[str, Completion], bool]
+
+#: The simulated user's roles: the model's replies are what it answers.
+_SWAPPED = {"user": "assistant", "assistant": "user"}
+#: What the simulated user answers when it opens the conversation.
+OPENING_CUE = "(The conversation starts: write your first message to the assistant.)"
+
+
+def user_prompt(user: SimulatedUser) -> str:
+    """The simulated user's system prompt: its part, its instructions and how it stops."""
+    return (
+        "You play the user in a conversation with an AI assistant, to test the assistant. "
+        "Stay in character: write only your next message to the assistant, as this user "
+        "would write it, and nothing else.\n\n"
+        f"Who you are and what you want:\n{user.instructions}\n\n"
+        f"When your goal is reached, or the conversation cannot go anywhere, write {user.stop} "
+        "and nothing else."
+    )
+
+
+def user_view(user: SimulatedUser, history: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """What the simulated user reads: its prompt, then the conversation with roles swapped
+    (the model's system prompt is not its own); it always answers a ``user`` message."""
+    from ..spec.templating import message_text
+
+    swapped = [
+        {"role": _SWAPPED[message["role"]], "content": message_text(message)}
+        for message in history
+        if message["role"] in _SWAPPED
+    ]
+    if not swapped or swapped[0]["role"] != "user":
+        swapped.insert(0, {"role": "user", "content": OPENING_CUE})
+    return [{"role": "system", "content": user_prompt(user)}, *swapped]
+
+
+async def simulate(
+    complete: CompleteTurn,
+    ask: AskUser,
+    opening: Sequence[dict[str, Any]],
+    user: SimulatedUser,
+    failed: StopCheck | None = None,
+    progress: Progress | None = None,
+) -> ConversationRun:
+    """Talk until the simulated user is done, ``max_turns`` replies, or a ``stop_on_fail``
+    failure. ``opening`` is the model's first messages (its system prompt). An error or the
+    budget ends the conversation as a scripted one's (:func:`.conversation.cut_short`): what
+    was said before is kept; the run's ``turns`` carry ``user.checks`` on every reply."""
+    history = list(opening)
+    progress = progress or Progress()
+    stopped = "max_turns"
+    try:
+        for index in range(user.max_turns):
+            text = await _user_line(ask, user, history, index, progress)
+            if text is None:
+                stopped = "goal"
+                break
+            progress.turns.append(Turn("user", text, answered=True, checks=user.checks))
+            progress.reached = index
+            history.append({"role": "user", "content": text})
+            sent = tuple(history)
+            completion = await complete(sent, index)
+            progress.replies.append(Reply(index, sent, completion))
+            history.append({"role": "assistant", "content": completion.text})
+            if failed is not None and failed(text, completion):
+                stopped = "failed"
+                break
+    except (ProviderError, BudgetExceeded) as exc:
+        raise cut_short(exc, progress) from None
+    run = progress.so_far()
+    return ConversationRun(run.replies, run.reached, run.turns, stopped, run.user_calls)
+
+
+async def _user_line(
+    ask: AskUser,
+    user: SimulatedUser,
+    history: Sequence[dict[str, Any]],
+    index: int,
+    progress: Progress,
+) -> str | None:
+    """The user's message of turn ``index``, or None when it said its stop marker. The
+    opening never ends the conversation: the model answers at least once."""
+    if index == 0 and user.first_message is not None:
+        return user.first_message
+    completion = await ask(user_view(user, history), index)
+    progress.user_calls.append(completion)
+    text = completion.text.strip()
+    if user.stop not in text:
+        return text
+    if index > 0:
+        return None
+    return text.replace(user.stop, "").strip() or text
+
+
+def stop_check(plan: CallPlan) -> StopCheck | None:
+    """Whether a reply fails an assertion marked ``stop_on_fail`` (None: no such assertion, or
+    ``--latency-only``). A check with nothing to measure does not stop the conversation."""
+    user = plan.case.simulated_user
+    if user is None or not user.stop_on_fail or plan.latency_only:
+        return None
+    from ..scoring.assertions import evaluate
+    from ..scoring.base import AssertionContext, CallMeasures
+
+    case = plan.case
+    marked = [case.assertions[index] for index in user.stop_on_fail]
+
+    def failed(prompt: str, completion: Completion) -> bool:
+        measures = CallMeasures(
+            latency_s=completion.latency_s,
+            ttft_s=completion.ttft_s,
+            cost_usd=completion.cost_usd,
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
+            cached=completion.cached,
+        )
+        context = AssertionContext(
+            expected=case.expected,
+            prompt=prompt,
+            vars=case.vars,
+            model=plan.model.name,
+            case_id=case.id,
+            base_dir=plan.base_dir,
+            measures=measures,
+        )
+        verdicts = [evaluate(assertion, completion.text, context) for assertion in marked]
+        return any(not verdict.passed and not verdict.unchecked for verdict in verdicts)
+
+    return failed

@@ -1,0 +1,226 @@
+"""Conversations with a simulated user end to end: a case's ``simulated_user:`` as one item.
+
+The model under test is the ``fake`` profile (``fake-model``), the simulated user ``fake2``
+(``fake-model-2``, ten times the price): the fake server's rules tell the two apart by the
+request's model and script each one's lines. The engine, the cache, scoring and the records are
+the real ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import Bench, Rule
+
+MODEL, USER = "fake-model", "fake-model-2"
+
+REFUND = """
+system: You are the support agent of ACME.
+cases:
+  - id: refund
+    simulated_user:
+      model: fake2
+      instructions: You are Ada. Your order 1234 never arrived; get a refund.
+      first_message: My order 1234 never arrived.
+      max_turns: 5
+      assert: [{type: icontains, value: refund}]
+"""
+
+
+def _requests(bench: Bench, model: str) -> list[list[dict[str, Any]]]:
+    return [r.body["messages"] for r in bench.server.chat_requests() if r.body["model"] == model]
+
+
+def test_the_conversation_ends_when_the_simulated_user_says_its_stop_marker(
+    bench: Bench,
+) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Sorry! Your refund is issued."))
+    bench.server.add_rule(Rule(model=USER, reply="Great, thanks. <<DONE>>"))
+    bench.eval_file("talk", REFUND)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["conversation_stopped"] == "goal"
+    assert [(e["turn"], e["role"], e["content"]) for e in record["conversation"]] == [
+        (1, "user", "My order 1234 never arrived."),
+        (1, "assistant", "Sorry! Your refund is issued."),
+    ]
+    assert [v["turn"] for v in record["assertions"]] == [1]
+    assert len(_requests(bench, MODEL)) == 1 and len(_requests(bench, USER)) == 1
+
+
+def test_the_simulated_user_reads_the_conversation_with_roles_swapped(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Sorry! Your refund is issued."))
+    bench.server.add_rule(Rule(model=USER, reply="<<DONE>>"))
+    bench.eval_file("talk", REFUND)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    ((system, *talk),) = _requests(bench, USER)
+    assert system["role"] == "system"
+    assert "You are Ada. Your order 1234 never arrived; get a refund." in system["content"]
+    assert "<<DONE>>" in system["content"]  # how it says it is done
+    assert "support agent" not in system["content"]  # the model's system prompt is not its own
+    # Its own line is the assistant's, the model's reply the user's it answers.
+    assert talk[1:] == [
+        {"role": "assistant", "content": "My order 1234 never arrived."},
+        {"role": "user", "content": "Sorry! Your refund is issued."},
+    ]
+    assert talk[0]["role"] == "user"  # a cue to open with: it always answers a user message
+
+
+def test_the_conversation_ends_after_max_turns_replies(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Here is your answer."))
+    bench.server.add_rule(Rule(model=USER, reply="One more question."))
+    bench.eval_file(
+        "talk",
+        """
+cases:
+  - id: curious
+    simulated_user:
+      model: fake2
+      instructions: Ask questions.
+      max_turns: 3
+      assert: [{type: icontains, value: answer}]
+    assert: [{type: icontains, value: your}]
+""",
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["conversation_stopped"] == "max_turns"
+    # The simulated user wrote every user message, the opening too.
+    users = [e["content"] for e in record["conversation"] if e["role"] == "user"]
+    assert users == ["One more question."] * 3
+    assert len(_requests(bench, MODEL)) == 3 and len(_requests(bench, USER)) == 3
+    # The simulated user's assertion checks every reply; the case's the last one.
+    assert [(v["turn"], v["type"]) for v in record["assertions"]] == [
+        (1, "icontains"),
+        (2, "icontains"),
+        (3, "icontains"),
+        (3, "icontains"),
+    ]
+    assert record["stopped"] is None  # the agent loop's field keeps its own meaning
+
+
+def test_a_stop_on_fail_failure_ends_the_conversation_and_fails_the_item(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, match="second", reply="No."))
+    bench.server.add_rule(Rule(model=MODEL, reply="Happy to help."))
+    bench.server.add_rule(Rule(model=USER, times=1, reply="A first question."))
+    bench.server.add_rule(Rule(model=USER, reply="A second question."))
+    bench.eval_file(
+        "talk",
+        """
+cases:
+  - id: polite
+    simulated_user:
+      model: fake2
+      instructions: Ask two questions.
+      max_turns: 5
+      assert: [{type: icontains, value: help, stop_on_fail: true}]
+""",
+    )
+    result = bench.run("--models=fake")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*polite on fake (repeat 0): turn 2 of 2: icontains*"])
+    (record,) = bench.records()
+    assert record["conversation_stopped"] == "failed"
+    assert len(_requests(bench, MODEL)) == 2 and len(_requests(bench, USER)) == 2
+    assert [(v["turn"], v["passed"]) for v in record["assertions"]] == [(1, True), (2, False)]
+
+
+def test_the_simulated_users_tokens_and_cost_are_recorded_apart(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Here is your refund."))
+    bench.server.add_rule(Rule(model=USER, reply="One more question, please."))
+    bench.eval_file("talk", REFUND.replace("max_turns: 5", "max_turns: 2"))
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    replies = [entry for entry in record["conversation"] if entry["generated"]]
+    assert len(replies) == 2
+    # The model's cost is its replies' alone; the simulated user's (fake2, ten times the
+    # price) is its own field, never added in.
+    assert record["cost_usd"] == pytest.approx(sum(e["cost_usd"] for e in replies))
+    assert record["user_sim_tokens"] > 0
+    assert record["user_sim_cost_usd"] > 0
+    user_request = _requests(bench, USER)
+    assert len(user_request) == 1  # the opening was given; the user wrote turn 2
+    assert record["judge_cost"] is None  # nor is it a judge's
+
+
+def test_replay_gives_the_same_transcript_with_no_request(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Here is your answer."))
+    bench.server.add_rule(Rule(model=USER, times=2, reply="One more question."))
+    bench.server.add_rule(Rule(model=USER, reply="Thanks! <<DONE>>"))
+    bench.eval_file("talk", REFUND.replace("assert: [{type: icontains, value: refund}]", ""))
+    bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(skipped=1)
+    (first,) = bench.records()
+    made = len(bench.server.chat_requests())
+    assert made == 3 + 3  # three replies of the model, three lines of the simulated user
+    bench.run("--models=fake", "--cache=replay", "--cache-dir=c").assert_outcomes(skipped=1)
+    (again,) = bench.records()
+    assert len(bench.server.chat_requests()) == made
+    assert [e["content"] for e in again["conversation"]] == [
+        e["content"] for e in first["conversation"]
+    ]
+    assert again["conversation_stopped"] == first["conversation_stopped"] == "goal"
+
+
+def test_a_simulated_user_that_errors_is_the_items_error_keeping_the_turns(
+    bench: Bench,
+) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Sorry! Your refund is issued."))
+    bench.server.add_rule(Rule(model=USER, status=500, error_message="persona on fire"))
+    bench.eval_file("talk", REFUND)
+    result = bench.run("--models=fake", "--max-retries=0")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*simulated user fake2:*persona on fire*"])
+    (record,) = bench.records()
+    assert record["outcome"] == "error" and record["error_kind"] == "provider"
+    assert [e["content"] for e in record["conversation"]] == [
+        "My order 1234 never arrived.",
+        "Sorry! Your refund is issued.",
+    ]
+    assert record["cost_usd"] == pytest.approx(record["conversation"][1]["cost_usd"])
+    assert record["conversation_stopped"] is None
+
+
+@pytest.mark.parametrize(
+    ("user", "line", "message"),
+    [
+        ("model: fake2\n      max_turns: 2", 3, "simulated_user.instructions: Field required"),
+        ("instructions: hi\n      max_turns: 0", 5, "greater than or equal to 1"),
+        ("instructons: hi", 4, "unknown key 'instructons' (did you mean 'instructions'?)"),
+        (
+            "instructions: hi\n      assert:\n        - {type: llm-rubric, value: kind}",
+            6,
+            "`llm-rubric` is judged",
+        ),
+        ("instructions: 'I am {{who}}'", 4, "simulated_user.instructions: unknown template"),
+        (
+            "instructions: hi\n      assert: [{type: contains, value: a, stop_on_fail: 1}]",
+            5,
+            "stop_on_fail",
+        ),
+    ],
+)
+def test_bad_simulated_users_are_collection_errors_naming_the_line(
+    bench: Bench, user: str, line: int, message: str
+) -> None:
+    bench.eval_file("bad", f"cases:\n  - id: x\n    simulated_user:\n      {user}\n")
+    result = bench.run("--models=fake")
+    assert result.ret != 0
+    output = result.stdout.str()
+    assert f"bad.eval.yaml:{line}: " in output and message in output, output
+    assert "Traceback" not in output
+    assert bench.server.chat_requests() == []
+
+
+@pytest.mark.parametrize("key", ["prompt: hi", "turns: [{user: hi}]", "messages: []"])
+def test_a_simulated_user_beside_a_prompt_or_turns_is_a_collection_error(
+    bench: Bench, key: str
+) -> None:
+    name = key.split(":")[0]
+    text = f"cases:\n  - id: x\n    {key}\n    simulated_user: {{instructions: hi}}\n"
+    bench.eval_file("bad", text)
+    result = bench.run("--models=fake")
+    assert result.ret != 0
+    output = result.stdout.str()
+    assert f"bad.eval.yaml:3: case 'x': give either `simulated_user` or `{name}`" in output
+    assert "Traceback" not in output
