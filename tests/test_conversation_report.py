@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
 
+from pytest_llmbench.report.conversation import conversation_html
 from pytest_llmbench.report.standalone import render_report
 from pytest_llmbench.results.aggregation import CONVERSATION_COLUMNS, METRIC_COLUMNS
 from pytest_llmbench.results.summary import summarize
@@ -113,6 +114,19 @@ def test_the_report_is_the_same_for_the_same_records(talked: Bench) -> None:
     first, second = render_report(records), render_report(shuffled)
     assert without_time(first) == without_time(second)
     assert '<ol class="conversation">' in first
+
+
+def test_a_simulated_users_conversation_says_how_it_ended(talked: Bench) -> None:
+    record = _record(talked, "greet")
+    assert "ended" not in conversation_html(record)
+    shown = conversation_html({**record, "conversation_stopped": "goal"})
+    assert shown.startswith(
+        '<p class="ended">Simulated user; ended: goal (the simulated user said its stop marker)'
+    )
+    assert "ended: max_turns (max_turns reached)" in conversation_html(
+        {**record, "conversation_stopped": "max_turns"}
+    )
+    assert "failed at turn" not in shown  # greet passed
 
 
 # -- the leaderboard's latency columns -----------------------------------------------------------

@@ -96,7 +96,24 @@ def conversation_html(record: Record) -> str:
     failing = found[0] if found else None
     items = "".join(_message(entry, failing) for entry in talk)
     note = f'<p class="failed">{_text(failing_turn_note(record))}</p>' if found else ""
-    return f'{note}<ol class="conversation">{items}</ol>'
+    return f'{_ended(record)}{note}<ol class="conversation">{items}</ol>'
+
+
+def _ended(record: Record) -> str:
+    """How a simulated user's conversation ended (its record's ``conversation_stopped``)."""
+    stopped = record.get("conversation_stopped")
+    if not stopped:
+        return ""
+    why = _ENDINGS.get(str(stopped), "")
+    return f'<p class="ended">Simulated user; ended: {_text(stopped)}{_text(why)}</p>'
+
+
+#: What each ``conversation_stopped`` value means, as the transcript says it.
+_ENDINGS = {
+    "goal": " (the simulated user said its stop marker)",
+    "max_turns": " (max_turns reached)",
+    "failed": " (a stop_on_fail assertion failed)",
+}
 
 
 def _message(entry: Mapping[str, Any], failing: int | None) -> str:

@@ -277,6 +277,8 @@ def item_page(run: Run, record: Record) -> str:
             "output_tokens",
             "cost_usd",
             "judge_cost",
+            "user_sim_cost_usd",
+            "conversation_stopped",
             "retries",
             "error_kind",
             "error",
