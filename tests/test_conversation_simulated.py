@@ -224,3 +224,52 @@ def test_a_simulated_user_beside_a_prompt_or_turns_is_a_collection_error(
     output = result.stdout.str()
     assert f"bad.eval.yaml:3: case 'x': give either `simulated_user` or `{name}`" in output
     assert "Traceback" not in output
+
+
+def test_the_simulated_user_defaults_to_the_first_judge(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Sorry! Your refund is issued."))
+    bench.server.add_rule(Rule(model=USER, reply="<<DONE>>"))
+    bench.eval_file("talk", REFUND.replace("      model: fake2\n", ""))
+    bench.run("--models=fake", "--judges=fake2,fake").assert_outcomes(passed=1)
+    assert len(_requests(bench, USER)) == 1  # fake2 played the user
+    assert len(_requests(bench, MODEL)) == 1  # fake answered, once
+
+
+def test_max_cost_cutting_a_simulated_conversation_keeps_its_turns(bench: Bench) -> None:
+    bench.pricey_profile()  # 1 USD a token: the first reply spends the whole budget
+    bench.server.add_rule(Rule(model=MODEL, reply="Sorry! Your refund is issued."))
+    bench.server.add_rule(Rule(model=USER, reply="And when?"))
+    bench.eval_file("talk", REFUND)
+    result = bench.run("--models=pricey", "--max-cost=0.5")
+    result.assert_outcomes(skipped=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "budget"
+    assert [(e["role"], e["content"]) for e in record["conversation"]] == [
+        ("user", "My order 1234 never arrived."),
+        ("assistant", "Sorry! Your refund is issued."),
+    ]
+
+
+def test_records_are_the_same_with_and_without_xdist(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Here is your refund."))
+    bench.server.add_rule(Rule(model=USER, match_any="Ada", reply="Where is it?"))
+    bench.eval_file("talk", REFUND.replace("max_turns: 5", "max_turns: 2"))
+    bench.eval_file("talk2", REFUND.replace("id: refund", "id: other"))
+
+    def records() -> list[dict[str, Any]]:
+        timing = {"latency_s", "ttft_s", "tokens_per_s", "started_at", "worker", "nodeid"}
+        rows = []
+        for record in sorted(bench.records(), key=lambda r: r["case_id"]):
+            row = {key: value for key, value in record.items() if key not in timing}
+            row["conversation"] = [
+                {key: value for key, value in entry.items() if key not in timing}
+                for entry in record["conversation"]
+            ]
+            rows.append(row)
+        return rows
+
+    bench.run_subprocess("--models=fake", "-n", "0").assert_outcomes(passed=2)
+    alone = records()
+    bench.run_subprocess("--models=fake", "-n", "2").assert_outcomes(passed=2)
+    assert records() == alone
+    assert [r["conversation_stopped"] for r in alone] == ["max_turns", "max_turns"]
