@@ -90,6 +90,11 @@ cases:
     users = [e["content"] for e in record["conversation"] if e["role"] == "user"]
     assert users == ["One more question."] * 3
     assert len(_requests(bench, MODEL)) == 3 and len(_requests(bench, USER)) == 3
+    # The model answers from the whole history, its own replies included.
+    assert _requests(bench, MODEL)[-1] == [
+        {"role": "user", "content": "One more question."},
+        {"role": "assistant", "content": "Here is your answer."},
+    ] * 2 + [{"role": "user", "content": "One more question."}]
     # The simulated user's assertion checks every reply; the case's the last one.
     assert [(v["turn"], v["type"]) for v in record["assertions"]] == [
         (1, "icontains"),
@@ -273,3 +278,19 @@ def test_records_are_the_same_with_and_without_xdist(bench: Bench) -> None:
     bench.run_subprocess("--models=fake", "-n", "2").assert_outcomes(passed=2)
     assert records() == alone
     assert [r["conversation_stopped"] for r in alone] == ["max_turns", "max_turns"]
+
+
+def test_a_stop_marker_in_the_simulated_users_opening_does_not_end_it(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Here is your refund."))
+    bench.server.add_rule(Rule(model=USER, times=1, reply="Hi, I want a refund. <<DONE>>"))
+    bench.server.add_rule(Rule(model=USER, reply="Thanks. <<DONE>>"))
+    bench.eval_file(
+        "talk", REFUND.replace("      first_message: My order 1234 never arrived.\n", "")
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["conversation_stopped"] == "goal"
+    assert [e["content"] for e in record["conversation"]] == [
+        "Hi, I want a refund.",
+        "Here is your refund.",
+    ]
