@@ -294,3 +294,17 @@ def test_a_stop_marker_in_the_simulated_users_opening_does_not_end_it(bench: Ben
         "Hi, I want a refund.",
         "Here is your refund.",
     ]
+
+
+def test_pytest_timeout_ending_a_simulated_conversation_keeps_its_turns(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Sorry! Your refund is issued."))
+    bench.server.add_rule(Rule(model=USER, reply="late", delay_s=5.0))
+    bench.eval_file("talk", REFUND)
+    result = bench.run_subprocess("--models=fake", "--max-retries=0", "--timeout=2")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "timeout"
+    assert [e["content"] for e in record["conversation"]] == [
+        "My order 1234 never arrived.",
+        "Sorry! Your refund is issued.",
+    ]
