@@ -27,4 +27,5 @@ def test_every_example_eval_collects_with_the_conversations() -> None:
         "remember-word[local/smollm2-r0]",
         "refund-flow[local/smollm2-r0]",
         "capitals[local/smollm2-r0]",
+        "simulated-traveller[local/smollm2-r0]",
     ]
