@@ -8,6 +8,7 @@ the real ones.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -308,3 +309,24 @@ def test_pytest_timeout_ending_a_simulated_conversation_keeps_its_turns(bench: B
         "My order 1234 never arrived.",
         "Sorry! Your refund is issued.",
     ]
+
+
+def test_a_judge_on_the_case_judges_the_last_reply_with_the_whole_conversation(
+    bench: Bench,
+) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Sorry! Your refund is issued."))
+    bench.server.add_rule(Rule(model=USER, match_any="You play the user", reply="Why? <<DONE>>"))
+    bench.server.add_rule(Rule(model=USER, reply='{"score": 1.0, "reason": "it refunds"}'))
+    rubric = "    assert: [{type: llm-rubric, value: refunds the order, judges: [fake2]}]\n"
+    own = "      assert: [{type: icontains, value: refund}]\n"
+    bench.eval_file("talk", REFUND.replace(own, "") + rubric)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    judged = [m for m in _requests(bench, USER) if "You play the user" not in json.dumps(m)]
+    assert len(judged) == 1
+    text = json.dumps(judged[0])
+    assert "My order 1234 never arrived." in text and "Your refund is issued." in text
+    (record,) = bench.records()
+    assert record["judges"][0]["judge"] == "fake2"
+    assert [v["turn"] for v in record["assertions"]] == [1]
+    # The judge's cost is the judge's, the simulated user's its own.
+    assert record["judge_cost"] > 0 and record["user_sim_cost_usd"] > 0
