@@ -330,3 +330,19 @@ def test_a_judge_on_the_case_judges_the_last_reply_with_the_whole_conversation(
     assert [v["turn"] for v in record["assertions"]] == [1]
     # The judge's cost is the judge's, the simulated user's its own.
     assert record["judge_cost"] > 0 and record["user_sim_cost_usd"] > 0
+
+
+def test_the_cost_estimate_counts_the_longest_conversation(bench: Bench) -> None:
+    bench.eval_file(
+        "talk",
+        """
+model_params: {max_tokens: 10}
+cases:
+  - simulated_user: {model: fake2, instructions: Ask things., max_turns: 3}
+""",
+    )
+    result = bench.run("--collect-only", "-q", "--estimate-cost", "--models=fake")
+    row = next(line.split() for line in result.stdout.lines if line.startswith("fake "))
+    # Three calls of at most 10 tokens; call k reads k replies and k + 1 user messages, each
+    # unwritten message at the budget: 10 + 30 + 50 in.
+    assert row[1:4] == ["1", "90", "30"]

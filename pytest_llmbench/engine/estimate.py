@@ -63,6 +63,8 @@ def _tokens(plan: CallPlan, count: Any) -> tuple[int, int]:
     turn, or a log-likelihood item's call per option (its context and option in, one token
     out)."""
     scored = plan.case.loglikelihood
+    if plan.case.simulated_user is not None:
+        return _simulated_tokens(plan, count)
     if plan.case.turns:
         return _conversation_tokens(plan, count)
     if scored is None:
@@ -122,3 +124,18 @@ def _conversation_tokens(plan: CallPlan, count: Any) -> tuple[int, int]:
             tokens_in += count(plan.model.model, history) + replies * budget
             replies += 1
     return tokens_in, replies * budget
+
+
+def _simulated_tokens(plan: CallPlan, count: Any) -> tuple[int, int]:
+    """A simulated user's conversation at its longest: ``max_turns`` calls, each reading the
+    system prompt and the history so far, every message not yet written (the simulated user's
+    and the model's) taken at the answer budget, a ``first_message`` as written."""
+    user, budget = plan.case.simulated_user, plan.answer_token_budget
+    assert user is not None
+    base = count(plan.model.model, plan.case.messages) if plan.case.messages else 0
+    first = user.first_message
+    opening = count(plan.model.model, [{"role": "user", "content": first}]) if first else budget
+    tokens_in = 0
+    for calls in range(user.max_turns):  # call k reads k replies and k + 1 user messages
+        tokens_in += base + opening + calls * budget * 2
+    return tokens_in, user.max_turns * budget
