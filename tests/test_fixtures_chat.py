@@ -243,3 +243,42 @@ def test_a_key_sent_in_a_message_is_redacted_in_the_record(bench: Bench) -> None
     hidden = f"[REDACTED:{FAKE_KEY_ENV}]"
     contents = [entry["content"] for entry in record["conversation"]]
     assert contents[:3] == [f"Key: {hidden}", f"my key is {hidden}", f"Noted: {hidden}."]
+
+
+def test_the_budget_ending_a_conversation_keeps_its_turns(bench: Bench) -> None:
+    bench.pricey_profile()
+    _script_refund(bench)
+    bench.pytester.makepyfile(
+        test_paid="""
+        def test_paid(llm):
+            convo = llm.chat()
+            convo.send("My order 1234 never arrived.")
+            convo.send("Yes, refund it please.")
+        """
+    )
+    # The first send spends more than --max-cost: the second is not made, the test is skipped.
+    result = bench.run("--models=pricey", "--max-cost=0.5")
+    result.assert_outcomes(skipped=1)
+    assert len(bench.server.chat_requests()) == 1
+    (record,) = bench.records()
+    assert (record["outcome"], record["error_kind"]) == ("skipped", "budget")
+    assert _said(record) == [
+        (1, 1, "user", "My order 1234 never arrived."),
+        (1, 1, "assistant", "Sorry to hear that. Shall I refund it?"),
+    ]
+
+
+@pytest.mark.slow
+def test_the_transcript_crosses_xdist_unchanged(bench: Bench) -> None:
+    _script_refund(bench)
+    bench.pytester.makepyfile(test_chat=REFUND_TEST)
+    bench.run_subprocess("--models=fake", "-n", "0").assert_outcomes(passed=1)
+    (alone,) = bench.records()
+    bench.run_subprocess("--models=fake", "-n", "2").assert_outcomes(passed=1)
+    (spread,) = bench.records()
+    assert spread["worker"].startswith("gw")
+    assert _said(spread) == _said(alone)
+    kept = ("chat", "turn", "role", "generated", "input_tokens", "output_tokens", "cost_usd")
+    assert [{k: e[k] for k in kept} for e in spread["conversation"]] == [
+        {k: e[k] for k in kept} for e in alone["conversation"]
+    ]
