@@ -107,6 +107,9 @@ Fields (``None`` where a value does not apply or was not measured):
   ``output_tokens``, ``cost_usd`` and ``cached``. The item's ``latency_s``, tokens and cost are
   the sums over its replies, its ``ttft_s`` the first reply's. An error or ``--max-cost`` ending
   the conversation keeps what was said before, up to the turn whose call did not complete.
+  A plain test's: its ``llm.chat`` conversations one after another in the order they were
+  opened, each entry also with ``chat`` (1-based), a chat's system prompt its first entry
+  (``turn`` 0, ``role`` system), each send a turn; ``None`` when it opened none.
 - ``expected`` (str | None): the expected answer, if any.
 - ``assertions`` (list[dict]): each assertion's verdict: ``type``, ``passed``, ``score``,
   ``weight``, ``reason``, and ``unchecked: true`` for a check with nothing to measure (a
