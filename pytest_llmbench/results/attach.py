@@ -16,7 +16,7 @@ import pytest
 
 from ..engine.runtime import RUNTIME_KEY, Runtime
 from ..models.providers.completion import ProviderError, Usage
-from .item_record import _entry, completion_fields, eval_record
+from .item_record import completion_fields, conversation_entry, eval_record
 from .record import build_record, file_field, utc_now, worker_id
 from .state import (
     EVAL_RESULT_KEY,
@@ -190,13 +190,11 @@ def _chat_entries(chats: list[ChatLog]) -> list[dict[str, Any]]:
     system prompt comes first (turn 0); each send is a turn: its message, then the reply."""
     entries: list[dict[str, Any]] = []
     for number, chat in enumerate(chats, start=1):
-        said = [_entry(0, "system", chat.system, None)] if chat.system else []
+        said = [conversation_entry(0, "system", chat.system, None)] if chat.system else []
         for reply in chat.replies:
-            message = str(reply.sent[-1]["content"])
-            said.append(_entry(reply.turn + 1, "user", message, None))
-            said.append(
-                _entry(reply.turn + 1, "assistant", reply.completion.text, reply.completion)
-            )
+            turn, answer = reply.turn + 1, reply.completion
+            said.append(conversation_entry(turn, "user", str(reply.sent[-1]["content"]), None))
+            said.append(conversation_entry(turn, "assistant", answer.text, answer))
         entries.extend({"chat": number, **entry} for entry in said)
     return entries
 

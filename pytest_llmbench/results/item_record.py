@@ -99,16 +99,18 @@ def conversation_entries(result: EvalResult, verdicts: Sequence[Verdict]) -> lis
     entries = []
     for index, turn in enumerate(turns[: run.reached + 1]):
         content = message_text(sent[index]) if index < len(sent) else turn.content
-        entries.append(_entry(index + 1, turn.role, content, None))
+        entries.append(conversation_entry(index + 1, turn.role, content, None))
         reply = replies.get(index)
         if reply is not None:
-            entry = _entry(index + 1, "assistant", reply.text, reply)
+            entry = conversation_entry(index + 1, "assistant", reply.text, reply)
             entry["assertions"] = [v.to_dict() for v in verdicts if v.turn == index + 1]
             entries.append(entry)
     return entries
 
 
-def _entry(turn: int, role: str, content: str, reply: Completion | None) -> dict[str, Any]:
+def conversation_entry(
+    turn: int, role: str, content: str, reply: Completion | None
+) -> dict[str, Any]:
     """One message of a conversation: a reply of the model (``generated``) with its measures."""
     return {
         "turn": turn,
