@@ -64,7 +64,8 @@ def talked(bench: Bench) -> Bench:
     """A run of both conversations on `fake`, its results in ./out."""
     script(bench)
     bench.eval_file("talk", TALK)
-    bench.run("--models=fake").assert_outcomes(passed=1, failed=1)
+    # Every call streamed: each reply has its time to the first token.
+    bench.run("--models=fake", "--stream=all").assert_outcomes(passed=1, failed=1)
     return bench
 
 
@@ -150,10 +151,15 @@ def test_the_leaderboard_has_per_turn_and_per_conversation_latency(talked: Bench
     assert row["turn_latency_s_p95"] == pytest.approx(replies.quantile(0.95), abs=1e-6)
     assert row["conversation_latency_s_p50"] == pytest.approx(whole.quantile(0.5), abs=1e-6)
     assert row["conversation_latency_s_p95"] == pytest.approx(whole.quantile(0.95), abs=1e-6)
+    ttfts = pd.Series([e["ttft_s"] for r in records for e in r["conversation"] if e["generated"]])
+    assert len(ttfts) == 5 and ttfts.notna().all()
+    assert row["turn_ttft_s_p50"] == pytest.approx(ttfts.quantile(0.5), abs=1e-6)
+    assert row["turn_ttft_s_p95"] == pytest.approx(ttfts.quantile(0.95), abs=1e-6)
     # The turn-2 reply waited 50 ms on the server: the slowest reply is at least that slow.
     assert row["turn_latency_s_p95"] >= 0.04
     page = talked.out("report.html").read_text()
     assert "turn latency p50 s" in page and "conversation latency p95 s" in page
+    assert "turn TTFT p95 s" in page
 
 
 def test_only_models_with_conversations_get_conversation_latency(talked: Bench) -> None:

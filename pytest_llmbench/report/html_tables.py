@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..render.markup import INCOMPLETE_NOTE, coverage_cell, has_incomplete
 from ..results import is_missing
+from ..results.aggregation import CONVERSATION_COLUMNS
 from ..results_folder import RESULTS_FILE
 from .charts import task_type
 
@@ -50,25 +51,22 @@ _COLUMNS: dict[str, tuple[str, str]] = {
     "turn_latency_s_p95": ("turn latency p95 s", ".2f"),
     "conversation_latency_s_p50": ("conversation latency p50 s", ".2f"),
     "conversation_latency_s_p95": ("conversation latency p95 s", ".2f"),
+    "turn_ttft_s_p50": ("turn TTFT p50 s", ".2f"),
+    "turn_ttft_s_p95": ("turn TTFT p95 s", ".2f"),
 }
-#: A conversation's timings, after the other columns of a board with conversations.
-_CONVERSATION_COLUMNS = (
-    *("turn_latency_s_p50", "turn_latency_s_p95"),
-    *("conversation_latency_s_p50", "conversation_latency_s_p95"),
-)
 #: The columns of a quality board, in order; a column the board lacks is left out.
 _BOARD_COLUMNS = (
     *("rank", "model", "score_mean", "pass_rate", "coverage", "mc_accuracy", "n_flaky"),
     "pass_at_k",
     *("pass_hat_k", "k", "n_items", "n_errors", "cost_usd_total", "judge_cost_total"),
     *("latency_s_p50", "ttft_s_p50", "tokens_per_s_mean"),
-    *_CONVERSATION_COLUMNS,
+    *CONVERSATION_COLUMNS,  # a conversation's timings, after the rest
 )
 #: The columns of a latency-only board: timings instead of scores.
 _LATENCY_COLUMNS = (
     *("rank", "model", "n_items", "n_errors", "ttft_s_p50", "ttft_n", "latency_s_p50"),
     *("latency_s_p95", "tokens_per_s_mean", "cost_usd_total"),
-    *_CONVERSATION_COLUMNS,
+    *CONVERSATION_COLUMNS,  # a conversation's timings, after the rest
 )
 #: Columns shown with their 95% CI: column -> (low column, high column).
 _CI_COLUMNS = {

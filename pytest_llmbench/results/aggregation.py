@@ -127,12 +127,15 @@ _OUTCOME_COUNTS: tuple[tuple[str, str], ...] = (
     ("n_errors", "error"),
     ("n_skipped", "skipped"),
 )
-#: The columns of a frame with conversations: per-reply and per-conversation latency.
+#: The columns of a frame with conversations: per-reply and per-conversation latency, and the
+#: time to the first token of each streamed reply.
 CONVERSATION_COLUMNS: tuple[str, ...] = (
     "turn_latency_s_p50",
     "turn_latency_s_p95",
     "conversation_latency_s_p50",
     "conversation_latency_s_p95",
+    "turn_ttft_s_p50",
+    "turn_ttft_s_p95",
 )
 #: Outcomes of the items that answered: the ones means and the pass rate are over.
 ANSWERED = ("passed", "failed")
@@ -191,24 +194,30 @@ def _conversations(answered: pd.DataFrame) -> list[list[Any]]:
 
 
 def conversation_latency(answered: pd.DataFrame) -> dict[str, float]:
-    """The :data:`CONVERSATION_COLUMNS` of a group: percentiles of each reply's latency and of
-    each conversation's (NaN without conversations)."""
+    """The :data:`CONVERSATION_COLUMNS` of a group: percentiles of each reply's latency and
+    TTFT (streamed replies only) and of each conversation's latency (NaN without any)."""
     import pandas as pd
 
-    talks = _conversations(answered)
     replies = [
-        entry.get("latency_s")
-        for talk in talks
+        entry
+        for talk in _conversations(answered)
         for entry in talk
         if isinstance(entry, dict) and entry.get("generated") and entry.get("role") == "assistant"
     ]
-    turns = pd.Series([value for value in replies if value is not None], dtype="float64")
+
+    def measured(name: str) -> pd.Series:
+        values = [entry.get(name) for entry in replies]
+        return pd.Series([value for value in values if value is not None], dtype="float64")
+
+    turns, ttfts = measured("latency_s"), measured("ttft_s")
     whole = answered["latency_s"][[isinstance(t, list) for t in answered["conversation"]]]
     return {
         "turn_latency_s_p50": float(turns.quantile(0.5)),
         "turn_latency_s_p95": float(turns.quantile(0.95)),
         "conversation_latency_s_p50": float(whole.quantile(0.5)),
         "conversation_latency_s_p95": float(whole.quantile(0.95)),
+        "turn_ttft_s_p50": float(ttfts.quantile(0.5)),
+        "turn_ttft_s_p95": float(ttfts.quantile(0.95)),
     }
 
 
