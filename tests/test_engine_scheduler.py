@@ -645,9 +645,15 @@ def test_sigint_while_calls_are_pending_sends_nothing_more(bench: Bench) -> None
 
     bench.server.add_rule(Rule(delay_s=30))  # nothing is ever answered before the interrupt
     bench.eval_file("many", cases_yaml(12))
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--results-dir=out"]
-    argv += ["--models=fake", "--concurrency=2"]
-    process = subprocess.Popen(argv, cwd=bench.pytester.path, stdout=subprocess.DEVNULL)
+    # -X faulthandler: a run that does not end after the signal prints its threads' stacks on
+    # SIGABRT, and the failure shows them.
+    argv = [sys.executable, "-X", "faulthandler", "-m", "pytest", "-p", "no:cacheprovider"]
+    argv += ["--results-dir=out", "--models=fake", "--concurrency=2"]
+    stderr = bench.pytester.path / "stderr.txt"
+    with stderr.open("w") as errors:
+        process = subprocess.Popen(
+            argv, cwd=bench.pytester.path, stdout=subprocess.DEVNULL, stderr=errors
+        )
     try:
         for _ in range(600):  # until the two calls in flight are held at the server
             if len(bench.server.chat_requests()) >= 2 or process.poll() is not None:
@@ -658,7 +664,13 @@ def test_sigint_while_calls_are_pending_sends_nothing_more(bench: Bench) -> None
         assert 2 <= seen < 12, "calls in flight, the rest queued"
         process.send_signal(signal.SIGINT)
         interrupted_at = time.time()
-        assert process.wait(timeout=60) == pytest.ExitCode.INTERRUPTED
+        try:
+            status = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            process.wait(timeout=10)
+            pytest.fail(f"still running 60 s after SIGINT:\n{stderr.read_text()[-8000:]}")
+        assert status == pytest.ExitCode.INTERRUPTED
     finally:
         process.kill()
     time.sleep(0.5)  # a call the process left behind would reach the server now
