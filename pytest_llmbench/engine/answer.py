@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
-from .conversation import Progress, converse, grade_turns
+from .conversation import CompleteTurn, Progress, converse, grade_turns
 from .grading import HelperCalls, HelperTargets, grade
 from .request import (
     Answer,
@@ -211,9 +211,9 @@ class Answerer:
             completion, graded, run, sandbox, optimization, sent, verdict, scores, conversation
         )
 
-    async def _converse(self, plan: CallPlan, request: Request) -> ConversationRun:
-        """A scripted conversation: each answered turn is a paced, cached, budgeted call of the
-        plan's model, its cache entry keyed by the turn and the whole history it answers."""
+    def _turn_call(self, plan: CallPlan, request: Request) -> CompleteTurn:
+        """The call of one turn of ``plan``'s conversation: ``request`` sent with the history it
+        answers, paced, cached, budgeted; its cache entry keyed by the turn and that history."""
 
         async def complete(messages: tuple[dict[str, Any], ...], turn: int) -> Completion:
             call = dataclasses.replace(
@@ -225,6 +225,12 @@ class Answerer:
             )
             return await self._pacer.paced(call)
 
+        return complete
+
+    async def _converse(self, plan: CallPlan, request: Request) -> ConversationRun:
+        """A scripted conversation: each answered turn is a paced, cached, budgeted call of the
+        plan's model, its cache entry keyed by the turn and the whole history it answers."""
+        complete = self._turn_call(plan, request)
         progress = self._talks[plan.nodeid] = Progress()
         try:
             return await converse(complete, request.messages, plan.case.turns, progress)
@@ -244,16 +250,7 @@ class Answerer:
         user = plan.case.simulated_user
         assert user is not None and plan.user_sim is not None
         profile = plan.user_sim
-
-        async def complete(messages: tuple[dict[str, Any], ...], turn: int) -> Completion:
-            call = dataclasses.replace(
-                request,
-                messages=messages,
-                key_params={**request.key_params, "llmbench_turn": turn},
-                estimate=estimate_tokens(messages, plan.answer_token_budget),
-                missed_key=None,
-            )
-            return await self._pacer.paced(call)
+        complete = self._turn_call(plan, request)
 
         async def ask(messages: list[dict[str, str]], turn: int) -> Completion:
             asked = self._helpers.request(plan, profile, targets, messages, {})
