@@ -635,6 +635,12 @@ def test_max_cost_drops_queued_look_ahead_calls(bench: Bench) -> None:
     result.assert_outcomes(passed=len(passed), skipped=len(skipped))
 
 
+def _default_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_sigint_while_calls_are_pending_sends_nothing_more(bench: Bench) -> None:
     """A real Ctrl-C (SIGINT to the process) while calls are held at the server and more are
@@ -652,7 +658,14 @@ def test_sigint_while_calls_are_pending_sends_nothing_more(bench: Bench) -> None
     stderr = bench.pytester.path / "stderr.txt"
     with stderr.open("w") as errors:
         process = subprocess.Popen(
-            argv, cwd=bench.pytester.path, stdout=subprocess.DEVNULL, stderr=errors
+            argv,
+            cwd=bench.pytester.path,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            # The run's Ctrl-C as a terminal gives it, whoever started the suite: a shell that
+            # runs it in the background (``make test &``) ignores SIGINT, which the child would
+            # inherit, and Python then installs no handler (the run never heard the signal).
+            preexec_fn=_default_sigint,
         )
     try:
         for _ in range(600):  # until the two calls in flight are held at the server
