@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .functions import FunctionSpecError, FunctionTools, read_function_tools
 from .schema import (
     AgentSpec,
     AssertionItemError,
@@ -44,6 +45,7 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
     variants = prompt_variants(spec, path, document, roots)
     cases = expand_cases(spec, path, document, variants, roots)
     agent = _agent_spec(spec, path, document)
+    functions = function_tools(spec, path, document, roots)
     _check_solver(spec, path, document)
     if spec.solver is not None and agent is not None:
         raise EvalFileError(path, document.line_of(("solver",)), "`solver` and `kind: agent` "
@@ -52,12 +54,23 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
         path,
         suite_name(path),
         spec.description,
-        _hashed(cases, path, {"solver": spec.solver, "agent": agent}),
+        _hashed(cases, path, _settings(spec, agent, functions)),
         spec.parallel_safe,
         agent,
         solver=spec.solver,
         prompt_variants=tuple(variant.name for variant in variants if variant.name),
+        functions=functions,
     )
+
+
+def _settings(
+    spec: EvalSpec, agent: AgentSpec | None, functions: FunctionTools | None
+) -> dict[str, Any]:
+    """The file's settings that decide its cases' outcomes (hashed into each case_hash)."""
+    settings: dict[str, Any] = {"solver": spec.solver, "agent": agent}
+    if functions is not None:  # only when given: other files' hashes stay what they were
+        settings["functions"] = functions.request_params()
+    return settings
 
 
 def _hashed(
@@ -73,7 +86,7 @@ def _hashed(
 
 
 def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentSpec | None:
-    agent_keys = ("tools", "post_process", "limits", "tool_shim_model")
+    agent_keys = ("post_process", "limits", "tool_shim_model")  # plain tools: .functions
     if spec.kind != "agent":
         written = [key for key in agent_keys if getattr(spec, key)]
         if written:
@@ -82,8 +95,9 @@ def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentS
         return None
     if not spec.tools:
         raise EvalFileError(path, document.line_of(("kind",)), "`kind: agent` needs `tools:`")
+    names = _agent_tool_names(spec.tools, path, document)
     return AgentSpec(
-        tools=tuple(dict.fromkeys(spec.tools)),
+        tools=tuple(dict.fromkeys(names)),
         max_turns=spec.max_turns,
         limit_seconds=spec.limits.seconds if spec.limits else None,
         limit_tokens=spec.limits.tokens if spec.limits else None,
@@ -92,6 +106,41 @@ def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentS
         post_process=spec.post_process,
         shim_model=spec.tool_shim_model,
     )
+
+
+def function_tools(
+    spec: EvalSpec, path: Path, document: LocatedDocument, roots: Sequence[Path] = ()
+) -> FunctionTools | None:
+    """A plain file's function definitions (:mod:`.functions`), or None (an agent file, or no
+    ``tools:``)."""
+    if spec.tool_choice is not None and (spec.kind == "agent" or not spec.tools):
+        line = document.line_of(("tool_choice",))
+        raise EvalFileError(path, line, "`tool_choice` needs function definitions in `tools:` "
+                            "of a plain file (an agent's tools are names)")  # fmt: skip
+    if spec.kind == "agent" or not spec.tools:
+        return None
+    try:
+        return read_function_tools(spec.tools, spec.tool_choice, path.parent, roots)
+    except FunctionSpecError as exc:
+        raise EvalFileError(path, document.line_of(exc.loc), str(exc)) from None
+
+
+def _agent_tool_names(
+    tools: list[str | dict[str, Any]] | str, path: Path, document: LocatedDocument
+) -> list[str]:
+    """An agent's tools are names; function definitions belong to plain files."""
+    if isinstance(tools, str):
+        return _no_definitions(path, document.line_of(("tools",)))
+    names = [name for name in tools if isinstance(name, str)]
+    if len(names) < len(tools):
+        index = next(n for n, name in enumerate(tools) if not isinstance(name, str))
+        return _no_definitions(path, document.line_of(("tools", index)))
+    return names
+
+
+def _no_definitions(path: Path, line: int | None) -> list[str]:
+    raise EvalFileError(path, line, "tools: a `kind: agent` file names its tools (built-ins or "
+                        "'module:function'); function definitions are for plain files")  # fmt: skip
 
 
 def _check_solver(spec: EvalSpec, path: Path, document: LocatedDocument) -> None:

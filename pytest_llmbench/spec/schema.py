@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..scoring.assertions import Assertion, AssertionSpecError, parse_assertion
 from .datasets import DatasetSource
+from .functions import FunctionTools
 from .templating import last_user_text, render_chat
 
 EVAL_SUFFIX = ".eval.yaml"
@@ -295,7 +296,14 @@ class EvalSpec(_Strict):
         default_factory=list, description="Extra dimensions every jury of the file scores"
     )
     kind: Literal["completion", "agent"] = Field("completion", description="agent: a tool loop")
-    tools: list[str] = Field(default_factory=list, description="Agent tools: built-ins or refs")
+    tools: list[str | dict[str, Any]] | str = Field(
+        default_factory=list,
+        description="kind: agent: tool names (built-ins or refs); a plain file: function "
+        "definitions offered to the model, inline or file://tools.json",
+    )
+    tool_choice: str | dict[str, Any] | None = Field(
+        None, description="With function definitions: auto, none, required or one function"
+    )
     max_turns: int = Field(10, ge=1, le=200, description="Model calls of an agent loop")
     limits: AgentLimits | None = Field(None, description="Agent loop budgets")
     sandbox: Literal["auto", "required", "off"] = Field(
@@ -349,8 +357,17 @@ class EvalSpec(_Strict):
 
     @field_validator("tools")
     @classmethod
-    def _known_tools(cls, value: list[str]) -> list[str]:
+    def _known_tools(
+        cls, value: list[str | dict[str, Any]] | str
+    ) -> list[str | dict[str, Any]] | str:
+        # function definitions (mappings, file://) are read by .functions, for plain files
+        if isinstance(value, str):
+            if not value.startswith("file://"):
+                raise ValueError("expected a list, or file://tools.json of function definitions")
+            return value
         for name in value:
+            if isinstance(name, dict):
+                continue
             if name not in BUILTIN_TOOL_NAMES and not _TOOL_REF.fullmatch(name):
                 known = ", ".join(BUILTIN_TOOL_NAMES)
                 raise ValueError(f"unknown tool {name!r}: use one of {known} or 'module:function'")
@@ -503,6 +520,8 @@ class LoadedEval:
     solver: str | None = None
     #: the names of the file's ``prompts:`` variants, in order (empty without variants)
     prompt_variants: tuple[str, ...] = ()
+    #: a plain file's function definitions offered to the model (``tools:``), or None
+    functions: FunctionTools | None = None
 
 
 def suite_name(path: Path) -> str:

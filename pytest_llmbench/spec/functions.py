@@ -1,0 +1,188 @@
+"""Function definitions of a plain eval file: ``tools:`` offered to the model, never run.
+
+A plain (non-agent) eval file may declare ``tools:`` as OpenAI-style function definitions
+(``{type: function, function: {name, description, parameters}}``, or the bare
+``{name, description, parameters}``), inline or as ``file://tools.json``, with a ``tool_choice``
+(``auto``, ``none``, ``required`` or ``{type: function, function: {name}}``). The model is offered
+them; its calls are recorded and scored, not executed. In a ``kind: agent`` file ``tools:`` keeps
+its own meaning: the names of the tools the agent loop runs.
+
+:func:`read_function_tools` reads them into :class:`FunctionTools`, or raises
+:class:`FunctionSpecError` with where in the file (the loader makes it ``path:line``) for a
+definition whose ``parameters`` is not a JSON schema, a duplicate name, or a ``tool_choice``
+naming a tool the file does not declare.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .paths import resolve_eval_path
+
+#: The ``tool_choice`` words; a mapping ``{type: function, function: {name}}`` forces one tool.
+TOOL_CHOICE_WORDS = ("auto", "none", "required")
+_DEFINITION_KEYS = frozenset({"name", "description", "parameters", "strict"})
+
+
+@dataclass(frozen=True)
+class FunctionTool:
+    """One function the model may call."""
+
+    name: str  #: what a call names
+    description: str  #: what the model reads about it ("" when not given)
+    parameters: Mapping[str, Any]  #: the JSON schema of its arguments
+
+    def as_openai(self) -> dict[str, Any]:
+        """The definition as the OpenAI chat API takes it in ``tools``."""
+        function = {"name": self.name, "description": self.description}
+        return {"type": "function", "function": {**function, "parameters": self.parameters}}
+
+
+@dataclass(frozen=True)
+class FunctionTools:
+    """A plain file's function definitions and its ``tool_choice`` (None: the provider's)."""
+
+    tools: tuple[FunctionTool, ...]
+    tool_choice: str | Mapping[str, Any] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The declared names, in file order."""
+        return tuple(tool.name for tool in self.tools)
+
+    def tool(self, name: str) -> FunctionTool | None:
+        """The declared tool called ``name``, or None."""
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+    def request_params(self) -> dict[str, Any]:
+        """What a chat request adds to offer the tools: ``tools`` and, when set, ``tool_choice``."""
+        params: dict[str, Any] = {"tools": [tool.as_openai() for tool in self.tools]}
+        if self.tool_choice is not None:
+            params["tool_choice"] = self.tool_choice
+        return params
+
+
+class FunctionSpecError(ValueError):
+    """A bad function definition or ``tool_choice``; ``loc`` is where it sits in the file."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+def read_function_tools(
+    tools: str | list[Any],
+    tool_choice: str | dict[str, Any] | None,
+    folder: Path,
+    roots: Sequence[Path] = (),
+) -> FunctionTools:
+    """A plain file's ``tools:`` (inline, or ``file://`` from ``folder``) and ``tool_choice``;
+    :class:`FunctionSpecError` for the first problem."""
+    raw, source = _raw_definitions(tools, folder, roots)
+    read = _definitions(raw, source)
+    return FunctionTools(read, _tool_choice(tool_choice, read))
+
+
+def _raw_definitions(
+    value: str | list[Any], folder: Path, roots: Sequence[Path]
+) -> tuple[list[Any], str | None]:
+    """The definitions as written, and the ``file://`` they were read from (None: inline)."""
+    if isinstance(value, str):
+        name = value.removeprefix("file://")
+        try:
+            data = json.loads(resolve_eval_path(name, folder, roots).read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise FunctionSpecError(("tools",), f"tools: cannot read {value!r}: {exc}") from None
+        if not isinstance(data, list):
+            raise FunctionSpecError(("tools",), f"tools: {value!r} must hold a JSON list")
+        return data, value
+    names = [entry for entry in value if not isinstance(entry, dict)]
+    if names:
+        message = (
+            f"tools: {names[0]!r} is an agent tool name, which needs `kind: agent`; "
+            "a plain file's tools are function definitions"
+        )
+        raise FunctionSpecError(("tools", value.index(names[0])), message)
+    return value, None
+
+
+def _definitions(raw: list[Any], source: str | None) -> tuple[FunctionTool, ...]:
+    tools: list[FunctionTool] = []
+    first: dict[str, int] = {}
+    for index, entry in enumerate(raw):
+        loc: tuple[str | int, ...] = ("tools",) if source else ("tools", index)
+        where = f"tools[{index}]" + (f" in {source}" if source else "")
+        try:
+            tool = _definition(entry)
+        except ValueError as exc:
+            raise FunctionSpecError(loc, f"{where}: {exc}") from None
+        if tool.name in first:
+            message = (
+                f"{where}: duplicate tool name {tool.name!r} (first is tools[{first[tool.name]}])"
+            )
+            raise FunctionSpecError(loc, message)
+        first[tool.name] = index
+        tools.append(tool)
+    return tuple(tools)
+
+
+def _definition(entry: Any) -> FunctionTool:
+    """One definition, OpenAI-shaped or bare; ValueError naming what is wrong."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"a function definition is a mapping, not {type(entry).__name__}")
+    if "function" in entry or "type" in entry:
+        if entry.get("type") != "function" or set(entry) != {"type", "function"}:
+            raise ValueError("expected {type: function, function: {name, description, parameters}}")
+        entry = entry["function"]
+        if not isinstance(entry, dict):
+            raise ValueError("`function` must be a mapping of name, description, parameters")
+    unknown = sorted(set(entry) - _DEFINITION_KEYS)
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r} (a definition has name, description, "
+                         "parameters)")  # fmt: skip
+    name, description = entry.get("name"), entry.get("description", "")
+    if not isinstance(name, str) or not name:
+        raise ValueError("a function definition needs a `name` (text)")
+    if not isinstance(description, str):
+        raise ValueError(f"{name}: `description` must be text")
+    parameters = entry.get("parameters", {"type": "object", "properties": {}})
+    _check_schema(name, parameters)
+    return FunctionTool(name, description, parameters)
+
+
+def _check_schema(name: str, parameters: Any) -> None:
+    """``parameters`` must be a JSON schema of an object (checked against the meta-schema)."""
+    import jsonschema
+
+    if not isinstance(parameters, dict):
+        raise ValueError(f"{name}: `parameters` must be a JSON schema (a mapping)")
+    try:
+        jsonschema.validators.validator_for(parameters).check_schema(parameters)
+    except jsonschema.SchemaError as exc:
+        at = "/".join(str(part) for part in exc.path)
+        raise ValueError(f"{name}: `parameters` is not a JSON schema"
+                         f"{f' at {at}' if at else ''}: {exc.message}") from None  # fmt: skip
+    if parameters.get("type", "object") != "object":
+        raise ValueError(f"{name}: `parameters` must describe an object (type: object)")
+
+
+def _tool_choice(
+    value: str | dict[str, Any] | None, tools: tuple[FunctionTool, ...]
+) -> str | Mapping[str, Any] | None:
+    if value is None or value in TOOL_CHOICE_WORDS:
+        return value
+    function = value.get("function") if isinstance(value, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(value, dict) or value.get("type") != "function" or not isinstance(name, str):
+        words = ", ".join(TOOL_CHOICE_WORDS)
+        message = f"tool_choice: expected one of {words} or {{type: function, function: {{name}}}}"
+        raise FunctionSpecError(("tool_choice",), message)
+    if name not in {tool.name for tool in tools}:
+        declared = ", ".join(tool.name for tool in tools)
+        message = f"tool_choice names {name!r}, which is not among the declared tools ({declared})"
+        raise FunctionSpecError(("tool_choice",), message)
+    return {"type": "function", "function": {"name": name}}

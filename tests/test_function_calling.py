@@ -1,0 +1,160 @@
+"""Function-calling evals (issue 28, point 2): a plain file's ``tools:`` function definitions
+and ``tool_choice``, read and checked at load (spec/functions.py)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_llmbench.spec.load import load_spec
+from pytest_llmbench.spec.schema import EvalFileError, LoadedEval
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+            "required": ["city"],
+        },
+    },
+}
+BARE_TIME = {"name": "get_time", "parameters": {"type": "object", "properties": {}}}
+
+
+def load(tmp_path: Path, text: str) -> LoadedEval:
+    path = tmp_path / "calls.eval.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return load_spec(path)
+
+
+def error_of(tmp_path: Path, text: str) -> EvalFileError:
+    with pytest.raises(EvalFileError) as info:
+        load(tmp_path, text)
+    return info.value
+
+
+def plain_file(tools: str, extra: str = "") -> str:
+    return f"tools: {tools}\n{extra}cases:\n  - prompt: Weather in Paris?\n"
+
+
+def test_inline_definitions_both_shapes_are_normalised(tmp_path: Path) -> None:
+    loaded = load(tmp_path, plain_file(json.dumps([WEATHER, BARE_TIME]), "tool_choice: auto\n"))
+    assert loaded.functions is not None
+    assert loaded.functions.names == ("get_weather", "get_time")
+    params = loaded.functions.request_params()
+    assert params["tools"][0] == WEATHER
+    assert params["tools"][1] == {"type": "function", "function": {**BARE_TIME, "description": ""}}
+    assert params["tool_choice"] == "auto"
+    assert loaded.agent is None
+
+
+def test_definitions_from_a_file_and_a_forced_choice(tmp_path: Path) -> None:
+    (tmp_path / "tools.json").write_text(json.dumps([WEATHER]), encoding="utf-8")
+    choice = "{type: function, function: {name: get_weather}}"
+    loaded = load(tmp_path, plain_file("file://tools.json", f"tool_choice: {choice}\n"))
+    assert loaded.functions is not None
+    assert loaded.functions.request_params() == {
+        "tools": [WEATHER],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+    }
+
+
+def test_the_tools_are_in_the_case_hash(tmp_path: Path) -> None:
+    first = load(tmp_path, plain_file(json.dumps([WEATHER]))).cases[0].case_hash
+    second = load(tmp_path, plain_file(json.dumps([BARE_TIME]))).cases[0].case_hash
+    without = load(tmp_path, "cases:\n  - prompt: Weather in Paris?\n").cases[0].case_hash
+    assert len({first, second, without}) == 3
+
+
+def test_an_agent_file_keeps_tool_names(tmp_path: Path) -> None:
+    loaded = load(tmp_path, "kind: agent\ntools: [read_file]\ncases:\n  - prompt: hi\n")
+    assert loaded.agent is not None and loaded.agent.tools == ("read_file",)
+    assert loaded.functions is None
+
+
+NOT_A_SCHEMA = {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": 3}}}}
+
+BAD_INPUT = [
+    (
+        "parameters not a JSON schema",
+        f"tools:\n  - {json.dumps(NOT_A_SCHEMA)}\n",
+        2,
+        "tools[0]: f: `parameters` is not a JSON schema at properties/a/type",
+    ),
+    (
+        "parameters not an object",
+        "tools:\n  - {name: f, parameters: {type: string}}\n",
+        2,
+        "must describe an object",
+    ),
+    ("no name", "tools:\n  - {description: x}\n", 2, "needs a `name`"),
+    ("unknown key", "tools:\n  - {name: f, params: {}}\n", 2, "unknown key 'params'"),
+    (
+        "wrong wrapper",
+        "tools:\n  - {type: func, function: {name: f}}\n",
+        2,
+        "expected {type: function",
+    ),
+    (
+        "duplicate name",
+        "tools:\n  - {name: f}\n  - {name: g}\n  - {name: f}\n",
+        4,
+        "tools[2]: duplicate tool name 'f' (first is tools[0])",
+    ),
+    (
+        "choice naming an undeclared tool",
+        "tools:\n  - {name: f}\ntool_choice: {type: function, function: {name: g}}\n",
+        3,
+        "tool_choice names 'g', which is not among the declared tools (f)",
+    ),
+    (
+        "unknown choice word",
+        "tools:\n  - {name: f}\ntool_choice: any\n",
+        3,
+        "tool_choice: expected one of auto, none, required",
+    ),
+    ("choice without tools", "tool_choice: auto\n", 1, "`tool_choice` needs function definitions"),
+    ("agent tool name in a plain file", "tools: [read_file]\n", 1, "needs `kind: agent`"),
+    (
+        "definition in an agent file",
+        "kind: agent\ntools:\n  - {name: f}\n",
+        3,
+        "function definitions are for plain files",
+    ),
+    ("missing tools file", "tools: file://nope.json\n", 1, "tools: cannot read 'file://nope.json'"),
+    ("tools as a bare string", "tools: get_weather\n", 1, "file://tools.json"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [case[1:] for case in BAD_INPUT],
+    ids=[case[0] for case in BAD_INPUT],
+)
+def test_bad_definitions_are_errors_at_path_line(
+    tmp_path: Path, text: str, line: int, message: str
+) -> None:
+    error = error_of(tmp_path, text + "cases:\n  - prompt: hi\n")
+    assert error.line == line, str(error)
+    assert message in str(error)
+    assert str(error).startswith(f"{tmp_path / 'calls.eval.yaml'}:{line}: ")
+
+
+def test_a_bad_definition_is_a_collection_error_without_traceback(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(
+        ".eval.yaml", calls="tools:\n  - {name: f, parameters: {type: 5}}\ncases:\n  - prompt: hi\n"
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        ["*calls.eval.yaml:2: tools?0?: f: `parameters` is not a JSON schema*"]
+    )
+    result.stdout.no_fnmatch_line("*Traceback*")
+    assert result.ret != 0
