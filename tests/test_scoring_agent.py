@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Bench, Rule
 
 from pytest_llmbench.agent.loop import AgentRun, ToolCall
 from pytest_llmbench.agent.sandbox import CommandResult, Sandbox, SandboxLimits
@@ -21,6 +22,7 @@ from pytest_llmbench.scoring.agent import (
     parse_agent_assertion,
 )
 from pytest_llmbench.scoring.assertions import AssertionSpecError, Verdict, parse_assertion
+from pytest_llmbench.scoring.trajectory import ExpectedStep
 
 #: The calls of the hand-made run: (name, arguments), one per turn; turn 5 is the answer.
 CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -116,6 +118,106 @@ CASES: list[tuple[dict[str, Any], bool, str]] = [
     ({"type": "tool-args", "value": "write_file", "args": {"count": "3"}}, False, "count='3'"),
     ({"type": "tool-args", "value": "write_file", "args": {"mode": "a"}}, False, "no write_file"),
     ({"type": "tool-args", "value": "run_command", "args": {"command": "ls"}}, False, "not called"),
+    (
+        {"type": "tool-sequence", "value": ["write_file", "list_dir"], "mode": "unordered"},
+        False,
+        "extra calls read_file",
+    ),
+    (
+        {"type": "tool-sequence", "value": ["write_file", "list_dir"], "mode": "subset"},
+        True,
+        "subset: 2 of 2 steps matched",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": ["list_dir", "read_file", "write_file", "read_file"],
+            "mode": "strict",
+        },
+        True,
+        "strict: 4 of 4",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": ["list_dir", "write_file", "read_file", "read_file"],
+            "mode": "strict",
+        },
+        False,
+        "missing write_file, read_file",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": ["read_file", "read_file", "list_dir", "write_file"],
+            "mode": "unordered",
+        },
+        True,
+        "unordered: 4 of 4",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": ["read_file", "list_dir", "write_file", "run_command"],
+            "mode": "superset",
+        },
+        False,
+        "extra calls read_file(path='hello.txt')",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": ["read_file", "read_file", "list_dir", "write_file", "x"],
+            "mode": "superset",
+        },
+        True,
+        "missing x",
+    ),
+    # Per-step arguments, compared as JSON values: `exact` rejects a call with an extra argument
+    # that `subset` accepts; a string is never a substring match.
+    (
+        {
+            "type": "tool-sequence",
+            "value": [{"name": "write_file", "args": {"path": "out/result.txt"}}],
+        },
+        False,
+        "missing write_file(path='out/result.txt')",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": [
+                {"name": "write_file", "args": {"path": "out/result.txt"}, "args_match": "subset"}
+            ],
+        },
+        True,
+        "matched write_file(path='out/result.txt')=call 3",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": [
+                {"name": "read_file", "args": {"path": "hello.txt"}},
+                {"name": "read_file", "args": {"path": "app.py"}},
+            ],
+            "mode": "unordered",
+        },
+        False,
+        "missing read_file(path='app.py')",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": ["read_file", {"name": "read_file", "args": {"path": "./src/app.py"}}],
+            "mode": "subset",
+        },
+        True,
+        "read_file=call 4",
+    ),
+    ({"type": "tool-count", "value": "read_file", "min": 2, "max": 2}, True, "2 read_file calls"),
+    ({"type": "tool-count", "max": 3}, False, "4 tool calls, wanted 0..3"),
+    ({"type": "tool-count", "min": 1}, True, "4 tool calls, wanted 1.."),
+    ({"type": "tool-count", "value": "run_command", "min": 1}, False, "0 run_command calls"),
     ({"type": "max-turns", "value": 5}, True, "5 turns <= 5"),
     ({"type": "max-turns", "value": 4}, False, "5 turns > 4 (stopped: answer)"),
 ]
@@ -310,7 +412,16 @@ def test_evaluate_agent_never_raises(agent_dir: Path) -> None:
 
 def test_parse_normalises_values() -> None:
     check = parse_agent_assertion({"type": "not-tool-sequence", "value": ["a", "b"], "weight": 2})
-    assert check == AgentCheck("not-tool-sequence", "tool-sequence", True, ("a", "b"), 2.0)
+    steps = (ExpectedStep("a"), ExpectedStep("b"))
+    assert check == AgentCheck(
+        "not-tool-sequence", "tool-sequence", True, ("a", "b"), 2.0, steps=steps
+    )
+    step = {"name": "s", "args": {"q": 1}, "args_match": "superset"}
+    sequence = parse_agent_assertion({"type": "tool-sequence", "value": [step], "mode": "strict"})
+    assert (sequence.value, sequence.mode) == (("s",), "strict")
+    assert sequence.steps == (ExpectedStep("s", {"q": 1}, "superset"),)
+    count = parse_agent_assertion({"type": "tool-count", "min": 0, "max": 2})
+    assert (count.value, count.min, count.max) == (None, 0, 2)
     command = parse_agent_assertion(
         {"type": "command", "value": "make", "exit_code": 2, "output_contains": 7, "timeout": 5}
     )
@@ -346,6 +457,21 @@ BAD: list[tuple[Any, str, str]] = [
     ({"type": "tool-called", "value": []}, "value", "a tool name or a non-empty list"),
     ({"type": "tool-called", "value": ["a", 3]}, "value", "a tool name or a non-empty list"),
     ({"type": "tool-sequence", "value": "read_file"}, "value", "a non-empty list of names"),
+    ({"type": "tool-sequence", "value": ["a"], "mode": "sideways"}, "mode", "unknown mode"),
+    (
+        {"type": "tool-sequence", "value": [{"name": "a", "args": {}, "args_match": "fuzzy"}]},
+        "value",
+        "unknown args_match 'fuzzy' (exact, subset, superset, ignore)",
+    ),
+    ({"type": "tool-sequence", "value": [{"args": {}}]}, "value", "needs a tool 'name'"),
+    ({"type": "tool-sequence", "value": [{"name": "a", "arg": {}}]}, "value", "step key 'arg'"),
+    ({"type": "tool-sequence", "value": [{"name": "a", "args": [1]}]}, "value", "a mapping"),
+    ({"type": "tool-sequence", "value": [3]}, "value", "tool names or mappings"),
+    ({"type": "tool-args", "value": "a", "mode": "strict"}, "mode", "unknown key 'mode'"),
+    ({"type": "tool-count", "value": "a"}, "min", "needs 'min', 'max' or both"),
+    ({"type": "tool-count", "min": -1}, "min", "min must be a whole number >= 0"),
+    ({"type": "tool-count", "max": 1.5}, "max", "max must be a whole number >= 0"),
+    ({"type": "tool-count", "min": 3, "max": 2}, "min", "min 3 is above max 2"),
     ({"type": "tool-args", "value": "read_file"}, "args", "tool-args needs 'args'"),
     ({"type": "tool-args", "value": "read_file", "args": ["path"]}, "args", "a mapping"),
     ({"type": "max-turns", "value": "3"}, "value", "a whole number >= 1"),
@@ -376,3 +502,80 @@ def test_the_assertion_parser_hands_agent_types_over() -> None:
     with pytest.raises(AssertionSpecError) as info:
         parse_assertion({"type": "tool-args", "value": "read_file", "arg": {"path": "a"}})
     assert info.value.field == "arg"
+
+
+# --- trajectory modes on a real agent item --------------------------------------------------
+
+SWAPPED = """
+kind: agent
+tools: [read_file, write_file]
+max_turns: 4
+cases:
+  - id: in-order
+    prompt: Swap the steps.
+    assert:
+      - {type: tool-sequence, value: [read_file, write_file]}
+  - id: unordered
+    prompt: Swap the steps.
+    assert:
+      - type: tool-sequence
+        mode: unordered
+        value:
+          - read_file
+          - {name: write_file, args: {path: hello.txt}, args_match: subset}
+      - {type: tool-count, value: read_file, min: 1, max: 1}
+      - {type: tool-count, max: 2}
+"""
+
+
+def test_an_unordered_sequence_passes_where_in_order_fails(bench: Bench) -> None:
+    """The model writes before it reads: the in-order check fails naming what it matched and
+    what it missed, the unordered one passes, on the calls the agent loop really made."""
+    bench.server.add_rule(Rule(match_last="hello world", reply="Done."))  # read_file's result
+    bench.server.add_rule(
+        Rule(
+            match_last="wrote",
+            tool_calls=[{"name": "read_file", "arguments": {"path": "hello.txt"}}],
+        )
+    )
+    bench.server.add_rule(
+        Rule(
+            match="Swap the steps",
+            tool_calls=[
+                {"name": "write_file", "arguments": {"path": "hello.txt", "content": "hello world"}}
+            ],
+        )
+    )
+    bench.eval_file("agent", SWAPPED)
+    result = bench.run("--models=fake", "-n", "0")
+    result.assert_outcomes(passed=1, failed=1)
+    records = {record["case_id"]: record for record in bench.records()}
+    assert records["unordered"]["tool_counts"] == {"write_file": 1, "read_file": 1}
+    assert all(verdict["passed"] for verdict in records["unordered"]["assertions"])
+    (verdict,) = records["in-order"]["assertions"]
+    assert not verdict["passed"]
+    assert "in-order: 1 of 2 steps matched" in verdict["reason"]
+    assert "missing read_file; extra calls read_file(path='hello.txt')" in verdict["reason"]
+
+
+def test_an_unknown_mode_is_a_collection_error_at_its_line(bench: Bench) -> None:
+    bench.eval_file(
+        "bad",
+        """
+kind: agent
+tools: [read_file]
+cases:
+  - id: x
+    prompt: hi
+    assert:
+      - type: tool-sequence
+        value: [read_file]
+        mode: sideways
+""",
+    )
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*bad.eval.yaml:9: cases.0.assert.0.mode: unknown mode 'sideways' (in-order, strict*"]
+    )
+    assert "Traceback" not in result.stdout.str()

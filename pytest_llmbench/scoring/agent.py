@@ -23,6 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.tools import ToolError, resolve_inside
 from .base import AssertionSpecError, Verdict, is_number, quoted, regex_search, valid_regex
+from .trajectory import (
+    ARGS_MATCH_MODES,
+    SEQUENCE_MODES,
+    ExpectedStep,
+    describe_match,
+    match_sequence,
+)
 
 if TYPE_CHECKING:
     from ..agent.loop import AgentRun, ToolCall
@@ -39,10 +46,13 @@ AGENT_TYPES: frozenset[str] = frozenset(
         "tool-sequence",
         "tool-args",
         "max-turns",
+        "tool-count",
     }
 )
 #: The keys an agent assertion may have besides ``type``, ``value`` and ``weight``.
-AGENT_KEYS: frozenset[str] = frozenset({"path", "exit_code", "output_contains", "args", "timeout"})
+AGENT_KEYS: frozenset[str] = frozenset(
+    {"path", "exit_code", "output_contains", "args", "timeout", "mode", "min", "max"}
+)
 
 #: Which of :data:`AGENT_KEYS` each type takes.
 _TYPE_KEYS: dict[str, frozenset[str]] = {
@@ -51,9 +61,10 @@ _TYPE_KEYS: dict[str, frozenset[str]] = {
     "file-matches": frozenset({"path"}),
     "command": frozenset({"exit_code", "output_contains", "timeout"}),
     "tool-called": frozenset(),
-    "tool-sequence": frozenset(),
+    "tool-sequence": frozenset({"mode"}),
     "tool-args": frozenset({"args"}),
     "max-turns": frozenset(),
+    "tool-count": frozenset({"min", "max"}),
 }
 _OUTPUT_SHOWN = 200
 
@@ -84,6 +95,11 @@ class AgentCheck:
     #: the arguments (key -> value) a ``tool-args`` call must include; strings match as substrings
     args: Mapping[str, Any] | None = None
     timeout: float | None = None  #: seconds a ``command`` may run; None: the sandbox's limit
+    #: a ``tool-sequence``'s steps (names, or names with ``args`` and ``args_match``)
+    steps: tuple[ExpectedStep, ...] | None = None
+    mode: str = SEQUENCE_MODES[0]  #: how a ``tool-sequence``'s steps pair with the calls
+    min: int | None = None  #: the fewest calls a ``tool-count`` allows; None: no lower bound
+    max: int | None = None  #: the most calls a ``tool-count`` allows; None: no upper bound
 
 
 class _CheckFailed(Exception):
@@ -127,6 +143,10 @@ def parse_agent_assertion(raw: Mapping[str, Any]) -> AgentCheck:
         output_contains=_optional_text(raw, "output_contains"),
         args=_args(raw) if base == "tool-args" else None,
         timeout=_timeout(raw),
+        steps=_steps(raw["value"]) if base == "tool-sequence" else None,
+        mode=_sequence_mode(raw),
+        min=_count_bound(raw, "min"),
+        max=_count_bound(raw, "max"),
     )
 
 
@@ -196,8 +216,68 @@ def _tool_called_value(base: str, raw: Mapping[str, Any]) -> str | tuple[str, ..
     return _names(base, raw.get("value"), single=True)
 
 
-def _tool_sequence_value(base: str, raw: Mapping[str, Any]) -> str | tuple[str, ...]:
-    return _names(base, raw.get("value"), single=False)
+def _tool_sequence_value(base: str, raw: Mapping[str, Any]) -> tuple[str, ...]:
+    """The steps' names; each step is a name or a ``{name, args, args_match}`` mapping."""
+    value = raw.get("value")
+    if isinstance(value, list) and value:
+        return tuple(_step(base, item).name for item in value)
+    raise AssertionSpecError(
+        f"{base} needs a non-empty list of names or steps, got {value!r}", "value"
+    )
+
+
+def _steps(value: list[Any]) -> tuple[ExpectedStep, ...]:
+    return tuple(_step("tool-sequence", item) for item in value)
+
+
+def _step(base: str, item: Any) -> ExpectedStep:
+    """One step: ``name`` or ``{name, args, args_match}`` (``args_match`` default ``exact``)."""
+    if isinstance(item, str) and item:
+        return ExpectedStep(item)
+    if not isinstance(item, Mapping):
+        raise AssertionSpecError(f"{base} steps are tool names or mappings, got {item!r}", "value")
+    unknown = sorted(str(key) for key in item if key not in ("name", "args", "args_match"))
+    if unknown:
+        raise AssertionSpecError(
+            f"unknown step key {unknown[0]!r} (name, args, args_match)", "value"
+        )
+    name, args, mode = item.get("name"), item.get("args"), item.get("args_match", "exact")
+    if not (isinstance(name, str) and name):
+        raise AssertionSpecError(f"a {base} step needs a tool 'name', got {item!r}", "value")
+    if args is not None and not (
+        isinstance(args, Mapping) and all(isinstance(k, str) for k in args)
+    ):
+        raise AssertionSpecError(f"a step's args must be a mapping, got {args!r}", "value")
+    if mode not in ARGS_MATCH_MODES:
+        known = ", ".join(ARGS_MATCH_MODES)
+        raise AssertionSpecError(f"unknown args_match {mode!r} ({known})", "value")
+    return ExpectedStep(name, dict(args) if args is not None else None, mode)
+
+
+def _sequence_mode(raw: Mapping[str, Any]) -> str:
+    mode = raw.get("mode", SEQUENCE_MODES[0])
+    if mode in SEQUENCE_MODES:
+        return str(mode)
+    raise AssertionSpecError(f"unknown mode {mode!r} ({', '.join(SEQUENCE_MODES)})", "mode")
+
+
+def _tool_count_value(base: str, raw: Mapping[str, Any]) -> str | None:
+    """The tool whose calls are counted; None counts every call."""
+    if "min" not in raw and "max" not in raw:
+        raise AssertionSpecError(f"{base} needs 'min', 'max' or both", "min")
+    low, high = _count_bound(raw, "min"), _count_bound(raw, "max")
+    if low is not None and high is not None and low > high:
+        raise AssertionSpecError(f"{base}: min {low} is above max {high}", "min")
+    return None if raw.get("value") is None else _text(base, "value", raw["value"])
+
+
+def _count_bound(raw: Mapping[str, Any], key: str) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise AssertionSpecError(f"{key} must be a whole number >= 0, got {value!r}", key)
 
 
 def _max_turns_value(base: str, raw: Mapping[str, Any]) -> int:
@@ -240,6 +320,7 @@ _PARSE_VALUE: dict[str, Callable[[str, Mapping[str, Any]], Any]] = {
     "tool-sequence": _tool_sequence_value,
     "tool-args": _text_value,
     "max-turns": _max_turns_value,
+    "tool-count": _tool_count_value,
 }
 
 
@@ -354,12 +435,17 @@ def _check_tool_called(check: AgentCheck, outcome: AgentOutcome) -> _Result:
 
 
 def _check_tool_sequence(check: AgentCheck, outcome: AgentOutcome) -> _Result:
-    # A subsequence: other calls may come between, but these must come in this order.
-    calls = iter(call.name for call in outcome.run.tool_calls)
-    wanted = " -> ".join(check.value)
-    found = all(any(name == made for made in calls) for name in check.value)
-    shown = _calls_shown(outcome.run.tool_calls)
-    return _result(found, f"calls follow {wanted}", f"calls {shown} do not follow {wanted}")
+    assert check.steps is not None  # the parser gives them for tool-sequence
+    calls = outcome.run.tool_calls
+    match = match_sequence(check.steps, calls, check.mode)
+    wanted = " -> ".join(step.shown() for step in check.steps)
+    how = describe_match(match, check.steps, calls)
+    shown = _calls_shown(calls)
+    return _result(
+        match.passed,
+        f"calls follow {wanted} ({how})",
+        f"calls {shown} do not follow {wanted} ({how})",
+    )
 
 
 def _check_tool_args(check: AgentCheck, outcome: AgentOutcome) -> _Result:
@@ -402,6 +488,17 @@ def _check_max_turns(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     )
 
 
+def _check_tool_count(check: AgentCheck, outcome: AgentOutcome) -> _Result:
+    calls = outcome.run.tool_calls
+    counted = [call for call in calls if check.value is None or call.name == check.value]
+    what = f"{check.value} calls" if check.value is not None else "tool calls"
+    low = check.min if check.min is not None else 0
+    high = "" if check.max is None else str(check.max)
+    inside = low <= len(counted) and (check.max is None or len(counted) <= check.max)
+    shown = f"{len(counted)} {what}, wanted {low}..{high}"
+    return _result(inside, shown, f"{shown} (calls: {_calls_shown(calls)})")
+
+
 _CHECKS: dict[str, Callable[[AgentCheck, AgentOutcome], _Result]] = {
     "file-exists": _check_file_exists,
     "file-contains": _check_file_contains,
@@ -411,4 +508,5 @@ _CHECKS: dict[str, Callable[[AgentCheck, AgentOutcome], _Result]] = {
     "tool-sequence": _check_tool_sequence,
     "tool-args": _check_tool_args,
     "max-turns": _check_max_turns,
+    "tool-count": _check_tool_count,
 }
