@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+from conftest import Bench, Rule
 
 from pytest_llmbench.spec.load import load_spec
 from pytest_llmbench.spec.schema import EvalFileError, LoadedEval
@@ -158,3 +160,73 @@ def test_a_bad_definition_is_a_collection_error_without_traceback(
     )
     result.stdout.no_fnmatch_line("*Traceback*")
     assert result.ret != 0
+
+
+# -- the engine: tools offered, calls recorded and not run ------------------------------------
+
+CALLS_EVAL = f"""
+tools:
+  - {json.dumps(WEATHER)}
+  - {json.dumps(BARE_TIME)}
+tool_choice: required
+cases:
+  - id: paris
+    prompt: What is the weather in Paris?
+    assert: [{{type: not-contains, value: sorry}}]
+"""
+
+
+def _script_weather(bench: Bench, arguments: dict[str, Any] | str) -> None:
+    bench.server.add_rule(
+        Rule(match="weather in Paris", tool_calls=[{"name": "get_weather", "arguments": arguments}])
+    )
+
+
+@pytest.mark.parametrize("client", ["auto", "litellm"])
+def test_tools_are_sent_and_the_calls_recorded_not_run(bench: Bench, client: str) -> None:
+    _script_weather(bench, {"city": "Paris"})
+    bench.eval_file("calls", CALLS_EVAL)
+    result = bench.run("--models=fake", f"--client={client}", "--stream=all")
+    result.assert_outcomes(passed=1)  # a reply of tool calls and no text is no error
+    (request,) = [r for r in bench.server.requests if r.path.endswith("/chat/completions")]
+    assert request.body["tools"] == [
+        WEATHER,
+        {"type": "function", "function": {**BARE_TIME, "description": ""}},
+    ]
+    assert request.body["tool_choice"] == "required"
+    assert not request.body.get("stream")  # calls are read from whole answers
+    (record,) = bench.records()
+    assert [(call["name"], json.loads(call["arguments"])) for call in record["function_calls"]] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    assert record["tool_calls"] == 1 and record["tool_counts"] == {"get_weather": 1}
+    assert record["turns"] is None and record["timeline"] == []  # not an agent: nothing ran
+    assert "tools" not in record["params"]
+
+
+def test_both_clients_record_the_same_calls(bench: Bench) -> None:
+    _script_weather(bench, {"city": "Paris", "unit": "c"})
+    bench.eval_file("calls", CALLS_EVAL)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    lean = bench.records()[0]["function_calls"]
+    bench.run("--models=fake", "--client=litellm").assert_outcomes(passed=1)
+    other = bench.records()[0]["function_calls"]
+    assert [(c["name"], json.loads(c["arguments"])) for c in lean] == [
+        (c["name"], json.loads(c["arguments"])) for c in other
+    ]
+    assert lean and lean[0]["name"] == "get_weather"
+
+
+def test_the_tools_are_in_the_cache_key_and_calls_replay(bench: Bench) -> None:
+    _script_weather(bench, {"city": "Paris"})
+    bench.eval_file("calls", CALLS_EVAL)
+    bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(passed=1)
+    first = bench.records()[0]["function_calls"]
+    calls_before = len(bench.server.requests)
+    bench.run("--models=fake", "--cache=replay", "--cache-dir=c").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["cached"] is True and record["function_calls"] == first
+    assert len(bench.server.requests) == calls_before
+    bench.eval_file("calls", CALLS_EVAL.replace("tool_choice: required", "tool_choice: auto"))
+    missed = bench.run("--models=fake", "--cache=replay", "--cache-dir=c")
+    missed.assert_outcomes(errors=1)  # other tools offered: another key, no cached answer

@@ -100,10 +100,11 @@ class Answerer:
         return Request(
             target=self._resolve(plan.model, scoring=scoring),
             messages=messages,
-            params=plan.call_params,
-            key_params=plan.params,
+            params={**plan.call_params, **plan.tool_params},
+            key_params={**plan.params, **plan.tool_params},
             repeat=plan.repeat,
-            stream=stream,
+            # a reply's tool calls are read from whole answers, not streams
+            stream=stream and plan.functions is None,
             lane=self._pacer.lane(plan.model, plan.parallel_safe),
             slots=tuple(self._helpers.slots(plan)),
             estimate=estimate_tokens(plan.case.messages, plan.answer_token_budget),

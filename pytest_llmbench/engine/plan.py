@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
     from ..scoring.assertions import Assertion
     from ..scoring.judged import EmbeddingSpec, JudgeSpec
+    from ..spec.functions import FunctionTools
     from ..spec.schema import AgentSpec, EvalCase
 
 #: Answer length assumed when a case gives neither expected_output_tokens nor max_tokens.
@@ -60,6 +61,8 @@ class CallPlan:
     latency_only: bool = False  #: ``--latency-only``: the answer is measured, not scored
     #: the model playing the user of a ``simulated_user:`` case
     user_sim: ModelProfile | None = None
+    #: the file's function definitions offered to the model (a plain file's ``tools:``)
+    functions: FunctionTools | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -77,6 +80,12 @@ class CallPlan:
         if self.variant.temperature is None:
             return dict(self.case.model_params)
         return {**self.case.model_params, "temperature": self.variant.temperature}
+
+    @property
+    def tool_params(self) -> dict[str, Any]:
+        """``tools`` and ``tool_choice`` sent with the call (none without function definitions);
+        in the cache key, not in the record's ``params``."""
+        return {} if self.functions is None else self.functions.request_params()
 
     @property
     def params(self) -> dict[str, Any]:

@@ -200,7 +200,7 @@ def _agent_fields(result: EvalResult) -> dict[str, Any]:
     run = result.agent_run
     workdir = str(result.workdir) if result.workdir else None
     if run is None:
-        return {"workdir": workdir}
+        return {"workdir": workdir, **_function_call_fields(result)}
     return {
         "turns": run.turns,
         "tool_calls": len(run.tool_calls),
@@ -210,6 +210,18 @@ def _agent_fields(result: EvalResult) -> dict[str, Any]:
         "timeline": run.timeline(),
         "workdir": workdir,
     }
+
+
+def _function_call_fields(result: EvalResult) -> dict[str, Any]:
+    """A function-calling reply's calls (a plain file's ``tools:``): recorded, never run."""
+    completion = result.completion
+    if result.plan.functions is None or completion is None:
+        return {}
+    calls = [dict(call) for call in completion.tool_calls]
+    counts: dict[str, int] = {}
+    for call in calls:
+        counts[str(call.get("name"))] = counts.get(str(call.get("name")), 0) + 1
+    return {"function_calls": calls, "tool_calls": len(calls), "tool_counts": counts}
 
 
 def _user_sim_fields(result: EvalResult) -> dict[str, Any]:

@@ -80,6 +80,9 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``timeline`` (list[dict]): an agent item's steps in order: each model call (``kind: model``:
   its turn, latency, TTFT, tokens, cost, cached) and the tool calls it asked for (``kind: tool``:
   name, seconds, error, the start of the result).
+- ``function_calls`` (list[dict]): the calls a function-calling reply asked for (a plain file's
+  ``tools:``), recorded, never run: ``{id, name, arguments}`` each, arguments as sent (a JSON
+  string); empty for other items.
 - ``workdir`` (str | None): an agent item's folder (kept after the run, as pytest keeps tmp_path).
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
 - ``cached`` (bool): the answer came from the response cache (no call was made this run).
@@ -194,6 +197,7 @@ FIELDS: tuple[str, ...] = (
     "conversation",
     "transcript",
     "timeline",
+    "function_calls",
     "workdir",
     "images",
     "solver",
@@ -241,6 +245,7 @@ _DEFAULTS: dict[str, Any] = {
     "tool_counts": {},
     "transcript": [],
     "timeline": [],
+    "function_calls": [],
     "streamed": False,
     "cached": False,
     "rate_limit_wait_s": 0.0,
