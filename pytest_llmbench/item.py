@@ -288,6 +288,8 @@ class EvalItem(pytest.Function):
             answer_index=self.case.answer_index,
             workdir=result.workdir,
             measures=self._measures(),
+            tool_calls=result.completion.tool_calls,
+            tool_schemas=self.plan.functions.schemas() if self.plan.functions else None,
         )
         text = result.completion.text
         if result.conversation is not None:

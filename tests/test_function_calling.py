@@ -230,3 +230,135 @@ def test_the_tools_are_in_the_cache_key_and_calls_replay(bench: Bench) -> None:
     bench.eval_file("calls", CALLS_EVAL.replace("tool_choice: required", "tool_choice: auto"))
     missed = bench.run("--models=fake", "--cache=replay", "--cache-dir=c")
     missed.assert_outcomes(errors=1)  # other tools offered: another key, no cached answer
+
+
+# -- the assertions ---------------------------------------------------------------------------
+
+ASSERTED_EVAL = f"""
+tools:
+  - {json.dumps(WEATHER)}
+  - {json.dumps(BARE_TIME)}
+cases:
+  - id: exact-all
+    prompt: weather in Paris (1)
+    assert: [{{type: tool-call, value: get_weather, args: {{city: Paris, unit: c}}}}]
+  - id: exact-extra
+    prompt: weather in Paris (2)
+    assert: [{{type: tool-call, value: get_weather, args: {{city: Paris}}}}]
+  - id: subset
+    prompt: weather in Paris (3)
+    assert: [{{type: tool-call, value: get_weather, args: {{city: Paris}}, args_match: subset}}]
+  - id: superset
+    prompt: weather in Paris (4)
+    assert:
+      - {{type: tool-call, value: get_weather, args: {{city: Paris, unit: c, days: 3}},
+         args_match: superset}}
+  - id: wrong-value
+    prompt: weather in Paris (5)
+    assert: [{{type: tool-call, value: get_weather, args: {{city: "Paris", unit: f}},
+              args_match: ignore}}]
+  - id: other-tool
+    prompt: weather in Paris (6)
+    assert: [{{type: tool-call, value: get_time}}]
+  - id: valid
+    prompt: weather in Paris (7)
+    assert: [valid-tool-call]
+  - id: f1-one
+    prompt: weather in Paris (8)
+    assert: [{{type: tool-call-f1, value: [{{name: get_weather, args: {{city: Paris}},
+              args_match: subset}}]}}]
+  - id: f1-half
+    prompt: weather in Paris (9)
+    assert: [{{type: tool-call-f1, value: [get_weather, get_time]}}]
+  - id: no-call
+    prompt: weather in Paris (10)
+    assert: [no-tool-call]
+  - id: invalid
+    prompt: bad weather in Paris
+    assert: [valid-tool-call]
+  - id: quiet
+    prompt: Say hello
+    assert: [no-tool-call, {{type: tool-call-f1, value: [get_time]}}]
+"""
+
+EXPECTED_VERDICTS = {
+    "exact-all": (True, 1.0),
+    "exact-extra": (False, 0.0),  # exact rejects the extra argument `unit`
+    "subset": (True, 1.0),
+    "superset": (True, 1.0),  # superset accepts the missing `days`
+    "wrong-value": (True, 1.0),  # ignore: any arguments
+    "other-tool": (False, 0.0),
+    "valid": (True, 1.0),
+    "f1-one": (True, 1.0),
+    "f1-half": (False, 2 / 3),  # precision 1/1, recall 1/2
+    "no-call": (False, 0.0),
+    "invalid": (False, 0.0),
+}
+
+
+def test_each_tool_call_assertion_passes_and_fails(bench: Bench) -> None:
+    bench.server.add_rule(
+        Rule(match="bad weather", tool_calls=[{"name": "get_weather", "arguments": {"unit": "k"}}])
+    )
+    _script_weather(bench, {"city": "Paris", "unit": "c"})
+    bench.server.add_rule(Rule(match="Say hello", reply="Hello!"))
+    bench.eval_file("calls", ASSERTED_EVAL)
+    bench.run("--models=fake")
+    records = {record["case_id"]: record for record in bench.records()}
+    for case, (passed, score) in EXPECTED_VERDICTS.items():
+        (verdict,) = records[case]["assertions"]
+        assert (verdict["passed"], round(verdict["score"], 3)) == (passed, round(score, 3)), case
+    invalid = records["invalid"]["assertions"][0]["reason"]
+    assert "get_weather" in invalid and "'city' is a required property" in invalid
+    assert "no call matched get_weather(city=" in records["exact-extra"]["assertions"][0]["reason"]
+    quiet = records["quiet"]["assertions"]
+    assert quiet[0]["passed"] is True and quiet[1]["score"] == 0.0
+    assert records["quiet"]["function_calls"] == []
+
+
+BAD_ASSERTIONS = [
+    (
+        "undeclared tool",
+        "  - {type: tool-call, value: get_tim}\n",
+        "tool-call names 'get_tim', which is not among the declared tools (get_weather)",
+    ),
+    (
+        "undeclared in f1",
+        "  - {type: tool-call-f1, value: [get_weather, nope]}\n",
+        "tool-call-f1 names 'nope'",
+    ),
+    (
+        "unknown args_match",
+        "  - {type: tool-call, value: get_weather, args_match: loose}\n",
+        "args_match must be one of exact, subset, superset, ignore, got 'loose'",
+    ),
+    (
+        "args not a mapping",
+        "  - {type: tool-call, value: get_weather, args: [1]}\n",
+        "args must be a mapping",
+    ),
+    (
+        "value on no-tool-call",
+        "  - {type: no-tool-call, value: x}\n",
+        "no-tool-call takes no value",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("assertion", "message"),
+    [case[1:] for case in BAD_ASSERTIONS],
+    ids=[case[0] for case in BAD_ASSERTIONS],
+)
+def test_bad_tool_call_assertions_are_errors_at_path_line(
+    tmp_path: Path, assertion: str, message: str
+) -> None:
+    text = f"tools:\n  - {json.dumps(WEATHER)}\nassert:\n{assertion}cases:\n  - prompt: hi\n"
+    error = error_of(tmp_path, text)
+    assert error.line == 4, str(error)
+    assert message in str(error)
+
+
+def test_a_tool_call_assertion_needs_function_definitions(tmp_path: Path) -> None:
+    error = error_of(tmp_path, "cases:\n  - prompt: hi\n    assert: [valid-tool-call]\n")
+    assert error.line == 3 and "valid-tool-call needs function definitions" in str(error)

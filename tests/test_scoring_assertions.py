@@ -86,7 +86,9 @@ def test_the_cases_cover_every_known_type() -> None:
     # limits on what the call measured in test_scoring_performance.py
     graded = {"similarity", "llm-rubric", "jury", "factuality", "closed-qa"}
     performance = {"latency", "cost", "tokens"}
-    assert covered | {"python", "choice"} | graded | performance == KNOWN_TYPES
+    # the function-calling checks read a reply's tool calls: test_function_calling.py
+    tool_calls = {"tool-call", "valid-tool-call", "tool-call-f1", "no-tool-call"}
+    assert covered | {"python", "choice"} | graded | performance | tool_calls == KNOWN_TYPES
 
 
 def test_shorthand_negation_of_is_json() -> None:

@@ -59,6 +59,14 @@ from .text import (
     substring_checker,
     text_value,
 )
+from .tool_calls import (
+    TOOL_CALL_TYPES,
+    check_no_tool_call,
+    check_tool_call,
+    check_tool_call_f1,
+    check_valid_tool_call,
+    parse_tool_call_assertion,
+)
 
 __all__ = [
     "KNOWN_TYPES",
@@ -99,6 +107,8 @@ def parse_assertion(raw: object) -> Assertion:
     if _base_name(raw.get("type")) in _agent_types():
         return _parse_agent(raw)
     type_name, base = _split_type(raw.get("type"))
+    if base in TOOL_CALL_TYPES:
+        return parse_tool_call_assertion(raw, type_name, base)
     if "scope" in raw and base not in JUDGE_TYPES:
         raise AssertionSpecError(scope_refusal(base), "scope")
     if base in PERFORMANCE_TYPES:
@@ -307,6 +317,10 @@ TYPES: dict[str, TypeSpec] = {
         "'module:function'",
         options=frozenset({"threshold"}),
     ),
+    "tool-call": TypeSpec(check_tool_call, "required", hint="the tool's name"),
+    "valid-tool-call": TypeSpec(check_valid_tool_call, "none"),
+    "tool-call-f1": TypeSpec(check_tool_call_f1, "required", hint="the expected calls"),
+    "no-tool-call": TypeSpec(check_no_tool_call, "none"),
 }
 
 #: The base assertion types; each may also be written with a ``not-`` prefix.

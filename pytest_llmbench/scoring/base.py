@@ -87,6 +87,11 @@ class AssertionContext:
     workdir: Path | None = None
     #: the call's latency, cost and tokens; None where nothing was measured
     measures: CallMeasures | None = None
+    #: the reply's tool calls (``{"id", "name", "arguments"}``, arguments as sent) of a
+    #: function-calling item
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    #: a function-calling item's declared tools: name -> JSON schema of the arguments
+    tool_schemas: Mapping[str, Mapping[str, Any]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -54,6 +54,10 @@ class FunctionTools:
         """The declared names, in file order."""
         return tuple(tool.name for tool in self.tools)
 
+    def schemas(self) -> dict[str, Mapping[str, Any]]:
+        """Each declared tool's argument schema, by name."""
+        return {tool.name: tool.parameters for tool in self.tools}
+
     def tool(self, name: str) -> FunctionTool | None:
         """The declared tool called ``name``, or None."""
         return next((tool for tool in self.tools if tool.name == name), None)

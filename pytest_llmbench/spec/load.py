@@ -46,6 +46,7 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
     cases = expand_cases(spec, path, document, variants, roots)
     agent = _agent_spec(spec, path, document)
     functions = function_tools(spec, path, document, roots)
+    _check_tool_call_names(spec, functions, path, document)
     _check_solver(spec, path, document)
     if spec.solver is not None and agent is not None:
         raise EvalFileError(path, document.line_of(("solver",)), "`solver` and `kind: agent` "
@@ -123,6 +124,33 @@ def function_tools(
         return read_function_tools(spec.tools, spec.tool_choice, path.parent, roots)
     except FunctionSpecError as exc:
         raise EvalFileError(path, document.line_of(exc.loc), str(exc)) from None
+
+
+def _check_tool_call_names(
+    spec: EvalSpec, functions: FunctionTools | None, path: Path, document: LocatedDocument
+) -> None:
+    """A function-calling assertion needs the file's function definitions, and a tool it
+    expects must be one of them."""
+    from ..scoring.assertions import parse_assertion
+    from ..scoring.tool_calls import TOOL_CALL_TYPES, expected_names
+
+    written: list[tuple[tuple[str | int, ...], Any]]
+    written = [(("assert", n), raw) for n, raw in enumerate(spec.assertions)]
+    for c, case in enumerate(spec.cases):
+        written += [(("cases", c, "assert", n), raw) for n, raw in enumerate(case.assertions)]
+    for loc, raw in written:
+        assertion = parse_assertion(raw)  # valid: the schema parsed it
+        if assertion.base_type not in TOOL_CALL_TYPES:
+            continue
+        line = document.line_of(loc)
+        if functions is None:
+            raise EvalFileError(path, line, f"{assertion.type} needs function definitions in "
+                                "`tools:` (a plain file)")  # fmt: skip
+        unknown = [name for name in expected_names(assertion) if name not in functions.names]
+        if unknown:
+            declared = ", ".join(functions.names)
+            raise EvalFileError(path, line, f"{assertion.type} names {unknown[0]!r}, which is "
+                                f"not among the declared tools ({declared})")  # fmt: skip
 
 
 def _agent_tool_names(
