@@ -362,3 +362,44 @@ def test_bad_tool_call_assertions_are_errors_at_path_line(
 def test_a_tool_call_assertion_needs_function_definitions(tmp_path: Path) -> None:
     error = error_of(tmp_path, "cases:\n  - prompt: hi\n    assert: [valid-tool-call]\n")
     assert error.line == 3 and "valid-tool-call needs function definitions" in str(error)
+
+
+def test_tool_count_counts_a_replys_calls(bench: Bench) -> None:
+    """The agents' tool-count, one check, also reads a function-calling reply's calls."""
+    bench.server.add_rule(
+        Rule(
+            match="both",
+            tool_calls=[
+                {"name": "get_weather", "arguments": {"city": "Paris"}},
+                {"name": "get_weather", "arguments": {"city": "Rome"}},
+                {"name": "get_time", "arguments": {}},
+            ],
+        )
+    )
+    bench.eval_file(
+        "calls",
+        f"""
+tools:
+  - {json.dumps(WEATHER)}
+  - {json.dumps(BARE_TIME)}
+cases:
+  - id: counts
+    prompt: both cities
+    assert:
+      - {{type: tool-count, min: 3, max: 3}}
+      - {{type: tool-count, value: get_weather, min: 2}}
+      - {{type: tool-count, value: get_time, max: 0}}
+""",
+    )
+    bench.run("--models=fake")
+    (record,) = bench.records()
+    verdicts = [(v["passed"], v["reason"]) for v in record["assertions"]]
+    assert verdicts[0] == (True, "3 tool calls, wanted 3..3")
+    assert verdicts[1] == (True, "2 get_weather calls, wanted 2..")
+    assert verdicts[2][0] is False and "1 get_time calls, wanted 0..0" in verdicts[2][1]
+    assert record["tool_counts"] == {"get_weather": 2, "get_time": 1}
+
+
+def test_tool_count_in_a_plain_file_without_tools_still_needs_an_agent(tmp_path: Path) -> None:
+    error = error_of(tmp_path, "cases:\n  - prompt: hi\n    assert: [{type: tool-count, max: 1}]\n")
+    assert error.line == 3 and "needs `kind: agent`" in str(error)

@@ -489,14 +489,29 @@ def _check_max_turns(check: AgentCheck, outcome: AgentOutcome) -> _Result:
 
 
 def _check_tool_count(check: AgentCheck, outcome: AgentOutcome) -> _Result:
-    calls = outcome.run.tool_calls
-    counted = [call for call in calls if check.value is None or call.name == check.value]
+    return _tool_count([call.name for call in outcome.run.tool_calls], check)
+
+
+def _tool_count(names: Sequence[str], check: AgentCheck) -> _Result:
+    """``tool-count`` on the names of the tools called, in order: an agent run's or a
+    function-calling reply's."""
+    counted = [name for name in names if check.value is None or name == check.value]
     what = f"{check.value} calls" if check.value is not None else "tool calls"
     low = check.min if check.min is not None else 0
     high = "" if check.max is None else str(check.max)
     inside = low <= len(counted) and (check.max is None or len(counted) <= check.max)
     shown = f"{len(counted)} {what}, wanted {low}..{high}"
-    return _result(inside, shown, f"{shown} (calls: {_calls_shown(calls)})")
+    called = quoted(", ".join(names), _OUTPUT_SHOWN) if names else "no tool calls"
+    return _result(inside, shown, f"{shown} (calls: {called})")
+
+
+def evaluate_reply_tool_count(check: AgentCheck, names: Sequence[str]) -> Verdict:
+    """``tool-count`` on a function-calling reply's calls (``names``, in order): no agent run,
+    the same check."""
+    result = _tool_count(names, check)
+    if check.negate:
+        result = _Result(not result.passed, f"negated: {result.reason}")
+    return Verdict(check.type, result.passed, float(result.passed), check.weight, result.reason)
 
 
 _CHECKS: dict[str, Callable[[AgentCheck, AgentOutcome], _Result]] = {

@@ -246,6 +246,11 @@ def _number_key(raw: Mapping[str, Any], key: str) -> float:
 def evaluate(assertion: Assertion, output: str, context: AssertionContext) -> Verdict:
     """Check ``output`` against ``assertion``; never raises for a bad answer or user code."""
     output = "" if output is None else output  # a tool-call-only answer has no text
+    if assertion.agent_check is not None and assertion.base_type == "tool-count":
+        from .agent import evaluate_reply_tool_count  # a function-calling reply's calls
+
+        names = [str(call.get("name")) for call in context.tool_calls]
+        return evaluate_reply_tool_count(assertion.agent_check, names)
     try:
         spec, value = _resolve(assertion, context)
         outcome = spec.check(value, output, assertion, context)

@@ -674,7 +674,9 @@ def _assertions(
     assertions = tuple(parse_assertion(item) for item in [*own, *spec.assertions])
     _check_schema_files(place, assertions, keys)
     for index, assertion in enumerate(assertions):
-        if assertion.agent_check is not None and spec.kind != "agent":
+        # tool-count also counts a function-calling reply's calls (a plain file's tools:)
+        counts_calls = assertion.base_type == "tool-count" and bool(spec.tools)
+        if assertion.agent_check is not None and spec.kind != "agent" and not counts_calls:
             mine = index < len(own)
             at = keys[index] if mine else ()
             message = f"`{assertion.type}` checks an agent's work: it needs `kind: agent`"
