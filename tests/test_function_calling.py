@@ -403,3 +403,24 @@ cases:
 def test_tool_count_in_a_plain_file_without_tools_still_needs_an_agent(tmp_path: Path) -> None:
     error = error_of(tmp_path, "cases:\n  - prompt: hi\n    assert: [{type: tool-count, max: 1}]\n")
     assert error.line == 3 and "needs `kind: agent`" in str(error)
+
+
+def test_recorded_calls_are_the_same_under_xdist(bench: Bench) -> None:
+    _script_weather(bench, {"city": "Paris", "unit": "c"})
+    bench.eval_file("calls", ASSERTED_EVAL)
+    bench.run("--models=fake").assert_outcomes(passed=7, failed=5)
+
+    def calls_and_verdicts() -> dict[str, Any]:
+        return {
+            # the fake server numbers call ids in arrival order, which xdist changes
+            r["case_id"]: (
+                [(c["name"], c["arguments"]) for c in r["function_calls"]],
+                r["tool_counts"],
+                r["assertions"],
+            )
+            for r in bench.records()
+        }
+
+    serial = calls_and_verdicts()
+    bench.run_subprocess("--models=fake", "-n", "2").assert_outcomes(passed=7, failed=5)
+    assert calls_and_verdicts() == serial
