@@ -368,16 +368,8 @@ class EvalItem(pytest.Function):
         completion = completion or self.result.completion
         assert completion is not None
         calls = [call for graded in self.result.graded.values() for call in graded.calls]
-        return CallMeasures(
-            latency_s=completion.latency_s,
-            ttft_s=completion.ttft_s,
-            cost_usd=completion.cost_usd,
-            judge_cost=total_usage(call.usage for call in calls).cost_usd,
-            judge_calls=len(calls),
-            input_tokens=completion.input_tokens,
-            output_tokens=completion.output_tokens,
-            cached=completion.cached,
-        )
+        judge_cost = total_usage(call.usage for call in calls).cost_usd
+        return CallMeasures.of(completion, judge_cost=judge_cost, judge_calls=len(calls))
 
     def _agent_verdicts(self) -> dict[int, Verdict]:
         """The workdir checks of an agent item, made in its setup (after ``post_process``): a

@@ -134,14 +134,7 @@ def stop_check(plan: CallPlan) -> StopCheck | None:
     marked = [case.assertions[index] for index in user.stop_on_fail]
 
     def failed(prompt: str, completion: Completion) -> bool:
-        measures = CallMeasures(
-            latency_s=completion.latency_s,
-            ttft_s=completion.ttft_s,
-            cost_usd=completion.cost_usd,
-            input_tokens=completion.input_tokens,
-            output_tokens=completion.output_tokens,
-            cached=completion.cached,
-        )
+        measures = CallMeasures.of(completion)
         context = AssertionContext(
             expected=case.expected,
             prompt=prompt,

@@ -11,9 +11,12 @@ import dataclasses
 import numbers
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .judged import EmbeddingSpec, JudgeSpec
+
+if TYPE_CHECKING:
+    from ..models.providers.completion import Completion
 
 QUOTE_LIMIT = 80
 
@@ -65,6 +68,22 @@ class CallMeasures:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached: bool = False  #: the answer came from the response cache (no call was timed)
+
+    @classmethod
+    def of(
+        cls, completion: Completion, *, judge_cost: float | None = None, judge_calls: int = 0
+    ) -> CallMeasures:
+        """What ``completion`` (a ``Completion``) measured, with the item's judges' cost."""
+        return cls(
+            latency_s=completion.latency_s,
+            ttft_s=completion.ttft_s,
+            cost_usd=completion.cost_usd,
+            judge_cost=judge_cost,
+            judge_calls=judge_calls,
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
+            cached=completion.cached,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
