@@ -222,21 +222,29 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
         template=template,
         template_vars=variables,
         expected=_choice_expected(expected, choices),
-        threshold=case.threshold,
-        model_params=case.model_params,
-        tags=case.tags,
-        files=case.files,
-        vars=case.vars,
-        task=case.task.model_dump() if case.task else None,
-        expected_output_tokens=case.expected_output_tokens,
-        judge_metrics=case.judge_metrics,
-        include_dirs=case.include_dirs,
+        **_case_fields(case),
         images=_images(place, case.images, place.path.parent, case_id),
         choices=choices[0],
         answer_index=choices[1],
         choice_labels=None,
     )
     return with_turns(resolved, scripted.turns) if scripted else resolved
+
+
+def _case_fields(case: CaseSpec) -> dict[str, Any]:
+    """What an inline case's resolved case takes from it as written, whatever asks the model
+    (a prompt, turns or a simulated user)."""
+    return {
+        "threshold": case.threshold,
+        "model_params": case.model_params,
+        "tags": case.tags,
+        "files": case.files,
+        "vars": case.vars,
+        "task": case.task.model_dump() if case.task else None,
+        "expected_output_tokens": case.expected_output_tokens,
+        "judge_metrics": case.judge_metrics,
+        "include_dirs": case.include_dirs,
+    }
 
 
 def _simulated_case(spec: EvalSpec, case: CaseSpec, place: _Place, case_id: str) -> EvalCase:
@@ -268,15 +276,7 @@ def _simulated_case(spec: EvalSpec, case: CaseSpec, place: _Place, case_id: str)
         template=messages,
         template_vars=None,
         expected=place.text("expected", case.expected),
-        threshold=case.threshold,
-        model_params=case.model_params,
-        tags=case.tags,
-        files=case.files,
-        vars=case.vars,
-        task=case.task.model_dump() if case.task else None,
-        expected_output_tokens=case.expected_output_tokens,
-        judge_metrics=case.judge_metrics,
-        include_dirs=case.include_dirs,
+        **_case_fields(case),
         images=(),
         choices=None,
         answer_index=None,
