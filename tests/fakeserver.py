@@ -191,6 +191,19 @@ def _wire_tool_calls(calls: list[dict[str, Any]], ids: Iterator[int]) -> list[di
     return wired
 
 
+def _tool_call_fragments(calls: list[dict[str, Any]], size: int) -> Iterator[dict[str, Any]]:
+    """Streamed tool calls as OpenAI sends them: each call's first fragment carries its index
+    in the list, its id, type and name with empty arguments; the next ones carry the same index
+    and ``size`` characters more of the arguments (a JSON text cut anywhere)."""
+    for index, call in enumerate(calls):
+        function = call["function"]
+        head = {**function, "arguments": ""}
+        yield {"index": index, "id": call["id"], "type": call["type"], "function": head}
+        arguments = function["arguments"]
+        for start in range(0, len(arguments), size):
+            yield {"index": index, "function": {"arguments": arguments[start : start + size]}}
+
+
 def _last_user_text(body: dict[str, Any]) -> str:
     for msg in reversed(_messages(body)):
         if msg.get("role") == "user":
@@ -619,10 +632,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if n and owner.token_delay_s > 0:
                     time.sleep(owner.token_delay_s)
                 chunk([delta_choice({"content": piece})])
-            if tool_calls:
-                # Streamed tool calls arrive as deltas carrying their index in the list.
-                deltas = [{"index": i, **call} for i, call in enumerate(tool_calls)]
-                chunk([delta_choice({"tool_calls": deltas})])
+            for fragment in _tool_call_fragments(tool_calls or [], size):
+                chunk([delta_choice({"tool_calls": [fragment]})])
             chunk([delta_choice({}, finish_reason)])
             if usage is not None:
                 chunk([], {"usage": usage})

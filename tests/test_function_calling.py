@@ -194,7 +194,7 @@ def test_tools_are_sent_and_the_calls_recorded_not_run(bench: Bench, client: str
         {"type": "function", "function": {**BARE_TIME, "description": ""}},
     ]
     assert request.body["tool_choice"] == "required"
-    assert not request.body.get("stream")  # calls are read from whole answers
+    assert request.body["stream"] is True  # streamed: the calls come as fragments
     (record,) = bench.records()
     assert [(call["name"], json.loads(call["arguments"])) for call in record["function_calls"]] == [
         ("get_weather", {"city": "Paris"})

@@ -22,6 +22,7 @@ from .completion import CallTarget, Completion, whole_answer
 from .openai_compatible import vector
 from .retry import IncompleteStreamError, Timeouts, cut_stream_message
 from .tokens import reported
+from .tool_deltas import StreamedToolCalls
 
 
 def missing_api_keys(model_id: str) -> list[str]:
@@ -167,9 +168,8 @@ async def chat_once(
     kwargs = _request_kwargs(target, messages, params, stream, limits)
     started = time.perf_counter()
     response = await litellm.acompletion(**kwargs)
-    tool_calls: tuple[dict[str, Any], ...] = ()
     if stream:
-        text, ttft, finish, usage = await _consume_stream(response, started)
+        text, ttft, finish, usage, tool_calls = await _consume_stream(response, started)
     else:
         text, ttft, finish, usage = _read_response(response)
         tool_calls = _tool_calls(response)
@@ -257,8 +257,12 @@ def call_kwargs(target: CallTarget, limits: Timeouts, **fields: Any) -> dict[str
 
 async def _consume_stream(
     response: Any, started: float
-) -> tuple[str, float | None, str | None, Any]:
+) -> tuple[str, float | None, str | None, Any, tuple[dict[str, Any], ...]]:
+    """The stream read to the end: (text, TTFT, finish reason, usage, the tool calls put
+    together from their fragments); the first chunk with text or a tool call's fragment is
+    the first token."""
     parts: list[str] = []
+    calls = StreamedToolCalls()
     ttft: float | None = None
     finish: str | None = None
     usage: Any = None
@@ -267,9 +271,10 @@ async def _consume_stream(
         for choice in getattr(chunk, "choices", None) or []:
             content = getattr(choice.delta, "content", None)
             if content:
-                if ttft is None:
-                    ttft = time.perf_counter() - started
                 parts.append(content)
+            fragments = getattr(choice.delta, "tool_calls", None) or ()
+            if (calls.add(fragments) or content) and ttft is None:
+                ttft = time.perf_counter() - started
             finish = choice.finish_reason or finish
     # litellm closes a cut stream with a made-up "stop"; the provider's own reason tells. A
     # body that ends before it is a cut connection, whatever text came first.
@@ -278,7 +283,7 @@ async def _consume_stream(
         raise IncompleteStreamError(cut_stream_message(len("".join(parts))))
     if not _provider_sent_usage(response):
         usage = None  # litellm's own guess; _token_counts counts locally and says so
-    return "".join(parts), ttft, finish, usage
+    return "".join(parts), ttft, finish, usage, calls.calls()
 
 
 def _provider_sent_usage(response: Any) -> bool:

@@ -2,7 +2,7 @@
 
 For endpoints that speak it (OpenAI, the embedded llama.cpp server, vLLM, Ollama's and LM
 Studio's ``/v1``, any profile with ``api_base``): chat completions (streamed with TTFT and the
-provider's usage, or whole with tool calls), text completions (log-likelihood scoring) and
+provider's usage, or whole; tool calls either way), text completions (log-likelihood scoring) and
 embeddings. One pooled connection set per event loop. Retries, timeouts, error kinds and key
 redaction are the shared ones (:mod:`.retry`, :mod:`.errors`), and a call gives the same
 :class:`Completion` as litellm's path for the same answer.
@@ -22,6 +22,7 @@ from . import prices, tokens
 from .completion import CallTarget, Completion, whole_answer
 from .errors import HTTPStatusError, body_message
 from .retry import IncompleteStreamError, Timeouts, cut_stream_message
+from .tool_deltas import StreamedToolCalls
 
 if TYPE_CHECKING:
     import aiohttp
@@ -55,8 +56,7 @@ async def chat_once(
     started = time.perf_counter()
     async with _post(endpoint, "chat/completions", body, limits, headers) as response:
         if stream:
-            text, ttft, finish, usage = await _read_stream(response, started)
-            calls: tuple[dict[str, Any], ...] = ()
+            text, ttft, finish, usage, calls = await _read_stream(response, started)
         else:
             text, finish, usage, calls = _read_whole(await _json(response))
             ttft = None
@@ -261,13 +261,16 @@ def _tool_calls(calls: Sequence[Any]) -> tuple[dict[str, Any], ...]:
 
 async def _read_stream(
     response: Any, started: float
-) -> tuple[str, float | None, str | None, dict[str, Any] | None]:
-    """Server-sent chunks read to the end: (text, TTFT, finish reason, the provider's usage).
+) -> tuple[str, float | None, str | None, dict[str, Any] | None, tuple[dict[str, Any], ...]]:
+    """Server-sent chunks read to the end: (text, TTFT, finish reason, the provider's usage,
+    the tool calls put together from their fragments).
 
-    A body that ends before a finish reason is a cut stream, never an answer (one that breaks
-    raises the HTTP client's error: the server closed the connection).
+    The first chunk carrying text or a tool call's fragment is the first token. A body that
+    ends before a finish reason is a cut stream, never an answer (one that breaks raises the
+    HTTP client's error: the server closed the connection).
     """
     parts: list[str] = []
+    calls = StreamedToolCalls()
     ttft: float | None = None
     finish: str | None = None
     usage: dict[str, Any] | None = None
@@ -285,15 +288,16 @@ async def _read_stream(
             raise _stream_error(chunk["error"])
         usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or ():
-            content = (choice.get("delta") or {}).get("content")
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
             if content:
-                if ttft is None:
-                    ttft = time.perf_counter() - started
                 parts.append(content)
+            if (calls.add(delta.get("tool_calls") or ()) or content) and ttft is None:
+                ttft = time.perf_counter() - started
             finish = choice.get("finish_reason") or finish
     if finish is None:
         raise IncompleteStreamError(cut_stream_message(len("".join(parts))))
-    return "".join(parts), ttft, finish, usage
+    return "".join(parts), ttft, finish, usage, calls.calls()
 
 
 async def _lines(response: Any) -> Any:
