@@ -178,7 +178,6 @@ class Answerer:
         verdict: bool | None = None
         options: OptionScores | None = None
         optimization: dict[str, Any] | None = None
-        retrieved: tuple[str, ...] | None = None  # a solver's context
         if plan.variant.optimized:
             rewrite = await self._rewrite(plan, targets)
             optimization = rewrite.to_record()
@@ -187,7 +186,7 @@ class Answerer:
             run = await self._agent(plan, request, toolbox, targets)
             completion = agent_completion(run, request.target.model_id)
         elif plan.solver is not None:
-            completion, verdict, retrieved = await self._solve(plan, request)
+            completion, verdict = await self._solve(plan, request)
         elif plan.case.loglikelihood is not None:
             completion, options = await self._score_options(plan, request)
         elif plan.case.simulated_user is not None:
@@ -204,23 +203,12 @@ class Answerer:
             )
             request = dataclasses.replace(request, messages=conversation.replies[-1].sent)
         else:
-            graded = await grade(
-                self._helpers, plan, completion, targets, self._judge_metrics, retrieved
-            )
+            graded = await grade(self._helpers, plan, completion, targets, self._judge_metrics)
         sandbox = toolbox.sandbox if toolbox is not None else None
         scores = options.to_record() if options is not None else None
         sent = _sent(plan, request)
         return Answer(
-            completion,
-            graded,
-            run,
-            sandbox,
-            optimization,
-            sent,
-            verdict,
-            scores,
-            conversation,
-            retrieved_context=retrieved,
+            completion, graded, run, sandbox, optimization, sent, verdict, scores, conversation
         )
 
     def _turn_call(self, plan: CallPlan, request: Request) -> CompleteTurn:
@@ -344,11 +332,9 @@ class Answerer:
             )
         return self._optimizer
 
-    async def _solve(
-        self, plan: CallPlan, request: Request
-    ) -> tuple[Completion, bool | None, tuple[str, ...] | None]:
+    async def _solve(self, plan: CallPlan, request: Request) -> tuple[Completion, bool | None]:
         """The file's ``solver`` answers the case, its model calls paced like the item's; its
-        own verdict, when it judged itself, and the context it retrieved."""
+        own verdict, when it judged itself."""
         from ..spec.templating import last_user_text
         from .solver import SolverCase, run_solver, solver_completion
 
@@ -377,11 +363,9 @@ class Answerer:
             expected=plan.case.expected,
             choices=plan.case.choices,
             model=plan.model.name,
-            context=plan.case.context,
         )
         run = await run_solver(plan.solver, plan.base_dir, case, complete)
-        _check_context(plan, run.context)
-        return solver_completion(run, request.target.model_id), run.verdict, run.context
+        return solver_completion(run, request.target.model_id), run.verdict
 
     async def _agent(
         self, plan: CallPlan, request: Request, toolbox: Toolbox, targets: HelperTargets
@@ -465,22 +449,6 @@ def _whole(conversation: ConversationRun, request: Request) -> Completion:
 def _answered(plan: CallPlan, request: Request, completion: Completion) -> Answer:
     """The answer of a plan that :func:`_one_plain_call` answers with ``completion``."""
     return Answer(completion, messages=_sent(plan, request))
-
-
-def _check_context(plan: CallPlan, retrieved: tuple[str, ...] | None) -> None:
-    """A solver that returned no ``context`` for a case without one, where a RAG metric reads
-    it: an error of the item naming the field, never a judge's guess."""
-    from ..scoring.judged import CONTEXT_TYPES
-
-    if retrieved is not None or plan.case.context is not None:
-        return
-    needs = sorted({e.assertion.type for e in plan.graded if e.assertion.type in CONTEXT_TYPES})
-    if needs:
-        raise ProviderError(
-            f"solver {plan.solver}: returned no `context` (a dict with 'answer' and 'context') "
-            f"and the case has none; {', '.join(needs)} need one",
-            "solver",
-        )
 
 
 def _sent(plan: CallPlan, request: Request) -> tuple[dict[str, Any], ...] | None:
