@@ -340,7 +340,10 @@ class EvalItem(pytest.Function):
         for reply in run.replies:
             turn = run.turns[reply.turn]
             own = dataclasses.replace(
-                context, prompt=turn.content, measures=self._measures(reply.completion)
+                context,
+                prompt=turn.content,
+                measures=self._measures(reply.completion),
+                tool_calls=reply.completion.tool_calls,  # a turn's checks see its reply's calls
             )
             for index in turn.checks:
                 assertion = self.case.assertions[index]

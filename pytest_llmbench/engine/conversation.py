@@ -2,7 +2,8 @@
 
 :func:`converse` walks the turns: each user turn the model answers is one call of the model under
 test with the whole history so far (the system prompt, the earlier user turns, the model's own
-earlier replies and the verbatim assistant turns), made through the ``complete`` function the
+earlier replies and the verbatim assistant turns; a reply's tool calls with a result each
+saying they were not run, :func:`reply_messages`), made through the ``complete`` function the
 :class:`~.answer.Answerer` gives it (paced, rate-limited, budgeted, cached and counted like every
 call). :func:`grade_turns` runs the judges of each turn's judged assertions on that turn's reply.
 A provider error or the budget running out ends the conversation: what was said before is kept.
@@ -85,7 +86,7 @@ async def converse(
             sent = tuple(history)
             completion = await complete(sent, index)
             replies.append(Reply(index, sent, completion))
-            history.append({"role": "assistant", "content": completion.text})
+            history.extend(reply_messages(completion, index))
     except ProviderError as exc:
         progress.reached = index
         raise cut_short(exc, progress) from None
@@ -93,6 +94,32 @@ async def converse(
         progress.reached = index
         raise cut_short(exc, progress) from None
     return ConversationRun(tuple(replies), len(turns) - 1, tuple(turns))
+
+
+#: The result a conversation's history gives each tool call: nothing runs the tools of a plain
+#: file, but OpenAI's protocol wants a result for every call before the next user message.
+NOT_RUN_RESULT = "(not run: this eval records tool calls without running them)"
+
+
+def reply_messages(completion: Completion, turn: int) -> list[dict[str, Any]]:
+    """What a reply adds to the history: the assistant's message, and when it called tools,
+    its calls as sent back (OpenAI's shape, content null beside them) and a result per call
+    saying the call was recorded and not run (:data:`NOT_RUN_RESULT`)."""
+    if not completion.tool_calls:
+        return [{"role": "assistant", "content": completion.text}]
+    wired = [
+        {
+            "id": str(call.get("id") or f"call_{turn + 1}_{number}"),
+            "type": "function",
+            "function": {"name": str(call.get("name", "")), "arguments": call.get("arguments")},
+        }
+        for number, call in enumerate(completion.tool_calls, 1)
+    ]
+    said: dict[str, Any] = {"role": "assistant", "content": completion.text or None}
+    results = [
+        {"role": "tool", "tool_call_id": call["id"], "content": NOT_RUN_RESULT} for call in wired
+    ]
+    return [{**said, "tool_calls": wired}, *results]
 
 
 def cut_short(error: ProviderError | BudgetExceeded, progress: Progress) -> Exception:

@@ -107,8 +107,9 @@ Fields (``None`` where a value does not apply or was not measured):
   ``turn`` (1-based, the entry of ``turns:``), ``role``, ``content``, ``generated`` (a reply of
   the model, not a turn of the file), ``assertions`` (the verdicts on that reply, as in
   ``assertions``), and for a reply its ``latency_s``, ``ttft_s``, ``input_tokens``,
-  ``output_tokens``, ``cost_usd`` and ``cached``. The item's ``latency_s``, tokens and cost are
-  the sums over its replies, its ``ttft_s`` the first reply's. An error or ``--max-cost`` ending
+  ``output_tokens``, ``cost_usd``, ``cached`` and ``function_calls`` (its tool calls, as the
+  item's; empty for other entries). The item's ``latency_s``, tokens and cost are the sums over
+  its replies, its ``ttft_s`` the first reply's, its ``function_calls`` every reply's in order. An error or ``--max-cost`` ending
   the conversation keeps what was said before, up to the turn whose call did not complete.
   A plain test's: its ``llm.chat`` conversations one after another in the order they were
   opened, each entry also with ``chat`` (1-based), a chat's system prompt its first entry

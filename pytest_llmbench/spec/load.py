@@ -138,6 +138,9 @@ def _check_tool_call_names(
     written = [(("assert", n), raw) for n, raw in enumerate(spec.assertions)]
     for c, case in enumerate(spec.cases):
         written += [(("cases", c, "assert", n), raw) for n, raw in enumerate(case.assertions)]
+        for t, turn in enumerate(case.turns or ()):  # a conversation's turns check their reply
+            place = ("cases", c, "turns", t, "assert")
+            written += [((*place, n), raw) for n, raw in enumerate(turn.assertions)]
     for loc, raw in written:
         type_name = raw if isinstance(raw, str) else raw.get("type")
         if str(type_name).removeprefix("not-") not in TOOL_CALL_TYPES:

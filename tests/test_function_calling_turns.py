@@ -1,0 +1,97 @@
+"""Tool calls inside scripted conversations (issue 28, point 2): a file with ``turns:`` and
+``tools:`` offers the tools on every turn, records each reply's calls, sends them back in the
+next turn's history with a "not run" result per call, and checks a turn's tool-call assertions
+on that turn's reply."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from conftest import Bench, Rule
+
+from pytest_llmbench.engine.conversation import NOT_RUN_RESULT
+
+TALK = """
+tools:
+  - {name: get_weather, parameters: {type: object, properties: {city: {type: string}}}}
+  - {name: get_time, parameters: {type: object, properties: {}}}
+cases:
+  - id: weather-talk
+    turns:
+      - user: What is the weather in Paris?
+        assert: [{type: tool-call, value: get_weather, args: {city: Paris}}, valid-tool-call]
+      - user: Thanks. Anything else?
+        assert: [no-tool-call, {type: icontains, value: welcome}]
+  - id: wrong-turn
+    turns:
+      - user: What is the weather in Rome?
+        assert: [no-tool-call]
+      - user: Thanks again.
+        assert: [{type: tool-call, value: get_weather}]
+"""
+
+
+def _script(bench: Bench) -> None:
+    for city in ("Paris", "Rome"):
+        calls = [{"name": "get_weather", "arguments": {"city": city}}]
+        bench.server.add_rule(Rule(match=f"weather in {city}", tool_calls=calls))
+    bench.server.add_rule(Rule(match="Thanks", reply="You are welcome."))
+
+
+def _requests(bench: Bench, needle: str) -> list[dict[str, Any]]:
+    """The chat requests whose first user message holds ``needle``, in order."""
+    bodies = [request.body for request in bench.server.chat_requests()]
+    return [body for body in bodies if needle in str(body["messages"][0]["content"])]
+
+
+@pytest.mark.parametrize(("client", "stream"), [("auto", "off"), ("litellm", "all")])
+def test_calls_go_back_with_a_not_run_result_and_are_checked_per_turn(
+    bench: Bench, client: str, stream: str
+) -> None:
+    _script(bench)
+    bench.eval_file("talk", TALK)
+    result = bench.run("--models=fake", f"--client={client}", f"--stream={stream}")
+    result.assert_outcomes(passed=1, failed=1)
+    # wrong-turn: turn 1 called a tool (no-tool-call fails there), turn 2 called none
+    result.stdout.fnmatch_lines(["*wrong-turn on fake*turn 1 of 2: no-tool-call*"])
+
+    first, second = _requests(bench, "Paris")
+    assert first["tools"] == second["tools"] and len(first["tools"]) == 2  # on every turn
+    assistant, tool, user = second["messages"][-3:]
+    (call,) = assistant["tool_calls"]
+    assert call["type"] == "function" and call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Paris"}
+    assert not assistant.get("content")  # a reply of calls only: no text
+    assert tool == {"role": "tool", "tool_call_id": call["id"], "content": NOT_RUN_RESULT}
+    assert user == {"role": "user", "content": "Thanks. Anything else?"}
+
+    records = {record["case_id"]: record for record in bench.records()}
+    talk = records["weather-talk"]
+    replies = [entry for entry in talk["conversation"] if entry["generated"]]
+    assert [[c["name"] for c in entry["function_calls"]] for entry in replies] == [
+        ["get_weather"],
+        [],
+    ]
+    assert [(v["turn"], v["type"], v["passed"]) for v in talk["assertions"]] == [
+        (1, "tool-call", True),
+        (1, "valid-tool-call", True),
+        (2, "no-tool-call", True),
+        (2, "icontains", True),
+    ]
+    # the item's calls are every turn's: counted like a single reply's
+    assert [c["name"] for c in talk["function_calls"]] == ["get_weather"]
+    assert talk["tool_counts"] == {"get_weather": 1}
+    wrong = records["wrong-turn"]
+    assert [(v["turn"], v["passed"]) for v in wrong["assertions"]] == [(1, False), (2, False)]
+
+
+def test_a_turn_assertion_naming_an_undeclared_tool_is_an_error_at_its_line(
+    bench: Bench,
+) -> None:
+    bench.eval_file("talk", TALK.replace("value: get_weather}]", "value: get_wether}]"))
+    result = bench.run("--models=fake")
+    result.stdout.fnmatch_lines(["*talk.eval.yaml:*: tool-call names 'get_wether'*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+    assert result.ret != 0
