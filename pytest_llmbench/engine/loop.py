@@ -41,6 +41,9 @@ class Engine:
         callback()
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        running = self._loop  # once set, only close() changes it: no lock on the common path
+        if running is not None:
+            return running
         with self._lock:
             if self._loop is not None:
                 return self._loop
@@ -54,6 +57,8 @@ class Engine:
         """Once, after calls were queued on ``loop``: run the :meth:`when_calling` callbacks
         behind their first steps. The hop through ``call_soon`` queues them after the tasks
         that the callback queued just before creates."""
+        if self._calling:  # set once under the lock and never reset: a plain read suffices
+            return
         with self._lock:
             if self._calling:
                 return
