@@ -75,7 +75,7 @@ class EvalFile(pytest.File):
                             optimizer=run.optimizer if variant.optimized else None,
                             latency_only=run.latency_only,
                             user_sim=self._user_sim(loaded, case, model),
-                            functions=loaded.functions,
+                            functions=case.functions or loaded.functions,
                         )
                         items.append(self._item(plan))
         return items

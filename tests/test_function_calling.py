@@ -330,7 +330,7 @@ BAD_ASSERTIONS = [
     (
         "unknown args_match",
         "  - {type: tool-call, value: get_weather, args_match: loose}\n",
-        "args_match must be one of exact, subset, superset, ignore, got 'loose'",
+        "args_match must be one of exact, subset, superset, ignore, allowed, got 'loose'",
     ),
     (
         "args not a mapping",

@@ -87,7 +87,7 @@ def test_the_cases_cover_every_known_type() -> None:
     graded = {"similarity", "llm-rubric", "jury", "factuality", "closed-qa"}
     performance = {"latency", "cost", "tokens"}
     # the function-calling checks read a reply's tool calls: test_function_calling.py
-    tool_calls = {"tool-call", "valid-tool-call", "tool-call-f1", "no-tool-call"}
+    tool_calls = {"tool-call", "valid-tool-call", "tool-call-f1", "no-tool-call", "tool-calls"}
     assert covered | {"python", "choice"} | graded | performance | tool_calls == KNOWN_TYPES
 
 

@@ -58,7 +58,7 @@ def test_args_match_modes(mode: str, actual: dict[str, Any], passed: bool) -> No
 
 
 def test_args_match_knows_its_modes() -> None:
-    assert ARGS_MATCH_MODES == ("exact", "subset", "superset", "ignore")
+    assert ARGS_MATCH_MODES == ("exact", "subset", "superset", "ignore", "allowed")
     with pytest.raises(ValueError, match="unknown args_match 'fuzzy'"):
         args_match({}, {}, "fuzzy")
 

@@ -30,6 +30,13 @@ Reply with ONLY one JSON object and nothing else. Either call one tool:
 and its result comes back in the next message; or, when the task is done, give the final answer:
 {"answer": "<your final answer>"}"""
 
+_CALLS_PROTOCOL = """\
+Reply with ONLY one JSON object and nothing else. Either call the tools the request needs, one
+entry per call (several entries to call several times):
+{"calls": [{"tool": "<tool name>", "arguments": {<the tool's arguments>}}]}
+or, when no tool fits, answer in words:
+{"answer": "<your answer>"}"""
+
 # A reply wrapped in a Markdown code fence, as chat models like to do.
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
 
@@ -48,8 +55,10 @@ class ShimTurn:
     problem: str | None = None
 
 
-def shim_system_prompt(schemas: Sequence[Mapping[str, Any]]) -> str:
-    """The tools (from their OpenAI function schemas) and the reply protocol, for the model.
+def shim_system_prompt(schemas: Sequence[Mapping[str, Any]], *, calls: bool = False) -> str:
+    """The tools (from their OpenAI function schemas) and the reply protocol, for the model:
+    the agent's (one call per turn), or with ``calls`` a function-calling eval's (one reply of
+    calls, never run).
 
     Each tool is shown as the exact JSON that calls it, with placeholders: a small model copies
     a template far more reliably than it reads a JSON Schema (shown one, it copies the schema).
@@ -64,7 +73,7 @@ def shim_system_prompt(schemas: Sequence[Mapping[str, Any]]) -> str:
         for argument, spec in _properties(function.get("parameters")).items():
             if isinstance(spec, Mapping) and spec.get("description"):
                 lines.append(f"  {argument}: {spec['description']}")
-    return "\n".join(lines) + "\n\n" + _PROTOCOL
+    return "\n".join(lines) + "\n\n" + (_CALLS_PROTOCOL if calls else _PROTOCOL)
 
 
 def _function(schema: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -90,11 +99,15 @@ def _placeholders(parameters: Any) -> dict[str, str]:
 
 
 def with_shim_prompt(
-    messages: Sequence[Mapping[str, Any]], schemas: Sequence[Mapping[str, Any]]
+    messages: Sequence[Mapping[str, Any]],
+    schemas: Sequence[Mapping[str, Any]],
+    *,
+    calls: bool = False,
 ) -> list[dict[str, Any]]:
-    """``messages`` with the shim's instructions added to the first system message (or a new
-    one in front), so the eval's own system prompt keeps its place and wording."""
-    prompt = shim_system_prompt(schemas)
+    """``messages`` with the shim's instructions (``calls``: see :func:`shim_system_prompt`)
+    added to the first system message (or a new one in front), so the eval's own system prompt
+    keeps its place and wording."""
+    prompt = shim_system_prompt(schemas, calls=calls)
     result = [dict(message) for message in messages]
     for message in result:
         if message.get("role") == "system" and isinstance(message.get("content"), str):
@@ -217,3 +230,57 @@ def interpreter_messages(reply: str, schemas: Sequence[Mapping[str, Any]]) -> li
     )
     user = f"The assistant's reply:\n<reply>\n{reply}\n</reply>\nThe JSON object:"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+# --- function-calling replies (a plain file's tools:, never run) -----------------------------
+
+
+#: Most calls one shimmed function-calling reply may hold (a bound for the grammar, so a small
+#: model cannot list calls until its tokens run out).
+MAX_SHIM_CALLS = 8
+
+
+def calls_response_format(
+    tool_names: Sequence[str], schemas: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The response format of ``with_shim_prompt(..., calls=True)``: ``{"calls": [...]}`` (each entry one
+    of :func:`shim_response_format`'s call branches) or ``{"answer": ...}``."""
+    one = shim_response_format(tool_names, schemas)["schema"]
+    branches = one.get("anyOf", [])[:-1]  # the call branches; the last one is the answer
+    answer = one.get("anyOf", [one])[-1]
+    if not branches:
+        return {"type": "json_object", "schema": answer}
+    calls = {
+        "type": "object",
+        "properties": {
+            "calls": {
+                "type": "array",
+                "items": {"anyOf": branches},
+                "minItems": 1,
+                "maxItems": MAX_SHIM_CALLS,
+            }
+        },
+        "required": ["calls"],
+    }
+    return {"type": "json_object", "schema": {"anyOf": [calls, answer]}}
+
+
+def parse_calls_reply(text: str) -> tuple[tuple[dict[str, str], ...], str]:
+    """A shimmed function-calling reply as native tool calls ``{id, name, arguments}`` (the
+    arguments as JSON text, as a native reply sends them) and its answer text ("" when it
+    called). A lone ``{"tool": ...}`` call counts; anything else is the answer."""
+    found = _json_object(text.strip())
+    entries: list[Any] = []
+    if found is not None and isinstance(found.get("calls"), list):
+        entries = found["calls"]
+    elif found is not None and isinstance(found.get("tool"), str):
+        entries = [found]
+    calls: list[dict[str, str]] = []
+    for entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("tool"), str) and entry["tool"]:
+            arguments = entry.get("arguments", {})
+            shown = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            calls.append({"id": f"shim_{len(calls)}", "name": entry["tool"], "arguments": shown})
+    if calls:
+        return tuple(calls), ""
+    return (), parse_shim_reply(text, ()).answer or ""

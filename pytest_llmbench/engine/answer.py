@@ -96,12 +96,15 @@ class Answerer:
     def _request(self, plan: CallPlan, stream: bool) -> Request:
         """The request of ``plan``'s own call."""
         messages = with_images(plan, plan.case.messages)
+        tools = plan.tool_params
+        if _shimmed(plan):
+            messages, tools = _shim_request(plan, messages)
         scoring = plan.case.loglikelihood is not None
         return Request(
             target=self._resolve(plan.model, scoring=scoring),
             messages=messages,
-            params={**plan.call_params, **plan.tool_params},
-            key_params={**plan.params, **plan.tool_params},
+            params={**plan.call_params, **tools},
+            key_params={**plan.params, **tools},
             repeat=plan.repeat,
             stream=stream,
             lane=self._pacer.lane(plan.model, plan.parallel_safe),
@@ -196,7 +199,7 @@ class Answerer:
             conversation = await self._converse(plan, request)
             completion = _whole(conversation, request)
         else:
-            completion = await self._pacer.paced(request)
+            completion = _read_shim(plan, await self._pacer.paced(request))
         if conversation is not None:
             graded = await grade_turns(
                 self._helpers, plan, conversation, targets, self._judge_metrics
@@ -448,7 +451,36 @@ def _whole(conversation: ConversationRun, request: Request) -> Completion:
 
 def _answered(plan: CallPlan, request: Request, completion: Completion) -> Answer:
     """The answer of a plan that :func:`_one_plain_call` answers with ``completion``."""
-    return Answer(completion, messages=_sent(plan, request))
+    return Answer(_read_shim(plan, completion), messages=_sent(plan, request))
+
+
+def _shimmed(plan: CallPlan) -> bool:
+    """Whether ``plan`` offers its function definitions through the tool shim."""
+    return plan.functions is not None and plan.functions.shimmed(plan.model.embedded)
+
+
+def _shim_request(
+    plan: CallPlan, messages: Sequence[dict[str, Any]]
+) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:
+    """The messages and parameters of a shimmed function-calling call: the tools and the
+    protocol in the system message, its JSON shapes as the response format (no ``tools``)."""
+    from ..agent.shim import calls_response_format, with_shim_prompt
+
+    assert plan.functions is not None
+    schemas = [tool.as_openai() for tool in plan.functions.tools]
+    shown = tuple(with_shim_prompt(messages, schemas, calls=True))
+    return shown, {"response_format": calls_response_format(plan.functions.names, schemas)}
+
+
+def _read_shim(plan: CallPlan, completion: Completion) -> Completion:
+    """A shimmed reply read as a native one: its protocol calls as ``tool_calls``, the text
+    its answer ("" when it called)."""
+    if not _shimmed(plan):
+        return completion
+    from ..agent.shim import parse_calls_reply
+
+    calls, answer = parse_calls_reply(completion.text)
+    return dataclasses.replace(completion, text=answer, tool_calls=calls)
 
 
 def _sent(plan: CallPlan, request: Request) -> tuple[dict[str, Any], ...] | None:

@@ -64,6 +64,7 @@ from .tool_calls import (
     check_no_tool_call,
     check_tool_call,
     check_tool_call_f1,
+    check_tool_calls,
     check_valid_tool_call,
     parse_tool_call_assertion,
 )
@@ -326,6 +327,7 @@ TYPES: dict[str, TypeSpec] = {
     "valid-tool-call": TypeSpec(check_valid_tool_call, "none"),
     "tool-call-f1": TypeSpec(check_tool_call_f1, "required", hint="the expected calls"),
     "no-tool-call": TypeSpec(check_no_tool_call, "none"),
+    "tool-calls": TypeSpec(check_tool_calls, "none"),
 }
 
 #: The base assertion types; each may also be written with a ``not-`` prefix.

@@ -3,7 +3,9 @@
 ``tool-call`` passes when some call names the tool (and its arguments match as ``args_match``
 says); ``valid-tool-call`` when every call names a declared tool with arguments valid against its
 schema; ``tool-call-f1`` scores the calls against an expected list (precision and recall of an
-optimal matching); ``no-tool-call`` when the reply called nothing. Arguments are compared as JSON
+optimal matching); ``tool-calls`` when the calls are exactly the expected ones in any order
+(BFCL's check: a dataset's ``tool_calls`` column gives them, allowed values per argument);
+``no-tool-call`` when the reply called nothing. Arguments are compared as JSON
 values by :mod:`.trajectory`, the one comparator of calls.
 """
 
@@ -15,10 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import Assertion, AssertionContext, AssertionSpecError, Outcome, pass_fail
-from .trajectory import ARGS_MATCH_MODES, ExpectedStep, match_sequence
+from .trajectory import ARGS_MATCH_MODES, ExpectedStep, describe_match, match_sequence
 
 #: The function-calling assertion types.
-TOOL_CALL_TYPES = frozenset({"tool-call", "valid-tool-call", "tool-call-f1", "no-tool-call"})
+TOOL_CALL_TYPES = frozenset(
+    {"tool-call", "valid-tool-call", "tool-call-f1", "no-tool-call", "tool-calls"}
+)
 _KEYS = frozenset({"type", "value", "weight", "args", "args_match"})
 
 
@@ -66,8 +70,8 @@ def parse_tool_call_assertion(raw: Mapping[str, Any], type_name: str, base: str)
                                  unknown[0])  # fmt: skip
     if base != "tool-call" and ({"args", "args_match"} & raw.keys()):
         key = "args" if "args" in raw else "args_match"
-        raise AssertionSpecError(f"{key!r} applies to tool-call (tool-call-f1 takes it per "
-                                 "expected call)", key)  # fmt: skip
+        raise AssertionSpecError(f"{key!r} applies to tool-call (tool-call-f1 and tool-calls "
+                                 "take it per expected call)", key)  # fmt: skip
     weight = raw.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
         raise AssertionSpecError(f"weight must be a number >= 0, got {weight!r}", "weight")
@@ -81,24 +85,26 @@ def _value(base: str, raw: Mapping[str, Any]) -> Any:
         if value is not None:
             raise AssertionSpecError(f"{base} takes no value", "value")
         return None
+    if base == "tool-calls" and value is None:
+        return None  # the dataset row's expected calls (``dataset.tool_calls``), set at load
     if base == "tool-call":
         if not isinstance(value, str) or not value:
             raise AssertionSpecError("tool-call needs a value: the tool's name", "value")
         return expected_step(value, raw.get("args"), raw.get("args_match", "exact"))
     if not isinstance(value, list) or not value:
-        raise AssertionSpecError("tool-call-f1 needs a value: a list of tool names or "
+        raise AssertionSpecError(f"{base} needs a value: a list of tool names or "
                                  "{name, args, args_match}", "value")  # fmt: skip
-    return tuple(_f1_step(item) for item in value)
+    return tuple(_f1_step(item, base) for item in value)
 
 
-def _f1_step(item: Any) -> ExpectedStep:
+def _f1_step(item: Any, base: str = "tool-call-f1") -> ExpectedStep:
     if isinstance(item, str):
         return expected_step(item, None, "exact")
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-        raise AssertionSpecError(f"tool-call-f1: {item!r} is not a name or {{name, args}}", "value")
+        raise AssertionSpecError(f"{base}: {item!r} is not a name or {{name, args}}", "value")
     extra = sorted(set(item) - {"name", "args", "args_match"})
     if extra:
-        raise AssertionSpecError(f"tool-call-f1: unknown key {extra[0]!r} in {item!r}", "value")
+        raise AssertionSpecError(f"{base}: unknown key {extra[0]!r} in {item!r}", "value")
     return expected_step(item["name"], item.get("args"), item.get("args_match", "exact"))
 
 
@@ -110,6 +116,11 @@ def expected_step(name: str, args: Any, mode: Any) -> ExpectedStep:
                                  f"got {mode!r}", "args_match")  # fmt: skip
     if args is not None and not isinstance(args, dict):
         raise AssertionSpecError(f"args must be a mapping, got {args!r}", "args")
+    if mode == "allowed" and args is not None:
+        scalar = next((key for key, allowed in args.items() if not isinstance(allowed, list)), None)
+        if scalar is not None:
+            raise AssertionSpecError(f"args_match: allowed takes a list of allowed values per "
+                                     f"argument; {scalar!r} has {args[scalar]!r}", "args")  # fmt: skip
     return ExpectedStep(name, args, mode)
 
 
@@ -181,6 +192,17 @@ def check_tool_call_f1(
     reason = (f"F1 {f1:.2f} (precision {matched}/{len(calls)}, recall {matched}/{len(steps)}); "
               f"{_shown(calls)}")  # fmt: skip
     return Outcome(f1 == 1.0, reason, f1)
+
+
+def check_tool_calls(
+    value: Any, output: str, assertion: Assertion, ctx: AssertionContext
+) -> Outcome:
+    """The calls are the expected ones, in any order, paired optimally, with nothing extra;
+    scored by the share of expected calls (and calls made) that paired."""
+    steps: tuple[ExpectedStep, ...] = value or ()
+    calls = reply_calls(ctx.tool_calls)
+    result = match_sequence(steps, calls, "unordered")
+    return Outcome(result.passed, describe_match(result, steps, calls), result.score)
 
 
 def check_no_tool_call(

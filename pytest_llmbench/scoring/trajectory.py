@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 #: The ``args_match`` modes: how a call's arguments are compared with the expected ones.
-ARGS_MATCH_MODES: tuple[str, ...] = ("exact", "subset", "superset", "ignore")
+ARGS_MATCH_MODES: tuple[str, ...] = ("exact", "subset", "superset", "ignore", "allowed")
 #: The ``mode``s of a sequence of expected steps; the first is the default.
 SEQUENCE_MODES: tuple[str, ...] = ("in-order", "strict", "unordered", "subset", "superset")
 
@@ -76,13 +76,18 @@ def args_match(expected: Mapping[str, Any], actual: Mapping[str, Any], mode: str
     - ``subset``: every expected key present with an equal value (the call may have more);
     - ``superset``: the call's keys are all among the expected ones with equal values (the call
       may have fewer);
-    - ``ignore``: always true.
+    - ``ignore``: always true;
+    - ``allowed``: each expected key maps to a list of allowed values (BFCL's possible answers):
+      the call's keys are all expected, each value equal to one of its allowed values, and a key
+      whose allowed values lack ``""`` (BFCL's "may be left out") is present.
 
     Values are equal as JSON values (see the module's docstring). Raises ValueError for an
     unknown mode.
     """
     if mode == "ignore":
         return True
+    if mode == "allowed":
+        return _allowed_match(expected, actual)
     if mode == "exact":
         keys_ok = set(expected) == set(actual)
     elif mode == "subset":
@@ -93,6 +98,19 @@ def args_match(expected: Mapping[str, Any], actual: Mapping[str, Any], mode: str
         raise ValueError(f"unknown args_match {mode!r} ({', '.join(ARGS_MATCH_MODES)})")
     shared = set(expected) & set(actual)
     return keys_ok and all(json_equal(expected[key], actual[key]) for key in shared)
+
+
+def _allowed_match(allowed: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:
+    if not set(actual) <= set(allowed):
+        return False
+    for key, listed in allowed.items():
+        values = listed if _is_list(listed) else [listed]  # a lone value: the one allowed
+        if key not in actual:
+            if "" not in values:
+                return False
+        elif not any(json_equal(value, actual[key]) for value in values):
+            return False
+    return True
 
 
 def json_equal(left: Any, right: Any) -> bool:

@@ -477,7 +477,7 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
     if row_vars is None:
         # The row's prompt goes verbatim, but the file's `system` is a template all the same.
         messages = _row_system(spec, place, where, messages, row.vars)
-    return _resolve(
+    case = _resolve(
         spec,
         place,
         list(row.assertions),
@@ -491,6 +491,28 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
         answer_index=choices[1],
         choice_labels=row.choice_labels,
     )
+    return _with_row_tools(spec, case, row, place, where)
+
+
+def _with_row_tools(
+    spec: EvalSpec, case: EvalCase, row: DatasetRow, place: _Place, where: str
+) -> EvalCase:
+    """The case with the row's function definitions (``dataset.tools``), and each
+    ``tool-calls`` that gives no value checking the row's expected calls
+    (``dataset.tool_calls``)."""
+    if row.tools is not None:
+        case = replace(case, functions=replace(row.tools, tool_shim=spec.tool_shim))
+    open_calls = [a.base_type == "tool-calls" and a.value is None for a in case.assertions]
+    if not any(open_calls):
+        return case
+    if row.tool_calls is None:
+        raise place.error(f"{where}: `tool-calls` without a value checks the row's expected "
+                          "calls: map them with dataset.tool_calls")  # fmt: skip
+    assertions = tuple(
+        replace(assertion, value=row.tool_calls) if is_open else assertion
+        for assertion, is_open in zip(case.assertions, open_calls, strict=True)
+    )
+    return replace(case, assertions=assertions)
 
 
 def _row_fields(row: DatasetRow, place: _Place) -> dict[str, Any]:

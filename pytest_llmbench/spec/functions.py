@@ -48,6 +48,13 @@ class FunctionTools:
 
     tools: tuple[FunctionTool, ...]
     tool_choice: str | Mapping[str, Any] | None = None
+    #: ``auto`` (the tool shim on the embedded model), ``always`` or ``never``: whether the tools
+    #: are offered through :mod:`pytest_llmbench.agent.shim` instead of natively
+    tool_shim: str = "auto"
+
+    def shimmed(self, embedded: bool) -> bool:
+        """Whether the tools go through the shim on a model (``embedded``: the embedded one)."""
+        return self.tool_shim == "always" or (self.tool_shim == "auto" and embedded)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -190,3 +197,104 @@ def _tool_choice(
         message = f"tool_choice names {name!r}, which is not among the declared tools ({declared})"
         raise FunctionSpecError(("tool_choice",), message)
     return {"type": "function", "function": {"name": name}}
+
+
+# --- per-row tools and expected calls (datasets) ----------------------------------------------
+
+#: How a dataset column writes function definitions: ``openai`` (as ``tools:`` takes them) or
+#: ``bfcl`` (the Berkeley Function Calling Leaderboard's, with its type words).
+TOOL_DIALECTS = ("openai", "bfcl")
+#: How a dataset column writes the expected calls: ``bfcl``, BFCL's possible answers.
+CALL_DIALECTS = ("bfcl",)
+
+#: BFCL's type words as JSON Schema types (BFCL's own GORILLA_TO_OPENAPI table; a word it
+#: does not know becomes ``string``, as BFCL makes it).
+_BFCL_TYPES = {
+    "integer": "integer", "number": "number", "float": "number", "double": "number",
+    "string": "string", "char": "string", "any": "string", "boolean": "boolean",
+    "bool": "boolean", "array": "array", "list": "array", "tuple": "array",
+    "ArrayList": "array", "Array": "array", "dict": "object", "object": "object",
+    "HashMap": "object", "byte": "integer", "short": "integer", "long": "integer",
+}  # fmt: skip
+
+
+def row_function_tools(cell: Any, dialect: str) -> FunctionTools:
+    """A dataset cell of function definitions (a list, or JSON text of one) in ``dialect``;
+    ValueError naming the problem."""
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell)
+        except ValueError as exc:
+            raise ValueError(f"the tools cell is not JSON: {exc}") from None
+    if isinstance(cell, dict):
+        cell = [cell]  # one definition alone
+    if not isinstance(cell, list) or not cell:
+        raise ValueError("the tools cell must hold a list of function definitions")
+    if dialect == "bfcl":
+        cell = [_bfcl_definition(entry) for entry in cell]
+    try:
+        return FunctionTools(_definitions(cell, "the tools cell"))
+    except FunctionSpecError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _bfcl_definition(entry: Any) -> Any:
+    """A BFCL definition with its type words made JSON Schema types (``dict`` -> ``object``,
+    ``float`` -> ``number``, ``tuple`` -> ``array``, ...), everywhere in ``parameters``."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("parameters"), dict):
+        return entry
+    return {**entry, "parameters": _bfcl_schema(entry["parameters"])}
+
+
+def _bfcl_schema(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_bfcl_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "type" and isinstance(value, str):
+            converted[key] = _BFCL_TYPES.get(value, "string")
+        elif key in ("properties", "items", "additionalProperties", "anyOf", "oneOf"):
+            converted[key] = (
+                {name: _bfcl_schema(sub) for name, sub in value.items()}
+                if key == "properties" and isinstance(value, dict)
+                else _bfcl_schema(value)
+            )
+        else:
+            converted[key] = value
+    return converted
+
+
+def row_expected_calls(cell: Any, dialect: str, tools: FunctionTools | None) -> tuple[Any, ...]:
+    """A dataset cell of expected calls in ``dialect`` (BFCL: ``[{name: {arg: [allowed, ...]}}]``,
+    ``""`` allowing the argument to be left out) as ``args_match: allowed`` steps of
+    :mod:`pytest_llmbench.scoring.trajectory`; ValueError naming the problem (a call of a tool
+    ``tools`` does not declare, allowed values that are not a list)."""
+    from ..scoring.trajectory import ExpectedStep
+
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell)
+        except ValueError as exc:
+            raise ValueError(f"the expected calls cell is not JSON: {exc}") from None
+    if not isinstance(cell, list) or not cell:
+        raise ValueError("the expected calls cell must hold a list of {tool: {argument: "
+                         "[allowed values]}}")  # fmt: skip
+    steps = []
+    for index, call in enumerate(cell):
+        if not isinstance(call, dict) or len(call) != 1:
+            raise ValueError(f"expected call {index}: expected {{tool: {{argument: [allowed "
+                             f"values]}}}}, got {json.dumps(call)[:80]}")  # fmt: skip
+        [(name, args)] = call.items()
+        if tools is not None and name not in tools.names:
+            raise ValueError(f"expected call {index} names {name!r}, which the row does not "
+                             f"declare (its tools: {', '.join(tools.names)})")  # fmt: skip
+        if not isinstance(args, dict):
+            raise ValueError(f"expected call {index} ({name}): the arguments must be a mapping")
+        for argument, allowed in args.items():
+            if not isinstance(allowed, list):
+                raise ValueError(f"expected call {index} ({name}): {argument}: the allowed "
+                                 f"values must be a list, got {json.dumps(allowed)[:60]}")  # fmt: skip
+        steps.append(ExpectedStep(str(name), args, "allowed"))
+    return tuple(steps)

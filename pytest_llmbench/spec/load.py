@@ -121,9 +121,12 @@ def function_tools(
     if spec.kind == "agent" or not spec.tools:
         return None
     try:
-        return read_function_tools(spec.tools, spec.tool_choice, path.parent, roots)
+        read = read_function_tools(spec.tools, spec.tool_choice, path.parent, roots)
     except FunctionSpecError as exc:
         raise EvalFileError(path, document.line_of(exc.loc), str(exc)) from None
+    from dataclasses import replace
+
+    return replace(read, tool_shim=spec.tool_shim)
 
 
 def _check_tool_call_names(
@@ -147,9 +150,17 @@ def _check_tool_call_names(
             continue  # not parsed again: collecting 10,000 cases reads each assertion enough
         assertion = parse_assertion(raw)  # valid: the schema parsed it
         line = document.line_of(loc)
+        row_tools = spec.dataset is not None and spec.dataset.tools is not None
+        row_calls = spec.dataset is not None and spec.dataset.tool_calls is not None
+        if assertion.base_type == "tool-calls" and assertion.value is None and not row_calls:
+            raise EvalFileError(path, line, f"{assertion.type} without a value checks a "
+                                "dataset's expected calls: set dataset.tool_calls, or give "
+                                "the calls as its value")  # fmt: skip
+        if functions is None and row_tools:
+            continue  # each row declares its own tools (dataset.tools)
         if functions is None:
             raise EvalFileError(path, line, f"{assertion.type} needs function definitions in "
-                                "`tools:` (a plain file)")  # fmt: skip
+                                "`tools:` (a plain file) or dataset.tools")  # fmt: skip
         unknown = [name for name in expected_names(assertion) if name not in functions.names]
         if unknown:
             declared = ", ".join(functions.names)

@@ -461,6 +461,9 @@ class EvalCase:
     #: a conversation with a simulated user (``simulated_user:``); ``messages`` is then the
     #: system prompt alone
     simulated_user: SimulatedUser | None = None
+    #: the function definitions offered with this case alone (a dataset's ``tools`` column);
+    #: None: the file's, if any
+    functions: FunctionTools | None = None
 
     @property
     def conversational(self) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...yamlguard import ValueLimitError, check_value
+from ..functions import FunctionTools, row_expected_calls, row_function_tools
 from . import cells
 from .source import DatasetError, DatasetSource, RowError
 
@@ -53,6 +54,9 @@ class DatasetRow:
     assertions: tuple[Any, ...] = ()  # the row's own `assert:` items, as written
     judge_metrics: tuple[str, ...] = ()  # `judge_metrics` (360-eval: `user_defined_metrics`)
     turns: tuple[Any, ...] | None = None  # the row's own `turns:` (a conversation), as written
+    tools: FunctionTools | None = None  # the row's function definitions (`dataset.tools`)
+    #: the calls the row expects (`dataset.tool_calls`), as ``args_match: allowed`` steps
+    tool_calls: tuple[Any, ...] | None = None
 
     @property
     def where(self) -> str:
@@ -129,6 +133,7 @@ def build_row(
         shown = {cols.images: list(images)} if cols.images else {}  # refs, not image bytes
         if origin.strict:
             _check_keys(record.fields, source, origin.used)
+        tools, tool_calls = _tool_cells(record.fields, source)
         return DatasetRow(
             id=_case_id(get(cols.id) if cols.id else None, record.number),
             prompt=_row_prompt(get(cols.prompt or ""), cols.prompt, needs_prompt, turns),
@@ -147,6 +152,8 @@ def build_row(
             assertions=_assertions(get("assert")),
             judge_metrics=_names(get("judge_metrics") or get("user_defined_metrics")),
             turns=turns,
+            tools=tools,
+            tool_calls=tool_calls,
         )
     except RowError as exc:
         if record.line is not None:
@@ -169,6 +176,9 @@ def resolve_columns(source: DatasetSource, available: list[str], needs_prompt: b
         )
     for var, column in source.columns.items():
         pick(f"columns.{var}", column, ())
+    for key, mapped in (("tools", source.tools), ("tool_calls", source.tool_calls)):
+        if mapped is not None:
+            pick(key, mapped.column, ())
     if isinstance(source.choices, tuple):
         choices: str | tuple[str, ...] | None = source.choices
         for column in source.choices:
@@ -215,6 +225,7 @@ def _check_keys(fields: Mapping[str, Any], source: DatasetSource, used: frozense
         *(c for c in (source.answer, source.images) if c),
         *([source.choices] if isinstance(source.choices, str) else source.choices or ()),
         *source.columns.values(),
+        *(mapped.column for mapped in (source.tools, source.tool_calls) if mapped),
     }
     for key in fields:
         if key in CASE_KEYS or key in mapped or key in used:
@@ -323,14 +334,45 @@ def _row_prompt(
     return None
 
 
+def _tool_cells(
+    fields: Mapping[str, Any], source: DatasetSource
+) -> tuple[FunctionTools | None, tuple[Any, ...] | None]:
+    """The row's function definitions and expected calls, from the mapped columns."""
+    tools = calls = None
+    try:
+        if source.tools is not None:
+            tools = row_function_tools(fields.get(source.tools.column), source.tools.dialect)
+        if source.tool_calls is not None:
+            mapped = source.tool_calls
+            calls = row_expected_calls(fields.get(mapped.column), mapped.dialect, tools)
+    except ValueError as exc:
+        raise RowError(str(exc)) from None
+    return tools, calls
+
+
 def _prompt(value: Any, column: str, needs_prompt: bool) -> str | None:
     if not needs_prompt and (value is None or value == ""):
         return None
+    if isinstance(value, list):
+        value = _chat_prompt(value, column)
     if not isinstance(value, str):
         raise RowError(f"prompt {column!r} must be a string, got {type(value).__name__}")
     if not value.strip():
         raise RowError(f"empty prompt in column {column!r}")
     return value
+
+
+def _chat_prompt(value: list[Any], column: str) -> str:
+    """A prompt cell written as chat messages (``[{role: user, content}]``, or BFCL's one turn
+    of them, ``[[...]]``): its one user message's text."""
+    if len(value) == 1 and isinstance(value[0], list):
+        value = value[0]  # BFCL: a list of turns, each a list of messages
+    roles = [item.get("role") if isinstance(item, dict) else None for item in value]
+    if roles != ["user"] or not isinstance(value[0].get("content"), str):
+        raise RowError(f"prompt {column!r}: a list of chat messages must be one user message "
+                       f"{{role: user, content: text}} (roles here: {roles}); a conversation "
+                       "goes in `turns`")  # fmt: skip
+    return str(value[0]["content"])
 
 
 def _text(value: Any) -> str | None:

@@ -16,6 +16,36 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator,
 Format = Literal["csv", "jsonl", "parquet", "hf"]
 
 
+class _DialectColumn(BaseModel):
+    """A column whose cells are written in a dialect: ``{column, dialect}``, or the column's
+    name alone (the default dialect)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    column: str = Field(min_length=1, description="The column")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_shorthand(cls, data: Any) -> Any:
+        return {"column": data} if isinstance(data, str) else data
+
+
+class ToolsColumn(_DialectColumn):
+    """A column of function definitions offered to the model with the row's case."""
+
+    dialect: Literal["openai", "bfcl"] = Field(
+        "openai", description="openai (as tools: takes them) or bfcl (BFCL's type words)"
+    )
+
+
+class ToolCallsColumn(_DialectColumn):
+    """A column of the calls the row expects (the ``tool-calls`` assertion checks them)."""
+
+    dialect: Literal["bfcl"] = Field(
+        "bfcl", description="bfcl: [{tool: {argument: [allowed values]}}], '' = may be left out"
+    )
+
+
 class DatasetSource(BaseModel):
     """Where an eval's cases come from, and how its columns map to case fields."""
 
@@ -63,6 +93,16 @@ class DatasetSource(BaseModel):
     )
     images: str | None = Field(
         default=None, description="Image column (paths, URLs, image structs); default images, image"
+    )
+    tools: ToolsColumn | None = Field(
+        default=None,
+        description="Column of function definitions offered to the model per row: "
+        "{column, dialect: openai | bfcl}",
+    )
+    tool_calls: ToolCallsColumn | None = Field(
+        default=None,
+        description="Column of the calls each row expects (tool-calls checks them): "
+        "{column, dialect: bfcl}",
     )
     limit: PositiveInt | None = Field(default=None, description="Load only the first N rows")
     encoding: str = Field(default="utf-8-sig", description="Text encoding; default tolerates a BOM")

@@ -1,0 +1,353 @@
+"""Function-calling datasets in BFCL's shape (issue 28, point 2): per-row function definitions
+in BFCL's type words (``dataset.tools``), the prompt from the question's messages, and the
+expected calls with their allowed values (``dataset.tool_calls``) checked by ``tool-calls``."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Bench, Rule
+
+from pytest_llmbench.scoring.trajectory import ExpectedStep, args_match
+from pytest_llmbench.spec.load import load_spec
+from pytest_llmbench.spec.schema import EvalFileError, LoadedEval
+
+TRIANGLE = {
+    "name": "calculate_triangle_area",
+    "description": "Calculate the area of a triangle given its base and height.",
+    "parameters": {
+        "type": "dict",
+        "properties": {
+            "base": {"type": "integer", "description": "The base of the triangle."},
+            "height": {"type": "float", "description": "The height of the triangle."},
+            "unit": {"type": "string", "description": "The unit of measure"},
+            "corners": {"type": "tuple", "items": {"type": "float"}},
+        },
+        "required": ["base", "height"],
+    },
+}
+PLAY = {
+    "name": "spotify.play",
+    "description": "Play tracks of an artist for some minutes.",
+    "parameters": {
+        "type": "dict",
+        "properties": {"artist": {"type": "string"}, "duration": {"type": "integer"}},
+        "required": ["artist", "duration"],
+    },
+}
+
+
+def bfcl_row(row_id: str, question: str, functions: list[Any], truth: list[Any]) -> str:
+    """One JSONL row as BFCL writes a question, its functions and its possible answer."""
+    question_cell = [[{"role": "user", "content": question}]]
+    row = {"id": row_id, "question": question_cell, "function": functions, "ground_truth": truth}
+    return json.dumps(row)
+
+
+SIMPLE = bfcl_row(
+    "simple_0",
+    "Area of a triangle with base 10 and height 5?",
+    [TRIANGLE],
+    [{"calculate_triangle_area": {"base": [10], "height": [5], "unit": ["units", ""]}}],
+)
+PARALLEL = bfcl_row(
+    "parallel_0",
+    "Play Taylor Swift for 20 minutes and Maroon 5 for 15 minutes.",
+    [PLAY],
+    [
+        {"spotify.play": {"artist": ["Taylor Swift"], "duration": [20]}},
+        {"spotify.play": {"artist": ["Maroon 5"], "duration": [15]}},
+    ],
+)
+
+BFCL_EVAL = """
+dataset:
+  path: bfcl.jsonl
+  id: id
+  prompt: question
+  tools: {column: function, dialect: bfcl}
+  tool_calls: {column: ground_truth, dialect: bfcl}
+assert: [tool-calls]
+"""
+
+
+def load(tmp_path: Path, rows: list[str], text: str = BFCL_EVAL) -> LoadedEval:
+    (tmp_path / "bfcl.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    path = tmp_path / "bfcl.eval.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return load_spec(path)
+
+
+def error_of(tmp_path: Path, rows: list[str], text: str = BFCL_EVAL) -> EvalFileError:
+    with pytest.raises(EvalFileError) as info:
+        load(tmp_path, rows, text)
+    return info.value
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def test_a_bfcl_row_loads_with_columns_only(tmp_path: Path) -> None:
+    loaded = load(tmp_path, [SIMPLE, PARALLEL])
+    assert loaded.functions is None  # the tools are the rows'
+    simple, parallel = loaded.cases
+    assert simple.prompt == "Area of a triangle with base 10 and height 5?"
+    assert simple.functions is not None and simple.functions.names == ("calculate_triangle_area",)
+    schema = simple.functions.schemas()["calculate_triangle_area"]
+    assert schema["type"] == "object"  # BFCL's dict
+    properties = schema["properties"]
+    assert properties["height"]["type"] == "number"  # BFCL's float
+    assert properties["corners"] == {"type": "array", "items": {"type": "number"}}  # tuple
+    assert properties["base"]["type"] == "integer" and schema["required"] == ["base", "height"]
+    assert parallel.functions is not None and parallel.functions.names == ("spotify.play",)
+    (check,) = parallel.assertions
+    assert check.type == "tool-calls"
+    assert check.value == (
+        ExpectedStep("spotify.play", {"artist": ["Taylor Swift"], "duration": [20]}, "allowed"),
+        ExpectedStep("spotify.play", {"artist": ["Maroon 5"], "duration": [15]}, "allowed"),
+    )
+
+
+def test_each_rows_tools_are_in_its_case_hash(tmp_path: Path) -> None:
+    first = load(tmp_path, [SIMPLE]).cases[0].case_hash
+    other = {**TRIANGLE, "description": "Another description."}
+    changed = SIMPLE.replace(json.dumps(TRIANGLE), json.dumps(other))
+    assert changed != SIMPLE
+    assert load(tmp_path, [changed]).cases[0].case_hash != first
+
+
+def test_a_row_can_give_openai_definitions_and_a_plain_prompt(tmp_path: Path) -> None:
+    row = json.dumps(
+        {
+            "id": "weather",
+            "question": "Weather in Paris?",
+            "function": [{"type": "function", "function": {"name": "get_weather"}}],
+            "ground_truth": [{"get_weather": {}}],
+        }
+    )
+    text = BFCL_EVAL.replace("{column: function, dialect: bfcl}", "function")
+    (case,) = load(tmp_path, [row], text).cases
+    assert case.prompt == "Weather in Paris?"
+    assert case.functions is not None and case.functions.names == ("get_weather",)
+
+
+BAD_ROWS = [
+    (
+        "ground truth naming an undeclared tool",
+        bfcl_row("r", "q", [PLAY], [{"spotify.pause": {}}]),
+        "expected call 0 names 'spotify.pause', which the row does not declare "
+        "(its tools: spotify.play)",
+    ),
+    (
+        "allowed values not a list",
+        bfcl_row("r", "q", [PLAY], [{"spotify.play": {"artist": "Maroon 5", "duration": [1]}}]),
+        "expected call 0 (spotify.play): artist: the allowed values must be a list",
+    ),
+    (
+        "a call that is not {tool: {args}}",
+        bfcl_row("r", "q", [PLAY], [{"spotify.play": {}, "other": {}}]),
+        "expected call 0: expected {tool: {argument: [allowed values]}}",
+    ),
+    (
+        "a definition that is not a schema",
+        bfcl_row("r", "q", [{"name": "f", "parameters": {"type": "dict", "required": 3}}], []),
+        "f: `parameters` is not a JSON schema",
+    ),
+    (
+        "a conversation as the prompt",
+        json.dumps(
+            {
+                "id": "two",
+                "question": [[{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]],
+                "function": [PLAY],
+                "ground_truth": [{"spotify.play": {}}],
+            }
+        ),
+        "a list of chat messages must be one user message",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"), [case[1:] for case in BAD_ROWS], ids=[case[0] for case in BAD_ROWS]
+)
+def test_a_bad_row_is_an_error_at_the_dataset_line(tmp_path: Path, row: str, message: str) -> None:
+    error = error_of(tmp_path, [SIMPLE, row])
+    assert f"{tmp_path / 'bfcl.jsonl'}:2: " in str(error), str(error)
+    assert message in str(error)
+
+
+def test_an_unknown_dialect_is_an_error_at_its_line(tmp_path: Path) -> None:
+    error = error_of(
+        tmp_path,
+        [SIMPLE],
+        BFCL_EVAL.replace("dialect: bfcl}\n  tool_calls", "dialect: gorilla}\n  tool_calls"),
+    )
+    assert error.line == 6, str(error)  # the line of `tools:`
+    assert "dataset.tools.dialect" in str(error) and "'openai' or 'bfcl'" in str(error)
+
+
+def test_tool_calls_without_a_value_needs_the_rows_expected_calls(tmp_path: Path) -> None:
+    text = BFCL_EVAL.replace("  tool_calls: {column: ground_truth, dialect: bfcl}\n", "")
+    error = error_of(tmp_path, [SIMPLE], text)
+    assert error.line == 2 and "map them with dataset.tool_calls" in str(error)
+    assert "dataset row 'simple_0' (line 1)" in str(error)
+
+
+def test_allowed_values_as_bfcl_reads_them() -> None:
+    allowed = {"base": [10], "height": [5.0], "unit": ["units", ""]}
+    assert args_match(allowed, {"base": 10, "height": 5}, "allowed")  # unit may be left out
+    assert args_match(allowed, {"base": 10.0, "height": 5, "unit": "units"}, "allowed")
+    assert not args_match(allowed, {"base": 10, "height": 5, "unit": "cm"}, "allowed")
+    assert not args_match(allowed, {"base": 10}, "allowed")  # height is required
+    assert not args_match(allowed, {"base": 10, "height": 5, "color": "red"}, "allowed")
+    assert not args_match(allowed, {"base": "10", "height": 5}, "allowed")  # JSON values
+    assert not args_match({"flag": [1]}, {"flag": True}, "allowed")
+    assert args_match({"xs": [[1, 2]]}, {"xs": [1, 2]}, "allowed")  # a list is one value
+
+
+def test_args_match_allowed_on_tool_call_needs_lists(tmp_path: Path) -> None:
+    path = tmp_path / "calls.eval.yaml"
+    path.write_text(
+        "tools:\n  - {name: f, parameters: {type: object, properties: {x: {type: string}}}}\n"
+        "assert:\n  - {type: tool-call, value: f, args: {x: a}, args_match: allowed}\n"
+        "cases:\n  - prompt: hi\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(EvalFileError) as info:
+        load_spec(path)
+    assert info.value.line == 4 and "allowed takes a list of allowed values" in str(info.value)
+
+
+# -- running: native calls against the fake server -------------------------------------------
+
+WRONG = bfcl_row(
+    "simple_1",
+    "Area of a triangle with base 3 and height 4?",
+    [TRIANGLE],
+    [{"calculate_triangle_area": {"base": [3], "height": [4]}}],
+)
+
+
+def test_tool_calls_checks_bfcl_semantics(bench: Bench) -> None:
+    bench.server.add_rule(
+        Rule(
+            match="base 10",
+            tool_calls=[
+                {"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}
+            ],
+        )
+    )
+    bench.server.add_rule(  # the parallel calls in the other order: still all matched
+        Rule(
+            match="Taylor Swift",
+            tool_calls=[
+                {"name": "spotify.play", "arguments": {"artist": "Maroon 5", "duration": 15}},
+                {"name": "spotify.play", "arguments": {"artist": "Taylor Swift", "duration": 20}},
+            ],
+        )
+    )
+    bench.server.add_rule(
+        Rule(
+            match="base 3",
+            tool_calls=[
+                {"name": "calculate_triangle_area", "arguments": {"base": 3, "height": 4}},
+                {"name": "calculate_triangle_area", "arguments": {"base": 3, "height": 5}},
+            ],
+        )
+    )
+    bench.pytester.makefile(".jsonl", bfcl="\n".join([SIMPLE, PARALLEL, WRONG]))
+    bench.eval_file("bfcl", BFCL_EVAL)
+    bench.run("--models=fake").assert_outcomes(passed=2, failed=1)
+    records = {record["case_id"]: record for record in bench.records()}
+    assert records["simple_0"]["assertions"][0]["passed"] is True
+    assert records["parallel_0"]["assertions"][0]["passed"] is True
+    wrong = records["simple_1"]["assertions"][0]
+    assert wrong["passed"] is False and wrong["score"] == 0.5  # one of two calls expected
+    assert "extra calls calculate_triangle_area(base=3, height=5)" in wrong["reason"]
+    sent = {
+        request.body["messages"][-1]["content"]: request.body["tools"]
+        for request in bench.server.chat_requests()
+    }
+    assert [tool["function"]["name"] for tool in sent[SIMPLE_QUESTION]] == [
+        "calculate_triangle_area"
+    ]
+    assert [tool["function"]["name"] for tool in sent[PARALLEL_QUESTION]] == ["spotify.play"]
+    parameters = sent[SIMPLE_QUESTION][0]["function"]["parameters"]
+    assert parameters["type"] == "object" and parameters["properties"]["height"]["type"] == "number"
+
+
+SIMPLE_QUESTION = "Area of a triangle with base 10 and height 5?"
+PARALLEL_QUESTION = "Play Taylor Swift for 20 minutes and Maroon 5 for 15 minutes."
+
+
+# -- the tool shim: tools in the prompt, calls as protocol JSON -------------------------------
+
+SHIMMED_EVAL = BFCL_EVAL + "tool_shim: always\n"
+
+
+def test_a_shimmed_reply_becomes_the_same_function_calls(bench: Bench) -> None:
+    calls = {
+        "calls": [
+            {"tool": "spotify.play", "arguments": {"artist": "Taylor Swift", "duration": 20}},
+            {"tool": "spotify.play", "arguments": {"artist": "Maroon 5", "duration": 15}},
+        ]
+    }
+    bench.server.add_rule(Rule(match="Taylor Swift", reply=json.dumps(calls)))
+    bench.server.add_rule(Rule(match="base 10", reply='{"answer": "It is 25."}'))
+    bench.pytester.makefile(".jsonl", bfcl="\n".join([SIMPLE, PARALLEL]))
+    bench.eval_file("bfcl", SHIMMED_EVAL)
+    bench.run("--models=fake").assert_outcomes(passed=1, failed=1)
+    requests = {r.body["messages"][-1]["content"]: r.body for r in bench.server.chat_requests()}
+    body = requests[PARALLEL_QUESTION]
+    assert "tools" not in body and "tool_choice" not in body  # offered in the prompt instead
+    system = body["messages"][0]
+    assert system["role"] == "system" and "spotify.play" in system["content"]
+    assert '{"calls": [{"tool": "<tool name>"' in system["content"]
+    schema = body["response_format"]["schema"]
+    call_entry = schema["anyOf"][0]["properties"]["calls"]["items"]["anyOf"][0]
+    assert call_entry["properties"]["tool"]["enum"] == ["spotify.play"]
+    records = {record["case_id"]: record for record in bench.records()}
+    parallel = records["parallel_0"]
+    assert [
+        (c["id"], c["name"], json.loads(c["arguments"])) for c in parallel["function_calls"]
+    ] == [
+        ("shim_0", "spotify.play", {"artist": "Taylor Swift", "duration": 20}),
+        ("shim_1", "spotify.play", {"artist": "Maroon 5", "duration": 15}),
+    ]
+    assert parallel["tool_calls"] == 2 and parallel["tool_counts"] == {"spotify.play": 2}
+    assert parallel["assertions"][0]["passed"] is True
+    answered = records["simple_0"]
+    assert answered["function_calls"] == [] and answered["response"] == "It is 25."
+    assert "missing calculate_triangle_area(" in answered["assertions"][0]["reason"]
+
+
+def test_a_plain_file_is_shimmed_only_when_asked_off_the_embedded_model(bench: Bench) -> None:
+    """``auto`` shims the embedded model alone: the fake model gets native tools."""
+    bench.server.add_rule(Rule(match="base 10", reply="no"))
+    bench.pytester.makefile(".jsonl", bfcl=SIMPLE)
+    bench.eval_file("bfcl", BFCL_EVAL + "tool_shim: auto\n")
+    bench.run("--models=fake")
+    (request,) = bench.server.chat_requests()
+    assert "tools" in request.body and "response_format" not in request.body
+
+
+def test_a_shimmed_file_replays_from_the_cache(bench: Bench) -> None:
+    bench.server.add_rule(
+        Rule(
+            match="base 10",
+            reply='{"tool": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}',
+        )
+    )
+    bench.pytester.makefile(".jsonl", bfcl=SIMPLE)
+    bench.eval_file("bfcl", SHIMMED_EVAL)
+    bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(passed=1)
+    first = bench.records()[0]["function_calls"]
+    bench.run("--models=fake", "--cache=replay", "--cache-dir=c").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["cached"] is True and record["function_calls"] == first
+    assert [call["name"] for call in first] == ["calculate_triangle_area"]
