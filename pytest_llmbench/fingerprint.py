@@ -97,6 +97,9 @@ class CaseHasher:
         user = getattr(case, "simulated_user", None)
         if user is not None:  # as turns: only when given
             payload["simulated_user"] = _plain(user)
+        context = getattr(case, "context", None)
+        if context is not None:  # as turns: only when given (its text may not be in a prompt)
+            payload["context"] = list(context)
         try:
             text = json_text(payload, canonical=True)
         except TypeError:  # keys of mixed types (``{1: a, b: c}`` in vars): their written order

@@ -182,6 +182,7 @@ class EvalItem(pytest.Function):
         result.sent_messages = answer.messages
         result.solver_verdict = answer.solver_verdict
         result.loglikelihood = answer.loglikelihood
+        result.retrieved_context = answer.retrieved_context
         agent = self.plan.agent
         if result.agent_run is not None and agent and agent.post_process:
             self._post_process(agent.post_process)

@@ -86,6 +86,8 @@ def test_the_cases_cover_every_known_type() -> None:
     # limits on what the call measured in test_scoring_performance.py
     graded = {"similarity", "llm-rubric", "jury", "factuality", "closed-qa"}
     performance = {"latency", "cost", "tokens"}
+    # the RAG metrics are judged: test_rag.py
+    graded |= {"faithfulness", "answer-relevance", "context-recall", "context-precision"}
     # the function-calling checks read a reply's tool calls: test_function_calling.py
     tool_calls = {"tool-call", "valid-tool-call", "tool-call-f1", "no-tool-call", "tool-calls"}
     assert covered | {"python", "choice"} | graded | performance | tool_calls == KNOWN_TYPES
@@ -420,7 +422,7 @@ def test_python_missing_module_fails(tmp_path: Path) -> None:
         (
             "containz",
             "type",
-            "unknown assertion type 'containz'; known types: choice, closed-qa, contains,",
+            "unknown assertion type 'containz'; known types: answer-relevance, choice, closed-qa,",
         ),
         ("not-containz", "type", "known types:"),
         ({"value": "x"}, "type", "assertion has no 'type'"),

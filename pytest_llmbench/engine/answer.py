@@ -181,6 +181,7 @@ class Answerer:
         verdict: bool | None = None
         options: OptionScores | None = None
         optimization: dict[str, Any] | None = None
+        retrieved: tuple[str, ...] | None = None  # a solver's context
         if plan.variant.optimized:
             rewrite = await self._rewrite(plan, targets)
             optimization = rewrite.to_record()
@@ -189,7 +190,7 @@ class Answerer:
             run = await self._agent(plan, request, toolbox, targets)
             completion = agent_completion(run, request.target.model_id)
         elif plan.solver is not None:
-            completion, verdict = await self._solve(plan, request)
+            completion, verdict, retrieved = await self._solve(plan, request)
         elif plan.case.loglikelihood is not None:
             completion, options = await self._score_options(plan, request)
         elif plan.case.simulated_user is not None:
@@ -206,12 +207,23 @@ class Answerer:
             )
             request = dataclasses.replace(request, messages=conversation.replies[-1].sent)
         else:
-            graded = await grade(self._helpers, plan, completion, targets, self._judge_metrics)
+            graded = await grade(
+                self._helpers, plan, completion, targets, self._judge_metrics, retrieved
+            )
         sandbox = toolbox.sandbox if toolbox is not None else None
         scores = options.to_record() if options is not None else None
         sent = _sent(plan, request)
         return Answer(
-            completion, graded, run, sandbox, optimization, sent, verdict, scores, conversation
+            completion,
+            graded,
+            run,
+            sandbox,
+            optimization,
+            sent,
+            verdict,
+            scores,
+            conversation,
+            retrieved_context=retrieved,
         )
 
     def _turn_call(self, plan: CallPlan, request: Request) -> CompleteTurn:
@@ -335,9 +347,11 @@ class Answerer:
             )
         return self._optimizer
 
-    async def _solve(self, plan: CallPlan, request: Request) -> tuple[Completion, bool | None]:
+    async def _solve(
+        self, plan: CallPlan, request: Request
+    ) -> tuple[Completion, bool | None, tuple[str, ...] | None]:
         """The file's ``solver`` answers the case, its model calls paced like the item's; its
-        own verdict, when it judged itself."""
+        own verdict, when it judged itself, and the context it retrieved."""
         from ..spec.templating import last_user_text
         from .solver import SolverCase, run_solver, solver_completion
 
@@ -366,9 +380,11 @@ class Answerer:
             expected=plan.case.expected,
             choices=plan.case.choices,
             model=plan.model.name,
+            context=plan.case.context,
         )
         run = await run_solver(plan.solver, plan.base_dir, case, complete)
-        return solver_completion(run, request.target.model_id), run.verdict
+        _check_context(plan, run.context)
+        return solver_completion(run, request.target.model_id), run.verdict, run.context
 
     async def _agent(
         self, plan: CallPlan, request: Request, toolbox: Toolbox, targets: HelperTargets
@@ -481,6 +497,22 @@ def _read_shim(plan: CallPlan, completion: Completion) -> Completion:
 
     calls, answer = parse_calls_reply(completion.text)
     return dataclasses.replace(completion, text=answer, tool_calls=calls)
+
+
+def _check_context(plan: CallPlan, retrieved: tuple[str, ...] | None) -> None:
+    """A solver that returned no ``context`` for a case without one, where a RAG metric reads
+    it: an error of the item naming the field, never a judge's guess."""
+    from ..scoring.judged import CONTEXT_TYPES
+
+    if retrieved is not None or plan.case.context is not None:
+        return
+    needs = sorted({e.assertion.type for e in plan.graded if e.assertion.type in CONTEXT_TYPES})
+    if needs:
+        raise ProviderError(
+            f"solver {plan.solver}: returned no `context` (a dict with 'answer' and 'context') "
+            f"and the case has none; {', '.join(needs)} need one",
+            "solver",
+        )
 
 
 def _sent(plan: CallPlan, request: Request) -> tuple[dict[str, Any], ...] | None:

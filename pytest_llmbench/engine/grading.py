@@ -95,15 +95,19 @@ async def grade(
     completion: Completion,
     targets: HelperTargets,
     judge_metrics: Sequence[str],
+    retrieved: tuple[str, ...] | None = None,
 ) -> tuple[GradedAssertion, ...]:
-    """Run the judges of every model-graded assertion of ``plan`` concurrently."""
+    """Run the judges of every model-graded assertion of ``plan`` concurrently. RAG metrics
+    read ``retrieved`` (a solver's context) in place of the case's ``context``."""
     if not plan.graded:
         return ()
     import asyncio
 
     from ..judging.panel import grade as grade_panel
     from ..judging.panel import grade_embedding, judge_request
-    from ..scoring.judged import EmbeddingSpec
+    from ..scoring.judged import CONTEXT_TYPES, EmbeddingSpec
+
+    context = plan.case.context if retrieved is None else retrieved
 
     async def complete(
         judge: ModelProfile, messages: list[dict[str, str]], params: dict[str, Any]
@@ -120,6 +124,9 @@ async def grade(
             embedding = helpers.call(helpers.request(plan, embedder, targets, pair, {}, embed=True))
             jobs.append(grade_embedding(entry.index, entry.assertion, embedding, embedder))
             continue
+        if entry.spec.kind in CONTEXT_TYPES and not context:
+            jobs.append(_unchecked(entry.index, entry.assertion, "the context is empty"))
+            continue
         try:
             request = judge_request(
                 entry.assertion,
@@ -129,6 +136,7 @@ async def grade(
                 expected=plan.case.expected,
                 task=plan.case.task,
                 extra_dimensions=(*judge_metrics, *plan.case.judge_metrics),
+                context=context or (),
             )
         except ValueError as exc:  # nothing to judge against (factuality, no expected)
             jobs.append(_ungradable(entry.index, entry.assertion, str(exc)))
@@ -144,6 +152,18 @@ def _texts(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
     from ..spec.templating import message_text
 
     return [{"role": str(m["role"]), "content": message_text(m)} for m in messages]
+
+
+async def _unchecked(index: int, assertion: Any, why: str) -> GradedAssertion:
+    """An unchecked verdict for a RAG metric with nothing to judge (an empty context): left
+    out of the score, never a pass, never a silent 0."""
+    from ..judging.panel import GradedAssertion
+    from ..scoring.assertions import Verdict
+
+    reason = f"unchecked: {why}: nothing to judge against"
+    return GradedAssertion(
+        index, Verdict(assertion.type, False, 0.0, assertion.weight, reason, unchecked=True)
+    )
 
 
 async def _ungradable(index: int, assertion: Any, why: str) -> GradedAssertion:

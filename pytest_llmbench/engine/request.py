@@ -90,6 +90,8 @@ class Answer:
     loglikelihood: dict[str, Any] | None = None
     #: a scripted conversation's replies (``completion`` is then the whole conversation's)
     conversation: ConversationRun | None = None
+    #: the context a solver retrieved (its dict's ``"context"``); None: the case's is used
+    retrieved_context: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 An eval file names ``solver: module:function``. For each item the function receives the case
 (:class:`SolverCase`) and a client of the item's model (:class:`SolverClient`), and returns the
 answer: a string, an object with ``.text`` (a :class:`Completion`), or a dict with
-``"answer"``. A solver that judges itself, as NEAR AI's ``SolverStrategy.solve`` does, returns
+``"answer"`` (and, for a RAG app, ``"context"``: the chunks it retrieved, a string or a list of
+strings, which the judges of RAG metrics read instead of the case's ``context``). A solver that judges itself, as NEAR AI's ``SolverStrategy.solve`` does, returns
 a bool (or ``(bool, answer)``, or a dict with ``"passed"`` and an optional ``"answer"``): that
 bool is the item's verdict, and its answer is the one it gave, else its last model call's. It may call the model any number of times (self-consistency votes, chains,
 retrieval then answer); each call goes through the engine, so it is paced, cached and budgeted
@@ -54,6 +55,7 @@ class SolverCase:
     expected: str | None  #: the case's expected answer, if any
     choices: tuple[str, ...] | None  #: a multiple choice case's choices
     model: str  #: the model's name in this run
+    context: tuple[str, ...] | None = None  #: the case's ``context`` chunks, if any
 
 
 class SolverClient:
@@ -133,6 +135,8 @@ class SolverRun:
     latency_s: float  #: the solver's wall time
     #: the solver's own verdict on its answer, when it returned one (NEAR's bool)
     verdict: bool | None = None
+    #: the context the solver retrieved (a dict's ``"context"``); None when it gave none
+    context: tuple[str, ...] | None = None
 
 
 async def run_solver(ref: str, base_dir: Path, case: SolverCase, complete: CompleteFn) -> SolverRun:
@@ -161,7 +165,20 @@ async def run_solver(ref: str, base_dir: Path, case: SolverCase, complete: Compl
     if verdict is not None and result is None:  # a bare bool: the answer it got last
         result = client.calls[-1].text if client.calls else ""
     answer = _answer_of(ref, result)
-    return SolverRun(answer, client.calls, latency, verdict)
+    return SolverRun(answer, client.calls, latency, verdict, _context_of(ref, result))
+
+
+def _context_of(ref: str, result: Any) -> tuple[str, ...] | None:
+    """The ``"context"`` of a solver's dict (its retrieved chunks), or None."""
+    from ..spec.context import ContextError, context_chunks
+
+    if not isinstance(result, Mapping) or "context" not in result:
+        return None
+    try:
+        chunks = context_chunks(result["context"])
+    except ContextError as exc:
+        raise ProviderError(f"solver {ref}: returned {exc}", "solver") from None
+    return () if chunks is None else chunks
 
 
 def _verdict_of(result: Any) -> tuple[bool | None, Any]:

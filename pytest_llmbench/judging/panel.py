@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError, Usage
@@ -52,9 +52,19 @@ class JudgeCall:
     attempts: int = 0
     usage: Usage = field(default_factory=Usage)  #: summed over the attempts
     cached: bool = False
+    #: a RAG metric's per-claim or per-chunk verdicts (the record's ``details``)
+    details: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def determined(self) -> bool:
+        """A valid verdict with a score: a RAG judge that found nothing to count (no claims)
+        gave none."""
+        return self.error is None and bool(self.scores)
 
     def to_dict(self) -> dict[str, Any]:
-        """The record's judge entry (see :mod:`pytest_llmbench.results.record`)."""
+        """The record's judge entry (see :mod:`pytest_llmbench.results.record`); ``details``
+        only for a RAG metric's judge."""
+        extra = {"details": [dict(item) for item in self.details]} if self.details else {}
         return {
             "assertion": self.assertion,
             "type": self.type,
@@ -66,6 +76,7 @@ class JudgeCall:
             "attempts": self.attempts,
             **self.usage.fields(),
             "cached": self.cached,
+            **extra,
         }
 
 
@@ -96,6 +107,7 @@ def judge_request(
     expected: str | None,
     task: dict[str, Any] | None,
     extra_dimensions: Sequence[str] = (),
+    context: Sequence[str] = (),
 ) -> JudgeRequest:
     """What the judges of ``assertion`` are shown: the question and the ``answer``, or with
     ``scope: conversation`` the transcript (``messages`` then the answer) with roles, and a
@@ -108,7 +120,8 @@ def judge_request(
     if spec.kind == "jury":
         standard = (*JURY_DIMENSIONS, *(CONVERSATION_DIMENSIONS if whole else ()))
         dimensions = tuple(dict.fromkeys((*standard, *extra_dimensions, *spec.dimensions)))
-    reference = assertion.value if spec.kind == "factuality" and assertion.value else expected
+    own_reference = spec.kind in ("factuality", "context-recall") and assertion.value
+    reference = assertion.value if own_reference else expected
     return JudgeRequest(
         kind=spec.kind,  # type: ignore[arg-type]  # checked at collection
         question=users[-1] if users else None,
@@ -120,6 +133,7 @@ def judge_request(
         task_criteria=(task or {}).get("task_criteria"),
         system=systems[0] if systems else None,
         conversation=conversation,
+        context=tuple(context),
     )
 
 
@@ -178,7 +192,8 @@ async def _ask(
             problem = f"malformed verdict: {exc}"
             messages = retry_messages(messages, completion.text, str(exc))
             continue
-        return usage.call(index, spec.kind, judge, attempt, parsed.scores, parsed.reasons)
+        call = usage.call(index, spec.kind, judge, attempt, parsed.scores, parsed.reasons)
+        return replace(call, details=parsed.details) if parsed.details else call
     return usage.call(index, spec.kind, judge, VERDICT_ATTEMPTS, error=problem)
 
 
@@ -274,6 +289,9 @@ def aggregate(
     valid = [call for call in calls if call.error is None]
     if not valid:
         return GradedAssertion(index, None, calls)
+    if not any(call.determined for call in valid):
+        return _undetermined(index, assertion, valid, calls)
+    valid = [call for call in valid if call.determined]
     dimensions: dict[str, float] = {}
     passed: dict[str, bool] = {}
     for key in keys:
@@ -288,6 +306,19 @@ def aggregate(
         _reason(spec, dimensions, passed, valid, calls),
     )
     return GradedAssertion(index, verdict, calls, dimensions)
+
+
+def _undetermined(
+    index: int, assertion: Assertion, valid: Sequence[JudgeCall], calls: tuple[JudgeCall, ...]
+) -> GradedAssertion:
+    """No judge found anything to count (a RAG metric on an answer without claims): the
+    verdict is unchecked, with the first judge's reason, never a score."""
+    from ..scoring.assertions import Verdict
+
+    why = next(iter(valid[0].reasons.values()), "nothing to judge")
+    reason = f"unchecked: {why}"
+    verdict = Verdict(assertion.type, False, 0.0, assertion.weight, reason, unchecked=True)
+    return GradedAssertion(index, verdict, calls)
 
 
 def combine(values: Sequence[float], how: str, threshold: float) -> tuple[float, bool]:

@@ -37,6 +37,10 @@ class ParsedVerdict:
     scores: dict[str, float]
     #: key -> the judge's reason; factuality's starts with "choice X: "
     reasons: dict[str, str]
+    #: a RAG metric's per-claim (``{claim, supported, reason}``) or per-chunk
+    #: (``{chunk, relevant, reason}``) verdicts; with no score, the verdict is undetermined
+    #: (nothing to count) and ``reasons`` says why
+    details: tuple[dict[str, Any], ...] = ()
 
 
 class _DuplicateKey(Exception):
@@ -166,11 +170,95 @@ def _parse_closed_qa(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdi
     return ParsedVerdict({"closed_qa": CLOSED_QA_SCORES[verdict]}, {"closed_qa": _reason(data)})
 
 
+def _parse_relevance(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
+    parsed = _parse_rubric(request, data)
+    key = request.score_keys[0]
+    return ParsedVerdict({key: parsed.scores["rubric"]}, {key: parsed.reasons["rubric"]})
+
+
+def _parse_claims(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
+    """Faithfulness (the answer's claims) or context recall (the reference's): each claim
+    supported by the context or not; the score is computed, not asked for."""
+    from ..scoring.rag import ClaimVerdict, claims_score
+
+    entries = _entries(data, "claims")
+    claims = []
+    for index, entry in enumerate(entries):
+        path = f"claims[{index}]"
+        claim = _field(entry, "claim", path)
+        if not isinstance(claim, str) or not claim.strip():
+            raise VerdictError(
+                f"{quoted(path + '.claim', _QUOTE_LIMIT)} must be a non-empty string"
+            )
+        supported = _boolean(entry, "supported", path)
+        claims.append(ClaimVerdict(claim.strip(), supported, _reason(entry, path)))
+    whose = "expected" if request.kind == "context-recall" else "the answer"
+    details = tuple(
+        {"claim": c.claim, "supported": c.supported, "reason": c.reason} for c in claims
+    )
+    return _rag_verdict(request, claims_score(claims, whose), details)
+
+
+def _parse_chunks(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
+    """Context precision: exactly one entry per chunk, numbered 1..n in order."""
+    from ..scoring.rag import ChunkVerdict, chunks_score
+
+    entries = _entries(data, "chunks")
+    if len(entries) != len(request.context):
+        raise VerdictError(
+            f"'chunks' must have one entry per chunk ({len(request.context)}), got {len(entries)}"
+        )
+    chunks = []
+    for rank, entry in enumerate(entries, start=1):
+        path = f"chunks[{rank - 1}]"
+        number = _field(entry, "chunk", path)
+        if not _is_number(number) or number != rank:
+            raise VerdictError(
+                f"{quoted(path + '.chunk', _QUOTE_LIMIT)} must be {rank}, got {_shown(number)}"
+            )
+        chunks.append(ChunkVerdict(rank, _boolean(entry, "relevant", path), _reason(entry, path)))
+    details = tuple({"chunk": c.rank, "relevant": c.relevant, "reason": c.reason} for c in chunks)
+    return _rag_verdict(request, chunks_score(chunks), details)
+
+
+def _rag_verdict(
+    request: JudgeRequest, result: Any, details: tuple[dict[str, Any], ...]
+) -> ParsedVerdict:
+    """A RAG verdict: its computed score, or none (undetermined) with the reason why."""
+    from ..scoring.rag import RagScore
+
+    key = request.score_keys[0]
+    scores = {key: result.score} if isinstance(result, RagScore) else {}
+    return ParsedVerdict(scores, {key: result.reason}, details)
+
+
+def _entries(data: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    value = _field(data, name)
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise VerdictError(
+            f"{quoted(name, _QUOTE_LIMIT)} must be a list of objects, got {_shown(value)}"
+        )
+    return value
+
+
+def _boolean(entry: dict[str, Any], name: str, parent: str) -> bool:
+    value = _field(entry, name, parent)
+    if not isinstance(value, bool):
+        raise VerdictError(
+            f"{quoted(parent + '.' + name, _QUOTE_LIMIT)} must be true or false, got {_shown(value)}"
+        )
+    return value
+
+
 _PARSERS: dict[str, Callable[[JudgeRequest, dict[str, Any]], ParsedVerdict]] = {
     "jury": _parse_jury,
     "llm-rubric": _parse_rubric,
     "factuality": _parse_factuality,
     "closed-qa": _parse_closed_qa,
+    "faithfulness": _parse_claims,
+    "answer-relevance": _parse_relevance,
+    "context-recall": _parse_claims,
+    "context-precision": _parse_chunks,
 }
 
 

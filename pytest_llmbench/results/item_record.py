@@ -56,6 +56,7 @@ def eval_record(
         conversation=conversation_entries(result, result.verdicts) if case.conversational else None,
         **_user_sim_fields(result),
         expected=case.expected,
+        context=_context_field(result),
         assertions=[verdict.to_dict() for verdict in result.verdicts],
         **_judge_fields(result),
         **_agent_fields(result),
@@ -224,6 +225,15 @@ def _function_call_fields(result: EvalResult) -> dict[str, Any]:
     for call in calls:
         counts[str(call.get("name"))] = counts.get(str(call.get("name")), 0) + 1
     return {"function_calls": calls, "tool_calls": len(calls), "tool_counts": counts}
+
+
+def _context_field(result: EvalResult) -> dict[str, Any] | None:
+    """The context the item's judges read: a solver's when it returned one, else the case's."""
+    from ..spec.context import context_record
+
+    if result.retrieved_context is not None:
+        return context_record(result.retrieved_context, "solver")
+    return context_record(result.plan.case.context, "case")
 
 
 def _user_sim_fields(result: EvalResult) -> dict[str, Any]:

@@ -115,6 +115,9 @@ Fields (``None`` where a value does not apply or was not measured):
   opened, each entry also with ``chat`` (1-based), a chat's system prompt its first entry
   (``turn`` 0, ``role`` system), each send a turn; ``None`` when it opened none.
 - ``expected`` (str | None): the expected answer, if any.
+- ``context`` (dict | None): the retrieved context of a RAG case, as its judges read it:
+  ``{"source": "case" | "solver", "chunks": [str, ...]}`` (a solver's returned context
+  replaces the case's); None for a case without one.
 - ``assertions`` (list[dict]): each assertion's verdict: ``type``, ``passed``, ``score``,
   ``weight``, ``reason``, and ``unchecked: true`` for a check with nothing to measure (a
   cached answer's latency, a cost without a price): neither passed nor failed. In a
@@ -205,6 +208,7 @@ FIELDS: tuple[str, ...] = (
     "choice",
     "loglikelihood",
     "expected",
+    "context",
     "assertions",
     "judges",
     "dimensions",

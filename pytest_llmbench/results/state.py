@@ -54,6 +54,8 @@ class EvalResult:
     solver_verdict: bool | None = None
     #: a log-likelihood item's option scores (the record's ``loglikelihood``)
     loglikelihood: dict[str, Any] | None = None
+    #: the context a solver retrieved, read by RAG judges in place of the case's
+    retrieved_context: tuple[str, ...] | None = None
     #: answered, but with nothing to check: skipped, never a pass (``error_kind: unchecked``)
     unchecked: bool = False
     #: an agent item's workdir checks, by assertion index: made at the end of its setup, where

@@ -15,8 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: RAG metrics (:mod:`pytest_llmbench.scoring.rag`): judged, scored 0..1 from per-claim or
+#: per-chunk verdicts.
+RAG_TYPES: frozenset[str] = frozenset(
+    {"faithfulness", "answer-relevance", "context-recall", "context-precision"}
+)
+#: The RAG metrics that read the case's (or the solver's) retrieved context.
+CONTEXT_TYPES: frozenset[str] = RAG_TYPES - {"answer-relevance"}
 #: Assertion types graded by judge models.
-JUDGE_TYPES: frozenset[str] = frozenset({"llm-rubric", "jury", "factuality", "closed-qa"})
+JUDGE_TYPES: frozenset[str] = (
+    frozenset({"llm-rubric", "jury", "factuality", "closed-qa"}) | RAG_TYPES
+)
 #: How a panel's scores of one dimension become the item's: ``majority`` passes a dimension
 #: when more than half of the judges reach the threshold; the others compare the statistic.
 AGGREGATIONS: tuple[str, ...] = ("mean", "median", "majority", "min")
@@ -49,7 +58,7 @@ class GradedSpecError(ValueError):
 class JudgeSpec:
     """How one judged assertion is graded."""
 
-    kind: str  #: ``llm-rubric``, ``jury``, ``factuality`` or ``closed-qa``
+    kind: str  #: ``llm-rubric``, ``jury``, ``factuality``, ``closed-qa`` or a RAG metric
     #: judge names as written (profile names, litellm ids, @sets); empty: the run's panel
     judges: tuple[str, ...] = ()
     #: extra jury dimensions written on the assertion (normalised keys)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..scoring.assertions import Assertion, parse_assertion
+from .context import CONTEXT_VAR, context_chunks, context_text
 from .datasets import DatasetError, DatasetRow, load_dataset
 from .datasets.rows import UNSAFE_ID
 from .paths import PathRefused, check_folder_entries, resolve_eval_path
@@ -206,7 +207,7 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, place: _Place) -> EvalCase:
             messages = scripted.turns.messages
         else:
             template, variables, keys = _template(
-                spec, case.system, case.prompt, case.messages, case.vars
+                spec, case.system, case.prompt, case.messages, _context_vars(case)
             )
             messages = _rendered(template, variables, choices[0], keys)
     except (_FieldError, TurnError) as exc:
@@ -244,7 +245,17 @@ def _case_fields(case: CaseSpec) -> dict[str, Any]:
         "expected_output_tokens": case.expected_output_tokens,
         "judge_metrics": case.judge_metrics,
         "include_dirs": case.include_dirs,
+        "context": context_chunks(case.context),
     }
+
+
+def _context_vars(case: CaseSpec) -> dict[str, Any]:
+    """The case's vars, with ``context`` as ``{{context}}`` renders it when the case gives one
+    (the chunks joined by a blank line)."""
+    chunks = context_chunks(case.context)
+    if chunks is None:
+        return case.vars
+    return {**case.vars, CONTEXT_VAR: context_text(chunks)}
 
 
 def _simulated_case(spec: EvalSpec, case: CaseSpec, place: _Place, case_id: str) -> EvalCase:
@@ -528,6 +539,7 @@ def _row_fields(row: DatasetRow, place: _Place) -> dict[str, Any]:
         "judge_metrics": list(row.judge_metrics),
         "include_dirs": [],
         "images": _images(place, row.images, place.path.parent, row.id),
+        "context": row.context,
     }
 
 
@@ -714,7 +726,21 @@ def _assertions(
             message = f"`{assertion.type}`{origin} needs a value or `expected`"
             at = keys[index] if mine else ()
             raise place.error(f"case {case['case_id']!r}: {message}", *at)
+        if _lacks_context(spec, assertion, case):
+            at = keys[index] if index < len(own) else ()
+            message = (
+                f"`{assertion.type}` judges the answer against its retrieved context: the case "
+                "needs `context` (or the file a `solver` that returns it)"
+            )
+            raise place.error(f"case {case['case_id']!r}: {message}", *at)
     return assertions
+
+
+def _lacks_context(spec: EvalSpec, assertion: Assertion, case: dict[str, Any]) -> bool:
+    """Whether ``assertion`` reads a context the case cannot have: none written, no solver."""
+    from ..scoring.judged import CONTEXT_TYPES
+
+    return assertion.base_type in CONTEXT_TYPES and not case["context"] and spec.solver is None
 
 
 def _is_choice(raw: RawAssertion) -> bool:

@@ -267,6 +267,9 @@ class CaseSpec(_Strict):
     images: list[str] = Field(default_factory=list, description="Images sent with the prompt")
     choices: list[str] | None = Field(None, description="Multiple choice options")
     answer: str | int | None = Field(None, description="The right choice: letter, index or text")
+    context: str | list[str] | None = Field(
+        None, description="Retrieved context: a string or a list of chunks; {{context}} in prompts"
+    )
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
     _validate_files = field_validator("files")(_check_files)
@@ -461,6 +464,9 @@ class EvalCase:
     #: a conversation with a simulated user (``simulated_user:``); ``messages`` is then the
     #: system prompt alone
     simulated_user: SimulatedUser | None = None
+    #: the retrieved context the case answers from (``context:``), its chunks in order; None:
+    #: the case has none
+    context: tuple[str, ...] | None = None
     #: the function definitions offered with this case alone (a dataset's ``tools`` column);
     #: None: the file's, if any
     functions: FunctionTools | None = None

@@ -54,6 +54,7 @@ class DatasetRow:
     assertions: tuple[Any, ...] = ()  # the row's own `assert:` items, as written
     judge_metrics: tuple[str, ...] = ()  # `judge_metrics` (360-eval: `user_defined_metrics`)
     turns: tuple[Any, ...] | None = None  # the row's own `turns:` (a conversation), as written
+    context: tuple[str, ...] | None = None  # the `context` column (or `columns: {context: ..}`)
     tools: FunctionTools | None = None  # the row's function definitions (`dataset.tools`)
     #: the calls the row expects (`dataset.tool_calls`), as ``args_match: allowed`` steps
     tool_calls: tuple[Any, ...] | None = None
@@ -95,7 +96,7 @@ CASE_KEYS = frozenset(
     {
         "id", "prompt", "expected", "tags", "task", "threshold", "expected_output_tokens",
         "vars", "assert", "judge_metrics", "user_defined_metrics", "images", "image",
-        "choices", "answer", "turns", *_PROMPT_KEYS, *_EXPECTED_KEYS, *_ANSWER_KEYS,
+        "choices", "answer", "turns", "context", *_PROMPT_KEYS, *_EXPECTED_KEYS, *_ANSWER_KEYS,
     }
 )  # fmt: skip
 
@@ -134,11 +135,13 @@ def build_row(
         if origin.strict:
             _check_keys(record.fields, source, origin.used)
         tools, tool_calls = _tool_cells(record.fields, source)
+        variables = {**record.fields, **shown, **renamed, **_vars(record.extra_vars)}
+        context, variables = _context(variables)
         return DatasetRow(
             id=_case_id(get(cols.id) if cols.id else None, record.number),
             prompt=_row_prompt(get(cols.prompt or ""), cols.prompt, needs_prompt, turns),
             expected=_text(get(cols.expected) if cols.expected else None),
-            vars={**record.fields, **shown, **renamed, **_vars(record.extra_vars)},
+            vars=variables,
             tags=_tags(get(cols.tags) if cols.tags else None),
             task=_task(record.task),
             expected_output_tokens=_positive_int(get("expected_output_tokens")),
@@ -154,6 +157,7 @@ def build_row(
             turns=turns,
             tools=tools,
             tool_calls=tool_calls,
+            context=context,
         )
     except RowError as exc:
         if record.line is not None:
@@ -310,6 +314,20 @@ def _names(value: Any) -> tuple[str, ...]:
     if not (isinstance(items, list) and all(map(is_str, items))):
         raise RowError("judge_metrics must be a list of names or a comma-separated string")
     return tuple(item.strip() for item in items if item.strip())
+
+
+def _context(variables: dict[str, Any]) -> tuple[tuple[str, ...] | None, dict[str, Any]]:
+    """The row's context chunks, and its vars with ``context`` as ``{{context}}`` renders it
+    (a list-valued cell or a JSON-list string becomes the chunks joined by a blank line)."""
+    from ..context import CONTEXT_VAR, ContextError, context_chunks, context_text
+
+    try:
+        chunks = context_chunks(variables.get(CONTEXT_VAR))
+    except ContextError as exc:
+        raise RowError(str(exc)) from None
+    if chunks is None:
+        return None, variables
+    return chunks, {**variables, CONTEXT_VAR: context_text(chunks)}
 
 
 def _turns(value: Any) -> tuple[Any, ...] | None:
