@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..models.providers.completion import Completion, ProviderError, Usage
 from .shim import (
@@ -30,6 +30,7 @@ from .shim import (
 __all__ = [
     "MAX_RESULT_CHARS",
     "AgentRun",
+    "AsyncToolboxLike",
     "CompleteFn",
     "ToolCall",
     "ToolboxLike",
@@ -55,6 +56,25 @@ class ToolboxLike(Protocol):
 
     def call(self, name: str, arguments: Mapping[str, Any] | str) -> str:
         """Run one tool; failures come back as ``"error: ..."`` text."""
+        ...
+
+
+@runtime_checkable
+class AsyncToolboxLike(Protocol):
+    """A toolbox with tools of its own event loop (``agent.mcp.McpToolbox``): the loop awaits
+    its calls, and records each under the name it gives."""
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tools in OpenAI's function-tool format."""
+        ...
+
+    async def acall(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run one tool; a tool's failure is ``"error: ..."`` text, a source's failure (a
+        server gone) a :class:`ProviderError`."""
+        ...
+
+    def recorded_name(self, name: str) -> str:
+        """The name records give the tool the model calls ``name``."""
         ...
 
 
@@ -154,7 +174,7 @@ class _Totals:
 
 async def run_agent(
     complete: CompleteFn,
-    toolbox: ToolboxLike,
+    toolbox: ToolboxLike | AsyncToolboxLike,
     messages: Sequence[dict[str, Any]],
     *,
     max_turns: int,
@@ -221,7 +241,7 @@ def _run(
 
 async def _loop(
     complete: CompleteFn,
-    toolbox: ToolboxLike,
+    toolbox: ToolboxLike | AsyncToolboxLike,
     transcript: list[dict[str, Any]],
     params: dict[str, Any],
     calls: list[ToolCall],
@@ -362,10 +382,17 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     return {}, f"the arguments are not a JSON object: {str(raw)[:200]}"
 
 
-async def _run_tool(toolbox: ToolboxLike, request: _Request, turn: int) -> ToolCall:
+async def _run_tool(
+    toolbox: ToolboxLike | AsyncToolboxLike, request: _Request, turn: int
+) -> ToolCall:
     started = time.perf_counter()
+    name = request.name
+    if isinstance(toolbox, AsyncToolboxLike):
+        name = toolbox.recorded_name(request.name)
     if request.problem is not None:
         result = f"error: {request.problem}"
+    elif isinstance(toolbox, AsyncToolboxLike):
+        result = await toolbox.acall(request.name, request.arguments)
     else:
         try:
             # Tools block (files, subprocesses); a thread keeps other items' calls moving.
@@ -375,7 +402,7 @@ async def _run_tool(toolbox: ToolboxLike, request: _Request, turn: int) -> ToolC
     shown = _truncate(result)
     seconds = time.perf_counter() - started
     failed = result.startswith("error: ")
-    return ToolCall(turn, request.name, request.arguments, shown, failed, seconds)
+    return ToolCall(turn, name, request.arguments, shown, failed, seconds)
 
 
 def _truncate(result: str) -> str:

@@ -33,6 +33,7 @@ import glob
 import itertools
 import os
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
@@ -40,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -245,7 +246,12 @@ def system_view() -> list[str]:
 
 
 def _bwrap_argv(
-    bwrap: str, view: View, limits: SandboxLimits, command: str, sized_tmp: bool
+    bwrap: str,
+    view: View,
+    limits: SandboxLimits,
+    command: str,
+    sized_tmp: bool,
+    share_net: bool = False,
 ) -> list[str]:
     # --size (bubblewrap >= 0.8) keeps a command from filling memory through the private /tmp
     size = ["--size", str(limits.memory_mb * _MB)] if sized_tmp else []
@@ -268,10 +274,27 @@ def _bwrap_argv(
         # keep their own modes
         *("--remount-ro", "/"),
         *("--unshare-all", "--die-with-parent", "--new-session"),
+        *(("--share-net",) if share_net else ()),
         # run as root, bwrap keeps every capability in the sandbox, and CAP_SYS_ADMIN could
         # remount the read-only root writable
         *("--cap-drop", "ALL"),
         *("/bin/sh", "-c", command),
+    ]
+
+
+#: Variables a launcher may add to a server's environment (the MCP SDK's defaults on POSIX).
+_LAUNCHER_VARS = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+
+def _prlimit_argv(limits: SandboxLimits) -> list[str]:
+    """``prlimit`` setting a long-lived process's rlimits (it cannot take a ``preexec_fn``)."""
+    return [
+        "prlimit",
+        f"--cpu={limits.cpu_s}",
+        f"--as={limits.memory_mb * _MB}",
+        f"--fsize={limits.max_file_mb * _MB}",
+        "--core=0",
+        "--",
     ]
 
 
@@ -676,6 +699,31 @@ class Sandbox:
             return ["/bin/sh", "-c", command]
         sized = _bwrap_works(self._bwrap, sized_tmp=True)
         return _bwrap_argv(self._bwrap, self.view, self.limits, command, sized)
+
+    def server_process(
+        self, argv: Sequence[str], env: Mapping[str, str], *, network: bool = False
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment that start a long-lived process (an MCP server) confined
+        as commands are: under bwrap (with the host's network only when ``network``), the CPU,
+        memory, file-size and core rlimits, an environment of the clean variables and ``env``.
+
+        The caller starts and stops it (a process group of its own). Variables a launcher adds
+        to the environment it is given (the MCP SDK adds ``LOGNAME``, ``SHELL``, ``TERM`` and
+        ``USER``) are unset before ``argv`` runs, unless ``env`` names them. Raises
+        :class:`SandboxUnavailable` where bwrap does not work and the mode is not ``"off"``.
+        """
+        if self.refusal is not None:
+            raise SandboxUnavailable(self.refusal)
+        clean = {**self._env(), **env}
+        stray = sorted(set(_LAUNCHER_VARS) - set(clean))
+        command = f"unset {' '.join(stray)}; " if stray else ""
+        command += "exec " + shlex.join([*_prlimit_argv(self.limits), *argv])
+        if self._bwrap is None:
+            protect_this_process()  # the server must not read our environ through /proc
+            return ["/bin/sh", "-c", command], clean
+        sized = _bwrap_works(self._bwrap, sized_tmp=True)
+        confined = _bwrap_argv(self._bwrap, self.view, self.limits, command, sized, network)
+        return confined, clean
 
     def _env(self) -> dict[str, str]:
         home = self.workdir if self.writable else Path("/tmp")

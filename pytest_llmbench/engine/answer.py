@@ -152,7 +152,7 @@ class Answerer:
         assert agent is not None and workdir is not None
         try:
             sandbox = Sandbox(workdir, SandboxLimits(), mode=agent.sandbox, path_prefix=_PYTHON_BIN)
-            toolbox = Toolbox(workdir, agent.tools, sandbox, base_dir=plan.base_dir)
+            toolbox = Toolbox(workdir, agent.local_tools, sandbox, base_dir=plan.base_dir)
         except SandboxUnavailable as exc:  # sandbox: required
             raise ProviderError(str(exc), "sandbox") from None
         except ValueError as exc:  # a bad custom tool
@@ -416,6 +416,22 @@ class Answerer:
                 return await self._helpers.call(asked)
 
         shim = agent.tool_shim == "always" or (agent.tool_shim == "auto" and plan.model.embedded)
+        if agent.mcp_selections:
+            from ..agent.mcp import open_mcp_tools
+
+            # One session per server for this item, closed when the loop ends (or fails).
+            async with open_mcp_tools(agent.mcp_servers, agent.mcp_selections, toolbox) as tools:
+                return await run_agent(
+                    complete,
+                    tools,
+                    request.messages,
+                    max_turns=agent.max_turns,
+                    limit_seconds=agent.limit_seconds,
+                    limit_tokens=agent.limit_tokens,
+                    shim=shim,
+                    tool_names=tools.names,
+                    interpret=interpret,
+                )
         return await run_agent(
             complete,
             toolbox,
@@ -521,10 +537,12 @@ def _sent(plan: CallPlan, request: Request) -> tuple[dict[str, Any], ...] | None
 
 
 def _runs_commands(plan: CallPlan) -> bool:
-    """Whether the item runs shell commands: the ``run_command`` tool, a ``command`` check, or
-    the file's ``post_process``."""
+    """Whether the item runs shell commands: the ``run_command`` tool, a ``command`` check,
+    the file's ``post_process``, or a stdio MCP server its tools come from."""
     agent = plan.agent
     assert agent is not None
     checks = (assertion.agent_check for assertion in plan.case.assertions)
     commands = any(check is not None and check.base_type == "command" for check in checks)
-    return "run_command" in agent.tools or commands or agent.post_process is not None
+    used = {server for server, _ in agent.mcp_selections}
+    stdio = any(s.command is not None and s.name in used for s in agent.mcp_servers)
+    return "run_command" in agent.tools or commands or agent.post_process is not None or stdio

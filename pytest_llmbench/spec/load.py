@@ -12,12 +12,15 @@ from pydantic import ValidationError
 
 from .functions import FunctionSpecError, FunctionTools, read_function_tools
 from .schema import (
+    MCP_TOOL,
     AgentSpec,
     AssertionItemError,
     EvalCase,
     EvalFileError,
     EvalSpec,
     LoadedEval,
+    McpServer,
+    McpServerSpec,
     suite_name,
 )
 from .yamlsource import LocatedDocument, SourceError, load_located_file
@@ -68,10 +71,20 @@ def _settings(
     spec: EvalSpec, agent: AgentSpec | None, functions: FunctionTools | None
 ) -> dict[str, Any]:
     """The file's settings that decide its cases' outcomes (hashed into each case_hash)."""
-    settings: dict[str, Any] = {"solver": spec.solver, "agent": agent}
+    settings: dict[str, Any] = {"solver": spec.solver, "agent": _agent_settings(agent)}
     if functions is not None:  # only when given: other files' hashes stay what they were
         settings["functions"] = functions.request_params()
     return settings
+
+
+def _agent_settings(agent: AgentSpec | None) -> Any:
+    """The agent's settings to hash: its MCP servers only when given, so that other agent
+    files' hashes stay what they were."""
+    if agent is None or agent.mcp_servers:
+        return agent
+    from dataclasses import asdict
+
+    return {key: value for key, value in asdict(agent).items() if key != "mcp_servers"}
 
 
 def _hashed(
@@ -87,7 +100,8 @@ def _hashed(
 
 
 def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentSpec | None:
-    agent_keys = ("post_process", "limits", "tool_shim_model")  # plain tools: .functions
+    # plain tools: .functions
+    agent_keys = ("post_process", "limits", "tool_shim_model", "mcp_servers")
     if spec.kind != "agent":
         written = [key for key in agent_keys if getattr(spec, key)]
         if written:
@@ -106,7 +120,21 @@ def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentS
         tool_shim=spec.tool_shim,
         post_process=spec.post_process,
         shim_model=spec.tool_shim_model,
+        mcp_servers=_mcp_servers(spec, names, path, document),
     )
+
+
+def _mcp_servers(
+    spec: EvalSpec, names: list[str], path: Path, document: LocatedDocument
+) -> tuple[McpServer, ...]:
+    """The declared MCP servers; an ``mcp:SERVER/GLOB`` entry naming no server is an error."""
+    for index, name in enumerate(names):
+        match = MCP_TOOL.fullmatch(name)
+        if match and match[1] not in spec.mcp_servers:
+            declared = ", ".join(spec.mcp_servers) or "none are declared in `mcp_servers:`"
+            raise EvalFileError(path, document.line_of(("tools", index)), f"tools: {name!r} "
+                                f"names the unknown MCP server {match[1]!r} ({declared})")  # fmt: skip
+    return tuple(McpServer.of(name, server) for name, server in spec.mcp_servers.items())
 
 
 def function_tools(
@@ -222,7 +250,7 @@ def _schema_error(path: Path, document: LocatedDocument, error: Any) -> EvalFile
     if isinstance(cause, AssertionItemError):
         loc = (*loc, *cause.loc)
     if error["type"] == "extra_forbidden":
-        message = f"unknown key {loc[-1]!r}{_turn_hint(loc)}"
+        message = f"unknown key {loc[-1]!r}{_turn_hint(loc)}{_mcp_hint(loc)}"
         where = ".".join(str(part) for part in loc[:-1]) or "top level"
     else:
         where = _where(loc, document, error["type"]) or "file"
@@ -239,6 +267,15 @@ def _turn_hint(loc: tuple[Any, ...]) -> str:
     if len(loc) < 3 or loc[-3] != "turns":
         return ""
     return turn_key_hint(str(loc[-1]))
+
+
+def _mcp_hint(loc: tuple[Any, ...]) -> str:
+    """The ``mcp_servers:`` entry key that an unknown key there is a typo of, as a hint."""
+    from .turns import turn_key_hint
+
+    if len(loc) < 3 or loc[-3] != "mcp_servers":
+        return ""
+    return turn_key_hint(str(loc[-1]), tuple(McpServerSpec.model_fields))
 
 
 def _where(loc: tuple[Any, ...], document: LocatedDocument, error_type: str) -> str:

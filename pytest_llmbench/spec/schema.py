@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..scoring.assertions import Assertion, AssertionSpecError, parse_assertion
 from .datasets import DatasetSource
@@ -66,6 +66,55 @@ RawAssertion = str | dict[str, Any]
 #: The agent tools every ``kind: agent`` file may name; others are ``module:function`` refs.
 BUILTIN_TOOL_NAMES = ("read_file", "write_file", "list_dir", "run_command")
 _TOOL_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+
+
+#: An agent's tools from an MCP server: ``mcp:SERVER/GLOB``, a glob over the server's tool names.
+MCP_TOOL = re.compile(r"mcp:([A-Za-z0-9_-]+)/(.+)")
+#: An MCP server's name: it starts the tool names the model sees (``time__get_current_time``).
+_MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_STDIO_ONLY = ("args", "env", "cwd", "network")
+
+
+class McpServerSpec(_Strict):
+    """One ``mcp_servers:`` entry: a stdio server the item starts, or a running HTTP one."""
+
+    command: str | None = Field(
+        None, description="Executable of a stdio server, run in the sandbox (python3: this Python)"
+    )
+    args: list[str] = Field(default_factory=list, description="Arguments of the stdio server")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="The only variables the stdio server gets besides the sandbox's; ${VAR} "
+        "is read from the environment at run time",
+    )
+    cwd: str | None = Field(None, description="Where the stdio server starts, in the workdir")
+    url: str | None = Field(None, description="Streamable HTTP endpoint of a running server")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="HTTP headers; ${VAR} is read from the environment"
+    )
+    shared: bool = Field(False, description="One session per process (not supported yet)")
+    network: bool = Field(False, description="The stdio server may use the network")
+    tool_timeout_s: float = Field(30.0, gt=0, description="Bound on one tool call")
+    startup_timeout_s: float = Field(30.0, gt=0, description="Bound on start and tools/list")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSpec:
+        if (self.command is None) == (self.url is None):
+            which = "both" if self.command is not None else "neither"
+            raise ValueError(f"give either `command` (stdio) or `url` (HTTP), not {which}")
+        if self.url is not None:
+            written = [key for key in _STDIO_ONLY if key in self.model_fields_set]
+            if written:
+                raise ValueError(f"`{written[0]}` is for a stdio server (`command`), not `url`")
+            if not self.url.startswith(("http://", "https://")):
+                raise ValueError(f"url {self.url!r} must start with http:// or https://")
+        if self.command is not None and self.headers:
+            raise ValueError("`headers` are for an HTTP server (`url`), not `command`")
+        if self.shared:
+            raise ValueError("`shared: true` is not supported yet: each item has its own session")
+        if self.cwd is not None:
+            workdir_path(self.cwd)
+        return self
 
 
 class AgentLimits(_Strict):
@@ -307,6 +356,9 @@ class EvalSpec(_Strict):
     tool_choice: str | dict[str, Any] | None = Field(
         None, description="With function definitions: auto, none, required or one function"
     )
+    mcp_servers: dict[str, McpServerSpec] = Field(
+        default_factory=dict, description="kind: agent: MCP servers, named; tools: mcp:NAME/GLOB"
+    )
     max_turns: int = Field(10, ge=1, le=200, description="Model calls of an agent loop")
     limits: AgentLimits | None = Field(None, description="Agent loop budgets")
     sandbox: Literal["auto", "required", "off"] = Field(
@@ -371,9 +423,22 @@ class EvalSpec(_Strict):
         for name in value:
             if isinstance(name, dict):
                 continue
-            if name not in BUILTIN_TOOL_NAMES and not _TOOL_REF.fullmatch(name):
-                known = ", ".join(BUILTIN_TOOL_NAMES)
-                raise ValueError(f"unknown tool {name!r}: use one of {known} or 'module:function'")
+            if name.startswith("mcp:") and not MCP_TOOL.fullmatch(name):
+                raise ValueError(f"tool {name!r}: an MCP server's tools are 'mcp:SERVER/GLOB'")
+            if name in BUILTIN_TOOL_NAMES or _TOOL_REF.fullmatch(name) or MCP_TOOL.fullmatch(name):
+                continue
+            known = ", ".join(BUILTIN_TOOL_NAMES)
+            raise ValueError(
+                f"unknown tool {name!r}: use one of {known}, 'module:function' or 'mcp:SERVER/GLOB'"
+            )
+        return value
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _server_names(cls, value: dict[str, McpServerSpec]) -> dict[str, McpServerSpec]:
+        for name in value:
+            if not _MCP_SERVER_NAME.fullmatch(name):
+                raise ValueError(f"MCP server name {name!r}: use letters, digits, _ and - (<= 40)")
         return value
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
@@ -513,6 +578,51 @@ class AgentSpec:
     post_process: str | None
     #: a second model (profile name or litellm id) reading free-text replies in shim mode
     shim_model: str | None = None
+    #: the MCP servers the ``mcp:SERVER/GLOB`` entries of :attr:`tools` name
+    mcp_servers: tuple[McpServer, ...] = ()
+
+    @property
+    def local_tools(self) -> tuple[str, ...]:
+        """The built-in and ``module:function`` tools (those not from an MCP server)."""
+        return tuple(name for name in self.tools if not MCP_TOOL.fullmatch(name))
+
+    @property
+    def mcp_selections(self) -> tuple[tuple[str, str], ...]:
+        """The ``(server, glob)`` of each ``mcp:SERVER/GLOB`` entry of :attr:`tools`."""
+        found = (MCP_TOOL.fullmatch(name) for name in self.tools)
+        return tuple((match[1], match[2]) for match in found if match)
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP server of an agent file, as written (``${VAR}`` resolved only when it starts)."""
+
+    name: str
+    command: str | None
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    cwd: str | None
+    url: str | None
+    headers: tuple[tuple[str, str], ...]
+    network: bool
+    tool_timeout_s: float
+    startup_timeout_s: float
+
+    @classmethod
+    def of(cls, name: str, spec: McpServerSpec) -> McpServer:
+        """The server ``name`` as its spec gives it."""
+        return cls(
+            name=name,
+            command=spec.command,
+            args=tuple(spec.args),
+            env=tuple(spec.env.items()),
+            cwd=spec.cwd,
+            url=spec.url,
+            headers=tuple(spec.headers.items()),
+            network=spec.network,
+            tool_timeout_s=spec.tool_timeout_s,
+            startup_timeout_s=spec.startup_timeout_s,
+        )
 
 
 @dataclass(frozen=True)

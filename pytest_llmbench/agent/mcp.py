@@ -1,0 +1,373 @@
+"""MCP servers as an agent's tool source: one session per server, for one item.
+
+:func:`open_mcp_tools` starts each server an agent file names (``command``: a stdio server in
+the item's sandbox) or connects to it (``url``: streamable HTTP), initializes it, lists its
+tools once, selects them by the file's ``mcp:SERVER/GLOB`` entries, and yields an
+:class:`McpToolbox`: the item's built-in tools and the selected MCP tools behind one async
+:meth:`McpToolbox.acall`. The model sees an MCP tool as ``SERVER__TOOL`` (OpenAI tool names
+allow ``[A-Za-z0-9_-]``); records name it ``mcp:SERVER/TOOL``. Every session is closed when the
+item ends, also when it errors or is cancelled.
+
+A server that does not start, dies, fails ``initialize`` or outlasts ``startup_timeout_s`` or
+``tool_timeout_s``, or a glob that matches none of its tools, raises :class:`McpServerError`:
+the item's error (kind ``tool``), never a failed score. A tool's own error result
+(``isError``) is a result the model reads. ``${VAR}`` in ``env:`` and ``headers:`` is read
+from the environment when the server starts; the values never reach a result or message.
+The SDK (``mcp``) is imported here only, when an item has MCP servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, Protocol, TextIO, cast
+
+from ..models.providers.completion import ProviderError
+from ..redact import Redactor
+from .sandbox import Sandbox, SandboxUnavailable
+from .tools import ERROR_PREFIX, Toolbox, ToolSpec
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
+
+#: ``SERVER__TOOL``: how the model sees an MCP tool.
+NAME_SEPARATOR = "__"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_MODEL_NAME_MAX = 64  # OpenAI's limit on a function name
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_STDERR_TAIL = 400  # characters of a failed server's stderr kept in the error
+_INTERPRETERS = ("python", "python3")
+
+
+class McpServer(Protocol):
+    """What a session needs of a server's settings (``spec.schema.McpServer``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def command(self) -> str | None: ...  # a stdio server's executable, or None
+    @property
+    def args(self) -> Sequence[str]: ...
+    @property
+    def env(self) -> Sequence[tuple[str, str]]: ...  # values may hold ${VAR}
+    @property
+    def cwd(self) -> str | None: ...  # relative to the workdir
+    @property
+    def url(self) -> str | None: ...  # a streamable HTTP server's endpoint, or None
+    @property
+    def headers(self) -> Sequence[tuple[str, str]]: ...  # values may hold ${VAR}
+    @property
+    def network(self) -> bool: ...
+    @property
+    def tool_timeout_s(self) -> float: ...
+    @property
+    def startup_timeout_s(self) -> float: ...
+
+
+class McpServerError(ProviderError):
+    """A server that could not serve the item: the item's error, of kind ``tool``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "tool")
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """One selected tool of a server: what the model is told, and where calls go."""
+
+    server: str
+    name: str  #: the server's own name of the tool
+    spec: ToolSpec  #: under the name the model sees (:func:`model_name`)
+    timeout_s: float  #: the server's ``tool_timeout_s``
+
+    @property
+    def canonical(self) -> str:
+        """``mcp:SERVER/TOOL``, the name records and assertions use."""
+        return f"mcp:{self.server}/{self.name}"
+
+
+def model_name(server: str, tool: str) -> str:
+    """The name the model sees for ``tool`` of ``server``: ``SERVER__TOOL``, made safe."""
+    return _UNSAFE.sub("_", f"{server}{NAME_SEPARATOR}{tool}")[:_MODEL_NAME_MAX]
+
+
+def resolve(template: str, server: str, where: str, secrets: list[tuple[str, str]]) -> str:
+    """``template`` with each ``${VAR}`` read from the environment (each value added to
+    ``secrets`` with its name); McpServerError naming the variable, never a value, when it is
+    not set."""
+
+    def value(match: re.Match[str]) -> str:
+        if match[1] not in os.environ:
+            raise McpServerError(
+                f"MCP server {server!r}: {where} uses ${{{match[1]}}}, which is not set"
+            )
+        secrets.append((os.environ[match[1]], match[1]))
+        return os.environ[match[1]]
+
+    return _VARIABLE.sub(value, template)
+
+
+# --- one server ---------------------------------------------------------------------------------
+
+
+class _Session:
+    """A started server: its session, where it writes its stderr, and what is secret in it."""
+
+    def __init__(self, server: McpServer, session: ClientSession, errlog: IO[str] | None) -> None:
+        self.server = server
+        self.session = session
+        self.errlog = errlog
+
+    def stderr_tail(self) -> str:
+        """The end of what a stdio server wrote to stderr (for an error's cause), else ''."""
+        if self.errlog is None:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            self.errlog.flush()
+            self.errlog.seek(0)
+            said = self.errlog.read().strip()
+            return f"; it said: {said[-_STDERR_TAIL:]}" if said else ""
+        return ""
+
+
+async def _open(
+    stack: contextlib.AsyncExitStack,
+    server: McpServer,
+    sandbox: Sandbox,
+    secrets: list[tuple[str, str]],
+) -> _Session:
+    """Start or connect to ``server`` and initialize it, within its startup timeout."""
+    from mcp.client.session import ClientSession
+
+    errlog: IO[str] | None = None
+    try:
+        if server.command is not None:
+            errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
+            streams = await stack.enter_async_context(_stdio(server, sandbox, errlog, secrets))
+        else:
+            streams = await stack.enter_async_context(_http(server, secrets))
+        session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+    except (OSError, ValueError) as exc:
+        raise McpServerError(f"MCP server {server.name!r} did not start: {exc}") from None
+    opened = _Session(server, session, errlog)
+    await _bounded(opened, session.initialize(), "initialize", server.startup_timeout_s)
+    return opened
+
+
+def _stdio(
+    server: McpServer, sandbox: Sandbox, errlog: IO[str], secrets: list[tuple[str, str]]
+) -> contextlib.AbstractAsyncContextManager[Any]:
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    assert server.command is not None
+    env = {key: resolve(value, server.name, f"env {key}", secrets) for key, value in server.env}
+    command = sys.executable if server.command in _INTERPRETERS else server.command
+    try:
+        argv, clean = sandbox.server_process([command, *server.args], env, network=server.network)
+    except SandboxUnavailable as exc:
+        raise McpServerError(f"MCP server {server.name!r} cannot start: {exc}") from None
+    cwd = sandbox.workdir / server.cwd if server.cwd else sandbox.workdir
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=clean, cwd=cwd)
+    return stdio_client(params, errlog=cast(TextIO, errlog))
+
+
+@contextlib.asynccontextmanager
+async def _http(server: McpServer, secrets: list[tuple[str, str]]) -> AsyncIterator[Any]:
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    assert server.url is not None
+    headers = {
+        key: resolve(value, server.name, f"header {key}", secrets) for key, value in server.headers
+    }
+    async with create_mcp_http_client(headers=headers) as client:
+        async with streamable_http_client(server.url, http_client=client) as streams:
+            yield streams
+
+
+async def _bounded(opened: _Session, call: Any, what: str, timeout_s: float) -> Any:
+    """``call`` awaited within ``timeout_s``; McpServerError naming the server and the cause
+    when it times out or the connection fails."""
+    from mcp.shared.exceptions import MCPError
+
+    name = opened.server.name
+    try:
+        return await asyncio.wait_for(call, timeout_s)
+    except asyncio.TimeoutError:
+        raise McpServerError(
+            f"MCP server {name!r}: {what} did not finish within {timeout_s:g} s"
+            f"{opened.stderr_tail()}"
+        ) from None
+    except MCPError as exc:
+        raise McpServerError(
+            f"MCP server {name!r}: {what} failed: {exc} (the server may have exited)"
+            f"{opened.stderr_tail()}"
+        ) from None
+
+
+async def _select(opened: _Session, globs: Sequence[str]) -> list[McpTool]:
+    """The server's tools (listed once) that ``globs`` select, in listing order; a glob that
+    selects none is an error naming the tools there are."""
+    server = opened.server
+    listing = await _bounded(
+        opened, opened.session.list_tools(), "tools/list", server.startup_timeout_s
+    )
+    tools = list(listing.tools)
+    names = [tool.name for tool in tools]
+    for glob in globs:
+        if not fnmatch.filter(names, glob):
+            there = ", ".join(names) or "none"
+            raise McpServerError(
+                f"MCP server {server.name!r}: mcp:{server.name}/{glob} matches none of its "
+                f"tools ({there})"
+            )
+    chosen = [tool for tool in tools if any(fnmatch.fnmatchcase(tool.name, g) for g in globs)]
+    return [
+        McpTool(
+            server.name,
+            tool.name,
+            ToolSpec(
+                model_name(server.name, tool.name),
+                tool.description or tool.title or tool.name,
+                dict(tool.input_schema),
+            ),
+            server.tool_timeout_s,
+        )
+        for tool in chosen
+    ]
+
+
+def result_text(result: Any) -> str:
+    """What the model reads of a ``tools/call`` result: its text parts (others summarised),
+    ``"error: "`` first when the tool reported an error."""
+    parts = []
+    for block in result.content:
+        if block.type == "text":
+            parts.append(block.text)
+        else:
+            kind = getattr(block, "mime_type", None) or block.type
+            parts.append(f"[{block.type} content: {kind}]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n".join(parts) or "(no content)"
+    return f"{ERROR_PREFIX}{text}" if result.is_error else text
+
+
+# --- the item's toolbox --------------------------------------------------------------------------
+
+
+class McpToolbox:
+    """An item's built-in tools and its MCP tools, called through one :meth:`acall`."""
+
+    def __init__(
+        self, local: Toolbox, tools: Sequence[McpTool], sessions: Mapping[str, _Session]
+    ) -> None:
+        self._local = local
+        self._tools = {tool.spec.name: tool for tool in tools}
+        self._sessions = dict(sessions)
+        self._redactor = Redactor(())
+
+    def hide(self, secrets: Sequence[tuple[str, str]]) -> None:
+        """Keep the resolved ``${VAR}`` values out of every result and error."""
+        self._redactor = _redactor(secrets)
+
+    @property
+    def names(self) -> list[str]:
+        """The names the model sees: the built-ins' then the MCP tools'."""
+        return [*self._local.names, *self._tools]
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """Every tool in the OpenAI function-tool format."""
+        return [*self._local.schemas(), *(tool.spec.schema() for tool in self._tools.values())]
+
+    def recorded_name(self, name: str) -> str:
+        """How records name the tool the model called ``name`` (``mcp:SERVER/TOOL``)."""
+        tool = self._tools.get(name)
+        return tool.canonical if tool is not None else name
+
+    async def acall(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run a call: an MCP tool on its server, a built-in in a thread (it blocks). A
+        server that fails raises :class:`McpServerError`; a tool's refusal is its result."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return await asyncio.to_thread(self._local.call, name, arguments)
+        opened = self._sessions[tool.server]
+        call = opened.session.call_tool(tool.name, dict(arguments))
+        what = f"the call of {tool.name}"
+        try:
+            result = await _bounded(opened, call, what, tool.timeout_s)
+        except McpServerError as exc:
+            raise McpServerError(self._redactor.text(exc.message)) from None
+        return self._redactor.text(result_text(result))
+
+
+@contextlib.asynccontextmanager
+async def open_mcp_tools(
+    servers: Sequence[McpServer],
+    selections: Sequence[tuple[str, str]],
+    local: Toolbox,
+) -> AsyncIterator[McpToolbox]:
+    """The item's toolbox with the tools ``selections`` pick from ``servers`` (those no
+    selection names are not started); every session is closed on the way out.
+
+    The SDK's task groups wrap what fails inside them in exception groups: a
+    :class:`ProviderError` among them (a server's, or the model's) comes out alone.
+    """
+    try:
+        async with _sessions(servers, selections, local) as toolbox:
+            yield toolbox
+    except Exception as exc:
+        found = _provider_error(exc)
+        if found is exc:
+            raise
+        raise found from None
+
+
+def _provider_error(error: BaseException) -> BaseException:
+    """``error``, or the first :class:`ProviderError` inside it when it is an exception group
+    (``exceptiongroup``'s on Python 3.10 too: read by its ``exceptions``)."""
+    for inner in getattr(error, "exceptions", ()):
+        found = _provider_error(inner)
+        if isinstance(found, ProviderError):
+            return found
+    return error
+
+
+@contextlib.asynccontextmanager
+async def _sessions(
+    servers: Sequence[McpServer],
+    selections: Sequence[tuple[str, str]],
+    local: Toolbox,
+) -> AsyncIterator[McpToolbox]:
+    globs: dict[str, list[str]] = {}
+    for server_name, glob in selections:
+        globs.setdefault(server_name, []).append(glob)
+    secrets: list[tuple[str, str]] = []
+    async with contextlib.AsyncExitStack() as stack:
+        sessions: dict[str, _Session] = {}
+        tools: list[McpTool] = []
+        for server in servers:
+            if server.name not in globs:
+                continue
+            try:
+                sessions[server.name] = await _open(stack, server, local.sandbox, secrets)
+            except McpServerError as exc:
+                raise McpServerError(_redactor(secrets).text(exc.message)) from None
+            tools += await _select(sessions[server.name], globs[server.name])
+        toolbox = McpToolbox(local, tools, sessions)
+        toolbox.hide(secrets)
+        yield toolbox
+
+
+def _redactor(secrets: Sequence[tuple[str, str]]) -> Redactor:
+    """Replaces the resolved values (longest first, as :class:`Redactor` wants them)."""
+    found = dict(value for value in secrets if value[0])
+    return Redactor(tuple(sorted(found.items(), key=lambda pair: -len(pair[0]))))

@@ -1,0 +1,245 @@
+"""MCP servers as an agent's tool source (agent/mcp.py): the real ``mcp-server-time`` from PyPI
+end to end, and a small server written here (on the SDK's ``MCPServer``) for the errors.
+
+The fake model server scripts the model's tool calls; the servers, the sandbox (bubblewrap
+where it works) and the checks are real. Servers are real subprocesses: ``slow``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import Bench, Rule
+
+pytestmark = pytest.mark.slow
+
+TIME_AGENT = """
+kind: agent
+mcp_servers:
+  time: {command: python3, args: [-m, mcp_server_time, --local-timezone, UTC]}
+tools: [read_file, "mcp:time/get_*"]
+max_turns: 4
+cases:
+  - id: now
+    prompt: What time is it in UTC?
+    assert:
+      - {type: tool-called, value: "mcp:time/get_current_time"}
+      - {type: tool-sequence, value: ["mcp:time/get_current_time"], mode: strict}
+      - {type: not-tool-called, value: read_file}
+      - {type: icontains, value: "it is"}
+"""
+
+#: A server of the tests: one tool per behaviour; ``exit`` as its argument makes it fail at start.
+SERVER = '''
+import os
+import sys
+import time
+
+if sys.argv[1:] == ["exit"]:
+    print("cannot open the database", file=sys.stderr)
+    sys.exit(3)
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+app = MCPServer("probe")
+
+
+@app.tool()
+def echo_env(name: str) -> str:
+    """The value of an environment variable, or (unset)."""
+    return os.environ.get(name, "(unset)")
+
+
+@app.tool()
+def refuse(reason: str) -> str:
+    """Always fails, with the reason."""
+    raise ToolError(f"refused: {reason}")
+
+
+@app.tool()
+def nap(seconds: float) -> str:
+    """Sleeps, then says so."""
+    time.sleep(seconds)
+    return "woke up"
+
+
+app.run()
+'''
+
+PROBE_AGENT = """
+kind: agent
+include_dirs: [servers]
+mcp_servers:
+  probe: {{command: python3, args: [probe.py{args}], tool_timeout_s: 2{extra}}}
+tools: ["mcp:probe/{glob}"]
+max_turns: 3
+cases:
+  - id: one
+    prompt: Use the probe.
+    assert:
+      - {{type: tool-called, value: "mcp:probe/{tool}"}}
+"""
+
+
+def _probe_file(
+    bench: Bench, *, tool: str, glob: str = "*", args: str = "", extra: str = ""
+) -> None:
+    (bench.pytester.path / "servers").mkdir(exist_ok=True)
+    (bench.pytester.path / "servers" / "probe.py").write_text(SERVER)
+    text = PROBE_AGENT.format(tool=tool, glob=glob, args=args, extra=extra)
+    bench.eval_file("probe", text)
+
+
+def _script(bench: Bench, name: str, arguments: dict[str, object], after: str) -> None:
+    """Turn 1 calls ``name``; once its result (holding ``after``) is back, the model answers."""
+    bench.server.add_rule(Rule(tool_calls=[{"name": name, "arguments": arguments}], times=1))
+    bench.server.add_rule(Rule(match_last=after, reply="It is done."))
+
+
+def _time_run(bench: Bench, *args: str) -> list[dict[str, object]]:
+    _script(bench, "time__get_current_time", {"timezone": "UTC"}, "+00:00")
+    bench.eval_file("time", TIME_AGENT)
+    result = bench.run_subprocess("--models=fake", *args)
+    result.assert_outcomes(passed=1)
+    return bench.records()
+
+
+def test_the_pypi_time_server_answers_an_agent_item(bench: Bench) -> None:
+    (record,) = _time_run(bench, "-n", "0")
+    assert record["tool_counts"] == {"mcp:time/get_current_time": 1}
+    (step,) = [s for s in record["timeline"] if s["kind"] == "tool"]
+    assert step["name"] == "mcp:time/get_current_time" and step["error"] is False
+    assert '"timezone": "UTC"' in step["result"] and "+00:00" in step["result"]
+    assert all(verdict["passed"] for verdict in record["assertions"])
+    # The model was offered the selected tools under model-safe names, with their schemas.
+    first = bench.server.chat_requests()[0].body
+    offered = {tool["function"]["name"]: tool["function"] for tool in first["tools"]}
+    assert set(offered) == {"read_file", "time__get_current_time"}  # get_* only
+    assert offered["time__get_current_time"]["parameters"]["required"] == ["timezone"]
+    tool_message = next(m for m in record["transcript"] if m["role"] == "tool")
+    assert "+00:00" in tool_message["content"]
+
+
+def test_the_time_server_under_xdist_gives_the_same_verdicts(bench: Bench) -> None:
+    (record,) = _time_run(bench, "-n", "2")
+    assert record["outcome"] == "passed"
+    assert record["tool_counts"] == {"mcp:time/get_current_time": 1}
+    assert [v["passed"] for v in record["assertions"]] == [True, True, True, True]
+
+
+def test_a_tool_error_result_is_the_models_to_read(bench: Bench) -> None:
+    _probe_file(bench, tool="refuse")
+    _script(bench, "probe__refuse", {"reason": "no"}, "refused: no")
+    bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    (step,) = [s for s in record["timeline"] if s["kind"] == "tool"]
+    assert step["error"] is True and step["result"].startswith("error: ")
+    assert "refused: no" in step["result"]
+
+
+def test_a_server_that_exits_at_start_is_an_item_error_of_kind_tool(bench: Bench) -> None:
+    _probe_file(bench, tool="nap", args=", exit")
+    bench.server.add_rule(Rule(reply="never asked"))
+    result = bench.run_subprocess("--models=fake")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["outcome"] == "error" and record["error_kind"] == "tool"
+    assert record["score"] is None
+    assert "MCP server 'probe'" in record["error"]
+    assert "cannot open the database" in record["error"]  # its stderr, the cause
+    assert bench.server.chat_requests() == []  # the model was never called
+
+
+def test_a_slow_tool_call_is_cut_at_tool_timeout_s(bench: Bench) -> None:
+    _probe_file(bench, tool="nap")
+    _script(bench, "probe__nap", {"seconds": 60}, "woke up")
+    result = bench.run_subprocess("--models=fake")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "tool"
+    assert "MCP server 'probe': the call of nap did not finish within 2 s" in record["error"]
+    assert record["turns"] == 1  # what it did before the error is kept
+
+
+def test_a_glob_matching_no_tool_is_an_error_naming_the_tools(bench: Bench) -> None:
+    _probe_file(bench, tool="nap", glob="search*")
+    bench.server.add_rule(Rule(reply="never asked"))
+    bench.run_subprocess("--models=fake").assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "tool"
+    assert "mcp:probe/search* matches none of its tools (echo_env, refuse, nap)" in record["error"]
+
+
+SECRET = "sk-test-0123456789abcdef"
+
+
+def test_a_host_variable_reaches_the_server_only_when_env_names_it(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    _probe_file(bench, tool="echo_env")
+    _script(bench, "probe__echo_env", {"name": "OPENAI_API_KEY"}, "")
+    bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    (step,) = [s for s in record["timeline"] if s["kind"] == "tool"]
+    assert step["result"] == "(unset)"
+
+
+def test_a_variable_env_names_reaches_the_server_and_no_record(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROBE_KEY", SECRET)
+    _probe_file(bench, tool="echo_env", extra=", env: {PROBE_KEY: '${PROBE_KEY}'}")
+    _script(bench, "probe__echo_env", {"name": "PROBE_KEY"}, "")
+    bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    (step,) = [s for s in record["timeline"] if s["kind"] == "tool"]
+    assert step["result"] != "(unset)" and "REDACTED" in step["result"]
+    assert SECRET not in bench.out("results.jsonl").read_text()
+
+
+# --- collection errors ----------------------------------------------------------------------
+
+BAD = """
+kind: agent
+mcp_servers:
+  time: {command: python3}
+tools: [%s]
+cases:
+  - {id: one, prompt: hi}
+"""
+
+
+@pytest.mark.parametrize(
+    ("servers", "tools", "message"),
+    [
+        ("time: {command: python3}", '"mcp:docs/search"',
+         "*probe.eval.yaml:4: tools: 'mcp:docs/search' names the unknown MCP server 'docs' (time)"),
+        ("time: {args: [x]}", '"mcp:time/*"',
+         "*probe.eval.yaml:3: *give either `command` (stdio) or `url` (HTTP), not neither"),
+        ("time: {command: x, url: 'http://127.0.0.1:1/mcp'}", '"mcp:time/*"',
+         "*probe.eval.yaml:3: *give either `command` (stdio) or `url` (HTTP), not both"),
+        ("time: {command: x, tool_timeout: 3}", '"mcp:time/*"',
+         "*probe.eval.yaml:3: *unknown key 'tool_timeout' (did you mean 'tool_timeout_s'?)"),
+        ("time: {command: x, tool_timeout_s: soon}", '"mcp:time/*"',
+         "*probe.eval.yaml:3: mcp_servers.time.tool_timeout_s: *number*"),
+        ("time: {url: 'http://127.0.0.1:1/mcp', network: true}", '"mcp:time/*"',
+         "*probe.eval.yaml:3: *`network` is for a stdio server (`command`), not `url`"),
+        ("time: {command: x}", '"mcp:time"',
+         "*probe.eval.yaml:4: *tool 'mcp:time': an MCP server's tools are 'mcp:SERVER/GLOB'"),
+    ],
+)  # fmt: skip
+def test_bad_mcp_input_is_a_collection_error_at_its_line(
+    bench: Bench, servers: str, tools: str, message: str
+) -> None:
+    text = BAD.replace("time: {command: python3}", servers) % tools
+    bench.eval_file("probe", text)
+    result = bench.run("--models=fake", "--collect-only")
+    result.stdout.fnmatch_lines([message])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_mcp_servers_need_kind_agent(bench: Bench) -> None:
+    bench.eval_file("plain", "mcp_servers:\n  time: {command: x}\ncases:\n  - {prompt: hi}\n")
+    result = bench.run("--models=fake", "--collect-only")
+    result.stdout.fnmatch_lines(["*plain.eval.yaml:1: 'mcp_servers' needs `kind: agent`"])
