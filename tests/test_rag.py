@@ -470,3 +470,75 @@ def test_context_enters_the_case_hash(bench: Bench) -> None:
         bench.run("--models=fake").assert_outcomes(passed=1)
         hashes.append(bench.records()[0]["case_hash"])
     assert hashes[0] != hashes[1] and hashes[0] == hashes[2]
+
+
+# --- the readers: report.html and the viewer's item page -------------------------------------
+
+XSS = "<script>alert(1)</script>"
+
+
+def test_the_report_lists_the_context_chunks_escaped(bench: Bench) -> None:
+    answer_with(bench)
+    bench.server.add_rule(Rule(model="fake-model-2", reply=TWO_OF_THREE))
+    context = json.dumps([CHUNKS[0], f"Tower {XSS}"])
+    bench.eval_file("rag", rag_file("{type: faithfulness, judges: [fake2]}", context=context))
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    page = bench.out("report.html").read_text()
+    assert (
+        '<h4>context (case)</h4><ol class="context">'
+        f"<li><pre>{CHUNKS[0]}</pre></li>"
+        "<li><pre>Tower &lt;script&gt;alert(1)&lt;/script&gt;</pre></li></ol>"
+    ) in page
+    assert XSS not in page
+
+
+@pytest.mark.slow
+def test_the_viewers_item_page_lists_the_solvers_context(bench: Bench) -> None:
+    import os
+    import re
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import FAKE_KEY
+
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.fail(f"{chromium} is missing: apt-get install chromium, as .ci/run does")
+    bench.pytester.makepyfile(rag_app=SOLVER)
+    answer_with(bench, "Lyon is in France.")
+    bench.server.add_rule(Rule(model="fake-model-2", reply=claims(("Lyon is in France.", True))))
+    assertion = "{type: faithfulness, judges: [fake2]}"
+    bench.eval_file("rag", rag_file(assertion, extra="solver: rag_app:answer\n"))
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    root = bench.pytester.path / "results"
+    shutil.copytree(bench.out(""), root / "rag")
+    env = {**os.environ, FAKE_KEY_ENV: FAKE_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    command = [sys.executable, "-m", "pytest_llmbench.cli", "view", str(root), "--project",
+               str(bench.pytester.path)]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        cwd=bench.pytester.path,
+    )  # fmt: skip
+    assert process.stdout is not None
+    try:
+        found = re.search(r"http://127\.0\.0\.1:\d+/", process.stdout.readline())
+        assert found
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(chromium), args=["--no-sandbox"]
+            )
+            page = browser.new_page()
+            page.goto(found.group(0) + "run/0/rag")
+            page.locator("#matrix tr[data-case=paris] td a").first.click()
+            chunks = page.locator("ol.context > li")
+            assert chunks.count() == 1
+            assert chunks.inner_text() == "Retrieved: Lyon is a city in France."
+            assert "context (solver)" in page.inner_text("main")
+            browser.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

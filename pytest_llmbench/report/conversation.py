@@ -2,8 +2,8 @@
 
 report.html's per-case table, ``llmbench view``'s item page and pytest-html's extras show a
 conversation (a record's ``conversation``) through :func:`conversation_html`: every message in
-order with its role, each reply of the model with its measures and verdicts, and the first
-failing turn highlighted. The case x model matrices say where a conversation failed with
+order with its role, each reply of the model with its tool calls, measures and verdicts, and
+the first failing turn highlighted. The case x model matrices say where a conversation failed with
 :func:`failing_turn_note`. Which turn fails is decided once, by
 :func:`pytest_llmbench.scoring.conversation.failed_turn`, over the record's verdicts.
 """
@@ -14,13 +14,14 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .function_calls import FUNCTION_CALLS_STYLE, function_calls_html
+
 if TYPE_CHECKING:
     from ..scoring.base import Verdict
 
 Record = Mapping[str, Any]
 
-#: The transcript's look: the same in report.html and in the viewer.
-CONVERSATION_STYLE = """
+_TRANSCRIPT_STYLE = """
 ol.conversation{list-style:none;padding:0;margin:6px 0}
 ol.conversation>li{border-left:4px solid #d0d7de;margin:4px 0;padding:2px 8px}
 ol.conversation>li.assistant{border-left-color:#0969da;background:#f6f8fa}
@@ -29,6 +30,8 @@ ol.conversation .who{font-weight:600}ol.conversation .measures{color:#666;font-s
 ol.conversation ul.verdicts{margin:2px 0;padding-left:18px}
 ol.conversation .pass{color:#1a7f37}ol.conversation .fail{color:#cf222e}
 """
+#: The transcript's look with its replies' tool calls: the same in report.html and the viewer.
+CONVERSATION_STYLE = _TRANSCRIPT_STYLE + FUNCTION_CALLS_STYLE
 
 
 def entries(record: Record) -> list[Mapping[str, Any]]:
@@ -125,6 +128,8 @@ def _message(entry: Mapping[str, Any], failing: int | None) -> str:
         css.append("failing")
     who = f"{role} (given)" if role == "assistant" and not generated else role
     body = f"<pre>{_text(entry.get('content') or '')}</pre>"
+    if generated:  # a reply's tool calls, under its text
+        body += function_calls_html(entry.get("function_calls"))
     extra = _measures(entry) + _verdicts(entry.get("assertions") or []) if generated else ""
     return (
         f'<li class="{" ".join(css)}" data-turn="{_text(turn)}">'

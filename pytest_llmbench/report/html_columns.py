@@ -70,7 +70,8 @@ def render_extra(record: dict[str, Any]) -> str:
     """The HTML block shown under a row: the transcript, each verdict, and the judges' scores.
 
     A conversation shows its messages with each reply's verdicts (:mod:`.conversation`) in
-    place of the response and the table of verdicts.
+    place of the response and the table of verdicts. A function-calling reply's tool calls
+    follow the response (:mod:`.function_calls`).
     """
     from .conversation import conversation_html
 
@@ -82,6 +83,8 @@ def render_extra(record: dict[str, Any]) -> str:
             parts.append(f"<h4>Conversation</h4>{talk}")
         elif value is not None:
             parts.append(f"<h4>{title}</h4><pre>{_text(value)}</pre>")
+        if field == "response" and not talk:  # a conversation shows them per reply
+            parts += _function_calls(record)
     if record.get("error"):
         parts.append(f"<h4>Error</h4><pre>{_text(record['error'])}</pre>")
     parts += [] if talk else _verdicts_table(record.get("assertions") or [])
@@ -90,6 +93,14 @@ def render_extra(record: dict[str, Any]) -> str:
     parts += _agent_blocks(record)
     parts.append("</div>")
     return "".join(parts)
+
+
+def _function_calls(record: dict[str, Any]) -> list[str]:
+    """A function-calling reply's tool calls, each name with its arguments as JSON."""
+    from .function_calls import function_calls_html
+
+    calls = function_calls_html(record.get("function_calls"))
+    return [f"<h4>Tool calls</h4>{calls}"] if calls else []
 
 
 def _verdicts_table(verdicts: list[dict[str, Any]]) -> list[str]:

@@ -236,7 +236,18 @@ def transcript(record: Mapping[str, Any]) -> str:
     )
     # The messages include the prompt: render_extra need not show it a second time.
     extra = render_extra({**record, "prompt": None if messages or talk else record.get("prompt")})
-    return f'<div class="transcript">{messages}{extra}</div>'
+    return f'<div class="transcript">{messages}{context_block(record)}{extra}</div>'
+
+
+def context_block(record: Mapping[str, Any]) -> str:
+    """A RAG item's retrieved context, as its judges read it: where it came from (the case or
+    the solver) and each chunk, numbered in rank order, escaped; empty without a context."""
+    context = record.get("context")
+    if not isinstance(context, Mapping) or not isinstance(context.get("chunks"), list):
+        return ""
+    chunks = "".join(f"<li><pre>{text(chunk)}</pre></li>" for chunk in context["chunks"])
+    source = text(context.get("source", "case"))
+    return f'<h4>context ({source})</h4><ol class="context">{chunks}</ol>'
 
 
 def _messages(value: Any) -> Iterable[Mapping[str, Any]]:
