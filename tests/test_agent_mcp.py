@@ -7,6 +7,8 @@ where it works) and the checks are real. Servers are real subprocesses: ``slow``
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import Bench, Rule
 
@@ -243,3 +245,37 @@ def test_mcp_servers_need_kind_agent(bench: Bench) -> None:
     bench.eval_file("plain", "mcp_servers:\n  time: {command: x}\ncases:\n  - {prompt: hi}\n")
     result = bench.run("--models=fake", "--collect-only")
     result.stdout.fnmatch_lines(["*plain.eval.yaml:1: 'mcp_servers' needs `kind: agent`"])
+
+
+def test_an_http_server_that_refuses_the_connection_is_an_item_error(bench: Bench) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    text = TIME_AGENT.replace(
+        "time: {command: python3, args: [-m, mcp_server_time, --local-timezone, UTC]}",
+        f"time: {{url: 'http://127.0.0.1:{port}/mcp', startup_timeout_s: 5}}",
+    )
+    bench.eval_file("time", text)
+    bench.server.add_rule(Rule(reply="never asked"))
+    bench.run_subprocess("--models=fake").assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "tool"
+    assert "MCP server 'time'" in record["error"] and "ConnectError" in record["error"]
+
+
+def test_the_servers_enter_the_case_hash_only_when_given(tmp_path: Path) -> None:
+    from pytest_llmbench.spec.load import load_spec
+
+    def case_hash(name: str, text: str) -> str | None:
+        path = tmp_path / f"{name}.eval.yaml"
+        path.write_text(text)
+        return load_spec(path).cases[0].case_hash
+
+    utc = case_hash("utc", TIME_AGENT)
+    paris = case_hash("paris", TIME_AGENT.replace("UTC]", "Europe/Paris]"))
+    assert utc != paris
+    without = "kind: agent\ntools: [read_file]\ncases:\n  - {id: now, prompt: hi}\n"
+    unused = without.replace("kind: agent\n", "kind: agent\nmcp_servers: {}\n")
+    assert case_hash("without", without) == case_hash("unused", unused)

@@ -319,26 +319,49 @@ async def open_mcp_tools(
     selection names are not started); every session is closed on the way out.
 
     The SDK's task groups wrap what fails inside them in exception groups: a
-    :class:`ProviderError` among them (a server's, or the model's) comes out alone.
+    :class:`ProviderError` among them (a server's, or the model's) comes out alone, and any
+    other failure while a server starts (a refused connection, say) is that server's
+    :class:`McpServerError`.
     """
+    progress = _Progress()
     try:
-        async with _sessions(servers, selections, local) as toolbox:
+        async with _sessions(servers, selections, local, progress) as toolbox:
             yield toolbox
     except Exception as exc:
-        found = _provider_error(exc)
-        if found is exc:
+        error = _item_error(exc, progress)
+        if error is exc:
             raise
-        raise found from None
+        raise error from None
+
+
+class _Progress:
+    """Where opening the sessions is: the server starting (None once all are up), and the
+    values read for ``${VAR}`` so far."""
+
+    def __init__(self) -> None:
+        self.opening: str | None = None
+        self.secrets: list[tuple[str, str]] = []
+
+
+def _item_error(error: Exception, progress: _Progress) -> BaseException:
+    """What ``error`` is for the item: the :class:`ProviderError` in it, a failure of the server
+    being started as its :class:`McpServerError`, else ``error`` itself."""
+    found = _provider_error(error)
+    if isinstance(found, ProviderError) or progress.opening is None:
+        return found
+    cause = f"{type(found).__name__}: {found}"
+    said = f"MCP server {progress.opening!r} did not start: {cause}"
+    return McpServerError(_redactor(progress.secrets).text(said))
 
 
 def _provider_error(error: BaseException) -> BaseException:
     """``error``, or the first :class:`ProviderError` inside it when it is an exception group
-    (``exceptiongroup``'s on Python 3.10 too: read by its ``exceptions``)."""
-    for inner in getattr(error, "exceptions", ()):
-        found = _provider_error(inner)
-        if isinstance(found, ProviderError):
-            return found
-    return error
+    (``exceptiongroup``'s on Python 3.10 too: read by its ``exceptions``); else the first
+    exception the group holds."""
+    inner = list(getattr(error, "exceptions", ()))
+    found = [_provider_error(exc) for exc in inner]
+    errors = [exc for exc in found if isinstance(exc, ProviderError)]
+    return errors[0] if errors else (found[0] if found else error)
 
 
 @contextlib.asynccontextmanager
@@ -346,22 +369,25 @@ async def _sessions(
     servers: Sequence[McpServer],
     selections: Sequence[tuple[str, str]],
     local: Toolbox,
+    progress: _Progress,
 ) -> AsyncIterator[McpToolbox]:
     globs: dict[str, list[str]] = {}
     for server_name, glob in selections:
         globs.setdefault(server_name, []).append(glob)
-    secrets: list[tuple[str, str]] = []
+    secrets = progress.secrets
     async with contextlib.AsyncExitStack() as stack:
         sessions: dict[str, _Session] = {}
         tools: list[McpTool] = []
         for server in servers:
             if server.name not in globs:
                 continue
+            progress.opening = server.name
             try:
                 sessions[server.name] = await _open(stack, server, local.sandbox, secrets)
             except McpServerError as exc:
                 raise McpServerError(_redactor(secrets).text(exc.message)) from None
             tools += await _select(sessions[server.name], globs[server.name])
+        progress.opening = None
         toolbox = McpToolbox(local, tools, sessions)
         toolbox.hide(secrets)
         yield toolbox
