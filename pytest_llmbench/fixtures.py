@@ -114,11 +114,15 @@ class Conversation:
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        """The history so far: what the next :meth:`send` sends before its message."""
+        """The history so far: what the next :meth:`send` sends before its message (a reply
+        that called tools, given with ``send(..., tools=[...])``, with its calls and a "not run"
+        result per call, as a scripted conversation's)."""
+        from .engine.conversation import reply_messages
+
         replies = self._log.replies
         if replies:
             last = replies[-1]
-            return [*last.sent, {"role": "assistant", "content": last.completion.text}]
+            return [*last.sent, *reply_messages(last.completion, last.turn)]
         system = self._log.system
         return [{"role": "system", "content": system}] if system else []
 
