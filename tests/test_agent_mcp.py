@@ -59,6 +59,28 @@ def refuse(reason: str) -> str:
 
 
 @app.tool()
+def peek(path: str) -> str:
+    """The text of a file, or why it cannot be read."""
+    try:
+        with open(path) as file:
+            return file.read()
+    except OSError as exc:
+        return f"cannot read: {type(exc).__name__}"
+
+
+@app.tool()
+def dial(port: int) -> str:
+    """Connect to 127.0.0.1:port; say whether it worked."""
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return "connected"
+    except OSError as exc:
+        return f"cannot connect: {type(exc).__name__}"
+
+
+@app.tool()
 def nap(seconds: float) -> str:
     """Sleeps, then says so."""
     time.sleep(seconds)
@@ -169,7 +191,10 @@ def test_a_glob_matching_no_tool_is_an_error_naming_the_tools(bench: Bench) -> N
     bench.run_subprocess("--models=fake").assert_outcomes(errors=1)
     (record,) = bench.records()
     assert record["error_kind"] == "tool"
-    assert "mcp:probe/search* matches none of its tools (echo_env, refuse, nap)" in record["error"]
+    assert (
+        "mcp:probe/search* matches none of its tools (echo_env, refuse, peek, dial, nap)"
+        in record["error"]
+    )
 
 
 SECRET = "sk-test-0123456789abcdef"
@@ -279,3 +304,38 @@ def test_the_servers_enter_the_case_hash_only_when_given(tmp_path: Path) -> None
     without = "kind: agent\ntools: [read_file]\ncases:\n  - {id: now, prompt: hi}\n"
     unused = without.replace("kind: agent\n", "kind: agent\nmcp_servers: {}\n")
     assert case_hash("without", without) == case_hash("unused", unused)
+
+
+def _tool_result(bench: Bench) -> str:
+    (record,) = bench.records()
+    assert record["outcome"] == "passed"
+    (step,) = [s for s in record["timeline"] if s["kind"] == "tool"]
+    return str(step["result"])
+
+
+def test_a_stdio_server_sees_no_host_file_outside_its_workdir(bench: Bench) -> None:
+    """Under bubblewrap (which `make test` installs) as run_command is."""
+    planted = bench.pytester.path / "host.env"
+    planted.write_text("OPENAI_API_KEY=sk-planted-on-the-host")
+    _probe_file(bench, tool="peek")
+    _script(bench, "probe__peek", {"path": str(planted)}, "")
+    bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
+    assert _tool_result(bench) == "cannot read: FileNotFoundError"
+
+
+@pytest.mark.parametrize(
+    ("network", "said"), [("", "cannot connect"), (", network: true", "connected")]
+)
+def test_a_stdio_server_reaches_the_network_only_with_network_true(
+    bench: Bench, network: str, said: str
+) -> None:
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        _probe_file(bench, tool="dial", extra=network)
+        _script(bench, "probe__dial", {"port": port}, "")
+        bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
+    assert _tool_result(bench).startswith(said)
