@@ -90,6 +90,14 @@ def nap(seconds: float) -> str:
 app.run()
 '''
 
+#: TIME_AGENT's checks as file-level assertions (for files of many cases).
+ASSERTIONS = """max_turns: 4
+assert:
+  - {type: tool-called, value: "mcp:time/get_current_time"}
+  - {type: tool-sequence, value: ["mcp:time/get_current_time"], mode: strict}
+  - {type: not-tool-called, value: read_file}
+  - {type: icontains, value: "it is"}"""
+
 PROBE_AGENT = """
 kind: agent
 include_dirs: [servers]
@@ -145,10 +153,29 @@ def test_the_pypi_time_server_answers_an_agent_item(bench: Bench) -> None:
 
 
 def test_the_time_server_under_xdist_gives_the_same_verdicts(bench: Bench) -> None:
-    (record,) = _time_run(bench, "-n", "2")
-    assert record["outcome"] == "passed"
-    assert record["tool_counts"] == {"mcp:time/get_current_time": 1}
-    assert [v["passed"] for v in record["assertions"]] == [True, True, True, True]
+    """Four items (a session each) on two real workers, then in one process: same verdicts."""
+    cases = "\n".join(
+        f"  - {{id: at-{n}, prompt: 'What time is it in UTC? ({n})'}}" for n in range(4)
+    )
+    text = TIME_AGENT.split("cases:")[0].replace("max_turns: 4", ASSERTIONS)
+    bench.eval_file("time", f"{text}cases:\n{cases}\n")
+    bench.server.add_rule(
+        Rule(
+            match_last="What time",  # the prompt: turn 1
+            tool_calls=[{"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}],
+        )
+    )
+    bench.server.add_rule(Rule(match_last="+00:00", reply="It is done."))
+    verdicts = {}
+    for workers in ("2", "0"):
+        bench.run_subprocess("--models=fake", "-n", workers).assert_outcomes(passed=4)
+        assert len(bench.records()) == 4  # this run's
+        verdicts[workers] = {
+            r["case_id"]: (r["outcome"], r["tool_counts"], [v["passed"] for v in r["assertions"]])
+            for r in bench.records()
+        }
+    assert verdicts["2"] == verdicts["0"]
+    assert verdicts["0"]["at-3"] == ("passed", {"mcp:time/get_current_time": 1}, [True] * 4)
 
 
 def test_a_tool_error_result_is_the_models_to_read(bench: Bench) -> None:
