@@ -95,3 +95,35 @@ def test_a_turn_assertion_naming_an_undeclared_tool_is_an_error_at_its_line(
     result.stdout.fnmatch_lines(["*talk.eval.yaml:*: tool-call names 'get_wether'*"])
     result.stdout.no_fnmatch_line("*Traceback*")
     assert result.ret != 0
+
+
+SIMULATED = """
+tools:
+  - {name: get_weather, parameters: {type: object, properties: {city: {type: string}}}}
+cases:
+  - id: simulated
+    simulated_user:
+      model: fake2
+      instructions: You are Ada. Ask about the weather in Paris.
+      first_message: What is the weather in Paris?
+      max_turns: 2
+      assert: [valid-tool-call]
+"""
+
+
+def test_a_simulated_users_conversation_sends_the_calls_back_too(bench: Bench) -> None:
+    calls = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    bench.server.add_rule(Rule(model="fake-model", match="weather in Paris", tool_calls=calls))
+    bench.server.add_rule(Rule(model="fake-model-2", reply="Thanks. And tomorrow?"))
+    bench.server.add_rule(Rule(model="fake-model", match="tomorrow", reply="Sunny."))
+    bench.eval_file("talk", SIMULATED)
+    bench.run("--models=fake").assert_outcomes(failed=1)  # turn 2 called no tool
+    model = [r.body for r in bench.server.chat_requests() if r.body["model"] == "fake-model"]
+    first, second = model
+    assert first["tools"] == second["tools"]
+    assistant, tool, user = second["messages"][-3:]
+    assert assistant["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert tool["role"] == "tool" and tool["content"] == NOT_RUN_RESULT
+    assert user == {"role": "user", "content": "Thanks. And tomorrow?"}
+    (record,) = bench.records()
+    assert [(v["turn"], v["passed"]) for v in record["assertions"]] == [(1, True), (2, False)]

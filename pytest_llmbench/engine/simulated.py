@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
 from ..spec.schema import Turn
-from .conversation import CompleteTurn, Progress, cut_short
+from .conversation import CompleteTurn, Progress, cut_short, reply_messages
 from .pacing import BudgetExceeded
 from .request import ConversationRun, Reply
 
@@ -90,7 +90,7 @@ async def simulate(
             sent = tuple(history)
             completion = await complete(sent, index)
             progress.replies.append(Reply(index, sent, completion))
-            history.append({"role": "assistant", "content": completion.text})
+            history.extend(reply_messages(completion, index))  # its tool calls, not run
             if failed is not None and failed(text, completion):
                 stopped = "failed"
                 break
