@@ -81,6 +81,12 @@ def dial(port: int) -> str:
 
 
 @app.tool()
+def die() -> str:
+    """Exits the server at once."""
+    os._exit(1)
+
+
+@app.tool()
 def nap(seconds: float) -> str:
     """Sleeps, then says so."""
     time.sleep(seconds)
@@ -219,7 +225,7 @@ def test_a_glob_matching_no_tool_is_an_error_naming_the_tools(bench: Bench) -> N
     (record,) = bench.records()
     assert record["error_kind"] == "tool"
     assert (
-        "mcp:probe/search* matches none of its tools (echo_env, refuse, peek, dial, nap)"
+        "mcp:probe/search* matches none of its tools (echo_env, refuse, peek, dial, die, nap)"
         in record["error"]
     )
 
@@ -366,3 +372,45 @@ def test_a_stdio_server_reaches_the_network_only_with_network_true(
         _script(bench, "probe__dial", {"port": port}, "")
         bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
     assert _tool_result(bench).startswith(said)
+
+
+def test_a_server_that_dies_during_a_call_is_an_item_error(bench: Bench) -> None:
+    _probe_file(bench, tool="die")
+    _script(bench, "probe__die", {}, "")
+    bench.run_subprocess("--models=fake").assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "tool" and record["score"] is None
+    assert "MCP server 'probe': the call of die failed" in record["error"]
+    assert record["turns"] == 1 and record["stopped"] == "error"
+
+
+def test_a_server_that_never_answers_initialize_is_cut_at_startup_timeout_s(
+    bench: Bench,
+) -> None:
+    silent = "import time; time.sleep(600)"
+    text = TIME_AGENT.replace(
+        "time: {command: python3, args: [-m, mcp_server_time, --local-timezone, UTC]}",
+        f"time: {{command: python3, args: [-c, '{silent}'], startup_timeout_s: 2}}",
+    )
+    bench.eval_file("time", text)
+    bench.server.add_rule(Rule(reply="never asked"))
+    bench.run_subprocess("--models=fake").assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "tool"
+    assert "MCP server 'time': initialize did not finish within 2 s" in record["error"]
+
+
+def test_mcp_tools_go_through_the_tool_shim(bench: Bench) -> None:
+    """For models without tool calling: the MCP tool's name and schema in the shim's prompt,
+    its call read from the reply's JSON."""
+    call = '{"tool": "time__get_current_time", "arguments": {"timezone": "UTC"}}'
+    bench.server.add_rule(Rule(match_last="+00:00", reply='{"answer": "It is done."}'))
+    bench.server.add_rule(Rule(reply=call))
+    bench.eval_file("time", TIME_AGENT.replace("max_turns: 4", "max_turns: 4\ntool_shim: always"))
+    bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["tool_counts"] == {"mcp:time/get_current_time": 1}
+    assert record["response"] == "It is done."
+    first = bench.server.chat_requests()[0].body
+    assert "tools" not in first  # offered in the prompt, not natively
+    assert "time__get_current_time" in first["messages"][0]["content"]
