@@ -56,7 +56,7 @@ def _warn_sandbox_fallback() -> None:
 
 #: How a setup error is named in the item's failure line, by its kind; any other kind
 #: (``provider``, ``connection``, ``timeout``, ...) is a provider error.
-ERROR_WORDS = {"sandbox": "sandbox error", "judge": "judge error"}
+ERROR_WORDS = {"sandbox": "sandbox error", "judge": "judge error", "tool": "tool error"}
 
 #: Why an item with nothing to check is skipped, not passed.
 UNCHECKED = (

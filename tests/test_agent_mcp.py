@@ -199,6 +199,7 @@ def test_a_server_that_exits_at_start_is_an_item_error_of_kind_tool(bench: Bench
     bench.server.add_rule(Rule(reply="never asked"))
     result = bench.run_subprocess("--models=fake")
     result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*llmbench tool error: MCP server 'probe': initialize failed*"])
     (record,) = bench.records()
     assert record["outcome"] == "error" and record["error_kind"] == "tool"
     assert record["score"] is None
