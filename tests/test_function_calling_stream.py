@@ -90,3 +90,37 @@ def test_a_reply_of_calls_only_has_a_ttft_when_streamed(bench: Bench, client: st
     # no text at all: the first fragment of the call is the first token
     assert record["ttft_s"] is not None and 0 < record["ttft_s"] <= record["latency_s"]
     assert [name for name, _ in _calls(record)] == ["get_weather"]
+
+
+def test_a_stream_cut_inside_a_tool_call_says_what_came() -> None:
+    import asyncio
+
+    from pytest_llmbench.models.providers import litellm_client, openai_compatible
+    from pytest_llmbench.models.providers.retry import IncompleteStreamError
+
+    fragment = {"index": 0, "id": "c1", "function": {"name": "get_weather", "arguments": '{"ci'}}
+    event = json.dumps({"choices": [{"delta": {"tool_calls": [fragment]}}]})
+
+    class Stub:  # the lean client's response: a body that ends before any finish reason
+        class content:
+            @staticmethod
+            async def iter_any() -> Any:
+                yield f"data: {event}\n\n".encode()
+
+    with pytest.raises(IncompleteStreamError, match="cut after 15 characters"):
+        asyncio.run(openai_compatible._read_stream(Stub(), 0.0))
+
+    class Chunks:  # litellm's stream: the same fragment, then the end
+        received_finish_reason = None
+
+        def __aiter__(self) -> Any:
+            return self._chunks()
+
+        async def _chunks(self) -> Any:
+            delta = SimpleNamespace(content=None, tool_calls=[fragment])
+            yield SimpleNamespace(
+                usage=None, choices=[SimpleNamespace(delta=delta, finish_reason=None)]
+            )
+
+    with pytest.raises(IncompleteStreamError, match="cut after 15 characters"):
+        asyncio.run(litellm_client._consume_stream(Chunks(), 0.0))

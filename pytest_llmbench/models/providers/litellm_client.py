@@ -280,7 +280,7 @@ async def _consume_stream(
     # body that ends before it is a cut connection, whatever text came first.
     provider_finish = getattr(response, "received_finish_reason", finish)
     if provider_finish is None:
-        raise IncompleteStreamError(cut_stream_message(len("".join(parts))))
+        raise IncompleteStreamError(cut_stream_message(len("".join(parts)) + calls.received))
     if not _provider_sent_usage(response):
         usage = None  # litellm's own guess; _token_counts counts locally and says so
     return "".join(parts), ttft, finish, usage, calls.calls()

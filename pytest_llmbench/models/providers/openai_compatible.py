@@ -296,7 +296,7 @@ async def _read_stream(
                 ttft = time.perf_counter() - started
             finish = choice.get("finish_reason") or finish
     if finish is None:
-        raise IncompleteStreamError(cut_stream_message(len("".join(parts))))
+        raise IncompleteStreamError(cut_stream_message(len("".join(parts)) + calls.received))
     return "".join(parts), ttft, finish, usage, calls.calls()
 
 

@@ -49,6 +49,13 @@ class StreamedToolCalls:
                 parts.arguments.append(piece)
         return seen
 
+    @property
+    def received(self) -> int:
+        """Characters of names and arguments received so far (what a cut stream had sent)."""
+        return sum(
+            len(parts.name) + sum(map(len, parts.arguments)) for parts in self._calls.values()
+        )
+
     def calls(self) -> tuple[dict[str, Any], ...]:
         """The calls in the reply's order, as a whole answer's are recorded."""
         return tuple(
