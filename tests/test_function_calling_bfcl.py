@@ -198,6 +198,17 @@ def test_tool_calls_without_a_value_needs_the_rows_expected_calls(tmp_path: Path
     assert "dataset row 'simple_0' (line 1)" in str(error)
 
 
+def test_a_tool_choice_word_applies_to_every_rows_tools(tmp_path: Path) -> None:
+    (case,) = load(tmp_path, [SIMPLE], BFCL_EVAL + "tool_choice: required\n").cases
+    assert case.functions is not None and case.functions.tool_choice == "required"
+    assert case.functions.request_params()["tool_choice"] == "required"
+    forced = (
+        BFCL_EVAL + "tool_choice: {type: function, function: {name: calculate_triangle_area}}\n"
+    )
+    error = error_of(tmp_path, [SIMPLE], forced)
+    assert error.line == 9 and "with dataset.tools, `tool_choice` is one of" in str(error)
+
+
 def test_allowed_values_as_bfcl_reads_them() -> None:
     allowed = {"base": [10], "height": [5.0], "unit": ["units", ""]}
     assert args_match(allowed, {"base": 10, "height": 5}, "allowed")  # unit may be left out
@@ -336,6 +347,37 @@ def test_a_plain_file_is_shimmed_only_when_asked_off_the_embedded_model(bench: B
     assert "tools" in request.body and "response_format" not in request.body
 
 
+@pytest.mark.parametrize(
+    ("choice", "names", "answer_allowed"),
+    [
+        ("auto", ["calculate_triangle_area"], True),
+        ("required", ["calculate_triangle_area"], False),
+        ("none", [], True),
+    ],
+)
+def test_the_shims_grammar_follows_tool_choice(
+    bench: Bench, choice: str, names: list[str], answer_allowed: bool
+) -> None:
+    bench.server.add_rule(Rule(match="base 10", reply='{"answer": "25"}'))
+    bench.pytester.makefile(".jsonl", bfcl=SIMPLE)
+    bench.eval_file("bfcl", SHIMMED_EVAL + f"tool_choice: {choice}\n")
+    bench.run("--models=fake")
+    (request,) = bench.server.chat_requests()
+    schema = request.body["response_format"]["schema"]
+    branches = schema.get("anyOf", [schema])
+    answers = [b for b in branches if "answer" in b.get("properties", {})]
+    calls = [b for b in branches if "calls" in b.get("properties", {})]
+    assert bool(answers) is answer_allowed
+    offered = [
+        name
+        for branch in calls
+        for entry in branch["properties"]["calls"]["items"]["anyOf"]
+        for name in entry["properties"]["tool"]["enum"]
+    ]
+    assert offered == names
+    assert "tool_choice" not in request.body
+
+
 def test_a_shimmed_file_replays_from_the_cache(bench: Bench) -> None:
     bench.server.add_rule(
         Rule(
@@ -351,3 +393,31 @@ def test_a_shimmed_file_replays_from_the_cache(bench: Bench) -> None:
     (record,) = bench.records()
     assert record["cached"] is True and record["function_calls"] == first
     assert [call["name"] for call in first] == ["calculate_triangle_area"]
+
+
+# -- the embedded model for real: through the shim, to a verdict ------------------------------
+
+
+@pytest.mark.slow
+def test_a_bfcl_row_runs_on_the_embedded_model_through_the_shim(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makefile(".jsonl", bfcl="\n".join([SIMPLE, PARALLEL]))
+    pytester.makefile(".eval.yaml", bfcl=BFCL_EVAL + "model_params: {max_tokens: 96}\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--results-dir=out")
+    assert result.ret in (0, 1), result.stdout.str()  # verdicts, whichever they are
+    lines = (pytester.path / "out" / "results.jsonl").read_text().splitlines()
+    records = {r["case_id"]: r for r in map(json.loads, lines)}
+    assert set(records) == {"simple_0", "parallel_0"}
+    for record in records.values():
+        assert record["model"] == "local/smollm2"
+        assert record["outcome"] in ("passed", "failed"), record["error"]
+        (verdict,) = record["assertions"]
+        assert verdict["type"] == "tool-calls" and verdict["reason"]
+        # the grammar lets the model name only the row's own tools
+        declared = {"simple_0": "calculate_triangle_area", "parallel_0": "spotify.play"}
+        assert {c["name"] for c in record["function_calls"]} <= {declared[record["case_id"]]}
+        system = record["messages"][0]
+        assert system["role"] == "system" and '{"calls": [' in system["content"]

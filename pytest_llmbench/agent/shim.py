@@ -241,10 +241,11 @@ MAX_SHIM_CALLS = 8
 
 
 def calls_response_format(
-    tool_names: Sequence[str], schemas: Sequence[Mapping[str, Any]]
+    tool_names: Sequence[str], schemas: Sequence[Mapping[str, Any]], *, answer_allowed: bool = True
 ) -> dict[str, Any]:
-    """The response format of ``with_shim_prompt(..., calls=True)``: ``{"calls": [...]}`` (each entry one
-    of :func:`shim_response_format`'s call branches) or ``{"answer": ...}``."""
+    """The response format of ``with_shim_prompt(..., calls=True)``: ``{"calls": [...]}`` (each
+    entry one of :func:`shim_response_format`'s call branches) or, when ``answer_allowed``
+    (``tool_choice`` is not ``required`` nor one forced tool), ``{"answer": ...}``."""
     one = shim_response_format(tool_names, schemas)["schema"]
     branches = one.get("anyOf", [])[:-1]  # the call branches; the last one is the answer
     answer = one.get("anyOf", [one])[-1]
@@ -262,6 +263,8 @@ def calls_response_format(
         },
         "required": ["calls"],
     }
+    if not answer_allowed:
+        return {"type": "json_object", "schema": calls}
     return {"type": "json_object", "schema": {"anyOf": [calls, answer]}}
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -498,10 +498,17 @@ def _shim_request(
     protocol in the system message, its JSON shapes as the response format (no ``tools``)."""
     from ..agent.shim import calls_response_format, with_shim_prompt
 
-    assert plan.functions is not None
-    schemas = [tool.as_openai() for tool in plan.functions.tools]
+    functions = plan.functions
+    assert functions is not None
+    schemas = [tool.as_openai() for tool in functions.tools]
     shown = tuple(with_shim_prompt(messages, schemas, calls=True))
-    return shown, {"response_format": calls_response_format(plan.functions.names, schemas)}
+    names, must_call = functions.names, functions.tool_choice not in (None, "auto", "none")
+    if functions.tool_choice == "none":
+        names = ()  # the grammar then leaves only the answer
+    elif isinstance(functions.tool_choice, Mapping):
+        names = (str(functions.tool_choice["function"]["name"]),)
+    formatted = calls_response_format(names, schemas, answer_allowed=not must_call)
+    return shown, {"response_format": formatted}
 
 
 def _read_shim(plan: CallPlan, completion: Completion) -> Completion:

@@ -512,7 +512,8 @@ def _with_row_tools(
     ``tool-calls`` that gives no value checking the row's expected calls
     (``dataset.tool_calls``)."""
     if row.tools is not None:
-        case = replace(case, functions=replace(row.tools, tool_shim=spec.tool_shim))
+        functions = replace(row.tools, tool_shim=spec.tool_shim, tool_choice=spec.tool_choice)
+        case = replace(case, functions=functions)
     open_calls = [a.base_type == "tool-calls" and a.value is None for a in case.assertions]
     if not any(open_calls):
         return case

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .functions import FunctionSpecError, FunctionTools, read_function_tools
+from .functions import TOOL_CHOICE_WORDS, FunctionSpecError, FunctionTools, read_function_tools
 from .schema import (
     MCP_TOOL,
     AgentSpec,
@@ -142,10 +142,15 @@ def function_tools(
 ) -> FunctionTools | None:
     """A plain file's function definitions (:mod:`.functions`), or None (an agent file, or no
     ``tools:``)."""
-    if spec.tool_choice is not None and (spec.kind == "agent" or not spec.tools):
-        line = document.line_of(("tool_choice",))
+    row_tools = spec.dataset is not None and spec.dataset.tools is not None
+    line = document.line_of(("tool_choice",))
+    if spec.tool_choice is not None and (spec.kind == "agent" or not (spec.tools or row_tools)):
         raise EvalFileError(path, line, "`tool_choice` needs function definitions in `tools:` "
                             "of a plain file (an agent's tools are names)")  # fmt: skip
+    if row_tools and not spec.tools and spec.tool_choice not in (None, *TOOL_CHOICE_WORDS):
+        raise EvalFileError(path, line, "with dataset.tools, `tool_choice` is one of "
+                            f"{', '.join(TOOL_CHOICE_WORDS)}: each row declares its own "
+                            "tools")  # fmt: skip
     if spec.kind == "agent" or not spec.tools:
         return None
     try:
