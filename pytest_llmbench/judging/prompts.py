@@ -194,8 +194,8 @@ _SCALE = {
     "false otherwise. Give exactly one entry per chunk.",
 }
 _CLAIMS_SHAPE = (
-    '{"claims": [{"claim": "<one claim>", "supported": <true or false>, ' + '"reason": '
-    '"<one short sentence>"}, ...]}'
+    '{"claims": [{"claim": "<one claim>", "supported": <true or false>, '
+    '"reason": "<one short sentence>"}, ...]}'
 )
 _REASON = '"reason": "<one short sentence>"'
 _SHAPE = {
