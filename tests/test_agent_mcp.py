@@ -7,6 +7,7 @@ where it works) and the checks are real. Servers are real subprocesses: ``slow``
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -415,3 +416,42 @@ def test_mcp_tools_go_through_the_tool_shim(bench: Bench) -> None:
     first = bench.server.chat_requests()[0].body
     assert "tools" not in first  # offered in the prompt, not natively
     assert "time__get_current_time" in first["messages"][0]["content"]
+
+
+#: Counts, when each item is finished, the processes that still hold the marker.
+COUNT_AFTER_ITEM = """
+from pathlib import Path
+
+MARKER = %r
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    alive = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\\0", b" ").decode()
+        except OSError:  # not a process, or gone meanwhile
+            continue
+        if entry.name.isdigit() and MARKER in cmdline:
+            alive.append(cmdline)
+    Path("alive-after-item.txt").write_text(str(len(alive)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "outcome"),
+    [("echo_env", {"name": "HOME"}, "passed"), ("nap", {"seconds": 60}, "error")],
+)
+def test_the_server_is_gone_when_its_item_ends(
+    bench: Bench, tool: str, arguments: dict[str, object], outcome: str
+) -> None:
+    """The session is closed and the server (bwrap and all) stopped by the time the item is
+    reported: when it passes, and when it errors with a tool call still running."""
+    marker = f"llmbench-probe-{uuid.uuid4().hex}"
+    bench.pytester.makeconftest(COUNT_AFTER_ITEM % marker)
+    _probe_file(bench, tool=tool, args=f", {marker}")
+    _script(bench, f"probe__{tool}", arguments, "")
+    bench.run_subprocess("--models=fake")
+    (record,) = bench.records()
+    assert record["outcome"] == outcome
+    assert (bench.pytester.path / "alive-after-item.txt").read_text() == "0"
