@@ -455,3 +455,23 @@ def test_the_server_is_gone_when_its_item_ends(
     (record,) = bench.records()
     assert record["outcome"] == outcome
     assert (bench.pytester.path / "alive-after-item.txt").read_text() == "0"
+
+
+def test_without_bwrap_a_stdio_server_needs_sandbox_off(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """bwrap missing (PATH holds nothing): the item is a sandbox error before any model call,
+    as for commands; with `sandbox: off` the server runs, its environment still clean."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # pytest runs by its full path
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    _probe_file(bench, tool="echo_env")
+    _script(bench, "probe__echo_env", {"name": "OPENAI_API_KEY"}, "")
+    result = bench.run_subprocess("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*llmbench sandbox error: bubblewrap is not installed*"])
+    assert bench.server.chat_requests() == []
+    assert bench.records()[0]["error_kind"] == "sandbox"
+    text = (bench.pytester.path / "probe.eval.yaml").read_text()
+    bench.eval_file("probe", text.replace("kind: agent", "kind: agent\nsandbox: off"))
+    bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
+    assert _tool_result(bench) == "(unset)"
