@@ -60,10 +60,8 @@ class Engine:
         if self._calling:  # set once under the lock and never reset: a plain read suffices
             return
         with self._lock:
-            if self._calling:
-                return
-            self._calling = True
-            callbacks, self._on_calling = self._on_calling, []
+            first, self._calling = not self._calling, True
+            callbacks, self._on_calling = (self._on_calling, []) if first else ([], [])
         if callbacks:
             loop.call_soon_threadsafe(loop.call_soon, _run_all, callbacks)
 
