@@ -331,6 +331,7 @@ def test_a_shimmed_reply_becomes_the_same_function_calls(bench: Bench) -> None:
         ("shim_1", "spotify.play", {"artist": "Maroon 5", "duration": 15}),
     ]
     assert parallel["tool_calls"] == 2 and parallel["tool_counts"] == {"spotify.play": 2}
+    assert parallel["shimmed"] is True
     assert parallel["assertions"][0]["passed"] is True
     answered = records["simple_0"]
     assert answered["function_calls"] == [] and answered["response"] == "It is 25."
@@ -345,6 +346,7 @@ def test_a_plain_file_is_shimmed_only_when_asked_off_the_embedded_model(bench: B
     bench.run("--models=fake")
     (request,) = bench.server.chat_requests()
     assert "tools" in request.body and "response_format" not in request.body
+    assert bench.records()[0]["shimmed"] is False
 
 
 @pytest.mark.parametrize(
@@ -421,3 +423,4 @@ def test_a_bfcl_row_runs_on_the_embedded_model_through_the_shim(
         assert {c["name"] for c in record["function_calls"]} <= {declared[record["case_id"]]}
         system = record["messages"][0]
         assert system["role"] == "system" and '{"calls": [' in system["content"]
+        assert record["shimmed"] is True

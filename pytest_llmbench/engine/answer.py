@@ -97,7 +97,7 @@ class Answerer:
         """The request of ``plan``'s own call."""
         messages = with_images(plan, plan.case.messages)
         tools = plan.tool_params
-        if _shimmed(plan):
+        if shimmed(plan):
             messages, tools = _shim_request(plan, messages)
         scoring = plan.case.loglikelihood is not None
         return Request(
@@ -486,9 +486,16 @@ def _answered(plan: CallPlan, request: Request, completion: Completion) -> Answe
     return Answer(_read_shim(plan, completion), messages=_sent(plan, request))
 
 
-def _shimmed(plan: CallPlan) -> bool:
-    """Whether ``plan`` offers its function definitions through the tool shim."""
-    return plan.functions is not None and plan.functions.shimmed(plan.model.embedded)
+def shimmed(plan: CallPlan) -> bool:
+    """Whether ``plan`` offers its function definitions through the tool shim: a plain
+    (one-reply) call whose file says so for its model; a conversation's turns offer them
+    natively."""
+    functions = plan.functions
+    return (
+        functions is not None
+        and not plan.case.conversational
+        and functions.shimmed(plan.model.embedded)
+    )
 
 
 def _shim_request(
@@ -514,7 +521,7 @@ def _shim_request(
 def _read_shim(plan: CallPlan, completion: Completion) -> Completion:
     """A shimmed reply read as a native one: its protocol calls as ``tool_calls``, the text
     its answer ("" when it called)."""
-    if not _shimmed(plan):
+    if not shimmed(plan):
         return completion
     from ..agent.shim import parse_calls_reply
 

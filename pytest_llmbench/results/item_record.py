@@ -211,6 +211,7 @@ def _agent_fields(result: EvalResult) -> dict[str, Any]:
         "stopped": run.stopped,
         "transcript": [dict(message) for message in run.transcript],
         "timeline": run.timeline(),
+        "shimmed": run.shimmed,
         "workdir": workdir,
     }
 
@@ -224,7 +225,14 @@ def _function_call_fields(result: EvalResult) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for call in calls:
         counts[str(call.get("name"))] = counts.get(str(call.get("name")), 0) + 1
-    return {"function_calls": calls, "tool_calls": len(calls), "tool_counts": counts}
+    from ..engine.answer import shimmed
+
+    return {
+        "function_calls": calls,
+        "tool_calls": len(calls),
+        "tool_counts": counts,
+        "shimmed": shimmed(result.plan),
+    }
 
 
 def _context_field(result: EvalResult) -> dict[str, Any] | None:

@@ -83,6 +83,9 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``function_calls`` (list[dict]): the calls a function-calling reply asked for (a plain file's
   ``tools:``), recorded, never run: ``{id, name, arguments}`` each, arguments as sent (a JSON
   string); empty for other items.
+- ``shimmed`` (bool): the tools went through the tool shim (JSON in the prompt, the calls read
+  from the reply's JSON) instead of native tool calls: an agent's, or a function-calling
+  reply's on a model without tool calling (the embedded one); false for other items.
 - ``workdir`` (str | None): an agent item's folder (kept after the run, as pytest keeps tmp_path).
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
 - ``cached`` (bool): the answer came from the response cache (no call was made this run).
@@ -202,6 +205,7 @@ FIELDS: tuple[str, ...] = (
     "transcript",
     "timeline",
     "function_calls",
+    "shimmed",
     "workdir",
     "images",
     "solver",
@@ -251,6 +255,7 @@ _DEFAULTS: dict[str, Any] = {
     "transcript": [],
     "timeline": [],
     "function_calls": [],
+    "shimmed": False,
     "streamed": False,
     "cached": False,
     "rate_limit_wait_s": 0.0,
