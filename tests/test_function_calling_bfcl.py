@@ -338,6 +338,22 @@ def test_a_shimmed_reply_becomes_the_same_function_calls(bench: Bench) -> None:
     assert "missing calculate_triangle_area(" in answered["assertions"][0]["reason"]
 
 
+def test_a_shimmed_reply_cut_inside_its_calls_keeps_the_whole_ones(bench: Bench) -> None:
+    """A reply cut off by max_tokens keeps the calls it finished: what the model did call."""
+    whole = '{"tool": "spotify.play", "arguments": {"artist": "Maroon 5", "duration": 15}}'
+    cut = f'{{ "calls": [{whole}, {whole}, {{"tool": "spotify.play", "argu'
+    bench.server.add_rule(Rule(match="Taylor Swift", reply=cut))
+    bench.pytester.makefile(".jsonl", bfcl=PARALLEL)
+    bench.eval_file("bfcl", SHIMMED_EVAL)
+    bench.run("--models=fake").assert_outcomes(failed=1)
+    (record,) = bench.records()
+    calls = [(c["name"], json.loads(c["arguments"])) for c in record["function_calls"]]
+    assert calls == [("spotify.play", {"artist": "Maroon 5", "duration": 15})] * 2
+    assert record["response"] == ""
+    reason = record["assertions"][0]["reason"]
+    assert "missing spotify.play(artist=['Taylor Swift']" in reason and "extra calls" in reason
+
+
 def test_a_plain_file_is_shimmed_only_when_asked_off_the_embedded_model(bench: Bench) -> None:
     """``auto`` shims the embedded model alone: the fake model gets native tools."""
     bench.server.add_rule(Rule(match="base 10", reply="no"))

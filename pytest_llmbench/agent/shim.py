@@ -278,6 +278,8 @@ def parse_calls_reply(text: str) -> tuple[tuple[dict[str, str], ...], str]:
         entries = found["calls"]
     elif found is not None and isinstance(found.get("tool"), str):
         entries = [found]
+    elif found is None:
+        entries = _whole_entries(text)  # a reply cut off (max_tokens) inside its calls
     calls: list[dict[str, str]] = []
     for entry in entries:
         if isinstance(entry, dict) and isinstance(entry.get("tool"), str) and entry["tool"]:
@@ -287,3 +289,22 @@ def parse_calls_reply(text: str) -> tuple[tuple[dict[str, str], ...], str]:
     if calls:
         return tuple(calls), ""
     return (), parse_shim_reply(text, ()).answer or ""
+
+
+_CALLS_START = re.compile(r'^\s*\{\s*"calls"\s*:\s*\[')
+
+
+def _whole_entries(text: str) -> list[Any]:
+    """The entries a ``{"calls": [...`` reply finished before it was cut off."""
+    start = _CALLS_START.match(text)
+    if start is None:
+        return []
+    entries: list[Any] = []
+    at, decoder = start.end(), json.JSONDecoder()
+    while True:
+        at = len(text) - len(text[at:].lstrip(" \t\n\r,"))
+        try:
+            entry, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return entries
+        entries.append(entry)
