@@ -82,6 +82,12 @@ def dial(port: int) -> str:
 
 
 @app.tool()
+def where() -> str:
+    """The folder the server runs in."""
+    return os.getcwd()
+
+
+@app.tool()
 def die() -> str:
     """Exits the server at once."""
     os._exit(1)
@@ -227,7 +233,7 @@ def test_a_glob_matching_no_tool_is_an_error_naming_the_tools(bench: Bench) -> N
     (record,) = bench.records()
     assert record["error_kind"] == "tool"
     assert (
-        "mcp:probe/search* matches none of its tools (echo_env, refuse, peek, dial, die, nap)"
+        "mcp:probe/search* matches none of its tools (echo_env, refuse, peek, dial, where, die, nap)"
         in record["error"]
     )
 
@@ -475,3 +481,15 @@ def test_without_bwrap_a_stdio_server_needs_sandbox_off(
     bench.eval_file("probe", text.replace("kind: agent", "kind: agent\nsandbox: off"))
     bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
     assert _tool_result(bench) == "(unset)"
+
+
+def test_a_stdio_server_starts_in_its_cwd_inside_the_workdir(bench: Bench) -> None:
+    (bench.pytester.path / "servers" / "data").mkdir(parents=True)
+    _probe_file(bench, tool="where")
+    text = (bench.pytester.path / "probe.eval.yaml").read_text()
+    text = text.replace("args: [probe.py]", "args: [../probe.py], cwd: data")
+    bench.eval_file("probe", text)
+    _script(bench, "probe__where", {}, "")
+    bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert _tool_result(bench) == str(Path(record["workdir"]) / "data")

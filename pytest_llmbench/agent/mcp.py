@@ -132,7 +132,8 @@ class _Session:
             return ""
         with contextlib.suppress(OSError, ValueError):
             self.errlog.flush()
-            self.errlog.seek(0)
+            end = self.errlog.seek(0, os.SEEK_END)
+            self.errlog.seek(max(0, end - 4 * _STDERR_TAIL))  # the tail: it may be large
             said = self.errlog.read().strip()
             return f"; it said: {said[-_STDERR_TAIL:]}" if said else ""
         return ""
@@ -150,7 +151,9 @@ async def _open(
     errlog: IO[str] | None = None
     try:
         if server.command is not None:
-            errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
+            errlog = stack.enter_context(
+                tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            )
             streams = await stack.enter_async_context(_stdio(server, sandbox, errlog, secrets))
         else:
             streams = await stack.enter_async_context(_http(server, secrets))
@@ -170,11 +173,13 @@ def _stdio(
     assert server.command is not None
     env = {key: resolve(value, server.name, f"env {key}", secrets) for key, value in server.env}
     command = sys.executable if server.command in _INTERPRETERS else server.command
+    cwd = (sandbox.workdir / server.cwd).resolve() if server.cwd else sandbox.workdir
     try:
-        argv, clean = sandbox.server_process([command, *server.args], env, network=server.network)
+        argv, clean = sandbox.server_process(
+            [command, *server.args], env, network=server.network, cwd=cwd
+        )
     except SandboxUnavailable as exc:
         raise McpServerError(f"MCP server {server.name!r} cannot start: {exc}") from None
-    cwd = sandbox.workdir / server.cwd if server.cwd else sandbox.workdir
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=clean, cwd=cwd)
     return stdio_client(params, errlog=cast(TextIO, errlog))
 

@@ -701,11 +701,18 @@ class Sandbox:
         return _bwrap_argv(self._bwrap, self.view, self.limits, command, sized)
 
     def server_process(
-        self, argv: Sequence[str], env: Mapping[str, str], *, network: bool = False
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        network: bool = False,
+        cwd: Path | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         """The argv and environment that start a long-lived process (an MCP server) confined
         as commands are: under bwrap (with the host's network only when ``network``), the CPU,
         memory, file-size and core rlimits, an environment of the clean variables and ``env``.
+        It starts in ``cwd`` (a folder the sandbox sees; default: where commands start); the
+        caller starts it there too, for the unconfined mode.
 
         The caller starts and stops it (a process group of its own). Variables a launcher adds
         to the environment it is given (the MCP SDK adds ``LOGNAME``, ``SHELL``, ``TERM`` and
@@ -722,7 +729,8 @@ class Sandbox:
             protect_this_process()  # the server must not read our environ through /proc
             return ["/bin/sh", "-c", command], clean
         sized = _bwrap_works(self._bwrap, sized_tmp=True)
-        confined = _bwrap_argv(self._bwrap, self.view, self.limits, command, sized, network)
+        view = dataclasses.replace(self.view, cwd=cwd) if cwd is not None else self.view
+        confined = _bwrap_argv(self._bwrap, view, self.limits, command, sized, network)
         return confined, clean
 
     def _env(self) -> dict[str, str]:
