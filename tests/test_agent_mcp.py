@@ -493,3 +493,18 @@ def test_a_stdio_server_starts_in_its_cwd_inside_the_workdir(bench: Bench) -> No
     bench.run_subprocess("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
     assert _tool_result(bench) == str(Path(record["workdir"]) / "data")
+
+
+def test_an_unset_variable_in_env_is_an_item_error_naming_it(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LLMBENCH_PROBE_UNSET", raising=False)
+    _probe_file(bench, tool="echo_env", extra=", env: {K: 'x-${LLMBENCH_PROBE_UNSET}'}")
+    bench.server.add_rule(Rule(reply="never asked"))
+    bench.run_subprocess("--models=fake").assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "tool"
+    assert (
+        "MCP server 'probe': env K uses ${LLMBENCH_PROBE_UNSET}, which is not set"
+        in (record["error"])
+    )
