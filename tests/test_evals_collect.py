@@ -29,3 +29,13 @@ def test_every_example_eval_collects_with_the_conversations() -> None:
         "capitals[local/smollm2-r0]",
         "simulated-traveller[local/smollm2-r0]",
     ]
+    # The BFCL rows (evals/data/bfcl/): 8 simple, 6 multiple, 6 parallel, each once.
+    bfcl = [
+        i.split("::")[1] for i in ids if i.startswith("evals/function-calling-bfcl.eval.yaml::")
+    ]
+    assert [i.split("[")[0] for i in bfcl] == [
+        *(f"simple_python_{n}" for n in range(8)),
+        *(f"multiple_{n}" for n in range(6)),
+        *(f"parallel_{n}" for n in range(6)),
+    ]
+    assert all(i.endswith("[local/smollm2-r0]") for i in bfcl)
