@@ -29,6 +29,10 @@ def test_every_example_eval_collects_with_the_conversations() -> None:
         "capitals[local/smollm2-r0]",
         "simulated-traveller[local/smollm2-r0]",
     ]
+    # The RAG rows (evals/data/rag.jsonl, each with its context), each once.
+    rag = [i.split("::")[1] for i in ids if i.startswith("evals/rag.eval.yaml::")]
+    assert len(rag) == 8 and all(i.endswith("[local/smollm2-r0]") for i in rag)
+    assert rag[0] == "lighthouse-height[local/smollm2-r0]"
     # The BFCL rows (evals/data/bfcl/): 8 simple, 6 multiple, 6 parallel, each once.
     bfcl = [
         i.split("::")[1] for i in ids if i.startswith("evals/function-calling-bfcl.eval.yaml::")
