@@ -106,6 +106,7 @@ async def grade(
     from ..judging.panel import grade as grade_panel
     from ..judging.panel import grade_embedding, judge_request
     from ..scoring.judged import CONTEXT_TYPES, EmbeddingSpec
+    from ..spec.graders import reads_context
 
     context = plan.case.context if retrieved is None else retrieved
 
@@ -127,6 +128,9 @@ async def grade(
         if entry.spec.kind in CONTEXT_TYPES and not context:
             jobs.append(_unchecked(entry.index, entry.assertion, "the context is empty"))
             continue
+        if reads_context(entry.spec) and not context:  # a grader's {{context}}
+            jobs.append(_unchecked(entry.index, entry.assertion, "the context is empty"))
+            continue
         try:
             request = judge_request(
                 entry.assertion,
@@ -137,6 +141,7 @@ async def grade(
                 task=plan.case.task,
                 extra_dimensions=(*judge_metrics, *plan.case.judge_metrics),
                 context=context or (),
+                grader_prompt=_grader_prompt(entry.spec, plan, completion.text, context),
             )
         except ValueError as exc:  # nothing to judge against (factuality, no expected)
             jobs.append(_ungradable(entry.index, entry.assertion, str(exc)))
@@ -145,6 +150,21 @@ async def grade(
             grade_panel(entry.index, entry.assertion, entry.spec, request, entry.judges, complete)
         )
     return tuple(await asyncio.gather(*jobs))
+
+
+def _grader_prompt(
+    spec: Any, plan: CallPlan, answer: str, context: Sequence[str] | None
+) -> str | None:
+    """A user's grader's prompt rendered for this answer; None for the other judged types."""
+    from ..scoring.model_graded import ModelGradedSpec
+    from ..spec.graders import grader_prompt
+    from ..spec.templating import last_user_text
+
+    if not isinstance(spec, ModelGradedSpec):
+        return None
+    question = last_user_text(plan.case.messages)
+    case = plan.case
+    return grader_prompt(spec, question, answer, case.expected, context or (), case.vars)
 
 
 def _texts(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError, Usage
+from ..scoring.model_graded import ModelGradedSpec, votes_text
 from .prompts import (
     CONVERSATION_DIMENSIONS,
+    GRADER_KIND,
     JURY_DIMENSIONS,
     JudgeRequest,
     judge_messages,
@@ -54,6 +56,8 @@ class JudgeCall:
     cached: bool = False
     #: a RAG metric's per-claim or per-chunk verdicts (the record's ``details``)
     details: tuple[dict[str, Any], ...] = ()
+    #: model-graded: the label this judge picked (the record's ``choice``)
+    choice: str | None = None
 
     @property
     def determined(self) -> bool:
@@ -64,7 +68,11 @@ class JudgeCall:
     def to_dict(self) -> dict[str, Any]:
         """The record's judge entry (see :mod:`pytest_llmbench.results.record`); ``details``
         only for a RAG metric's judge."""
-        extra = {"details": [dict(item) for item in self.details]} if self.details else {}
+        extra: dict[str, Any] = (
+            {"details": [dict(item) for item in self.details]} if self.details else {}
+        )
+        if self.choice is not None:
+            extra["choice"] = self.choice
         return {
             "assertion": self.assertion,
             "type": self.type,
@@ -108,10 +116,12 @@ def judge_request(
     task: dict[str, Any] | None,
     extra_dimensions: Sequence[str] = (),
     context: Sequence[str] = (),
+    grader_prompt: str | None = None,
 ) -> JudgeRequest:
     """What the judges of ``assertion`` are shown: the question and the ``answer``, or with
     ``scope: conversation`` the transcript (``messages`` then the answer) with roles, and a
-    jury's conversation dimensions after the six."""
+    jury's conversation dimensions after the six. A user's grader (model-graded) is shown its
+    prompt, rendered: ``grader_prompt``."""
     users = [m["content"] for m in messages if m["role"] == "user"]
     systems = [m["content"] for m in messages if m["role"] == "system"]
     whole = spec.whole_conversation
@@ -122,6 +132,16 @@ def judge_request(
         dimensions = tuple(dict.fromkeys((*standard, *extra_dimensions, *spec.dimensions)))
     own_reference = spec.kind in ("factuality", "context-recall") and assertion.value
     reference = assertion.value if own_reference else expected
+    if isinstance(spec, ModelGradedSpec):
+        return JudgeRequest(
+            kind=GRADER_KIND,
+            question=users[-1] if users else None,
+            answer=answer,
+            expected=expected,
+            rubric=grader_prompt,
+            context=tuple(context),
+            grader=spec,
+        )
     return JudgeRequest(
         kind=spec.kind,  # type: ignore[arg-type]  # checked at collection
         question=users[-1] if users else None,
@@ -190,9 +210,11 @@ async def _ask(
             parsed = parse_verdict(request, completion.text)
         except VerdictError as exc:
             problem = f"malformed verdict: {exc}"
-            messages = retry_messages(messages, completion.text, str(exc))
+            messages = retry_messages(messages, completion.text, str(exc), request)
             continue
         call = usage.call(index, spec.kind, judge, attempt, parsed.scores, parsed.reasons)
+        if parsed.choice is not None:
+            call = replace(call, choice=parsed.choice)
         return replace(call, details=parsed.details) if parsed.details else call
     return usage.call(index, spec.kind, judge, VERDICT_ATTEMPTS, error=problem)
 
@@ -351,7 +373,9 @@ def _reason(
     valid: Sequence[JudgeCall],
     calls: Sequence[JudgeCall],
 ) -> str:
-    if spec.kind == "jury":
+    if isinstance(spec, ModelGradedSpec):
+        head = _grader_reason(spec, dimensions, valid)
+    elif spec.kind == "jury":
         shown = ", ".join(f"{key} {value:.2f}" for key, value in dimensions.items())
         failing = [key for key, ok in passed.items() if not ok]
         head = f"{spec.aggregate} over {len(valid)} judge(s), pass >= {spec.threshold:g}: {shown}"
@@ -365,3 +389,16 @@ def _reason(
     if excluded:
         head += "; excluded: " + "; ".join(f"{call.judge}: {call.error}" for call in excluded)
     return head
+
+
+def _grader_reason(
+    spec: ModelGradedSpec, dimensions: dict[str, float], valid: Sequence[JudgeCall]
+) -> str:
+    """A user's grader: its score, the judges' votes by choice, the first judge's reasoning."""
+    key, value = next(iter(dimensions.items()))
+    picked = [call.choice for call in valid if call.choice is not None]
+    votes = votes_text(spec, picked)
+    who = f"choice {picked[0]}" if len(picked) == 1 else f"votes {votes} ({spec.aggregate})"
+    head = f"{key} {value:.2f} (pass >= {spec.threshold:g}); {who}"
+    why = valid[0].reasons.get(key, "")
+    return f"{head}; {why}" if why else head

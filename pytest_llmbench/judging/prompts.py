@@ -17,6 +17,7 @@ import re
 from typing import Any, Literal, get_args
 
 from ..scoring.judged import dimension_key
+from ..scoring.model_graded import ModelGradedSpec
 
 JudgeKind = Literal[
     "llm-rubric",
@@ -27,11 +28,14 @@ JudgeKind = Literal[
     "answer-relevance",
     "context-recall",
     "context-precision",
+    "model-graded",
 ]
 #: The judge kinds with a fixed prompt and a score in the reply, in documentation order.
 JUDGE_KINDS: tuple[JudgeKind, ...] = get_args(JudgeKind)[:4]
 #: The RAG metrics (:mod:`pytest_llmbench.scoring.rag`): the judge lists claims or chunks.
-RAG_KINDS: tuple[JudgeKind, ...] = get_args(JudgeKind)[4:]
+RAG_KINDS: tuple[JudgeKind, ...] = get_args(JudgeKind)[4:8]
+#: The user's own grader (:mod:`.grader`): the user's prompt, a choice among the user's labels.
+GRADER_KIND: JudgeKind = "model-graded"
 #: The RAG metrics whose judges read the retrieved context.
 CONTEXT_KINDS: tuple[JudgeKind, ...] = ("faithfulness", "context-recall", "context-precision")
 
@@ -72,6 +76,7 @@ _SINGLE_KEY: dict[str, str] = {
     "answer-relevance": "answer_relevance",
     "context-recall": "context_recall",
     "context-precision": "context_precision",
+    "model-graded": "model_graded",
 }
 _TAGS = (
     "system_prompt",
@@ -115,11 +120,16 @@ class JudgeRequest:
     conversation: tuple[dict[str, str], ...] = ()
     #: the retrieved context's chunks, in rank order (RAG metrics)
     context: tuple[str, ...] = ()
+    #: model-graded: the user's grader (its choices, chain of thought, structured output);
+    #: ``rubric`` then holds its prompt, rendered
+    grader: ModelGradedSpec | None = None
 
     def __post_init__(self) -> None:
-        kinds = (*JUDGE_KINDS, *RAG_KINDS)
+        kinds = (*JUDGE_KINDS, *RAG_KINDS, GRADER_KIND)
         if self.kind not in kinds:
             raise ValueError(f"unknown judge kind {self.kind!r}; expected one of {kinds}")
+        if self.kind == GRADER_KIND and (self.grader is None or not self.rubric):
+            raise ValueError("model-graded needs its grader and its rendered prompt")
         if self.kind in CONTEXT_KINDS and not self.context:
             raise ValueError(f"{self.kind} needs a context")
         if self.kind == "context-recall" and not self.expected:
@@ -230,8 +240,13 @@ def judge_messages(request: JudgeRequest) -> list[dict[str, str]]:
     """The chat messages that ask a judge for a verdict on ``request``.
 
     The system message holds the role, the scale, the task and the reply shape; the user message
-    holds the tagged data, the answer last, then a one-line reminder of what to do.
+    holds the tagged data, the answer last, then a one-line reminder of what to do. A user's
+    grader (model-graded) is its own prompt instead (:func:`.grader.grader_messages`).
     """
+    if request.grader is not None and request.rubric is not None:
+        from .grader import grader_messages
+
+        return grader_messages(request.rubric, request.grader)
     return [
         {"role": "system", "content": _system_text(request)},
         {"role": "user", "content": _user_text(request)},
@@ -354,6 +369,10 @@ def reply_schema(request: JudgeRequest) -> dict[str, Any]:
     output format and as a llama.cpp grammar. Every key is required and no other is allowed.
     """
     reason = {"type": "string"}
+    if request.grader is not None:
+        from .grader import grader_schema
+
+        return grader_schema(request.grader)
     if request.kind == "jury":
         # An enum rather than minimum/maximum: llama.cpp's grammar enforces enums, not ranges.
         score = {"type": "integer", "enum": [1, 2, 3, 4, 5]}
@@ -382,14 +401,23 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
 
 
 def retry_messages(
-    messages: list[dict[str, str]], reply: str, problem: str
+    messages: list[dict[str, str]],
+    reply: str,
+    problem: str,
+    request: JudgeRequest | None = None,
 ) -> list[dict[str, str]]:
-    """``messages`` followed by the judge's bad ``reply`` and a request to answer again.
+    """``messages`` followed by the judge's bad ``reply`` and a request to answer again (in
+    the reply shape of ``request``'s grader, when it has one).
 
     Returns a new list; ``messages`` is left as it was.
     """
     problem = problem.strip().rstrip(".")
-    again = f"That reply was not valid: {problem}. Answer again with only the JSON object."
+    how = "Answer again with only the JSON object."
+    if request is not None and request.grader is not None:
+        from .grader import grader_retry
+
+        how = grader_retry(request.grader)
+    again = f"That reply was not valid: {problem}. {how}"
     return [
         *messages,
         {"role": "assistant", "content": reply},

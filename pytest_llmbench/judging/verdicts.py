@@ -12,10 +12,14 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..scoring.base import clip, quoted
+from ..scoring.model_graded import GRADER_SCORE_KEY
 from .prompts import JudgeRequest
+
+if TYPE_CHECKING:
+    from ..scoring.model_graded import ModelGradedSpec
 
 #: The score of each factuality choice: only D (disagrees with the expected answer) fails.
 FACTUALITY_SCORES: dict[str, float] = {"A": 1.0, "B": 1.0, "C": 1.0, "D": 0.0, "E": 1.0}
@@ -41,6 +45,8 @@ class ParsedVerdict:
     #: (``{chunk, relevant, reason}``) verdicts; with no score, the verdict is undetermined
     #: (nothing to count) and ``reasons`` says why
     details: tuple[dict[str, Any], ...] = ()
+    #: model-graded: the label of the choice the judge picked
+    choice: str | None = None
 
 
 class _DuplicateKey(Exception):
@@ -54,8 +60,11 @@ def parse_verdict(request: JudgeRequest, reply: str) -> ParsedVerdict:
     around it are allowed) with every key the schema requires, of the right type and range:
     jury scores integers 1..5 (``5.0`` counts as 5), a rubric score a number 0..1, a choice or
     verdict one of the allowed letters (after ``strip().upper()``), reasons strings. Booleans
-    are not numbers. Keys the schema does not name are ignored. Raises only VerdictError.
+    are not numbers. Keys the schema does not name are ignored. A user's grader's reply is
+    read by :func:`_parse_grader` (JSON or text). Raises only VerdictError.
     """
+    if request.grader is not None:
+        return _parse_grader(request, reply)
     data = load_object(reply)
     return _PARSERS[request.kind](request, data)
 
@@ -174,6 +183,80 @@ def _parse_relevance(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdi
     parsed = _parse_rubric(request, data)
     key = request.score_keys[0]
     return ParsedVerdict({key: parsed.scores["rubric"]}, {key: parsed.reasons["rubric"]})
+
+
+def _parse_grader(request: JudgeRequest, reply: str) -> ParsedVerdict:
+    """A user's grader: the label picked, its score, the reasoning. A structured reply is one
+    JSON object (``choice``, and ``reasoning`` with chain of thought); a text reply's last
+    non-empty line is ``Choice: X`` or X alone, the lines before it the reasoning."""
+    assert request.grader is not None
+    label, scores, reasons = _grader_reply(request.grader, reply)
+    return ParsedVerdict(scores, reasons, choice=label)
+
+
+#: The last line of a text reply: ``Choice: X`` (any case of "choice"), or X alone.
+_CHOICE_LINE = re.compile(r"choice\s*:\s*(?P<label>.*)", re.IGNORECASE)
+#: Marks a judge may wrap its label in: markdown emphasis, code, quotes, brackets.
+_WRAPPING = "*`\"'()[] \t"
+
+
+def _grader_reply(
+    spec: ModelGradedSpec, reply: str
+) -> tuple[str, dict[str, float], dict[str, str]]:
+    """(the label picked, its score, the reasoning) of a judge's ``reply``, read strictly;
+    raise :class:`VerdictError` naming what is wrong."""
+    if spec.structured:
+        label, reasoning = _from_json(spec, reply)
+    else:
+        label, reasoning = _from_text(spec, reply)
+    return (
+        label,
+        {GRADER_SCORE_KEY: spec.score_of(label)},
+        {GRADER_SCORE_KEY: reasoning},
+    )
+
+
+def _from_json(spec: ModelGradedSpec, reply: str) -> tuple[str, str]:
+    data = load_object(reply)
+    if "choice" not in data:
+        raise VerdictError("missing 'choice'")
+    value = data["choice"]
+    if not isinstance(value, str):
+        raise VerdictError(f"'choice' must be one of {', '.join(spec.labels)}, got {value!r}")
+    reasoning = data.get("reasoning", "")
+    if spec.chain_of_thought and "reasoning" not in data:
+        raise VerdictError("missing 'reasoning'")
+    if not isinstance(reasoning, str):
+        raise VerdictError("'reasoning' must be a string")
+    return _label(spec, value), reasoning.strip()
+
+
+def _from_text(spec: ModelGradedSpec, reply: str) -> tuple[str, str]:
+    lines = [line for line in (reply or "").strip().splitlines() if line.strip()]
+    if not lines:
+        raise VerdictError("empty reply")
+    last = lines[-1].strip().strip("*`").strip()
+    match = _CHOICE_LINE.fullmatch(last)
+    written = match.group("label") if match else last
+    reasoning = "\n".join(lines[:-1]).strip()
+    if spec.chain_of_thought and not reasoning:
+        raise VerdictError("no reasoning before the choice line")
+    return _label(spec, written), reasoning
+
+
+def _label(spec: ModelGradedSpec, written: str) -> str:
+    """The label ``written`` names: exactly, or else when it matches one label ignoring case;
+    surrounding marks and one trailing period are dropped first."""
+    text = written.strip(_WRAPPING)
+    text = text[:-1].strip(_WRAPPING) if text.endswith(".") else text
+    if text in spec.labels:
+        return text
+    folded = [label for label in spec.labels if label.casefold() == text.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    raise VerdictError(
+        f"the choice must be one of {', '.join(spec.labels)}, got {quoted(written, _QUOTE_LIMIT)}"
+    )
 
 
 def _parse_claims(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:

@@ -30,15 +30,14 @@ from .base import (
     is_number,
 )
 from .judged import (
-    JUDGE_KEYS,
     JUDGE_TYPES,
     SIMILARITY_KEYS,
     GradedSpecError,
     parse_embedding_spec,
-    parse_judge_spec,
     rouge_threshold,
     scope_refusal,
 )
+from .model_graded import judge_keys, parse_judged
 from .performance import (
     PERFORMANCE_TYPES,
     check_cost,
@@ -161,7 +160,7 @@ def _parse_graded(raw: Mapping[str, Any], type_name: str, base: str) -> Assertio
     """A judged assertion, or ``similarity``: their own keys, and no ``not-`` prefix."""
     if type_name != base:
         raise AssertionSpecError(f"{base} cannot be negated with not-", "type")
-    extra = JUDGE_KEYS if base in JUDGE_TYPES else SIMILARITY_KEYS
+    extra = judge_keys(base) if base in JUDGE_TYPES else SIMILARITY_KEYS
     allowed = ("type", "value", "weight", "threshold", *sorted(extra))
     unknown = sorted(str(key) for key in raw if key not in allowed)
     if unknown:
@@ -180,7 +179,7 @@ def _parse_graded(raw: Mapping[str, Any], type_name: str, base: str) -> Assertio
     needs_value = value is None and spec.value_rule != "none"
     try:
         if base in JUDGE_TYPES:
-            graded = parse_judge_spec(base, raw)
+            graded = parse_judged(base, raw)
             return Assertion(
                 type_name, base, False, value, weight, {}, graded, needs_value=needs_value
             )
@@ -316,6 +315,7 @@ TYPES: dict[str, TypeSpec] = {
     "answer-relevance": TypeSpec(check_engine_graded, "none"),
     "context-recall": TypeSpec(check_engine_graded, "defaults", text_value),
     "context-precision": TypeSpec(check_engine_graded, "none"),
+    "model-graded": TypeSpec(check_engine_graded, "none"),
     "choice": TypeSpec(check_choice, "none"),
     "latency": TypeSpec(check_latency, "none"),
     "cost": TypeSpec(check_cost, "none"),

@@ -26,6 +26,9 @@ CONTEXT_TYPES: frozenset[str] = RAG_TYPES - {"answer-relevance"}
 JUDGE_TYPES: frozenset[str] = (
     frozenset({"llm-rubric", "jury", "factuality", "closed-qa"}) | RAG_TYPES
 )
+#: The user's own grader (:mod:`pytest_llmbench.scoring.model_graded`): a judged type too.
+GRADER_TYPES: frozenset[str] = frozenset({"model-graded"})
+JUDGE_TYPES |= GRADER_TYPES
 #: How a panel's scores of one dimension become the item's: ``majority`` passes a dimension
 #: when more than half of the judges reach the threshold; the others compare the statistic.
 AGGREGATIONS: tuple[str, ...] = ("mean", "median", "majority", "min")

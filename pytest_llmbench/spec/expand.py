@@ -687,6 +687,34 @@ def _check_schema_files(
             raise place.error(f"{assertion.type}: {exc}", *at) from None
 
 
+def _graders(
+    spec: EvalSpec,
+    place: _Place,
+    assertions: tuple[Assertion, ...],
+    case: dict[str, Any],
+    keys: Sequence[tuple[Any, ...]],
+) -> tuple[Assertion, ...]:
+    """The case's ``model-graded`` assertions with their prompts read and checked; a bad one
+    is an error at its ``prompt`` (a file-level one's, in the file's ``assert:``)."""
+    from .graders import GraderError, resolve_graders
+
+    try:
+        return resolve_graders(
+            assertions,
+            folder=place.path.parent,
+            roots=place.roots,
+            case_vars=case["vars"],
+            has_expected=case["expected"] is not None,
+            has_context=bool(case["context"]) or spec.solver is not None,
+        )
+    except GraderError as exc:
+        message = f"case {case['case_id']!r}: {exc}"
+        if exc.index < len(keys):
+            raise place.error(message, *keys[exc.index], exc.key) from None
+        at = ("assert", exc.index - len(keys), exc.key)
+        raise EvalFileError(place.path, place.document.line_of(at) or place.line, message) from None
+
+
 def _judge_metrics(place: _Place, names: list[str]) -> tuple[str, ...]:
     """Jury dimension names as keys (``Brand voice`` -> ``brand_voice``), each once."""
     from ..scoring.judged import dimension_key
@@ -708,6 +736,7 @@ def _assertions(
     ``keys``: where each of ``own`` is written inside the case."""
     assertions = tuple(parse_assertion(item) for item in [*own, *spec.assertions])
     _check_schema_files(place, assertions, keys)
+    assertions = _graders(spec, place, assertions, case, keys)
     for index, assertion in enumerate(assertions):
         # tool-count also counts a function-calling reply's calls (a plain file's tools:)
         counts_calls = assertion.base_type == "tool-count" and bool(spec.tools)

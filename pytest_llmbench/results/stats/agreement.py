@@ -1,4 +1,5 @@
-"""Inter-judge agreement: Krippendorff's alpha (interval metric) per judged dimension.
+"""Inter-judge agreement: Krippendorff's alpha (interval metric) per judged dimension; for a
+user's grader (``model-graded``, whose judges pick labels) the nominal metric over the labels.
 
 A unit is one model-graded assertion of one item (record ``nodeid`` and the judge entry's
 ``assertion`` index); its raters are the judges of that assertion. Alpha says how much more the
@@ -40,6 +41,33 @@ def interval_alpha(units: Mapping[Hashable, Mapping[str, float]]) -> float | Non
     return 1.0 - (observed / n) / expected
 
 
+def nominal_alpha(units: Mapping[Hashable, Mapping[str, Hashable]]) -> float | None:
+    """Krippendorff's alpha with the nominal metric (two values differ or they do not).
+
+    ``units`` maps a unit id to ``{rater: label}``; as :func:`interval_alpha`, units with fewer
+    than two labels are dropped and None means undefined (no pairable unit, one label only).
+    ``1 - (n - 1) * sum_u(pairs_u / (m_u - 1)) / (n^2 - sum_c n_c^2)``, where ``pairs_u`` counts
+    the ordered pairs of unit u's labels that differ and ``n_c`` the pairable values of label c.
+    """
+    from collections import Counter
+
+    pairable = [Counter(ratings.values()) for ratings in units.values() if len(ratings) >= 2]
+    totals: Counter[Hashable] = Counter()
+    for unit in pairable:
+        totals.update(unit)
+    if len(totals) < 2:
+        return None
+    n = sum(totals.values())
+    observed = math.fsum(_differing_pairs(unit) / (unit.total() - 1) for unit in pairable)
+    expected = n * n - sum(count * count for count in totals.values())
+    return 1.0 - (n - 1) * observed / expected
+
+
+def _differing_pairs(unit: Mapping[Hashable, int]) -> int:
+    m = sum(unit.values())
+    return m * m - sum(count * count for count in unit.values())
+
+
 def _squared_deviations(values: list[float]) -> float:
     mean = math.fsum(values) / len(values)
     return math.fsum((value - mean) ** 2 for value in values)
@@ -51,7 +79,7 @@ class DimensionAgreement:
 
     #: The dimension key (``correctness``, ``rubric``, ``brand_voice``, ...).
     dimension: str
-    #: Krippendorff's interval alpha; None when undefined (no pairable unit, or no variation).
+    #: Krippendorff's alpha (interval; nominal over a grader's labels); None when undefined.
     alpha: float | None
     #: Units (item x assertion) scored by at least two judges.
     units: int
@@ -77,6 +105,8 @@ def dimension_agreement(records: Iterable[Mapping[str, Any]]) -> list[DimensionA
     dimension that some judge scored gets a row, pairable or not.
     """
     by_dimension: dict[str, dict[Hashable, dict[str, float]]] = {}
+    #: the labels of the judges that picked one (model-graded), by dimension, unit and judge
+    labels: dict[str, dict[Hashable, dict[str, Hashable]]] = {}
     for record in records:
         if record.get("outcome") not in _ANSWERED:
             continue
@@ -87,7 +117,12 @@ def dimension_agreement(records: Iterable[Mapping[str, Any]]) -> list[DimensionA
             for dimension, score in (entry.get("scores") or {}).items():
                 ratings = by_dimension.setdefault(dimension, {}).setdefault(unit, {})
                 ratings[str(entry.get("judge"))] = float(score)
-    return [_agreement(key, by_dimension[key]) for key in dimension_order(by_dimension)]
+                if entry.get("choice") is not None:
+                    picked = labels.setdefault(dimension, {}).setdefault(unit, {})
+                    picked[str(entry.get("judge"))] = str(entry["choice"])
+    return [
+        _agreement(key, by_dimension[key], labels.get(key)) for key in dimension_order(by_dimension)
+    ]
 
 
 def judge_entries(judges: Any) -> list[Mapping[str, Any]]:
@@ -100,11 +135,17 @@ def judge_entries(judges: Any) -> list[Mapping[str, Any]]:
     return [entry for entry in judges if isinstance(entry, Mapping)]
 
 
-def _agreement(dimension: str, units: Mapping[Hashable, Mapping[str, float]]) -> DimensionAgreement:
+def _agreement(
+    dimension: str,
+    units: Mapping[Hashable, Mapping[str, float]],
+    labels: Mapping[Hashable, Mapping[str, Hashable]] | None = None,
+) -> DimensionAgreement:
+    """A dimension's agreement: nominal over the ``labels`` the judges picked when they picked
+    some (a user's grader), interval over the scores otherwise."""
     pairable = [ratings for ratings in units.values() if len(ratings) >= 2]
     return DimensionAgreement(
         dimension=dimension,
-        alpha=interval_alpha(units),
+        alpha=nominal_alpha(labels) if labels else interval_alpha(units),
         units=len(pairable),
         judges=len({judge for ratings in pairable for judge in ratings}),
         values=sum(len(ratings) for ratings in pairable),
