@@ -388,6 +388,11 @@ def _reason(
     excluded = [call for call in calls if call.error is not None]
     if excluded:
         head += "; excluded: " + "; ".join(f"{call.judge}: {call.error}" for call in excluded)
+    silent = [call for call in calls if call.error is None and not call.determined]
+    if silent:  # a RAG judge that found nothing to count, while another did
+        head += "; no verdict: " + "; ".join(
+            f"{call.judge}: {next(iter(call.reasons.values()), '')}" for call in silent
+        )
     return head
 
 
