@@ -6,7 +6,8 @@ tools once, selects them by the file's ``mcp:SERVER/GLOB`` entries, and yields a
 :class:`McpToolbox`: the item's built-in tools and the selected MCP tools behind one async
 :meth:`McpToolbox.acall`. The model sees an MCP tool as ``SERVER__TOOL`` (OpenAI tool names
 allow ``[A-Za-z0-9_-]``); records name it ``mcp:SERVER/TOOL``. Every session is closed when the
-item ends, also when it errors or is cancelled.
+item ends, also when it errors or is cancelled. A server declared ``shared: true`` is started
+once per process instead (:mod:`.mcp_pool`) and its session reused by the items of the process.
 
 A server that does not start, dies, fails ``initialize`` or outlasts ``startup_timeout_s`` or
 ``tool_timeout_s``, or a glob that matches none of its tools, raises :class:`McpServerError`:
@@ -25,10 +26,10 @@ import json
 import os
 import re
 import sys
-import tempfile
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Protocol, TextIO, cast
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ..models.providers.completion import ProviderError
 from ..redact import Redactor
@@ -44,6 +45,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MODEL_NAME_MAX = 64  # OpenAI's limit on a function name
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _STDERR_TAIL = 400  # characters of a failed server's stderr kept in the error
+#: Bytes of a stdio server's stderr kept (its end); the rest is read and dropped.
+STDERR_KEPT = 64 * 1024
+_STDERR_DRAIN_S = 0.3  # how long an error waits for a just-exited server's last words
 _INTERPRETERS = ("python", "python3")
 
 
@@ -70,6 +74,17 @@ class McpServer(Protocol):
     def tool_timeout_s(self) -> float: ...
     @property
     def startup_timeout_s(self) -> float: ...
+    @property
+    def shared(self) -> bool: ...  # one session per process (agent.mcp_pool)
+
+
+class ServerPool(Protocol):
+    """This process's shared servers and running bound (``agent.mcp_pool.McpPool``)."""
+
+    def slot(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+    async def shared(
+        self, server: McpServer, sandbox: Sandbox, secrets: list[tuple[str, str]]
+    ) -> tuple[_Session, list[Any]]: ...
 
 
 class McpServerError(ProviderError):
@@ -118,28 +133,60 @@ def resolve(template: str, server: str, where: str, secrets: list[tuple[str, str
 # --- one server ---------------------------------------------------------------------------------
 
 
+class StderrTail:
+    """A stdio server's stderr: a pipe read on a thread of its own, keeping its last
+    :data:`STDERR_KEPT` bytes (a server that floods stderr neither blocks nor fills a disk)."""
+
+    def __init__(self) -> None:
+        read_end, write_end = os.pipe()
+        #: the end the server writes (our copy is closed once it started)
+        self.writer: TextIO = os.fdopen(write_end, "w")
+        self._kept = bytearray()
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, args=(read_end,), daemon=True)
+        self._reader.start()
+
+    def _read(self, fd: int) -> None:
+        with open(fd, "rb", buffering=0) as stream:
+            while chunk := stream.read(65536):
+                with self._lock:
+                    self._kept += chunk
+                    del self._kept[:-STDERR_KEPT]
+
+    def started(self) -> None:
+        """The server has its copy of the pipe: drop ours, so that its exit ends the reader."""
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+    def text(self) -> str:
+        """What is kept, decoded (after a moment for a server that just exited)."""
+        self.started()
+        self._reader.join(_STDERR_DRAIN_S)
+        with self._lock:
+            return self._kept.decode("utf-8", errors="replace")
+
+
 class _Session:
     """A started server: its session, where it writes its stderr, and what is secret in it."""
 
-    def __init__(self, server: McpServer, session: ClientSession, errlog: IO[str] | None) -> None:
+    def __init__(
+        self, server: McpServer, session: ClientSession, errlog: StderrTail | None
+    ) -> None:
         self.server = server
         self.session = session
         self.errlog = errlog
+        #: why the connection is gone (the server exited), once a request found it closed
+        self.broken: str | None = None
 
     def stderr_tail(self) -> str:
         """The end of what a stdio server wrote to stderr (for an error's cause), else ''."""
         if self.errlog is None:
             return ""
-        with contextlib.suppress(OSError, ValueError):
-            self.errlog.flush()
-            end = self.errlog.seek(0, os.SEEK_END)
-            self.errlog.seek(max(0, end - 4 * _STDERR_TAIL))  # the tail: it may be large
-            said = self.errlog.read().strip()
-            return f"; it said: {said[-_STDERR_TAIL:]}" if said else ""
-        return ""
+        said = self.errlog.text().strip()
+        return f"; it said: {said[-_STDERR_TAIL:]}" if said else ""
 
 
-async def _open(
+async def open_server(
     stack: contextlib.AsyncExitStack,
     server: McpServer,
     sandbox: Sandbox,
@@ -148,13 +195,15 @@ async def _open(
     """Start or connect to ``server`` and initialize it, within its startup timeout."""
     from mcp.client.session import ClientSession
 
-    errlog: IO[str] | None = None
+    errlog: StderrTail | None = None
     try:
         if server.command is not None:
-            errlog = stack.enter_context(
-                tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-            )
-            streams = await stack.enter_async_context(_stdio(server, sandbox, errlog, secrets))
+            errlog = StderrTail()
+            stack.callback(errlog.started)
+            cap = stack.enter_context(sandbox.server_cap())
+            stdio = _stdio(server, sandbox, errlog, secrets, cap)
+            streams = await stack.enter_async_context(stdio)
+            errlog.started()
         else:
             streams = await stack.enter_async_context(_http(server, secrets))
         session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
@@ -166,7 +215,11 @@ async def _open(
 
 
 def _stdio(
-    server: McpServer, sandbox: Sandbox, errlog: IO[str], secrets: list[tuple[str, str]]
+    server: McpServer,
+    sandbox: Sandbox,
+    errlog: StderrTail,
+    secrets: list[tuple[str, str]],
+    cap: Sequence[str],
 ) -> contextlib.AbstractAsyncContextManager[Any]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -180,8 +233,9 @@ def _stdio(
         )
     except SandboxUnavailable as exc:
         raise McpServerError(f"MCP server {server.name!r} cannot start: {exc}") from None
+    argv = [*cap, *argv]  # into a pids cgroup of its own first, where there is one
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=clean, cwd=cwd)
-    return stdio_client(params, errlog=cast(TextIO, errlog))
+    return stdio_client(params, errlog=errlog.writer)
 
 
 @contextlib.asynccontextmanager
@@ -202,6 +256,7 @@ async def _bounded(opened: _Session, call: Any, what: str, timeout_s: float) -> 
     """``call`` awaited within ``timeout_s``; McpServerError naming the server and the cause
     when it times out or the connection fails."""
     from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
 
     name = opened.server.name
     try:
@@ -212,20 +267,25 @@ async def _bounded(opened: _Session, call: Any, what: str, timeout_s: float) -> 
             f"{opened.stderr_tail()}"
         ) from None
     except MCPError as exc:
-        raise McpServerError(
+        said = (
             f"MCP server {name!r}: {what} failed: {exc} (the server may have exited)"
             f"{opened.stderr_tail()}"
-        ) from None
+        )
+        if exc.code == CONNECTION_CLOSED:
+            opened.broken = said
+        raise McpServerError(said) from None
 
 
-async def _select(opened: _Session, globs: Sequence[str]) -> list[McpTool]:
-    """The server's tools (listed once) that ``globs`` select, in listing order; a glob that
-    selects none is an error naming the tools there are."""
-    server = opened.server
-    listing = await _bounded(
-        opened, opened.session.list_tools(), "tools/list", server.startup_timeout_s
-    )
-    tools = list(listing.tools)
+async def list_tools(opened: _Session) -> list[Any]:
+    """The server's tools (``tools/list``, once per session), within its startup timeout."""
+    timeout_s = opened.server.startup_timeout_s
+    listing = await _bounded(opened, opened.session.list_tools(), "tools/list", timeout_s)
+    return list(listing.tools)
+
+
+def _select(server: McpServer, tools: Sequence[Any], globs: Sequence[str]) -> list[McpTool]:
+    """The ``tools`` that ``globs`` select, in listing order; a glob that selects none is an
+    error naming the tools there are."""
     names = [tool.name for tool in tools]
     for glob in globs:
         if not fnmatch.filter(names, glob):
@@ -305,6 +365,9 @@ class McpToolbox:
         if tool is None:
             return await asyncio.to_thread(self._local.call, name, arguments)
         opened = self._sessions[tool.server]
+        if opened.broken is not None:  # a shared server that exited: it is not restarted
+            said = f"{gone(tool.server)}; the call of {tool.name} was not made ({opened.broken})"
+            raise McpServerError(self._redactor.text(said))
         call = opened.session.call_tool(tool.name, dict(arguments))
         what = f"the call of {tool.name}"
         try:
@@ -319,9 +382,12 @@ async def open_mcp_tools(
     servers: Sequence[McpServer],
     selections: Sequence[tuple[str, str]],
     local: Toolbox,
+    pool: ServerPool | None = None,
 ) -> AsyncIterator[McpToolbox]:
     """The item's toolbox with the tools ``selections`` pick from ``servers`` (those no
-    selection names are not started); every session is closed on the way out.
+    selection names are not started); every session is closed on the way out. ``pool``
+    (this process's) holds the ``shared: true`` servers and bounds the stdio servers running
+    at once; without it, every server is the item's own.
 
     The SDK's task groups wrap what fails inside them in exception groups: a
     :class:`ProviderError` among them (a server's, or the model's) comes out alone, and any
@@ -330,7 +396,7 @@ async def open_mcp_tools(
     """
     progress = _Progress()
     try:
-        async with _sessions(servers, selections, local, progress) as toolbox:
+        async with _sessions(servers, selections, local, progress, pool) as toolbox:
             yield toolbox
     except Exception as exc:
         error = _item_error(exc, progress)
@@ -359,6 +425,24 @@ def _item_error(error: Exception, progress: _Progress) -> BaseException:
     return McpServerError(_redactor(progress.secrets).text(said))
 
 
+def gone(server: str) -> str:
+    """The start of the error of a call to a shared server that exited earlier."""
+    return f"MCP server {server!r} (shared) exited earlier in this process and is not restarted"
+
+
+def start_failure(
+    error: Exception, server: str, secrets: Sequence[tuple[str, str]]
+) -> BaseException:
+    """What ``error``, raised while ``server`` started, is for the items that use it: an
+    :class:`McpServerError` (its message redacted), or the :class:`ProviderError` in it."""
+    progress = _Progress()
+    progress.opening, progress.secrets = server, list(secrets)
+    found = _item_error(error, progress)
+    if isinstance(found, McpServerError):
+        return McpServerError(_redactor(secrets).text(found.message))
+    return found
+
+
 def _provider_error(error: BaseException) -> BaseException:
     """``error``, or the first :class:`ProviderError` inside it when it is an exception group
     (``exceptiongroup``'s on Python 3.10 too: read by its ``exceptions``); else the first
@@ -375,27 +459,45 @@ async def _sessions(
     selections: Sequence[tuple[str, str]],
     local: Toolbox,
     progress: _Progress,
+    pool: ServerPool | None,
 ) -> AsyncIterator[McpToolbox]:
     globs: dict[str, list[str]] = {}
     for server_name, glob in selections:
         globs.setdefault(server_name, []).append(glob)
+    used = [server for server in servers if server.name in globs]
     secrets = progress.secrets
     async with contextlib.AsyncExitStack() as stack:
+        if pool is not None and any(s.command and not s.shared for s in used):
+            await stack.enter_async_context(pool.slot())  # the item's own stdio servers
         sessions: dict[str, _Session] = {}
         tools: list[McpTool] = []
-        for server in servers:
-            if server.name not in globs:
-                continue
+        for server in used:
             progress.opening = server.name
             try:
-                sessions[server.name] = await _open(stack, server, local.sandbox, secrets)
+                opened, listing = await _session(stack, server, local.sandbox, secrets, pool)
             except McpServerError as exc:
                 raise McpServerError(_redactor(secrets).text(exc.message)) from None
-            tools += await _select(sessions[server.name], globs[server.name])
+            sessions[server.name] = opened
+            tools += _select(server, listing, globs[server.name])
         progress.opening = None
         toolbox = McpToolbox(local, tools, sessions)
         toolbox.hide(secrets)
         yield toolbox
+
+
+async def _session(
+    stack: contextlib.AsyncExitStack,
+    server: McpServer,
+    sandbox: Sandbox,
+    secrets: list[tuple[str, str]],
+    pool: ServerPool | None,
+) -> tuple[_Session, list[Any]]:
+    """The item's session with ``server`` and its tools: the process's for a shared server,
+    else one started (and closed by ``stack``) for the item."""
+    if server.shared and pool is not None:
+        return await pool.shared(server, sandbox, secrets)
+    opened = await open_server(stack, server, sandbox, secrets)
+    return opened, await list_tools(opened)
 
 
 def _redactor(secrets: Sequence[tuple[str, str]]) -> Redactor:

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -287,13 +287,16 @@ _LAUNCHER_VARS = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 
 def _prlimit_argv(limits: SandboxLimits) -> list[str]:
-    """``prlimit`` setting a long-lived process's rlimits (it cannot take a ``preexec_fn``)."""
+    """``prlimit`` setting a long-lived process's rlimits (it cannot take a ``preexec_fn``);
+    RLIMIT_NPROC too where it binds (not root: :meth:`Sandbox.server_cap` caps root's)."""
+    nproc = [f"--nproc={_nproc_budget(limits.max_processes)}"] if os.getuid() != 0 else []
     return [
         "prlimit",
         f"--cpu={limits.cpu_s}",
         f"--as={limits.memory_mb * _MB}",
         f"--fsize={limits.max_file_mb * _MB}",
         "--core=0",
+        *nproc,
         "--",
     ]
 
@@ -640,6 +643,7 @@ class Sandbox:
         self.mode = mode
         self.writable = writable
         self._path = ":".join([*(str(p) for p in path_prefix), CLEAN_PATH])
+        self.path_prefix = tuple(Path(p) for p in path_prefix)
         mounted = (self.workdir,) if writable else ()
         self.view = View(
             writable=mounted,
@@ -732,6 +736,27 @@ class Sandbox:
         view = dataclasses.replace(self.view, cwd=cwd) if cwd is not None else self.view
         confined = _bwrap_argv(self._bwrap, view, self.limits, command, sized, network)
         return confined, clean
+
+    def elsewhere(self, workdir: Path) -> Sandbox:
+        """A sandbox of this one's mode, limits and PATH on another ``workdir`` (a shared MCP
+        server's scratch folder)."""
+        return Sandbox(workdir, self.limits, self.mode, path_prefix=self.path_prefix)
+
+    @contextlib.contextmanager
+    def server_cap(self) -> Iterator[list[str]]:
+        """The argv prefix that puts a long-lived process (an MCP server) in a pids cgroup of
+        its own, capped at ``max_processes`` as commands are, when running as root with
+        cgroups; ``[]`` elsewhere (RLIMIT_NPROC then, through ``prlimit``). The cgroup is
+        removed on the way out, what is left in it killed."""
+        cgroup = self._make_cgroup()
+        if cgroup is None:
+            yield []
+            return
+        procs = shlex.quote(str(cgroup.path / "cgroup.procs"))
+        try:
+            yield ["/bin/sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh"]
+        finally:
+            cgroup.remove()
 
     def _env(self) -> dict[str, str]:
         home = self.workdir if self.writable else Path("/tmp")

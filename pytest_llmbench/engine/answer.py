@@ -33,6 +33,7 @@ from .request import (
 
 if TYPE_CHECKING:
     from ..agent.loop import AgentRun
+    from ..agent.mcp_pool import McpPool
     from ..agent.tools import Toolbox
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import CallTarget
@@ -57,6 +58,7 @@ class Answerer:
         judge_metrics: Sequence[str] = (),
         optimizer_store: Path | None = None,
         claim_timeout_s: float = 360.0,
+        mcp_scratch: Callable[[str], Path] | None = None,
     ) -> None:
         self._pacer = pacer
         self._resolve = resolve
@@ -70,6 +72,9 @@ class Answerer:
         self._probes: dict[str, asyncio.Event] = {}  #: set once a model's first item is done
         #: the conversations running now, by node id (read when pytest-timeout ends one)
         self._talks: dict[str, Progress] = {}
+        #: where a shared MCP stdio server runs (a folder made per server); the pool, once used
+        self._mcp_scratch = mcp_scratch
+        self._mcp_pool: McpPool | None = None
 
     # -- main thread --------------------------------------------------------------------------
     def answer(
@@ -419,8 +424,10 @@ class Answerer:
         if agent.mcp_selections:
             from ..agent.mcp import open_mcp_tools
 
-            # One session per server for this item, closed when the loop ends (or fails).
-            async with open_mcp_tools(agent.mcp_servers, agent.mcp_selections, toolbox) as tools:
+            # One session per server for this item, closed when the loop ends (or fails);
+            # a shared server's is the process's (the pool's).
+            servers, selections = agent.mcp_servers, agent.mcp_selections
+            async with open_mcp_tools(servers, selections, toolbox, self._mcp()) as tools:
                 return await run_agent(
                     complete,
                     tools,
@@ -444,14 +451,29 @@ class Answerer:
             interpret=interpret,
         )
 
+    def _mcp(self) -> McpPool:
+        """This process's MCP pool (shared servers, the bound on running ones), made once."""
+        if self._mcp_pool is None:
+            import tempfile
+
+            from ..agent.mcp_pool import McpPool
+
+            def mkdtemp(name: str) -> Path:
+                return Path(tempfile.mkdtemp(prefix=f"llmbench-{name}-"))
+
+            self._mcp_pool = McpPool(self._mcp_scratch or mkdtemp)
+        return self._mcp_pool
+
     def activity(self) -> tuple[int, int]:
         """This process's calls in flight, and those waiting on a rate limit."""
         return self._pacer.activity()
 
     def close(self) -> None:
-        """Close the optimizer's store."""
+        """Close the optimizer's store and stop the shared MCP servers."""
         if self._optimizer is not None:
             self._optimizer.close()
+        if self._mcp_pool is not None:
+            self._mcp_pool.close()
 
 
 def _one_plain_call(plan: CallPlan) -> bool:

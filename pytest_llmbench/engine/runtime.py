@@ -83,6 +83,7 @@ class Runtime:
                 optimizer_store=store_path(self.config),
                 # a claim older than that was abandoned
                 claim_timeout_s=3 * run.request_timeout_s,
+                mcp_scratch=self._scratch,
             )
             plans = self.config.stash.get(PLANS_KEY, CollectedPlans()).plans
             self._scheduler = CallScheduler(
@@ -103,6 +104,12 @@ class Runtime:
 
         name = plan.nodeid.rpartition("::")[2]
         return prepare(self.config, plan.nodeid, name, plan.case.files, plan.case.include_dirs)
+
+    def _scratch(self, name: str) -> Path:
+        """A fresh folder ``name*`` beside the items' workdirs (a shared MCP server's)."""
+        from .workdirs import scratch
+
+        return scratch(self.config, name)
 
     def activity(self) -> tuple[int, int] | None:
         """Calls in flight and waiting on a rate limit in this process; None before any."""

@@ -70,10 +70,7 @@ def prepare(
     prepared = config.stash.setdefault(_PREPARED, {})
     if nodeid in prepared:
         return prepared[nodeid]
-    safe = re.sub(r"[\W]", "_", name)[:_NAME_CHARS]
-    factory = getattr(config, "_tmp_path_factory", None)  # pytest's, as tmp_path uses
-    base = factory.mktemp(safe, numbered=True) if factory else Path(tempfile.mkdtemp(prefix=safe))
-    root = base / "workdir"
+    root = scratch(config, name) / "workdir"
     try:
         seed(root, files, include_dirs)
     except WorkdirError as exc:
@@ -82,6 +79,13 @@ def prepare(
         config.stash.setdefault(_FAILED, {})[nodeid] = exc
     prepared[nodeid] = root
     return root
+
+
+def scratch(config: pytest.Config, name: str) -> Path:
+    """A fresh, empty folder ``name*`` in pytest's temporary folder, beside the workdirs."""
+    safe = re.sub(r"[\W]", "_", name)[:_NAME_CHARS]
+    factory = getattr(config, "_tmp_path_factory", None)  # pytest's, as tmp_path uses
+    return factory.mktemp(safe, numbered=True) if factory else Path(tempfile.mkdtemp(prefix=safe))
 
 
 def take_prepared(config: pytest.Config, nodeid: str) -> Path | None:

@@ -92,7 +92,11 @@ class McpServerSpec(_Strict):
     headers: dict[str, str] = Field(
         default_factory=dict, description="HTTP headers; ${VAR} is read from the environment"
     )
-    shared: bool = Field(False, description="One session per process (not supported yet)")
+    shared: bool = Field(
+        False,
+        description="Start it once per process (per xdist worker) and share its session "
+        "among the items there, a stdio server in a scratch folder of its own",
+    )
     network: bool = Field(False, description="The stdio server may use the network")
     tool_timeout_s: float = Field(30.0, gt=0, description="Bound on one tool call")
     startup_timeout_s: float = Field(30.0, gt=0, description="Bound on start and tools/list")
@@ -110,8 +114,6 @@ class McpServerSpec(_Strict):
                 raise ValueError(f"url {self.url!r} must start with http:// or https://")
         if self.command is not None and self.headers:
             raise ValueError("`headers` are for an HTTP server (`url`), not `command`")
-        if self.shared:
-            raise ValueError("`shared: true` is not supported yet: each item has its own session")
         if self.cwd is not None:
             workdir_path(self.cwd)
         return self
@@ -607,6 +609,7 @@ class McpServer:
     network: bool
     tool_timeout_s: float
     startup_timeout_s: float
+    shared: bool = False  #: one session per process, not per item (``agent.mcp_pool``)
 
     @classmethod
     def of(cls, name: str, spec: McpServerSpec) -> McpServer:
@@ -622,6 +625,7 @@ class McpServer:
             network=spec.network,
             tool_timeout_s=spec.tool_timeout_s,
             startup_timeout_s=spec.startup_timeout_s,
+            shared=spec.shared,
         )
 
 
