@@ -29,6 +29,9 @@ def test_every_example_eval_collects_with_the_conversations() -> None:
         "capitals[local/smollm2-r0]",
         "simulated-traveller[local/smollm2-r0]",
     ]
+    # Your own graders (evals/graders/): openai/evals' fact style and promptfoo's rubricPrompt.
+    graders = [i.split("::")[0] for i in ids if i.startswith("evals/graders/")]
+    assert graders == 4 * ["evals/graders/fact.eval.yaml"] + 4 * ["evals/graders/rubric.eval.yaml"]
     # The RAG rows (evals/data/rag.jsonl, each with its context), each once.
     rag = [i.split("::")[1] for i in ids if i.startswith("evals/rag.eval.yaml::")]
     assert len(rag) == 8 and all(i.endswith("[local/smollm2-r0]") for i in rag)
@@ -43,3 +46,6 @@ def test_every_example_eval_collects_with_the_conversations() -> None:
         *(f"parallel_{n}" for n in range(6)),
     ]
     assert all(i.endswith("[local/smollm2-r0]") for i in bfcl)
+    # The MCP agent eval (the PyPI time server): its two cases, on the embedded model.
+    mcp = [i.split("::")[1] for i in ids if i.startswith("evals/agents/mcp-time.eval.yaml::")]
+    assert mcp == ["utc-now[local/smollm2-r0]", "tokyo-convert[local/smollm2-r0]"]
