@@ -165,12 +165,36 @@ class StderrTail:
         with self._lock:
             return self._kept.decode("utf-8", errors="replace")
 
+    def cause(self) -> str:
+        """The end of what the server wrote, as the cause of an error ('' when nothing)."""
+        said = self.text().strip()
+        return f"; it said: {said[-_STDERR_TAIL:]}" if said else ""
+
+
+class HttpStatus:
+    """The last error status an HTTP server answered (the SDK's errors do not say it)."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    async def seen(self, response: Any) -> None:
+        """An httpx response hook."""
+        if response.status_code >= 400:
+            self.last = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+
+    def cause(self) -> str:
+        """The status, as the cause of an error ('' when none was an error)."""
+        return f"; the server answered {self.last}" if self.last else ""
+
 
 class _Session:
     """A started server: its session, where it writes its stderr, and what is secret in it."""
 
     def __init__(
-        self, server: McpServer, session: ClientSession, errlog: StderrTail | None
+        self,
+        server: McpServer,
+        session: ClientSession,
+        errlog: StderrTail | HttpStatus | None,
     ) -> None:
         self.server = server
         self.session = session
@@ -179,11 +203,9 @@ class _Session:
         self.broken: str | None = None
 
     def stderr_tail(self) -> str:
-        """The end of what a stdio server wrote to stderr (for an error's cause), else ''."""
-        if self.errlog is None:
-            return ""
-        said = self.errlog.text().strip()
-        return f"; it said: {said[-_STDERR_TAIL:]}" if said else ""
+        """The end of what a stdio server wrote to stderr, or the error status an HTTP server
+        answered (for an error's cause), else ''."""
+        return "" if self.errlog is None else self.errlog.cause()
 
 
 async def open_server(
@@ -195,7 +217,7 @@ async def open_server(
     """Start or connect to ``server`` and initialize it, within its startup timeout."""
     from mcp.client.session import ClientSession
 
-    errlog: StderrTail | None = None
+    errlog: StderrTail | HttpStatus | None = None
     try:
         if server.command is not None:
             errlog = StderrTail()
@@ -205,7 +227,8 @@ async def open_server(
             streams = await stack.enter_async_context(stdio)
             errlog.started()
         else:
-            streams = await stack.enter_async_context(_http(server, secrets))
+            errlog = HttpStatus()
+            streams = await stack.enter_async_context(_http(server, secrets, errlog))
         session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
     except (OSError, ValueError) as exc:
         raise McpServerError(f"MCP server {server.name!r} did not start: {exc}") from None
@@ -239,7 +262,9 @@ def _stdio(
 
 
 @contextlib.asynccontextmanager
-async def _http(server: McpServer, secrets: list[tuple[str, str]]) -> AsyncIterator[Any]:
+async def _http(
+    server: McpServer, secrets: list[tuple[str, str]], status: HttpStatus
+) -> AsyncIterator[Any]:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -248,6 +273,7 @@ async def _http(server: McpServer, secrets: list[tuple[str, str]]) -> AsyncItera
         key: resolve(value, server.name, f"header {key}", secrets) for key, value in server.headers
     }
     async with create_mcp_http_client(headers=headers) as client:
+        client.event_hooks["response"].append(status.seen)
         async with streamable_http_client(server.url, http_client=client) as streams:
             yield streams
 
