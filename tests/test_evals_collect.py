@@ -29,6 +29,9 @@ def test_every_example_eval_collects_with_the_conversations() -> None:
         "capitals[local/smollm2-r0]",
         "simulated-traveller[local/smollm2-r0]",
     ]
+    # Your own graders (evals/graders/): openai/evals' fact style and promptfoo's rubricPrompt.
+    graders = [i.split("::")[0] for i in ids if i.startswith("evals/graders/")]
+    assert graders == 4 * ["evals/graders/fact.eval.yaml"] + 4 * ["evals/graders/rubric.eval.yaml"]
     # The RAG rows (evals/data/rag.jsonl, each with its context), each once.
     rag = [i.split("::")[1] for i in ids if i.startswith("evals/rag.eval.yaml::")]
     assert len(rag) == 8 and all(i.endswith("[local/smollm2-r0]") for i in rag)

@@ -79,7 +79,9 @@ def test_a_choice_maps_to_its_score(bench: Bench, choice: str, score: float, out
         "Topic: geography (geography).\n[Question]: What is the capital of France?\n"
         f"[Expert]: Paris\n[Submission]: {ANSWER}\nA: consistent"
     )
-    assert 'Choose one of A, B, C. Reply with only the JSON object {"choice"' in message["content"]
+    assert message["content"].endswith(
+        '\n\nReply with only a JSON object of one key, "choice": one of A, B, C.'
+    )
     schema = request["response_format"]["json_schema"]["schema"]
     assert schema["properties"] == {"choice": {"type": "string", "enum": ["A", "B", "C"]}}
 
@@ -98,7 +100,9 @@ def test_chain_of_thought_reasons_first_and_its_reasoning_is_the_reason(bench: B
     schema = request["response_format"]["json_schema"]["schema"]
     assert list(schema["properties"]) == ["reasoning", "choice"]  # reasoning comes first
     assert schema["required"] == ["reasoning", "choice"]
-    assert 'First reason step by step in "reasoning"' in request["messages"][0]["content"]
+    assert request["messages"][0]["content"].endswith(
+        'first "reasoning", your reasoning step by step, then "choice", one of A, B, C.'
+    )
 
 
 def test_without_structured_output_the_last_line_names_the_choice(bench: Bench) -> None:

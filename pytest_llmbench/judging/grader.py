@@ -29,17 +29,14 @@ def _options(spec: ModelGradedSpec) -> str:
 
 def _how_to_answer(spec: ModelGradedSpec) -> str:
     options = _options(spec)
+    # No placeholder text in the shape: small judges copy it into their reply.
     if spec.structured and spec.chain_of_thought:
         return (
-            'First reason step by step in "reasoning", then give your choice, one of '
-            f'{options}. Reply with only the JSON object {{"reasoning": "<your reasoning>", '
-            '"choice": "<your choice>"}.'
+            'Reply with only a JSON object of two keys: first "reasoning", your reasoning '
+            f'step by step, then "choice", one of {options}.'
         )
     if spec.structured:
-        return (
-            f'Choose one of {options}. Reply with only the JSON object {{"choice": "<your '
-            'choice>"}.'
-        )
+        return f'Reply with only a JSON object of one key, "choice": one of {options}.'
     if spec.chain_of_thought:
         return (
             "First write out your reasoning step by step. Then, on the last line, write "
