@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import functools
 import json
+import logging
 import os
 import re
 import sys
@@ -47,6 +49,7 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _STDERR_TAIL = 400  # characters of a failed server's stderr kept in the error
 #: Bytes of a stdio server's stderr kept (its end); the rest is read and dropped.
 STDERR_KEPT = 64 * 1024
+_PARSE_ERRORS_LOGGED = 20  # lines of garbage on a server's stdout logged, per process
 _STDERR_DRAIN_S = 0.3  # how long an error waits for a just-exited server's last words
 _INTERPRETERS = ("python", "python3")
 
@@ -246,6 +249,7 @@ def _stdio(
 ) -> contextlib.AbstractAsyncContextManager[Any]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+    _quiet_parse_errors()
     assert server.command is not None
     env = {key: resolve(value, server.name, f"env {key}", secrets) for key, value in server.env}
     command = sys.executable if server.command in _INTERPRETERS else server.command
@@ -259,6 +263,30 @@ def _stdio(
     argv = [*cap, *argv]  # into a pids cgroup of its own first, where there is one
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=clean, cwd=cwd)
     return stdio_client(params, errlog=errlog.writer)
+
+
+class _ParseErrors(logging.Filter):
+    """The SDK logs each stdout line of a server that is not JSON-RPC with a traceback: keep a
+    line for each of the first few, without the traceback, and drop the rest (a server that
+    floods garbage would otherwise fill pytest's captured logs)."""
+
+    def __init__(self, kept: int) -> None:
+        super().__init__()
+        self._left = kept
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith("Failed to parse JSONRPC"):
+            return True
+        self._left -= 1
+        record.exc_info = record.exc_text = None
+        if self._left == 0:
+            record.msg = f"{record.msg} (further ones are not logged)"
+        return self._left >= 0
+
+
+@functools.cache
+def _quiet_parse_errors() -> None:
+    logging.getLogger("mcp.client.stdio").addFilter(_ParseErrors(_PARSE_ERRORS_LOGGED))
 
 
 @contextlib.asynccontextmanager
