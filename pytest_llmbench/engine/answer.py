@@ -59,10 +59,11 @@ class Answerer:
         optimizer_store: Path | None = None,
         claim_timeout_s: float = 360.0,
         mcp_scratch: Callable[[str], Path] | None = None,
+        baseline: Path | None = None,
     ) -> None:
         self._pacer = pacer
         self._resolve = resolve
-        self._helpers = HelperCalls(pacer, n_workers)
+        self._helpers = HelperCalls(pacer, n_workers, baseline)
         self._judge_metrics = tuple(judge_metrics)
         self._store = optimizer_store
         self._claim_timeout_s = claim_timeout_s

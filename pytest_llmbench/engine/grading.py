@@ -6,6 +6,7 @@ model-graded assertion of a plan concurrently.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from ..judging.panel import GradedAssertion
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import CallTarget
+    from ..scoring.pairwise import BaselineAnswer
     from .pacing import CallPacer
     from .plan import CallPlan
     from .ratelimit import ProcessSlot
@@ -27,9 +29,29 @@ HelperTargets = dict[str, "CallTarget | ProviderError"]
 class HelperCalls:
     """Builds and makes the helper models' calls of answers, through the pacer."""
 
-    def __init__(self, pacer: CallPacer, n_workers: int) -> None:
+    def __init__(self, pacer: CallPacer, n_workers: int, baseline: Path | None = None) -> None:
         self._pacer = pacer
         self._n_workers = max(1, n_workers)
+        #: ``--baseline``: the saved run whose answers ``pairwise`` assertions judge against
+        self._baseline = baseline
+        self._baseline_records: list[dict[str, Any]] | None = None
+
+    def baseline_answer(self, plan: CallPlan) -> BaselineAnswer | str:
+        """The ``--baseline`` run's answer to ``plan``'s case, or why there is none. The
+        baseline's records are read once per process, on first use."""
+        from ..scoring.pairwise import baseline_answer
+
+        if self._baseline is None:
+            return "no --baseline run to compare with"
+        if self._baseline_records is None:
+            from ..results_folder import ResultsError, ResultsFolder
+
+            try:
+                self._baseline_records = ResultsFolder(self._baseline).read_records()
+            except ResultsError as exc:
+                return f"the baseline cannot be read: {exc}"
+        case_hash = plan.case.case_hash
+        return baseline_answer(self._baseline_records, case_hash, plan.label, plan.repeat)
 
     def slots(self, plan: CallPlan) -> list[ProcessSlot]:
         """Locks that keep serial files and models to one call across xdist workers.
@@ -105,7 +127,7 @@ async def grade(
 
     from ..judging.panel import grade as grade_panel
     from ..judging.panel import grade_embedding, judge_request
-    from ..scoring.judged import CONTEXT_TYPES, EmbeddingSpec
+    from ..scoring.judged import CONTEXT_TYPES, PAIRWISE_TYPES, EmbeddingSpec
     from ..spec.graders import reads_context
 
     context = plan.case.context if retrieved is None else retrieved
@@ -124,6 +146,9 @@ async def grade(
             pair = [{"role": "user", "content": text} for text in texts]
             embedding = helpers.call(helpers.request(plan, embedder, targets, pair, {}, embed=True))
             jobs.append(grade_embedding(entry.index, entry.assertion, embedding, embedder))
+            continue
+        if entry.spec.kind in PAIRWISE_TYPES:
+            jobs.append(_pair(helpers, plan, entry, completion.text, complete))
             continue
         if entry.spec.kind in CONTEXT_TYPES and not context:
             jobs.append(_unchecked(entry.index, entry.assertion, "the context is empty"))
@@ -150,6 +175,23 @@ async def grade(
             grade_panel(entry.index, entry.assertion, entry.spec, request, entry.judges, complete)
         )
     return tuple(await asyncio.gather(*jobs))
+
+
+async def _pair(
+    helpers: HelperCalls, plan: CallPlan, entry: Any, answer: str, complete: Any
+) -> GradedAssertion:
+    """A ``pairwise`` assertion: judged against the baseline's answer, or unchecked saying why
+    there is none (no ``--baseline``, the baseline lacks the case)."""
+    from ..judging.pairwise import grade_pair
+    from ..spec.templating import last_user_text
+
+    opponent = helpers.baseline_answer(plan)
+    if isinstance(opponent, str):
+        return await _unchecked(entry.index, entry.assertion, opponent)
+    question = last_user_text(plan.case.messages) or None
+    return await grade_pair(
+        entry.index, entry.assertion, entry.spec, question, answer, opponent, entry.judges, complete
+    )
 
 
 def _grader_prompt(

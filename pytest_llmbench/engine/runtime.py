@@ -84,6 +84,7 @@ class Runtime:
                 # a claim older than that was abandoned
                 claim_timeout_s=3 * run.request_timeout_s,
                 mcp_scratch=self._scratch,
+                baseline=run.baseline,  # pairwise assertions judge against its answers
             )
             plans = self.config.stash.get(PLANS_KEY, CollectedPlans()).plans
             self._scheduler = CallScheduler(

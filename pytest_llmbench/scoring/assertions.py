@@ -316,6 +316,7 @@ TYPES: dict[str, TypeSpec] = {
     "context-recall": TypeSpec(check_engine_graded, "defaults", text_value),
     "context-precision": TypeSpec(check_engine_graded, "none"),
     "model-graded": TypeSpec(check_engine_graded, "none"),
+    "pairwise": TypeSpec(check_engine_graded, "none", text_value),  # value: what "better" means
     "choice": TypeSpec(check_choice, "none"),
     "latency": TypeSpec(check_latency, "none"),
     "cost": TypeSpec(check_cost, "none"),

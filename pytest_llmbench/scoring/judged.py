@@ -29,6 +29,9 @@ JUDGE_TYPES: frozenset[str] = (
 #: The user's own grader (:mod:`pytest_llmbench.scoring.model_graded`): a judged type too.
 GRADER_TYPES: frozenset[str] = frozenset({"model-graded"})
 JUDGE_TYPES |= GRADER_TYPES
+#: Pairwise judging against a ``--baseline`` run's answer (:mod:`pytest_llmbench.scoring.pairwise`).
+PAIRWISE_TYPES: frozenset[str] = frozenset({"pairwise"})
+JUDGE_TYPES |= PAIRWISE_TYPES
 #: How a panel's scores of one dimension become the item's: ``majority`` passes a dimension
 #: when more than half of the judges reach the threshold; the others compare the statistic.
 AGGREGATIONS: tuple[str, ...] = ("mean", "median", "majority", "min")
