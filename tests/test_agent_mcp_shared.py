@@ -155,14 +155,15 @@ def pytest_unconfigure(config):
 """
 
 
-def test_a_shared_server_is_stopped_when_the_run_ends(bench: Bench) -> None:
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_shared_server_is_stopped_when_the_run_ends(bench: Bench, workers: str) -> None:
     """The plugin's unconfigure stops the shared server; the conftest's, run last, finds no
     process left that holds the marker."""
     marker = f"llmbench-shared-{uuid.uuid4().hex}"
     bench.pytester.makeconftest(COUNT_AT_END % marker)
-    bench.eval_file("probe", _agent(["one", "two"], marker=marker))
+    bench.eval_file("probe", _agent(["one", "two", "three", "four"], marker=marker))
     _call_then_answer(bench, "probe__where", {})
-    bench.run_subprocess("--models=fake", "-n", "0").assert_outcomes(passed=2)
+    bench.run_subprocess("--models=fake", "-n", workers).assert_outcomes(passed=4)
     assert (bench.pytester.path / "alive-at-end.txt").read_text() == "0"
 
 
@@ -194,3 +195,28 @@ def test_a_shared_server_that_cannot_start_errors_each_item(bench: Bench) -> Non
         assert record["error_kind"] == "tool"
         assert "MCP server 'probe'" in record["error"] and "initialize failed" in record["error"]
     assert bench.server.chat_requests() == []
+
+
+def test_the_pool_bounds_the_items_running_their_own_servers() -> None:
+    """McpPool.slot: with a bound of 2, a third item waits until one of the two ends."""
+    import asyncio
+
+    from pytest_llmbench.agent.mcp_pool import McpPool
+
+    pool = McpPool(lambda name: Path("/nonexistent"), max_running=2)
+    running, peak = 0, 0
+
+    async def item() -> None:
+        nonlocal running, peak
+        async with pool.slot():
+            running += 1
+            peak = max(peak, running)
+            await asyncio.sleep(0)  # the others get their turn to try
+            await asyncio.sleep(0)
+            running -= 1
+
+    async def five() -> None:
+        await asyncio.gather(*(item() for _ in range(5)))
+
+    asyncio.run(five())
+    assert peak == 2
