@@ -427,3 +427,64 @@ cases:
     text = text.replace("choices: {Y: 1}", "prompt: x, choices: {Y: 1}, rubric: y")
     result = collection_error(bench, text)
     result.stdout.fnmatch_lines(["*unknown key 'rubric' in model-graded assertion*"])
+
+
+# --- dataset rows ------------------------------------------------------------------------------
+
+
+def test_dataset_columns_are_a_graders_vars_and_a_row_without_one_names_its_case(
+    bench: Bench,
+) -> None:
+    answer_with(bench, "Paris.")
+    judge_says(bench, {"choice": "Y"})
+    rows = [
+        {"id": "fr", "question": "Capital of France?", "style": "terse"},
+        {"id": "de", "question": "Capital of Germany?", "style": "formal"},
+    ]
+    bench.pytester.makefile(".jsonl", rows="\n".join(json.dumps(row) for row in rows))
+    text = """
+prompt: "{{question}}"
+dataset: rows.jsonl
+assert:
+  - type: model-graded
+    judges: [fake2]
+    prompt: "Is {{output}} a {{style}} answer to {{vars.question}}?"
+    choices: {Y: 1, N: 0}
+"""
+    bench.eval_file("grader", text)
+    bench.run("--models=fake").assert_outcomes(passed=2)
+    sent = sorted(r["messages"][0]["content"].split("\n\n")[0] for r in judge_requests(bench))
+    assert sent == [
+        "Is Paris. a formal answer to Capital of Germany??",
+        "Is Paris. a terse answer to Capital of France??",
+    ]
+    bench.server.reset()
+    rows[1].pop("style")
+    bench.pytester.makefile(".jsonl", rows="\n".join(json.dumps(row) for row in rows))
+    result = collection_error(bench, text)
+    result.stdout.fnmatch_lines(
+        ["*grader.eval.yaml:6: case 'de': model-graded: unknown template variable 'style'*"]
+    )
+
+
+def test_in_a_conversation_input_is_the_user_turn_the_reply_answered(bench: Bench) -> None:
+    answer_with(bench, "I am an assistant.")
+    judge_says(bench, {"choice": "Y"})
+    bench.eval_file(
+        "grader",
+        """
+cases:
+  - id: talk
+    turns:
+      - user: Hello, I am Ada.
+      - user: What is your name?
+        assert:
+          - {type: model-graded, judges: [fake2], prompt: "Q: {{input}} A: {{output}}",
+             choices: {Y: 1, N: 0}}
+""",
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (request,) = judge_requests(bench)
+    assert request["messages"][0]["content"].startswith(
+        "Q: What is your name? A: I am an assistant.\n\n"
+    )

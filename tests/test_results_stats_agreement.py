@@ -12,6 +12,7 @@ from pytest_llmbench.results.stats.agreement import (
     dimension_agreement,
     dimension_order,
     interval_alpha,
+    nominal_alpha,
 )
 
 # --- interval_alpha ------------------------------------------------------------------------
@@ -76,6 +77,58 @@ def test_single_value_units_are_dropped() -> None:
     }
     lonely = {**units, "u4": {"A": 100.0}, "u5": {"C": -50.0}}
     assert interval_alpha(lonely) == pytest.approx(5 / 6)
+
+
+# --- nominal_alpha (a user's grader's labels) ----------------------------------------------
+
+
+def test_nominal_alpha_of_krippendorff_2011_example() -> None:
+    # The same reliability data read as categories: Krippendorff (2011) gives nominal 0.743.
+    rows = {
+        "A": "1 2 3 3 2 1 4 1 2 . . .",
+        "B": "1 2 3 3 2 2 4 1 2 5 . 3",
+        "C": ". 3 3 3 2 3 4 2 2 5 1 .",
+        "D": "1 2 3 3 2 4 4 1 2 5 1 .",
+    }
+    units: dict[int, dict[str, str]] = {}
+    for observer, row in rows.items():
+        for unit, value in enumerate(row.split()):
+            if value != ".":
+                units.setdefault(unit, {})[observer] = f"label {value}"
+    alpha = nominal_alpha(units)
+    assert alpha is not None and round(alpha, 3) == 0.743
+
+
+def test_nominal_alpha_undefined_and_perfect() -> None:
+    assert nominal_alpha({}) is None
+    assert nominal_alpha({"u1": {"A": "Y"}, "u2": {"B": "N"}}) is None  # nothing pairable
+    assert nominal_alpha({u: {"A": "Y", "B": "Y"} for u in range(3)}) is None  # one label
+    assert nominal_alpha({"u1": {"A": "Y", "B": "Y"}, "u2": {"A": "N", "B": "N"}}) == 1.0
+
+
+def test_a_graders_dimension_is_nominal_over_the_labels_picked() -> None:
+    # Labels A, B score 1.0 both: the interval alpha over scores would be undefined (no
+    # variation), the nominal one sees the judges disagree on u1 and agree on u2.
+    def entry(judge: str, choice: str, score: float) -> dict[str, Any]:
+        scores = {"model_graded": score}
+        return {"assertion": 0, "judge": judge, "choice": choice, "scores": scores}
+
+    records = [
+        {
+            "nodeid": "u1",
+            "outcome": "passed",
+            "judges": [entry("j1", "A", 1.0), entry("j2", "B", 1.0)],
+        },
+        {
+            "nodeid": "u2",
+            "outcome": "passed",
+            "judges": [entry("j1", "A", 1.0), entry("j2", "A", 1.0)],
+        },
+    ]
+    (row,) = dimension_agreement(records)
+    # n = 4 (A 3, B 1); unit u1 has 2 differing ordered pairs over m - 1 = 1: alpha =
+    # 1 - (n - 1) * 2 / (n^2 - (9 + 1)) = 1 - 3 * 2 / 6 = 0.
+    assert (row.dimension, row.alpha, row.units, row.judges) == ("model_graded", 0.0, 2, 2)
 
 
 def test_large_run_matches_the_pairwise_definition() -> None:
