@@ -7,6 +7,7 @@ baseline folder; a second run, with ``--baseline``, judges its answers against i
 
 from __future__ import annotations
 
+import csv
 import json
 import textwrap
 from typing import Any
@@ -254,3 +255,65 @@ def test_the_outcome_of_two_orders(first: list[str], second: list[str], expected
     from pytest_llmbench.scoring.pairwise import outcome, preference
 
     assert outcome(str(preference(first)), str(preference(second))) == expected
+
+
+# --- win rates: the leaderboard's columns and the report's matrix ------------------------------
+
+
+def pair_record(model: str, score: float | None, opponent: str = "base") -> dict[str, Any]:
+    """An answered record with one pairwise verdict (None: unchecked)."""
+    verdict = {"type": "pairwise", "score": score or 0.0, "unchecked": score is None}
+    judge = {"type": "pairwise", "details": [{"order": "model-first", "opponent": opponent}]}
+    return {"model": model, "outcome": "passed", "assertions": [verdict], "judges": [judge]}
+
+
+def test_win_rates_on_a_hand_worked_example() -> None:
+    from pytest_llmbench.results.winrates import model_win_rates, pairs, win_matrix
+
+    records = [
+        *(pair_record("m1", score) for score in (1.0, 1.0, 0.5, 0.0)),  # 2.5 wins of 4
+        pair_record("m1", None),  # unchecked: no pair
+        {**pair_record("m1", 1.0), "outcome": "error"},  # errored: no pair
+        pair_record("m2", 0.5, "other"),
+        pair_record("m2", 0.5, "other"),
+    ]
+    rates = model_win_rates(pairs(records))
+    m1, m2 = rates["m1"], rates["m2"]
+    # Wilson, z = 1.96: centre (0.625 + z²/8) / (1 + z²/4), half z·sqrt(0.625·0.375/4 + z²/64) / (1 + z²/4)
+    assert (m1.rate, m1.n) == (0.625, 4)
+    assert (m1.low, m1.high) == pytest.approx((0.2194, 0.9081), abs=1e-4)
+    assert (m2.rate, m2.n) == (0.5, 2)  # two ties: half a win each
+    assert (m2.low, m2.high) == pytest.approx((0.0945, 0.9055), abs=1e-4)
+    matrix = win_matrix(pairs(records))
+    assert {model: list(row) for model, row in matrix.items()} == {"m1": ["base"], "m2": ["other"]}
+    assert matrix["m1"]["base"] == m1
+
+
+def test_the_leaderboard_and_the_report_show_win_rates(bench: Bench) -> None:
+    bench.eval_file("pair", TWO_CASES)
+    baseline_run(bench)
+    bench.server.reset()
+    two_case_judge(bench)  # paris a win, rome a tie: 1.5 of 2; Wilson(0.75, n=2) by hand
+    bench.run("--models=fake", "--baseline=base").assert_outcomes(passed=2)
+    with bench.out("leaderboard.csv").open() as handle:
+        (row,) = csv.DictReader(handle)
+    assert float(row["win_rate"]) == 0.75 and row["n_pairs"] == "2"
+    assert float(row["win_rate_ci_low"]) == pytest.approx(0.1979, abs=1e-4)
+    assert float(row["win_rate_ci_high"]) == pytest.approx(0.9733, abs=1e-4)
+    html = bench.out("report.html").read_text(encoding="utf-8")
+    assert '<section id="pairwise"><h2>Pairwise</h2>' in html
+    assert '<th class="num">vs fake</th>' in html
+    assert '<td>fake</td><td class="num">0.75 [0.20, 0.97] (n=2)</td>' in html
+
+
+def test_a_run_without_pairs_has_no_win_rate_columns(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model="fake-model", reply="Paris"))
+    bench.eval_file(
+        "plain",
+        "cases:\n  - id: a\n    prompt: Capital?\n    assert: [{type: contains, value: Paris}]\n",
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    with bench.out("leaderboard.csv").open() as handle:
+        (row,) = csv.DictReader(handle)
+    assert "win_rate" not in row
+    assert "Pairwise</h2>" not in bench.out("report.html").read_text(encoding="utf-8")

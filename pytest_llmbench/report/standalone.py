@@ -41,6 +41,7 @@ from .html_tables import (
     text,
 )
 from .matrix import MATRIX_SCRIPT, MATRIX_STYLE, case_matrix
+from .win_matrix import win_matrix_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -140,6 +141,9 @@ def _sections(
         "Judges": agreement_table(summary.agreement) if summary.judged else "",
     }
     sections = [(name, extra.get(name, "") + _charts(found)) for name, found in charts.items()]
+    pairwise = win_matrix_table(records)
+    if pairwise:
+        sections.insert(1, ("Pairwise", pairwise))  # right after the leaderboard
     variants = _variants(summary.grouped, latency)
     if variants:
         sections.insert(1, ("Variants", variants))  # right after the leaderboard

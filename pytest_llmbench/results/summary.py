@@ -47,6 +47,7 @@ from .grouping import (
 from .record import FIELDS
 from .stats import NO_MODEL, CaseVerdict, Comparison, case_key, case_verdicts, compare
 from .stats.agreement import DimensionAgreement, dimension_agreement
+from .winrates import with_win_rates
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -188,7 +189,7 @@ def summarize(records: Sequence[Mapping[str, Any]], errors_count_as: str = "fail
     ordered = tuple(sorted(records, key=case_order))
     frame = records_frame(ordered, errors_count_as)
     by_suite = all_metrics(frame)
-    board = _board(frame, by_suite)
+    board = with_win_rates(_board(frame, by_suite), ordered)  # pairwise judging's win rates
     return RunSummary(
         records=ordered,
         frame=frame,
