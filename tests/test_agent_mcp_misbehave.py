@@ -63,6 +63,15 @@ def hang() -> str:
 
 
 @app.tool()
+def fill(entries: int) -> str:
+    """Creates that many empty files in its folder, then sleeps."""
+    for n in range(entries):
+        open(f"f{n}", "w").close()
+    time.sleep(60)
+    return "filled"
+
+
+@app.tool()
 def fine() -> str:
     """Answers."""
     return "all fine"
@@ -222,3 +231,22 @@ def test_a_stdio_server_cannot_start_more_processes_than_the_cap(bench: Bench) -
     (step,) = [s for s in record["timeline"] if s["kind"] == "tool"]
     started = int(str(step["result"]).removeprefix("started "))
     assert 0 < started < 64
+
+
+def test_a_server_filling_the_workdir_is_stopped_at_the_disk_limit(bench: Bench) -> None:
+    """The workdir is watched while the item's stdio servers run, against the sandbox's
+    max_entries (20,000) as for a command: the call is stopped and the item is an error."""
+    (bench.pytester.path / "servers").mkdir()
+    (bench.pytester.path / "servers" / "misbehave.py").write_text(SERVER)
+    text = AGENT.format(name="filler", mode="ok", marker="z", tool="fill")
+    bench.eval_file("filler", text.replace("tool_timeout_s: 4", "tool_timeout_s: 120"))
+    bench.server.add_rule(Rule(match_last="(filler)", tool_calls=[
+        {"name": "filler__fill", "arguments": {"entries": 25000}}]))  # fmt: skip
+    bench.server.add_rule(Rule(reply="It is done."))
+    bench.run_subprocess("--models=fake", "-n", "0").assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "tool"
+    assert (
+        "MCP server 'filler': the workdir holds more than 20000 entries, the sandbox's limit; "
+        "the call of fill was stopped" in record["error"]
+    )

@@ -22,19 +22,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
-import functools
 import json
-import logging
 import os
 import re
 import sys
-import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..models.providers.completion import ProviderError
 from ..redact import Redactor
+from .mcp_io import DiskWatch, HttpStatus, StderrTail, quiet_parse_errors
 from .sandbox import Sandbox, SandboxUnavailable
 from .tools import ERROR_PREFIX, Toolbox, ToolSpec
 
@@ -46,11 +44,6 @@ NAME_SEPARATOR = "__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MODEL_NAME_MAX = 64  # OpenAI's limit on a function name
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_STDERR_TAIL = 400  # characters of a failed server's stderr kept in the error
-#: Bytes of a stdio server's stderr kept (its end); the rest is read and dropped.
-STDERR_KEPT = 64 * 1024
-_PARSE_ERRORS_LOGGED = 20  # lines of garbage on a server's stdout logged, per process
-_STDERR_DRAIN_S = 0.3  # how long an error waits for a just-exited server's last words
 _INTERPRETERS = ("python", "python3")
 
 
@@ -136,60 +129,6 @@ def resolve(template: str, server: str, where: str, secrets: list[tuple[str, str
 # --- one server ---------------------------------------------------------------------------------
 
 
-class StderrTail:
-    """A stdio server's stderr: a pipe read on a thread of its own, keeping its last
-    :data:`STDERR_KEPT` bytes (a server that floods stderr neither blocks nor fills a disk)."""
-
-    def __init__(self) -> None:
-        read_end, write_end = os.pipe()
-        #: the end the server writes (our copy is closed once it started)
-        self.writer: TextIO = os.fdopen(write_end, "w")
-        self._kept = bytearray()
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, args=(read_end,), daemon=True)
-        self._reader.start()
-
-    def _read(self, fd: int) -> None:
-        with open(fd, "rb", buffering=0) as stream:
-            while chunk := stream.read(65536):
-                with self._lock:
-                    self._kept += chunk
-                    del self._kept[:-STDERR_KEPT]
-
-    def started(self) -> None:
-        """The server has its copy of the pipe: drop ours, so that its exit ends the reader."""
-        with contextlib.suppress(OSError):
-            self.writer.close()
-
-    def text(self) -> str:
-        """What is kept, decoded (after a moment for a server that just exited)."""
-        self.started()
-        self._reader.join(_STDERR_DRAIN_S)
-        with self._lock:
-            return self._kept.decode("utf-8", errors="replace")
-
-    def cause(self) -> str:
-        """The end of what the server wrote, as the cause of an error ('' when nothing)."""
-        said = self.text().strip()
-        return f"; it said: {said[-_STDERR_TAIL:]}" if said else ""
-
-
-class HttpStatus:
-    """The last error status an HTTP server answered (the SDK's errors do not say it)."""
-
-    def __init__(self) -> None:
-        self.last = ""
-
-    async def seen(self, response: Any) -> None:
-        """An httpx response hook."""
-        if response.status_code >= 400:
-            self.last = f"HTTP {response.status_code} {response.reason_phrase}".strip()
-
-    def cause(self) -> str:
-        """The status, as the cause of an error ('' when none was an error)."""
-        return f"; the server answered {self.last}" if self.last else ""
-
-
 class _Session:
     """A started server: its session, where it writes its stderr, and what is secret in it."""
 
@@ -249,7 +188,7 @@ def _stdio(
 ) -> contextlib.AbstractAsyncContextManager[Any]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    _quiet_parse_errors()
+    quiet_parse_errors()
     assert server.command is not None
     env = {key: resolve(value, server.name, f"env {key}", secrets) for key, value in server.env}
     command = sys.executable if server.command in _INTERPRETERS else server.command
@@ -263,30 +202,6 @@ def _stdio(
     argv = [*cap, *argv]  # into a pids cgroup of its own first, where there is one
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=clean, cwd=cwd)
     return stdio_client(params, errlog=errlog.writer)
-
-
-class _ParseErrors(logging.Filter):
-    """The SDK logs each stdout line of a server that is not JSON-RPC with a traceback: keep a
-    line for each of the first few, without the traceback, and drop the rest (a server that
-    floods garbage would otherwise fill pytest's captured logs)."""
-
-    def __init__(self, kept: int) -> None:
-        super().__init__()
-        self._left = kept
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not record.getMessage().startswith("Failed to parse JSONRPC"):
-            return True
-        self._left -= 1
-        record.exc_info = record.exc_text = None
-        if self._left == 0:
-            record.msg = f"{record.msg} (further ones are not logged)"
-        return self._left >= 0
-
-
-@functools.cache
-def _quiet_parse_errors() -> None:
-    logging.getLogger("mcp.client.stdio").addFilter(_ParseErrors(_PARSE_ERRORS_LOGGED))
 
 
 @contextlib.asynccontextmanager
@@ -387,12 +302,17 @@ class McpToolbox:
     """An item's built-in tools and its MCP tools, called through one :meth:`acall`."""
 
     def __init__(
-        self, local: Toolbox, tools: Sequence[McpTool], sessions: Mapping[str, _Session]
+        self,
+        local: Toolbox,
+        tools: Sequence[McpTool],
+        sessions: Mapping[str, _Session],
+        watch: DiskWatch | None = None,
     ) -> None:
         self._local = local
         self._tools = {tool.spec.name: tool for tool in tools}
         self._sessions = dict(sessions)
         self._redactor = Redactor(())
+        self._watch = watch  #: the workdir's, while the item's own stdio servers run
 
     def hide(self, secrets: Sequence[tuple[str, str]]) -> None:
         """Keep the resolved ``${VAR}`` values out of every result and error."""
@@ -424,10 +344,17 @@ class McpToolbox:
             raise McpServerError(self._redactor.text(said))
         call = opened.session.call_tool(tool.name, dict(arguments))
         what = f"the call of {tool.name}"
+        bounded = _bounded(opened, call, what, tool.timeout_s)
         try:
-            result = await _bounded(opened, call, what, tool.timeout_s)
+            result = await (self._watch.bounded(bounded) if self._watch else bounded)
         except McpServerError as exc:
             raise McpServerError(self._redactor.text(exc.message)) from None
+        if result is None:  # the workdir passed a disk limit: the servers go with the item
+            assert self._watch is not None
+            raise McpServerError(
+                f"MCP server {tool.server!r}: {self._watch.overrun}, the sandbox's limit; "
+                f"the call of {tool.name} was stopped"
+            )
         return self._redactor.text(result_text(result))
 
 
@@ -534,7 +461,11 @@ async def _sessions(
             sessions[server.name] = opened
             tools += _select(server, listing, globs[server.name])
         progress.opening = None
-        toolbox = McpToolbox(local, tools, sessions)
+        watch = None
+        if local.sandbox.writable and any(s.command and not s.shared for s in used):
+            watch = DiskWatch(local.sandbox)
+            stack.callback(asyncio.get_running_loop().create_task(watch.run()).cancel)
+        toolbox = McpToolbox(local, tools, sessions, watch)
         toolbox.hide(secrets)
         yield toolbox
 
