@@ -317,3 +317,27 @@ def test_a_run_without_pairs_has_no_win_rate_columns(bench: Bench) -> None:
         (row,) = csv.DictReader(handle)
     assert "win_rate" not in row
     assert "Pairwise</h2>" not in bench.out("report.html").read_text(encoding="utf-8")
+
+
+def test_a_pairwise_on_a_conversation_turn_is_unchecked(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model="fake-model", reply=NEW))
+    bench.eval_file(
+        "talk",
+        textwrap.dedent(
+            """\
+            cases:
+              - id: talk
+                turns:
+                  - user: Hello.
+                  - user: What is the capital of France?
+                    assert: [{type: pairwise, judges: [fake2]}]
+            """
+        ),
+    )
+    bench.run("--models=fake", "--results-dir=base")
+    bench.run("--models=fake", "--baseline=base").assert_outcomes(skipped=1)
+    (record,) = bench.records()
+    (verdict,) = record["conversation"][-1]["assertions"]
+    assert verdict["unchecked"] is True
+    assert "a conversation's replies have no baseline to match" in verdict["reason"]
+    assert judge_requests(bench) == []

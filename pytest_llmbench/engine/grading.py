@@ -185,6 +185,9 @@ async def _pair(
     from ..judging.pairwise import grade_pair
     from ..spec.templating import last_user_text
 
+    if plan.case.turns or plan.case.simulated_user is not None:
+        why = "pairwise compares one reply: a conversation's replies have no baseline to match"
+        return await _unchecked(entry.index, entry.assertion, why)
     opponent = helpers.baseline_answer(plan)
     if isinstance(opponent, str):
         return await _unchecked(entry.index, entry.assertion, opponent)

@@ -110,7 +110,10 @@ def baseline_answer(
         return "the case has no case hash"
     found = [record for record in records if _answers(record, case_hash)]
     if not found:
-        return f"the baseline has no answer to this case (case hash {case_hash})"
+        return (
+            f"the baseline has no answer to this case (case hash {case_hash}; a baseline run "
+            "from the same eval file, this assertion included, has the same hash)"
+        )
     own = [record for record in found if str(record.get("model")) == model]
     if not own:
         others = sorted({str(record.get("model")) for record in found})
