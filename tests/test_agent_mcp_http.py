@@ -34,12 +34,19 @@ from mcp.server.mcpserver import MCPServer
 
 app = MCPServer("docs")
 SEEN = {"authorization": ""}
+SESSIONS = set()
 
 
 @app.tool()
 def search(query: str) -> str:
     """Search the docs."""
     return f"found: {query}"
+
+
+@app.tool()
+def sessions() -> str:
+    """How many MCP sessions have called so far."""
+    return f"{len(SESSIONS)} sessions"
 
 
 @app.tool()
@@ -61,6 +68,9 @@ async def guarded(scope, receive, send):
             await send({"type": "http.response.body", "body": b"unauthorized"})
             return
         SEEN["authorization"] = sent.decode()
+        session = dict(scope["headers"]).get(b"mcp-session-id")
+        if session:
+            SESSIONS.add(session)
     await inner(scope, receive, send)
 
 
@@ -181,3 +191,26 @@ def test_a_wrong_token_is_rejected_and_not_written(
         p.read_text(errors="replace") for p in bench.pytester.path.rglob("*") if p.is_file()
     )
     assert wrong not in everything + result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize(("shared", "most"), [("shared: true, ", "1 sessions"),
+                                              ("", "2 sessions")])  # fmt: skip
+def test_a_shared_http_server_has_one_session_for_the_items(
+    bench: Bench, docs_server: int, monkeypatch: pytest.MonkeyPatch, shared: str, most: str
+) -> None:
+    monkeypatch.setenv("DOCS_TOKEN", TOKEN)
+    text = AGENT.format(port=docs_server, tool="sessions", headers=AUTH + shared)
+    bench.eval_file(
+        "docs",
+        text.replace("cases:", "assert: [{type: tool-called, value: 'mcp:docs/sessions'}]\ncases:")
+        + "  - {id: two, prompt: Search the docs again.}\n",
+    )
+    bench.server.add_rule(Rule(match_last="Search the docs", tool_calls=[
+        {"name": "docs__sessions", "arguments": {}}]))  # fmt: skip
+    bench.server.add_rule(Rule(reply="It is done."))
+    bench.run_subprocess("--models=fake", "-n", "0").assert_outcomes(passed=2)
+    said = sorted(
+        next(s["result"] for s in record["timeline"] if s["kind"] == "tool")
+        for record in bench.records()
+    )
+    assert said[-1] == most
