@@ -48,6 +48,15 @@ def die() -> str:
 
 
 @app.tool()
+def fill(entries: int) -> str:
+    """Creates that many empty files in its folder, then sleeps."""
+    for n in range(entries):
+        open(f"f{n}", "w").close()
+    time.sleep(60)
+    return "filled"
+
+
+@app.tool()
 def nap(seconds: float) -> str:
     """Sleeps, then says so."""
     time.sleep(seconds)
@@ -184,6 +193,20 @@ def test_a_shared_server_that_died_is_not_restarted(bench: Bench) -> None:
     assert "MCP server 'probe': the call of die failed" in one["error"]
     assert "MCP server 'probe'" in two["error"] and "nap" in two["error"]
     assert _starts(basetemp) == {"main": 1}
+
+
+def test_a_shared_server_filling_its_scratch_folder_is_stopped(bench: Bench) -> None:
+    """Its scratch folder is watched against the sandbox's max_entries (20,000): the server
+    is stopped, the call running is the item's error saying why."""
+    bench.eval_file("probe", _agent(["one"]))
+    _call_then_answer(bench, "probe__fill", {"entries": 25000})
+    bench.run_subprocess("--models=fake", "-n", "0").assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "tool"
+    assert (
+        "MCP server 'probe': its scratch folder holds more than 20000 entries, the sandbox's "
+        "limit; it was stopped" in record["error"]
+    )
 
 
 def test_a_shared_server_that_cannot_start_errors_each_item(bench: Bench) -> None:

@@ -143,6 +143,8 @@ class _Session:
         self.errlog = errlog
         #: why the connection is gone (the server exited), once a request found it closed
         self.broken: str | None = None
+        #: why it was stopped on purpose (a shared server past a disk limit)
+        self.stopped: str | None = None
 
     def stderr_tail(self) -> str:
         """The end of what a stdio server wrote to stderr, or the error status an HTTP server
@@ -236,6 +238,8 @@ async def _bounded(opened: _Session, call: Any, what: str, timeout_s: float) -> 
             f"{opened.stderr_tail()}"
         ) from None
     except MCPError as exc:
+        if opened.stopped is not None:  # on purpose: a shared server past a disk limit
+            raise McpServerError(opened.stopped) from None
         said = (
             f"MCP server {name!r}: {what} failed: {exc} (the server may have exited)"
             f"{opened.stderr_tail()}"

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .mcp import McpServer, McpServerError, gone, list_tools, open_server, start_failure
+from .mcp_io import DiskWatch
 
 if TYPE_CHECKING:
     from .mcp import _Session
@@ -58,7 +59,7 @@ class _Shared:
                 opened = await open_server(stack, server, sandbox, secrets)
                 tools = await list_tools(opened)
                 self.ready.set_result((opened, tools, tuple(secrets)))
-                await self.stop.wait()
+                await self._serve(opened, sandbox)
         except asyncio.CancelledError:
             if not self.ready.done():
                 self.ready.cancel()
@@ -66,6 +67,24 @@ class _Shared:
         except Exception as exc:  # closing a server that died: nothing left to tell
             if not self.ready.done():
                 self.ready.set_exception(start_failure(exc, server.name, secrets))
+
+    async def _serve(self, opened: _Session, sandbox: Sandbox) -> None:
+        """Until :attr:`stop`; a stdio server's scratch folder is watched meanwhile, and
+        a server past a disk limit is stopped (then ``broken``: its calls are errors)."""
+        if opened.server.command is None or not sandbox.writable:
+            await self.stop.wait()
+            return
+        watch = DiskWatch(sandbox)
+        waits = {asyncio.ensure_future(self.stop.wait()), asyncio.ensure_future(watch.run())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        if watch.overrun is not None:
+            past = watch.overrun.replace("the workdir", "its scratch folder")
+            why = f"MCP server {opened.server.name!r}: {past}, the sandbox's limit; it was stopped"
+            opened.stopped = opened.broken = why
 
 
 class McpPool:
