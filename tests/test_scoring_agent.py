@@ -461,7 +461,7 @@ BAD: list[tuple[Any, str, str]] = [
     (
         {"type": "tool-sequence", "value": [{"name": "a", "args": {}, "args_match": "fuzzy"}]},
         "value",
-        "unknown args_match 'fuzzy' (exact, subset, superset, ignore)",
+        "unknown args_match 'fuzzy' (exact, subset, superset, ignore, allowed)",
     ),
     ({"type": "tool-sequence", "value": [{"args": {}}]}, "value", "needs a tool 'name'"),
     ({"type": "tool-sequence", "value": [{"name": "a", "arg": {}}]}, "value", "step key 'arg'"),
