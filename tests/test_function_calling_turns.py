@@ -127,3 +127,81 @@ def test_a_simulated_users_conversation_sends_the_calls_back_too(bench: Bench) -
     assert user == {"role": "user", "content": "Thanks. And tomorrow?"}
     (record,) = bench.records()
     assert [(v["turn"], v["passed"]) for v in record["assertions"]] == [(1, True), (2, False)]
+
+
+# -- through the tool shim: every turn shimmed, its reply read back into its calls ------------
+
+
+def _shimmed_requests(bench: Bench, needle: str) -> list[dict[str, Any]]:
+    """The chat requests whose first user message (after the shim's system one) holds
+    ``needle``, in order."""
+    bodies = [request.body for request in bench.server.chat_requests()]
+    return [body for body in bodies if needle in str(body["messages"][1]["content"])]
+
+
+def test_a_shimmed_conversation_reads_each_turns_calls_and_sends_them_back(
+    bench: Bench,
+) -> None:
+    call = {"calls": [{"tool": "get_weather", "arguments": {"city": "Paris"}}]}
+    bench.server.add_rule(Rule(match="weather in Paris", reply=json.dumps(call)))
+    bench.server.add_rule(Rule(match="weather in Rome", reply='{"answer": "Rainy."}'))
+    bench.server.add_rule(Rule(match="Thanks", reply='{"answer": "You are welcome."}'))
+    bench.eval_file("talk", TALK + "tool_shim: always\n")
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*wrong-turn on fake*turn 2 of 2: tool-call*"])
+
+    first, second = _shimmed_requests(bench, "Paris")
+    for body in (first, second):  # offered in the prompt on every turn, not natively
+        assert "tools" not in body and "response_format" in body
+        assert body["messages"][0]["role"] == "system"
+        assert '{"calls": [{"tool": "<tool name>"' in body["messages"][0]["content"]
+    assistant, result_message, user = second["messages"][-3:]
+    assert assistant == {"role": "assistant", "content": json.dumps(call)}
+    assert result_message["role"] == "user"
+    assert result_message["content"] == f"Tool get_weather returned:\n{NOT_RUN_RESULT}"
+    assert user == {"role": "user", "content": "Thanks. Anything else?"}
+
+    records = {record["case_id"]: record for record in bench.records()}
+    talk = records["weather-talk"]
+    assert talk["shimmed"] is True
+    replies = [entry for entry in talk["conversation"] if entry["generated"]]
+    calls = [
+        [(c["name"], json.loads(c["arguments"])) for c in e["function_calls"]] for e in replies
+    ]
+    assert calls == [[("get_weather", {"city": "Paris"})], []]
+    assert [(v["turn"], v["type"], v["passed"]) for v in talk["assertions"]] == [
+        (1, "tool-call", True),
+        (1, "valid-tool-call", True),
+        (2, "no-tool-call", True),
+        (2, "icontains", True),
+    ]
+    wrong = records["wrong-turn"]
+    # turn 1 answered in words (no call: passes); turn 2 wanted a call and got an answer
+    assert [(v["turn"], v["passed"]) for v in wrong["assertions"]] == [(1, True), (2, False)]
+    rome = _shimmed_requests(bench, "Rome")[1]["messages"]
+    assert {"role": "assistant", "content": '{"answer": "Rainy."}'} in rome
+
+
+@pytest.mark.slow
+def test_a_conversation_with_tools_runs_on_the_embedded_model_through_the_shim(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    talk = TALK.split("  - id: wrong-turn")[0] + "model_params: {max_tokens: 64}\n"
+    pytester.makefile(".eval.yaml", talk=talk)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--results-dir=out")
+    assert result.ret in (0, 1), result.stdout.str()  # verdicts, whichever they are
+    (line,) = (pytester.path / "out" / "results.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert record["model"] == "local/smollm2" and record["shimmed"] is True
+    assert record["outcome"] in ("passed", "failed"), record["error"]
+    assert [v["turn"] for v in record["assertions"]] == [1, 1, 2, 2]
+    replies = [entry for entry in record["conversation"] if entry["generated"]]
+    assert len(replies) == 2
+    # the grammar lets the model name only the declared tools
+    called = {c["name"] for entry in replies for c in entry["function_calls"]}
+    assert called <= {"get_weather", "get_time"}
+    system = record["messages"][0]
+    assert system["role"] == "system" and '{"calls": [' in system["content"]

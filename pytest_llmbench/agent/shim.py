@@ -291,6 +291,29 @@ def parse_calls_reply(text: str) -> tuple[tuple[dict[str, str], ...], str]:
     return (), parse_shim_reply(text, ()).answer or ""
 
 
+def calls_reply_text(calls: Sequence[Mapping[str, Any]], answer: str) -> str:
+    """A reply :func:`parse_calls_reply` read, said again as the protocol's JSON: its
+    ``{"calls": [...]}`` (each call's arguments as the object they encode) or its
+    ``{"answer": ...}``. A shimmed conversation's history shows the model its own replies so."""
+    if not calls:
+        return json.dumps({"answer": answer}, ensure_ascii=False)
+    entries = [
+        {"tool": str(call.get("name", "")), "arguments": _arguments(call.get("arguments"))}
+        for call in calls
+    ]
+    return json.dumps({"calls": entries}, ensure_ascii=False)
+
+
+def _arguments(arguments: Any) -> Any:
+    """A call's arguments as a JSON value (a native call sends them as JSON text)."""
+    if not isinstance(arguments, str):
+        return arguments if arguments is not None else {}
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
 _CALLS_START = re.compile(r'^\s*\{\s*"calls"\s*:\s*\[')
 
 

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 #: One call of a conversation: the messages to answer and the 0-based turn they answer.
 CompleteTurn = Callable[[tuple[dict[str, Any], ...], int], Awaitable[Completion]]
+#: What a reply of the 0-based turn adds to the history the next turn answers.
+ReplyMessages = Callable[[Completion, int], list[dict[str, Any]]]
 
 
 class Progress:
@@ -61,11 +63,14 @@ async def converse(
     opening: Sequence[dict[str, Any]],
     turns: Sequence[Turn],
     progress: Progress | None = None,
+    said: ReplyMessages | None = None,
 ) -> ConversationRun:
     """Answer every turn that the model answers, each from the whole history so far.
 
     ``opening`` is the first call's messages (the case's ``messages``, with images or an
-    optimizer's rewrite when the item has them); the turns after it are appended in order.
+    optimizer's rewrite when the item has them); the turns after it are appended in order,
+    each reply as ``said`` puts it in the history (:func:`reply_messages` when not given;
+    :func:`shim_reply_messages` when the tools go through the tool shim).
     A :class:`ProviderError` carries the conversation so far as ``partial``; the budget running
     out is a :class:`ConversationCut`. ``progress`` follows the conversation as it runs.
     """
@@ -86,7 +91,7 @@ async def converse(
             sent = tuple(history)
             completion = await complete(sent, index)
             replies.append(Reply(index, sent, completion))
-            history.extend(reply_messages(completion, index))
+            history.extend((said or reply_messages)(completion, index))
     except ProviderError as exc:
         progress.reached = index
         raise cut_short(exc, progress) from None
@@ -120,6 +125,21 @@ def reply_messages(completion: Completion, turn: int) -> list[dict[str, Any]]:
         {"role": "tool", "tool_call_id": call["id"], "content": NOT_RUN_RESULT} for call in wired
     ]
     return [{**said, "tool_calls": wired}, *results]
+
+
+def shim_reply_messages(completion: Completion, turn: int) -> list[dict[str, Any]]:
+    """What a reply read through the tool shim adds to the history: the assistant's message as
+    the shim's protocol JSON (the calls the reply made, or its answer), and a user message per
+    call saying it was not run, as the shim gives a tool's result (a model without tool calling
+    knows no ``tool`` role nor ``tool_calls``)."""
+    from ..agent.shim import calls_reply_text, shim_tool_result
+
+    text = calls_reply_text(completion.tool_calls, completion.text)
+    results = [
+        shim_tool_result(str(call.get("name", "")), NOT_RUN_RESULT)
+        for call in completion.tool_calls
+    ]
+    return [{"role": "assistant", "content": text}, *results]
 
 
 def cut_short(error: ProviderError | BudgetExceeded, progress: Progress) -> Exception:
