@@ -12,6 +12,7 @@ test's call (the ``llm`` fixture). Every call goes through the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -19,14 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
-from .conversation import (
-    CompleteTurn,
-    Progress,
-    converse,
-    grade_turns,
-    reply_messages,
-    shim_reply_messages,
-)
+from .conversation import CompleteTurn, Progress, converse, grade_turns
 from .grading import HelperCalls, HelperTargets, grade
 from .request import (
     Answer,
@@ -39,7 +33,7 @@ from .request import (
 )
 
 if TYPE_CHECKING:
-    from ..agent.loop import AgentRun
+    from ..agent.loop import AgentRun, AsyncToolboxLike, ToolboxLike
     from ..agent.mcp_pool import McpPool
     from ..agent.tools import Toolbox
     from ..models.profiles import ModelProfile
@@ -251,7 +245,7 @@ class Answerer:
                 estimate=estimate_tokens(messages, plan.answer_token_budget),
                 missed_key=None,
             )
-            return _read_shim(plan, await self._pacer.paced(call))
+            return await self._pacer.paced(call)
 
         return complete
 
@@ -261,8 +255,7 @@ class Answerer:
         complete = self._turn_call(plan, request)
         progress = self._talks[plan.nodeid] = Progress()
         try:
-            said = shim_reply_messages if shimmed(plan) else reply_messages
-            return await converse(complete, request.messages, plan.case.turns, progress, said)
+            return await converse(complete, request.messages, plan.case.turns, progress)
         finally:
             if self._talks.get(plan.nodeid) is progress:
                 del self._talks[plan.nodeid]
@@ -405,6 +398,7 @@ class Answerer:
     ) -> AgentRun:
         """The agent loop: every turn is a paced, cached, budgeted call of the plan's model."""
         from ..agent.loop import run_agent
+        from ..spec.functions import shim_applies
 
         agent = plan.agent
         assert agent is not None
@@ -429,36 +423,30 @@ class Answerer:
                 asked = self._helpers.request(plan, interpreter, targets, messages, params)
                 return await self._helpers.call(asked)
 
-        shim = agent.tool_shim == "always" or (agent.tool_shim == "auto" and plan.model.embedded)
-        if agent.mcp_selections:
-            from ..agent.mcp import open_mcp_tools
+        shim = shim_applies(agent.tool_shim, plan.model.embedded)
+        tools: ToolboxLike | AsyncToolboxLike = toolbox
+        names: Sequence[str] = agent.tools
+        async with contextlib.AsyncExitStack() as sessions:
+            if agent.mcp_selections:
+                from ..agent.mcp import open_mcp_tools
 
-            # One session per server for this item, closed when the loop ends (or fails);
-            # a shared server's is the process's (the pool's).
-            servers, selections = agent.mcp_servers, agent.mcp_selections
-            async with open_mcp_tools(servers, selections, toolbox, self._mcp()) as tools:
-                return await run_agent(
-                    complete,
-                    tools,
-                    request.messages,
-                    max_turns=agent.max_turns,
-                    limit_seconds=agent.limit_seconds,
-                    limit_tokens=agent.limit_tokens,
-                    shim=shim,
-                    tool_names=tools.names,
-                    interpret=interpret,
-                )
-        return await run_agent(
-            complete,
-            toolbox,
-            request.messages,
-            max_turns=agent.max_turns,
-            limit_seconds=agent.limit_seconds,
-            limit_tokens=agent.limit_tokens,
-            shim=shim,
-            tool_names=agent.tools,
-            interpret=interpret,
-        )
+                # One session per server for this item, closed when the loop ends (or fails);
+                # a shared server's is the process's (the pool's).
+                servers, selections = agent.mcp_servers, agent.mcp_selections
+                mcp = open_mcp_tools(servers, selections, toolbox, self._mcp())
+                tools = await sessions.enter_async_context(mcp)
+                names = tools.names
+            return await run_agent(
+                complete,
+                tools,
+                request.messages,
+                max_turns=agent.max_turns,
+                limit_seconds=agent.limit_seconds,
+                limit_tokens=agent.limit_tokens,
+                shim=shim,
+                tool_names=names,
+                interpret=interpret,
+            )
 
     def _mcp(self) -> McpPool:
         """This process's MCP pool (shared servers, the bound on running ones), made once."""
@@ -519,12 +507,12 @@ def _answered(plan: CallPlan, request: Request, completion: Completion) -> Answe
 
 def shimmed(plan: CallPlan) -> bool:
     """Whether ``plan`` offers its function definitions through the tool shim: a plain
-    (one-reply) call, or every turn of a scripted conversation, whose file says so for its
-    model; a simulated user's conversation offers them natively."""
+    (one-reply) call whose file says so for its model; a conversation's turns offer them
+    natively."""
     functions = plan.functions
     return (
         functions is not None
-        and plan.case.simulated_user is None
+        and not plan.case.conversational
         and functions.shimmed(plan.model.embedded)
     )
 

@@ -28,6 +28,13 @@ TOOL_CHOICE_WORDS = ("auto", "none", "required")
 _DEFINITION_KEYS = frozenset({"name", "description", "parameters", "strict"})
 
 
+def shim_applies(tool_shim: str, embedded: bool) -> bool:
+    """Whether a file's ``tool_shim`` (``auto``, ``always``, ``never``) puts its tools through
+    the tool shim on a model (``embedded``: the embedded one), for function definitions and an
+    agent's tools alike: ``auto`` means on the embedded model, which has no native tool calls."""
+    return tool_shim == "always" or (tool_shim == "auto" and embedded)
+
+
 @dataclass(frozen=True)
 class FunctionTool:
     """One function the model may call."""
@@ -54,7 +61,7 @@ class FunctionTools:
 
     def shimmed(self, embedded: bool) -> bool:
         """Whether the tools go through the shim on a model (``embedded``: the embedded one)."""
-        return self.tool_shim == "always" or (self.tool_shim == "auto" and embedded)
+        return shim_applies(self.tool_shim, embedded)
 
     @property
     def names(self) -> tuple[str, ...]:
