@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
-from .conversation import CompleteTurn, Progress, converse, grade_turns
+from .conversation import (
+    CompleteTurn,
+    Progress,
+    converse,
+    grade_turns,
+    reply_messages,
+    shim_reply_messages,
+)
 from .grading import HelperCalls, HelperTargets, grade
 from .request import (
     Answer,
@@ -245,7 +252,7 @@ class Answerer:
                 estimate=estimate_tokens(messages, plan.answer_token_budget),
                 missed_key=None,
             )
-            return await self._pacer.paced(call)
+            return _read_shim(plan, await self._pacer.paced(call))
 
         return complete
 
@@ -255,7 +262,8 @@ class Answerer:
         complete = self._turn_call(plan, request)
         progress = self._talks[plan.nodeid] = Progress()
         try:
-            return await converse(complete, request.messages, plan.case.turns, progress)
+            said = shim_reply_messages if shimmed(plan) else reply_messages
+            return await converse(complete, request.messages, plan.case.turns, progress, said)
         finally:
             if self._talks.get(plan.nodeid) is progress:
                 del self._talks[plan.nodeid]
@@ -507,12 +515,12 @@ def _answered(plan: CallPlan, request: Request, completion: Completion) -> Answe
 
 def shimmed(plan: CallPlan) -> bool:
     """Whether ``plan`` offers its function definitions through the tool shim: a plain
-    (one-reply) call whose file says so for its model; a conversation's turns offer them
-    natively."""
+    (one-reply) call, or every turn of a scripted conversation, whose file says so for its
+    model; a simulated user's conversation offers them natively."""
     functions = plan.functions
     return (
         functions is not None
-        and not plan.case.conversational
+        and plan.case.simulated_user is None
         and functions.shimmed(plan.model.embedded)
     )
 
