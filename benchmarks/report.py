@@ -420,6 +420,9 @@ which importing pandas is 0.35-0.5 s. The imports' background thread starts only
 under way: in a run answered wholly from the cache it shared the interpreter with the items
 and cost them 0.6 s (2.0 s for the items where they now take 1.3 s), more than the import
 itself costs at the end.
+
+RAG metrics beside Ragas (not measured by `run.py`): [ragas-crosscheck.md](ragas-crosscheck.md),
+written by `benchmarks/ragas_crosscheck.py`.
 """
 
 
