@@ -440,3 +440,35 @@ def test_a_bfcl_row_runs_on_the_embedded_model_through_the_shim(
         system = record["messages"][0]
         assert system["role"] == "system" and '{"calls": [' in system["content"]
         assert record["shimmed"] is True
+
+
+# -- per-row tools as a file's tools: tool-count --------------------------------------------
+
+
+def test_tool_count_counts_a_rows_calls_where_the_row_declares_tools(bench: Bench) -> None:
+    triangle = {"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}
+    bench.server.add_rule(Rule(match="base 10", tool_calls=[triangle]))
+    plays = [
+        {"name": "spotify.play", "arguments": {"artist": "Taylor Swift", "duration": 20}},
+        {"name": "spotify.play", "arguments": {"artist": "Maroon 5", "duration": 15}},
+    ]
+    bench.server.add_rule(Rule(match="Taylor Swift", tool_calls=plays))
+    bench.pytester.makefile(".jsonl", bfcl="\n".join([SIMPLE, PARALLEL]))
+    counted = BFCL_EVAL.replace("assert: [tool-calls]", "assert: [{type: tool-count, max: 1}]")
+    bench.eval_file("bfcl", counted)
+    bench.run("--models=fake").assert_outcomes(passed=1, failed=1)
+    records = {record["case_id"]: record for record in bench.records()}
+    (simple,) = records["simple_0"]["assertions"]
+    assert simple["type"] == "tool-count" and simple["passed"] is True
+    (parallel,) = records["parallel_0"]["assertions"]
+    assert parallel["passed"] is False
+    assert parallel["reason"].startswith("2 tool calls, wanted 0..1")
+
+
+def test_tool_count_in_a_dataset_without_tools_still_needs_them(tmp_path: Path) -> None:
+    row = json.dumps({"id": "bare", "question": [[{"role": "user", "content": "Hi"}]]})
+    counted = "dataset: {path: bfcl.jsonl, id: id, prompt: question}\n"
+    counted += "assert: [{type: tool-count, max: 1}]\n"
+    error = error_of(tmp_path, [row], counted)
+    assert "bfcl.eval.yaml:" in str(error)
+    assert "`tool-count` checks an agent's work: it needs `kind: agent`" in str(error)

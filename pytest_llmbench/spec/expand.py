@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..scoring.assertions import Assertion, parse_assertion
 from .context import CONTEXT_VAR, context_chunks, context_text
@@ -41,6 +41,9 @@ from .turns import (
     with_turns,
 )
 from .yamlsource import LocatedDocument
+
+if TYPE_CHECKING:
+    from .functions import FunctionTools
 
 
 @dataclass(frozen=True)
@@ -501,19 +504,22 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
         choices=choices[0],
         answer_index=choices[1],
         choice_labels=row.choice_labels,
+        functions=_row_functions(spec, row),
     )
-    return _with_row_tools(spec, case, row, place, where)
+    return _with_row_tools(case, row, place, where)
 
 
-def _with_row_tools(
-    spec: EvalSpec, case: EvalCase, row: DatasetRow, place: _Place, where: str
-) -> EvalCase:
-    """The case with the row's function definitions (``dataset.tools``), and each
-    ``tool-calls`` that gives no value checking the row's expected calls
-    (``dataset.tool_calls``)."""
-    if row.tools is not None:
-        functions = replace(row.tools, tool_shim=spec.tool_shim, tool_choice=spec.tool_choice)
-        case = replace(case, functions=functions)
+def _row_functions(spec: EvalSpec, row: DatasetRow) -> FunctionTools | None:
+    """The row's function definitions (``dataset.tools``) under the file's ``tool_shim`` and
+    ``tool_choice``; None when the row gives none."""
+    if row.tools is None:
+        return None
+    return replace(row.tools, tool_shim=spec.tool_shim, tool_choice=spec.tool_choice)
+
+
+def _with_row_tools(case: EvalCase, row: DatasetRow, place: _Place, where: str) -> EvalCase:
+    """The case with each ``tool-calls`` that gives no value checking the row's expected
+    calls (``dataset.tool_calls``)."""
     open_calls = [a.base_type == "tool-calls" and a.value is None for a in case.assertions]
     if not any(open_calls):
         return case
@@ -738,8 +744,10 @@ def _assertions(
     _check_schema_files(place, assertions, keys)
     assertions = _graders(spec, place, assertions, case, keys)
     for index, assertion in enumerate(assertions):
-        # tool-count also counts a function-calling reply's calls (a plain file's tools:)
-        counts_calls = assertion.base_type == "tool-count" and bool(spec.tools)
+        # tool-count also counts a function-calling reply's calls (a plain file's tools:, or
+        # a dataset row's)
+        offered = bool(spec.tools) or case.get("functions") is not None
+        counts_calls = assertion.base_type == "tool-count" and offered
         if assertion.agent_check is not None and spec.kind != "agent" and not counts_calls:
             mine = index < len(own)
             at = keys[index] if mine else ()
