@@ -472,3 +472,24 @@ def test_tool_count_in_a_dataset_without_tools_still_needs_them(tmp_path: Path) 
     error = error_of(tmp_path, [row], counted)
     assert "bfcl.eval.yaml:" in str(error)
     assert "`tool-count` checks an agent's work: it needs `kind: agent`" in str(error)
+
+
+# -- names in a tool-call value checked against the rows' tools -------------------------------
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        "{type: tool-call, value: NAME}",
+        "{type: tool-calls, value: [NAME]}",
+        "{type: tool-call-f1, value: [spotify.play, {name: NAME}]}",
+    ],
+)
+def test_a_name_no_rows_tools_declare_is_an_error_at_its_line(tmp_path: Path, check: str) -> None:
+    text = BFCL_EVAL.replace("assert: [tool-calls]", "assert:\n  - tool-calls\n  - " + check)
+    loaded = load(tmp_path, [SIMPLE, PARALLEL], text.replace("NAME", "calculate_triangle_area"))
+    assert len(loaded.cases) == 2  # a name some row declares is fine
+    error = error_of(tmp_path, [SIMPLE, PARALLEL], text.replace("NAME", "calculate_area"))
+    assert error.line == 10, str(error)
+    assert "names 'calculate_area', which is not among the rows' tools" in str(error)
+    assert "(calculate_triangle_area, spotify.play)" in str(error)

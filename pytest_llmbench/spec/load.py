@@ -49,7 +49,7 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
     cases = expand_cases(spec, path, document, variants, roots)
     agent = _agent_spec(spec, path, document)
     functions = function_tools(spec, path, document, roots)
-    _check_tool_call_names(spec, functions, path, document)
+    _check_tool_call_names(spec, functions, path, document, _row_tool_names(cases))
     _check_solver(spec, path, document)
     if spec.solver is not None and agent is not None:
         raise EvalFileError(path, document.line_of(("solver",)), "`solver` and `kind: agent` "
@@ -162,11 +162,21 @@ def function_tools(
     return replace(read, tool_shim=spec.tool_shim)
 
 
+def _row_tool_names(cases: Sequence[EvalCase]) -> tuple[str, ...]:
+    """The names the dataset rows' own tools declare (``dataset.tools``), each once, in order."""
+    names = (name for case in cases if case.functions is not None for name in case.functions.names)
+    return tuple(dict.fromkeys(names))
+
+
 def _check_tool_call_names(
-    spec: EvalSpec, functions: FunctionTools | None, path: Path, document: LocatedDocument
+    spec: EvalSpec,
+    functions: FunctionTools | None,
+    path: Path,
+    document: LocatedDocument,
+    row_names: Sequence[str] = (),
 ) -> None:
     """A function-calling assertion needs the file's function definitions, and a tool it
-    expects must be one of them."""
+    expects must be one of them (with ``dataset.tools``: of some row's, ``row_names``)."""
     from ..scoring.assertions import parse_assertion
     from ..scoring.tool_calls import TOOL_CALL_TYPES, expected_names
 
@@ -189,16 +199,28 @@ def _check_tool_call_names(
             raise EvalFileError(path, line, f"{assertion.type} without a value checks a "
                                 "dataset's expected calls: set dataset.tool_calls, or give "
                                 "the calls as its value")  # fmt: skip
-        if functions is None and row_tools:
-            continue  # each row declares its own tools (dataset.tools)
-        if functions is None:
+        if functions is None and not row_tools:
             raise EvalFileError(path, line, f"{assertion.type} needs function definitions in "
                                 "`tools:` (a plain file) or dataset.tools")  # fmt: skip
-        unknown = [name for name in expected_names(assertion) if name not in functions.names]
+        # a row's own tools (dataset.tools) replace the file's: a name must be some row's
+        own = functions.names if functions is not None else ()
+        declared = tuple(dict.fromkeys([*own, *row_names]))
+        unknown = [name for name in expected_names(assertion) if name not in declared]
         if unknown:
-            declared = ", ".join(functions.names)
-            raise EvalFileError(path, line, f"{assertion.type} names {unknown[0]!r}, which is "
-                                f"not among the declared tools ({declared})")  # fmt: skip
+            raise _undeclared(assertion.type, unknown[0], declared, functions is None, path, line)
+
+
+def _undeclared(
+    type_name: str, name: str, declared: Sequence[str], rows: bool, path: Path, line: int | None
+) -> EvalFileError:
+    """A function-calling assertion naming a tool no definition declares (``rows``: the
+    dataset rows' own), the declared names shown (the first 12, and how many more)."""
+    whose = "the rows' tools" if rows else "the declared tools"
+    shown = ", ".join(declared[:12]) + (
+        f" and {len(declared) - 12} more" if len(declared) > 12 else ""
+    )
+    return EvalFileError(path, line, f"{type_name} names {name!r}, which is not among {whose} "
+                         f"({shown})")  # fmt: skip
 
 
 def _agent_tool_names(
