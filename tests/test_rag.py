@@ -575,3 +575,61 @@ def test_a_jury_judge_finding_no_claims_is_left_out_and_named(bench: Bench) -> N
     (verdict,) = record["assertions"]
     assert "no verdict: j2: no claims found in the answer" in verdict["reason"]
     assert [j["scores"] for j in record["judges"]][1] == {}
+
+
+# --- conversations: a turn's reply judged against the case's context ------------------------
+
+
+def test_a_turns_rag_metric_judges_that_reply_against_the_cases_context(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model="fake-model", match="capital", reply=ANSWER))
+    bench.server.add_rule(Rule(model="fake-model", match="Thanks", reply="You are welcome."))
+    bench.server.add_rule(Rule(model="fake-model-2", reply=TWO_OF_THREE))
+    bench.eval_file(
+        "rag",
+        f"""
+cases:
+  - id: talk
+    context: {json.dumps(CHUNKS)}
+    turns:
+      - user: "Answer from these documents:\\n{{{{context}}}}\\nQ: What is the capital?"
+        assert: [{{type: faithfulness, judges: [fake2]}}]
+      - user: Thanks.
+""",
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    (verdict,) = record["assertions"]
+    assert verdict["turn"] == 1 and round(verdict["score"], 3) == 0.667
+    assert "unsupported: 'The Eiffel Tower opened in 1850.'" in verdict["reason"]
+    first_user = record["conversation"][0]
+    assert first_user["content"] == "Answer from these documents:\n" + "\n\n".join(CHUNKS) + (
+        "\nQ: What is the capital?"
+    )
+    (text,) = judge_texts(bench)  # turn 1's reply, judged against the case's chunks
+    assert f"<answer>\n{ANSWER}\n</answer>" in text
+    assert f'<chunk id="2">\n{CHUNKS[1]}\n</chunk>' in text
+    assert record["context"] == {"source": "case", "chunks": CHUNKS}
+
+
+@pytest.mark.parametrize(
+    ("context", "check", "message"),
+    [
+        ("", "{type: faithfulness, judges: [fake2]}", "*`faithfulness` judges*needs `context`*"),
+        (
+            "    context: Paris is in France.\n",
+            "{type: context-precision, judges: [fake2], scope: conversation}",
+            "*`scope` applies to judged assertions*not to context-precision*",
+        ),
+    ],
+)
+def test_a_turns_rag_metric_without_context_or_with_scope_is_a_collection_error(
+    bench: Bench, context: str, check: str, message: str
+) -> None:
+    text = (
+        f"cases:\n  - id: talk\n{context}    turns:\n      - user: Hi\n        assert: [{check}]\n"
+    )
+    bench.eval_file("rag", text)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"rag.eval.yaml:*{message}"])
+    assert "Traceback" not in result.stdout.str() and not judge_texts(bench)

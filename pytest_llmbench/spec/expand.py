@@ -343,10 +343,11 @@ def _check_turns_file(spec: EvalSpec, place: _Place, who: str, key: tuple[Any, .
 
 
 def _inline_turns(spec: EvalSpec, case: CaseSpec) -> _Scripted:
-    """An inline case's turns rendered with its vars; the file's (or the prompt variant's)
-    ``prompt`` template, rendered with them, is the variable ``{{prompt}}``."""
+    """An inline case's turns rendered with its vars (and ``{{context}}``, the case's
+    context); the file's (or the prompt variant's) ``prompt`` template, rendered with them, is
+    the variable ``{{prompt}}``."""
     assert case.turns is not None
-    variables = turn_variables(spec.prompt, case.vars)
+    variables = turn_variables(spec.prompt, _context_vars(case))
     system = case.system if case.system is not None else spec.system
     return _Scripted(script_turns(case.turns, system, variables), variables)
 
