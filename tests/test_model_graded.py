@@ -488,3 +488,51 @@ cases:
     assert request["messages"][0]["content"].startswith(
         "Q: What is your name? A: I am an assistant.\n\n"
     )
+
+
+# --- a solver's context ----------------------------------------------------------------------
+
+APP = """
+def no_context(case, client):
+    return {"answer": client.complete(case.prompt).text}
+
+
+def empty_context(case, client):
+    return {"answer": client.complete(case.prompt).text, "context": []}
+"""
+GROUNDED = """
+solver: app:{solver}
+cases:
+  - id: paris
+    prompt: Capital?
+    assert:
+      - {{type: model-graded, judges: [fake2], prompt: "Docs: {{{{context}}}} Answer: {{{{output}}}}",
+         choices: {{"yes": 1, "no": 0}}}}
+"""
+
+
+def test_a_solver_returning_no_context_for_a_grader_reading_it_is_a_solver_error(
+    bench: Bench,
+) -> None:
+    bench.pytester.makepyfile(app=APP)
+    answer_with(bench)
+    judge_says(bench, {"choice": "yes"})
+    bench.eval_file("grader", GROUNDED.format(solver="no_context"))
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    (record,) = bench.records()
+    assert record["error_kind"] == "solver"
+    assert "returned no `context`" in record["error"] and "model-graded need" in record["error"]
+    assert judge_requests(bench) == []
+
+
+def test_a_solvers_empty_context_leaves_a_grader_reading_it_unchecked(bench: Bench) -> None:
+    bench.pytester.makepyfile(app=APP)
+    answer_with(bench)
+    judge_says(bench, {"choice": "yes"})
+    bench.eval_file("grader", GROUNDED.format(solver="empty_context"))
+    bench.run("--models=fake")
+    (record,) = bench.records()
+    (verdict,) = record["assertions"]
+    assert verdict["unchecked"] is True and "the context is empty" in verdict["reason"]
+    assert judge_requests(bench) == []

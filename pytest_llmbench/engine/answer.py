@@ -557,13 +557,21 @@ def _read_shim(plan: CallPlan, completion: Completion) -> Completion:
 
 
 def _check_context(plan: CallPlan, retrieved: tuple[str, ...] | None) -> None:
-    """A solver that returned no ``context`` for a case without one, where a RAG metric reads
-    it: an error of the item naming the field, never a judge's guess."""
-    from ..scoring.judged import CONTEXT_TYPES
+    """A solver that returned no ``context`` for a case without one, where a RAG metric or a
+    grader's ``{{context}}`` reads it: an error of the item naming the field, never a judge's
+    guess nor an unchecked verdict."""
+    from ..scoring.judged import EmbeddingSpec
+    from ..spec.graders import needs_context
 
     if retrieved is not None or plan.case.context is not None:
         return
-    needs = sorted({e.assertion.type for e in plan.graded if e.assertion.type in CONTEXT_TYPES})
+    needs = sorted(
+        {
+            entry.assertion.type
+            for entry in plan.graded
+            if not isinstance(entry.spec, EmbeddingSpec) and needs_context(entry.spec)
+        }
+    )
     if needs:
         raise ProviderError(
             f"solver {plan.solver}: returned no `context` (a dict with 'answer' and 'context') "

@@ -127,8 +127,8 @@ async def grade(
 
     from ..judging.panel import grade as grade_panel
     from ..judging.panel import grade_embedding, judge_request
-    from ..scoring.judged import CONTEXT_TYPES, PAIRWISE_TYPES, EmbeddingSpec
-    from ..spec.graders import reads_context
+    from ..scoring.judged import PAIRWISE_TYPES, EmbeddingSpec
+    from ..spec.graders import needs_context
 
     context = plan.case.context if retrieved is None else retrieved
 
@@ -150,10 +150,7 @@ async def grade(
         if entry.spec.kind in PAIRWISE_TYPES:
             jobs.append(_pair(helpers, plan, entry, completion.text, complete))
             continue
-        if entry.spec.kind in CONTEXT_TYPES and not context:
-            jobs.append(_unchecked(entry.index, entry.assertion, "the context is empty"))
-            continue
-        if reads_context(entry.spec) and not context:  # a grader's {{context}}
+        if needs_context(entry.spec) and not context:  # a solver's empty list
             jobs.append(_unchecked(entry.index, entry.assertion, "the context is empty"))
             continue
         try:

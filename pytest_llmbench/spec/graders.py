@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..scoring.base import Assertion
-from ..scoring.judged import JudgeSpec
+from ..scoring.judged import CONTEXT_TYPES, JudgeSpec
 from ..scoring.model_graded import ModelGradedSpec, with_prompt_text
 from .context import context_text
 from .paths import PathRefused, resolve_eval_path
@@ -137,3 +137,9 @@ def grader_variables(
 def reads_context(spec: JudgeSpec) -> bool:
     """Whether ``spec`` is a grader whose prompt shows ``{{context}}``."""
     return isinstance(spec, ModelGradedSpec) and "context" in placeholders(spec.prompt)
+
+
+def needs_context(spec: JudgeSpec) -> bool:
+    """Whether a judged assertion reads the retrieved context: a RAG context metric, or a
+    grader whose prompt shows ``{{context}}``."""
+    return spec.kind in CONTEXT_TYPES or reads_context(spec)
