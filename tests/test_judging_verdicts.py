@@ -324,6 +324,15 @@ def test_parse_accepts_one_fence_and_whitespace(text: str) -> None:
     assert parse("llm-rubric", text) == ParsedVerdict({"rubric": 0.5}, {"rubric": "ok"})
 
 
+def test_parse_reads_control_characters_written_raw_in_a_string() -> None:
+    # The embedded judge wrote a reason with a raw newline and tab inside the string (make eval,
+    # evals/rag.eval.yaml): the same verdict as with them escaped, not a malformed one.
+    text = '{"score": 0.5, "reason": "first line\n\tsecond"}'
+    assert "\n" in text and "\\n" not in text
+    verdict = parse("llm-rubric", text)
+    assert verdict == ParsedVerdict({"rubric": 0.5}, {"rubric": "first line\n\tsecond"})
+
+
 def test_parse_fenced_jury() -> None:
     text = "```json\n" + json.dumps(jury_reply(), indent=2) + "\n```"
     assert parse("jury", text).scores == dict.fromkeys(JURY_DIMENSIONS, 4.0)

@@ -104,7 +104,10 @@ def _unfenced(text: str) -> str:
 
 
 def _decode(text: str) -> tuple[Any, int]:
-    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
+    # strict=False: a control character written raw inside a string (a newline or a tab in a
+    # reason, as small models write under a JSON grammar) is read as it is, not refused: the
+    # reply means the same with it escaped.
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys, strict=False)
     try:
         return decoder.raw_decode(text)
     except json.JSONDecodeError as exc:
