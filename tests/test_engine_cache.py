@@ -544,3 +544,27 @@ def test_a_malformed_ttl_is_a_usage_error_naming_it(bench: Bench, where: str) ->
     result.stderr.fnmatch_lines(["*llmbench: --cache-ttl: 'two weeks' is not an age*14d*"])
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
     assert bench.server.chat_requests() == []
+
+
+def test_the_session_end_closes_the_cache_database(bench: Bench) -> None:
+    """The response cache's SQLite connections close with the run (they were left open, and a
+    long session of in-process runs ran out of descriptors)."""
+    import os
+
+    def open_cache_files() -> list[str]:
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if "responses.sqlite" in target:
+                found.append(target)
+        return found
+
+    bench.server.add_rule(Rule(reply="Paris"))
+    bench.eval_file("france", FRANCE)
+    before = open_cache_files()
+    bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(passed=1)
+    assert (bench.pytester.path / "c").is_dir()
+    assert open_cache_files() == before

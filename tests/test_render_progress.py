@@ -134,9 +134,12 @@ def test_in_a_pseudo_terminal_the_line_is_coloured_and_pytest_still_draws(slow: 
     os.close(terminal)
     output = b""
     deadline = time.monotonic() + 120
+    # poll, not select: select refuses a descriptor numbered past 1023, which a long session
+    # of in-process pytest runs can reach
+    watch = select.poll()
+    watch.register(controller, select.POLLIN)
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([controller], [], [], 0.5)
-        if ready:
+        if watch.poll(500):
             try:
                 chunk = os.read(controller, 65536)
             except OSError:  # the pty closed: the process is done

@@ -474,9 +474,11 @@ class Answerer:
         return self._pacer.activity()
 
     def close(self) -> None:
-        """Close the optimizer's store and stop the shared MCP servers."""
+        """Close the optimizer's store and the response cache, and stop the shared MCP
+        servers."""
         if self._optimizer is not None:
             self._optimizer.close()
+        self._pacer.close()
         if self._mcp_pool is not None:
             self._mcp_pool.close()
 

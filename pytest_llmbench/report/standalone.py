@@ -336,6 +336,10 @@ class SessionEndWarmUp:
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
+        #: ``_thread`` is set once started, and never after the session end began: the engine's
+        #: thread starts it while the main thread may already be ending the session
+        self._lock = threading.Lock()
+        self._ended = False
         #: This process runs eval items (its engine's first call starts the imports).
         self._runs_items = False
         #: A record was reported: the session end will need the imports.
@@ -358,16 +362,22 @@ class SessionEndWarmUp:
                 self._start()
 
     def _start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=_warm_up, name="llmbench-warm-up", daemon=True)
-            self._thread.start()
+        with self._lock:
+            if self._thread is not None or self._ended:
+                return
+            thread = threading.Thread(target=_warm_up, name="llmbench-warm-up", daemon=True)
+            thread.start()
+            self._thread = thread
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:
         """Before the recorder summarizes the run: the imports are done (and frozen), and the
-        thread never outlives the session."""
-        if self._thread is not None:
-            self._thread.join()
+        thread never outlives the session (none starts once the session end began)."""
+        with self._lock:
+            self._ended = True
+            thread = self._thread
+        if thread is not None:
+            thread.join()
         elif self._records:
             _import_session_end()
 
