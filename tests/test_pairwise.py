@@ -285,8 +285,12 @@ def test_win_rates_on_a_hand_worked_example() -> None:
     assert (m2.rate, m2.n) == (0.5, 2)  # two ties: half a win each
     assert (m2.low, m2.high) == pytest.approx((0.0945, 0.9055), abs=1e-4)
     matrix = win_matrix(pairs(records))
-    assert {model: list(row) for model, row in matrix.items()} == {"m1": ["base"], "m2": ["other"]}
-    assert matrix["m1"]["base"] == m1
+    # A baseline run's model is marked: a model of this run (select-best) may have its name.
+    assert {model: list(row) for model, row in matrix.items()} == {
+        "m1": ["base (baseline)"],
+        "m2": ["other (baseline)"],
+    }
+    assert matrix["m1"]["base (baseline)"] == m1
 
 
 def test_the_leaderboard_and_the_report_show_win_rates(bench: Bench) -> None:
@@ -302,8 +306,11 @@ def test_the_leaderboard_and_the_report_show_win_rates(bench: Bench) -> None:
     assert float(row["win_rate_ci_high"]) == pytest.approx(0.9733, abs=1e-4)
     html = bench.out("report.html").read_text(encoding="utf-8")
     assert '<section id="pairwise"><h2>Pairwise</h2>' in html
-    assert '<th class="num">vs fake</th>' in html
+    assert '<th class="num">vs fake (baseline)</th>' in html
     assert '<td>fake</td><td class="num">0.75 [0.20, 0.97] (n=2)</td>' in html
+    board = html.split('<table class="leaderboard">')[1].split("</table>")[0]
+    assert '<th class="num">win rate (95% CI)</th>' in board
+    assert '<td class="num">0.75 [0.20, 0.97] (n=2)</td>' in board
 
 
 def test_a_run_without_pairs_has_no_win_rate_columns(bench: Bench) -> None:

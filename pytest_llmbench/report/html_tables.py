@@ -33,6 +33,7 @@ _COLUMNS: dict[str, tuple[str, str]] = {
     "score_mean": ("score", ".3f"),
     "pass_rate": ("pass rate", ".1%"),
     "coverage": ("answered", "s"),
+    "win_rate": ("win rate", ".2f"),
     "mc_accuracy": ("MC accuracy", ".1%"),
     "n_flaky": ("flaky", "d"),
     "pass_at_k": ("pass@k", ".3f"),
@@ -56,7 +57,8 @@ _COLUMNS: dict[str, tuple[str, str]] = {
 }
 #: The columns of a quality board, in order; a column the board lacks is left out.
 _BOARD_COLUMNS = (
-    *("rank", "model", "score_mean", "pass_rate", "coverage", "mc_accuracy", "n_flaky"),
+    *("rank", "model", "score_mean", "pass_rate", "coverage", "win_rate", "mc_accuracy"),
+    "n_flaky",
     "pass_at_k",
     *("pass_hat_k", "k", "n_items", "n_errors", "cost_usd_total", "judge_cost_total"),
     *("latency_s_p50", "ttft_s_p50", "tokens_per_s_mean"),
@@ -72,7 +74,10 @@ _LATENCY_COLUMNS = (
 _CI_COLUMNS = {
     "score_mean": ("score_ci_low", "score_ci_high"),
     "pass_rate": ("pass_rate_ci_low", "pass_rate_ci_high"),
+    "win_rate": ("win_rate_ci_low", "win_rate_ci_high"),
 }
+#: Columns shown with their sample size: column -> the size's column.
+_N_COLUMNS = {"win_rate": "n_pairs"}
 
 
 def leaderboard_table(board: pd.DataFrame, key: str = "model", latency: bool = False) -> str:
@@ -126,6 +131,9 @@ def _board_cell(row: pd.Series, column: str, spec: str) -> str:
     low, high = _CI_COLUMNS.get(column, ("", ""))
     if low in row.index and high in row.index and not is_missing(row[low]):
         text += f" [{_format(row[low], spec)}, {_format(row[high], spec)}]"
+    size = _N_COLUMNS.get(column, "")
+    if size in row.index and not is_missing(row[size]) and int(row[size]) > 0:
+        text += f" (n={int(row[size])})"
     return _td(text, spec)
 
 
