@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import chromium_page
 from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
 
 from pytest_llmbench.report.conversation import conversation_html
@@ -25,7 +26,6 @@ from pytest_llmbench.report.standalone import render_report
 from pytest_llmbench.results.aggregation import CONVERSATION_COLUMNS, METRIC_COLUMNS
 from pytest_llmbench.results.summary import summarize
 
-CHROMIUM = Path("/usr/bin/chromium")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOT_COPY = REPO_ROOT / "test-output" / "view-conversation.png"
 XSS = "<script>alert(1)</script>"
@@ -207,14 +207,8 @@ def viewer(talked: Bench) -> Iterator[str]:
 
 @pytest.fixture
 def page(viewer: str) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium, as .ci/run does")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield browser.new_page(viewport={"width": 1280, "height": 900})
-        browser.close()
+    with chromium_page(viewport={"width": 1280, "height": 900}) as page:
+        yield page
 
 
 @pytest.mark.slow

@@ -10,15 +10,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import chromium_page
 from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
 
 from pytest_llmbench.report.function_calls import function_calls_html, pretty_arguments
 
-CHROMIUM = Path("/usr/bin/chromium")
 XSS = "<script>alert(1)</script>"
 CALLS = """
 tools:
@@ -104,14 +103,8 @@ def viewer(called: Bench) -> Iterator[str]:
 
 @pytest.fixture
 def page(viewer: str) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium, as .ci/run does")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield browser.new_page(viewport={"width": 1280, "height": 900})
-        browser.close()
+    with chromium_page(viewport={"width": 1280, "height": 900}) as page:
+        yield page
 
 
 @pytest.mark.slow

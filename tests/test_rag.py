@@ -499,13 +499,10 @@ def test_the_viewers_item_page_lists_the_solvers_context(bench: Bench) -> None:
     import shutil
     import subprocess
     import sys
-    from pathlib import Path
 
+    from browser import chromium_page
     from conftest import FAKE_KEY
 
-    chromium = Path("/usr/bin/chromium")
-    if not chromium.exists():
-        pytest.fail(f"{chromium} is missing: apt-get install chromium, as .ci/run does")
     bench.pytester.makepyfile(rag_app=SOLVER)
     answer_with(bench, "Lyon is in France.")
     bench.server.add_rule(Rule(model="fake-model-2", reply=claims(("Lyon is in France.", True))))
@@ -525,20 +522,13 @@ def test_the_viewers_item_page_lists_the_solvers_context(bench: Bench) -> None:
     try:
         found = re.search(r"http://127\.0\.0\.1:\d+/", process.stdout.readline())
         assert found
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=str(chromium), args=["--no-sandbox"]
-            )
-            page = browser.new_page()
+        with chromium_page() as page:
             page.goto(found.group(0) + "run/0/rag")
             page.locator("#matrix tr[data-case=paris] td a").first.click()
             chunks = page.locator("ol.context > li")
             assert chunks.count() == 1
             assert chunks.inner_text() == "Retrieved: Lyon is a city in France."
             assert "context (solver)" in page.inner_text("main")
-            browser.close()
     finally:
         process.terminate()
         process.wait(timeout=20)

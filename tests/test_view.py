@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import chromium_page
 from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
 
 from pytest_llmbench.results_folder import ResultsFolder
 from pytest_llmbench.view.queue import Launch, LaunchError, parse_launch
 from pytest_llmbench.view.runs import find_runs, load_run, read_records
 
-CHROMIUM = Path("/usr/bin/chromium")
 QA = """
 cases:
   - {id: france, prompt: "Capital of France?", expected: Paris, assert: [contains]}
@@ -157,14 +157,8 @@ def viewer(runs: tuple[Bench, Path]) -> Iterator[tuple[str, Bench, Path]]:
 
 @pytest.fixture
 def page(viewer: tuple[str, Bench, Path]) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium, as .ci/run does")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield browser.new_page()
-        browser.close()
+    with chromium_page() as page:
+        yield page
 
 
 @pytest.mark.slow
