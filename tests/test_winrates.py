@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from browser import chromium_page
 
+from pytest_llmbench.render.markup import board_markdown, board_table
 from pytest_llmbench.report.standalone import write_report
 from pytest_llmbench.results.record import build_record
-from pytest_llmbench.results.summary import write_aggregates
+from pytest_llmbench.results.summary import summarize, write_aggregates
 from pytest_llmbench.results.winrates import (
     BASELINE,
     SELECT_BEST,
@@ -180,6 +181,23 @@ def test_leaderboard_csv_has_the_win_rate_columns(tmp_path: Path) -> None:
     low, high = float(rows["c"]["win_rate_ci_low"]), float(rows["c"]["win_rate_ci_high"])
     assert (low, high) == pytest.approx((0.0, 0.6576), abs=1e-4)  # Wilson at 0 of 2
     assert math.isnan(float(rows["d"]["win_rate"] or "nan"))
+
+
+def test_the_markdown_leaderboard_shows_the_win_rate_only_with_pairs() -> None:
+    records = [*contest("a", "b", "c"), contestant("d", False, case="c3", unchecked=True)]
+    header, rows = board_table(summarize(records).board)
+    column = header.index("win rate [95% CI]")
+    assert header[column - 1] == "answered"
+    shown = {row[1]: row[column] for row in rows}
+    assert shown == {
+        "a": "1.00 [0.34, 1.00] (n=2)",
+        "b": "0.00 [0.00, 0.79] (n=1)",  # Wilson at 0 of 1
+        "c": "0.00 [0.00, 0.79] (n=1)",
+        "d": "-",
+    }
+    assert "win rate [95% CI]" in board_markdown(summarize(records).board)
+    undecided = [contestant("a", True, unchecked=True), contestant("b", False, unchecked=True)]
+    assert "win rate [95% CI]" not in board_table(summarize(undecided).board)[0]
 
 
 @pytest.mark.slow

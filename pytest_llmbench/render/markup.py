@@ -112,7 +112,9 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
 
     if board.attrs.get(LATENCY_ONLY):
         return _latency_table(board, key)
-    header = ["rank", key, "score [95% CI]", "pass rate [95% CI]", "answered", "cases", "errors"]
+    wins = "win_rate" in board.columns  # a run that judged pairs (pairwise, select-best)
+    header = ["rank", key, "score [95% CI]", "pass rate [95% CI]", "answered"]
+    header += [*(["win rate [95% CI]"] if wins else []), "cases", "errors"]
     header += ["cost USD", "latency p50 s"]
     rows = [
         [
@@ -121,6 +123,7 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
             _with_ci(row, "score_mean", "score_ci_low", "score_ci_high", "{:.3f}"),
             _with_ci(row, "pass_rate", "pass_rate_ci_low", "pass_rate_ci_high", "{:.1%}"),
             coverage_cell(row),
+            *([_win_cell(row)] if wins else []),
             _number(row.get("n_cases"), "{:d}"),
             _number(row.get("n_errors"), "{:d}"),
             _number(row.get("cost_usd_total"), "{:.4f}"),
@@ -149,6 +152,16 @@ def _latency_table(board: pd.DataFrame, key: str) -> tuple[list[str], list[list[
         for row in board.to_dict("records")
     ]
     return header, rows
+
+
+def _win_cell(row: Mapping[Any, Any]) -> str:
+    """``0.75 [0.20, 0.97] (n=2)``: the win rate over the model's judged pairs; ``-`` for a
+    model without any."""
+    cell = _with_ci(row, "win_rate", "win_rate_ci_low", "win_rate_ci_high", "{:.2f}")
+    pairs = row.get("n_pairs")
+    if pairs is None or is_missing(pairs) or int(pairs) == 0:
+        return cell
+    return f"{cell} (n={int(pairs)})"
 
 
 def _with_ci(row: Mapping[Any, Any], name: str, low: str, high: str, spec: str) -> str:
