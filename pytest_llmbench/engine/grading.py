@@ -5,7 +5,7 @@ model-graded assertion of a plan concurrently.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,6 +127,7 @@ async def grade(
 
     from ..judging.panel import grade as grade_panel
     from ..judging.panel import grade_embedding, judge_request
+    from ..judging.relevance import RelevanceSpec
     from ..scoring.judged import PAIRWISE_TYPES, EmbeddingSpec
     from ..spec.graders import needs_context
 
@@ -168,10 +169,36 @@ async def grade(
         except ValueError as exc:  # nothing to judge against (factuality, no expected)
             jobs.append(_ungradable(entry.index, entry.assertion, str(exc)))
             continue
+        if isinstance(entry.spec, RelevanceSpec):  # Ragas' way: questions, then embeddings
+            jobs.append(_relevance(helpers, plan, entry, request, targets, complete))
+            continue
         jobs.append(
             grade_panel(entry.index, entry.assertion, entry.spec, request, entry.judges, complete)
         )
     return tuple(await asyncio.gather(*jobs))
+
+
+async def _relevance(
+    helpers: HelperCalls,
+    plan: CallPlan,
+    entry: Any,
+    request: Any,
+    targets: HelperTargets,
+    complete: Any,
+) -> GradedAssertion:
+    """``answer-relevance`` with ``embedding_model``: the panel's questions, embedded by the
+    last model of ``entry.judges`` (the embedding model, put there at collection)."""
+    from ..judging.relevance import grade_relevance
+
+    *judges, embedder = entry.judges
+
+    def embed(texts: Sequence[str]) -> Awaitable[Completion]:
+        said = [{"role": "user", "content": text} for text in texts]
+        return helpers.call(helpers.request(plan, embedder, targets, said, {}, embed=True))
+
+    return await grade_relevance(
+        entry.index, entry.assertion, entry.spec, request, judges, complete, embed, embedder.name
+    )
 
 
 async def _pair(

@@ -123,6 +123,9 @@ class JudgeRequest:
     #: model-graded: the user's grader (its choices, chain of thought, structured output);
     #: ``rubric`` then holds its prompt, rendered
     grader: ModelGradedSpec | None = None
+    #: answer-relevance with an embedding model: how many questions the judge writes from the
+    #: answer (it is not shown the question); 0: the judge scores relevance itself
+    questions: int = 0
 
     def __post_init__(self) -> None:
         kinds = (*JUDGE_KINDS, *RAG_KINDS, GRADER_KIND)
@@ -132,6 +135,8 @@ class JudgeRequest:
             raise ValueError("model-graded needs its grader and its rendered prompt")
         if self.kind in CONTEXT_KINDS and not self.context:
             raise ValueError(f"{self.kind} needs a context")
+        if self.questions and self.kind != "answer-relevance":
+            raise ValueError("questions applies to answer-relevance only")
         if self.kind == "context-recall" and not self.expected:
             raise ValueError("context-recall needs an expected answer")
         if self.kind == "jury":
@@ -219,6 +224,17 @@ _SHAPE = {
     + _REASON
     + "}, ...]}",
 }
+#: answer-relevance with an embedding model (Ragas' answer relevancy): the judge writes
+#: questions from the answer alone, which the embedding model compares with the question.
+_QUESTIONS_TASK = (
+    "Write {n} different questions that the answer in <answer> answers directly, each a "
+    "complete question of its own. Also decide whether the answer is noncommittal: evasive, "
+    'vague or ambiguous, such as "I don\'t know" or "I\'m not sure".'
+)
+_QUESTIONS_SHAPE = (
+    '{"questions": ["<a question>", ...], "noncommittal": <true or false>, ' + _REASON + "}"
+)
+_QUESTIONS_FINAL = "Write the questions now. Reply with only the JSON object."
 #: What a RAG judge is told about the context block.
 _CONTEXT_NOTE = (
     "The <context> holds the documents retrieved for the question, each in a numbered <chunk>; "
@@ -261,7 +277,9 @@ def _system_text(request: JudgeRequest) -> str:
         parts.append(f"Task criteria: {request.task_criteria}")
     if request.context:
         parts.append(_CONTEXT_NOTE)
-    parts.append(_SCALE[request.kind])
+    parts.append(
+        _QUESTIONS_TASK.format(n=request.questions) if request.questions else _SCALE[request.kind]
+    )
     if request.kind == "jury":
         parts.append("\n".join(_dimension_line(key) for key in request.dimensions))
     parts.append("Reply with only the JSON object, in this shape:\n" + _shape(request))
@@ -276,6 +294,8 @@ def _dimension_line(key: str) -> str:
 
 
 def _shape(request: JudgeRequest) -> str:
+    if request.questions:
+        return _QUESTIONS_SHAPE
     if request.kind != "jury":
         return _SHAPE[request.kind]
     fields = (f'"{key}": {{"score": <1 to 5>, {_REASON}}}' for key in request.dimensions)
@@ -323,12 +343,15 @@ def _rag_user_text(request: JudgeRequest) -> str:
     numbered in rank order."""
     texts = {"question": request.question, "expected": request.expected, "answer": request.answer}
     parts = []
-    for tag in _RAG_BLOCKS[request.kind]:
+    # Questions are written from the answer alone: a judge shown the question would copy it.
+    blocks = ("answer",) if request.questions else _RAG_BLOCKS[request.kind]
+    final = _QUESTIONS_FINAL if request.questions else _RAG_FINAL[request.kind]
+    for tag in blocks:
         if tag == "context":
             parts.append(_context_block(request.context))
         elif texts[tag] is not None:
             parts.append(_tagged(tag, str(texts[tag])))
-    return "\n".join([*parts, _RAG_FINAL[request.kind]])
+    return "\n".join([*parts, final])
 
 
 def _context_block(chunks: tuple[str, ...]) -> str:
@@ -378,6 +401,12 @@ def reply_schema(request: JudgeRequest) -> dict[str, Any]:
         score = {"type": "integer", "enum": [1, 2, 3, 4, 5]}
         dimension = _object({"score": score, "reason": reason})
         return _object({key: dimension for key in request.dimensions})
+    if request.questions:
+        size = request.questions
+        questions = {"type": "array", "items": reason, "minItems": size, "maxItems": size}
+        return _object(
+            {"questions": questions, "noncommittal": {"type": "boolean"}, "reason": reason}
+        )
     if request.kind in ("faithfulness", "context-recall"):
         claim = _object({"claim": reason, "supported": {"type": "boolean"}, "reason": reason})
         return _object({"claims": {"type": "array", "items": claim}})

@@ -183,9 +183,31 @@ def _parse_closed_qa(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdi
 
 
 def _parse_relevance(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
+    if request.questions:
+        return _parse_questions(request, data)
     parsed = _parse_rubric(request, data)
     key = request.score_keys[0]
     return ParsedVerdict({key: parsed.scores["rubric"]}, {key: parsed.reasons["rubric"]})
+
+
+def _parse_questions(request: JudgeRequest, data: dict[str, Any]) -> ParsedVerdict:
+    """answer-relevance with an embedding model: the questions the judge wrote from the
+    answer, each in ``details`` with the judge's noncommittal flag. No score yet: the
+    embedding model's similarities make it (:mod:`.relevance`). Blank questions are left out;
+    with none left, the reason says so."""
+    value = _field(data, "questions")
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise VerdictError(f"'questions' must be a list of strings, got {_shown(value)}")
+    if len(value) != request.questions:
+        raise VerdictError(f"'questions' must have {request.questions}, got {len(value)}")
+    noncommittal = _field(data, "noncommittal")
+    if not isinstance(noncommittal, bool):
+        raise VerdictError(f"'noncommittal' must be true or false, got {_shown(noncommittal)}")
+    key = request.score_keys[0]
+    written = [text.strip() for text in value if text.strip()]
+    details = tuple({"question": text, "noncommittal": noncommittal} for text in written)
+    reason = _reason(data) if written else "no question generated from the answer"
+    return ParsedVerdict({}, {key: reason}, details)
 
 
 def _parse_grader(request: JudgeRequest, reply: str) -> ParsedVerdict:

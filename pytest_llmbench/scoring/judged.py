@@ -47,6 +47,12 @@ SCOPES: tuple[str, ...] = ("turn", "conversation")
 #: its expected answer: a transcript has none).
 CONVERSATION_TYPES: tuple[str, ...] = ("llm-rubric", "jury", "closed-qa")
 SIMILARITY_KEYS: frozenset[str] = frozenset({"method", "embedding_model"})
+#: ``answer-relevance``'s own keys: Ragas' way, the judges write questions the answer would
+#: answer and an embedding model compares them with the case's (:class:`RelevanceSpec`).
+RELEVANCE_KEYS: frozenset[str] = frozenset({"embedding_model", "questions"})
+JUDGE_KEYS |= RELEVANCE_KEYS
+#: How many questions each judge writes by default (Ragas' ``strictness``).
+DEFAULT_QUESTIONS = 3
 #: Pass thresholds: jury dimensions are scored 1..5, the other kinds 0..1.
 _DEFAULT_THRESHOLD = {"jury": 3.0, "similarity-rouge-l": 0.5, "similarity-embedding": 0.8}
 _THRESHOLD_RANGE = {"jury": (1.0, 5.0)}
@@ -99,6 +105,20 @@ class ConversationJudgeSpec(JudgeSpec):
         return True
 
 
+@dataclass(frozen=True)
+class RelevanceSpec(JudgeSpec):
+    """``answer-relevance`` with ``embedding_model``, as Ragas scores it: each judge writes
+    ``questions`` questions the answer would answer, and says whether it is noncommittal; the
+    embedding model compares each with the case's question (:mod:`.rag`).
+
+    A subclass rather than fields of :class:`JudgeSpec`, so that the case hashes of the other
+    judged assertions stay what they were (a case hash digests the spec's fields).
+    """
+
+    embedding_model: str = ""  #: profile name or litellm id of the embedding model
+    questions: int = DEFAULT_QUESTIONS  #: questions each judge writes (Ragas' strictness)
+
+
 def scope_refusal(kind: str) -> str:
     """Why an assertion of type ``kind`` takes no ``scope``."""
     types = ", ".join(CONVERSATION_TYPES)
@@ -140,7 +160,8 @@ def parse_judge_spec(kind: str, raw: Mapping[str, Any]) -> JudgeSpec:
     if not isinstance(structured, bool):
         raise GradedSpecError(f"structured must be true or false, got {structured!r}", "structured")
     spec_class = ConversationJudgeSpec if _scope(kind, raw) == "conversation" else JudgeSpec
-    return spec_class(
+    relevance = _relevance(kind, raw)
+    spec = spec_class(
         kind=kind,
         judges=judges,
         dimensions=dimensions,
@@ -149,6 +170,34 @@ def parse_judge_spec(kind: str, raw: Mapping[str, Any]) -> JudgeSpec:
         structured=structured,
         temperature=_number(raw, "temperature", 0.0, (0.0, 2.0)),
     )
+    if relevance is None:
+        return spec
+    fields = {name: getattr(spec, name) for name in spec.__dataclass_fields__}
+    return RelevanceSpec(**fields, embedding_model=relevance[0], questions=relevance[1])
+
+
+def _relevance(kind: str, raw: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``answer-relevance``'s ``embedding_model`` and ``questions``; None without a model."""
+    given = sorted(key for key in RELEVANCE_KEYS if key in raw)
+    if given and kind != "answer-relevance":
+        where = (
+            " (similarity takes it with method: embedding)" if given[0] == "embedding_model" else ""
+        )
+        raise GradedSpecError(f"{given[0]!r} applies to answer-relevance only{where}", given[0])
+    if not given:
+        return None
+    model = raw.get("embedding_model")
+    if not isinstance(model, str) or not model.strip():
+        message = "embedding_model must name an embedding model (a profile name or litellm id)"
+        if model is None:
+            message = "questions needs embedding_model (a profile name or litellm id)"
+        raise GradedSpecError(message, "embedding_model" if model is not None else "questions")
+    count = raw.get("questions", DEFAULT_QUESTIONS)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 10:
+        raise GradedSpecError(
+            f"questions must be an integer from 1 to 10, got {count!r}", "questions"
+        )
+    return model.strip(), count
 
 
 def _scope(kind: str, raw: Mapping[str, Any]) -> str:

@@ -12,6 +12,9 @@ arithmetic wrong and every score can be traced to its claims.
   (Ragas' context precision): ``sum_k(precision@k * v_k) / relevant``, where ``v_k`` is 1 when
   chunk ``k`` is relevant and ``precision@k`` the share of relevant chunks among the first k;
   0 when no chunk is relevant.
+- answer-relevance with ``embedding_model`` (Ragas' answer relevancy): the mean cosine
+  similarity of the questions a judge wrote from the answer to the case's question, times 0
+  when the judge found the answer noncommittal (:func:`questions_score`).
 
 When there is nothing to count (an answer with no claims, a refusal, an expected answer with no
 claims) the verdict cannot be determined: :class:`Undetermined`, which the panel turns into an
@@ -110,3 +113,34 @@ def chunks_score(chunks: Sequence[ChunkVerdict]) -> RagScore | Undetermined:
         return RagScore(score, head)
     named = "; ".join(f"chunk {chunk.rank} ({clip(chunk.reason, _CLAIM_QUOTE)})" for chunk in off)
     return RagScore(score, f"{head}; not relevant: {named}")
+
+
+@dataclass(frozen=True)
+class GeneratedQuestion:
+    """A question a judge wrote from the answer, and its cosine similarity to the case's."""
+
+    question: str
+    similarity: float
+
+
+def questions_score(
+    generated: Sequence[GeneratedQuestion], noncommittal: bool, why: str
+) -> RagScore | Undetermined:
+    """Ragas' answer relevancy of one judge's questions: their mean cosine similarity to the
+    case's question, 0 when the judge found the answer noncommittal (``why`` its reason).
+
+    Ragas multiplies the mean by 0 only when every generation says noncommittal; a judge here
+    writes its questions in one reply, with one flag, so that flag decides.
+    """
+    if not generated:
+        return Undetermined("no question generated from the answer: nothing to compare")
+    mean = sum(item.similarity for item in generated) / len(generated)
+    if noncommittal:
+        reason = f"noncommittal answer, score 0 (mean similarity {mean:.3f})"
+        return RagScore(0.0, f"{reason}: {clip(why, _CLAIM_QUOTE)}" if why.strip() else reason)
+    lowest = min(generated, key=lambda item: item.similarity)
+    head = f"mean cosine {mean:.3f} of {len(generated)} generated question(s) to the question"
+    return RagScore(
+        mean,
+        f"{head}; least similar: {quoted(lowest.question, _CLAIM_QUOTE)} ({lowest.similarity:.3f})",
+    )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..models.profiles import ModelProfile, ProfileRegistry
     from ..scoring.assertions import Assertion
+    from ..scoring.judged import RelevanceSpec
     from .schema import EvalCase, LoadedEval
 
 
@@ -41,7 +42,7 @@ def assertion_panel(
     ``--judges``); the one embedding model of a similarity by embedding; the first judge only
     for an ``llm-rubric``. ``()`` for an assertion that is not model-graded."""
     from ..models.profiles import ProfileError
-    from ..scoring.judged import JudgeSpec
+    from ..scoring.judged import JudgeSpec, RelevanceSpec
     from .schema import EvalFileError
 
     spec = assertion.graded
@@ -57,7 +58,23 @@ def assertion_panel(
     except ProfileError as exc:
         message = f"case {case.id!r}: {assertion.type} judges: {exc}"
         raise EvalFileError(loaded.path, case.line, message) from None
+    if isinstance(spec, RelevanceSpec):  # the embedding model goes last, after the panel
+        return (*judges, _embedder(loaded, case, spec, registry))
     return judges[:1] if assertion.base_type == "llm-rubric" else judges
+
+
+def _embedder(
+    loaded: LoadedEval, case: EvalCase, spec: RelevanceSpec, registry: ProfileRegistry
+) -> ModelProfile:
+    """``answer-relevance``'s ``embedding_model``, resolved: one model."""
+    from ..models.profiles import ProfileError
+    from .schema import EvalFileError
+
+    try:
+        return registry.resolve(spec.embedding_model)[0]
+    except (ProfileError, IndexError) as exc:
+        message = f"case {case.id!r}: answer-relevance embedding_model: {exc}"
+        raise EvalFileError(loaded.path, case.line, message) from None
 
 
 def user_sim_model(
