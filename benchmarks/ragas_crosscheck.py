@@ -8,16 +8,17 @@
 The rows (``benchmarks/data/ragas-crosscheck.jsonl``) carry a question, the retrieved chunks, an
 answer, a reference and the verdicts a judge is to give: the answer's claims, each supported or
 not; the reference's claims, each found in the context or not; each chunk relevant or not; a
-relevance score for our ``answer-relevance``, and for Ragas' answer relevancy the question the
-answer answers and whether it is noncommittal.
+relevance score for our ``answer-relevance``, and for Ragas' answer relevancy and our
+``answer-relevance`` with ``embedding_model`` the question the answer answers and whether it is
+noncommittal (each side's judge writes it 3 times).
 
 A fake judge (an OpenAI-compatible server on 127.0.0.1, started here, standard library only)
 answers both tools from those verdicts, each in its own shape: our judge prompts get our JSON
-(``{"claims": ...}``, ``{"chunks": ...}``, ``{"score": ...}``), Ragas' prompts (its v0.4
+(``{"claims": ...}``, ``{"chunks": ...}``, ``{"score": ...}``, ``{"questions": ...}``), Ragas' prompts (its v0.4
 ``ragas.metrics.collections`` metrics, through ``llm_factory`` on an ``AsyncOpenAI`` client with
 ``base_url``) get the pydantic shapes Ragas parses (``statements``, NLI verdicts,
 ``classifications``, a 0/1 verdict per chunk, a generated question). Its ``/v1/embeddings`` gives
-a bag-of-words vector of each text for Ragas' answer relevancy.
+a bag-of-words vector of each text, to both sides' answer relevancy.
 
 Ours runs as a user runs it: ``pytest`` on a generated eval file (the rows as a dataset, the
 model under test answering with the row's answer, the four assertions judged by the fake judge),
@@ -47,12 +48,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = ROOT / "benchmarks" / "data" / "ragas-crosscheck.jsonl"
-#: Our assertion type and Ragas' metric of the same name, in table order.
+#: Our assertion (its type, or a label for the second answer-relevance) and Ragas' metric of the
+#: same name, in table order: the order of the eval file's assertions.
 METRICS = (
     ("faithfulness", "faithfulness"),
     ("context-recall", "context_recall"),
     ("context-precision", "context_precision"),
     ("answer-relevance", "answer_relevancy"),
+    ("answer-relevance (embedding)", "answer_relevancy"),
 )
 #: Two scores agree when they differ by less than this.
 AGREE = 0.01
@@ -63,7 +66,10 @@ OUR_FINALS = {
     "List and judge the reference's claims now.": "context-recall",
     "Judge each chunk now.": "context-precision",
     "Judge the answer now.": "answer-relevance",
+    "Write the questions now.": "answer-relevance (embedding)",
 }
+#: How many questions each judge writes, on both sides (Ragas' strictness, our questions).
+STRICTNESS = 3
 RAGAS_INPUT = re.compile(r"input: (\{.*\})\s*Output: $", re.S)
 RAGAS_PRECISION = "Given question, answer and context verify if the context was useful"
 EMBED_DIM = 256
@@ -108,6 +114,10 @@ class Judge:
     def ours(self, text: str) -> dict[str, Any]:
         kind = next(k for final, k in OUR_FINALS.items() if final in text)
         self.count(f"ours {kind}")
+        if kind == "answer-relevance (embedding)":  # shown the answer alone, as Ragas' prompt
+            row = self.by_answer[text.split("<answer>\n", 1)[1].split("\n</answer>", 1)[0]]
+            questions = [row["answer_question"]] * STRICTNESS
+            return {"questions": questions, "noncommittal": row["noncommittal"], "reason": "-"}
         row = self.row_of(text)
         if kind == "faithfulness":
             return {"claims": [_claim(c) for c in row["answer_claims"]]}
@@ -174,6 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path.endswith("/embeddings"):
             items = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            self.server.judge.count(f"embeddings of {len(items)} text(s)")
             data = [
                 {"object": "embedding", "index": i, "embedding": embed(t)}
                 for i, t in enumerate(items)
@@ -246,18 +257,20 @@ def fake_judge(rows: list[dict[str, Any]]) -> Iterator[_Server]:
 
 # --- ours: pytest on a generated eval file ---------------------------------------------------
 
-EVAL_FILE = """\
+# The documents go in the system prompt, so that the question the embedding model compares
+# (the last user message) is the row's question alone, as Ragas' user_input is.
+EVAL_FILE = f"""\
 dataset: rows.jsonl
-prompt: |
-  Documents:
-  {{context}}
-
-  Question: {{question}}
+system: |
+  Answer from these documents:
+  {{{{context}}}}
+prompt: "{{{{question}}}}"
 assert:
-  - {type: faithfulness, judges: [judge]}
-  - {type: context-recall, judges: [judge]}
-  - {type: context-precision, judges: [judge]}
-  - {type: answer-relevance, judges: [judge]}
+  - {{type: faithfulness, judges: [judge]}}
+  - {{type: context-recall, judges: [judge]}}
+  - {{type: context-precision, judges: [judge]}}
+  - {{type: answer-relevance, judges: [judge]}}
+  - {{type: answer-relevance, judges: [judge], embedding_model: embedder, questions: {STRICTNESS}}}
 """
 
 
@@ -284,7 +297,8 @@ def _write_project(project: Path, rows: list[dict[str, Any]], base_url: str) -> 
     (project / "profiles").mkdir()
     profile = {"api_base": base_url, "api_key_env": KEY_ENV}
     models = {"answerer": {"model": "openai/answerer", **profile},
-              "judge": {"model": "openai/judge", **profile}}  # fmt: skip
+              "judge": {"model": "openai/judge", **profile},
+              "embedder": {"model": "openai/bag-of-words", **profile}}  # fmt: skip
     (project / "profiles" / "crosscheck.yaml").write_text(json.dumps({"models": models}))
     lines = [
         json.dumps(
@@ -302,8 +316,13 @@ def _write_project(project: Path, rows: list[dict[str, Any]], base_url: str) -> 
 
 
 def _our_scores(record: dict[str, Any]) -> dict[str, float | None]:
-    """Each verdict's score by assertion type; None for an unchecked verdict."""
-    return {v["type"]: None if v.get("unchecked") else v["score"] for v in record["assertions"]}
+    """Each verdict's score by its METRICS name (the eval file's order); None when unchecked."""
+    verdicts = record["assertions"]
+    assert len(verdicts) == len(METRICS), f"{len(verdicts)} verdicts for {len(METRICS)} metrics"
+    return {
+        name: None if v.get("unchecked") else v["score"]
+        for (name, _), v in zip(METRICS, verdicts, strict=True)
+    }
 
 
 # --- Ragas: a subprocess in its own interpreter ----------------------------------------------
@@ -341,7 +360,7 @@ def ragas_side(base_url: str) -> None:
         "faithfulness": Faithfulness(llm=llm),
         "context_recall": ContextRecall(llm=llm),
         "context_precision": ContextPrecision(llm=llm),
-        "answer_relevancy": AnswerRelevancy(llm=llm, embeddings=embeddings),
+        "answer_relevancy": AnswerRelevancy(llm=llm, embeddings=embeddings, strictness=STRICTNESS),
     }
 
     async def score(row: dict[str, Any]) -> dict[str, float]:
@@ -387,6 +406,8 @@ def why(metric: str, row: dict[str, Any], ours: float | None, theirs: float) -> 
         return "nothing to judge: ours unchecked (with its reason), Ragas NaN"
     if ours is None or math.isnan(theirs):
         return "one side undetermined, the other scored"
+    if metric == "answer-relevance (embedding)":
+        return "same questions and vectors, different score: a bug to look at"
     if metric != "answer-relevance":
         return "same verdicts, different formula"
     if row["noncommittal"]:
@@ -457,8 +478,9 @@ NOTES = """
   (claims) and classify each as attributable to the context. Context precision: Ragas asks one
   call per chunk whether it was useful for arriving at the *reference*; ours one call for all
   chunks, relevant to the *question* (Ragas' "without reference" variant reads the answer
-  instead). Judge calls for the 20 rows: ours 80 (one per row and metric), Ragas 174 chat calls
-  plus its embeddings (the counts above).
+  instead). Judge calls for the 20 rows: ours 100 (one per row and assertion), Ragas 174 chat
+  calls; embedding calls: ours 20 (the question and the 3 questions in one), Ragas 40 (the
+  question, then the 3 questions).
 - **answer-relevance vs answer_relevancy: different quantities.** Ours is the judge's 0..1 score
   of how directly the answer addresses the question. Ragas has the judge write a question the
   answer would answer (3 times, `strictness=3`) and flag a noncommittal answer, then scores the
@@ -468,7 +490,18 @@ NOTES = """
   scored 0 by our judge; elsewhere Ragas' number is a property of the embedding model (here a bag
   of words) more than of the answer, and a 1.0 from our judge for an answer padded with one
   unasked fact reads 0.33 to 0.83 in Ragas. island-population agrees by coincidence (0.600
-  against 0.603). We have no embedding variant (docs/rag.md, what is left out).
+  against 0.603).
+- **answer-relevance with `embedding_model` vs answer_relevancy: every row agrees.** Our judge
+  writes the row's question 3 times (`questions: 3`) from the answer alone, as Ragas' does, with
+  the same noncommittal flag, and our embedding model is the same bag-of-words endpoint: the mean
+  cosine is the same to 0.001, and both noncommittal answers (festival-month, opera-premiere)
+  score 0 on both sides. Where they would part with a real judge: Ragas asks 3 separate
+  generations, each with its own noncommittal flag, and zeroes the score only when all 3 say
+  noncommittal; ours asks each judge once for its 3 questions with one flag. Ragas 0.4.3's
+  `collections` metric (used here) drops empty questions and scores 0 when none is left; its
+  legacy `ResponseRelevancy` gives NaN; ours is unchecked with the reason. The eval file puts
+  the documents in the system prompt so that the question compared is the row's question alone
+  (our question is the last user message; Ragas' is `user_input`).
 - **Bad input.** Ragas raises `ValueError` on an empty context or reference; ours is an
   unchecked verdict for a solver's empty context, and a collection error at `path:line` for a
   case without context or `expected`. Not in the table: Ragas cannot score those rows.
