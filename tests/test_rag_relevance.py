@@ -303,3 +303,36 @@ def test_relevance_keys_out_of_place_are_collection_errors(
     result = rel.run("--models=fake")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*rel.eval.yaml:6:{message}"])
+
+
+def test_validate_names_a_bad_embedding_model_as_collection_does(
+    rel: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_llmbench.cli import main
+
+    text = relevance_file().replace("embedding_model: emb", "embedding_model: '@nowhere'")
+    rel.eval_file("rel", text)
+    code = main(["validate", "rel.eval.yaml"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "rel.eval.yaml:2: case 'q': answer-relevance embedding_model: " in out
+    assert "@nowhere" in out and "Traceback" not in out
+
+
+def test_a_turns_relevance_compares_that_turns_user_message(rel: Bench) -> None:
+    rel.server.reset()
+    rel.server.add_rule(Rule(model="fake-model", match="ab", reply="First reply."))
+    rel.server.add_rule(Rule(model="fake-model", match="cd", reply="Second reply."))
+    rel.server.add_rule(Rule(model="fake-model-2", reply=questions("cd", "c", "ab")))
+    check = "{type: answer-relevance, judges: [fake2], embedding_model: emb}"
+    turns = f"      - user: ab\n      - user: cd\n        assert: [{check}]\n"
+    rel.eval_file("rel", f"cases:\n  - id: talk\n    turns:\n{turns}")
+    rel.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = rel.records()
+    (verdict,) = record["assertions"]
+    # cos(cd, cd) = 1, cos(c, cd) = 1/sqrt(2), cos(ab, cd) = 0
+    assert verdict["turn"] == 2
+    assert verdict["score"] == pytest.approx((1 + 1 / math.sqrt(2)) / 3)
+    assert embeddings(rel) == [["cd", "cd", "c", "ab"]]
+    (body,) = judge_bodies(rel)
+    assert "<answer>\nSecond reply.\n</answer>" in body["messages"][-1]["content"]
