@@ -78,7 +78,36 @@ class EvalFile(pytest.File):
                             functions=case.functions or loaded.functions,
                         )
                         items.append(self._item(plan))
+        self._check_contests(items)
         return items
+
+    def _check_contests(self, items: Sequence[EvalItem]) -> None:
+        """A select-best assertion needs two contestants (models or variants) per case, and
+        one answer each: a collection error at the case's line otherwise."""
+        from .scoring.select_best import SelectBestSpec, check_contestants
+        from .spec.schema import EvalFileError
+
+        labels: dict[str, set[str]] = {}
+        cases: dict[str, EvalCase] = {}
+        for item in items:
+            plan = item.plan
+            if not any(isinstance(entry.spec, SelectBestSpec) for entry in plan.graded):
+                continue
+            case = plan.case
+            why = None
+            if case.conversational:
+                why = "select-best compares one answer per contestant, and a conversation has many"
+            cases.setdefault(case.id, case)
+            labels.setdefault(case.id, set()).add(plan.label)
+            if why is not None:
+                error = EvalFileError(self.path, case.line, f"case {case.id!r}: {why}")
+                raise self.CollectError(_relative(error, self.config.rootpath))
+        for case_id, found in labels.items():
+            why = check_contestants(len(found))
+            if why is not None:
+                case = cases[case_id]
+                error = EvalFileError(self.path, case.line, f"case {case_id!r}: {why}")
+                raise self.CollectError(_relative(error, self.config.rootpath))
 
     def _variants(self, case: EvalCase, model: ModelProfile, run: RunConfig) -> list[Variant]:
         """The case's variants on ``model``: temperatures x original/optimized prompt."""
@@ -171,17 +200,26 @@ class EvalFile(pytest.File):
 def stash_plans(session: pytest.Session) -> None:
     """Stash the plans of this process's items, in run order, for the engine: which calls may
     start before their item runs is decided here, skip markers included."""
+    from .engine.contests import contest_groups
+
     evals = [item for item in session.items if isinstance(item, EvalItem)]
     early = {item.nodeid: item.plan for item in evals if _prefetchable(item)}
     order = tuple(item.nodeid for item in session.items)
-    session.config.stash[PLANS_KEY] = CollectedPlans(tuple(i.plan for i in evals), order, early)
+    contests = contest_groups(item.plan for item in evals if not _may_be_skipped(item))
+    plans = tuple(item.plan for item in evals)
+    session.config.stash[PLANS_KEY] = CollectedPlans(plans, order, early, contests)
 
 
 def _prefetchable(item: EvalItem) -> bool:
     """Whether the item's call may start before it runs: not serial, not about to be skipped."""
-    if not item.plan.prefetchable or item.get_closest_marker("skip") is not None:
-        return False
-    return not any(_may_skip(mark) for mark in item.iter_markers("skipif"))
+    return item.plan.prefetchable and not _may_be_skipped(item)
+
+
+def _may_be_skipped(item: EvalItem) -> bool:
+    """Whether a ``skip`` marker, or a ``skipif`` marker that may skip, is on the item."""
+    if item.get_closest_marker("skip") is not None:
+        return True
+    return any(_may_skip(mark) for mark in item.iter_markers("skipif"))
 
 
 def _may_skip(mark: pytest.Mark) -> bool:

@@ -230,10 +230,13 @@ class _XdistBridge:
     def pytest_configure_node(self, node: Any) -> None:
         from .engine.preflight import worker_input
         from .engine.session import session_state
+        from .engine.xdist_schedule import dist_mode
 
         state_dir, owner = session_state(node.config)
         node.workerinput["llmbench_state_dir"] = str(state_dir)
         node.workerinput["llmbench_owner_pid"] = owner
+        # How items are sent to workers: a select-best contest needs a case's in one.
+        node.workerinput["llmbench_dist"] = dist_mode(node.config)
         # The models --check-models --skip-unavailable left out, checked before nodes start.
         node.workerinput.update(worker_input(node.config))
 

@@ -276,3 +276,28 @@ def test_real_workers_keep_their_lookahead_queued_to_the_end(bench: Bench) -> No
             if length < min(lookahead // 4, len(queued) - position - 1)
         ]
         assert not starved, (worker, queued)
+
+
+def test_the_items_of_a_case_go_to_one_worker(pytester: pytest.Pytester) -> None:
+    """Every model, variant and repeat of a case goes where its first item went, however far
+    apart they are in the collection (prompt variants come case after case)."""
+    cases = [f"c{index}" for index in range(40)]
+    collection = [
+        f"suite.eval.yaml::{case}[{model}-r{repeat}]"
+        for variant in ("", "-terse")
+        for case in cases
+        for model in (f"a{variant}", f"b{variant}")
+        for repeat in (0, 1)
+    ]
+    scheduler, nodes = started(pytester, ours, collection)
+    done = run_to_end(scheduler, nodes, 0.5)
+    where: dict[str, set[str]] = {}
+    for node in nodes:
+        for index in (index for batch in node.sent for index in batch):
+            where.setdefault(collection[index].rsplit("[", 1)[0], set()).add(node.name)
+    assert sorted(where) == sorted(f"suite.eval.yaml::{case}" for case in cases)
+    assert all(len(names) == 1 for names in where.values())
+    assert sorted(done) == list(range(len(collection)))
+    sent = sorted(index for node in nodes for batch in node.sent for index in batch)
+    assert sent == list(range(len(collection)))  # each item sent once
+    assert {name for names in where.values() for name in names} == {"gw0", "gw1"}

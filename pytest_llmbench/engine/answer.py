@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ..agent.tools import Toolbox
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import CallTarget
+    from .contests import Contests
     from .loglikelihood import OptionScores
     from .optimizer import PromptOptimizer, Rewrite
     from .pacing import CallPacer
@@ -68,10 +69,11 @@ class Answerer:
         claim_timeout_s: float = 360.0,
         mcp_scratch: Callable[[str], Path] | None = None,
         baseline: Path | None = None,
+        contests: Contests | None = None,
     ) -> None:
         self._pacer = pacer
         self._resolve = resolve
-        self._helpers = HelperCalls(pacer, n_workers, baseline)
+        self._helpers = HelperCalls(pacer, n_workers, baseline, contests)
         self._judge_metrics = tuple(judge_metrics)
         self._store = optimizer_store
         self._claim_timeout_s = claim_timeout_s
@@ -105,7 +107,28 @@ class Answerer:
             request = found
         targets = {judge.name: self._helper_target(judge) for judge in plan.judge_profiles}
         toolbox = self._toolbox(plan, workdir) if plan.agent is not None else None
-        return self._answer(plan, request, targets, toolbox)
+        answering = self._answer(plan, request, targets, toolbox)
+        if self._helpers.contests.members(plan.nodeid):
+            return self._contesting(plan, answering)
+        return answering
+
+    def contestants(self, nodeid: str) -> tuple[str, ...]:
+        """The contestants of item ``nodeid``'s select-best contest (itself included), or ()."""
+        return self._helpers.contests.members(nodeid)
+
+    async def withdraw(self, nodeid: str, why: str) -> None:
+        """Item ``nodeid`` has no answer for its contest (its setup failed)."""
+        await self._helpers.contests.withdraw(nodeid, why)
+
+    async def _contesting(self, plan: CallPlan, answering: Coroutine[Any, Any, Answer]) -> Answer:
+        """A contestant's answer: when it fails (or is cancelled) before its contest is judged,
+        the contest goes on without it instead of waiting for it."""
+        try:
+            return await answering
+        except BaseException as exc:
+            why = exc.message if isinstance(exc, ProviderError) else type(exc).__name__
+            await self._helpers.contests.withdraw(plan.nodeid, why)
+            raise
 
     def _request(self, plan: CallPlan, stream: bool) -> Request:
         """The request of ``plan``'s own call."""

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import CallTarget
     from ..scoring.pairwise import BaselineAnswer
+    from .contests import Contests
     from .pacing import CallPacer
     from .plan import CallPlan
     from .ratelimit import ProcessSlot
@@ -29,8 +30,18 @@ HelperTargets = dict[str, "CallTarget | ProviderError"]
 class HelperCalls:
     """Builds and makes the helper models' calls of answers, through the pacer."""
 
-    def __init__(self, pacer: CallPacer, n_workers: int, baseline: Path | None = None) -> None:
+    def __init__(
+        self,
+        pacer: CallPacer,
+        n_workers: int,
+        baseline: Path | None = None,
+        contests: Contests | None = None,
+    ) -> None:
+        from .contests import Contests
+
         self._pacer = pacer
+        #: the select-best contests of this process
+        self.contests = contests if contests is not None else Contests({})
         self._n_workers = max(1, n_workers)
         #: ``--baseline``: the saved run whose answers ``pairwise`` assertions judge against
         self._baseline = baseline
@@ -128,8 +139,9 @@ async def grade(
     from ..judging.panel import grade as grade_panel
     from ..judging.panel import grade_embedding, judge_request
     from ..judging.relevance import RelevanceSpec
-    from ..scoring.judged import PAIRWISE_TYPES, EmbeddingSpec
+    from ..scoring.judged import PAIRWISE_TYPES, SELECT_BEST_TYPES, EmbeddingSpec
     from ..spec.graders import needs_context
+    from ..spec.templating import last_user_text
 
     context = plan.case.context if retrieved is None else retrieved
 
@@ -150,6 +162,11 @@ async def grade(
             continue
         if entry.spec.kind in PAIRWISE_TYPES:
             jobs.append(_pair(helpers, plan, entry, completion.text, complete))
+            continue
+        if entry.spec.kind in SELECT_BEST_TYPES:
+            question = last_user_text(plan.case.messages) or None
+            contest = helpers.contests.verdict(plan, entry, completion.text, question, complete)
+            jobs.append(contest)
             continue
         if needs_context(entry.spec) and not context:  # a solver's empty list
             jobs.append(_unchecked(entry.index, entry.assertion, "the context is empty"))

@@ -133,6 +133,9 @@ class CollectedPlans:
     #: the plans whose call may start before their item runs, by node id: not serial, no
     #: agent, no ``skip`` marker and no ``skipif`` marker that may skip
     prefetchable: Mapping[str, CallPlan] = field(default_factory=dict)
+    #: each select-best contestant's node id -> the contestants of its contest, in run order
+    #: (:func:`~pytest_llmbench.engine.contests.contest_groups`; items marked to skip left out)
+    contests: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 PLANS_KEY = pytest.StashKey[CollectedPlans]()

@@ -62,11 +62,13 @@ class Runtime:
     def _make_scheduler(self) -> CallScheduler:
         if self._scheduler is None:
             from .answer import Answerer
+            from .contests import Contests, contest_refusal
             from .optimizer_store import store_path
             from .pacing import CallPacer, PacerSettings
             from .plan import PLANS_KEY, CollectedPlans
             from .scheduler import CallScheduler
 
+            collected = self.config.stash.get(PLANS_KEY, CollectedPlans())
             workerinput = getattr(self.config, "workerinput", None) or {}
             n_workers = int(workerinput.get("workercount", 1))
             worker_index = _worker_index(str(workerinput.get("workerid", "gw0")))
@@ -85,14 +87,14 @@ class Runtime:
                 claim_timeout_s=3 * run.request_timeout_s,
                 mcp_scratch=self._scratch,
                 baseline=run.baseline,  # pairwise assertions judge against its answers
+                contests=Contests(collected.contests, contest_refusal(self.config)),
             )
-            plans = self.config.stash.get(PLANS_KEY, CollectedPlans()).plans
             self._scheduler = CallScheduler(
                 self.engine,
                 answerer,
                 run,
                 n_workers,
-                plans,
+                collected.plans,
                 notice=terminal_notice(self.config),
                 notice_every_s=wait_notice_s(self.config),
                 prepare_workdir=self._prepare_workdir,

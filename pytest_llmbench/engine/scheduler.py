@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, KeysView, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..models.providers.completion import ProviderError
 from .pacing import lookahead, refill
 from .request import Answer
 from .streaming import StreamSample
@@ -65,6 +66,10 @@ class CallScheduler:
         self._futures: dict[str, concurrent.futures.Future[Answer]] = {}
         self._sample = StreamSample.for_plans(plans)
         self._plain_calls: dict[str, int] = {}
+        #: every plan by node id: a contestant's answer starts its contest's others (below)
+        self._plans = {plan.nodeid: plan for plan in plans}
+        #: contestants whose answers were started once: never started again by another's
+        self._contest_started: set[str] = set()
         self.lookahead = lookahead(run, max(1, n_workers))
         #: calls started at once when items run in order (:func:`.pacing.refill`)
         self.refill = refill(run, max(1, n_workers))
@@ -98,7 +103,13 @@ class CallScheduler:
     def forget(self, nodeids: Iterable[str]) -> None:
         """Cancel the calls started for ``nodeids``: those items were skipped before their
         setup, handed to another xdist worker, or are past what ``-x``/``--maxfail`` lets run,
-        and would otherwise hold the lookahead for good."""
+        and would otherwise hold the lookahead for good. A select-best contestant's call is
+        kept: another contestant's verdict waits for its answer (the run's end cancels it)."""
+        contestants = self._answerer.contestants
+        doomed = [n for n in nodeids if n in self._futures and not contestants(n)]
+        self._cancel(doomed)
+
+    def _cancel(self, nodeids: Iterable[str]) -> None:
         doomed = [nodeid for nodeid in nodeids if nodeid in self._futures]
         for nodeid in doomed:
             self._model_of.pop(nodeid, None)
@@ -167,7 +178,18 @@ class CallScheduler:
     def _submit_many(
         self, plans: Sequence[CallPlan], workdirs: Sequence[Path | None]
     ) -> list[concurrent.futures.Future[Answer]]:
-        """Start the answers of ``plans`` on the engine loop, in one step of it."""
+        """Start the answers of ``plans`` on the engine loop, in one step of it. A select-best
+        contestant's answer starts those of the other contestants of its contest with it
+        (kept as started ahead, for their items to take): its verdict waits for theirs."""
+        given = len(plans)
+        plans, workdirs = list(plans), list(workdirs)
+        starting = {plan.nodeid for plan in plans}
+        for plan in plans[:given]:
+            for other in self._contest_others(plan):
+                if other.nodeid not in starting:
+                    starting.add(other.nodeid)
+                    plans.append(other)
+                    workdirs.append(self._workdir(other))
         futures: list[concurrent.futures.Future[Answer] | None] = []
         coroutines = []
         for plan, workdir in zip(plans, workdirs, strict=True):
@@ -175,6 +197,9 @@ class CallScheduler:
                 answer = self._answerer.answer(plan, workdir, stream=self._streams(plan.nodeid))
             except Exception as exc:  # a missing key, a server that will not start: setup says
                 futures.append(_settled(exception=exc))
+                if self._answerer.contestants(plan.nodeid):
+                    why = exc.message if isinstance(exc, ProviderError) else type(exc).__name__
+                    self._engine.submit(self._answerer.withdraw(plan.nodeid, why))
                 continue
             if isinstance(answer, Answer):  # from the response cache, on this thread
                 futures.append(_settled(answer))
@@ -182,7 +207,25 @@ class CallScheduler:
                 coroutines.append(answer)
                 futures.append(None)
         running = iter(self._engine.submit_many(coroutines))
-        return [future if future is not None else next(running) for future in futures]
+        started = [future if future is not None else next(running) for future in futures]
+        for plan, future in zip(plans[given:], started[given:], strict=True):
+            self._futures[plan.nodeid] = future
+            self._model_of[plan.nodeid] = plan.model.name
+        return started[:given]
+
+    def _contest_others(self, plan: CallPlan) -> list[CallPlan]:
+        """The other contestants of ``plan``'s contest whose answers were never started (each
+        contestant's answer is started once: a rerun of one does not start the others again)."""
+        members = self._answerer.contestants(plan.nodeid)
+        if not members or plan.nodeid in self._contest_started:
+            self._contest_started.add(plan.nodeid)
+            return []
+        self._contest_started.update(members)
+        return [
+            self._plans[nodeid]
+            for nodeid in members
+            if nodeid != plan.nodeid and nodeid not in self._futures and nodeid in self._plans
+        ]
 
     def _streams(self, nodeid: str) -> bool:
         mode = self._stream_mode
@@ -198,7 +241,7 @@ class CallScheduler:
 
     def cancel_pending(self) -> None:
         """Cancel the calls started for items that have not run (the engine stops them)."""
-        self.forget(list(self.started()))
+        self._cancel(list(self.started()))
 
     def close(self) -> None:
         """Cancel pending calls and close the answerer."""

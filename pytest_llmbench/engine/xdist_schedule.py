@@ -16,6 +16,11 @@ share of them (the unsent items divided by the workers). Other tests are schedul
 xdist does. It replaces xdist's own ``--dist load`` scheduler only (the default of ``-n``), not
 another plugin's, and not when ``--maxschedchunk`` is given: the user then chose how many items
 travel at once.
+
+It also sends the eval items of one case together (every model, variant and repeat of it, node
+ids equal but for their ``[...]``): whenever one of them is sent, the others still unsent go to
+the same worker. A select-best contest compares the answers of a case's items, which must
+therefore be given by one process (:mod:`.contests`).
 """
 
 from __future__ import annotations
@@ -49,6 +54,14 @@ def make_scheduler(config: pytest.Config, log: Any, chosen: Any) -> Any:
     return LookaheadScheduling(config, log, depth_of=depth, is_eval=eval_nodeid_matcher(config))
 
 
+def dist_mode(config: pytest.Config) -> str:
+    """How the controller sends items to workers: ``--dist``'s mode, with
+    `` --maxschedchunk`` when given (our scheduler then stands aside)."""
+    mode = str(config.getvalue("dist"))
+    chunked = config.getoption("maxschedchunk") is not None
+    return f"{mode} --maxschedchunk" if chunked else mode
+
+
 def eval_nodeid_matcher(config: pytest.Config) -> Callable[[str], bool]:
     """Whether a node id is an item of an eval file (its file matches ``llmbench_pattern``)."""
     from ..config import DEFAULT_PATTERN
@@ -64,6 +77,16 @@ def eval_nodeid_matcher(config: pytest.Config) -> Callable[[str], bool]:
         return found
 
     return is_eval
+
+
+def _case_groups(collection: list[str], evals: list[bool]) -> dict[int, list[int]]:
+    """Each eval item of a case with several items (node ids equal but for their ``[...]``)
+    -> the collection indices of its case's items, in collection order."""
+    by_case: dict[str, list[int]] = {}
+    for index, nodeid in enumerate(collection):
+        if evals[index] and "[" in nodeid:
+            by_case.setdefault(nodeid.rsplit("[", 1)[0], []).append(index)
+    return {index: group for group in by_case.values() if len(group) > 1 for index in group}
 
 
 class LookaheadScheduling(LoadScheduling):  # type: ignore[misc]  # xdist ships no types
@@ -86,10 +109,18 @@ class LookaheadScheduling(LoadScheduling):  # type: ignore[misc]  # xdist ships 
         self._is_eval = is_eval
         self._evals: list[bool] = []
         self._only_evals = False
+        #: each eval item of a case with several items -> the collection indices of its case
+        self._cases: dict[int, list[int]] = {}
+        self._sent: set[int] = set()  #: the indices sent so far (with cases grouped)
 
     def schedule(self) -> None:
         """xdist's initial distribution, then every worker topped up to the look-ahead."""
         first = self.collection is None
+        if first and self.collection_is_completed and self.node2collection:
+            # Before xdist's initial distribution, which sends a case's items together too.
+            collection = next(iter(self.node2collection.values()))
+            evals = [self._is_eval(nodeid) for nodeid in collection]
+            self._cases = _case_groups(collection, evals)
         super().schedule()
         if first and self.collection is not None:
             self._evals = [self._is_eval(nodeid) for nodeid in self.collection]
@@ -104,6 +135,27 @@ class LookaheadScheduling(LoadScheduling):  # type: ignore[misc]  # xdist ships 
                 for node in self.nodes:
                     if not node.shutting_down:
                         node.shutdown()
+
+    def _send_tests(self, node: Any, num: int) -> None:
+        """xdist's send of the first ``num`` unsent items, with the unsent items of their
+        cases."""
+        if not self._cases:
+            super()._send_tests(node, num)
+            return
+        chosen = self.pending[:num]
+        if not chosen:
+            return
+        del self.pending[:num]
+        taken = self._sent
+        taken.update(chosen)
+        for index in list(chosen):
+            for other in self._cases.get(index, ()):
+                if other not in taken:  # not sent yet, so still unsent
+                    taken.add(other)
+                    self.pending.remove(other)
+                    chosen.append(other)
+        self.node2pending[node].extend(chosen)
+        node.send_runtest_some(chosen)
 
     def check_schedule(self, node: Any, duration: float = 0) -> None:
         """Top the worker up to the look-ahead, then let xdist apply its own rule."""

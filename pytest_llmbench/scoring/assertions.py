@@ -31,6 +31,7 @@ from .base import (
 )
 from .judged import (
     JUDGE_TYPES,
+    SELECT_BEST_TYPES,
     SIMILARITY_KEYS,
     GradedSpecError,
     parse_embedding_spec,
@@ -180,6 +181,10 @@ def _parse_graded(raw: Mapping[str, Any], type_name: str, base: str) -> Assertio
     try:
         if base in JUDGE_TYPES:
             graded = parse_judged(base, raw)
+            if base in SELECT_BEST_TYPES:
+                from .select_best import parse_select_best
+
+                graded = parse_select_best(graded, raw)
             return Assertion(
                 type_name, base, False, value, weight, {}, graded, needs_value=needs_value
             )
@@ -317,6 +322,7 @@ TYPES: dict[str, TypeSpec] = {
     "context-precision": TypeSpec(check_engine_graded, "none"),
     "model-graded": TypeSpec(check_engine_graded, "none"),
     "pairwise": TypeSpec(check_engine_graded, "none", text_value),  # value: what "better" means
+    "select-best": TypeSpec(check_engine_graded, "none", text_value),  # value: what "best" means
     "choice": TypeSpec(check_choice, "none"),
     "latency": TypeSpec(check_latency, "none"),
     "cost": TypeSpec(check_cost, "none"),

@@ -25,7 +25,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .judged import GRADER_TYPES, JUDGE_KEYS, GradedSpecError, JudgeSpec, parse_judge_spec
+from .judged import (
+    GRADER_TYPES,
+    JUDGE_KEYS,
+    SELECT_BEST_KEYS,
+    SELECT_BEST_TYPES,
+    GradedSpecError,
+    JudgeSpec,
+    parse_judge_spec,
+)
 
 #: The assertion type.
 GRADER_TYPE = "model-graded"
@@ -71,6 +79,8 @@ class ModelGradedSpec(JudgeSpec):
 def judge_keys(kind: str) -> frozenset[str]:
     """The keys an assertion of the judged type ``kind`` may have, besides
     type/value/weight/threshold: a grader's own keys too."""
+    if kind in SELECT_BEST_TYPES:
+        return JUDGE_KEYS | SELECT_BEST_KEYS
     return JUDGE_KEYS | GRADER_KEYS if kind in GRADER_TYPES else JUDGE_KEYS
 
 

@@ -1,0 +1,261 @@
+"""Select-best contests of this process: gather the answers of a case's contestants, judge them
+once, and give each contestant its verdict.
+
+A contestant's answer coroutine (:meth:`~.answer.Answerer.answer`) reaches its select-best
+assertion after its model answered, and waits in :meth:`Contests.verdict` until every other
+contestant of the contest has answered or failed; the contest is then judged once
+(:func:`~pytest_llmbench.judging.select_best.judge_contest`) and every waiting contestant gets
+its verdict: 1 for the pick, 0 for the others. So the judged answers are the ones recorded.
+
+Who is a contestant is decided at collection (:func:`contest_groups`): the eval items of a case
+and repeat that carry a select-best assertion, selected in this run, not marked to skip, and
+not a conversation (which has no one answer). The scheduler starts every contestant's answer
+together (:class:`~.scheduler.CallScheduler`), and under xdist our scheduler sends a case's
+items to one worker (:mod:`.xdist_schedule`), so no contestant waits for an answer another
+process gives. A contestant whose answer fails (a provider error, a cache miss) leaves the
+contest: the others are judged without it, and a contest left with one answer is unchecked.
+
+All of this runs on the engine loop; :meth:`Contests.withdraw` is a coroutine for the calls
+from the main thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ..models.providers.completion import Usage
+from ..scoring.select_best import (
+    LABELS,
+    SELECT_BEST_SCORE_KEY,
+    Contestant,
+    SelectBestSpec,
+    contest_seed,
+)
+
+if TYPE_CHECKING:
+    from ..judging.panel import CompleteFn, GradedAssertion
+    from ..judging.select_best import ContestResult
+    from .plan import CallPlan, GradedSpec
+
+
+#: xdist's ``--dist`` modes that run all the items of a case in one process: ``load`` (ours,
+#: :mod:`.xdist_schedule`, sends a case's items together), ``loadfile`` and ``loadscope`` (a
+#: file's items together), ``each`` (every worker runs every item).
+_KEEPS_CASES: tuple[str, ...] = ("load", "loadfile", "loadscope", "each")
+
+
+def contest_refusal(config: pytest.Config) -> str | None:
+    """Why select-best contests cannot be held in this process, or None: an xdist worker whose
+    controller's scheduler may send a case's contestants to different workers (its mode is
+    handed over by :func:`~.xdist_schedule.dist_mode`)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    mode = str(workerinput.get("llmbench_dist", "load"))
+    if mode in _KEEPS_CASES:
+        return None
+    return (
+        f"select-best compares a case's contestants in one process, and --dist {mode} may "
+        "send them to different xdist workers: run with --dist load (the default of -n, "
+        "without --maxschedchunk), loadfile or loadscope"
+    )
+
+
+def contest_key(nodeid: str, repeat: int) -> str:
+    """The contest of an item: its file and case (its node id without the ``[...]`` part)
+    and its repeat, the same in every process and on every machine."""
+    return f"{nodeid.rsplit('[', 1)[0]}::r{repeat}"
+
+
+def is_contestant(plan: CallPlan) -> bool:
+    """Whether ``plan`` enters a select-best contest (a conversation has no one answer)."""
+    if plan.case.conversational:
+        return False
+    return any(isinstance(entry.spec, SelectBestSpec) for entry in plan.graded)
+
+
+def contest_groups(plans: Iterable[CallPlan]) -> dict[str, tuple[str, ...]]:
+    """Each contestant's node id -> every contestant of its contest (itself included), in run
+    order; contests of one contestant are left out (their verdicts are unchecked)."""
+    by_key: dict[str, list[str]] = {}
+    for plan in plans:
+        if is_contestant(plan):
+            by_key.setdefault(contest_key(plan.nodeid, plan.repeat), []).append(plan.nodeid)
+    return {
+        nodeid: tuple(members)
+        for members in by_key.values()
+        if len(members) > 1
+        for nodeid in members
+    }
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A contestant's answer, the question it answered, and how its judges are called."""
+
+    plan: CallPlan
+    answer: str
+    question: str | None
+    complete: CompleteFn
+
+
+@dataclass
+class _Contest:
+    """One contest's answers so far, and its verdicts once judged (one per assertion)."""
+
+    key: str
+    members: tuple[str, ...]
+    entered: dict[str, _Entry] = field(default_factory=dict)
+    gone: dict[str, str] = field(default_factory=dict)  #: contestants that failed, and why
+    asked: set[tuple[str, int]] = field(default_factory=set)  #: (node id, assertion) verdicts
+    all_in: asyncio.Event = field(default_factory=asyncio.Event)
+    judged: dict[int, asyncio.Task[ContestResult]] = field(default_factory=dict)
+
+    def settle(self) -> None:
+        """Wake the waiting contestants once every contestant answered or failed."""
+        if len(self.entered) + len(self.gone) >= len(self.members):
+            self.all_in.set()
+
+
+class Contests:
+    """The select-best contests of this process (created with the scheduler)."""
+
+    def __init__(self, groups: Mapping[str, tuple[str, ...]], refusal: str | None = None) -> None:
+        self._groups = groups
+        #: why contests cannot be held in this run (an xdist scheduler that splits cases)
+        self._refusal = refusal
+        self._contests: dict[tuple[str, ...], _Contest] = {}
+
+    def members(self, nodeid: str) -> tuple[str, ...]:
+        """The contestants of ``nodeid``'s contest, or () when it has none."""
+        return () if self._refusal is not None else self._groups.get(nodeid, ())
+
+    def _contest(self, nodeid: str) -> _Contest | None:
+        members = self.members(nodeid)
+        if not members:
+            return None
+        contest = self._contests.get(members)
+        if contest is None:
+            contest = self._contests[members] = _Contest(members[0], members)
+        return contest
+
+    async def withdraw(self, nodeid: str, why: str) -> None:
+        """``nodeid`` has no answer to judge (its call failed, or it was cancelled)."""
+        contest = self._contest(nodeid)
+        if contest is None or nodeid in contest.entered or nodeid in contest.gone:
+            return
+        contest.gone[nodeid] = why
+        contest.settle()
+
+    async def verdict(
+        self,
+        plan: CallPlan,
+        entry: GradedSpec,
+        answer: str,
+        question: str | None,
+        complete: CompleteFn,
+    ) -> GradedAssertion:
+        """``plan``'s verdict of the select-best assertion ``entry``, once its contest is
+        judged; unchecked, saying why, when it cannot be."""
+        if plan.case.conversational:
+            return _unchecked(entry, "select-best compares one answer: a conversation has many")
+        if self._refusal is not None:
+            return _unchecked(entry, self._refusal)
+        contest = self._contest(plan.nodeid)
+        if contest is None:
+            return _unchecked(entry, "no other contestant of this case runs in this session")
+        if (plan.nodeid, entry.index) in contest.asked:  # pytest-rerunfailures ran it again
+            return _unchecked(entry, "the contest was judged on this item's first attempt")
+        contest.asked.add((plan.nodeid, entry.index))
+        if plan.nodeid not in contest.gone:
+            contest.entered.setdefault(plan.nodeid, _Entry(plan, answer, question, complete))
+        contest.settle()
+        await contest.all_in.wait()
+        task = contest.judged.get(entry.index)
+        if task is None:
+            task = contest.judged[entry.index] = asyncio.ensure_future(_judge(contest, entry))
+        result = await asyncio.shield(task)
+        return _member_verdict(contest, plan, entry, result)
+
+
+async def _judge(contest: _Contest, entry: GradedSpec) -> ContestResult:
+    """Judge the answers of the contestants that answered. The first of them (in run order)
+    hosts the contest: the judges see the question it was asked (prompt variants word it
+    differently), and are called through its ``complete``, so their calls are its."""
+    from ..judging.select_best import ContestResult, judge_contest
+
+    answered = [nodeid for nodeid in contest.members if nodeid in contest.entered]
+    spec = entry.spec
+    assert isinstance(spec, SelectBestSpec)
+    seed = contest_seed(spec, contest.key)
+    if len(answered) < 2:
+        why = "; ".join(f"{_short(n)}: {reason}" for n, reason in sorted(contest.gone.items()))
+        return ContestResult(seed, (), None, f"only one contestant answered ({why})")
+    entries = [contest.entered[nodeid] for nodeid in answered]
+    contestants = [Contestant(e.plan.label, e.answer) for e in entries]
+    host = entries[0]
+    return await judge_contest(
+        entry.index,
+        entry.assertion,
+        spec,
+        host.question,
+        contestants,
+        seed,
+        entry.judges,
+        host.complete,
+    )
+
+
+def _member_verdict(
+    contest: _Contest, plan: CallPlan, entry: GradedSpec, result: ContestResult
+) -> GradedAssertion:
+    """One contestant's verdict from its contest's result; the judge calls go to the first
+    contestant that answered, so that they are counted once."""
+    from ..judging.panel import GradedAssertion
+    from ..scoring.assertions import Verdict
+
+    answered = [nodeid for nodeid in contest.members if nodeid in contest.entered]
+    host = bool(answered) and answered[0] == plan.nodeid
+    calls = result.calls if host else ()
+    if result.failed:  # every judge failed: no verdict, the item errors, naming the judges
+        # (the other contestants name them too, without their tokens and cost)
+        named = calls or tuple(replace(call, usage=Usage(), cached=False) for call in result.calls)
+        return GradedAssertion(entry.index, None, named)
+    shown = ", ".join(f"{LABELS[i]}={label}" for i, label in enumerate(result.shown))
+    if result.picked is None:
+        reason = f"unchecked: select-best decided nothing: {result.reason}"
+        if shown:
+            reason += f" (shown {shown}; seed {result.seed})"
+        verdict = Verdict(entry.assertion.type, False, 0.0, entry.assertion.weight, reason, True)
+        return GradedAssertion(entry.index, verdict, calls)
+    won = result.picked == plan.label
+    score = 1.0 if won else 0.0
+    spec = entry.spec
+    assert isinstance(spec, SelectBestSpec)
+    passed = score >= spec.threshold
+    said = "picked" if won else f"not picked: {result.picked} was"
+    reason = (
+        f"select-best {said}, of {len(result.shown)} answers (shown {shown}; seed "
+        f"{result.seed}); {result.reason}"
+    )
+    verdict = Verdict(entry.assertion.type, passed, score, entry.assertion.weight, reason)
+    return GradedAssertion(entry.index, verdict, calls, {SELECT_BEST_SCORE_KEY: score})
+
+
+def _unchecked(entry: GradedSpec, why: str) -> GradedAssertion:
+    from ..judging.panel import GradedAssertion
+    from ..scoring.assertions import Verdict
+
+    reason = f"unchecked: {why}"
+    verdict = Verdict(entry.assertion.type, False, 0.0, entry.assertion.weight, reason, True)
+    return GradedAssertion(entry.index, verdict)
+
+
+def _short(nodeid: str) -> str:
+    """An item's name without its file."""
+    return nodeid.rpartition("::")[2]

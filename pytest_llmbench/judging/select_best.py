@@ -1,0 +1,95 @@
+"""Judge a select-best contest: every contestant's answer shown at once, each judge picks one.
+
+The answers are shown shuffled with the contest's seed
+(:func:`~pytest_llmbench.scoring.select_best.shuffled`). The panel is asked as a user's grader
+is (:func:`.panel.grade` on a choice among the labels, read strictly: a reply outside them is
+asked again, then that judge's error, never a pick). The contest's pick is the plurality of the
+judges' picks. Every judge call is returned with ``details`` naming the seed, the order shown
+and what it picked, for the record of the contestant that carries the calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from ..scoring.select_best import (
+    LABELS,
+    SELECT_BEST_SCORE_KEY,
+    Contestant,
+    chooser,
+    contest_prompt,
+    plurality,
+    shuffled,
+    votes,
+)
+from .panel import JudgeCall
+from .panel import grade as grade_panel
+from .prompts import GRADER_KIND, JudgeRequest
+
+if TYPE_CHECKING:
+    from ..models.profiles import ModelProfile
+    from ..scoring.assertions import Assertion
+    from ..scoring.select_best import SelectBestSpec
+    from .panel import CompleteFn
+
+
+@dataclass(frozen=True)
+class ContestResult:
+    """A judged contest: the order shown, the pick (None: not decided) and why."""
+
+    seed: int
+    shown: tuple[str, ...]  #: the contestants' labels, in the order shown (A, B, ...)
+    picked: str | None  #: the picked contestant's label
+    reason: str  #: the judges' votes, or why there is no pick
+    calls: tuple[JudgeCall, ...] = ()
+    failed: bool = False  #: every judge failed: the contest has no verdict (an error)
+
+
+async def judge_contest(
+    index: int,
+    assertion: Assertion,
+    spec: SelectBestSpec,
+    question: str | None,
+    contestants: Sequence[Contestant],
+    seed: int,
+    judges: Sequence[ModelProfile],
+    complete: CompleteFn,
+) -> ContestResult:
+    """Show the shuffled answers to the panel; the plurality of its picks."""
+    shown = shuffled(contestants, seed)
+    labels = tuple(c.label for c in shown)
+    criterion = assertion.value if isinstance(assertion.value, str) else None
+    grader = chooser(spec, len(shown))
+    request = JudgeRequest(
+        kind=GRADER_KIND,
+        question=question,
+        answer="",
+        expected=None,
+        rubric=contest_prompt(question, shown, criterion),
+        grader=grader,
+    )
+    graded = await grade_panel(index, assertion, grader, request, judges, complete)
+    calls = tuple(_tagged(call, seed, labels) for call in graded.calls)
+    picks = [str(call.details[0]["picked"]) for call in calls if call.details[0]["picked"]]
+    if not picks:
+        return ContestResult(seed, labels, None, "every judge failed", calls, failed=True)
+    by_label = [LABELS[labels.index(pick)] for pick in picks]
+    winner = plurality(picks)
+    said = f"votes {votes(by_label)}"
+    excluded = [call for call in calls if call.error is not None]
+    if excluded:
+        said += "; excluded: " + "; ".join(f"{c.judge}: {c.error}" for c in excluded)
+    return ContestResult(seed, labels, winner, said, calls)
+
+
+def _tagged(call: JudgeCall, seed: int, labels: tuple[str, ...]) -> JudgeCall:
+    """A judge call with the contest it judged and the contestant it picked; its score is 1
+    for that pick (agreement reads each judge's vote)."""
+    picked = None
+    if call.choice is not None and call.choice in LABELS[: len(labels)]:
+        picked = labels[LABELS.index(call.choice)]
+    detail = {"seed": seed, "shown": list(labels), "picked": picked}
+    scores = {} if picked is None else {SELECT_BEST_SCORE_KEY: 1.0}
+    return replace(call, details=(detail,), scores=scores)

@@ -1,0 +1,327 @@
+"""Select-best (``type: select-best``) end to end, against the fake judge server.
+
+Three contestants answer each case: the profiles ``fake``, ``fake3`` and ``fake4`` (models
+``fake-model``, ``fake-model-3`` and ``fake-model-4`` of the fake server), judged by ``fake2``.
+The judge is scripted to pick the answer it likes by its text, whatever label it is shown
+under, so the tests can check that the label it wrote back is mapped to the right contestant.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import textwrap
+from typing import Any
+
+import pytest
+from conftest import FAKE_KEY_ENV, Bench, Rule
+
+ANSWERS = {
+    "fake": "Paris.",
+    "fake3": "The capital of France is Paris, on the Seine.",
+    "fake4": "Lyon.",
+}
+BEST = ANSWERS["fake3"]
+MODELS = "--models=fake,fake3,fake4"
+
+
+def contest_file(extra: str = "", cases: str = "", judges: str = "fake2") -> str:
+    head = textwrap.dedent(
+        f"""\
+        cases:
+          - id: paris
+            prompt: What is the capital of France?
+            assert:
+              - type: select-best
+                value: the most informative answer
+                judges: [{judges}]
+        """
+    )
+    return head + "".join(f"        {line}\n" for line in extra.splitlines()) + cases
+
+
+@pytest.fixture
+def contest(bench: Bench) -> Bench:
+    """The bench with the profiles fake3 and fake4 (contestants), fake5 and fake6 (more
+    judges), and the contestants' answers scripted."""
+    url = bench.server.base_url
+    profiles = "".join(
+        f"  {name}:\n    model: openai/fake-model-{n}\n    api_base: {url}\n"
+        f"    api_key_env: {FAKE_KEY_ENV}\n    params: {{temperature: 0}}\n"
+        for name, n in (("fake3", 3), ("fake4", 4), ("fake5", 5), ("fake6", 6))
+    )
+    bench.pytester.makefile(".yaml", **{"profiles/more": f"models:\n{profiles}"})
+    script_answers(bench)
+    return bench
+
+
+def script_answers(bench: Bench, answers: dict[str, str] = ANSWERS) -> None:
+    models = {"fake": "fake-model", "fake3": "fake-model-3", "fake4": "fake-model-4"}
+    for name, text in answers.items():
+        bench.server.add_rule(Rule(model=models[name], reply=text))
+
+
+def judge_picks(bench: Bench, text: str, judge: str = "fake-model-2", **extra: Any) -> None:
+    """The judge picks the answer ``text`` under whichever label it is shown."""
+    for label in "ABCD":
+        reply = json.dumps({"choice": label})
+        rule = Rule(model=judge, match=f"[Answer {label}]\n{text}\n", reply=reply, **extra)
+        bench.server.add_rule(rule)
+        last = Rule(model=judge, match=f"[Answer {label}]\n{text}", reply=reply, **extra)
+        bench.server.add_rule(last)  # the last answer shown has no blank line after it
+
+
+def judge_requests(bench: Bench) -> list[dict[str, Any]]:
+    return [r.body for r in bench.server.chat_requests() if r.body["model"] == "fake-model-2"]
+
+
+def verdicts(bench: Bench) -> list[tuple[str, str, float | None, str]]:
+    """(case, contestant, select-best score, reason) of every record, sorted."""
+    found = []
+    for record in bench.records():
+        (verdict,) = [a for a in record["assertions"] if a["type"] == "select-best"] or [None]
+        score = None if verdict is None else verdict["score"]
+        reason = "" if verdict is None else verdict["reason"]
+        found.append((record["case_id"], record["model"], score, reason))
+    return sorted(found)
+
+
+def test_the_judge_picks_one_answer_shown_in_a_seeded_order(contest: Bench) -> None:
+    contest.eval_file("best", contest_file("seed: 7"))
+    judge_picks(contest, BEST)
+    result = contest.run(MODELS)
+    result.assert_outcomes(passed=1, failed=2)
+    shuffled = sorted(ANSWERS)
+    random.Random(7).shuffle(shuffled)  # the order the judge must have been shown
+    (request,) = judge_requests(contest)
+    prompt = request["messages"][-1]["content"]
+    positions = [prompt.index(ANSWERS[name]) for name in shuffled]
+    assert positions == sorted(positions)
+    assert "[Question]\nWhat is the capital of France?" in prompt
+    assert "Pick the best answer (the most informative answer)" in prompt
+    records = {r["model"]: r for r in contest.records()}
+    assert {m: r["outcome"] for m, r in records.items()} == {
+        "fake": "failed",
+        "fake3": "passed",
+        "fake4": "failed",
+    }
+    label = "ABC"[shuffled.index("fake3")]
+    shown = ", ".join(f"{'ABC'[i]}={name}" for i, name in enumerate(shuffled))
+    winner = records["fake3"]["assertions"][0]
+    assert winner["score"] == 1.0
+    assert winner["reason"] == (
+        f"select-best picked, of 3 answers (shown {shown}; seed 7); votes {label} 1"
+    )
+    loser = records["fake"]["assertions"][0]
+    assert loser["score"] == 0.0 and loser["reason"].startswith("select-best not picked: fake3 was")
+    # The judge's call is recorded once, on the first contestant, with the seed and the order.
+    hosts = [r for r in records.values() if r["judges"]]
+    assert [r["model"] for r in hosts] == ["fake"]
+    (call,) = records["fake"]["judges"]
+    assert call["details"] == [{"seed": 7, "shown": shuffled, "picked": "fake3"}]
+    assert call["choice"] == label
+    assert records["fake3"]["judge_tokens"] == 0 and records["fake"]["judge_tokens"] > 0
+
+
+def test_without_a_seed_the_order_is_derived_from_the_contest(contest: Bench) -> None:
+    contest.eval_file("best", contest_file())
+    judge_picks(contest, BEST)
+    contest.run(MODELS).assert_outcomes(passed=1, failed=2)
+    (call,) = [j for r in contest.records() for j in r["judges"]]
+    seed = call["details"][0]["seed"]
+    assert isinstance(seed, int) and seed != 7
+    shuffled = sorted(ANSWERS)
+    random.Random(seed).shuffle(shuffled)
+    assert call["details"][0]["shown"] == shuffled
+    first = verdicts(contest)
+    contest.run(MODELS)  # the same contest shows the same order: the same seed
+    assert verdicts(contest) == first
+
+
+TWO_CASES = contest_file(
+    cases=(
+        "  - id: rome\n"
+        "    prompt: What is the capital of Italy?\n"
+        "    assert:\n"
+        "      - type: select-best\n"
+        "        judges: [fake2]\n"
+    )
+)
+
+
+def test_identical_under_two_xdist_workers(contest: Bench) -> None:
+    contest.eval_file("best", TWO_CASES)
+    judge_picks(contest, BEST)
+    contest.run(MODELS, "--repeat=2").assert_outcomes(passed=4, failed=8)
+    serial = verdicts(contest)
+    assert [(case, model) for case, model, score, _ in serial if score == 1.0] == [
+        ("paris", "fake3"),
+        ("paris", "fake3"),
+        ("rome", "fake3"),
+        ("rome", "fake3"),
+    ]
+    result = contest.run_subprocess("-n", "2", MODELS, "--repeat=2")
+    result.assert_outcomes(passed=4, failed=8)
+    assert verdicts(contest) == serial
+    records = contest.records()
+    assert {r["worker"] for r in records} == {"gw0", "gw1"}
+    for case in ("paris", "rome"):  # a case's contestants answered in one process
+        assert len({r["worker"] for r in records if r["case_id"] == case}) == 1
+    assert len(judge_requests(contest)) == 2 * 4  # one per contest, per run
+
+
+def test_a_scheduler_that_splits_cases_leaves_the_verdict_unchecked(contest: Bench) -> None:
+    contest.eval_file("best", contest_file())
+    judge_picks(contest, BEST)
+    result = contest.run_subprocess("-n", "2", "--dist=worksteal", MODELS)
+    result.assert_outcomes(skipped=3)
+    for _, _, score, reason in verdicts(contest):
+        assert score == 0.0
+        assert reason.startswith("unchecked: select-best compares a case's contestants in one")
+        assert "--dist worksteal" in reason
+    assert judge_requests(contest) == []
+
+
+@pytest.mark.parametrize("again", ["--cache=replay", "--rescore"])
+def test_replayed_from_the_cache_with_no_request(contest: Bench, again: str) -> None:
+    contest.eval_file("best", TWO_CASES)
+    judge_picks(contest, BEST)
+    contest.run(MODELS, "--cache=use", "--cache-dir=c").assert_outcomes(passed=2, failed=4)
+    first = verdicts(contest)
+    contest.server.reset()  # nothing scripted: any call would be answered "ok", a bad verdict
+    contest.run(MODELS, again, "--cache-dir=c").assert_outcomes(passed=2, failed=4)
+    assert contest.server.chat_requests() == []
+    assert verdicts(contest) == first
+
+
+def test_a_jury_picks_by_plurality_and_reports_agreement(contest: Bench) -> None:
+    contest.eval_file("best", contest_file(judges="fake2, fake5, fake6"))
+    judge_picks(contest, BEST)
+    judge_picks(contest, BEST, judge="fake-model-5")
+    judge_picks(contest, ANSWERS["fake4"], judge="fake-model-6")
+    contest.run(MODELS).assert_outcomes(passed=1, failed=2)
+    (winner,) = [r for r in contest.records() if r["model"] == "fake3"]
+    assert winner["assertions"][0]["score"] == 1.0
+    assert " 2, " in winner["assertions"][0]["reason"] and winner["assertions"][0][
+        "reason"
+    ].endswith(" 1")
+    summary = json.loads(contest.out("run.json").read_text())
+    text = json.dumps(summary)
+    assert "select_best" in text  # the dimension judges agreed (or not) on
+
+
+def test_a_split_jury_decides_nothing(contest: Bench) -> None:
+    contest.eval_file("best", contest_file(judges="fake2, fake5"))
+    judge_picks(contest, BEST)
+    judge_picks(contest, ANSWERS["fake"], judge="fake-model-5")
+    contest.run(MODELS).assert_outcomes(skipped=3)
+    for _, _, _, reason in verdicts(contest):
+        assert reason.startswith("unchecked: select-best decided nothing: votes ")
+
+
+def test_a_contestant_that_errors_leaves_the_contest(contest: Bench) -> None:
+    contest.server.reset()
+    script_answers(contest, {"fake3": ANSWERS["fake3"], "fake4": ANSWERS["fake4"]})
+    contest.server.add_rule(Rule(model="fake-model", status=500, error_message="down"))
+    contest.eval_file("best", contest_file())
+    judge_picks(contest, BEST)
+    contest.run(MODELS, "--max-retries=0").assert_outcomes(passed=1, failed=1, errors=1)
+    (request,) = judge_requests(contest)
+    assert ANSWERS["fake"] not in request["messages"][-1]["content"]
+    found = {model: (score, reason) for _, model, score, reason in verdicts(contest)}
+    assert found["fake3"][0] == 1.0 and "of 2 answers" in found["fake3"][1]
+
+
+def test_one_answer_left_is_unchecked(contest: Bench) -> None:
+    contest.server.reset()
+    script_answers(contest, {"fake3": ANSWERS["fake3"]})
+    contest.server.add_rule(Rule(model="fake-model", status=500, error_message="down"))
+    contest.server.add_rule(Rule(model="fake-model-4", status=500, error_message="down"))
+    contest.eval_file("best", contest_file())
+    contest.run(MODELS, "--max-retries=0").assert_outcomes(skipped=1, errors=2)
+    (record,) = [r for r in contest.records() if r["model"] == "fake3"]
+    (verdict,) = record["assertions"]
+    assert verdict["unchecked"] and "only one contestant answered" in verdict["reason"]
+    assert judge_requests(contest) == []
+
+
+def test_one_contestant_selected_is_unchecked(contest: Bench) -> None:
+    contest.eval_file("best", contest_file())
+    contest.run(MODELS, "-k", "fake3").assert_outcomes(skipped=1)
+    (record,) = contest.records()
+    (verdict,) = record["assertions"]
+    assert verdict["unchecked"]
+    assert "no other contestant of this case runs in this session" in verdict["reason"]
+
+
+def test_a_reply_outside_the_labels_is_a_judge_error(contest: Bench) -> None:
+    contest.eval_file("best", contest_file())
+    contest.server.add_rule(Rule(model="fake-model-2", reply=json.dumps({"choice": "Z"})))
+    contest.run(MODELS).assert_outcomes(errors=3)
+    (host,) = [r for r in contest.records() if r["judge_tokens"]]  # the calls counted once
+    assert host["model"] == "fake"
+    assert all(r["judges"][0]["error"] for r in contest.records())  # each names the judge
+    assert all(r["outcome"] == "error" for r in contest.records())
+    assert len(judge_requests(contest)) == 2  # asked again once, then the judge's error
+
+
+def test_prompt_variants_are_contestants(contest: Bench) -> None:
+    contest.eval_file(
+        "best",
+        textwrap.dedent(
+            """\
+            prompts:
+              - {name: terse, prompt: "Tersely: {{q}}"}
+              - {name: full, prompt: "Fully: {{q}}"}
+            cases:
+              - id: paris
+                vars: {q: What is the capital of France?}
+                assert:
+                  - type: select-best
+                    judges: [fake2]
+            """
+        ),
+    )
+    contest.server.reset()
+    contest.server.add_rule(Rule(model="fake-model", match="Tersely", reply="Paris."))
+    contest.server.add_rule(Rule(model="fake-model", match="Fully", reply=BEST))
+    judge_picks(contest, BEST)
+    contest.run("--models=fake").assert_outcomes(passed=1, failed=1)
+    found = {model: score for _, model, score, _ in verdicts(contest)}
+    assert found == {"fake:full": 1.0, "fake:terse": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("models", "extra", "message"),
+    [
+        ("--models=fake", "", "select-best needs at least two contestants"),
+        (MODELS, "seed: -1", "seed must be a whole number >= 0"),
+        (MODELS, "choices: {A: 1}", "unknown key 'choices' in select-best assertion"),
+    ],
+)
+def test_bad_select_best_is_a_collection_error_at_its_line(
+    contest: Bench, models: str, extra: str, message: str
+) -> None:
+    contest.eval_file("best", contest_file(extra))
+    result = contest.run(models)
+    assert result.ret != 0
+    result.stdout.fnmatch_lines([f"best.eval.yaml:*{message}*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_contests_give_win_rates_in_the_leaderboard(contest: Bench) -> None:
+    """The records a real contest writes are the ones the win rates read: the pick beat the
+    two others (2 of 2), each of them lost once (0 of 1)."""
+    contest.eval_file("best", contest_file())
+    judge_picks(contest, BEST)
+    contest.run(MODELS).assert_outcomes(passed=1, failed=2)
+    with contest.out("leaderboard.csv").open() as handle:
+        board = {row["model"]: row for row in csv.DictReader(handle)}
+    assert {m: (float(r["win_rate"]), int(r["n_pairs"])) for m, r in board.items()} == {
+        "fake3": (1.0, 2),
+        "fake": (0.0, 1),
+        "fake4": (0.0, 1),
+    }
+    report = contest.out("report.html").read_text()
+    assert "win rate (95% CI)" in report and "Pairwise" in report
