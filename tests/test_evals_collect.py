@@ -31,7 +31,22 @@ def test_every_example_eval_collects_with_the_conversations() -> None:
     ]
     # Your own graders (evals/graders/): openai/evals' fact style and promptfoo's rubricPrompt.
     graders = [i.split("::")[0] for i in ids if i.startswith("evals/graders/")]
-    assert graders == 4 * ["evals/graders/fact.eval.yaml"] + 4 * ["evals/graders/rubric.eval.yaml"]
+    assert graders == [
+        *4 * ["evals/graders/fact.eval.yaml"],
+        *4 * ["evals/graders/rubric.eval.yaml"],
+        *6 * ["evals/graders/select-best.eval.yaml"],
+    ]
+    # Select-best: each case under both prompts, the contest's two contestants.
+    best = [i.split("::")[1] for i in ids if i.startswith("evals/graders/select-best.eval.yaml::")]
+    assert best[:2] == [
+        "boiling-point[local/smollm2-terse-r0]",
+        "largest-planet[local/smollm2-terse-r0]",
+    ]
+    assert sorted(best) == sorted(
+        f"{case}[local/smollm2-{prompt}-r0]"
+        for case in ("boiling-point", "largest-planet", "spider-legs")
+        for prompt in ("terse", "explain")
+    )
     # The RAG rows (evals/data/rag.jsonl, each with its context), each once.
     rag = [i.split("::")[1] for i in ids if i.startswith("evals/rag.eval.yaml::")]
     assert len(rag) == 8 and all(i.endswith("[local/smollm2-r0]") for i in rag)

@@ -64,7 +64,7 @@ def script_answers(bench: Bench, answers: dict[str, str] = ANSWERS) -> None:
 
 def judge_picks(bench: Bench, text: str, judge: str = "fake-model-2", **extra: Any) -> None:
     """The judge picks the answer ``text`` under whichever label it is shown."""
-    for label in "ABCD":
+    for label in "ABCDEFGH":
         reply = json.dumps({"choice": label})
         rule = Rule(model=judge, match=f"[Answer {label}]\n{text}\n", reply=reply, **extra)
         bench.server.add_rule(rule)
@@ -325,3 +325,70 @@ def test_contests_give_win_rates_in_the_leaderboard(contest: Bench) -> None:
     }
     report = contest.out("report.html").read_text()
     assert "win rate (95% CI)" in report and "Pairwise" in report
+
+
+def many_cases(count: int, variants: bool = False) -> str:
+    """``count`` cases, each with a select-best assertion; with ``variants``, two prompt
+    variants, whose items come case after case: a case's contestants lie far apart."""
+    lines = []
+    if variants:
+        lines += [
+            "prompts:",
+            '  - {name: plain, prompt: "{{q}}"}',
+            '  - {name: polite, prompt: "Please: {{q}}"}',
+        ]
+    lines.append("cases:")
+    for index in range(count):
+        question = f"What is the capital of France? ({index})"
+        lines.append(f"  - id: q{index}")
+        lines.append(f"    vars: {{q: {question!r}}}" if variants else f"    prompt: {question}")
+        lines += ["    assert:", "      - type: select-best", "        judges: [fake2]"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_contests_beyond_the_lookahead_all_finish(contest: Bench, workers: str) -> None:
+    """With one call in flight per model the look-ahead is a few items, far fewer than the
+    contestants of the run: every contest is still judged once, each on its own answers."""
+    contest.eval_file("best", many_cases(12, variants=True))
+    judge_picks(contest, BEST)
+    result = contest.run_subprocess(
+        "-n", workers, MODELS, "--concurrency=1", "--repeat=2", "-o", "timeout=120"
+    )
+    result.assert_outcomes(passed=24, failed=120)  # 24 contests of 6: one pick each
+    picked = [(case, model) for case, model, score, _ in verdicts(contest) if score == 1.0]
+    assert len(picked) == 24 and {model for _, model in picked} <= {"fake3:plain", "fake3:polite"}
+    assert len({case for case, _ in picked}) == 12
+    assert len(judge_requests(contest)) == 24
+
+
+def test_stopping_at_the_first_failure_does_not_wait_for_contests(contest: Bench) -> None:
+    """-x stops after the first loser: the run ends, and no contest is left waiting."""
+    contest.eval_file("best", many_cases(5))
+    judge_picks(contest, BEST)
+    result = contest.run_subprocess("-x", MODELS, "-o", "timeout=120")
+    result.assert_outcomes(failed=1)
+    assert result.ret == 1
+    (record,) = contest.records()
+    assert record["assertions"][0]["reason"].startswith("select-best not picked: fake3 was")
+
+
+def test_a_conversation_is_a_collection_error(contest: Bench) -> None:
+    contest.eval_file(
+        "best",
+        textwrap.dedent(
+            """\
+            cases:
+              - id: chat
+                turns:
+                  - user: Hello
+                  - user: What is the capital of France?
+                    assert:
+                      - type: select-best
+                        judges: [fake2]
+            """
+        ),
+    )
+    result = contest.run(MODELS)
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["best.eval.yaml:2: case 'chat': select-best compares one answer*"])

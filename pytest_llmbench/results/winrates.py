@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..scoring.pairwise import PAIRWISE_TYPE
+from ..scoring.select_best import SELECT_BEST_TYPE
 from .stats.intervals import wilson
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 WIN_RATE_COLUMNS: tuple[str, ...] = ("win_rate", "win_rate_ci_low", "win_rate_ci_high", "n_pairs")
 #: Where a pair comes from: a ``pairwise`` verdict against the baseline run's answer, or a
 #: ``select-best`` contest between the contestants of this run.
-BASELINE, SELECT_BEST = "baseline", "select-best"
+BASELINE, SELECT_BEST = "baseline", SELECT_BEST_TYPE
 _ANSWERED = ("passed", "failed")
 
 
@@ -118,7 +119,7 @@ def select_best_pairs(records: Iterable[Mapping[str, Any]]) -> list[Pair]:
         if record.get("outcome") not in _ANSWERED:
             continue
         for index, verdict in enumerate(record.get("assertions") or ()):
-            if verdict.get("type") == SELECT_BEST and not verdict.get("unchecked"):
+            if verdict.get("type") == SELECT_BEST_TYPE and not verdict.get("unchecked"):
                 contestant = _Contestant(str(record.get("model")), float(verdict["score"]) == 1.0)
                 contests.setdefault(_contest_key(record, index), []).append(contestant)
     found = []
