@@ -11,8 +11,6 @@ through the judge's ``complete`` and the engine's ``embed``: paced, cached and b
 
 from __future__ import annotations
 
-__all__ = ["RelevanceSpec", "grade_relevance"]
-
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,6 +25,8 @@ from .prompts import JudgeRequest
 if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
     from ..scoring.assertions import Assertion
+
+__all__ = ["RelevanceSpec", "grade_relevance"]
 
 #: One embedding call: the texts -> a completion whose text is the vectors, as JSON.
 EmbedFn = Callable[[Sequence[str]], Awaitable[Completion]]
