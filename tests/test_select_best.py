@@ -392,3 +392,19 @@ def test_a_conversation_is_a_collection_error(contest: Bench) -> None:
     result = contest.run(MODELS)
     assert result.ret != 0
     result.stdout.fnmatch_lines(["best.eval.yaml:2: case 'chat': select-best compares one answer*"])
+
+
+def test_a_rerun_keeps_the_contest_verdict(contest: Bench) -> None:
+    """pytest-rerunfailures runs a losing contestant again: the contest was judged once, on its
+    first answer, and the loss stands (a rerun does not make it pass or unchecked)."""
+    contest.eval_file("best", contest_file())
+    judge_picks(contest, BEST)
+    result = contest.run(MODELS, "--reruns=1")
+    result.assert_outcomes(passed=1, failed=2)
+    assert result.parseoutcomes()["rerun"] == 2
+    found = {model: (score, reason) for _, model, score, reason in verdicts(contest)}
+    assert found["fake3"] == (1.0, found["fake3"][1])
+    for loser in ("fake", "fake4"):
+        score, reason = found[loser]
+        assert score == 0.0 and reason.endswith("(judged on this item's first attempt)")
+    assert len(judge_requests(contest)) == 1

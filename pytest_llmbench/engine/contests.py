@@ -170,7 +170,7 @@ class Contests:
         if contest is None:
             return _unchecked(entry, "no other contestant of this case runs in this session")
         if (plan.nodeid, entry.index) in contest.asked:  # pytest-rerunfailures ran it again
-            return _unchecked(entry, "the contest was judged on this item's first attempt")
+            return await _again(contest, plan, entry)
         contest.asked.add((plan.nodeid, entry.index))
         if plan.nodeid not in contest.gone:
             contest.entered.setdefault(plan.nodeid, _Entry(plan, answer, question, complete))
@@ -209,6 +209,21 @@ async def _judge(contest: _Contest, entry: GradedSpec) -> ContestResult:
         entry.judges,
         host.complete,
     )
+
+
+async def _again(contest: _Contest, plan: CallPlan, entry: GradedSpec) -> GradedAssertion:
+    """A contestant run again (pytest-rerunfailures): the contest was judged once, on its
+    first answer, and its verdict stands (a rerun cannot turn a lost contest into a pass, nor
+    into an unchecked one); the judges' calls are not counted again."""
+    task = contest.judged.get(entry.index)
+    if task is None:
+        return _unchecked(entry, "the contest of this item's first attempt was not judged")
+    result = await asyncio.shield(task)
+    graded = _member_verdict(contest, plan, entry, result)
+    if graded.verdict is None:
+        return graded
+    reason = f"{graded.verdict.reason} (judged on this item's first attempt)"
+    return replace(graded, verdict=replace(graded.verdict, reason=reason), calls=())
 
 
 def _member_verdict(
