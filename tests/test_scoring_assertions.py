@@ -90,6 +90,7 @@ def test_the_cases_cover_every_known_type() -> None:
     graded |= {"faithfulness", "answer-relevance", "context-recall", "context-precision"}
     graded |= {"model-graded"}  # a user's own grader: test_model_graded.py
     graded |= {"pairwise"}  # against a --baseline run's answer: test_pairwise.py
+    graded |= {"select-best"}  # the best of a case's contestants: test_select_best.py
     # the function-calling checks read a reply's tool calls: test_function_calling.py
     tool_calls = {"tool-call", "valid-tool-call", "tool-call-f1", "no-tool-call", "tool-calls"}
     assert covered | {"python", "choice"} | graded | performance | tool_calls == KNOWN_TYPES
