@@ -189,13 +189,15 @@ async def grade(
     complete: CompleteFn,
 ) -> GradedAssertion:
     """Ask every judge at once; aggregate the valid verdicts into one :class:`Verdict`."""
-    calls = await asyncio.gather(*(_ask(index, spec, request, judge, complete) for judge in judges))
+    calls = await asyncio.gather(*(ask(index, spec, request, judge, complete) for judge in judges))
     return aggregate(index, assertion, spec, request.score_keys, tuple(calls))
 
 
-async def _ask(
+async def ask(
     index: int, spec: JudgeSpec, request: JudgeRequest, judge: ModelProfile, complete: CompleteFn
 ) -> JudgeCall:
+    """One judge's verdict on ``request``: asked again once after a malformed reply, then its
+    error (a provider error at once), never a score."""
     messages = judge_messages(request)
     params = judge_params(judge, spec, request)
     usage = _Usage()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..models.providers.completion import Completion, ProviderError
 from ..scoring.judged import RelevanceSpec
-from .panel import CompleteFn, GradedAssertion, JudgeCall, _ask, aggregate
+from .panel import CompleteFn, GradedAssertion, JudgeCall, aggregate, ask
 from .prompts import JudgeRequest
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ async def _judged(
 ) -> JudgeCall:
     """One judge's questions, then their similarities: its call entry, scored or failed. The
     embedding call's tokens and cost are counted in the judge's entry."""
-    call = await _ask(index, spec, request, judge, complete)
+    call = await ask(index, spec, request, judge, complete)
     if call.error is not None or not call.details:  # failed, or no question written
         return call
     questions = [str(item["question"]) for item in call.details]
