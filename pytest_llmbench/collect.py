@@ -210,6 +210,16 @@ def stash_plans(session: pytest.Session) -> None:
     session.config.stash[PLANS_KEY] = CollectedPlans(plans, order, early, contests)
 
 
+def contest_of(item: pytest.Item) -> str | None:
+    """The select-best contest ``item`` is a contestant of, or None: ``--shard`` deals a
+    contest's contestants to one shard (their answers are judged together)."""
+    from .engine.contests import contest_key, is_contestant
+
+    if isinstance(item, EvalItem) and is_contestant(item.plan):
+        return contest_key(item.nodeid, item.plan.repeat)
+    return None
+
+
 def _prefetchable(item: EvalItem) -> bool:
     """Whether the item's call may start before it runs: not serial, not about to be skipped."""
     return item.plan.prefetchable and not _may_be_skipped(item)

@@ -186,7 +186,9 @@ def pytest_collection_modifyitems(
 
     shard = parse_shard(_config.shard_setting(config))
     if shard is not None:
-        select(config, items, shard)
+        collect = sys.modules.get("pytest_llmbench.collect")  # loaded once an eval file is
+        together = getattr(collect, "contest_of", lambda item: None)
+        select(config, items, shard, together)
     return result
 
 

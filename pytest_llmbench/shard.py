@@ -3,7 +3,9 @@
 The selected items (after ``-k``, ``-m``, ``--lf`` and the like) are dealt out in collection
 order, the first to shard 1, the second to shard 2, ...: every machine and every xdist worker
 collects the same items in the same order, so they agree on the split, and the shards differ
-by one item at most. Repeats of a case are items of their own and may land on different shards.
+by one item at most. Repeats of a case are items of their own and may land on different shards;
+the contestants of a ``select-best`` contest (a case and repeat, every model and variant) are
+dealt as one, since their answers are judged together (shards then differ by a contest).
 The run-wide budgets (``--rpm``, ``--tpm``, ``--max-cost``, ``--concurrency``) are divided by N
 so that N shards together keep to them; a profile's own limits stay as written. ``run.json``
 says which shard a run was and how its budgets were split; ``llmbench merge`` puts the shards
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
@@ -62,11 +65,30 @@ def split_budgets(run: Run, shard: tuple[int, int] | None) -> Run:
     return dataclasses.replace(run, **changes, shard_split=split)
 
 
-def select(config: pytest.Config, items: list[pytest.Item], shard: tuple[int, int]) -> None:
-    """Keep this shard's items (``items`` in place); the others are deselected."""
+def select(
+    config: pytest.Config,
+    items: list[pytest.Item],
+    shard: tuple[int, int],
+    together: Callable[[pytest.Item], str | None] = lambda item: None,
+) -> None:
+    """Keep this shard's items (``items`` in place); the others are deselected. Items for which
+    ``together`` gives the same key are dealt as one (a select-best contest's contestants)."""
     index, count = shard
-    kept = [item for number, item in enumerate(items) if number % count == index - 1]
-    dropped = [item for number, item in enumerate(items) if number % count != index - 1]
+    units = _units(items, together)
+    kept = [item for item, unit in zip(items, units, strict=True) if unit % count == index - 1]
+    dropped = [item for item, unit in zip(items, units, strict=True) if unit % count != index - 1]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = kept
+
+
+def _units(items: list[pytest.Item], together: Callable[[pytest.Item], str | None]) -> list[int]:
+    """The number of the unit each item is dealt with, in order of first appearance."""
+    numbers: dict[object, int] = {}
+    units = []
+    for position, item in enumerate(items):
+        key: object = together(item)
+        if key is None:
+            key = position  # an item of its own
+        units.append(numbers.setdefault(key, len(numbers)))
+    return units

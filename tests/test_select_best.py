@@ -408,3 +408,18 @@ def test_a_rerun_keeps_the_contest_verdict(contest: Bench) -> None:
         score, reason = found[loser]
         assert score == 0.0 and reason.endswith("(judged on this item's first attempt)")
     assert len(judge_requests(contest)) == 1
+
+
+def test_shards_deal_a_contest_as_one(contest: Bench) -> None:
+    """--shard K/N keeps a contest's contestants on one shard: each shard judges whole
+    contests, none left with one contestant."""
+    contest.eval_file("best", TWO_CASES)
+    judge_picks(contest, BEST)
+    by_shard = {}
+    for shard in ("1/2", "2/2"):
+        contest.run(MODELS, f"--shard={shard}").assert_outcomes(passed=1, failed=2)
+        by_shard[shard] = verdicts(contest)
+    assert {case for case, *_ in by_shard["1/2"]} == {"paris"}
+    assert {case for case, *_ in by_shard["2/2"]} == {"rome"}
+    for found in by_shard.values():
+        assert sorted(score for *_, score, _ in found) == [0.0, 0.0, 1.0]
