@@ -108,8 +108,9 @@ class _Entry:
 class _Contest:
     """One contest's answers so far, and its verdicts once judged (one per assertion)."""
 
-    key: str
     members: tuple[str, ...]
+    #: :func:`contest_key` (file, case, repeat), set by the first contestant that asks
+    key: str = ""
     entered: dict[str, _Entry] = field(default_factory=dict)
     gone: dict[str, str] = field(default_factory=dict)  #: contestants that failed, and why
     asked: set[tuple[str, int]] = field(default_factory=set)  #: (node id, assertion) verdicts
@@ -141,7 +142,7 @@ class Contests:
             return None
         contest = self._contests.get(members)
         if contest is None:
-            contest = self._contests[members] = _Contest(members[0], members)
+            contest = self._contests[members] = _Contest(members)
         return contest
 
     async def withdraw(self, nodeid: str, why: str) -> None:
@@ -172,6 +173,7 @@ class Contests:
         if (plan.nodeid, entry.index) in contest.asked:  # pytest-rerunfailures ran it again
             return await _again(contest, plan, entry)
         contest.asked.add((plan.nodeid, entry.index))
+        contest.key = contest_key(plan.nodeid, plan.repeat)  # the same for every contestant
         if plan.nodeid not in contest.gone:
             contest.entered.setdefault(plan.nodeid, _Entry(plan, answer, question, complete))
         contest.settle()
