@@ -267,7 +267,12 @@ def test_a_reply_outside_the_labels_is_a_judge_error(contest: Bench) -> None:
     contest.run(MODELS).assert_outcomes(errors=3)
     (host,) = [r for r in contest.records() if r["judge_tokens"]]  # the calls counted once
     assert host["model"] == "fake"
-    assert all(r["judges"][0]["error"] for r in contest.records())  # each names the judge
+    assert [j["error"] for j in host["judges"]] == [
+        "malformed verdict: the choice must be one of A, B, C, got 'Z'"
+    ]
+    others = [r for r in contest.records() if r["nodeid"] != host["nodeid"]]
+    assert all(r["judges"] == [] for r in others)  # the judge's error is counted once
+    assert len(others) == 2
     assert all(r["outcome"] == "error" for r in contest.records())
     assert len(judge_requests(contest)) == 2  # asked again once, then the judge's error
 

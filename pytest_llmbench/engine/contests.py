@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..models.providers.completion import Usage
 from ..scoring.select_best import (
     LABELS,
     SELECT_BEST_SCORE_KEY,
@@ -239,10 +238,12 @@ def _member_verdict(
     answered = [nodeid for nodeid in contest.members if nodeid in contest.entered]
     host = bool(answered) and answered[0] == plan.nodeid
     calls = result.calls if host else ()
-    if result.failed:  # every judge failed: no verdict, the item errors, naming the judges
-        # (the other contestants name them too, without their tokens and cost)
-        named = calls or tuple(replace(call, usage=Usage(), cached=False) for call in result.calls)
-        return GradedAssertion(entry.index, None, named)
+    if result.failed:  # every judge failed: no verdict, every contestant errors
+        if host:
+            return GradedAssertion(entry.index, None, calls)
+        errors = "; ".join(f"{call.judge}: {call.error}" for call in result.calls)
+        why = f"every judge of the contest failed ({errors}; recorded on {_short(answered[0])})"
+        return GradedAssertion(entry.index, None, failed_elsewhere=why)
     shown = ", ".join(f"{LABELS[i]}={label}" for i, label in enumerate(result.shown))
     if result.picked is None:
         reason = f"unchecked: select-best decided nothing: {result.reason}"

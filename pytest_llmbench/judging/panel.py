@@ -96,12 +96,17 @@ class GradedAssertion:
     verdict: Verdict | None
     calls: tuple[JudgeCall, ...] = ()
     dimensions: dict[str, float] = field(default_factory=dict)
+    #: why there is no verdict, when the failed calls are recorded on another item (a
+    #: select-best contest's, on its first contestant)
+    failed_elsewhere: str | None = None
 
     @property
     def failure(self) -> str | None:
         """Why there is no verdict: each excluded judge and its error."""
         if self.verdict is not None:
             return None
+        if self.failed_elsewhere is not None:
+            return f"assertion {self.index + 1}: {self.failed_elsewhere}"
         errors = "; ".join(f"{call.judge}: {call.error}" for call in self.calls)
         return f"assertion {self.index + 1}: every judge failed ({errors or 'no judge'})"
 
