@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .config import allowed_paths, get_run_config
-from .engine.plan import PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
+from .engine.plan import DESELECTED_KEY, PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
 from .item import EvalItem, run_eval_case
 from .spec.variants import Variant
 
@@ -97,6 +97,11 @@ class EvalFile(pytest.File):
             why = None
             if case.conversational:
                 why = "select-best compares one answer per contestant, and a conversation has many"
+            elif not plan.parallel_safe:
+                why = (
+                    "select-best answers a case's contestants together, and this file is "
+                    "`parallel_safe: false` (its calls one at a time)"
+                )
             cases.setdefault(case.id, case)
             labels.setdefault(case.id, set()).add(plan.label)
             if why is not None:
@@ -200,14 +205,40 @@ class EvalFile(pytest.File):
 def stash_plans(session: pytest.Session) -> None:
     """Stash the plans of this process's items, in run order, for the engine: which calls may
     start before their item runs is decided here, skip markers included."""
-    from .engine.contests import contest_groups
-
     evals = [item for item in session.items if isinstance(item, EvalItem)]
     early = {item.nodeid: item.plan for item in evals if _prefetchable(item)}
     order = tuple(item.nodeid for item in session.items)
-    contests = contest_groups(item.plan for item in evals if not _may_be_skipped(item))
+    contests, incomplete = _contests(session.config, evals)
     plans = tuple(item.plan for item in evals)
-    session.config.stash[PLANS_KEY] = CollectedPlans(plans, order, early, contests)
+    stash = CollectedPlans(plans, order, early, contests, incomplete)
+    session.config.stash[PLANS_KEY] = stash
+
+
+def _contests(
+    config: pytest.Config, evals: Sequence[EvalItem]
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """The select-best contests of the selected items (those marked to skip left out), and
+    the contestants whose contest lost some of its contestants to a deselection (``-k``,
+    ``--lf``...): such a contest is not held, its verdicts unchecked."""
+    from .engine.contests import contest_groups
+
+    selected = {item.nodeid for item in evals}
+    left_out = [item for item in config.stash.get(DESELECTED_KEY, []) if isinstance(item, EvalItem)]
+    every = [item.plan for item in (*evals, *left_out) if not _may_be_skipped(item)]
+    contests: dict[str, tuple[str, ...]] = {}
+    incomplete: dict[str, str] = {}
+    for nodeid, members in contest_groups(every).items():
+        if nodeid not in selected:
+            continue
+        missing = [member.rpartition("::")[2] for member in members if member not in selected]
+        if missing:
+            incomplete[nodeid] = (
+                f"its contest is incomplete: {', '.join(missing)} not selected (-k, -m, --lf, "
+                "--deselect); select the whole contest"
+            )
+        else:
+            contests[nodeid] = members
+    return contests, incomplete
 
 
 def contest_of(item: pytest.Item) -> str | None:

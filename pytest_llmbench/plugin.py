@@ -7,7 +7,7 @@ or a fixture of ours is used. A run without either is untouched: no network, no 
 from __future__ import annotations
 
 import sys
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +190,16 @@ def pytest_collection_modifyitems(
         together = getattr(collect, "contest_of", lambda item: None)
         select(config, items, shard, together)
     return result
+
+
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    """Remember the eval items left out of the run (``-k``, ``-m``, ``--lf``, ``--deselect``):
+    a select-best contest that lost some of its contestants is not held
+    (:func:`~pytest_llmbench.collect.stash_plans`)."""
+    if items and "pytest_llmbench.collect" in sys.modules:
+        from .engine.plan import DESELECTED_KEY
+
+        items[0].config.stash.setdefault(DESELECTED_KEY, []).extend(items)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -258,7 +258,10 @@ def test_one_contestant_selected_is_unchecked(contest: Bench) -> None:
     (record,) = contest.records()
     (verdict,) = record["assertions"]
     assert verdict["unchecked"]
-    assert "no other contestant of this case runs in this session" in verdict["reason"]
+    assert (
+        "its contest is incomplete: paris[fake-r0], paris[fake4-r0] not selected"
+        in (verdict["reason"])
+    )
 
 
 def test_a_reply_outside_the_labels_is_a_judge_error(contest: Bench) -> None:
@@ -434,3 +437,93 @@ def test_shards_deal_a_contest_as_one(contest: Bench) -> None:
     assert {case for case, *_ in by_shard["2/2"]} == {"rome"}
     for found in by_shard.values():
         assert sorted(score for *_, score, _ in found) == [0.0, 0.0, 1.0]
+
+
+def test_a_serial_file_is_a_collection_error(contest: Bench) -> None:
+    contest.eval_file("best", "parallel_safe: false\n" + contest_file())
+    result = contest.run(MODELS)
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["best.eval.yaml:3: case 'paris': select-best answers*"])
+
+
+def test_a_deselected_contestant_leaves_its_contest_unheld(contest: Bench) -> None:
+    """-k (as --lf after a run: the winner passed) selecting part of a contest: the contest is
+    not held among the rest, whose verdicts are unchecked, naming who was left out."""
+    contest.eval_file("best", contest_file())
+    judge_picks(contest, BEST)
+    contest.run(MODELS, "-k", "not fake3").assert_outcomes(skipped=2)
+    for _, _, _, reason in verdicts(contest):
+        assert reason == (
+            "unchecked: its contest is incomplete: paris[fake3-r0] not selected (-k, -m, --lf, "
+            "--deselect); select the whole contest"
+        )
+    assert judge_requests(contest) == []
+
+
+def test_a_contestant_failing_then_rerun_is_not_a_loss(contest: Bench) -> None:
+    """Its first attempt failed, so the contest was judged without it: its rerun's verdict is
+    unchecked, not a loss, and makes no pair."""
+    contest.server.reset()
+    script_answers(contest, {"fake": ANSWERS["fake"], "fake3": ANSWERS["fake3"]})
+    contest.server.add_rule(Rule(model="fake-model-4", status=400, error_message="bad", times=1))
+    contest.server.add_rule(Rule(model="fake-model-4", reply=ANSWERS["fake4"]))
+    contest.eval_file("best", contest_file())
+    judge_picks(contest, BEST)
+    result = contest.run(MODELS, "--reruns=1", "--max-retries=0")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    found = {model: (score, reason) for _, model, score, reason in verdicts(contest)}
+    assert found["fake4"][1].startswith("unchecked: its first attempt failed (")
+    with contest.out("leaderboard.csv").open() as handle:
+        pairs = {row["model"]: row["n_pairs"] for row in csv.DictReader(handle)}
+    assert pairs == {"fake3": "1", "fake": "1", "fake4": "0"}
+
+
+def test_a_contestant_skipped_at_run_time_does_not_take_the_judge_cost(contest: Bench) -> None:
+    """The judge calls are recorded on the first contestant whose item reports, so a
+    contestant skipped in its setup (after its answer was judged) does not carry them off."""
+    contest.pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtest_setup(item):
+            if "[fake-r0]" in item.nodeid:
+                pytest.skip("skipped at run time")
+        """
+    )
+    contest.eval_file("best", contest_file())
+    judge_picks(contest, BEST)
+    contest.run(MODELS).assert_outcomes(passed=1, failed=1, skipped=1)
+    tokens = {r["model"]: r["judge_tokens"] for r in contest.records() if r["outcome"] != "skipped"}
+    assert tokens["fake3"] > 0 and tokens["fake4"] == 0
+    assert len(judge_requests(contest)) == 1
+
+
+def test_a_contestant_whose_workdir_fails_leaves_the_contest(contest: Bench) -> None:
+    """Started with its contest's first contestant, an agent contestant whose workdir cannot
+    be made (a full disk) errors and leaves the contest: the others are judged, none waits."""
+    contest.pytester.makeconftest(
+        """
+        import pytest_llmbench.engine.workdirs as workdirs
+
+        made = workdirs.scratch
+
+        def scratch(config, name):
+            if "fake3" in name:
+                raise OSError(28, "No space left on device")
+            return made(config, name)
+
+        workdirs.scratch = scratch
+        """
+    )
+    contest.eval_file(
+        "best",
+        "kind: agent\ntools: [read_file]\nmax_turns: 2\n" + contest_file(),
+    )
+    judge_picks(contest, ANSWERS["fake4"])
+    result = contest.run_subprocess(MODELS, "-o", "timeout=60")
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    result.stdout.fnmatch_lines(["*fake3: its workdir cannot be made: *No space left on device*"])
+    assert "Traceback" not in result.stdout.str()
+    found = {model: (score, reason) for _, model, score, reason in verdicts(contest)}
+    assert found["fake4"][0] == 1.0 and "of 2 answers" in found["fake4"][1]

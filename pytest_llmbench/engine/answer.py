@@ -107,10 +107,15 @@ class Answerer:
             request = found
         targets = {judge.name: self._helper_target(judge) for judge in plan.judge_profiles}
         toolbox = self._toolbox(plan, workdir) if plan.agent is not None else None
-        answering = self._answer(plan, request, targets, toolbox)
         if self._helpers.contests.members(plan.nodeid):
-            return self._contesting(plan, answering)
-        return answering
+            return self._contesting(plan, lambda: self._answer(plan, request, targets, toolbox))
+        return self._answer(plan, request, targets, toolbox)
+
+    def claim(self, plan: CallPlan, answer: Answer) -> Answer:
+        """``answer`` as ``plan``'s item reports it: a select-best contest's judge calls on one
+        contestant's record only (:meth:`.contests.Contests.claim`)."""
+        graded = self._helpers.contests.claim(plan, answer.graded)
+        return answer if graded is answer.graded else dataclasses.replace(answer, graded=graded)
 
     def contestants(self, nodeid: str) -> tuple[str, ...]:
         """The contestants of item ``nodeid``'s select-best contest (itself included), or ()."""
@@ -120,11 +125,14 @@ class Answerer:
         """Item ``nodeid`` has no answer for its contest (its setup failed)."""
         await self._helpers.contests.withdraw(nodeid, why)
 
-    async def _contesting(self, plan: CallPlan, answering: Coroutine[Any, Any, Answer]) -> Answer:
+    async def _contesting(
+        self, plan: CallPlan, answering: Callable[[], Coroutine[Any, Any, Answer]]
+    ) -> Answer:
         """A contestant's answer: when it fails (or is cancelled) before its contest is judged,
-        the contest goes on without it instead of waiting for it."""
+        the contest goes on without it instead of waiting for it. (``answering`` makes the
+        coroutine here, so that none is left unawaited when this one is cancelled unstarted.)"""
         try:
-            return await answering
+            return await answering()
         except BaseException as exc:
             why = exc.message if isinstance(exc, ProviderError) else type(exc).__name__
             await self._helpers.contests.withdraw(plan.nodeid, why)

@@ -125,11 +125,39 @@ class _Contest:
 class Contests:
     """The select-best contests of this process (created with the scheduler)."""
 
-    def __init__(self, groups: Mapping[str, tuple[str, ...]], refusal: str | None = None) -> None:
+    def __init__(
+        self,
+        groups: Mapping[str, tuple[str, ...]],
+        refusal: str | None = None,
+        incomplete: Mapping[str, str] | None = None,
+    ) -> None:
         self._groups = groups
+        #: contestants whose contest is not held (some contestants deselected), and why
+        self._incomplete = incomplete or {}
         #: why contests cannot be held in this run (an xdist scheduler that splits cases)
         self._refusal = refusal
         self._contests: dict[tuple[str, ...], _Contest] = {}
+        #: (contest, assertion) -> the contestant whose record holds the judge calls
+        self._claims: dict[tuple[tuple[str, ...], int], str] = {}
+
+    def claim(
+        self, plan: CallPlan, graded: tuple[GradedAssertion, ...]
+    ) -> tuple[GradedAssertion, ...]:
+        """``plan``'s verdicts as its item reports them (main thread): a contest's judge calls
+        stay on the first contestant whose item takes its verdict, and leave the others', so
+        that they are counted once, on an item that is recorded."""
+        members = self.members(plan.nodeid)
+        contested = {e.index for e in plan.graded if isinstance(e.spec, SelectBestSpec)}
+        if not members or not contested:
+            return graded
+        claimed = []
+        for each in graded:
+            if each.index in contested and each.calls:
+                owner = self._claims.setdefault((members, each.index), plan.nodeid)
+                if owner != plan.nodeid:
+                    each = _unbilled(each, owner)
+            claimed.append(each)
+        return tuple(claimed)
 
     def members(self, nodeid: str) -> tuple[str, ...]:
         """The contestants of ``nodeid``'s contest, or () when it has none."""
@@ -166,11 +194,16 @@ class Contests:
             return _unchecked(entry, "select-best compares one answer: a conversation has many")
         if self._refusal is not None:
             return _unchecked(entry, self._refusal)
+        if plan.nodeid in self._incomplete:
+            return _unchecked(entry, self._incomplete[plan.nodeid])
         contest = self._contest(plan.nodeid)
         if contest is None:
             return _unchecked(entry, "no other contestant of this case runs in this session")
         if (plan.nodeid, entry.index) in contest.asked:  # pytest-rerunfailures ran it again
             return await _again(contest, plan, entry)
+        if plan.nodeid in contest.gone:  # run again after a first attempt that failed
+            why = contest.gone[plan.nodeid]
+            return _unchecked(entry, f"its first attempt failed ({why}): judged without it")
         contest.asked.add((plan.nodeid, entry.index))
         contest.key = contest_key(plan.nodeid, plan.repeat)  # the same for every contestant
         if plan.nodeid not in contest.gone:
@@ -187,7 +220,7 @@ class Contests:
 async def _judge(contest: _Contest, entry: GradedSpec) -> ContestResult:
     """Judge the answers of the contestants that answered. The first of them (in run order)
     hosts the contest: the judges see the question it was asked (prompt variants word it
-    differently), and are called through its ``complete``, so their calls are its."""
+    differently), and are called through its ``complete``."""
     from ..judging.select_best import ContestResult, judge_contest
 
     answered = [nodeid for nodeid in contest.members if nodeid in contest.entered]
@@ -230,20 +263,16 @@ async def _again(contest: _Contest, plan: CallPlan, entry: GradedSpec) -> Graded
 def _member_verdict(
     contest: _Contest, plan: CallPlan, entry: GradedSpec, result: ContestResult
 ) -> GradedAssertion:
-    """One contestant's verdict from its contest's result; the judge calls go to the first
-    contestant that answered, so that they are counted once."""
+    """One contestant's verdict from its contest's result, with the judge calls (claimed by
+    one contestant's record: :meth:`Contests.claim`)."""
     from ..judging.panel import GradedAssertion
     from ..scoring.assertions import Verdict
 
-    answered = [nodeid for nodeid in contest.members if nodeid in contest.entered]
-    host = bool(answered) and answered[0] == plan.nodeid
-    calls = result.calls if host else ()
+    calls = result.calls  # every contestant's, until the first to report claims them
     if result.failed:  # every judge failed: no verdict, every contestant errors
-        if host:
-            return GradedAssertion(entry.index, None, calls)
-        errors = "; ".join(f"{call.judge}: {call.error}" for call in result.calls)
-        why = f"every judge of the contest failed ({errors}; recorded on {_short(answered[0])})"
-        return GradedAssertion(entry.index, None, failed_elsewhere=why)
+        return GradedAssertion(entry.index, None, calls)
+    if result.picked is not None and plan.label not in result.shown:
+        return _unchecked(entry, "its answer was not among those judged")
     shown = ", ".join(f"{LABELS[i]}={label}" for i, label in enumerate(result.shown))
     if result.picked is None:
         reason = f"unchecked: select-best decided nothing: {result.reason}"
@@ -263,6 +292,15 @@ def _member_verdict(
     )
     verdict = Verdict(entry.assertion.type, passed, score, entry.assertion.weight, reason)
     return GradedAssertion(entry.index, verdict, calls, {SELECT_BEST_SCORE_KEY: score})
+
+
+def _unbilled(graded: GradedAssertion, owner: str) -> GradedAssertion:
+    """A contestant's verdict without the contest's judge calls, recorded on ``owner``'s."""
+    if graded.verdict is not None:
+        return replace(graded, calls=())
+    errors = "; ".join(f"{call.judge}: {call.error}" for call in graded.calls)
+    why = f"every judge of the contest failed ({errors}; recorded on {_short(owner)})"
+    return replace(graded, calls=(), failed_elsewhere=why)
 
 
 def _unchecked(entry: GradedSpec, why: str) -> GradedAssertion:

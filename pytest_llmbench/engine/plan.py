@@ -136,6 +136,11 @@ class CollectedPlans:
     #: each select-best contestant's node id -> the contestants of its contest, in run order
     #: (:func:`~pytest_llmbench.engine.contests.contest_groups`; items marked to skip left out)
     contests: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: each contestant whose contest is not held, as some of its contestants were deselected
+    #: -> why (its verdict is unchecked, saying so)
+    incomplete: Mapping[str, str] = field(default_factory=dict)
 
 
 PLANS_KEY = pytest.StashKey[CollectedPlans]()
+#: The items deselected from the run (``pytest_deselected``), for the select-best contests.
+DESELECTED_KEY = pytest.StashKey[list[pytest.Item]]()

@@ -27,6 +27,7 @@ class Prefetcher:
         self._positions: dict[str, int] = {}
         self._collected = CollectedPlans()
         self._active = False
+        self._contests = False  #: the run holds select-best contests
         self._interactor: Any = _UNKNOWN
         self._session: pytest.Session | None = None
         #: without xdist: the next position whose call may be started, and the window's end
@@ -40,6 +41,7 @@ class Prefetcher:
         self._collected = self.config.stash.get(PLANS_KEY, CollectedPlans())
         self._positions = {nodeid: index for index, nodeid in enumerate(self._collected.order)}
         self._active = bool(self._collected.plans)
+        self._contests = bool(self._collected.contests)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -74,16 +76,17 @@ class Prefetcher:
         last = position + ahead
         positions = self._positions
         started = scheduler.started()
-        stale = []
-        for started_id in started:  # in start order, which is run order here
-            if positions.get(started_id, position) >= position:
+        past = []  # before the current item: skipped, they will not run
+        for started_id in started:  # in start order: run order, but select-best contestants
+            if positions.get(started_id, position) < position:  # start with their contest's
+                past.append(started_id)  # first
+            elif not self._contests:
                 break
-            stale.append(started_id)
+        scheduler.forget(past, past=True)
         if last < self._last:
-            stale += [n for n in started if positions.get(n, position) > last]
+            scheduler.forget([n for n in started if positions.get(n, position) > last])
             self._next = min(self._next, last + 1)
         self._last = last
-        scheduler.forget(stale)
         self._next = max(self._next, position)
         room = scheduler.room()
         batch = scheduler.refill if ahead == scheduler.lookahead else 1

@@ -87,7 +87,9 @@ class Runtime:
                 claim_timeout_s=3 * run.request_timeout_s,
                 mcp_scratch=self._scratch,
                 baseline=run.baseline,  # pairwise assertions judge against its answers
-                contests=Contests(collected.contests, contest_refusal(self.config)),
+                contests=Contests(
+                    collected.contests, contest_refusal(self.config), collected.incomplete
+                ),
             )
             self._scheduler = CallScheduler(
                 self.engine,

@@ -100,13 +100,24 @@ class CallScheduler:
         """The node ids whose calls were started ahead and not yet taken, in the order started."""
         return self._futures.keys()
 
-    def forget(self, nodeids: Iterable[str]) -> None:
+    def forget(self, nodeids: Iterable[str], *, past: bool = False) -> None:
         """Cancel the calls started for ``nodeids``: those items were skipped before their
         setup, handed to another xdist worker, or are past what ``-x``/``--maxfail`` lets run,
         and would otherwise hold the lookahead for good. A select-best contestant's call is
-        kept: another contestant's verdict waits for its answer (the run's end cancels it)."""
+        kept, since another contestant's verdict waits for its answer (the run's end cancels
+        it), unless its item is ``past`` (it will not run) and its answer is done: then it is
+        dropped, and its room in the look-ahead freed."""
         contestants = self._answerer.contestants
-        doomed = [n for n in nodeids if n in self._futures and not contestants(n)]
+        doomed = []
+        for nodeid in nodeids:
+            future = self._futures.get(nodeid)
+            if future is None:
+                continue
+            if not contestants(nodeid):
+                doomed.append(nodeid)
+            elif past and future.done():
+                del self._futures[nodeid]
+                self._model_of.pop(nodeid, None)
         self._cancel(doomed)
 
     def _cancel(self, nodeids: Iterable[str]) -> None:
@@ -115,18 +126,22 @@ class CallScheduler:
             self._model_of.pop(nodeid, None)
         self._engine.cancel([self._futures.pop(nodeid) for nodeid in doomed])
 
-    def _workdir(self, plan: CallPlan) -> Path | None:
-        """An agent's workdir, made now so that its loop can start ahead of its item."""
+    def _workdir(self, plan: CallPlan) -> Path | Exception | None:
+        """An agent's workdir, made now so that its loop can start ahead of its item; what
+        making it raised (a full disk), to be the item's error, not the run's."""
         if plan.agent is None or self._prepare_workdir is None:
             return None
-        return self._prepare_workdir(plan)
+        try:
+            return self._prepare_workdir(plan)
+        except OSError as exc:
+            return ProviderError(f"{plan.model.name}: its workdir cannot be made: {exc}", "sandbox")
 
     def take(self, plan: CallPlan, workdir: Path | None = None) -> Answer:
         """Wait for ``plan``'s answer (starting it now, in ``workdir``, if it was not
         prefetched)."""
         future = self._futures.pop(plan.nodeid, None) or self._submit_many([plan], [workdir])[0]
         self._model_of.pop(plan.nodeid, None)
-        return self._wait(future, plan.model.name)
+        return self._answerer.claim(plan, self._wait(future, plan.model.name))
 
     def _wait(self, future: concurrent.futures.Future[T], model: str) -> T:
         """The result of ``future``; a notice every ``notice_every_s`` while it is not there;
@@ -176,24 +191,29 @@ class CallScheduler:
         return self._wait(self._engine.submit(coroutine), model.name)
 
     def _submit_many(
-        self, plans: Sequence[CallPlan], workdirs: Sequence[Path | None]
+        self, plans: Sequence[CallPlan], workdirs: Sequence[Path | Exception | None]
     ) -> list[concurrent.futures.Future[Answer]]:
         """Start the answers of ``plans`` on the engine loop, in one step of it. A select-best
         contestant's answer starts those of the other contestants of its contest with it
         (kept as started ahead, for their items to take): its verdict waits for theirs."""
         given = len(plans)
-        plans, workdirs = list(plans), list(workdirs)
+        plans = list(plans)
+        folders: list[Path | Exception | None] = list(workdirs)
         starting = {plan.nodeid for plan in plans}
         for plan in plans[:given]:
             for other in self._contest_others(plan):
-                if other.nodeid not in starting:
-                    starting.add(other.nodeid)
-                    plans.append(other)
-                    workdirs.append(self._workdir(other))
+                if other.nodeid in starting:
+                    continue
+                starting.add(other.nodeid)
+                plans.append(other)
+                folders.append(self._workdir(other))  # failing: that contestant errors, and
+                # leaves the contest (below)
         futures: list[concurrent.futures.Future[Answer] | None] = []
         coroutines = []
-        for plan, workdir in zip(plans, workdirs, strict=True):
+        for plan, workdir in zip(plans, folders, strict=True):
             try:
+                if isinstance(workdir, Exception):
+                    raise workdir
                 answer = self._answerer.answer(plan, workdir, stream=self._streams(plan.nodeid))
             except Exception as exc:  # a missing key, a server that will not start: setup says
                 futures.append(_settled(exception=exc))

@@ -56,9 +56,10 @@ def make_scheduler(config: pytest.Config, log: Any, chosen: Any) -> Any:
 
 def dist_mode(config: pytest.Config) -> str:
     """How the controller sends items to workers: ``--dist``'s mode, with
-    `` --maxschedchunk`` when given (our scheduler then stands aside)."""
+    `` --maxschedchunk`` when given to ``load`` (our scheduler then stands aside; the other
+    modes ignore it)."""
     mode = str(config.getvalue("dist"))
-    chunked = config.getoption("maxschedchunk") is not None
+    chunked = mode == "load" and config.getoption("maxschedchunk") is not None
     return f"{mode} --maxschedchunk" if chunked else mode
 
 
@@ -156,6 +157,12 @@ class LookaheadScheduling(LoadScheduling):  # type: ignore[misc]  # xdist ships 
                     chosen.append(other)
         self.node2pending[node].extend(chosen)
         node.send_runtest_some(chosen)
+
+    def remove_node(self, node: Any) -> str | None:
+        """xdist's: a crashed worker's items still to run go back to the unsent ones, to be sent
+        again with the unsent items of their cases."""
+        self._sent.difference_update(self.node2pending.get(node, ())[1:])  # [0]: the crashed
+        return super().remove_node(node)  # type: ignore[no-any-return]
 
     def check_schedule(self, node: Any, duration: float = 0) -> None:
         """Top the worker up to the look-ahead, then let xdist apply its own rule."""
