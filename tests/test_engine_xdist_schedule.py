@@ -301,3 +301,26 @@ def test_the_items_of_a_case_go_to_one_worker(pytester: pytest.Pytester) -> None
     sent = sorted(index for node in nodes for batch in node.sent for index in batch)
     assert sent == list(range(len(collection)))  # each item sent once
     assert {name for names in where.values() for name in names} == {"gw0", "gw1"}
+
+
+def test_a_crashed_workers_items_are_sent_again_with_their_cases(
+    pytester: pytest.Pytester,
+) -> None:
+    collection = [
+        f"suite.eval.yaml::c{case}[m{model}-r0]" for case in range(8) for model in range(3)
+    ]
+    scheduler, nodes = started(pytester, ours, collection, workers=2)
+    crashed = nodes[0]
+    requeued = crashed.queue[1:]  # [0] is the item it crashed on
+    assert len(requeued) >= 3
+    scheduler.remove_node(crashed)
+    survivor = nodes[1]
+    survivor.sent.clear()
+    run_to_end(scheduler, [survivor], 0.5)
+    sent_again = [index for batch in survivor.sent for index in batch]
+    assert sorted(set(requeued) - set(sent_again)) == []  # every requeued item is run again
+    for batch in survivor.sent:  # a case's requeued items travel together
+        cases = {collection[index].rsplit("[", 1)[0] for index in batch}
+        for case in cases:
+            mates = [i for i in requeued if collection[i].startswith(case + "[")]
+            assert set(mates) <= set(batch) or not set(mates) & set(batch)

@@ -527,3 +527,31 @@ def test_a_contestant_whose_workdir_fails_leaves_the_contest(contest: Bench) -> 
     assert "Traceback" not in result.stdout.str()
     found = {model: (score, reason) for _, model, score, reason in verdicts(contest)}
     assert found["fake4"][0] == 1.0 and "of 2 answers" in found["fake4"][1]
+
+
+def test_contestants_skipped_at_run_time_give_back_their_lookahead(contest: Bench) -> None:
+    """A contestant's answer started with its contest's first but whose item is skipped at
+    run time is dropped once the run is past it: it does not hold the look-ahead for good."""
+    contest.pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtest_setup(item):
+            if "[fake4-" in item.nodeid:
+                pytest.skip("skipped at run time")
+        """
+    )
+    contest.pytester.makepyfile(
+        test_zz="""
+        from pytest_llmbench.engine.runtime import get_runtime
+
+        def test_room(request):
+            scheduler = get_runtime(request.config).scheduler()
+            assert list(scheduler.started()) == []
+            assert scheduler.room() == scheduler.lookahead
+        """
+    )
+    contest.eval_file("best", many_cases(7))
+    judge_picks(contest, BEST)
+    contest.run(MODELS, "--concurrency=1").assert_outcomes(passed=8, failed=7, skipped=7)
