@@ -95,33 +95,40 @@ def test_the_judge_picks_one_answer_shown_in_a_seeded_order(contest: Bench) -> N
     result.assert_outcomes(passed=1, failed=2)
     shuffled = sorted(ANSWERS)
     random.Random(7).shuffle(shuffled)  # the order the judge must have been shown
-    (request,) = judge_requests(contest)
-    prompt = request["messages"][-1]["content"]
-    positions = [prompt.index(ANSWERS[name]) for name in shuffled]
-    assert positions == sorted(positions)
-    assert "[Question]\nWhat is the capital of France?" in prompt
-    assert "Pick the best answer (the most informative answer)" in prompt
+    orders = [shuffled[start:] + shuffled[:start] for start in range(3)]  # and its rotations
+    prompts = [request["messages"][-1]["content"] for request in judge_requests(contest)]
+    assert len(prompts) == 3
+    seen = []
+    for prompt in prompts:
+        positions = {prompt.index(ANSWERS[name]): name for name in ANSWERS}
+        seen.append([positions[at] for at in sorted(positions)])
+        assert "[Question]\nWhat is the capital of France?" in prompt
+        assert "Pick the best answer (the most informative answer)" in prompt
+    assert sorted(seen) == sorted(orders)
     records = {r["model"]: r for r in contest.records()}
     assert {m: r["outcome"] for m, r in records.items()} == {
         "fake": "failed",
         "fake3": "passed",
         "fake4": "failed",
     }
-    label = "ABC"[shuffled.index("fake3")]
     shown = ", ".join(f"{'ABC'[i]}={name}" for i, name in enumerate(shuffled))
     winner = records["fake3"]["assertions"][0]
     assert winner["score"] == 1.0
     assert winner["reason"] == (
-        f"select-best picked, of 3 answers (shown {shown}; seed 7); votes {label} 1"
+        f"select-best picked, of 3 answers (shown {shown}; seed 7); votes fake3 3 over 3 "
+        "orders x 1 judge(s)"
     )
     loser = records["fake"]["assertions"][0]
     assert loser["score"] == 0.0 and loser["reason"].startswith("select-best not picked: fake3 was")
     # The judge's call is recorded once, on the first contestant, with the seed and the order.
     hosts = [r for r in records.values() if r["judges"]]
     assert [r["model"] for r in hosts] == ["fake"]
-    (call,) = records["fake"]["judges"]
-    assert call["details"] == [{"seed": 7, "shown": shuffled, "picked": "fake3"}]
-    assert call["choice"] == label
+    calls = sorted(records["fake"]["judges"], key=lambda call: call["details"][0]["order"])
+    assert [call["details"] for call in calls] == [
+        [{"seed": 7, "order": start, "shown": order, "picked": "fake3"}]
+        for start, order in enumerate(orders)
+    ]
+    assert [call["choice"] for call in calls] == ["ABC"[order.index("fake3")] for order in orders]
     assert records["fake3"]["judge_tokens"] == 0 and records["fake"]["judge_tokens"] > 0
 
 
@@ -129,7 +136,7 @@ def test_without_a_seed_the_order_is_derived_from_the_contest(contest: Bench) ->
     contest.eval_file("best", contest_file())
     judge_picks(contest, BEST)
     contest.run(MODELS).assert_outcomes(passed=1, failed=2)
-    (call,) = [j for r in contest.records() for j in r["judges"]]
+    (call,) = [j for r in contest.records() for j in r["judges"] if j["details"][0]["order"] == 0]
     seed = call["details"][0]["seed"]
     # Derived from the contest (file, case, repeat), not from who contests.
     digest = hashlib.sha256(b"best.eval.yaml::paris::r0").digest()
@@ -141,8 +148,7 @@ def test_without_a_seed_the_order_is_derived_from_the_contest(contest: Bench) ->
     contest.run(MODELS)  # the same contest shows the same order: the same seed
     assert verdicts(contest) == first
     contest.run("--models=fake4,fake3")
-    (call,) = [j for r in contest.records() for j in r["judges"]]
-    assert call["details"][0]["seed"] == seed
+    assert {j["details"][0]["seed"] for r in contest.records() for j in r["judges"]} == {seed}
 
 
 TWO_CASES = contest_file(
@@ -174,7 +180,7 @@ def test_identical_under_two_xdist_workers(contest: Bench) -> None:
     assert {r["worker"] for r in records} == {"gw0", "gw1"}
     for case in ("paris", "rome"):  # a case's contestants answered in one process
         assert len({r["worker"] for r in records if r["case_id"] == case}) == 1
-    assert len(judge_requests(contest)) == 2 * 4  # one per contest, per run
+    assert len(judge_requests(contest)) == 2 * 4 * 3  # per run, contest and order
 
 
 def test_a_scheduler_that_splits_cases_leaves_the_verdict_unchecked(contest: Bench) -> None:
@@ -209,9 +215,9 @@ def test_a_jury_picks_by_plurality_and_reports_agreement(contest: Bench) -> None
     contest.run(MODELS).assert_outcomes(passed=1, failed=2)
     (winner,) = [r for r in contest.records() if r["model"] == "fake3"]
     assert winner["assertions"][0]["score"] == 1.0
-    assert " 2, " in winner["assertions"][0]["reason"] and winner["assertions"][0][
-        "reason"
-    ].endswith(" 1")
+    assert winner["assertions"][0]["reason"].endswith(
+        "; votes fake3 6, fake4 3 over 3 orders x 3 judge(s)"
+    )
     summary = json.loads(contest.out("run.json").read_text())
     text = json.dumps(summary)
     assert "select_best" in text  # the dimension judges agreed (or not) on
@@ -233,8 +239,9 @@ def test_a_contestant_that_errors_leaves_the_contest(contest: Bench) -> None:
     contest.eval_file("best", contest_file())
     judge_picks(contest, BEST)
     contest.run(MODELS, "--max-retries=0").assert_outcomes(passed=1, failed=1, errors=1)
-    (request,) = judge_requests(contest)
-    assert ANSWERS["fake"] not in request["messages"][-1]["content"]
+    requests = judge_requests(contest)
+    assert len(requests) == 2  # two answers: two orders
+    assert all(ANSWERS["fake"] not in r["messages"][-1]["content"] for r in requests)
     found = {model: (score, reason) for _, model, score, reason in verdicts(contest)}
     assert found["fake3"][0] == 1.0 and "of 2 answers" in found["fake3"][1]
 
@@ -270,14 +277,14 @@ def test_a_reply_outside_the_labels_is_a_judge_error(contest: Bench) -> None:
     contest.run(MODELS).assert_outcomes(errors=3)
     (host,) = [r for r in contest.records() if r["judge_tokens"]]  # the calls counted once
     assert host["model"] == "fake"
-    assert [j["error"] for j in host["judges"]] == [
+    assert [j["error"] for j in host["judges"]] == 3 * [
         "malformed verdict: the choice must be one of A, B, C, got 'Z'"
     ]
     others = [r for r in contest.records() if r["nodeid"] != host["nodeid"]]
     assert all(r["judges"] == [] for r in others)  # the judge's error is counted once
     assert len(others) == 2
     assert all(r["outcome"] == "error" for r in contest.records())
-    assert len(judge_requests(contest)) == 2  # asked again once, then the judge's error
+    assert len(judge_requests(contest)) == 3 * 2  # each order asked again once, then an error
 
 
 def test_prompt_variants_are_contestants(contest: Bench) -> None:
@@ -311,6 +318,7 @@ def test_prompt_variants_are_contestants(contest: Bench) -> None:
     [
         ("--models=fake", "", "select-best needs at least two contestants"),
         (MODELS, "seed: -1", "seed must be a whole number >= 0"),
+        (MODELS, "rotate: sometimes", "rotate must be true or false"),
         (MODELS, "choices: {A: 1}", "unknown key 'choices' in select-best assertion"),
     ],
 )
@@ -365,15 +373,18 @@ def test_contests_beyond_the_lookahead_all_finish(contest: Bench, workers: str) 
     """With one call in flight per model the look-ahead is a few items, far fewer than the
     contestants of the run: every contest is still judged once, each on its own answers."""
     contest.eval_file("best", many_cases(12, variants=True))
+    contest.server.reset()  # the polite prompt's answers differ: one best answer per contest
+    contest.server.add_rule(Rule(model="fake-model-3", match="Please", reply="Paris, France."))
+    script_answers(contest)
     judge_picks(contest, BEST)
     result = contest.run_subprocess(
         "-n", workers, MODELS, "--concurrency=1", "--repeat=2", "-o", "timeout=120"
     )
     result.assert_outcomes(passed=24, failed=120)  # 24 contests of 6: one pick each
     picked = [(case, model) for case, model, score, _ in verdicts(contest) if score == 1.0]
-    assert len(picked) == 24 and {model for _, model in picked} <= {"fake3:plain", "fake3:polite"}
+    assert len(picked) == 24 and {model for _, model in picked} == {"fake3:plain"}
     assert len({case for case, _ in picked}) == 12
-    assert len(judge_requests(contest)) == 24
+    assert len(judge_requests(contest)) == 24 * 6  # each contest in its 6 orders
 
 
 def test_stopping_at_the_first_failure_does_not_wait_for_contests(contest: Bench) -> None:
@@ -421,7 +432,7 @@ def test_a_rerun_keeps_the_contest_verdict(contest: Bench) -> None:
     for loser in ("fake", "fake4"):
         score, reason = found[loser]
         assert score == 0.0 and reason.endswith("(judged on this item's first attempt)")
-    assert len(judge_requests(contest)) == 1
+    assert len(judge_requests(contest)) == 3  # one contest, 3 orders
 
 
 def test_shards_deal_a_contest_as_one(contest: Bench) -> None:
@@ -496,7 +507,7 @@ def test_a_contestant_skipped_at_run_time_does_not_take_the_judge_cost(contest: 
     contest.run(MODELS).assert_outcomes(passed=1, failed=1, skipped=1)
     tokens = {r["model"]: r["judge_tokens"] for r in contest.records() if r["outcome"] != "skipped"}
     assert tokens["fake3"] > 0 and tokens["fake4"] == 0
-    assert len(judge_requests(contest)) == 1
+    assert len(judge_requests(contest)) == 3  # one contest, 3 orders
 
 
 def test_a_contestant_whose_workdir_fails_leaves_the_contest(contest: Bench) -> None:
@@ -555,3 +566,25 @@ def test_contestants_skipped_at_run_time_give_back_their_lookahead(contest: Benc
     contest.eval_file("best", many_cases(7))
     judge_picks(contest, BEST)
     contest.run(MODELS, "--concurrency=1").assert_outcomes(passed=8, failed=7, skipped=7)
+
+
+@pytest.mark.parametrize("rotate", [True, False])
+def test_a_judge_that_picks_by_position_decides_nothing(contest: Bench, rotate: bool) -> None:
+    """A judge that always answers A: judged in every rotation, each answer gets one vote and
+    the contest is undecided; with rotate: false, it picks whatever is shown first."""
+    contest.eval_file("best", contest_file(f"rotate: {str(rotate).lower()}"))
+    contest.server.add_rule(Rule(model="fake-model-2", reply=json.dumps({"choice": "A"})))
+    result = contest.run(MODELS)
+    found = verdicts(contest)
+    if rotate:
+        result.assert_outcomes(skipped=3)
+        assert all(
+            r.startswith("unchecked: select-best decided nothing: votes ") for *_, r in found
+        )
+        assert all("fake 1, fake3 1, fake4 1 over 3 orders" in r for *_, r in found)
+        assert len(judge_requests(contest)) == 3
+    else:
+        result.assert_outcomes(passed=1, failed=2)
+        (call,) = [j for r in contest.records() for j in r["judges"]]
+        assert call["details"][0]["picked"] == call["details"][0]["shown"][0]
+        assert len(judge_requests(contest)) == 1

@@ -1,11 +1,13 @@
 """Judge a select-best contest: every contestant's answer shown at once, each judge picks one.
 
 The answers are shown shuffled with the contest's seed
-(:func:`~pytest_llmbench.scoring.select_best.shuffled`). The panel is asked as a user's grader
-is (:func:`.panel.grade` on a choice among the labels, read strictly: a reply outside them is
-asked again, then that judge's error, never a pick). The contest's pick is the plurality of the
-judges' picks. Every judge call is returned with ``details`` naming the seed, the order shown
-and what it picked, for the record of the contestant that carries the calls.
+(:func:`~pytest_llmbench.scoring.select_best.shuffled`), and in each rotation of that order
+(:func:`~pytest_llmbench.scoring.select_best.rotations`), all at once. The panel is asked as a
+user's grader is (:func:`.panel.grade` on a choice among the labels, read strictly: a reply
+outside them is asked again, then that judge's error, never a pick). The contest's pick is the
+contestant picked most often over judges and orders. Every judge call is returned with
+``details`` naming the seed, the rotation, the order shown and the contestant it picked, for
+the record of the contestant that carries the calls.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..scoring.select_best import (
     chooser,
     contest_prompt,
     plurality,
+    rotations,
     shuffled,
     votes,
 )
@@ -57,39 +60,50 @@ async def judge_contest(
     judges: Sequence[ModelProfile],
     complete: CompleteFn,
 ) -> ContestResult:
-    """Show the shuffled answers to the panel; the plurality of its picks."""
+    """Show the shuffled answers, and each rotation of them, to the panel at once; the
+    contestant picked most often."""
+    import asyncio
+
     shown = shuffled(contestants, seed)
-    labels = tuple(c.label for c in shown)
+    orders = rotations(shown, spec.rotate)
     criterion = assertion.value if isinstance(assertion.value, str) else None
     grader = chooser(spec, len(shown))
-    request = JudgeRequest(
-        kind=GRADER_KIND,
-        question=question,
-        answer="",
-        expected=None,
-        rubric=contest_prompt(question, shown, criterion),
-        grader=grader,
+    jobs = []
+    for order in orders:
+        request = JudgeRequest(
+            kind=GRADER_KIND,
+            question=question,
+            answer="",
+            expected=None,
+            rubric=contest_prompt(question, order, criterion),
+            grader=grader,
+        )
+        jobs.append(grade_panel(index, assertion, grader, request, judges, complete))
+    graded = await asyncio.gather(*jobs)
+    calls = tuple(
+        _tagged(call, seed, start, tuple(c.label for c in order))
+        for start, (order, each) in enumerate(zip(orders, graded, strict=True))
+        for call in each.calls
     )
-    graded = await grade_panel(index, assertion, grader, request, judges, complete)
-    calls = tuple(_tagged(call, seed, labels) for call in graded.calls)
+    labels = tuple(c.label for c in shown)
     picks = [str(call.details[0]["picked"]) for call in calls if call.details[0]["picked"]]
     if not picks:
         return ContestResult(seed, labels, None, "every judge failed", calls, failed=True)
-    by_label = [LABELS[labels.index(pick)] for pick in picks]
-    winner = plurality(picks)
-    said = f"votes {votes(by_label)}"
+    said = f"votes {votes(picks)}"
+    if len(orders) > 1:
+        said += f" over {len(orders)} orders x {len(judges)} judge(s)"
     excluded = [call for call in calls if call.error is not None]
     if excluded:
         said += "; excluded: " + "; ".join(f"{c.judge}: {c.error}" for c in excluded)
-    return ContestResult(seed, labels, winner, said, calls)
+    return ContestResult(seed, labels, plurality(picks), said, calls)
 
 
-def _tagged(call: JudgeCall, seed: int, labels: tuple[str, ...]) -> JudgeCall:
-    """A judge call with the contest it judged and the contestant it picked; its score is 1
-    for that pick (agreement reads each judge's vote)."""
+def _tagged(call: JudgeCall, seed: int, rotation: int, labels: tuple[str, ...]) -> JudgeCall:
+    """A judge call with the contest it judged (the seed, the rotation of the shuffled order
+    and that order) and the contestant it picked; its score is 1 for that pick."""
     picked = None
     if call.choice is not None and call.choice in LABELS[: len(labels)]:
         picked = labels[LABELS.index(call.choice)]
-    detail = {"seed": seed, "shown": list(labels), "picked": picked}
+    detail = {"seed": seed, "order": rotation, "shown": list(labels), "picked": picked}
     scores = {} if picked is None else {SELECT_BEST_SCORE_KEY: 1.0}
     return replace(call, details=(detail,), scores=scores)

@@ -35,8 +35,9 @@ JUDGE_TYPES |= PAIRWISE_TYPES
 #: Picking the best answer of a case's contestants (:mod:`pytest_llmbench.scoring.select_best`).
 SELECT_BEST_TYPES: frozenset[str] = frozenset({"select-best"})
 JUDGE_TYPES |= SELECT_BEST_TYPES
-#: Keys of a ``select-best`` assertion besides the judged ones: the shuffle's seed.
-SELECT_BEST_KEYS: frozenset[str] = frozenset({"seed"})
+#: Keys of a ``select-best`` assertion besides the judged ones: the shuffle's seed, and whether
+#: every rotation of the order is judged.
+SELECT_BEST_KEYS: frozenset[str] = frozenset({"seed", "rotate"})
 #: How a panel's scores of one dimension become the item's: ``majority`` passes a dimension
 #: when more than half of the judges reach the threshold; the others compare the statistic.
 AGGREGATIONS: tuple[str, ...] = ("mean", "median", "majority", "min")

@@ -7,14 +7,17 @@ Written in an eval file as::
       value: the clearest correct answer   # optional: what "best" means
       judges: [gpt-judge]                  # optional: the run's panel by default
       seed: 7                              # optional: the shuffle's seed (else one per contest)
+      rotate: true                         # the default: every rotation of the order judged
 
 A *contest* is one case and repeat of one eval file; its contestants are the items that answer
 it: one per model and variant (the record's ``model`` label). The answers are shown as A, B,
 C... in an order shuffled by :func:`shuffled` with a seed that is the assertion's ``seed`` or
 one derived from the contest (:func:`contest_seed`), so every process and every run shows the
-same order, and the record says which. Each judge picks one label; the contest's pick is the
-label most judges chose (:func:`plurality`); a tie between the most chosen is no pick, and the
-contest is unchecked, saying so. The picked contestant scores 1, the others 0: with the default
+same order, and the record says which. Each judge is shown that order and each of its
+rotations (:func:`rotations`; ``rotate: false``: the order alone) and picks one label in each;
+the contest's pick is the contestant picked most often (:func:`plurality`), so a judge that
+picks by position spreads its votes evenly and decides nothing. A tie between the most picked
+is no pick, and the contest is unchecked, saying so. The picked contestant scores 1, the others 0: with the default
 threshold 0.5 the picked one passes and the others fail, as promptfoo's ``select-best`` does.
 
 Everything here is pure: :mod:`pytest_llmbench.engine.contests` gathers the answers and
@@ -52,6 +55,9 @@ class SelectBestSpec(JudgeSpec):
 
     #: the shuffle's seed as written; None: derived from the contest (:func:`contest_seed`)
     seed: int | None = None
+    #: judge every rotation of the shuffled order (each answer shown first once), so that a
+    #: judge picking by position ties; False: the shuffled order alone
+    rotate: bool = True
 
 
 def parse_select_best(base: JudgeSpec, raw: Mapping[str, Any]) -> SelectBestSpec:
@@ -60,8 +66,11 @@ def parse_select_best(base: JudgeSpec, raw: Mapping[str, Any]) -> SelectBestSpec
     seed = raw.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise GradedSpecError(f"seed must be a whole number >= 0, got {seed!r}", "seed")
+    rotate = raw.get("rotate", True)
+    if not isinstance(rotate, bool):
+        raise GradedSpecError(f"rotate must be true or false, got {rotate!r}", "rotate")
     fields = {name: getattr(base, name) for name in base.__dataclass_fields__}
-    return SelectBestSpec(**fields, seed=seed)
+    return SelectBestSpec(**fields, seed=seed, rotate=rotate)
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,13 @@ def shuffled(contestants: Sequence[Contestant], seed: int) -> list[Contestant]:
     return ordered
 
 
+def rotations(shown: Sequence[Contestant], rotate: bool) -> list[list[Contestant]]:
+    """The orders the judges are shown: ``shown``, then (``rotate``) each of its rotations, so
+    that every answer is shown first once and in every position once."""
+    count = len(shown) if rotate else 1
+    return [[*shown[start:], *shown[:start]] for start in range(count)]
+
+
 def chooser(spec: JudgeSpec, count: int) -> ModelGradedSpec:
     """The choice each judge makes: one of the first ``count`` labels (the judge settings,
     structured output and temperature, are the assertion's)."""
@@ -110,7 +126,8 @@ def contest_prompt(question: str | None, shown: Sequence[Contestant], criterion:
 
 
 def plurality(picks: Sequence[str]) -> str | None:
-    """The label most judges picked; None when none picked or the most picked are tied."""
+    """The contestant picked most often (over judges and orders); None when none was picked or
+    the most picked are tied."""
     counted = Counter(picks).most_common()
     if not counted or (len(counted) > 1 and counted[0][1] == counted[1][1]):
         return None
@@ -118,7 +135,7 @@ def plurality(picks: Sequence[str]) -> str | None:
 
 
 def votes(picks: Sequence[str]) -> str:
-    """``A 2, B 1``: each picked contestant and how many judges picked it."""
+    """``gpt-4o 2, claude 1``: each picked contestant and how many times it was picked."""
     counted = sorted(Counter(picks).items(), key=lambda item: (-item[1], item[0]))
     return ", ".join(f"{label} {count}" for label, count in counted)
 

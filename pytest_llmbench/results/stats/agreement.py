@@ -113,7 +113,7 @@ def dimension_agreement(records: Iterable[Mapping[str, Any]]) -> list[DimensionA
         for entry in judge_entries(record.get("judges")):
             if entry.get("error"):
                 continue  # a failed judge gave no scores to agree on
-            unit = (record.get("nodeid"), entry.get("assertion"))
+            unit = (record.get("nodeid"), entry.get("assertion"), _order(entry))
             for dimension, score in (entry.get("scores") or {}).items():
                 ratings = by_dimension.setdefault(dimension, {}).setdefault(unit, {})
                 ratings[str(entry.get("judge"))] = float(score)
@@ -123,6 +123,17 @@ def dimension_agreement(records: Iterable[Mapping[str, Any]]) -> list[DimensionA
     return [
         _agreement(key, by_dimension[key], labels.get(key)) for key in dimension_order(by_dimension)
     ]
+
+
+def _order(entry: Mapping[str, Any]) -> Hashable:
+    """Which of the orders an assertion was judged in a judge entry is (pairwise's two orders,
+    select-best's rotations): each order is a unit of its own, so a judge's vote in one does not
+    hide its vote in another. None for the judged types asked once."""
+    details = entry.get("details")
+    if isinstance(details, list) and details and isinstance(details[0], Mapping):
+        order = details[0].get("order")
+        return order if isinstance(order, (str, int)) else None
+    return None
 
 
 def judge_entries(judges: Any) -> list[Mapping[str, Any]]:
