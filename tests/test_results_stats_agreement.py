@@ -251,3 +251,26 @@ def test_dimension_order_standard_first_then_alphabetical() -> None:
         "brand_voice",
         "zeal",
     ]
+
+
+def test_each_order_of_a_judged_pair_or_contest_is_a_unit_of_its_own() -> None:
+    """Pairwise's two orders (and select-best's rotations) ask each judge once per order: one
+    unit per order, so a judge's vote in the second order does not replace its first."""
+
+    def voted(judge: str, order: str, choice: str) -> dict[str, Any]:
+        picked = {**entry(0, judge, {"pairwise": float(choice == "A")}), "type": "pairwise"}
+        return {**picked, "choice": choice, "details": [{"order": order}]}
+
+    records = [
+        record(
+            "t::a",
+            [
+                voted("j1", "model-first", "A"),
+                voted("j2", "model-first", "A"),
+                voted("j1", "baseline-first", "B"),
+                voted("j2", "baseline-first", "A"),
+            ],
+        )
+    ]
+    (row,) = dimension_agreement(records)
+    assert row.dimension == "pairwise" and row.units == 2 and row.judges == 2
