@@ -37,7 +37,7 @@ from ..scoring.select_best import (
 )
 
 if TYPE_CHECKING:
-    from ..judging.panel import CompleteFn, GradedAssertion
+    from ..judging.panel import CompleteFn, GradedAssertion, JudgeCall
     from ..judging.select_best import ContestResult
     from .plan import CallPlan, GradedSpec
 
@@ -72,9 +72,8 @@ def contest_key(nodeid: str, repeat: int) -> str:
 
 
 def is_contestant(plan: CallPlan) -> bool:
-    """Whether ``plan`` enters a select-best contest (a conversation has no one answer)."""
-    if plan.case.conversational:
-        return False
+    """Whether ``plan`` enters a select-best contest (one on a conversation is a collection
+    error)."""
     return any(isinstance(entry.spec, SelectBestSpec) for entry in plan.graded)
 
 
@@ -190,8 +189,6 @@ class Contests:
     ) -> GradedAssertion:
         """``plan``'s verdict of the select-best assertion ``entry``, once its contest is
         judged; unchecked, saying why, when it cannot be."""
-        if plan.case.conversational:
-            return _unchecked(entry, "select-best compares one answer: a conversation has many")
         if self._refusal is not None:
             return _unchecked(entry, self._refusal)
         if plan.nodeid in self._incomplete:
@@ -275,11 +272,10 @@ def _member_verdict(
         return _unchecked(entry, "its answer was not among those judged")
     shown = ", ".join(f"{LABELS[i]}={label}" for i, label in enumerate(result.shown))
     if result.picked is None:
-        reason = f"unchecked: select-best decided nothing: {result.reason}"
+        why = f"select-best decided nothing: {result.reason}"
         if shown:
-            reason += f" (shown {shown}; seed {result.seed})"
-        verdict = Verdict(entry.assertion.type, False, 0.0, entry.assertion.weight, reason, True)
-        return GradedAssertion(entry.index, verdict, calls)
+            why += f" (shown {shown}; seed {result.seed})"
+        return _unchecked(entry, why, calls)
     won = result.picked == plan.label
     score = 1.0 if won else 0.0
     spec = entry.spec
@@ -303,13 +299,10 @@ def _unbilled(graded: GradedAssertion, owner: str) -> GradedAssertion:
     return replace(graded, calls=(), failed_elsewhere=why)
 
 
-def _unchecked(entry: GradedSpec, why: str) -> GradedAssertion:
-    from ..judging.panel import GradedAssertion
-    from ..scoring.assertions import Verdict
+def _unchecked(entry: GradedSpec, why: str, calls: tuple[JudgeCall, ...] = ()) -> GradedAssertion:
+    from ..judging.panel import unchecked
 
-    reason = f"unchecked: {why}"
-    verdict = Verdict(entry.assertion.type, False, 0.0, entry.assertion.weight, reason, True)
-    return GradedAssertion(entry.index, verdict)
+    return unchecked(entry.index, entry.assertion, why, calls)
 
 
 def _short(nodeid: str) -> str:

@@ -261,15 +261,11 @@ def _texts(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
 
 
 async def _unchecked(index: int, assertion: Any, why: str) -> GradedAssertion:
-    """An unchecked verdict for a RAG metric with nothing to judge (an empty context): left
-    out of the score, never a pass, never a silent 0."""
-    from ..judging.panel import GradedAssertion
-    from ..scoring.assertions import Verdict
+    """An unchecked verdict for an assertion with nothing to judge against (an empty context,
+    no baseline answer)."""
+    from ..judging.panel import unchecked
 
-    reason = f"unchecked: {why}: nothing to judge against"
-    return GradedAssertion(
-        index, Verdict(assertion.type, False, 0.0, assertion.weight, reason, unchecked=True)
-    )
+    return unchecked(index, assertion, f"{why}: nothing to judge against")
 
 
 async def _ungradable(index: int, assertion: Any, why: str) -> GradedAssertion:

@@ -342,9 +342,17 @@ def _undetermined(
 ) -> GradedAssertion:
     """No judge found anything to count (a RAG metric on an answer without claims): the
     verdict is unchecked, with the first judge's reason, never a score."""
+    why = next(iter(valid[0].reasons.values()), "nothing to judge")
+    return unchecked(index, assertion, why, calls)
+
+
+def unchecked(
+    index: int, assertion: Assertion, why: str, calls: tuple[JudgeCall, ...] = ()
+) -> GradedAssertion:
+    """An unchecked verdict saying ``why``: left out of the score, never a pass, never a
+    silent 0."""
     from ..scoring.assertions import Verdict
 
-    why = next(iter(valid[0].reasons.values()), "nothing to judge")
     reason = f"unchecked: {why}"
     verdict = Verdict(assertion.type, False, 0.0, assertion.weight, reason, unchecked=True)
     return GradedAssertion(index, verdict, calls)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..models.providers.completion import Completion, ProviderError
 from ..scoring.judged import RelevanceSpec
-from .panel import CompleteFn, GradedAssertion, JudgeCall, aggregate, ask
+from .panel import CompleteFn, GradedAssertion, JudgeCall, aggregate, ask, unchecked
 from .prompts import JudgeRequest
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ async def grade_relevance(
     the reasons. A case with no question to compare with is unchecked, no judge asked.
     """
     if not (request.question or "").strip():
-        return _unchecked(index, assertion, "the case has no question to compare the answer's with")
+        return unchecked(index, assertion, "the case has no question to compare the answer's with")
     asked = replace(request, questions=spec.questions)
     calls = await asyncio.gather(
         *(_judged(index, spec, asked, judge, complete, embed, embedder) for judge in judges)
@@ -113,13 +113,3 @@ def _scored(call: JudgeCall, request: JudgeRequest, similarities: Sequence[float
     )
     scores = {key: result.score} if isinstance(result, RagScore) else {}
     return replace(call, scores=scores, reasons={key: result.reason}, details=details)
-
-
-def _unchecked(index: int, assertion: Assertion, why: str) -> GradedAssertion:
-    """An unchecked verdict: nothing to compare, never a score."""
-    from ..scoring.assertions import Verdict
-
-    verdict = Verdict(
-        assertion.type, False, 0.0, assertion.weight, f"unchecked: {why}", unchecked=True
-    )
-    return GradedAssertion(index, verdict)

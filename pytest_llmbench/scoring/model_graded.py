@@ -76,6 +76,13 @@ class ModelGradedSpec(JudgeSpec):
         return dict(self.choices)[label]
 
 
+def choice_grader(spec: JudgeSpec, choices: tuple[tuple[str, float], ...]) -> ModelGradedSpec:
+    """A grader asking for one of ``choices`` with ``spec``'s judge settings (structured output,
+    temperature): how pairwise and select-best ask their judges to pick an answer."""
+    fields = {name: getattr(spec, name) for name in JudgeSpec.__dataclass_fields__}
+    return ModelGradedSpec(**fields, choices=choices)
+
+
 def judge_keys(kind: str) -> frozenset[str]:
     """The keys an assertion of the judged type ``kind`` may have, besides
     type/value/weight/threshold: a grader's own keys too."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .judged import JudgeSpec
-from .model_graded import ModelGradedSpec
+from .model_graded import ModelGradedSpec, choice_grader
 
 #: The assertion type.
 PAIRWISE_TYPE = "pairwise"
@@ -53,8 +53,7 @@ class BaselineAnswer:
 def order_grader(spec: JudgeSpec) -> ModelGradedSpec:
     """The choice the judges make in one order: A or B, scored 1 and 0 for the answer shown
     first (the judge settings, structured output and temperature, are the assertion's)."""
-    fields = {name: getattr(spec, name) for name in JudgeSpec.__dataclass_fields__}
-    return ModelGradedSpec(**fields, choices=((LABELS[0], 1.0), (LABELS[1], 0.0)))
+    return choice_grader(spec, ((LABELS[0], 1.0), (LABELS[1], 0.0)))
 
 
 def pair_prompt(question: str | None, first: str, second: str, criterion: str | None) -> str:

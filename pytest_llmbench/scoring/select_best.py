@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .judged import GradedSpecError, JudgeSpec
-from .model_graded import ModelGradedSpec
+from .model_graded import ModelGradedSpec, choice_grader
 
 #: The assertion type.
 SELECT_BEST_TYPE = "select-best"
@@ -107,8 +107,7 @@ def rotations(shown: Sequence[Contestant], rotate: bool) -> list[list[Contestant
 def chooser(spec: JudgeSpec, count: int) -> ModelGradedSpec:
     """The choice each judge makes: one of the first ``count`` labels (the judge settings,
     structured output and temperature, are the assertion's)."""
-    fields = {name: getattr(spec, name) for name in JudgeSpec.__dataclass_fields__}
-    return ModelGradedSpec(**fields, choices=tuple((label, 1.0) for label in LABELS[:count]))
+    return choice_grader(spec, tuple((label, 1.0) for label in LABELS[:count]))
 
 
 def contest_prompt(question: str | None, shown: Sequence[Contestant], criterion: str | None) -> str:
