@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import FAKE_KEY_ENV, Bench, Rule
+from judged_runs import replayed_with_no_request, same_under_xdist
 
 from pytest_llmbench.scoring.rag import average_precision
 
@@ -365,23 +366,13 @@ def judged_fields(bench: Bench) -> dict[str, Any]:
 @pytest.mark.slow
 def test_rag_records_are_the_same_under_xdist(bench: Bench) -> None:
     _jury(bench)
-    bench.run_subprocess("-n", "2", "--models=fake").assert_outcomes(passed=1, failed=1)
-    assert {r["worker"] for r in bench.records()} == {"gw0", "gw1"}
-    with_xdist = judged_fields(bench)
-    bench.run("--models=fake").assert_outcomes(passed=1, failed=1)
-    assert judged_fields(bench) == with_xdist
+    same_under_xdist(bench, judged_fields)
 
 
 @pytest.mark.parametrize("again", ["--cache=replay", "--rescore"])
 def test_rag_verdicts_replay_from_the_cache_with_no_request(bench: Bench, again: str) -> None:
     _jury(bench)
-    bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(passed=1, failed=1)
-    first = judged_fields(bench)
-    bench.server.reset()  # a call now would be answered "ok", a malformed verdict
-    bench.run("--models=fake", again, "--cache-dir=c").assert_outcomes(passed=1, failed=1)
-    assert bench.server.chat_requests() == []
-    assert judged_fields(bench) == first
-    assert all(j["cached"] for r in bench.records() for j in r["judges"])
+    replayed_with_no_request(bench, again, judged_fields)
 
 
 def test_rescore_applies_a_changed_threshold_without_calls(bench: Bench) -> None:

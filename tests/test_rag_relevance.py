@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import FAKE_KEY_ENV, Bench, Rule
+from judged_runs import same_under_xdist
 
 EMB = """
 models:
@@ -246,11 +247,7 @@ def test_rescore_applies_a_changed_threshold_without_calls(rel: Bench) -> None:
 @pytest.mark.slow
 def test_records_are_the_same_under_xdist(rel: Bench) -> None:
     _jury(rel)
-    rel.run_subprocess("-n", "2", "--models=fake").assert_outcomes(passed=1, failed=1)
-    assert {r["worker"] for r in rel.records()} == {"gw0", "gw1"}
-    with_xdist = judged_fields(rel)
-    rel.run("--models=fake").assert_outcomes(passed=1, failed=1)
-    assert judged_fields(rel) == with_xdist
+    same_under_xdist(rel, judged_fields)
 
 
 # --- bad input -------------------------------------------------------------------------------
