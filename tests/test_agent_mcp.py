@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Bench, Rule
+from mcp_tools import server
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +33,8 @@ cases:
 """
 
 #: A server of the tests: one tool per behaviour; ``exit`` as its argument makes it fail at start.
-SERVER = '''
+SERVER = server(
+    '''
 import os
 import sys
 import time
@@ -57,51 +59,13 @@ def echo_env(name: str) -> str:
 def refuse(reason: str) -> str:
     """Always fails, with the reason."""
     raise ToolError(f"refused: {reason}")
-
-
-@app.tool()
-def peek(path: str) -> str:
-    """The text of a file, or why it cannot be read."""
-    try:
-        with open(path) as file:
-            return file.read()
-    except OSError as exc:
-        return f"cannot read: {type(exc).__name__}"
-
-
-@app.tool()
-def dial(port: int) -> str:
-    """Connect to 127.0.0.1:port; say whether it worked."""
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        return "connected"
-    except OSError as exc:
-        return f"cannot connect: {type(exc).__name__}"
-
-
-@app.tool()
-def where() -> str:
-    """The folder the server runs in."""
-    return os.getcwd()
-
-
-@app.tool()
-def die() -> str:
-    """Exits the server at once."""
-    os._exit(1)
-
-
-@app.tool()
-def nap(seconds: float) -> str:
-    """Sleeps, then says so."""
-    time.sleep(seconds)
-    return "woke up"
-
-
-app.run()
-'''
+''',
+    "peek",
+    "dial",
+    "where",
+    "die",
+    "nap",
+)
 
 #: TIME_AGENT's checks as file-level assertions (for files of many cases).
 ASSERTIONS = """max_turns: 4

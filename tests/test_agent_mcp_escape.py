@@ -18,13 +18,15 @@ from pathlib import Path
 
 import pytest
 from conftest import Bench, Rule
+from mcp_tools import server
 
 pytestmark = pytest.mark.slow
 
 KEY = "sk-escape-0123456789abcdef0123"
 DIGEST = hashlib.sha256(KEY.encode()).hexdigest()
 
-SERVER = '''
+SERVER = server(
+    '''
 import hashlib
 import os
 import socket
@@ -62,30 +64,10 @@ def hunt(name: str) -> str:
             if pair.startswith(name.encode() + b"="):
                 found.add(_digest(pair.split(b"=", 1)[1].decode()))
     return f"read {read}: " + (", ".join(sorted(found)) or "none")
-
-
-@app.tool()
-def peek(path: str) -> str:
-    """The text of a file, or why it cannot be read."""
-    try:
-        with open(path) as file:
-            return file.read()
-    except OSError as exc:
-        return f"cannot read: {type(exc).__name__}"
-
-
-@app.tool()
-def dial(port: int) -> str:
-    """Connect to 127.0.0.1:port; say whether it worked."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        return "connected"
-    except OSError as exc:
-        return f"cannot connect: {type(exc).__name__}"
-
-
-app.run()
-'''
+''',
+    "peek",
+    "dial",
+)
 
 AGENT = """
 kind: agent

@@ -14,10 +14,12 @@ import uuid
 
 import pytest
 from conftest import Bench, Rule
+from mcp_tools import server
 
 pytestmark = pytest.mark.slow
 
-SERVER = '''
+SERVER = server(
+    '''
 import os
 import sys
 import time
@@ -62,23 +64,14 @@ def hang() -> str:
         time.sleep(1)
 
 
-@app.tool()
-def fill(entries: int) -> str:
-    """Creates that many empty files in its folder, then sleeps."""
-    for n in range(entries):
-        open(f"f{n}", "w").close()
-    time.sleep(60)
-    return "filled"
-
 
 @app.tool()
 def fine() -> str:
     """Answers."""
     return "all fine"
-
-
-app.run()
-'''
+''',
+    "fill",
+)
 
 #: One eval file per behaviour: (server argument, tool called).
 FILES = {

@@ -15,56 +15,23 @@ from pathlib import Path
 
 import pytest
 from conftest import Bench, Rule
+from mcp_tools import server
 
 pytestmark = pytest.mark.slow
 
-SERVER = '''
+SERVER = server(
+    """
 import os, time, uuid
 open(f"started-{uuid.uuid4().hex}", "w").close()  # in the folder it runs in
 from mcp.server.mcpserver import MCPServer
 app = MCPServer("shared")
-
-
-@app.tool()
-def where() -> str:
-    """The folder the server runs in."""
-    return os.getcwd()
-
-
-@app.tool()
-def peek(path: str) -> str:
-    """The text of a file, or why it cannot be read."""
-    try:
-        with open(path) as file:
-            return file.read()
-    except OSError as exc:
-        return f"cannot read: {type(exc).__name__}"
-
-
-@app.tool()
-def die() -> str:
-    """Exits the server at once."""
-    os._exit(1)
-
-
-@app.tool()
-def fill(entries: int) -> str:
-    """Creates that many empty files in its folder, then sleeps."""
-    for n in range(entries):
-        open(f"f{n}", "w").close()
-    time.sleep(60)
-    return "filled"
-
-
-@app.tool()
-def nap(seconds: float) -> str:
-    """Sleeps, then says so."""
-    time.sleep(seconds)
-    return "woke up"
-
-
-app.run()
-'''
+""",
+    "where",
+    "peek",
+    "die",
+    "fill",
+    "nap",
+)
 
 
 def _agent(cases: list[str], *, marker: str = "") -> str:
