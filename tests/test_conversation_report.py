@@ -7,19 +7,15 @@ reply fails its check and holds ``<script>``, and a two-turn case that passes.
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import chromium_page
-from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
+from browser import chromium_page, viewing
+from conftest import Bench, Rule
 
 from pytest_llmbench.report.conversation import conversation_html
 from pytest_llmbench.report.standalone import render_report
@@ -184,25 +180,8 @@ def test_only_models_with_conversations_get_conversation_latency(talked: Bench) 
 
 @pytest.fixture
 def viewer(talked: Bench) -> Iterator[str]:
-    root = talked.pytester.path / "results"
-    root.mkdir()
-    shutil.copytree(talked.out(""), root / "talk")
-    env = {**os.environ, FAKE_KEY_ENV: FAKE_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest_llmbench.cli", "view", str(root), "--project",
-         str(talked.pytester.path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        cwd=talked.pytester.path,
-    )  # fmt: skip
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-    assert found, line
-    try:
-        yield found.group(0)
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with viewing(talked, "talk") as url:
+        yield url
 
 
 @pytest.fixture

@@ -4,17 +4,13 @@ with its arguments pretty-printed as JSON, escaped (report/function_calls.py).""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import chromium_page
-from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
+from browser import chromium_page, viewing
+from conftest import Bench, Rule
 
 from pytest_llmbench.report.function_calls import function_calls_html, pretty_arguments
 
@@ -80,25 +76,8 @@ def test_the_report_shows_each_replys_calls(called: Bench) -> None:
 
 @pytest.fixture
 def viewer(called: Bench) -> Iterator[str]:
-    root = called.pytester.path / "results"
-    root.mkdir()
-    shutil.copytree(called.out(""), root / "calls")
-    env = {**os.environ, FAKE_KEY_ENV: FAKE_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest_llmbench.cli", "view", str(root), "--project",
-         str(called.pytester.path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        cwd=called.pytester.path,
-    )  # fmt: skip
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-    assert found, line
-    try:
-        yield found.group(0)
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with viewing(called, "calls") as url:
+        yield url
 
 
 @pytest.fixture

@@ -485,14 +485,7 @@ def test_the_report_lists_the_context_chunks_escaped(bench: Bench) -> None:
 
 @pytest.mark.slow
 def test_the_viewers_item_page_lists_the_solvers_context(bench: Bench) -> None:
-    import os
-    import re
-    import shutil
-    import subprocess
-    import sys
-
-    from browser import chromium_page
-    from conftest import FAKE_KEY
+    from browser import chromium_page, viewing
 
     bench.pytester.makepyfile(rag_app=SOLVER)
     answer_with(bench, "Lyon is in France.")
@@ -500,29 +493,13 @@ def test_the_viewers_item_page_lists_the_solvers_context(bench: Bench) -> None:
     assertion = "{type: faithfulness, judges: [fake2]}"
     bench.eval_file("rag", rag_file(assertion, extra="solver: rag_app:answer\n"))
     bench.run("--models=fake").assert_outcomes(passed=1)
-    root = bench.pytester.path / "results"
-    shutil.copytree(bench.out(""), root / "rag")
-    env = {**os.environ, FAKE_KEY_ENV: FAKE_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    command = [sys.executable, "-m", "pytest_llmbench.cli", "view", str(root), "--project",
-               str(bench.pytester.path)]  # fmt: skip
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        cwd=bench.pytester.path,
-    )  # fmt: skip
-    assert process.stdout is not None
-    try:
-        found = re.search(r"http://127\.0\.0\.1:\d+/", process.stdout.readline())
-        assert found
-        with chromium_page() as page:
-            page.goto(found.group(0) + "run/0/rag")
-            page.locator("#matrix tr[data-case=paris] td a").first.click()
-            chunks = page.locator("ol.context > li")
-            assert chunks.count() == 1
-            assert chunks.inner_text() == "Retrieved: Lyon is a city in France."
-            assert "context (solver)" in page.inner_text("main")
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with viewing(bench, "rag") as url, chromium_page() as page:
+        page.goto(url + "run/0/rag")
+        page.locator("#matrix tr[data-case=paris] td a").first.click()
+        chunks = page.locator("ol.context > li")
+        assert chunks.count() == 1
+        assert chunks.inner_text() == "Retrieved: Lyon is a city in France."
+        assert "context (solver)" in page.inner_text("main")
 
 
 def test_a_chunk_cannot_close_its_block_and_speak_as_the_prompt() -> None:

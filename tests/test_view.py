@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import chromium_page
+from browser import chromium_page, serving
 from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench, Rule
 
 from pytest_llmbench.results_folder import ResultsFolder
@@ -138,21 +138,8 @@ def test_a_launch_form_never_reaches_a_shell(tmp_path: Path) -> None:
 @pytest.fixture
 def viewer(runs: tuple[Bench, Path]) -> Iterator[tuple[str, Bench, Path]]:
     bench, root = runs
-    env = {**os.environ, FAKE_KEY_ENV: FAKE_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest_llmbench.cli", "view", str(root), "--project",
-         str(bench.pytester.path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=bench.pytester.path,
-    )  # fmt: skip
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-    assert found, line
-    try:
-        yield found.group(0), bench, root
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with serving(bench, root) as url:
+        yield url, bench, root
 
 
 @pytest.fixture
