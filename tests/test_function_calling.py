@@ -253,6 +253,14 @@ cases:
     assert:
       - {{type: tool-call, value: get_weather, args: {{city: Paris, unit: c, days: 3}},
          args_match: superset}}
+  - id: subset-fewer
+    prompt: weather in Paris (11)
+    assert:
+      - {{type: tool-call, value: get_weather, args: {{city: Paris, unit: c, days: 3}},
+         args_match: subset}}
+  - id: superset-extra
+    prompt: weather in Paris (12)
+    assert: [{{type: tool-call, value: get_weather, args: {{city: Paris}}, args_match: superset}}]
   - id: wrong-value
     prompt: weather in Paris (5)
     assert: [{{type: tool-call, value: get_weather, args: {{city: "Paris", unit: f}},
@@ -266,7 +274,7 @@ cases:
   - id: f1-one
     prompt: weather in Paris (8)
     assert: [{{type: tool-call-f1, value: [{{name: get_weather, args: {{city: Paris}},
-              args_match: subset}}]}}]
+              args_match: superset}}]}}]
   - id: f1-half
     prompt: weather in Paris (9)
     assert: [{{type: tool-call-f1, value: [get_weather, get_time]}}]
@@ -284,8 +292,12 @@ cases:
 EXPECTED_VERDICTS = {
     "exact-all": (True, 1.0),
     "exact-extra": (False, 0.0),  # exact rejects the extra argument `unit`
-    "subset": (True, 1.0),
-    "superset": (True, 1.0),  # superset accepts the missing `days`
+    # agentevals' names: superset arguments contain at least the expected ones, subset ones
+    # nothing beyond them. The reply's call is get_weather(city=Paris, unit=c).
+    "subset": (False, 0.0),  # subset rejects the extra `unit`
+    "superset": (False, 0.0),  # superset rejects the missing `days`
+    "subset-fewer": (True, 1.0),  # subset accepts the missing `days`
+    "superset-extra": (True, 1.0),  # superset accepts the extra `unit`
     "wrong-value": (True, 1.0),  # ignore: any arguments
     "other-tool": (False, 0.0),
     "valid": (True, 1.0),
@@ -331,6 +343,26 @@ BAD_ASSERTIONS = [
         "unknown args_match",
         "  - {type: tool-call, value: get_weather, args_match: loose}\n",
         "args_match must be one of exact, subset, superset, ignore, allowed, got 'loose'",
+    ),
+    (
+        "unknown args_match in tool-call-f1",
+        "  - {type: tool-call-f1, value: [{name: get_weather, args_match: loose}]}\n",
+        "args_match must be one of exact, subset, superset, ignore, allowed, got 'loose'",
+    ),
+    (
+        "unknown args_match in tool-calls",
+        "  - {type: tool-calls, value: [{name: get_weather, args: {}, args_match: Superset}]}\n",
+        "args_match must be one of exact, subset, superset, ignore, allowed, got 'Superset'",
+    ),
+    (
+        "args_match not a name",
+        "  - {type: tool-call, value: get_weather, args_match: [superset]}\n",
+        "args_match must be one of exact, subset, superset, ignore, allowed, got ['superset']",
+    ),
+    (
+        "mode on tool-calls",  # always unordered: agentevals' trajectory modes are tool-sequence's
+        "  - {type: tool-calls, value: [get_weather], mode: superset}\n",
+        "unknown key 'mode' in tool-calls; allowed: args, args_match, type, value, weight",
     ),
     (
         "args not a mapping",
@@ -408,7 +440,7 @@ def test_tool_count_in_a_plain_file_without_tools_still_needs_an_agent(tmp_path:
 def test_recorded_calls_are_the_same_under_xdist(bench: Bench) -> None:
     _script_weather(bench, {"city": "Paris", "unit": "c"})
     bench.eval_file("calls", ASSERTED_EVAL)
-    bench.run("--models=fake").assert_outcomes(passed=7, failed=5)
+    bench.run("--models=fake").assert_outcomes(passed=7, failed=7)
 
     def calls_and_verdicts() -> dict[str, Any]:
         return {
@@ -422,5 +454,5 @@ def test_recorded_calls_are_the_same_under_xdist(bench: Bench) -> None:
         }
 
     serial = calls_and_verdicts()
-    bench.run_subprocess("--models=fake", "-n", "2").assert_outcomes(passed=7, failed=5)
+    bench.run_subprocess("--models=fake", "-n", "2").assert_outcomes(passed=7, failed=7)
     assert calls_and_verdicts() == serial

@@ -23,6 +23,8 @@ from pytest_llmbench.scoring.agent import (
 )
 from pytest_llmbench.scoring.assertions import AssertionSpecError, Verdict, parse_assertion
 from pytest_llmbench.scoring.trajectory import ExpectedStep
+from pytest_llmbench.spec.load import load_spec
+from pytest_llmbench.spec.schema import EvalFileError
 
 #: The calls of the hand-made run: (name, arguments), one per turn; turn 5 is the answer.
 CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -123,10 +125,17 @@ CASES: list[tuple[dict[str, Any], bool, str]] = [
         False,
         "extra calls read_file",
     ),
+    # superset: the calls contain at least the steps (extras allowed); subset: nothing beyond
+    # them (steps may be left out). agentevals' names, from the side of the calls made.
+    (
+        {"type": "tool-sequence", "value": ["write_file", "list_dir"], "mode": "superset"},
+        True,
+        "superset: 2 of 2 steps matched",
+    ),
     (
         {"type": "tool-sequence", "value": ["write_file", "list_dir"], "mode": "subset"},
-        True,
-        "subset: 2 of 2 steps matched",
+        False,
+        "extra calls read_file(path='./src/app.py'), read_file(path='hello.txt')",
     ),
     (
         {
@@ -159,7 +168,7 @@ CASES: list[tuple[dict[str, Any], bool, str]] = [
         {
             "type": "tool-sequence",
             "value": ["read_file", "list_dir", "write_file", "run_command"],
-            "mode": "superset",
+            "mode": "subset",
         },
         False,
         "extra calls read_file(path='hello.txt')",
@@ -167,14 +176,32 @@ CASES: list[tuple[dict[str, Any], bool, str]] = [
     (
         {
             "type": "tool-sequence",
-            "value": ["read_file", "read_file", "list_dir", "write_file", "x"],
+            "value": ["read_file", "list_dir", "write_file", "run_command"],
             "mode": "superset",
+        },
+        False,
+        "missing run_command",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": ["read_file", "read_file", "list_dir", "write_file", "x"],
+            "mode": "subset",
         },
         True,
         "missing x",
     ),
-    # Per-step arguments, compared as JSON values: `exact` rejects a call with an extra argument
-    # that `subset` accepts; a string is never a substring match.
+    (
+        {
+            "type": "tool-sequence",
+            "value": ["read_file", "read_file", "list_dir", "write_file", "x"],
+            "mode": "superset",
+        },
+        False,
+        "missing x",
+    ),
+    # Per-step arguments, compared as JSON values: `exact` and `subset` reject a call with an
+    # extra argument that `superset` accepts; a string is never a substring match.
     (
         {
             "type": "tool-sequence",
@@ -187,11 +214,35 @@ CASES: list[tuple[dict[str, Any], bool, str]] = [
         {
             "type": "tool-sequence",
             "value": [
-                {"name": "write_file", "args": {"path": "out/result.txt"}, "args_match": "subset"}
+                {"name": "write_file", "args": {"path": "out/result.txt"}, "args_match": "superset"}
             ],
         },
         True,
         "matched write_file(path='out/result.txt')=call 3",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": [
+                {"name": "write_file", "args": {"path": "out/result.txt"}, "args_match": "subset"}
+            ],
+        },
+        False,
+        "missing write_file(path='out/result.txt')",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": [
+                {
+                    "name": "write_file",
+                    "args": {"path": "out/result.txt", "content": "done", "count": 3, "mode": "w"},
+                    "args_match": "subset",
+                }
+            ],
+        },
+        True,
+        "=call 3",
     ),
     (
         {
@@ -209,10 +260,19 @@ CASES: list[tuple[dict[str, Any], bool, str]] = [
         {
             "type": "tool-sequence",
             "value": ["read_file", {"name": "read_file", "args": {"path": "./src/app.py"}}],
-            "mode": "subset",
+            "mode": "superset",
         },
         True,
         "read_file=call 4",
+    ),
+    (
+        {
+            "type": "tool-sequence",
+            "value": ["read_file", {"name": "read_file", "args": {"path": "./src/app.py"}}],
+            "mode": "subset",
+        },
+        False,
+        "extra calls list_dir(path='.'), write_file(",
     ),
     ({"type": "tool-count", "value": "read_file", "min": 2, "max": 2}, True, "2 read_file calls"),
     ({"type": "tool-count", "max": 3}, False, "4 tool calls, wanted 0..3"),
@@ -522,15 +582,29 @@ cases:
         mode: unordered
         value:
           - read_file
-          - {name: write_file, args: {path: hello.txt}, args_match: subset}
+          - {name: write_file, args: {path: hello.txt}, args_match: superset}
       - {type: tool-count, value: read_file, min: 1, max: 1}
       - {type: tool-count, max: 2}
+  - id: superset-args
+    prompt: Swap the steps.
+    assert:
+      - type: tool-sequence
+        value: [{name: write_file, args: {path: hello.txt}, args_match: superset}]
+      - type: not-tool-sequence
+        value: [{name: write_file, args: {path: hello.txt}, args_match: subset}]
+      - {type: tool-sequence, mode: subset, value: [write_file, read_file, list_dir]}
+  - id: superset-missing
+    prompt: Swap the steps.
+    assert:
+      - {type: tool-sequence, mode: superset, value: [write_file, read_file, list_dir]}
 """
 
 
-def test_an_unordered_sequence_passes_where_in_order_fails(bench: Bench) -> None:
+def test_sequence_modes_on_the_calls_the_agent_loop_made(bench: Bench) -> None:
     """The model writes before it reads: the in-order check fails naming what it matched and
-    what it missed, the unordered one passes, on the calls the agent loop really made."""
+    what it missed, the unordered one passes; `args_match: superset` accepts the write's extra
+    argument (`content`) that `subset` rejects; `mode: subset` lets a step be left out, and
+    `mode: superset` fails naming it."""
     bench.server.add_rule(Rule(match_last="hello world", reply="Done."))  # read_file's result
     bench.server.add_rule(
         Rule(
@@ -548,10 +622,17 @@ def test_an_unordered_sequence_passes_where_in_order_fails(bench: Bench) -> None
     )
     bench.eval_file("agent", SWAPPED)
     result = bench.run("--models=fake", "-n", "0")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=2, failed=2)
     records = {record["case_id"]: record for record in bench.records()}
     assert records["unordered"]["tool_counts"] == {"write_file": 1, "read_file": 1}
-    assert all(verdict["passed"] for verdict in records["unordered"]["assertions"])
+    for case in ("unordered", "superset-args"):
+        assert all(verdict["passed"] for verdict in records[case]["assertions"]), case
+    negated = records["superset-args"]["assertions"][1]["reason"]
+    assert "missing write_file(path='hello.txt')" in negated
+    (missing,) = records["superset-missing"]["assertions"]
+    assert not missing["passed"]
+    assert "superset: 2 of 3 steps matched" in missing["reason"]
+    assert "missing list_dir" in missing["reason"]
     (verdict,) = records["in-order"]["assertions"]
     assert not verdict["passed"]
     assert "in-order: 1 of 2 steps matched" in verdict["reason"]
@@ -579,3 +660,34 @@ cases:
         ["*bad.eval.yaml:9: cases.0.assert.0.mode: unknown mode 'sideways' (in-order, strict*"]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("assertion", "message"),
+    [
+        (
+            "{type: tool-sequence, value: [read_file], mode: Superset}",
+            "unknown mode 'Superset' (in-order, strict, unordered, subset, superset)",
+        ),
+        (
+            "{type: tool-sequence, value: [{name: read_file, args: {}, args_match: loose}]}",
+            "unknown args_match 'loose' (exact, subset, superset, ignore, allowed)",
+        ),
+        (
+            # agentevals sets one argument mode for the whole trajectory; ours is per step.
+            "{type: tool-sequence, value: [read_file], args_match: superset}",
+            "unknown key 'args_match' for tool-sequence; allowed keys: mode, type, value, weight",
+        ),
+    ],
+)
+def test_unknown_modes_are_collection_errors_naming_the_modes(
+    tmp_path: Path, assertion: str, message: str
+) -> None:
+    """An unknown ``mode`` or ``args_match`` stops collection at its line, listing the names."""
+    path = tmp_path / "bad.eval.yaml"
+    head = "kind: agent\ntools: [read_file]\ncases:\n  - id: x\n    prompt: hi\n    assert:\n"
+    path.write_text(f"{head}      - {{type: max-turns, value: 3}}\n      - {assertion}\n")
+    with pytest.raises(EvalFileError) as info:
+        load_spec(path)
+    assert info.value.line == 8, str(info.value)
+    assert message in str(info.value)

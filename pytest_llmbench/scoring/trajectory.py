@@ -11,6 +11,12 @@ in order; objects key by key, recursively. Nothing is compared as a substring.
 Repeated tool names are matched optimally, never greedily: ``in-order`` takes the longest
 in-order pairing (a dynamic programme over both sequences), the unordered modes a maximum
 bipartite matching (augmenting paths), so taking the first fitting call never blocks a later step.
+
+``subset`` and ``superset`` are named as LangChain's agentevals names them, from the side of what
+was made: ``superset`` calls (or arguments) contain at least the expected ones, ``subset`` ones
+contain nothing beyond them. Where we differ from agentevals 0.0.9 (optimal pairing, arguments
+always compared call against expected, ``true != 1``) is listed in docs/agents.md and checked
+case by case by benchmarks/agentevals_crosscheck.py.
 """
 
 from __future__ import annotations
@@ -18,6 +24,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
+
+from .bfcl import allowed_mismatch
+from .values import json_equal
+
+__all__ = [
+    "ARGS_MATCH_MODES",
+    "SEQUENCE_MODES",
+    "CallLike",
+    "ExpectedStep",
+    "SequenceMatch",
+    "args_match",
+    "describe_match",
+    "json_equal",
+    "match_sequence",
+]
 
 #: The ``args_match`` modes: how a call's arguments are compared with the expected ones.
 ARGS_MATCH_MODES: tuple[str, ...] = ("exact", "subset", "superset", "ignore", "allowed")
@@ -42,12 +63,29 @@ class ExpectedStep:
     name: str  #: the tool's name
     args: Mapping[str, Any] | None = None  #: the expected arguments; None: any arguments
     args_match: str = "exact"  #: how ``args`` are compared (one of :data:`ARGS_MATCH_MODES`)
+    #: ``allowed`` only: the function's argument schema, for BFCL's rules on required and
+    #: declared arguments and types (None: not known, those rules are skipped)
+    schema: Mapping[str, Any] | None = None
+    #: ``allowed`` only: strings compared after BFCL's normalisation (False: as written)
+    normalize_strings: bool = True
 
     def matches(self, call: CallLike) -> bool:
         """Whether ``call`` is this step: the same name, and arguments as ``args_match`` says."""
+        return self.mismatch(call) is None
+
+    def mismatch(self, call: CallLike) -> str | None:
+        """Why ``call`` is not this step (``allowed``: the argument and BFCL's rule), or None."""
         if call.name != self.name:
-            return False
-        return self.args is None or args_match(self.args, call.arguments, self.args_match)
+            return f"{call.name} is not {self.name}"
+        if self.args is None:
+            return None
+        if self.args_match == "allowed":
+            found = allowed_mismatch(self.args, call.arguments, self.schema,
+                                     normalize_strings=self.normalize_strings)  # fmt: skip
+            return None if found is None else str(found)
+        if args_match(self.args, call.arguments, self.args_match):
+            return None
+        return f"the arguments do not match ({self.args_match})"
 
     def shown(self) -> str:
         """The step as a reason text shows it: ``name`` or ``name(k=v, ...)``."""
@@ -73,13 +111,16 @@ def args_match(expected: Mapping[str, Any], actual: Mapping[str, Any], mode: str
     """Compare a call's arguments with the expected ones under ``mode``.
 
     - ``exact``: same keys, equal values;
-    - ``subset``: every expected key present with an equal value (the call may have more);
-    - ``superset``: the call's keys are all among the expected ones with equal values (the call
-      may have fewer);
+    - ``superset``: the call's arguments contain at least the expected ones: every expected key
+      present with an equal value (the call may have more);
+    - ``subset``: the call's arguments contain nothing beyond the expected ones: its keys are all
+      among the expected ones, with equal values (the call may have fewer);
     - ``ignore``: always true;
-    - ``allowed``: each expected key maps to a list of allowed values (BFCL's possible answers):
-      the call's keys are all expected, each value equal to one of its allowed values, and a key
-      whose allowed values lack ``""`` (BFCL's "may be left out") is present.
+    - ``allowed``: each expected key maps to a list of allowed values (BFCL's possible answers),
+      judged by BFCL's rules without a schema (:mod:`.bfcl`; an :class:`ExpectedStep` with its
+      function's schema adds the schema's rules): the call's keys are all expected, each value
+      among its allowed values (strings after BFCL's normalisation), and a key whose allowed
+      values lack ``""`` (BFCL's "may be left out") is present.
 
     Values are equal as JSON values (see the module's docstring). Raises ValueError for an
     unknown mode.
@@ -90,9 +131,9 @@ def args_match(expected: Mapping[str, Any], actual: Mapping[str, Any], mode: str
         return _allowed_match(expected, actual)
     if mode == "exact":
         keys_ok = set(expected) == set(actual)
-    elif mode == "subset":
-        keys_ok = set(expected) <= set(actual)
     elif mode == "superset":
+        keys_ok = set(expected) <= set(actual)
+    elif mode == "subset":
         keys_ok = set(actual) <= set(expected)
     else:
         raise ValueError(f"unknown args_match {mode!r} ({', '.join(ARGS_MATCH_MODES)})")
@@ -101,43 +142,9 @@ def args_match(expected: Mapping[str, Any], actual: Mapping[str, Any], mode: str
 
 
 def _allowed_match(allowed: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:
-    if not set(actual) <= set(allowed):
-        return False
-    for key, listed in allowed.items():
-        values = listed if _is_list(listed) else [listed]  # a lone value: the one allowed
-        if key not in actual:
-            if "" not in values:
-                return False
-        elif not any(json_equal(value, actual[key]) for value in values):
-            return False
-    return True
-
-
-def json_equal(left: Any, right: Any) -> bool:
-    """Equality of two JSON values: numbers by value, booleans apart, containers recursively."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return isinstance(left, bool) and isinstance(right, bool) and left == right
-    if _is_number(left) or _is_number(right):
-        return _is_number(left) and _is_number(right) and left == right
-    if isinstance(left, Mapping) or isinstance(right, Mapping):
-        if not (isinstance(left, Mapping) and isinstance(right, Mapping)):
-            return False
-        if set(left) != set(right):
-            return False
-        return all(json_equal(left[key], right[key]) for key in left)
-    if _is_list(left) or _is_list(right):
-        if not (_is_list(left) and _is_list(right)) or len(left) != len(right):
-            return False
-        return all(json_equal(a, b) for a, b in zip(left, right, strict=True))
-    return type(left) is type(right) and bool(left == right)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _is_list(value: Any) -> bool:
-    return isinstance(value, list | tuple)
+    """BFCL's rules without a schema (:mod:`.bfcl`): no undeclared or missing argument, each
+    value among its allowed ones (strings normalised)."""
+    return allowed_mismatch(allowed, actual, None) is None
 
 
 def match_sequence(
@@ -149,8 +156,10 @@ def match_sequence(
       between);
     - ``strict``: the same calls in the same order, nothing else;
     - ``unordered``: the same calls in any order (the same multiset);
-    - ``subset``: every expected step matched by a distinct call, in any order (more calls allowed);
-    - ``superset``: every call matched by a distinct expected step (steps may be left out).
+    - ``superset``: the calls contain at least the expected ones: every expected step matched by
+      a distinct call, in any order (more calls allowed);
+    - ``subset``: the calls contain nothing beyond the expected ones: every call matched by a
+      distinct expected step, in any order (steps may be left out).
 
     Raises ValueError for an unknown mode.
     """
@@ -171,8 +180,8 @@ def _result(
 ) -> SequenceMatch:
     missing = tuple(sorted(set(range(n_expected)) - {i for i, _ in pairs}))
     extra = tuple(sorted(set(range(n_calls)) - {j for _, j in pairs}))
-    need_all_expected = mode != "superset"
-    need_all_calls = mode in ("strict", "unordered", "superset")
+    need_all_expected = mode != "subset"
+    need_all_calls = mode in ("strict", "unordered", "subset")
     passed = not (need_all_expected and missing) and not (need_all_calls and extra)
     wanted = max(
         n_expected if need_all_expected else 0,
