@@ -432,10 +432,20 @@ def facts(theirs: dict[str, Any], judged: list[Judged]) -> dict[str, str]:
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": f"`{COMMAND}`",
         "pytest-llmbench revision": git_revision(),
+        "our side": _our_side(),
         "agentevals side": ", ".join(f"{k} {v}" for k, v in theirs["versions"].items()),
         "cases": f"{len(judged)}: {len(PAIRS)} written pairs and {GENERATED_PAIRS} generated "
         f"(seed {SEED}), each under {len(MODES)} modes x {len(ARGS_MODES)} argument modes",
     }
+
+
+def _our_side() -> str:
+    """Where our verdicts come from: the one module that gives them, committed or not."""
+    module = "pytest_llmbench/scoring/trajectory.py"
+    done = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", module],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    state = "with uncommitted changes" if done.stdout.strip() else "as committed"
+    return f"`match_sequence` of `{module}`, {state}"
 
 
 def render(facts: dict[str, str], judged: list[Judged]) -> str:
