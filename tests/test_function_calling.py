@@ -362,7 +362,7 @@ BAD_ASSERTIONS = [
     (
         "mode on tool-calls",  # always unordered: agentevals' trajectory modes are tool-sequence's
         "  - {type: tool-calls, value: [get_weather], mode: superset}\n",
-        "unknown key 'mode' in tool-calls; allowed: args, args_match, type, value, weight",
+        "unknown key 'mode' in tool-calls; allowed: args, args_match, ",
     ),
     (
         "args not a mapping",
