@@ -438,8 +438,9 @@ cases:
     result = bench.run("--models=fake")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
-        ["*rag.eval.yaml:4: cases.0.context: Input should be a valid string*"]
+        ["*rag.eval.yaml:4: cases.0.context: context must be a string, or a list (*; got a mapping"]
     )
+    assert "Traceback" not in result.stdout.str()
 
 
 def test_a_dataset_cell_that_is_not_context_names_its_line(bench: Bench) -> None:
@@ -448,7 +449,7 @@ def test_a_dataset_cell_that_is_not_context_names_its_line(bench: Bench) -> None
     bench.eval_file("rag", "prompt: '{{question}}'\ndataset: rows.jsonl\n")
     result = bench.run("--models=fake")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*rows.jsonl:2*context must be a string or a list of strings*"])
+    result.stdout.fnmatch_lines(["*rows.jsonl:2*context must be a string, or a list*got a mapping"])
 
 
 def test_context_enters_the_case_hash(bench: Bench) -> None:

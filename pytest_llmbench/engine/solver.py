@@ -3,11 +3,13 @@
 An eval file names ``solver: module:function``. For each item the function receives the case
 (:class:`SolverCase`) and a client of the item's model (:class:`SolverClient`), and returns the
 answer: a string, an object with ``.text`` (a :class:`Completion`), or a dict with
-``"answer"`` (and, for a RAG app, ``"context"``: the chunks it retrieved, a string or a list of
-strings, which the judges of RAG metrics read instead of the case's ``context``). A solver that judges itself, as NEAR AI's ``SolverStrategy.solve`` does, returns
-a bool (or ``(bool, answer)``, or a dict with ``"passed"`` and an optional ``"answer"``): that
-bool is the item's verdict, and its answer is the one it gave, else its last model call's. It may call the model any number of times (self-consistency votes, chains,
-retrieval then answer); each call goes through the engine, so it is paced, cached and budgeted
+``"answer"`` (and, for a RAG app, ``"context"``: what it retrieved, in any shape a case's
+``context`` takes, LangChain ``Document`` objects included; the judges of RAG metrics read it
+instead of the case's ``context``). A solver that judges itself, as NEAR AI's
+``SolverStrategy.solve`` does, returns a bool (or ``(bool, answer)``, or a dict with
+``"passed"`` and an optional ``"answer"``): that bool is the item's verdict, and its answer is
+the one it gave, else its last model call's. It may call the model any number of times
+(self-consistency votes, chains, retrieval then answer); each call goes through the engine, so it is paced, cached and budgeted
 like any other. A sync function runs in a worker thread, an async one on the engine's loop.
 
 A solver that raises or returns something else is an error of the item (a
@@ -169,16 +171,18 @@ async def run_solver(ref: str, base_dir: Path, case: SolverCase, complete: Compl
 
 
 def _context_of(ref: str, result: Any) -> tuple[str, ...] | None:
-    """The ``"context"`` of a solver's dict (its retrieved chunks), or None."""
+    """The ``"context"`` of a solver's dict (its retrieved chunks), read as a case's is:
+    ``[]`` is an empty retrieval, ``()``; None or ``""`` is no context, as if left out."""
     from ..spec.context import ContextError, context_chunks
 
-    if not isinstance(result, Mapping) or "context" not in result:
+    if not isinstance(result, Mapping):
         return None
     try:
-        chunks = context_chunks(result["context"])
+        return context_chunks(result.get("context"))
     except ContextError as exc:
-        raise ProviderError(f"solver {ref}: returned {exc}", "solver") from None
-    return () if chunks is None else chunks
+        raise ProviderError(
+            f"solver {ref}: returned an unreadable context: {exc}", "solver"
+        ) from None
 
 
 def _verdict_of(result: Any) -> tuple[bool | None, Any]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..scoring.assertions import Assertion, parse_assertion
-from .context import CONTEXT_VAR, context_chunks, context_text
+from .context import CONTEXT_VAR, context_text
 from .datasets import DatasetError, DatasetRow, load_dataset
 from .datasets.rows import UNSAFE_ID
 from .paths import PathRefused, check_folder_entries, resolve_eval_path
@@ -248,17 +248,16 @@ def _case_fields(case: CaseSpec) -> dict[str, Any]:
         "expected_output_tokens": case.expected_output_tokens,
         "judge_metrics": case.judge_metrics,
         "include_dirs": case.include_dirs,
-        "context": context_chunks(case.context),
+        "context": case.context,
     }
 
 
 def _context_vars(case: CaseSpec) -> dict[str, Any]:
     """The case's vars, with ``context`` as ``{{context}}`` renders it when the case gives one
-    (the chunks joined by a blank line)."""
-    chunks = context_chunks(case.context)
-    if chunks is None:
+    (the chunks joined by a blank line; an empty retrieval, ``""``)."""
+    if case.context is None:
         return case.vars
-    return {**case.vars, CONTEXT_VAR: context_text(chunks)}
+    return {**case.vars, CONTEXT_VAR: context_text(case.context)}
 
 
 def _simulated_case(spec: EvalSpec, case: CaseSpec, place: _Place, case_id: str) -> EvalCase:
@@ -492,6 +491,7 @@ def _row_case(spec: EvalSpec, row: DatasetRow, place: _Place) -> EvalCase:
     if row_vars is None:
         # The row's prompt goes verbatim, but the file's `system` is a template all the same.
         messages = _row_system(spec, place, where, messages, row.vars)
+    _check_row_context(spec, row, place, where)
     case = _resolve(
         spec,
         place,
@@ -712,7 +712,7 @@ def _graders(
             roots=place.roots,
             case_vars=case["vars"],
             has_expected=case["expected"] is not None,
-            has_context=bool(case["context"]) or spec.solver is not None,
+            has_context=case["context"] is not None or spec.solver is not None,
         )
     except GraderError as exc:
         message = f"case {case['case_id']!r}: {exc}"
@@ -765,21 +765,36 @@ def _assertions(
             message = f"`{assertion.type}`{origin} needs a value or `expected`"
             at = keys[index] if mine else ()
             raise place.error(f"case {case['case_id']!r}: {message}", *at)
-        if _lacks_context(spec, assertion, case):
+        if _lacks_context(spec, assertion, case["context"]):
             at = keys[index] if index < len(own) else ()
-            message = (
-                f"`{assertion.type}` judges the answer against its retrieved context: the case "
-                "needs `context` (or the file a `solver` that returns it)"
-            )
-            raise place.error(f"case {case['case_id']!r}: {message}", *at)
+            raise place.error(f"case {case['case_id']!r}: {_no_context(assertion)}", *at)
     return assertions
 
 
-def _lacks_context(spec: EvalSpec, assertion: Assertion, case: dict[str, Any]) -> bool:
-    """Whether ``assertion`` reads a context the case cannot have: none written, no solver."""
+def _lacks_context(spec: EvalSpec, assertion: Assertion, context: tuple[str, ...] | None) -> bool:
+    """Whether ``assertion`` reads a context the case cannot have: none given, no solver (an
+    empty retrieval, ``[]``, is a context: its verdicts are unchecked at run time)."""
     from ..scoring.judged import CONTEXT_TYPES
 
-    return assertion.base_type in CONTEXT_TYPES and not case["context"] and spec.solver is None
+    return assertion.base_type in CONTEXT_TYPES and context is None and spec.solver is None
+
+
+def _no_context(assertion: Assertion) -> str:
+    """Why a context metric cannot judge a case that gives no context."""
+    return (
+        f"`{assertion.type}` judges the answer against its retrieved context: the case needs "
+        "`context` (or the file a `solver` that returns it); a retrieval that found nothing "
+        "is `context: []`"
+    )
+
+
+def _check_row_context(spec: EvalSpec, row: DatasetRow, place: _Place, where: str) -> None:
+    """A row that gives no context (no cell, null, an empty CSV cell) under a context metric:
+    an error naming the row and its line."""
+    for raw in [*row.assertions, *spec.assertions]:
+        assertion = parse_assertion(raw)
+        if _lacks_context(spec, assertion, row.context):
+            raise place.error(f"{where}: {_no_context(assertion)}")
 
 
 def _is_choice(raw: RawAssertion) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..scoring.assertions import Assertion, AssertionSpecError, parse_assertion
+from .context import context_chunks
 from .datasets import DatasetSource
 from .functions import FunctionTools
 from .templating import last_user_text, render_chat
@@ -318,12 +319,17 @@ class CaseSpec(_Strict):
     images: list[str] = Field(default_factory=list, description="Images sent with the prompt")
     choices: list[str] | None = Field(None, description="Multiple choice options")
     answer: str | int | None = Field(None, description="The right choice: letter, index or text")
-    context: str | list[str] | None = Field(
-        None, description="Retrieved context: a string or a list of chunks; {{context}} in prompts"
+    context: tuple[str, ...] | None = Field(
+        None,
+        description="Retrieved context: a string, or a list of chunks ([]: the retrieval found "
+        "nothing), each a string or a document (page_content, text or content); {{context}} "
+        "in prompts",
     )
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
     _validate_files = field_validator("files")(_check_files)
+    # Read before pydantic's own check, whose union errors name no accepted shape.
+    _validate_context = field_validator("context", mode="before")(context_chunks)
 
 
 class EvalSpec(_Strict):
@@ -531,8 +537,8 @@ class EvalCase:
     #: a conversation with a simulated user (``simulated_user:``); ``messages`` is then the
     #: system prompt alone
     simulated_user: SimulatedUser | None = None
-    #: the retrieved context the case answers from (``context:``), its chunks in order; None:
-    #: the case has none
+    #: the retrieved context the case answers from (``context:``), its chunks in order; ():
+    #: an empty retrieval (``context: []``); None: the case gives none
     context: tuple[str, ...] | None = None
     #: the function definitions offered with this case alone (a dataset's ``tools`` column);
     #: None: the file's, if any
