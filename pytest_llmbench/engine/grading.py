@@ -1,11 +1,13 @@
 """The calls of an answer's helper models: judges, embedding models, the shim's interpreter and
 the prompt optimizer, each on its own model's lane. :func:`grade` runs the judges of every
-model-graded assertion of a plan concurrently.
+model-graded assertion of a plan concurrently. What a judge reads of the answer
+(:func:`judged_answer`) and of the history (:func:`said_messages`, which the simulated user
+reads too) is written here once: a tool call is text, never an empty answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +16,7 @@ from .pacing import BudgetExceeded
 from .request import Request, estimate_tokens
 
 if TYPE_CHECKING:
+    from ..agent.loop import AgentRun
     from ..judging.panel import GradedAssertion
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import CallTarget
@@ -58,9 +61,10 @@ class HelperCalls:
             from ..results_folder import ResultsError, ResultsFolder
 
             try:
-                self._baseline_records = ResultsFolder(self._baseline).read_records()
+                records = ResultsFolder(self._baseline).read_records()
             except ResultsError as exc:
                 return f"the baseline cannot be read: {exc}"
+            self._baseline_records = [_judged_record(record) for record in records]
         case_hash = plan.case.case_hash
         return baseline_answer(self._baseline_records, case_hash, plan.label, plan.repeat)
 
@@ -129,9 +133,12 @@ async def grade(
     targets: HelperTargets,
     judge_metrics: Sequence[str],
     retrieved: tuple[str, ...] | None = None,
+    run: AgentRun | None = None,
 ) -> tuple[GradedAssertion, ...]:
     """Run the judges of every model-graded assertion of ``plan`` concurrently. RAG metrics
-    read ``retrieved`` (a solver's context) in place of the case's ``context``."""
+    read ``retrieved`` (a solver's context) in place of the case's ``context``. Every judge is
+    shown the answer as :func:`judged_answer` says (an agent's ``run`` with its tool calls)
+    and the history as :func:`said_messages` does."""
     if not plan.graded:
         return ()
     import asyncio
@@ -144,6 +151,8 @@ async def grade(
     from ..spec.templating import last_user_text
 
     context = plan.case.context if retrieved is None else retrieved
+    answer = judged_answer(completion, run)
+    messages = said_messages(plan.case.messages)
 
     async def complete(
         judge: ModelProfile, messages: list[dict[str, str]], params: dict[str, Any]
@@ -161,11 +170,14 @@ async def grade(
             jobs.append(grade_embedding(entry.index, entry.assertion, embedding, embedder))
             continue
         if entry.spec.kind in PAIRWISE_TYPES:
-            jobs.append(_pair(helpers, plan, entry, completion.text, complete))
+            # A saved agent record keeps its final answer, not each call's arguments: both
+            # sides of an agent's pair are final answers.
+            mine = completion.text if run is not None else answer
+            jobs.append(_pair(helpers, plan, entry, mine, complete))
             continue
         if entry.spec.kind in SELECT_BEST_TYPES:
             question = last_user_text(plan.case.messages) or None
-            contest = helpers.contests.verdict(plan, entry, completion.text, question, complete)
+            contest = helpers.contests.verdict(plan, entry, answer, question, complete)
             jobs.append(contest)
             continue
         if needs_context(entry.spec) and not context:  # a solver's empty list
@@ -175,13 +187,13 @@ async def grade(
             request = judge_request(
                 entry.assertion,
                 entry.spec,
-                messages=_texts(plan.case.messages),
-                answer=completion.text,
+                messages=messages,
+                answer=answer,
                 expected=plan.case.expected,
                 task=plan.case.task,
                 extra_dimensions=(*judge_metrics, *plan.case.judge_metrics),
                 context=context or (),
-                grader_prompt=_grader_prompt(entry.spec, plan, completion.text, context),
+                grader_prompt=_grader_prompt(entry.spec, plan, answer, context),
             )
         except ValueError as exc:  # nothing to judge against (factuality, no expected)
             jobs.append(_ungradable(entry.index, entry.assertion, str(exc)))
@@ -253,11 +265,57 @@ def _grader_prompt(
     return grader_prompt(spec, question, answer, case.expected, context or (), case.vars)
 
 
-def _texts(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-    """The messages a judge is shown: role and text (a message's image parts left out)."""
+def said_messages(history: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """A chat history as text messages, as a judge's transcript and a simulated user's view
+    show it: each system, user and assistant message with its text (image parts left out);
+    an assistant's tool calls as lines after its text, and each tool's result (a ``tool``
+    message: "not run" in a conversation, an agent tool's output or error) as a line of the
+    assistant message that made the call (:mod:`~pytest_llmbench.scoring.conversation`'s
+    ``reply_text`` and ``result_line``). Only the roles system, user and assistant remain."""
+    from ..scoring.conversation import call_name, reply_text, result_line
     from ..spec.templating import message_text
 
-    return [{"role": str(m["role"]), "content": message_text(m)} for m in messages]
+    said: list[dict[str, str]] = []
+    names: dict[str, str] = {}  # a call's id -> its tool's name, for its result
+    for message in history:
+        role = str(message.get("role"))
+        if role != "tool":
+            calls = message.get("tool_calls") or ()
+            names.update((str(call.get("id")), call_name(call)) for call in calls)
+            said.append({"role": role, "content": reply_text(message_text(message), calls)})
+            continue
+        name = names.get(str(message.get("tool_call_id")), str(message.get("name") or "tool"))
+        line = result_line(name, message_text(message))
+        if said and said[-1]["role"] == "assistant":
+            said[-1] = {"role": "assistant", "content": f"{said[-1]['content']}\n{line}"}
+        else:
+            said.append({"role": "assistant", "content": line})
+    return said
+
+
+def judged_answer(completion: Completion, run: AgentRun | None = None) -> str:
+    """The model's answer as its judges see it: its text, then a line per tool call it asked
+    for (a reply of calls alone is its calls); an agent's ``run``: each tool call it made with
+    the result it was shown, then its final answer."""
+    from ..scoring.conversation import call_line, reply_text, result_line
+
+    if run is None:
+        return reply_text(completion.text, completion.tool_calls)
+    lines: list[str] = []
+    for call in run.tool_calls:
+        lines.append(call_line({"name": call.name, "arguments": call.arguments}))
+        lines.append(result_line(call.name, call.result))
+    return "\n".join([*lines, run.answer] if run.answer.strip() else lines)
+
+
+def _judged_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A baseline record whose ``response`` is its answer as judges see it (with its calls)."""
+    from ..scoring.conversation import reply_text
+
+    response, calls = record.get("response"), record.get("function_calls")
+    if not isinstance(response, str) or not calls:
+        return record
+    return {**record, "response": reply_text(response, calls)}
 
 
 async def _unchecked(index: int, assertion: Any, why: str) -> GradedAssertion:

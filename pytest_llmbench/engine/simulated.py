@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..models.providers.completion import Completion, ProviderError
 from ..spec.schema import Turn
 from .conversation import CompleteTurn, Progress, cut_short, reply_messages
+from .grading import said_messages
 from .pacing import BudgetExceeded
 from .request import ConversationRun, Reply
 
@@ -34,6 +35,8 @@ StopCheck = Callable[[str, Completion], bool]
 _SWAPPED = {"user": "assistant", "assistant": "user"}
 #: What the simulated user answers when it opens the conversation.
 OPENING_CUE = "(The conversation starts: write your first message to the assistant.)"
+#: What the simulated user reads for a message that said nothing at all.
+EMPTY_MESSAGE = "(an empty message)"
 
 
 def user_prompt(user: SimulatedUser) -> str:
@@ -50,17 +53,23 @@ def user_prompt(user: SimulatedUser) -> str:
 
 def user_view(user: SimulatedUser, history: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
     """What the simulated user reads: its prompt, then the conversation with roles swapped
-    (the model's system prompt is not its own); it always answers a ``user`` message."""
-    from ..spec.templating import message_text
-
+    (the model's system prompt is not its own); it always answers a ``user`` message. The
+    model's tool calls and their results are text in the model's message, as a judge sees
+    them (:func:`.grading.said_messages`); no message is empty (:data:`EMPTY_MESSAGE`),
+    since some providers refuse one."""
     swapped = [
-        {"role": _SWAPPED[message["role"]], "content": message_text(message)}
-        for message in history
+        {"role": _SWAPPED[message["role"]], "content": _not_blank(message["content"])}
+        for message in said_messages(history)
         if message["role"] in _SWAPPED
     ]
     if not swapped or swapped[0]["role"] != "user":
         swapped.insert(0, {"role": "user", "content": OPENING_CUE})
     return [{"role": "system", "content": user_prompt(user)}, *swapped]
+
+
+def _not_blank(text: str) -> str:
+    # Anthropic's API refuses a message that is empty or only white space.
+    return text if text.strip() else EMPTY_MESSAGE
 
 
 async def simulate(
@@ -132,6 +141,7 @@ def stop_check(plan: CallPlan) -> StopCheck | None:
 
     case = plan.case
     marked = [case.assertions[index] for index in user.stop_on_fail]
+    schemas = plan.functions.schemas() if plan.functions is not None else None
 
     def failed(prompt: str, completion: Completion) -> bool:
         measures = CallMeasures.of(completion)
@@ -143,6 +153,9 @@ def stop_check(plan: CallPlan) -> StopCheck | None:
             case_id=case.id,
             base_dir=plan.base_dir,
             measures=measures,
+            # as the item scores the turn: a tool-call check reads the reply's calls
+            tool_calls=completion.tool_calls,
+            tool_schemas=schemas,
         )
         verdicts = [evaluate(assertion, completion.text, context) for assertion in marked]
         return any(not verdict.passed and not verdict.unchecked for verdict in verdicts)

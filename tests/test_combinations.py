@@ -1,0 +1,309 @@
+"""Documented features used together (issue 36): judges, conversations, function-calling tools,
+simulated users, RAG metrics, agents, under xdist and from the cache.
+
+Each session batches several combinations in one eval file, against the fake server: the model
+under test is ``fake`` (``fake-model``), every judge and the simulated user ``fake2``
+(``fake-model-2``). What is checked is what each helper model was sent (a tool call is text it
+can read, never an empty answer or message) and that no harness limit shows as a score.
+The rendering itself is checked in-process at the end.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from conftest import Bench, Rule
+from judged_runs import replayed_with_no_request, same_under_xdist
+
+from pytest_llmbench.engine.conversation import NOT_RUN_RESULT
+from pytest_llmbench.engine.grading import said_messages
+from pytest_llmbench.scoring.conversation import (
+    SHOWN_ARGUMENTS_CHARS,
+    SHOWN_RESULT_CHARS,
+    call_line,
+    reply_text,
+    result_line,
+)
+
+TOOLS = """
+tools:
+  - {name: get_weather, parameters: {type: object, properties: {city: {type: string}}}}
+"""
+#: How the judges and the simulated user read the model's call, and its "not run" result.
+CALLED = '[called get_weather({"city": "Paris"})]'
+NOT_RUN = f"[get_weather returned: {NOT_RUN_RESULT}]"
+
+#: Every judged type and scope on replies made of tool calls, and a simulated user reading one.
+TOOLS_AND_JUDGES = (
+    TOOLS
+    + """
+cases:
+  - id: talk
+    turns:
+      - user: What is the weather in Paris?
+        assert:
+          - {type: llm-rubric, value: TURN-RUBRIC calls the tool, judges: [fake2]}
+      - user: Thanks. And tomorrow?
+    assert:
+      - {type: llm-rubric, value: CONV-RUBRIC looks it up, judges: [fake2], scope: conversation}
+      - {type: closed-qa, value: CONV-CRITERION uses the tool, judges: [fake2], scope: conversation}
+      - {type: jury, judges: [fake2], scope: conversation}
+  - id: one-reply
+    prompt: What is the weather in Paris, in one reply?
+    context: ["Paris is sunny today."]
+    assert:
+      - {type: llm-rubric, value: PLAIN-RUBRIC calls the tool, judges: [fake2]}
+      - {type: jury, judges: [fake2]}
+      - type: model-graded
+        prompt: "GRADER: did it look the weather up? {{output}}"
+        choices: {A: 1, B: 0}
+        judges: [fake2]
+      - {type: faithfulness, judges: [fake2]}
+      - {type: answer-relevance, judges: [fake2]}
+  - id: simulated
+    simulated_user:
+      instructions: You want to know the weather in Paris.
+      model: fake2
+      max_turns: 2
+      first_message: What is the weather in Paris?
+    assert:
+      - {type: llm-rubric, value: SIM-RUBRIC looks it up, judges: [fake2], scope: conversation}
+  - id: stops
+    simulated_user:
+      instructions: You are Bob.
+      model: fake2
+      max_turns: 3
+      first_message: What is the weather in Paris?
+      assert: [{type: tool-call, value: get_weather, stop_on_fail: true}]
+"""
+)
+_JURY = (
+    "correctness completeness relevance format coherence following_instructions "
+    "role_adherence knowledge_retention goal_completion"
+).split()
+
+
+def _jury(keys: list[str]) -> str:
+    return json.dumps({key: {"score": 4, "reason": "seen"} for key in keys})
+
+
+def _script(bench: Bench) -> None:
+    """The model calls get_weather when asked about Paris, answers in words otherwise; the
+    judges reply in each kind's shape; the simulated user asks about tomorrow."""
+    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    judge = "fake-model-2"
+    rules = [
+        Rule(model=judge, match_any="You play the user", reply="Thanks. And tomorrow?"),
+        Rule(model=judge, match_any="role_adherence", reply=_jury(_JURY)),
+        Rule(model=judge, match_any="following_instructions", reply=_jury(_JURY[:6])),
+        Rule(model=judge, match="CONV-CRITERION", reply='{"verdict": "Y", "reason": "it does"}'),
+        Rule(model=judge, match="GRADER", reply='{"choice": "A"}'),
+        Rule(
+            model=judge,
+            match_any="factual claims",
+            reply='{"claims": [{"claim": "it called", "supported": true, "reason": "r"}]}',
+        ),
+        Rule(model=judge, reply='{"score": 1.0, "reason": "it called the tool"}'),
+        Rule(model="fake-model", match="weather in Paris", tool_calls=weather),
+        Rule(model="fake-model", match="tomorrow", reply="Sunny tomorrow too."),
+    ]
+    for rule in rules:
+        bench.server.add_rule(rule)
+
+
+def _bodies(bench: Bench, model: str) -> list[dict[str, Any]]:
+    return [r.body for r in bench.server.chat_requests() if r.body.get("model") == model]
+
+
+def _judge_texts(bench: Bench, needle: str) -> list[str]:
+    """The whole text (every message) of each judge request holding ``needle``."""
+    texts = []
+    for body in _bodies(bench, "fake-model-2"):
+        text = "\n".join(str(message["content"]) for message in body["messages"])
+        if needle in text and "You play the user" not in text:
+            texts.append(text)
+    return texts
+
+
+def test_every_judge_and_scope_sees_the_tool_calls_and_the_simulated_user_too(
+    bench: Bench,
+) -> None:
+    _script(bench)
+    bench.eval_file("tools", TOOLS_AND_JUDGES)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(passed=3, failed=1)
+    records = {record["case_id"]: record for record in bench.records()}
+    stops = records.pop("stops")
+    for record in records.values():  # every judged verdict checked and passed, none unchecked
+        assert record["assertions"] and all(v["passed"] for v in record["assertions"])
+        assert all(j["error"] is None for j in record["judges"])
+    # stop_on_fail reads a reply's calls as the item's scoring does: turn 1 called the tool (it
+    # went on), turn 2 did not (it stopped there)
+    assert [(v["turn"], v["passed"]) for v in stops["assertions"]] == [(1, True), (2, False)]
+    assert stops["conversation_stopped"] == "failed"
+
+    # a judge of a reply of calls alone sees the calls in its <answer>, never an empty one
+    for needle in ("TURN-RUBRIC", "PLAIN-RUBRIC", "GRADER", "factual claims", "addresses the"):
+        (text,) = _judge_texts(bench, needle)
+        assert CALLED in text and "<answer>\n\n</answer>" not in text, needle
+    (plain_jury,) = [t for t in _judge_texts(bench, "following_instructions") if "<answer>" in t]
+    assert f"<answer>\n{CALLED}\n</answer>" in plain_jury
+    # a conversation judge sees the call and its "not run" result in the assistant's message
+    for needle in ("CONV-RUBRIC", "CONV-CRITERION", "role_adherence", "SIM-RUBRIC"):
+        (text,) = _judge_texts(bench, needle)
+        assert f"<assistant>\n{CALLED}\n{NOT_RUN}\n</assistant>" in text, needle
+        assert "Sunny tomorrow too." in text
+
+    # the simulated user reads the call as text, and no message it is sent is empty
+    (user_call,) = [
+        body
+        for body in _bodies(bench, "fake-model-2")
+        if "You want to know the weather" in body["messages"][0]["content"]
+    ]
+    assert all(str(m["content"]).strip() for m in user_call["messages"])
+    assert user_call["messages"][-1] == {"role": "user", "content": f"{CALLED}\n{NOT_RUN}"}
+    assert records["simulated"]["conversation_stopped"] == "max_turns"
+
+
+def test_a_failed_turn_of_calls_alone_shows_its_calls_in_the_transcript(bench: Bench) -> None:
+    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    bench.server.add_rule(Rule(match="weather in Paris", tool_calls=weather))
+    bench.server.add_rule(Rule(match="tomorrow", reply="Sunny."))
+    talk = (
+        TOOLS
+        + """
+cases:
+  - id: talk
+    turns:
+      - user: What is the weather in Paris?
+      - user: Thanks. And tomorrow?
+        assert: [{type: icontains, value: rain}]
+"""
+    )
+    bench.eval_file("talk", talk)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(failed=1)
+    assert f"    [1] assistant: {CALLED}\n    [2] user: Thanks." in result.stdout.str()
+
+
+# -- the same conversation judge under xdist and from the cache -------------------------------
+
+#: Two conversations with a tool call each: the judge passes one and fails the other.
+JUDGED_TALKS = (
+    TOOLS
+    + """
+cases:
+  - id: good
+    turns:
+      - user: What is the weather in Paris?
+      - user: Thanks, good.
+    assert: [{type: llm-rubric, value: uses the tool, judges: [fake2], scope: conversation}]
+  - id: bad
+    turns:
+      - user: What is the weather in Paris, really?
+      - user: Thanks, bad.
+    assert: [{type: llm-rubric, value: uses the tool, judges: [fake2], scope: conversation}]
+"""
+)
+
+
+def _judged_talks(bench: Bench) -> None:
+    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    good = '{"score": 1.0, "reason": "y"}'
+    bench.server.add_rule(Rule(model="fake-model-2", match="good", reply=good))
+    bench.server.add_rule(Rule(model="fake-model-2", reply='{"score": 0.0, "reason": "n"}'))
+    bench.server.add_rule(Rule(model="fake-model", match="weather in Paris", tool_calls=weather))
+    bench.server.add_rule(Rule(model="fake-model", match="Thanks", reply="You are welcome."))
+    bench.eval_file("talks", JUDGED_TALKS)
+
+
+def _verdicts(bench: Bench) -> dict[str, Any]:
+    return {
+        record["case_id"]: (
+            [(v["passed"], v["score"], v["reason"]) for v in record["assertions"]],
+            [(j["scores"], j["error"]) for j in record["judges"]],
+        )
+        for record in bench.records()
+    }
+
+
+@pytest.mark.slow
+def test_a_conversation_judge_of_tool_calls_is_the_same_under_xdist(bench: Bench) -> None:
+    _judged_talks(bench)
+    same_under_xdist(bench, _verdicts)
+
+
+@pytest.mark.parametrize("again", ["--cache=replay", "--rescore"])
+def test_a_conversation_judge_of_tool_calls_replays_with_no_request(
+    bench: Bench, again: str
+) -> None:
+    _judged_talks(bench)
+    replayed_with_no_request(bench, again, _verdicts)
+
+
+# -- the rendering, in-process ----------------------------------------------------------------
+
+
+def test_a_reply_reads_as_its_text_then_a_line_per_call() -> None:
+    calls = [
+        {"id": "c1", "name": "get_weather", "arguments": '{"city":  "Paris"}'},
+        {"name": "get_time", "arguments": ""},
+        {"name": "broken", "arguments": '{"city": '},
+    ]
+    assert reply_text("Let me look.", calls).splitlines() == [
+        "Let me look.",
+        CALLED,
+        "[called get_time()]",
+        '[called broken({"city": )]',  # not JSON: shown as the model wrote it
+    ]
+    assert reply_text("", calls[:1]) == CALLED  # calls alone: the calls, not an empty answer
+    assert reply_text("Plain.", ()) == "Plain."
+    assert call_line(_wired("c1", "f", '{"a": 1}')) == '[called f({"a": 1})]'
+
+
+def test_long_arguments_and_results_are_cut_with_a_note() -> None:
+    line = call_line({"name": "write", "arguments": {"text": "x" * 2000}})
+    assert len(line) < SHOWN_ARGUMENTS_CHARS + 60 and "more characters]" in line
+    result = result_line("read_file", "y" * (SHOWN_RESULT_CHARS + 250))
+    assert result.endswith(" [... 250 more characters]]")
+
+
+def _wired(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A call in OpenAI's wire shape, as a conversation's history holds it."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_a_history_folds_each_result_into_the_message_that_called() -> None:
+    history = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                _wired("a", "get_weather", '{"city": "Paris"}'),
+                _wired("b", "get_time", "{}"),
+            ],
+        },
+        {"role": "tool", "tool_call_id": "b", "content": "noon"},
+        {"role": "tool", "tool_call_id": "a", "content": "error: no network"},
+        {"role": "user", "content": [{"type": "text", "text": "And now?"}, {"type": "image_url"}]},
+    ]
+    assert said_messages(history) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "\n".join(
+                [
+                    CALLED,
+                    "[called get_time({})]",
+                    "[get_time returned: noon]",
+                    "[get_weather returned: error: no network]",
+                ]
+            ),
+        },
+        {"role": "user", "content": "And now?"},
+    ]
