@@ -6,19 +6,25 @@ blocked, and the test asserts what the tool returned: the denial. A second run g
 server ``env:`` and ``network: true``: the key is then visible (by its digest: records redact
 the value) and the port reachable, so the battery can fail.
 
+The same server installed as users install one, a ``uv tool`` venv behind a link in
+``~/.local/bin``, has its install prefix shown read-only and nothing more: it cannot write
+there, nor read the home's ``.env``, another tool's folder or the rest of ``~/.local``, nor
+reach the network; and the agent's own commands do not see that prefix.
+
 Real subprocesses under bubblewrap (which `make test` installs): ``slow``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import Bench, Rule
-from mcp_tools import server
+from mcp_tools import server, virtualenv
 
 pytestmark = pytest.mark.slow
 
@@ -67,6 +73,7 @@ def hunt(name: str) -> str:
 ''',
     "peek",
     "dial",
+    "scribble",
 )
 
 AGENT = """
@@ -156,3 +163,69 @@ def test_with_env_and_network_the_same_attempts_succeed(
     assert DIGEST in said["proc"]  # its own environ
     assert said["net"] == "connected"
     assert said["dotenv"] == said["neighbour"] == "cannot read: FileNotFoundError"
+
+
+INSTALLED = """
+kind: agent
+mcp_servers:
+  escape: {{command: '{command}', tool_timeout_s: 20}}
+tools: [run_command, "mcp:escape/*"]
+max_turns: 3
+assert:
+  - {{type: icontains, value: done}}
+cases:
+  - {{id: own, prompt: 'Try (own).'}}
+  - {{id: home, prompt: 'Try (home).'}}
+  - {{id: sibling, prompt: 'Try (sibling).'}}
+  - {{id: local, prompt: 'Try (local).'}}
+  - {{id: key, prompt: 'Try (key).'}}
+  - {{id: net, prompt: 'Try (net).'}}
+  - {{id: agent, prompt: 'Try (agent).'}}
+"""
+
+
+def test_a_server_installed_as_a_uv_tool_gets_its_prefix_read_only_and_nothing_more(
+    bench: Bench, listening: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    home = Path(os.environ["HOME"])  # pytester's: the project folder
+    tool = home / ".local/share/uv/tools/escape"
+    module = SERVER.removesuffix("\n\napp.run()\n") + "\n\ndef main() -> None:\n    app.run()\n"
+    virtualenv(tool, {"escape_server": module}, {"escape": "escape_server"})
+    link = home / ".local/bin/escape"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(tool / "bin/escape")
+    planted = {
+        "home": home / ".env",
+        "sibling": home / ".local/share/uv/tools/other/secret.txt",
+        "local": home / ".local/bin/secret.conf",
+    }
+    for path in planted.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"OPENAI_API_KEY={KEY}\n")
+    attempts = {
+        "own": ("escape__scribble", {"path": str(tool / "bin/planted")}),
+        **{case: ("escape__peek", {"path": str(path)}) for case, path in planted.items()},
+        "key": ("escape__env_digest", {"name": "OPENAI_API_KEY"}),
+        "net": ("escape__dial", {"port": listening}),
+        "agent": ("run_command", {"command": f"ls {tool}/bin"}),
+    }
+    for case, (name, arguments) in attempts.items():
+        bench.server.add_rule(Rule(match_last=f"({case})", tool_calls=[
+            {"name": name, "arguments": arguments}]))  # fmt: skip
+    bench.server.add_rule(Rule(reply="It is done."))
+    bench.eval_file("installed", INSTALLED.format(command=link))
+    bench.run_subprocess("--models=fake", "-n", "0").assert_outcomes(passed=7)
+    said = {
+        record["case_id"]: next(s["result"] for s in record["timeline"] if s["kind"] == "tool")
+        for record in bench.records()
+    }
+    assert said["own"] == "cannot write: OSError: Read-only file system"
+    assert not (tool / "bin/planted").exists()
+    for case in planted:
+        assert said[case] == "cannot read: FileNotFoundError", case
+    assert said["key"] == "(unset)"
+    assert said["net"].startswith("cannot connect")
+    # the agent's commands: the server's prefix is the server's alone
+    assert said["agent"].startswith("exit code: 2") and "No such file or directory" in said["agent"]
+    assert KEY not in bench.out("results.jsonl").read_text()

@@ -9,6 +9,9 @@ allow ``[A-Za-z0-9_-]``); records name it ``mcp:SERVER/TOOL``. Every session is 
 item ends, also when it errors or is cancelled. A server declared ``shared: true`` is started
 once per process instead (:mod:`.mcp_pool`) and its session reused by the items of the process.
 
+A stdio server's program is shown to the sandbox by its install prefix (:mod:`.programs`); a
+command the sandbox cannot show is the item's error, saying what it shows.
+
 A server that does not start, dies, fails ``initialize`` or outlasts ``startup_timeout_s`` or
 ``tool_timeout_s``, or a glob that matches none of its tools, raises :class:`McpServerError`:
 the item's error (kind ``tool``), never a failed score. A tool's own error result
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..models.providers.completion import ProviderError
 from ..redact import Redactor
 from .mcp_io import DiskWatch, HttpStatus, StderrTail, quiet_parse_errors
+from .programs import Program, ProgramNotVisible, described, locate
 from .sandbox import Sandbox, SandboxUnavailable
 from .tools import ERROR_PREFIX, Toolbox, ToolSpec
 
@@ -162,12 +166,13 @@ async def open_server(
     from mcp.client.session import ClientSession
 
     errlog: StderrTail | HttpStatus | None = None
+    program = _program(server, sandbox) if server.command is not None else None
     try:
-        if server.command is not None:
+        if program is not None:
             errlog = StderrTail()
             stack.callback(errlog.started)
             cap = stack.enter_context(sandbox.server_cap())
-            stdio = _stdio(server, sandbox, errlog, secrets, cap)
+            stdio = _stdio(server, program, sandbox, errlog, secrets, cap)
             streams = await stack.enter_async_context(stdio)
             errlog.started()
         else:
@@ -177,12 +182,20 @@ async def open_server(
     except (OSError, ValueError) as exc:
         raise McpServerError(f"MCP server {server.name!r} did not start: {exc}") from None
     opened = _Session(server, session, errlog)
-    await _bounded(opened, session.initialize(), "initialize", server.startup_timeout_s)
+    try:
+        await _bounded(opened, session.initialize(), "initialize", server.startup_timeout_s)
+    except McpServerError as exc:
+        if program is None or opened.broken is None or not sandbox.sandboxed:
+            raise
+        # It exited at start: a file it needs may lie where the sandbox does not look.
+        shown = described(sandbox, program.mounts)
+        raise McpServerError(f"{exc.message} (the sandbox shows {shown})") from None
     return opened
 
 
 def _stdio(
     server: McpServer,
+    program: Program,
     sandbox: Sandbox,
     errlog: StderrTail,
     secrets: list[tuple[str, str]],
@@ -191,19 +204,37 @@ def _stdio(
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     quiet_parse_errors()
-    assert server.command is not None
     env = {key: resolve(value, server.name, f"env {key}", secrets) for key, value in server.env}
-    command = sys.executable if server.command in _INTERPRETERS else server.command
     cwd = (sandbox.workdir / server.cwd).resolve() if server.cwd else sandbox.workdir
     try:
         argv, clean = sandbox.server_process(
-            [command, *server.args], env, network=server.network, cwd=cwd
+            [program.command, *server.args],
+            env,
+            network=server.network,
+            cwd=cwd,
+            programs=program.mounts,
+            links=[(link.path, link.target) for link in program.links],
+            path=program.path,
         )
     except SandboxUnavailable as exc:
         raise McpServerError(f"MCP server {server.name!r} cannot start: {exc}") from None
     argv = [*cap, *argv]  # into a pids cgroup of its own first, where there is one
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=clean, cwd=cwd)
     return stdio_client(params, errlog=errlog.writer)
+
+
+def _program(server: McpServer, sandbox: Sandbox) -> Program:
+    """The server's command as the sandbox runs it; an error naming it, what the sandbox shows
+    and the shapes a command may take, when the sandbox cannot show it."""
+    assert server.command is not None
+    if server.command in _INTERPRETERS:
+        return Program(sys.executable)
+    try:
+        return locate(server.command, sandbox)
+    except ProgramNotVisible as exc:
+        raise McpServerError(
+            f"MCP server {server.name!r}: {exc.explained(server.command, sandbox)}"
+        ) from None
 
 
 @contextlib.asynccontextmanager

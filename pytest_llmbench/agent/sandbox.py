@@ -5,11 +5,12 @@ sees a filesystem of its own: the system directories it needs to run tools (``/u
 ``/lib``, the Python that runs pytest) read-only, a minimal ``/etc`` (no ``shadow``, no keys),
 a private ``/tmp``, ``/dev`` and ``/proc`` (its own PID namespace: the host's processes are not
 there), its workdir, and nothing else: not ``$HOME``, not the project checkout, not other items'
-workdirs. It has no network (a fresh network namespace) and no capabilities. Always, bwrap or
-not: an environment built from an allowlist (never a credential), rlimits on CPU time, address
-space, file size and core dumps, a cap on the number of processes, a bound on what the workdir
-may hold (size and entries: the command is killed past it), a wall-clock timeout that kills the
-whole process group, and output read with a size cap.
+workdirs (an MCP server also sees its own program's install prefix, read-only:
+:mod:`.programs`). It has no network (a fresh network namespace) and no capabilities. Always,
+bwrap or not: an environment built from an allowlist (never a credential), rlimits on CPU time,
+address space, file size and core dumps, a cap on the number of processes, a bound on what the
+workdir may hold (size and entries: the command is killed past it), a wall-clock timeout that
+kills the whole process group, and output read with a size cap.
 
 Where bwrap does not work, mode ``"auto"`` and ``"required"`` refuse to run commands; the
 refusal (:func:`bwrap_problem`) is worded as a set-up problem: what is missing or broken, and
@@ -174,6 +175,10 @@ class View:
     read_only: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()  #: files inside those folders it must not read
     cwd: Path = Path("/")
+    #: a server's install prefixes (``agent.programs``), read-only, mounted with the Python
+    programs: tuple[Path, ...] = ()
+    #: symlinks made again at the same place (``path``, ``target``): a server's way to its program
+    links: tuple[tuple[Path, Path], ...] = ()
 
 
 def _bind(path: str) -> list[str]:
@@ -231,6 +236,13 @@ def _plugin_sources() -> list[str]:
     return sources
 
 
+def shown_folders() -> tuple[str, ...]:
+    """The folders of the host every command sees (read-only): the system directories there
+    are, and the Python's (:func:`_python_dirs`)."""
+    system = [folder for folder in SYSTEM_DIRS if os.path.lexists(folder)]
+    return (*system, *_python_dirs())
+
+
 def system_view() -> list[str]:
     """bwrap arguments for the read-only system: tools, libraries and a minimal /etc (the
     Python's folders are bound after /tmp, which may hold them)."""
@@ -255,7 +267,9 @@ def _bwrap_argv(
 ) -> list[str]:
     # --size (bubblewrap >= 0.8) keeps a command from filling memory through the private /tmp
     size = ["--size", str(limits.memory_mb * _MB)] if sized_tmp else []
-    python = [arg for prefix in _python_dirs() for arg in ("--ro-bind", prefix, prefix)]
+    programs = [*_python_dirs(), *(str(p) for p in view.programs)]
+    python = [arg for prefix in programs for arg in ("--ro-bind", prefix, prefix)]
+    python += [arg for path, to in view.links for arg in ("--symlink", str(to), str(path))]
     binds: list[str] = []
     for folder in view.writable:
         binds += ["--bind", str(folder), str(folder)]
@@ -668,6 +682,11 @@ class Sandbox:
         self.process_limit = "cgroup" if parent else ("rlimit" if os.getuid() != 0 else "none")
 
     @property
+    def search_path(self) -> str:
+        """The PATH its commands get: the ``path_prefix`` folders, then :data:`CLEAN_PATH`."""
+        return self._path
+
+    @property
     def sandboxed(self) -> bool:
         """Whether commands run under bwrap."""
         return self._bwrap is not None
@@ -711,12 +730,17 @@ class Sandbox:
         *,
         network: bool = False,
         cwd: Path | None = None,
+        programs: Sequence[Path] = (),
+        links: Sequence[tuple[Path, Path]] = (),
+        path: Sequence[Path] = (),
     ) -> tuple[list[str], dict[str, str]]:
         """The argv and environment that start a long-lived process (an MCP server) confined
         as commands are: under bwrap (with the host's network only when ``network``), the CPU,
         memory, file-size and core rlimits, an environment of the clean variables and ``env``.
         It starts in ``cwd`` (a folder the sandbox sees; default: where commands start); the
-        caller starts it there too, for the unconfined mode.
+        caller starts it there too, for the unconfined mode. ``programs`` (its install
+        prefixes) are shown read-only, ``links`` (``path``, ``target``) made again, and
+        ``path`` goes first on its PATH (``agent.programs`` says which).
 
         The caller starts and stops it (a process group of its own). Variables a launcher adds
         to the environment it is given (the MCP SDK adds ``LOGNAME``, ``SHELL``, ``TERM`` and
@@ -726,6 +750,8 @@ class Sandbox:
         if self.refusal is not None:
             raise SandboxUnavailable(self.refusal)
         clean = {**self._env(), **env}
+        if path and "PATH" not in env:
+            clean["PATH"] = ":".join([*(str(p) for p in path), self._path])
         stray = sorted(set(_LAUNCHER_VARS) - set(clean))
         command = f"unset {' '.join(stray)}; " if stray else ""
         command += "exec " + shlex.join([*_prlimit_argv(self.limits), *argv])
@@ -733,7 +759,12 @@ class Sandbox:
             protect_this_process()  # the server must not read our environ through /proc
             return ["/bin/sh", "-c", command], clean
         sized = _bwrap_works(self._bwrap, sized_tmp=True)
-        view = dataclasses.replace(self.view, cwd=cwd) if cwd is not None else self.view
+        view = dataclasses.replace(
+            self.view,
+            cwd=self.view.cwd if cwd is None else cwd,
+            programs=tuple(programs),
+            links=tuple(links),
+        )
         confined = _bwrap_argv(self._bwrap, view, self.limits, command, sized, network)
         return confined, clean
 
