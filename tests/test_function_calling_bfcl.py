@@ -40,6 +40,15 @@ PLAY = {
     },
 }
 
+FETCH = {
+    "name": "fetch",
+    "parameters": {
+        "type": "dict",
+        "properties": {"where": {"type": "dict", "properties": {"city": {"type": "string"}}}},
+        "required": ["where"],
+    },
+}
+
 
 def bfcl_row(row_id: str, question: str, functions: list[Any], truth: list[Any]) -> str:
     """One JSONL row as BFCL writes a question, its functions and its possible answer."""
@@ -148,6 +157,17 @@ BAD_ROWS = [
         "expected call 0 (spotify.play): artist: the allowed values must be a list",
     ),
     (
+        "an object argument's allowed value not an object of lists",
+        bfcl_row("r", "q", [FETCH], [{"fetch": {"where": [{"city": "Paris"}]}}]),
+        "expected call 0 (fetch): where: an allowed object's key 'city' must map to a list of "
+        'allowed values, got "Paris"',
+    ),
+    (
+        "an object argument's allowed value a number",
+        bfcl_row("r", "q", [FETCH], [{"fetch": {"where": [3]}}]),
+        "expected call 0 (fetch): where: an allowed value of an object must be an object",
+    ),
+    (
         "a call that is not {tool: {args}}",
         bfcl_row("r", "q", [PLAY], [{"spotify.play": {}, "other": {}}]),
         "expected call 0: expected {tool: {argument: [allowed values]}}",
@@ -221,6 +241,42 @@ def test_allowed_values_as_bfcl_reads_them() -> None:
     assert args_match({"xs": [[1, 2]]}, {"xs": [1, 2]}, "allowed")  # a list is one value
 
 
+def test_allowed_values_of_an_object_argument_must_be_objects_of_lists(tmp_path: Path) -> None:
+    path = tmp_path / "calls.eval.yaml"
+    where = {"type": "object", "properties": {"city": {"type": "string"}}}
+    path.write_text(
+        f"tools:\n  - {json.dumps({'name': 'f', 'parameters': {'type': 'object', 'properties': {'where': where}}})}\n"
+        "assert:\n  - {type: tool-call, value: f, args: {where: [{city: Paris}]}, args_match: allowed}\n"
+        "cases:\n  - prompt: hi\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(EvalFileError) as info:
+        load_spec(path)
+    assert info.value.line == 4, str(info.value)
+    assert "tool-call: f: where: an allowed object's key 'city' must map to a list" in str(
+        info.value
+    )
+
+
+@pytest.mark.parametrize(
+    ("assertion", "message"),
+    [
+        (
+            "{type: tool-calls, strings: loose}",
+            "strings must be one of normalized, exact, got 'loose'",
+        ),
+        ("{type: no-tool-call, strings: exact}", "'strings' applies to tool-call, tool-calls"),
+    ],
+)
+def test_a_bad_strings_option_is_an_error_at_its_line(
+    tmp_path: Path, assertion: str, message: str
+) -> None:
+    error = error_of(
+        tmp_path, [SIMPLE], BFCL_EVAL.replace("assert: [tool-calls]", f"assert: [{assertion}]")
+    )
+    assert error.line == 8 and message in str(error), str(error)
+
+
 def test_args_match_allowed_on_tool_call_needs_lists(tmp_path: Path) -> None:
     path = tmp_path / "calls.eval.yaml"
     path.write_text(
@@ -290,6 +346,39 @@ def test_tool_calls_checks_bfcl_semantics(bench: Bench) -> None:
     assert [tool["function"]["name"] for tool in sent[PARALLEL_QUESTION]] == ["spotify.play"]
     parameters = sent[SIMPLE_QUESTION][0]["function"]["parameters"]
     assert parameters["type"] == "object" and parameters["properties"]["height"]["type"] == "number"
+
+
+def test_bfcls_rules_in_a_run_objects_types_and_the_reason(bench: Bench) -> None:
+    """An object argument judged key by key, a float for an integer refused, each failure's
+    reason naming the argument and BFCL's rule (the whole path: row, reply, record)."""
+    rows = [
+        bfcl_row("dict_ok", "fetch Paris", [FETCH], [{"fetch": {"where": [{"city": ["Paris"]}]}}]),
+        bfcl_row("dict_lists", "fetch Lyon", [FETCH], [{"fetch": {"where": [{"city": ["Lyon"]}]}}]),
+        bfcl_row(
+            "float_int",
+            "play ABBA",
+            [PLAY],
+            [{"spotify.play": {"artist": ["ABBA"], "duration": [20]}}],
+        ),
+    ]
+    replies = {
+        "fetch Paris": {"name": "fetch", "arguments": {"where": {"city": "paris"}}},
+        "fetch Lyon": {"name": "fetch", "arguments": {"where": {"city": ["Lyon"]}}},
+        "play ABBA": {"name": "spotify.play", "arguments": {"artist": "ABBA", "duration": 20.0}},
+    }
+    for question, call in replies.items():
+        bench.server.add_rule(Rule(match=question, tool_calls=[call]))
+    bench.pytester.makefile(".jsonl", bfcl="\n".join(rows))
+    bench.eval_file("bfcl", BFCL_EVAL)
+    bench.run("--models=fake").assert_outcomes(passed=1, failed=2)
+    verdicts = {r["case_id"]: r["assertions"][0] for r in bench.records()}
+    assert verdicts["dict_ok"]["passed"] is True  # "paris" is "Paris" after normalisation
+    assert "call 1 (fetch): where.city: ['Lyon'] is not among the allowed values ['Lyon'] " \
+        "[value_error:dict_value]" in verdicts["dict_lists"]["reason"]  # fmt: skip
+    assert (
+        "duration: expected type integer, got float (20.0) [type_error:simple]"
+        in (verdicts["float_int"]["reason"])
+    )
 
 
 SIMPLE_QUESTION = "Area of a triangle with base 10 and height 5?"

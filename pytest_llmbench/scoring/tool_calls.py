@@ -11,6 +11,7 @@ values by :mod:`.trajectory`, the one comparator of calls.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,10 @@ from .trajectory import ARGS_MATCH_MODES, ExpectedStep, describe_match, match_se
 TOOL_CALL_TYPES = frozenset(
     {"tool-call", "valid-tool-call", "tool-call-f1", "no-tool-call", "tool-calls"}
 )
-_KEYS = frozenset({"type", "value", "weight", "args", "args_match"})
+_KEYS = frozenset({"type", "value", "weight", "args", "args_match", "strings"})
+#: How ``args_match: allowed`` compares strings: after BFCL's normalisation (the default) or as
+#: written.
+STRING_MODES = ("normalized", "exact")
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,10 @@ class ReplyCall:
         return value if isinstance(value, dict) else None
 
     @property
-    def arguments(self) -> Mapping[str, Any]:
-        """The arguments, ``{}`` when they are not a JSON object (no expected args match)."""
-        return self.parsed or {}
+    def arguments(self) -> Mapping[str, Any] | None:
+        """The arguments; None when they are not a JSON object (they match no expected args,
+        but for ``args_match: ignore``)."""
+        return self.parsed
 
 
 def reply_calls(calls: Sequence[Mapping[str, Any]]) -> tuple[ReplyCall, ...]:
@@ -68,6 +73,13 @@ def parse_tool_call_assertion(raw: Mapping[str, Any], type_name: str, base: str)
         allowed = ", ".join(sorted(_KEYS))
         raise AssertionSpecError(f"unknown key {unknown[0]!r} in {base}; allowed: {allowed}",
                                  unknown[0])  # fmt: skip
+    strings = raw.get("strings", "normalized")
+    if "strings" in raw and base in ("valid-tool-call", "no-tool-call"):
+        raise AssertionSpecError("'strings' applies to tool-call, tool-calls and tool-call-f1 "
+                                 "(how args_match: allowed compares strings)", "strings")  # fmt: skip
+    if strings not in STRING_MODES:
+        raise AssertionSpecError(f"strings must be one of {', '.join(STRING_MODES)}, got "
+                                 f"{strings!r}", "strings")  # fmt: skip
     if base != "tool-call" and ({"args", "args_match"} & raw.keys()):
         key = "args" if "args" in raw else "args_match"
         raise AssertionSpecError(f"{key!r} applies to tool-call (tool-call-f1 and tool-calls "
@@ -76,7 +88,8 @@ def parse_tool_call_assertion(raw: Mapping[str, Any], type_name: str, base: str)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
         raise AssertionSpecError(f"weight must be a number >= 0, got {weight!r}", "weight")
     value = _value(base, raw)
-    return Assertion(type_name, base, type_name != base, value, float(weight))
+    options = {"strings": strings} if "strings" in raw else {}
+    return Assertion(type_name, base, type_name != base, value, float(weight), options)
 
 
 def _value(base: str, raw: Mapping[str, Any]) -> Any:
@@ -124,13 +137,18 @@ def expected_step(name: str, args: Any, mode: Any) -> ExpectedStep:
     return ExpectedStep(name, args, mode)
 
 
+def expected_steps(assertion: Assertion) -> tuple[ExpectedStep, ...]:
+    """The calls a ``tool-call``, ``tool-calls`` or ``tool-call-f1`` expects, as written."""
+    if isinstance(assertion.value, ExpectedStep):
+        return (assertion.value,)
+    if isinstance(assertion.value, tuple):
+        return tuple(step for step in assertion.value if isinstance(step, ExpectedStep))
+    return ()
+
+
 def expected_names(assertion: Assertion) -> tuple[str, ...]:
     """The tools a ``tool-call`` or ``tool-call-f1`` expects (each must be declared)."""
-    if isinstance(assertion.value, ExpectedStep):
-        return (assertion.value.name,)
-    if isinstance(assertion.value, tuple):
-        return tuple(step.name for step in assertion.value if isinstance(step, ExpectedStep))
-    return ()
+    return tuple(step.name for step in expected_steps(assertion))
 
 
 # --- checks ----------------------------------------------------------------------------------
@@ -141,10 +159,11 @@ def check_tool_call(
 ) -> Outcome:
     """Some call is the expected one (name, and arguments as ``args_match`` says)."""
     calls = reply_calls(ctx.tool_calls)
-    step: ExpectedStep = value
+    [step] = with_schemas((value,), assertion, ctx)
     passed = any(step.matches(call) for call in calls)
+    why = _why_unmatched(step, list(enumerate(calls, 1))) or _shown(calls)
     return pass_fail(passed, f"called {step.shown()}",
-                     f"no call matched {step.shown()} ({step.args_match}); {_shown(calls)}")  # fmt: skip
+                     f"no call matched {step.shown()} ({step.args_match}); {why}")  # fmt: skip
 
 
 def check_valid_tool_call(
@@ -183,7 +202,7 @@ def check_tool_call_f1(
     value: Any, output: str, assertion: Assertion, ctx: AssertionContext
 ) -> Outcome:
     """F1 of the calls against the expected list, on an optimal (unordered) matching."""
-    steps: tuple[ExpectedStep, ...] = value
+    steps = with_schemas(value, assertion, ctx)
     calls = reply_calls(ctx.tool_calls)
     matched = len(match_sequence(steps, calls, "unordered").matched)
     precision = matched / len(calls) if calls else 0.0
@@ -199,10 +218,44 @@ def check_tool_calls(
 ) -> Outcome:
     """The calls are the expected ones, in any order, paired optimally, with nothing extra;
     scored by the share of expected calls (and calls made) that paired."""
-    steps: tuple[ExpectedStep, ...] = value or ()
+    steps = with_schemas(value or (), assertion, ctx)
     calls = reply_calls(ctx.tool_calls)
     result = match_sequence(steps, calls, "unordered")
-    return Outcome(result.passed, describe_match(result, steps, calls), result.score)
+    reason = describe_match(result, steps, calls)
+    unpaired = [(j + 1, calls[j]) for j in result.extra]
+    whys = [_why_unmatched(steps[i], unpaired) for i in result.missing]
+    if any(whys):
+        reason += "; " + "; ".join(why for why in whys if why)
+    return Outcome(result.passed, reason, result.score)
+
+
+def with_schemas(
+    steps: Sequence[ExpectedStep], assertion: Assertion, ctx: AssertionContext
+) -> tuple[ExpectedStep, ...]:
+    """The expected calls with their functions' schemas and the assertion's ``strings``, which
+    ``args_match: allowed`` judges by (BFCL's rules: required, declared, types, strings)."""
+    schemas = ctx.tool_schemas or {}
+    normalize = assertion.options.get("strings", "normalized") == "normalized"
+    return tuple(
+        dataclasses.replace(step, schema=schemas.get(step.name), normalize_strings=normalize)
+        if step.args_match == "allowed"
+        else step
+        for step in steps
+    )
+
+
+def _why_unmatched(step: ExpectedStep, calls: Sequence[tuple[int, ReplyCall]]) -> str:
+    """Why the numbered calls of the step's function do not match it (``args_match:
+    allowed``: the argument and BFCL's rule), or "" when none names it or the mode says no
+    more."""
+    if step.args_match != "allowed":
+        return ""
+    reasons = [
+        f"call {n} ({step.name}): {step.mismatch(call)}"
+        for n, call in calls
+        if call.name == step.name and step.mismatch(call) is not None
+    ]
+    return "; ".join(reasons[:3])
 
 
 def check_no_tool_call(

@@ -53,7 +53,8 @@ class CallLike(Protocol):
     def name(self) -> str: ...
 
     @property
-    def arguments(self) -> Mapping[str, Any]: ...
+    def arguments(self) -> Mapping[str, Any] | None:
+        """The arguments; None when what was sent is not a JSON object."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +78,10 @@ class ExpectedStep:
         """Why ``call`` is not this step (``allowed``: the argument and BFCL's rule), or None."""
         if call.name != self.name:
             return f"{call.name} is not {self.name}"
-        if self.args is None:
+        if self.args is None or self.args_match == "ignore":
             return None
+        if call.arguments is None:
+            return "the arguments sent are not a JSON object"
         if self.args_match == "allowed":
             found = allowed_mismatch(self.args, call.arguments, self.schema,
                                      normalize_strings=self.normalize_strings)  # fmt: skip
@@ -232,7 +235,9 @@ def _bipartite_pairs(fits: list[list[bool]], n_calls: int) -> list[tuple[int, in
     return [(step, call) for call, step in enumerate(owner) if step is not None]
 
 
-def _args_shown(args: Mapping[str, Any]) -> str:
+def _args_shown(args: Mapping[str, Any] | None) -> str:
+    if args is None:
+        return "<not a JSON object>"
     return ", ".join(f"{key}={value!r}" for key, value in args.items())
 
 

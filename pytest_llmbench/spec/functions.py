@@ -277,7 +277,10 @@ def row_expected_calls(cell: Any, dialect: str, tools: FunctionTools | None) -> 
     """A dataset cell of expected calls in ``dialect`` (BFCL: ``[{name: {arg: [allowed, ...]}}]``,
     ``""`` allowing the argument to be left out) as ``args_match: allowed`` steps of
     :mod:`pytest_llmbench.scoring.trajectory`; ValueError naming the problem (a call of a tool
-    ``tools`` does not declare, allowed values that are not a list)."""
+    ``tools`` does not declare, allowed values that are not a list, or not of the argument's
+    shape: objects of allowed-value lists for an object, lists of them for an array of
+    objects)."""
+    from ..scoring.bfcl import allowed_value_problem
     from ..scoring.trajectory import ExpectedStep
 
     if isinstance(cell, str):
@@ -299,9 +302,9 @@ def row_expected_calls(cell: Any, dialect: str, tools: FunctionTools | None) -> 
                              f"declare (its tools: {', '.join(tools.names)})")  # fmt: skip
         if not isinstance(args, dict):
             raise ValueError(f"expected call {index} ({name}): the arguments must be a mapping")
-        for argument, allowed in args.items():
-            if not isinstance(allowed, list):
-                raise ValueError(f"expected call {index} ({name}): {argument}: the allowed "
-                                 f"values must be a list, got {json.dumps(allowed)[:60]}")  # fmt: skip
+        schema = tools.schemas().get(name) if tools is not None else None
+        problem = allowed_value_problem(args, schema)
+        if problem is not None:
+            raise ValueError(f"expected call {index} ({name}): {problem}")
         steps.append(ExpectedStep(str(name), args, "allowed"))
     return tuple(steps)

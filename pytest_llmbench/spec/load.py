@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -24,6 +24,9 @@ from .schema import (
     suite_name,
 )
 from .yamlsource import LocatedDocument, SourceError, load_located_file
+
+if TYPE_CHECKING:
+    from ..scoring.base import Assertion
 
 
 def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
@@ -208,6 +211,24 @@ def _check_tool_call_names(
         unknown = [name for name in expected_names(assertion) if name not in declared]
         if unknown:
             raise _undeclared(assertion.type, unknown[0], declared, functions is None, path, line)
+        if functions is not None:
+            _check_allowed_shapes(assertion, functions, path, line)
+
+
+def _check_allowed_shapes(
+    assertion: Assertion, functions: FunctionTools, path: Path, line: int | None
+) -> None:
+    """``args_match: allowed`` values of the shape each argument's schema asks for (objects of
+    allowed-value lists for an object argument)."""
+    from ..scoring.bfcl import allowed_value_problem
+    from ..scoring.tool_calls import expected_steps
+
+    schemas = functions.schemas()
+    for step in expected_steps(assertion):
+        if step.args_match == "allowed" and step.args is not None:
+            problem = allowed_value_problem(step.args, schemas.get(step.name))
+            if problem is not None:
+                raise EvalFileError(path, line, f"{assertion.type}: {step.name}: {problem}")
 
 
 def _undeclared(
