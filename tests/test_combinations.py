@@ -307,3 +307,113 @@ def test_a_history_folds_each_result_into_the_message_that_called() -> None:
         },
         {"role": "user", "content": "And now?"},
     ]
+
+
+# -- prompt variants x repeats x tools x judges, under xdist and from the cache ---------------
+
+VARIANTS = (
+    TOOLS
+    + """
+prompts:
+  - {name: terse, prompt: "TERSE weather in {{city}}?"}
+  - {name: chatty, prompt: "CHATTY weather in {{city}}, please?"}
+cases:
+  - id: one
+    vars: {city: Paris}
+    assert:
+      - {type: tool-call, value: get_weather, args: {city: Paris}}
+      - {type: llm-rubric, value: V-RUBRIC calls the tool, judges: [fake2]}
+  - id: talk
+    vars: {city: Paris}
+    turns:
+      - user: "{{prompt}}"
+      - user: Thanks. And tomorrow?
+    assert:
+      - {type: llm-rubric, value: VC-RUBRIC looks it up, judges: [fake2], scope: conversation}
+"""
+)
+
+
+def _variant_rows(bench: Bench) -> list[Any]:
+    return sorted(
+        (
+            record["nodeid"],
+            record["outcome"],
+            [(v["type"], v["passed"], v["score"], v.get("turn")) for v in record["assertions"]],
+            [(j["scores"], j["error"]) for j in record["judges"]],
+        )
+        for record in bench.records()
+    )
+
+
+@pytest.mark.slow
+def test_each_variant_and_repeat_is_judged_on_its_own_calls_under_xdist_and_replay(
+    bench: Bench,
+) -> None:
+    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    bench.server.add_rule(Rule(model="fake-model-2", reply='{"score": 1.0, "reason": "y"}'))
+    bench.server.add_rule(Rule(model="fake-model", match="weather in Paris", tool_calls=weather))
+    bench.server.add_rule(Rule(model="fake-model", match="tomorrow", reply="Sunny."))
+    bench.eval_file("variants", VARIANTS)
+    args = ("--models=fake", "--repeat=2", "--cache-dir=c")
+    bench.run_subprocess(*args, "--cache=use").assert_outcomes(passed=8)
+    first = _variant_rows(bench)
+    # each variant and repeat asked its own judge, shown its own wording and its calls
+    plain = [t for t in _judge_texts(bench, "V-RUBRIC")]
+    assert len(plain) == 4 and all(f"<answer>\n{CALLED}\n</answer>" in t for t in plain)
+    assert sorted(t.count("<question>\nTERSE weather") for t in plain) == [0, 0, 1, 1]
+    talks = _judge_texts(bench, "VC-RUBRIC")
+    assert len(talks) == 4 and all(f"{CALLED}\n{NOT_RUN}" in t for t in talks)
+    assert sorted(t.count("<user>\nCHATTY weather") for t in talks) == [0, 0, 1, 1]
+
+    bench.server.reset()  # a call now would be answered "ok": a malformed verdict, no call
+    bench.run_subprocess("-n", "2", *args, "--cache=replay").assert_outcomes(passed=8)
+    assert bench.server.requests == []
+    assert {r["worker"] for r in bench.records()} == {"gw0", "gw1"}
+    assert _variant_rows(bench) == first
+
+
+def test_pairwise_shows_the_baselines_calls_as_it_shows_the_models(bench: Bench) -> None:
+    pair = (
+        TOOLS
+        + """
+cases:
+  - id: paris
+    prompt: What is the weather in Paris?
+    assert: [{type: pairwise, judges: [fake2]}]
+"""
+    )
+    bench.eval_file("pair", pair)
+    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    bench.server.add_rule(Rule(model="fake-model", tool_calls=weather, times=1))
+    bench.run("--models=fake", "--results-dir=base").assert_outcomes(skipped=1)  # unchecked
+    bench.server.add_rule(Rule(model="fake-model", reply="Let me see.", tool_calls=weather))
+    bench.server.add_rule(Rule(model="fake-model-2", reply='{"choice": "A"}'))
+    bench.run("--models=fake", "--baseline=base").assert_outcomes(passed=1)  # a tie
+    shown = [body["messages"][0]["content"] for body in _bodies(bench, "fake-model-2")]
+    mine = f"Let me see.\n{CALLED}"
+    for first, second in ((CALLED, mine), (mine, CALLED)):  # both orders, both with calls
+        assert sum(f"[Answer A]\n{first}\n\n[Answer B]\n{second}\n" in t for t in shown) == 1
+
+
+def test_select_best_shows_a_contestants_calls(bench: Bench) -> None:
+    best = (
+        TOOLS
+        + """
+cases:
+  - id: paris
+    prompt: What is the weather in Paris?
+    assert: [{type: select-best, judges: [fake2]}]
+"""
+    )
+    bench.eval_file("best", best)
+    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    for label in "AB":  # the judge picks the answer that called the tool, wherever it is shown
+        picked = json.dumps({"choice": label})
+        shown = f"[Answer {label}]\n{CALLED}"
+        bench.server.add_rule(Rule(model="fake-model-2", match=shown, reply=picked))
+    bench.server.add_rule(Rule(model="fake-model", tool_calls=weather))
+    bench.server.add_rule(Rule(model="fake-model-2", reply="It is sunny."))
+    bench.run("--models=fake,fake2").assert_outcomes(passed=1, failed=1)
+    records = {record["model"]: record for record in bench.records()}
+    assert (records["fake"]["outcome"], records["fake2"]["outcome"]) == ("passed", "failed")
