@@ -120,7 +120,8 @@ if __name__ == "__main__":
 """
 
 #: A stdio MCP server for Node (newline-delimited JSON-RPC, no SDK): ``whereami`` says which
-#: node runs which file, ``peek`` reads a file. Its script starts ``#!/usr/bin/env node``.
+#: node runs which file after reserving 512 MB (not touched: address space, as Node servers
+#: with their dependencies take), ``peek`` reads a file. It starts ``#!/usr/bin/env node``.
 NODE_SERVER = r"""#!/usr/bin/env node
 const fs = require("fs");
 const readline = require("readline");
@@ -131,7 +132,10 @@ const tools = [
    inputSchema: {type: "object", properties: {path: {type: "string"}}, required: ["path"]}},
 ];
 function call(name, args) {
-  if (name === "whereami") return `${process.execPath} ${fs.realpathSync(__filename)}`;
+  if (name === "whereami") {
+    const reserved = Buffer.allocUnsafe(512 * 1024 * 1024);
+    return `${process.execPath} ${fs.realpathSync(__filename)} ${reserved.length >> 20} MB`;
+  }
   try { return fs.readFileSync(args.path, "utf8"); } catch (e) { return `cannot read: ${e.code}`; }
 }
 function answer(id, result) { process.stdout.write(JSON.stringify({jsonrpc: "2.0", id, result}) + "\n"); }

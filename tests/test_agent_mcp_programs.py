@@ -121,7 +121,8 @@ def test_a_uv_tool_link_in_local_bin_starts_by_its_path_and_by_its_name(
 @pytest.mark.skipif(shutil.which("node") is None, reason="no Node on this machine")
 def test_a_node_server_in_the_npx_cache_starts_with_its_node_modules(bench: Bench) -> None:
     """The npx cache's layout (node_modules/.bin/NAME linking into the package); the script
-    runs `#!/usr/bin/env node`. Its node_modules is shown, the rest of the cache is not."""
+    runs `#!/usr/bin/env node`. Its node_modules is shown, the rest of the cache is not. Node
+    reserves over 1 GB of address space: a server's limit is a multiple of a command's."""
     home = Path(os.environ["HOME"])
     cache = home / ".npm/_npx/0123abcd"
     script = cache / "node_modules/llmbench-node-probe/index.js"
@@ -140,7 +141,7 @@ def test_a_node_server_in_the_npx_cache_starts_with_its_node_modules(bench: Benc
     steps = [s for s in record["timeline"] if s["kind"] == "tool"]
     assert [s["result"] for s in steps] == [
         "cannot read: ENOENT",  # the home's .npmrc: not shown
-        f"{os.path.realpath(str(shutil.which('node')))} {script}",
+        f"{os.path.realpath(str(shutil.which('node')))} {script} 512 MB",
     ]
 
 

@@ -427,3 +427,18 @@ def test_pytest_runs_in_the_sandbox(workdir: Path) -> None:
     assert "1 passed" in result.stdout
     source = Path(sandbox_module.__file__).resolve().parents[1]
     assert box.run(f"touch {source}/x").exit_code != 0
+
+
+@pytest.mark.parametrize("network", [False, True])
+def test_a_server_with_the_network_can_resolve_names_and_nothing_else_of_etc_is_added(
+    confined: Sandbox, network: bool
+) -> None:
+    """`network: true` shares the host's network, and with it what resolving names and
+    checking certificates read; /etc/ssl/private, beside them, stays out."""
+    probe = "for f in /etc/resolv.conf /etc/ssl/certs /etc/ssl/private; do test -e $f && echo $f; done; true"
+    argv, env = confined.server_process(["/bin/sh", "-c", probe], {}, network=network)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    host = [f for f in ("/etc/resolv.conf", "/etc/ssl/certs") if os.path.exists(f)]
+    assert done.stdout.split() == (host if network else [])
+    assert host  # the machine has them, so the check above can fail

@@ -71,6 +71,9 @@ ETC_ENTRIES = (
     "mime.types", "nsswitch.conf", "os-release", "passwd", "protocols", "services", "timezone",
 )  # fmt: skip
 _ETC_GLOBS = ("/etc/python3*",)  # Debian's python3 reads its sitecustomize from there
+#: What of /etc a process with the network (an MCP server's ``network: true``) also sees, to
+#: resolve names and check certificates; public, unlike /etc/ssl/private beside them.
+NETWORK_ETC = ("/etc/resolv.conf", "/etc/gai.conf", "/etc/ssl/certs", "/etc/ca-certificates")
 _MB = 1024 * 1024
 _CHUNK = 65536
 _PROBE_TIMEOUT_S = 10.0
@@ -277,9 +280,12 @@ def _bwrap_argv(
         binds += ["--ro-bind", str(folder), str(folder)]
     for secret in view.hidden:  # an empty file over it (bwrap mounts /dev/null nodev)
         binds += ["--ro-bind", str(_empty_file()), str(secret)]
+    # the files themselves, symlinks followed (resolv.conf may point into an unshown /run)
+    network = [a for f in NETWORK_ETC if os.path.exists(f) for a in ("--ro-bind", f, f)]
     return [
         bwrap,
         *system_view(),
+        *(network if share_net else ()),
         *("--dev", "/dev", "--proc", "/proc"),
         *size,
         # /tmp first: the Python and a workdir under /tmp are bound over the private /tmp
@@ -296,6 +302,10 @@ def _bwrap_argv(
     ]
 
 
+#: A server's address space (RLIMIT_AS) as a multiple of ``memory_mb``: runtimes reserve far
+#: more address space than they use, and Node 20 reserves over 1 GB at start (for some 70 MB
+#: resident), so a Node server could not start under a command's limit.
+SERVER_ADDRESS_SPACE_FACTOR = 4
 #: Variables a launcher may add to a server's environment (the MCP SDK's defaults on POSIX).
 _LAUNCHER_VARS = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
@@ -307,7 +317,7 @@ def _prlimit_argv(limits: SandboxLimits) -> list[str]:
     return [
         "prlimit",
         f"--cpu={limits.cpu_s}",
-        f"--as={limits.memory_mb * _MB}",
+        f"--as={limits.memory_mb * SERVER_ADDRESS_SPACE_FACTOR * _MB}",
         f"--fsize={limits.max_file_mb * _MB}",
         "--core=0",
         *nproc,
@@ -736,7 +746,8 @@ class Sandbox:
     ) -> tuple[list[str], dict[str, str]]:
         """The argv and environment that start a long-lived process (an MCP server) confined
         as commands are: under bwrap (with the host's network only when ``network``), the CPU,
-        memory, file-size and core rlimits, an environment of the clean variables and ``env``.
+        file-size and core rlimits, the address space's times
+        :data:`SERVER_ADDRESS_SPACE_FACTOR`, an environment of the clean variables and ``env``.
         It starts in ``cwd`` (a folder the sandbox sees; default: where commands start); the
         caller starts it there too, for the unconfined mode. ``programs`` (its install
         prefixes) are shown read-only, ``links`` (``path``, ``target``) made again, and
