@@ -417,3 +417,78 @@ cases:
     bench.run("--models=fake,fake2").assert_outcomes(passed=1, failed=1)
     records = {record["model"]: record for record in bench.records()}
     assert (records["fake"]["outcome"], records["fake2"]["outcome"]) == ("passed", "failed")
+
+
+# -- agents and RAG metrics under prompt variants and repeats, replayed -----------------------
+
+AGENT_VARIANTS = """
+kind: agent
+tools: [read_file]
+max_turns: 4
+prompts:
+  - {name: terse, prompt: "TERSE: what does {{file}} say?"}
+  - {name: chatty, prompt: "CHATTY: please tell me what {{file}} says."}
+cases:
+  - id: reads
+    vars: {file: notes.txt}
+    files: {notes.txt: "remember the milk"}
+    context: ["The note says: remember the milk."]
+    expected: milk
+    assert: [icontains, {type: faithfulness, judges: [fake2]}]
+"""
+RAG_VARIANTS = """
+prompts:
+  - {name: terse, prompt: "TERSE: capital of {{country}}?"}
+  - {name: chatty, prompt: "CHATTY: which city is the capital of {{country}}?"}
+cases:
+  - id: france
+    vars: {country: France}
+    context: ["Paris is the capital of France."]
+    assert:
+      - {type: faithfulness, judges: [fake2]}
+      - {type: answer-relevance, judges: [fake2]}
+      - {type: context-precision, judges: [fake2]}
+"""
+
+
+def _rag_rows(bench: Bench) -> list[Any]:
+    return sorted(
+        (
+            record["nodeid"],
+            record["outcome"],
+            record["response"],
+            [(v["type"], v["passed"], v["score"]) for v in record["assertions"]],
+        )
+        for record in bench.records()
+    )
+
+
+def test_agents_and_rag_metrics_under_variants_and_repeats_replay_with_no_request(
+    bench: Bench,
+) -> None:
+    judge = "fake-model-2"
+    claims = '{"claims": [{"claim": "c", "supported": true, "reason": "r"}]}'
+    chunks = '{"chunks": [{"chunk": 1, "relevant": true, "reason": "r"}]}'
+    read = [{"name": "read_file", "arguments": {"path": "notes.txt"}}]
+    for rule in (
+        Rule(model=judge, match_any="factual claims", reply=claims),
+        Rule(model=judge, match_any="Judge each chunk", reply=chunks),
+        Rule(model=judge, reply='{"score": 1.0, "reason": "direct"}'),
+        Rule(model="fake-model", match_last="remember the milk", reply="It says: milk."),
+        Rule(model="fake-model", match="notes.txt", tool_calls=read),
+        Rule(model="fake-model", match="capital of France", reply="Paris."),
+    ):
+        bench.server.add_rule(rule)
+    bench.eval_file("agent", AGENT_VARIANTS)
+    bench.eval_file("rag", RAG_VARIANTS)
+    args = ("--models=fake", "--repeat=2", "--cache-dir=c")
+    bench.run(*args, "--cache=use").assert_outcomes(passed=8)
+    first = _rag_rows(bench)
+    # each variant's judges were asked about its own wording, once per repeat
+    for wording in ("TERSE: capital of France?", "CHATTY: which city is the capital"):
+        assert len(_judge_texts(bench, f"<question>\n{wording}")) == 3 * 2  # 3 metrics x 2
+    bench.server.reset()
+    bench.run(*args, "--cache=replay").assert_outcomes(passed=8)
+    assert bench.server.requests == []
+    assert _rag_rows(bench) == first
+    assert all(j["cached"] for record in bench.records() for j in record["judges"])
