@@ -195,8 +195,8 @@ async def grade(
                 context=context or (),
                 grader_prompt=_grader_prompt(entry.spec, plan, answer, context),
             )
-        except ValueError as exc:  # nothing to judge against (factuality, no expected)
-            jobs.append(_ungradable(entry.index, entry.assertion, str(exc)))
+        except ValueError as exc:  # nothing to judge against (collection refuses the known cases)
+            jobs.append(_unchecked(entry.index, entry.assertion, str(exc)))
             continue
         if isinstance(entry.spec, RelevanceSpec):  # Ragas' way: questions, then embeddings
             jobs.append(_relevance(helpers, plan, entry, request, targets, complete))
@@ -320,17 +320,8 @@ def _judged_record(record: dict[str, Any]) -> dict[str, Any]:
 
 async def _unchecked(index: int, assertion: Any, why: str) -> GradedAssertion:
     """An unchecked verdict for an assertion with nothing to judge against (an empty context,
-    no baseline answer)."""
+    no baseline answer, no expected answer for factuality): the file's gap, not the model's
+    failure."""
     from ..judging.panel import unchecked
 
     return unchecked(index, assertion, f"{why}: nothing to judge against")
-
-
-async def _ungradable(index: int, assertion: Any, why: str) -> GradedAssertion:
-    """A failed verdict for an assertion its judges cannot be asked about (as a local check
-    without a value fails)."""
-    from ..judging.panel import GradedAssertion
-    from ..scoring.assertions import Verdict
-
-    verdict = Verdict(assertion.type, False, 0.0, assertion.weight, f"cannot be judged: {why}")
-    return GradedAssertion(index, verdict)
