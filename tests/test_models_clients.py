@@ -21,8 +21,9 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pyte
 import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, REPO_ROOT, Bench, FakeLLMServer, Rule
 
-from pytest_llmbench.models.providers import prices, routes, tokens
-from pytest_llmbench.models.providers.completion import CallTarget
+from pytest_llmbench.models.providers import litellm_client, prices, routes, tokens
+from pytest_llmbench.models.providers.completion import CallTarget, ProviderError
+from pytest_llmbench.models.providers.retry import Timeouts
 
 #: Record fields that are measurements of time (or where a run put its files), not answers.
 TIMINGS = frozenset(
@@ -288,10 +289,15 @@ def test_reasoning_models_stay_with_litellm(no_provider_env: None) -> None:
 def test_endpoints_follow_litellms_variables(
     no_provider_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bare = routes.endpoint(CallTarget("b", "gpt-4o-mini"))
-    assert (bare.base_url, bare.model, bare.api_key) == (routes.OPENAI_BASE, "gpt-4o-mini", None)
+    # OpenAI's own API without a key: no endpoint, so no request (and the error says why).
+    with pytest.raises(ProviderError) as refused:
+        routes.endpoint(CallTarget("b", "gpt-4o-mini"))
+    assert refused.value.kind == "missing_key"
+    assert str(refused.value) == "b: OPENAI_API_KEY is not set (needed for gpt-4o-mini)"
     assert routes.missing_key(CallTarget("b", "gpt-4o-mini")) == ["OPENAI_API_KEY"]
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    bare = routes.endpoint(CallTarget("b", "gpt-4o-mini"))
+    assert (bare.base_url, bare.model) == (routes.OPENAI_BASE, "gpt-4o-mini")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1/")
     found = routes.endpoint(CallTarget("c", "openai/gpt-4o-mini"))
     assert (found.base_url, found.model) == ("http://127.0.0.1:9/v1", "gpt-4o-mini")
@@ -493,3 +499,131 @@ def test_a_trailing_slash_on_openais_base_still_needs_the_key(
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "https://api.openai.com/v1/")
     assert routes.missing_key(CallTarget("b", "gpt-4o-mini")) == ["OPENAI_API_KEY"]
+
+
+# -- a missing key: one rule, one record, from either client --
+
+
+@pytest.mark.parametrize(
+    ("base", "local"),
+    [
+        ("http://127.0.0.1:8000/v1", True),
+        ("http://localhost:11434/v1", True),
+        ("http://[::1]:8080/v1", True),
+        ("http://10.1.2.3/v1", True),
+        ("http://192.168.0.7:8000/v1", True),
+        ("http://ollama:11434/v1", True),  # a Docker Compose service
+        ("http://host.docker.internal:8000/v1", True),
+        ("http://gpu-box.local:8000/v1", True),
+        ("https://api.openai.com/v1", False),
+        ("HTTPS://API.OpenAI.com", False),
+        ("https://openrouter.ai/api/v1", False),
+        ("http://8.8.8.8/v1", False),
+        ("http://localhost.example.com/v1", False),
+        ("localhost:8000/v1", False),  # no scheme: no host to trust
+        ("http://[::1/v1", False),
+    ],
+)
+def test_which_endpoints_are_local(base: str, local: bool) -> None:
+    assert routes.is_local(base) is local
+
+
+REMOTE = "https://llm.example.com/v1"
+
+
+@pytest.mark.parametrize(
+    ("env", "target", "key", "missing"),
+    [
+        ({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, CallTarget("a", "openai/m"), "fake-api-key", []),
+        ({"OPENAI_API_BASE": "http://localhost:9/v1"}, CallTarget("a", "gpt-4o-mini"), "fake-api-key", []),
+        ({}, CallTarget("a", "openai/m", "http://127.0.0.1:9/v1"), "fake-api-key", []),
+        ({}, CallTarget("a", "openai/m"), None, ["OPENAI_API_KEY"]),
+        ({"OPENAI_BASE_URL": "https://api.openai.com"}, CallTarget("a", "openai/m"), None, ["OPENAI_API_KEY"]),
+        ({"OPENAI_BASE_URL": REMOTE}, CallTarget("a", "openai/m"), None, ["OPENAI_API_KEY"]),
+        ({}, CallTarget("a", "openai/m", REMOTE), None, ["OPENAI_API_KEY"]),
+        ({"OPENAI_API_KEY": "sk-env"}, CallTarget("a", "openai/m", REMOTE), "sk-env", []),
+        ({}, CallTarget("a", "openai/m", REMOTE, api_key="sk-own"), "sk-own", []),
+        ({"HOSTED_VLLM_API_BASE": REMOTE}, CallTarget("a", "hosted_vllm/m"), "fake-api-key", []),
+    ],
+)  # fmt: skip
+def test_both_clients_take_one_key_rule(
+    no_provider_env: None,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    target: CallTarget,
+    key: str | None,
+    missing: list[str],
+) -> None:
+    """A key, or the stand-in for a local endpoint, or the variable that is missing: the lean
+    client's endpoint, litellm's call and the check made before either are one rule."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert routes.api_key(target) == key
+    assert routes.missing_key(target) == missing
+    if target.api_base is None and target.api_key is None:  # what the engine asks litellm's
+        assert litellm_client.missing_api_keys(target.model_id) == missing
+    assert litellm_client.call_kwargs(target, Timeouts()).get("api_key") == key
+    if missing:
+        with pytest.raises(ProviderError) as refused:
+            routes.endpoint(target)
+        assert refused.value.kind == "missing_key"
+    else:
+        assert routes.endpoint(target).api_key == key
+
+
+#: A model id no other test gives a price: litellm's price map is the process's (a price
+#: registered for another test's model would price litellm's records alone).
+KEYLESS_PROFILES = """
+models:
+  local:
+    model: openai/keyless-model
+    api_base: {base}
+  remote:
+    model: openai/keyless-model
+    api_base: https://llm.example.com/v1
+"""
+
+
+@pytest.mark.parametrize("endpoint", ["custom", "default", "openai-spelled-otherwise"])
+def test_a_missing_key_gives_one_record_from_either_client(
+    bench: Bench, no_provider_env: None, monkeypatch: pytest.MonkeyPatch, endpoint: str
+) -> None:
+    """No key set. A bare litellm id on ``OPENAI_BASE_URL`` (the fake server, on 127.0.0.1) or
+    a profile's local ``api_base`` is called with the stand-in key; the bare id on OpenAI's
+    own API (by default, or ``OPENAI_BASE_URL`` spelling it otherwise) or a profile on a remote
+    host is a ``missing_key`` error with no request. Both clients, the same records."""
+    if endpoint == "custom":
+        monkeypatch.setenv("OPENAI_BASE_URL", bench.server.base_url)
+    elif endpoint == "openai-spelled-otherwise":
+        monkeypatch.setenv("OPENAI_BASE_URL", "HTTPS://API.OpenAI.com/")
+    bench.pytester.makefile(
+        ".yaml", **{"profiles/keyless": KEYLESS_PROFILES.format(base=bench.server.base_url)}
+    )
+    bench.eval_file("one", SUITE.split("  - id: json-mode")[0])
+    runs = {}
+    for client in ("auto", "litellm"):
+        bench.server.reset()
+        bench.server.add_rule(Rule(reply="Paris is the capital."))
+        bench.run("--models=openai/keyless-model,local,remote", f"--client={client}")
+        records = sorted(bench.records(), key=lambda record: record["model"])
+        keys = [r.headers.get("authorization") for r in bench.server.chat_requests()]
+        runs[client] = ([_without_timings(record) for record in records], keys)
+    assert runs["auto"] == runs["litellm"]
+    records, keys = runs["auto"]
+    got = {r["model"]: (r["outcome"], r["error_kind"], r["error"]) for r in records}
+    bare = "openai/keyless-model"
+    assert got.pop(bare) == (
+        ("passed", None, None)
+        if endpoint == "custom"
+        else ("error", "missing_key", f"{bare}: OPENAI_API_KEY is not set (needed for {bare})")
+    )
+    assert got == {
+        "local": ("passed", None, None),
+        "remote": (
+            "error",
+            "missing_key",
+            "remote: OPENAI_API_KEY is not set (needed for openai/keyless-model at "
+            "llm.example.com, which is not on this machine or a private network)",
+        ),
+    }
+    assert keys == ["Bearer fake-api-key"] * (2 if endpoint == "custom" else 1)

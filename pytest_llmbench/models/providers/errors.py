@@ -52,6 +52,19 @@ class HTTPStatusError(Exception):
         self.headers = headers
 
 
+def missing_key_error(
+    name: str, model_id: str, variables: Sequence[str], host: str | None = None
+) -> ProviderError:
+    """The error of a model whose key variable is unset, raised before any request:
+    ``gpt: OPENAI_API_KEY is not set (needed for openai/gpt-4o-mini)``, and the host the
+    request would have gone to when it is not the provider's default."""
+    needed = " or ".join(variables)
+    verb = "is" if len(variables) == 1 else "are"
+    at = f" at {host}, which is not on this machine or a private network" if host else ""
+    message = f"{name}: {needed} {verb} not set (needed for {model_id}{at})"
+    return ProviderError(message, "missing_key")
+
+
 def status_name(status: int) -> str:
     """The exception name both clients show for ``status`` (``RateLimitError`` for 429)."""
     return STATUS_NAMES.get(status, "APIError")

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from . import routes
 from .completion import CallTarget, Completion, whole_answer
 from .openai_compatible import vector
 from .retry import IncompleteStreamError, Timeouts, cut_stream_message
@@ -26,11 +27,17 @@ from .tool_deltas import StreamedToolCalls
 
 
 def missing_api_keys(model_id: str) -> list[str]:
-    """API-key variables that litellm says ``model_id`` needs and the environment lacks.
+    """API-key variables that ``model_id`` needs and the environment lacks.
 
-    Only ``*_API_KEY`` variables count: cloud credentials (AWS, Vertex) and local endpoints can
-    come from files, metadata services or profiles that litellm cannot see from here.
+    A provider that speaks OpenAI's protocol is judged by the lean client's rule
+    (:func:`.routes.missing_key`: none for an endpoint on this machine or a private network),
+    so both clients call, or refuse, the same models. For the others, litellm says; only
+    ``*_API_KEY`` variables count: cloud credentials (AWS, Vertex) and local endpoints can come
+    from files, metadata services or profiles that litellm cannot see from here.
     """
+    target = CallTarget(model_id, model_id)
+    if routes.speaks_openai(target):
+        return routes.missing_key(target)
     litellm = import_litellm()
     try:
         found = litellm.validate_environment(model=model_id)
@@ -140,6 +147,7 @@ async def embed_once(
     litellm: Any, target: CallTarget, texts: Sequence[str], limits: Timeouts, retries: int
 ) -> Completion:
     """One attempt at embedding ``texts``: the vectors as the completion's text (JSON)."""
+    _check_key(target)
     kwargs = call_kwargs(target, limits, input=list(texts))
     started = time.perf_counter()
     response = await litellm.aembedding(**kwargs)
@@ -164,6 +172,7 @@ async def chat_once(
     retries: int,
 ) -> Completion:
     """One attempt at a chat completion (no retries: :func:`.retry.retried` owns those)."""
+    _check_key(target)
     _register_prices(litellm, target)
     kwargs = _request_kwargs(target, messages, params, stream, limits)
     started = time.perf_counter()
@@ -250,9 +259,19 @@ def call_kwargs(target: CallTarget, limits: Timeouts, **fields: Any) -> dict[str
     }
     if target.api_base:
         kwargs["api_base"] = target.api_base
-    if target.api_key:
-        kwargs["api_key"] = target.api_key
+    # An OpenAI-protocol endpoint gets the key the lean client sends (the stand-in for a local
+    # one without a key): litellm's OpenAI SDK builds no client without one.
+    key = routes.api_key(target) if routes.speaks_openai(target) else target.api_key
+    if key:
+        kwargs["api_key"] = key
     return kwargs
+
+
+def _check_key(target: CallTarget) -> None:
+    """An OpenAI-protocol endpoint that is not local and has no key is not called: the same
+    ``missing_key`` error as the lean client's, before any request."""
+    if routes.speaks_openai(target):
+        routes.check_key(target)
 
 
 async def _consume_stream(

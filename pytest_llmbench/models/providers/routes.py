@@ -4,17 +4,27 @@ litellm is the path for every provider that does not speak OpenAI's protocol and
 for any model; endpoints that speak it go through :mod:`.openai_compatible`, which needs no
 ``import litellm`` (seconds and 160 MB per process). The decision is made from the target
 alone, the same in every process, and the session header shows it (:func:`describe`).
+
+The key an OpenAI-protocol endpoint is sent is decided here too, for both clients
+(:func:`api_key`, :func:`missing_key`): the profile's, else the provider's variable, else the
+provider's stand-in (vLLM, LM Studio); with none, an endpoint on this machine or a private
+network (:func:`is_local`: a local vLLM, Ollama or llama.cpp server, which checks no key) is
+sent the stand-in ``fake-api-key``, as litellm sends vLLM's, and any other endpoint, OpenAI's
+own above all, is never called: the key is missing.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from . import prices
 from .completion import CallTarget
+from .errors import missing_key_error
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,12 @@ _OPENAI_PROTOCOL: Mapping[str, _Protocol] = {
 #: The providers whose models the lean client calls (given an endpoint).
 LEAN_PROVIDERS = tuple(_OPENAI_PROTOCOL)
 OPENAI_BASE = "https://api.openai.com/v1"
+#: The key a local endpoint is sent when none is set: litellm's own stand-in for servers that
+#: check none (OpenAI's SDK, inside litellm, refuses to send a request without a key).
+KEYLESS = "fake-api-key"
+#: Host names of this machine or a private network: RFC 6761's ``localhost``, mDNS's ``local``,
+#: the private-use ``internal`` (``host.docker.internal``), RFC 8375's ``home.arpa``, ``lan``.
+_LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa", ".lan")
 #: Reasoning models, whose parameters litellm adapts (``max_completion_tokens``, no
 #: ``temperature``): they stay with litellm.
 _REASONING = re.compile(r"(^|/)o\d|gpt-[5-9]")
@@ -82,12 +98,17 @@ def route(target: CallTarget) -> Route:
 
 
 def endpoint(target: CallTarget) -> Endpoint:
-    """The lean client's endpoint for ``target`` (which :func:`route` sent to it)."""
+    """The lean client's endpoint for ``target`` (which :func:`route` sent to it).
+
+    Raises :class:`ProviderError` (``missing_key``) for a remote endpoint with no key: no
+    request goes out.
+    """
     provider, model = split_model(target.model_id)
     base = _base_url(target, provider or "")
     if base is None:
         raise ValueError(f"{target.model_id} has no OpenAI-compatible endpoint")
-    return Endpoint(base.rstrip("/"), model, target.api_key or _env_key(provider or ""))
+    check_key(target)
+    return Endpoint(base.rstrip("/"), model, api_key(target))
 
 
 def split_model(model_id: str) -> tuple[str | None, str]:
@@ -118,15 +139,67 @@ def _env_key(provider: str) -> str | None:
     return next(found, protocol.default_key)
 
 
-def missing_key(target: CallTarget) -> list[str]:
-    """Key variables a lean target to OpenAI's own API lacks (local endpoints need none)."""
-    provider, _ = split_model(target.model_id)
-    if provider is None or target.api_key:
-        return []
+def speaks_openai(target: CallTarget) -> bool:
+    """Whether ``target``'s provider speaks OpenAI's protocol (whichever client calls it)."""
+    return split_model(target.model_id)[0] in _OPENAI_PROTOCOL
+
+
+def api_key(target: CallTarget) -> str | None:
+    """The key an OpenAI-protocol ``target`` is sent, by either client: the profile's, the
+    provider's variable, its stand-in, or :data:`KEYLESS` for a local endpoint; else None."""
+    provider = split_model(target.model_id)[0] or ""
+    key = target.api_key or _env_key(provider)
+    if key or provider not in _OPENAI_PROTOCOL:
+        return key
     base = _base_url(target, provider)
-    if base is None or base.rstrip("/") != OPENAI_BASE:
+    return KEYLESS if base is not None and is_local(base) else None
+
+
+def missing_key(target: CallTarget) -> list[str]:
+    """Key variables an OpenAI-protocol ``target`` lacks: its provider's, when it has no key
+    and its endpoint is not local (OpenAI's own API, a remote server or proxy); else none.
+
+    A provider of another protocol, or one without an endpoint (litellm then says what is
+    wrong), lacks none here.
+    """
+    provider = split_model(target.model_id)[0] or ""
+    if provider not in _OPENAI_PROTOCOL or _base_url(target, provider) is None:
         return []
-    return [] if _env_key(provider) else list(_OPENAI_PROTOCOL[provider].keys)
+    return [] if api_key(target) else list(_OPENAI_PROTOCOL[provider].keys)
+
+
+def check_key(target: CallTarget) -> None:
+    """Raise the ``missing_key`` error of a target :func:`missing_key` finds lacking, before
+    either client sends anything: a remote host is never called without a key."""
+    missing = missing_key(target)
+    if not missing:
+        return
+    base = _base_url(target, split_model(target.model_id)[0] or "") or ""
+    host = None if base.rstrip("/") == OPENAI_BASE else _host(base)
+    raise missing_key_error(target.name, target.model_id, missing, host)
+
+
+def is_local(base_url: str) -> bool:
+    """Whether ``base_url``'s host is this machine or a private network: a loopback, private
+    or link-local address, ``localhost``, a name without a dot (a LAN or Docker Compose
+    service: ``http://ollama:11434``) or one under :data:`_LOCAL_SUFFIXES`."""
+    host = _host(base_url)
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost" or "." not in host or host.endswith(_LOCAL_SUFFIXES)
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def _host(base_url: str) -> str:
+    """The host of a URL, lower case, without brackets or a trailing dot."""
+    try:
+        host = urllib.parse.urlsplit(base_url.strip()).hostname
+    except ValueError:  # a malformed address (an unclosed IPv6 bracket)
+        return ""
+    return (host or "").rstrip(".")
 
 
 def describe(targets: Sequence[CallTarget]) -> str:
