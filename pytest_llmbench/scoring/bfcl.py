@@ -27,7 +27,8 @@ JSON value (``1 == 1.0``, but ``true != 1``, where BFCL's Python ``==`` would ta
 function-calling handlers parse them.
 
 :func:`allowed_value_problem` checks the shape of an answer's allowed values against the schema
-(a list per argument; per object-typed argument each entry an object of allowed-value lists).
+(a list per argument; per object-typed argument each entry an object of allowed-value lists,
+or a string: ``""`` or the name of a variable).
 """
 
 from __future__ import annotations
@@ -331,20 +332,21 @@ def allowed_value_problem(
 
 
 def _entry_problem(entry: Any, expected: _Expected) -> str | None:
-    if entry == OPTIONAL:
-        return None
+    if isinstance(entry, str):
+        return None  # "" (may be left out), or the name of a variable, as BFCL reads it
     if expected.python is dict:
         return _object_problem(entry)
     if expected.python is list and expected.nested is dict:
         if not isinstance(entry, list):
-            return f"an allowed value of an array of objects must be a list, got {_short(entry)}"
+            return (f"an allowed value of an array of objects must be a list of objects, got "
+                    f"{_short(entry)}")  # fmt: skip
         return next(filter(None, (_object_problem(item) for item in entry)), None)
     return None
 
 
 def _object_problem(entry: Any) -> str | None:
     if not isinstance(entry, dict):
-        return f"an allowed value of an object must be an object, got {_short(entry)}"
+        return f"an allowed value of an object must be an object (or a string), got {_short(entry)}"
     for key, listed in entry.items():
         if not isinstance(listed, list):
             return (f"an allowed object's key {key!r} must map to a list of allowed values, "
