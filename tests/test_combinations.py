@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import Bench, Rule
-from judged_runs import replayed_with_no_request, same_under_xdist
+from judged_runs import replayed_with_no_request
 
 from pytest_llmbench.engine.conversation import NOT_RUN_RESULT
 from pytest_llmbench.engine.grading import said_messages
@@ -188,7 +188,7 @@ cases:
     assert f"    [1] assistant: {CALLED}\n    [2] user: Thanks." in result.stdout.str()
 
 
-# -- the same conversation judge under xdist and from the cache -------------------------------
+# -- the same conversation judge from the cache ---------------------------------------------
 
 #: Two conversations with a tool call each: the judge passes one and fails the other.
 JUDGED_TALKS = (
@@ -227,12 +227,6 @@ def _verdicts(bench: Bench) -> dict[str, Any]:
         )
         for record in bench.records()
     }
-
-
-@pytest.mark.slow
-def test_a_conversation_judge_of_tool_calls_is_the_same_under_xdist(bench: Bench) -> None:
-    _judged_talks(bench)
-    same_under_xdist(bench, _verdicts)
 
 
 @pytest.mark.parametrize("again", ["--cache=replay", "--rescore"])
