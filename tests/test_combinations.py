@@ -63,6 +63,7 @@ cases:
       - {type: faithfulness, judges: [fake2]}
       - {type: answer-relevance, judges: [fake2]}
   - id: simulated
+    context: ["Paris is sunny, today and tomorrow."]
     simulated_user:
       instructions: You want to know the weather in Paris.
       model: fake2
@@ -70,6 +71,7 @@ cases:
       first_message: What is the weather in Paris?
     assert:
       - {type: llm-rubric, value: SIM-RUBRIC looks it up, judges: [fake2], scope: conversation}
+      - {type: faithfulness, judges: [fake2]}
   - id: stops
     simulated_user:
       instructions: You are Bob.
@@ -145,9 +147,12 @@ def test_every_judge_and_scope_sees_the_tool_calls_and_the_simulated_user_too(
     assert stops["conversation_stopped"] == "failed"
 
     # a judge of a reply of calls alone sees the calls in its <answer>, never an empty one
-    for needle in ("TURN-RUBRIC", "PLAIN-RUBRIC", "GRADER", "factual claims", "addresses the"):
+    for needle in ("TURN-RUBRIC", "PLAIN-RUBRIC", "GRADER", "addresses the"):
         (text,) = _judge_texts(bench, needle)
         assert CALLED in text and "<answer>\n\n</answer>" not in text, needle
+    plain, last = _judge_texts(bench, "factual claims")  # one-reply's, the simulated user's
+    assert f"<answer>\n{CALLED}\n</answer>" in plain
+    assert "<answer>\nSunny tomorrow too.\n</answer>" in last  # the last reply's claims
     (plain_jury,) = [t for t in _judge_texts(bench, "following_instructions") if "<answer>" in t]
     assert f"<answer>\n{CALLED}\n</answer>" in plain_jury
     # a conversation judge sees the call and its "not run" result in the assistant's message
@@ -486,3 +491,33 @@ def test_agents_and_rag_metrics_under_variants_and_repeats_replay_with_no_reques
     assert bench.server.requests == []
     assert _rag_rows(bench) == first
     assert all(j["cached"] for record in bench.records() for j in record["judges"])
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (
+            "kind: agent\ntools: [read_file]\ncases:\n  - id: x\n"
+            "    simulated_user: {instructions: hi}\n",
+            5,
+            "not with `kind: agent`",
+        ),
+        (
+            "cases:\n  - id: x\n    simulated_user: {instructions: hi}\n"
+            "    choices: [a, b]\n    answer: a\n",
+            4,
+            "`choices` go with one prompt, not a simulated user",
+        ),
+    ],
+)
+def test_a_simulated_user_where_it_cannot_talk_is_a_collection_error(
+    tmp_path: Any, text: str, line: int, message: str
+) -> None:
+    from pytest_llmbench.spec.load import load_spec
+    from pytest_llmbench.spec.schema import EvalFileError
+
+    path = tmp_path / "sim.eval.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(EvalFileError, match=message) as info:
+        load_spec(path)
+    assert info.value.line == line
