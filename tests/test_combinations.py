@@ -34,6 +34,8 @@ tools:
 #: How the judges and the simulated user read the model's call, and its "not run" result.
 CALLED = '[called get_weather({"city": "Paris"})]'
 NOT_RUN = f"[get_weather returned: {NOT_RUN_RESULT}]"
+#: The model's reply of calls alone, as the fake server is scripted to give it.
+WEATHER = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
 
 #: Every judged type and scope on replies made of tool calls, and a simulated user reading one.
 TOOLS_AND_JUDGES = (
@@ -94,7 +96,6 @@ def _jury(keys: list[str]) -> str:
 def _script(bench: Bench) -> None:
     """The model calls get_weather when asked about Paris, answers in words otherwise; the
     judges reply in each kind's shape; the simulated user asks about tomorrow."""
-    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
     judge = "fake-model-2"
     rules = [
         Rule(model=judge, match_any="You play the user", reply="Thanks. And tomorrow?"),
@@ -108,7 +109,7 @@ def _script(bench: Bench) -> None:
             reply='{"claims": [{"claim": "it called", "supported": true, "reason": "r"}]}',
         ),
         Rule(model=judge, reply='{"score": 1.0, "reason": "it called the tool"}'),
-        Rule(model="fake-model", match="weather in Paris", tool_calls=weather),
+        Rule(model="fake-model", match="weather in Paris", tool_calls=WEATHER),
         Rule(model="fake-model", match="tomorrow", reply="Sunny tomorrow too."),
     ]
     for rule in rules:
@@ -173,8 +174,7 @@ def test_every_judge_and_scope_sees_the_tool_calls_and_the_simulated_user_too(
 
 
 def test_a_failed_turn_of_calls_alone_shows_its_calls_in_the_transcript(bench: Bench) -> None:
-    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
-    bench.server.add_rule(Rule(match="weather in Paris", tool_calls=weather))
+    bench.server.add_rule(Rule(match="weather in Paris", tool_calls=WEATHER))
     bench.server.add_rule(Rule(match="tomorrow", reply="Sunny."))
     talk = (
         TOOLS
@@ -215,11 +215,10 @@ cases:
 
 
 def _judged_talks(bench: Bench) -> None:
-    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
     good = '{"score": 1.0, "reason": "y"}'
     bench.server.add_rule(Rule(model="fake-model-2", match="good", reply=good))
     bench.server.add_rule(Rule(model="fake-model-2", reply='{"score": 0.0, "reason": "n"}'))
-    bench.server.add_rule(Rule(model="fake-model", match="weather in Paris", tool_calls=weather))
+    bench.server.add_rule(Rule(model="fake-model", match="weather in Paris", tool_calls=WEATHER))
     bench.server.add_rule(Rule(model="fake-model", match="Thanks", reply="You are welcome."))
     bench.eval_file("talks", JUDGED_TALKS)
 
@@ -349,9 +348,8 @@ def _variant_rows(bench: Bench) -> list[Any]:
 def test_each_variant_and_repeat_is_judged_on_its_own_calls_under_xdist_and_replay(
     bench: Bench,
 ) -> None:
-    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
     bench.server.add_rule(Rule(model="fake-model-2", reply='{"score": 1.0, "reason": "y"}'))
-    bench.server.add_rule(Rule(model="fake-model", match="weather in Paris", tool_calls=weather))
+    bench.server.add_rule(Rule(model="fake-model", match="weather in Paris", tool_calls=WEATHER))
     bench.server.add_rule(Rule(model="fake-model", match="tomorrow", reply="Sunny."))
     bench.eval_file("variants", VARIANTS)
     args = ("--models=fake", "--repeat=2", "--cache-dir=c")
@@ -383,10 +381,9 @@ cases:
 """
     )
     bench.eval_file("pair", pair)
-    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
-    bench.server.add_rule(Rule(model="fake-model", tool_calls=weather, times=1))
+    bench.server.add_rule(Rule(model="fake-model", tool_calls=WEATHER, times=1))
     bench.run("--models=fake", "--results-dir=base").assert_outcomes(skipped=1)  # unchecked
-    bench.server.add_rule(Rule(model="fake-model", reply="Let me see.", tool_calls=weather))
+    bench.server.add_rule(Rule(model="fake-model", reply="Let me see.", tool_calls=WEATHER))
     bench.server.add_rule(Rule(model="fake-model-2", reply='{"choice": "A"}'))
     bench.run("--models=fake", "--baseline=base").assert_outcomes(passed=1)  # a tie
     shown = [body["messages"][0]["content"] for body in _bodies(bench, "fake-model-2")]
@@ -406,12 +403,11 @@ cases:
 """
     )
     bench.eval_file("best", best)
-    weather = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
     for label in "AB":  # the judge picks the answer that called the tool, wherever it is shown
         picked = json.dumps({"choice": label})
         shown = f"[Answer {label}]\n{CALLED}"
         bench.server.add_rule(Rule(model="fake-model-2", match=shown, reply=picked))
-    bench.server.add_rule(Rule(model="fake-model", tool_calls=weather))
+    bench.server.add_rule(Rule(model="fake-model", tool_calls=WEATHER))
     bench.server.add_rule(Rule(model="fake-model-2", reply="It is sunny."))
     bench.run("--models=fake,fake2").assert_outcomes(passed=1, failed=1)
     records = {record["model"]: record for record in bench.records()}
