@@ -63,6 +63,10 @@ VERDICTS = {
 SOLVER = """
 def retrieve_nothing(case, client):
     return {"answer": client.complete(case.prompt).text, "context": []}
+
+
+def say_nothing_of_it(case, client):
+    return {"answer": client.complete(case.prompt).text, "context": None}
 """
 
 
@@ -143,6 +147,22 @@ def test_an_empty_retrieval_gives_the_same_verdicts_however_it_arrives(
         assert records["paris"]["prompt"] == "Docs:[] Q: Capital of France?"
     judged = [r for r in bench.server.chat_requests() if r.body["model"] == "fake-model-2"]
     assert judged == []  # nothing to judge against: no judge is asked
+
+
+def test_a_solvers_context_of_none_is_no_context_as_a_cases(bench: Bench) -> None:
+    """``None`` is not an empty retrieval: the judges read the case's own context."""
+    bench.pytester.makepyfile(rag_app=SOLVER)
+    bench.server.add_rule(Rule(model="fake-model", reply="Paris."))
+    verdict = {"claims": [{"claim": "Paris.", "supported": True, "reason": "stated"}]}
+    bench.server.add_rule(Rule(model="fake-model-2", reply=json.dumps(verdict)))
+    bench.eval_file(
+        "rag",
+        "solver: rag_app:say_nothing_of_it\ncases:\n  - {id: paris, prompt: Capital?,"
+        " context: [Paris is the capital.], assert: [{type: faithfulness, judges: [fake2]}]}\n",
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["context"] == {"source": "case", "chunks": ["Paris is the capital."]}
 
 
 # --- the shapes of a context -------------------------------------------------------------------
