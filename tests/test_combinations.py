@@ -517,3 +517,42 @@ def test_a_simulated_user_where_it_cannot_talk_is_a_collection_error(
     with pytest.raises(EvalFileError, match=message) as info:
         load_spec(path)
     assert info.value.line == line
+
+
+# -- an agent's judges: its calls and the real results it was shown ---------------------------
+
+AGENT = """
+kind: agent
+tools: [read_file]
+max_turns: 4
+cases:
+  - id: reads
+    files: {notes.txt: "remember the milk"}
+    prompt: What does notes.txt say?
+    assert:
+      - {type: llm-rubric, value: AGENT-RUBRIC reads the note, judges: [fake2]}
+      - {type: closed-qa, value: AGENT-CRITERION read it, judges: [fake2], scope: conversation}
+"""
+
+
+def test_an_agents_judges_see_each_call_with_its_real_result(bench: Bench) -> None:
+    judge = "fake-model-2"
+    said_yes = '{"verdict": "Y", "reason": "y"}'
+    bench.server.add_rule(Rule(model=judge, match="AGENT-CRITERION", reply=said_yes))
+    bench.server.add_rule(Rule(model=judge, reply='{"score": 1.0, "reason": "it read it"}'))
+    missing = [{"name": "read_file", "arguments": {"path": "gone.txt"}}]
+    notes = [{"name": "read_file", "arguments": {"path": "notes.txt"}}]
+    bench.server.add_rule(Rule(match_last="remember the milk", reply="It says: remember the milk."))
+    bench.server.add_rule(Rule(match_last="error:", tool_calls=notes))
+    bench.server.add_rule(Rule(match="notes.txt say", tool_calls=missing))
+    bench.eval_file("agent", AGENT)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    for needle in ("AGENT-RUBRIC", "AGENT-CRITERION"):
+        (text,) = _judge_texts(bench, needle)
+        lines = text.split("It says: remember the milk.")[0].splitlines()[-4:]
+        assert lines[0] == '[called read_file({"path": "gone.txt"})]', needle
+        assert lines[1].startswith("[read_file returned: error: ")
+        assert lines[2:] == [
+            '[called read_file({"path": "notes.txt"})]',
+            "[read_file returned: remember the milk]",
+        ]

@@ -253,7 +253,7 @@ class Answerer:
             request = dataclasses.replace(request, messages=conversation.replies[-1].sent)
         else:
             graded = await grade(
-                self._helpers, plan, completion, targets, self._judge_metrics, retrieved
+                self._helpers, plan, completion, targets, self._judge_metrics, retrieved, run
             )
         sandbox = toolbox.sandbox if toolbox is not None else None
         scores = options.to_record() if options is not None else None
