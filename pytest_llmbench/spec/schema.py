@@ -80,7 +80,9 @@ class McpServerSpec(_Strict):
     """One ``mcp_servers:`` entry: a stdio server the item starts, or a running HTTP one."""
 
     command: str | None = Field(
-        None, description="Executable of a stdio server, run in the sandbox (python3: this Python)"
+        None,
+        description="Program of a stdio server, run in the sandbox: python3 (this Python), a "
+        "name on PATH, or an absolute path (its install prefix is shown read-only)",
     )
     args: list[str] = Field(default_factory=list, description="Arguments of the stdio server")
     env: dict[str, str] = Field(
