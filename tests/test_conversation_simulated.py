@@ -187,6 +187,64 @@ def test_a_simulated_user_that_errors_is_the_items_error_keeping_the_turns(
     assert record["conversation_stopped"] is None
 
 
+def test_an_empty_message_twice_is_the_items_error_and_never_sent(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Sorry! Your refund is issued."))
+    bench.server.add_rule(Rule(model=USER, reply="  \n "))
+    bench.eval_file("talk", REFUND)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*simulated user fake2: wrote an empty message (turn 2)*"])
+    (record,) = bench.records()
+    assert record["outcome"] == "error" and record["error_kind"] == "malformed"
+    assert [e["content"] for e in record["conversation"]] == [
+        "My order 1234 never arrived.",
+        "Sorry! Your refund is issued.",
+    ]
+    assert len(_requests(bench, MODEL)) == 1  # the empty message never reached the model
+    first, again = _requests(bench, USER)  # asked once more, with the problem named
+    assert again[: len(first)] == first
+    assert again[len(first)] == {"role": "assistant", "content": "(an empty message)"}
+    assert again[-1]["role"] == "user" and "was empty" in again[-1]["content"]
+    assert "<<DONE>>" in again[-1]["content"]
+    assert record["user_sim_tokens"] > 0  # both calls are counted
+
+
+def test_an_empty_message_then_a_line_goes_on_with_the_line(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=MODEL, reply="Here is your refund."))
+    bench.server.add_rule(Rule(model=USER, times=1, reply=""))
+    bench.server.add_rule(Rule(model=USER, reply="Thanks. <<DONE>>"))
+    bench.eval_file(
+        "talk", REFUND.replace("      first_message: My order 1234 never arrived.\n", "")
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["conversation_stopped"] == "goal"
+    assert [e["content"] for e in record["conversation"]] == [
+        "Thanks.",  # the opening's marker is dropped, as any opening's
+        "Here is your refund.",
+    ]
+    empty, again, done = _requests(bench, USER)  # the opening twice, then turn 2's marker
+    assert again[len(empty)] == {"role": "assistant", "content": "(an empty message)"}
+    assert done[-2:] == [
+        {"role": "assistant", "content": "Thanks."},  # the retry is not in the history
+        {"role": "user", "content": "Here is your refund."},
+    ]
+
+
+def test_an_opening_of_the_stop_marker_alone_is_an_empty_message(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model=USER, reply="<<DONE>>"))
+    bench.eval_file(
+        "talk", REFUND.replace("      first_message: My order 1234 never arrived.\n", "")
+    )
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*simulated user fake2: wrote an empty message (turn 1)*"])
+    (record,) = bench.records()
+    assert record["conversation"] == []
+    assert _requests(bench, MODEL) == []
+    assert len(_requests(bench, USER)) == 2
+
+
 @pytest.mark.parametrize(
     ("user", "line", "message"),
     [

@@ -316,17 +316,16 @@ class Answerer:
         async def ask(messages: list[dict[str, str]], turn: int) -> Completion:
             asked = self._helpers.request(plan, profile, targets, messages, {})
             if isinstance(asked, ProviderError):
-                raise _as_user_sim(asked, profile.name)
+                raise asked
             nodeid = f"{plan.nodeid} (simulated user {profile.name})"
-            asked = dataclasses.replace(asked, nodeid=nodeid)
-            try:
-                return await self._pacer.paced(asked)
-            except ProviderError as exc:
-                raise _as_user_sim(exc, profile.name) from None
+            return await self._pacer.paced(dataclasses.replace(asked, nodeid=nodeid))
 
         progress = self._talks[plan.nodeid] = Progress()
+        failed = stop_check(plan)
         try:
-            run = await simulate(complete, ask, request.messages, user, stop_check(plan), progress)
+            run = await simulate(
+                complete, ask, request.messages, user, profile.name, failed, progress
+            )
         finally:
             if self._talks.get(plan.nodeid) is progress:
                 del self._talks[plan.nodeid]
@@ -525,13 +524,6 @@ def _one_plain_call(plan: CallPlan) -> bool:
         or plan.case.conversational
         or plan.graded
     )
-
-
-def _as_user_sim(error: ProviderError, name: str) -> ProviderError:
-    """A simulated user's error, said as one: the item's error, not the model's failure."""
-    said = ProviderError(f"simulated user {name}: {error.message}", error.kind, error.retries)
-    said.rate_limit_wait_s = error.rate_limit_wait_s
-    return said
 
 
 def _whole(conversation: ConversationRun, request: Request) -> Completion:

@@ -7,7 +7,9 @@ written); the model under test answers it from the whole history, as it answers 
 It ends when the simulated user says its stop marker (``goal``), after ``max_turns`` replies
 (``max_turns``), or when an assertion marked ``stop_on_fail`` fails on a reply (``failed``).
 Both models' calls go through the ``complete`` functions the :class:`~.answer.Answerer` gives:
-paced, rate-limited, budgeted, cached (the history is in the key) and counted.
+paced, rate-limited, budgeted, cached (the history is in the key) and counted. The simulated
+user's errors are the item's, named as its (:func:`user_error`), never the model's failure; an
+empty message is asked for once more, then such an error: it is never sent to the model.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ _SWAPPED = {"user": "assistant", "assistant": "user"}
 OPENING_CUE = "(The conversation starts: write your first message to the assistant.)"
 #: What the simulated user reads for a message that said nothing at all.
 EMPTY_MESSAGE = "(an empty message)"
+#: Calls for one user message: the first, and one more after an empty message (as a judge is
+#: asked once more after a malformed verdict).
+LINE_ATTEMPTS = 2
 
 
 def user_prompt(user: SimulatedUser) -> str:
@@ -77,19 +82,24 @@ async def simulate(
     ask: AskUser,
     opening: Sequence[dict[str, Any]],
     user: SimulatedUser,
+    name: str,
     failed: StopCheck | None = None,
     progress: Progress | None = None,
 ) -> ConversationRun:
     """Talk until the simulated user is done, ``max_turns`` replies, or a ``stop_on_fail``
-    failure. ``opening`` is the model's first messages (its system prompt). An error or the
-    budget ends the conversation as a scripted one's (:func:`.conversation.cut_short`): what
-    was said before is kept; the run's ``turns`` carry ``user.checks`` on every reply."""
+    failure. ``opening`` is the model's first messages (its system prompt); ``name`` is the
+    profile playing the user, which its errors name. An error or the budget ends the
+    conversation as a scripted one's (:func:`.conversation.cut_short`): what was said before
+    is kept; the run's ``turns`` carry ``user.checks`` on every reply."""
     history = list(opening)
     progress = progress or Progress()
     stopped = "max_turns"
     try:
         for index in range(user.max_turns):
-            text = await _user_line(ask, user, history, index, progress)
+            try:
+                text = await _user_line(ask, user, history, index, progress)
+            except ProviderError as exc:
+                raise user_error(exc, name) from None
             if text is None:
                 stopped = "goal"
                 break
@@ -117,17 +127,48 @@ async def _user_line(
     progress: Progress,
 ) -> str | None:
     """The user's message of turn ``index``, or None when it said its stop marker. The
-    opening never ends the conversation: the model answers at least once."""
+    opening never ends the conversation: the model answers at least once. An empty message
+    (an opening of the marker alone is one) is asked for once more with the problem named,
+    then is a ``malformed`` error: some providers refuse an empty message, and it says
+    nothing to the model under test."""
     if index == 0 and user.first_message is not None:
         return user.first_message
-    completion = await ask(user_view(user, history), index)
-    progress.user_calls.append(completion)
-    text = completion.text.strip()
+    view = user_view(user, history)
+    for _ in range(LINE_ATTEMPTS):
+        completion = await ask(view, index)
+        progress.user_calls.append(completion)
+        line = _read_line(user, completion.text, index)
+        if line != "":
+            return line
+        view = [*view, *_empty_retry(user)]
+    raise ProviderError(f"wrote an empty message (turn {index + 1})", "malformed")
+
+
+def _read_line(user: SimulatedUser, text: str, index: int) -> str | None:
+    """The message in the simulated user's ``text`` ("" when it is empty), or None when it
+    said its stop marker after the opening; in the opening the marker is dropped."""
+    text = text.strip()
     if user.stop not in text:
         return text
     if index > 0:
         return None
-    return text.replace(user.stop, "").strip() or text
+    return text.replace(user.stop, "").strip()
+
+
+def _empty_retry(user: SimulatedUser) -> list[dict[str, str]]:
+    """The empty message, said as never empty, and the request to write it again."""
+    again = (
+        "(Your message was empty. Write your next message to the assistant, "
+        f"or {user.stop} when your goal is reached.)"
+    )
+    return [{"role": "assistant", "content": EMPTY_MESSAGE}, {"role": "user", "content": again}]
+
+
+def user_error(error: ProviderError, name: str) -> ProviderError:
+    """A simulated user's error, said as one: the item's error, not the model's failure."""
+    said = ProviderError(f"simulated user {name}: {error.message}", error.kind, error.retries)
+    said.rate_limit_wait_s = error.rate_limit_wait_s
+    return said
 
 
 def stop_check(plan: CallPlan) -> StopCheck | None:
