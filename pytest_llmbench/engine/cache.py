@@ -8,10 +8,16 @@ xdist workers write the same file at once. WAL lets readers run beside the one w
 timeout makes writers queue instead of failing, and autocommit keeps each ``put`` to one short
 transaction, so the write lock is never held across a model call.
 
-Each entry keeps when it was written (``created_at``, seconds since the epoch) and the model id
-it answers for (``model``), so a run can treat entries past ``--cache-ttl`` as stale and
-``llmbench cache`` can list, prune and clear them. Files written before the ``model`` column
-existed gain it on first open, filled from each stored answer's ``model_id``.
+Each entry keeps when it was written (``created_at``, seconds since the epoch), the model id
+it answers for (``model``) and the run that wrote it (``run``), so a run can treat entries past
+``--cache-ttl`` as stale and ``llmbench cache`` can list, prune and clear them. Files written
+before the ``model`` or ``run`` column existed gain it on first open (``model`` filled from each
+stored answer's ``model_id``).
+
+Two processes (or two items of one) may miss the same key at once and both call the model; the
+answers may differ. ``put`` with ``keep`` settles it in one transaction: the first answer
+stored for the run stays, and the later caller continues from it, so every item of a run
+continues from the one answer the file holds and a replay of the run finds every history.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +49,7 @@ CACHE_FILE = "responses.sqlite"
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS responses "
-    "(key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL, model TEXT)"
+    "(key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL, model TEXT, run TEXT)"
 )
 #: Seconds per unit of an age written as ``90s``, ``30m``, ``12h`` or ``14d``.
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -83,6 +89,7 @@ class CacheEntry:
 
     completion: Completion
     created_at: float | None  #: seconds since the epoch; None in rows that never had it
+    run: str | None = None  #: the run that wrote it; None in rows written before runs were kept
 
 
 @dataclass(frozen=True)
@@ -152,21 +159,35 @@ class ResponseCache:
 
     def entry(self, key: str) -> CacheEntry | None:
         """The stored completion for ``key`` and when it was written, or None."""
-        sql = "SELECT value, created_at FROM responses WHERE key = ?"
-        row = self._execute(sql, (key,)).fetchone()
-        completion = None if row is None else _decode(row[0])
-        return None if completion is None else CacheEntry(completion, row[1])
+        try:
+            return _read_entry(self._connection(), key)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
 
-    def put(self, key: str, completion: Completion, *, model: str | None = None) -> None:
+    def put(
+        self,
+        key: str,
+        completion: Completion,
+        *,
+        model: str | None = None,
+        run: str | None = None,
+        keep: Callable[[CacheEntry], bool] | None = None,
+    ) -> Completion:
         """Store ``completion`` under ``key`` for ``model`` (default: the completion's
-        ``model_id``), written now, replacing any earlier answer."""
+        ``model_id``), written now by ``run``, replacing any earlier answer, unless ``keep``
+        says to keep the entry found there; return the answer the entry holds then.
+
+        The look and the write are one transaction, so of processes storing the same key at
+        once, each sees the entry the others wrote before it.
+        """
         if completion.text is None:
             raise ValueError("refusing to cache a completion without text: errors are not cached")
         value = json.dumps(dataclasses.asdict(completion), ensure_ascii=False)
-        self._execute(
-            "INSERT OR REPLACE INTO responses (key, value, created_at, model) VALUES (?, ?, ?, ?)",
-            (key, value, time.time(), model or completion.model_id),
-        )
+        row = (key, value, time.time(), model or completion.model_id, run)
+        try:
+            return _put_unless_kept(self._connection(), row, completion, keep)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
 
     def entries(self, model: str | None = None) -> list[EntryInfo]:
         """Every entry (of ``model`` only, when given), newest first, without its answer."""
@@ -230,6 +251,7 @@ class ResponseCache:
             connection.execute("PRAGMA synchronous = NORMAL")
             execute_when_unlocked(connection, _SCHEMA)
             _add_model_column(connection)
+            _add_column(connection, "run")
         except sqlite3.Error as exc:
             connection.close()
             raise self._error(exc) from exc
@@ -262,19 +284,62 @@ def execute_when_unlocked(connection: sqlite3.Connection, sql: str) -> None:
             time.sleep(random.uniform(0.005, 0.05))  # jittered, so the waiters do not collide
 
 
-def _add_model_column(connection: sqlite3.Connection) -> None:
-    """Give a file written before entries named their model a ``model`` column, filled from
-    each answer's ``model_id``. Processes opening it at once race harmlessly: one adds the
-    column, the others find it added."""
-    columns = {row[1] for row in connection.execute("PRAGMA table_info(responses)")}
-    if "model" in columns:
-        return
+def _read_entry(connection: sqlite3.Connection, key: str) -> CacheEntry | None:
+    """The entry stored under ``key``, or None when there is none or it no longer decodes."""
+    sql = "SELECT value, created_at, run FROM responses WHERE key = ?"
+    row = connection.execute(sql, (key,)).fetchone()
+    completion = None if row is None else _decode(row[0])
+    return None if completion is None else CacheEntry(completion, row[1], row[2])
+
+
+def _put_unless_kept(
+    connection: sqlite3.Connection,
+    row: tuple[str, str, float, str | None, str | None],
+    completion: Completion,
+    keep: Callable[[CacheEntry], bool] | None,
+) -> Completion:
+    """Write ``row`` (key, value, created_at, model, run) unless ``keep`` keeps the entry
+    already there; the answer the entry holds after. BEGIN IMMEDIATE takes the write lock
+    before the look, so no other process writes the key between the two."""
+    connection.execute("BEGIN IMMEDIATE")
     try:
-        execute_when_unlocked(connection, "ALTER TABLE responses ADD COLUMN model TEXT")
+        found = None if keep is None else _read_entry(connection, row[0])
+        if found is not None and keep is not None and keep(found):
+            connection.execute("COMMIT")
+            return found.completion
+        connection.execute(
+            "INSERT OR REPLACE INTO responses (key, value, created_at, model, run) "
+            "VALUES (?, ?, ?, ?, ?)",
+            row,
+        )
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    return completion
+
+
+def _add_column(connection: sqlite3.Connection, name: str) -> bool:
+    """Add the TEXT column ``name`` to a file written before it existed; whether this call
+    added it. Processes opening the file at once race harmlessly: one adds the column, the
+    others find it added."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(responses)")}
+    if name in columns:
+        return False
+    try:
+        execute_when_unlocked(connection, f"ALTER TABLE responses ADD COLUMN {name} TEXT")
     except sqlite3.OperationalError as exc:
         if "duplicate column" in str(exc):
-            return
+            return False
         raise
+    return True
+
+
+def _add_model_column(connection: sqlite3.Connection) -> None:
+    """Give a file written before entries named their model a ``model`` column, filled from
+    each answer's ``model_id``."""
+    if not _add_column(connection, "model"):
+        return
     connection.execute("BEGIN IMMEDIATE")  # one transaction, not one per row
     try:
         rows = connection.execute("SELECT key, value FROM responses WHERE model IS NULL")

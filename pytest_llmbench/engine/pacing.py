@@ -12,12 +12,13 @@ result never leaves.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,8 @@ _RATE_WINDOW_S = 60.0 * 1.05
 #: How many items past the current one may have calls started, per unit of concurrency.
 _LOOKAHEAD_FACTOR = 2
 _MAX_LOOKAHEAD = 1024
+#: The cache modes that store answers (and so share identical requests' answers).
+_STORING = ("use", "refresh")
 
 
 @dataclass(frozen=True)
@@ -58,10 +61,14 @@ class PacerSettings:
     slot_dir: Path  #: the session folder the xdist workers share, for the serial locks
     connect_timeout_s: float = 10.0  #: seconds to open a connection
     cache_ttl_s: float | None = None  #: an entry older than this is stale (``--cache-ttl``)
+    #: names this run in the cache entries it writes, the same in every xdist worker: an entry
+    #: the run wrote is its answer to that request from then on (None: entries name no run)
+    run_id: str | None = None
 
     @classmethod
-    def from_run(cls, run: RunConfig, slot_dir: Path) -> PacerSettings:
-        """The settings of ``run``, with the folder of the xdist workers' shared locks."""
+    def from_run(cls, run: RunConfig, slot_dir: Path, run_id: str | None = None) -> PacerSettings:
+        """The settings of ``run``, with the folder of the xdist workers' shared locks and the
+        name the run's cache entries carry."""
         return cls(
             concurrency=run.concurrency,
             rpm=run.rpm,
@@ -75,6 +82,7 @@ class PacerSettings:
             slot_dir=slot_dir,
             connect_timeout_s=run.connect_timeout_s,
             cache_ttl_s=run.cache_ttl_s,
+            run_id=run_id,
         )
 
 
@@ -134,6 +142,7 @@ class CallPacer:
         self._slots: dict[str, ProcessSlot] = {}
         self._cache: ResponseCache | None = None
         self._cache_lock = threading.Lock()
+        self._flights = SingleFlight()
         self._spent = 0.0
         budget = self._run.max_cost
         self._budget = None if budget is None else budget / self._n_workers
@@ -175,14 +184,37 @@ class CallPacer:
         return slot
 
     async def paced(self, request: Request) -> Completion:
-        """One model call: from the cache, or paced by the model's lane, budgeted and cached."""
-        from ..models.providers.calls import acomplete, aembed
-        from ..models.providers.routes import route
+        """One model call: from the cache, or paced by the model's lane, budgeted and cached.
 
+        A request identical to one in flight (the same cache key, the cache used or
+        refreshed) waits for that one and takes its answer as a cache hit, instead of calling
+        again: both continue from the one answer the cache keeps.
+        """
         request = self._redacted(request)
         key, hit = (request.missed_key, None) if request.missed_key else self._lookup(request)
         if hit is not None:
             return hit  # a fully cached run never imports a client (litellm: seconds)
+        if key is None or self._run.cache_mode not in _STORING:
+            return await self._call(request)
+        return await self._flights.once(key, lambda: self._called_and_stored(request, key))
+
+    async def _called_and_stored(self, request: Request, key: str) -> Settled:
+        """``request`` called and its answer stored under ``key``, unless the cache keeps an
+        answer another item of this run stored meanwhile: then that one, as a hit."""
+        completion = await self._call(request)
+        answer = self._redacted_answer(completion)
+        held = self._response_cache().put(
+            key, answer, model=request.target.model_id, run=self._run.run_id, keep=self._kept
+        )
+        if held is answer:
+            return Settled(returned=completion, held=held)
+        return Settled(returned=as_hit(held), held=held)
+
+    async def _call(self, request: Request) -> Completion:
+        """``request`` sent to its model: paced by its lane and slots, within the budget."""
+        from ..models.providers.calls import acomplete, aembed
+        from ..models.providers.routes import route
+
         if route(request.target).client == "litellm":
             from ..models.providers.litellm_client import warmed_up
 
@@ -226,9 +258,6 @@ class CallPacer:
         used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
         lane.limiter.record_tokens(max(0, used - request.estimate))  # counted already
         self._spent += completion.cost_usd or 0.0
-        if key is not None and self._run.cache_mode in ("use", "refresh"):
-            answer = self._redacted_answer(completion)
-            self._response_cache().put(key, answer, model=request.target.model_id)
         if not held.waited:
             return completion
         wait = completion.rate_limit_wait_s + held.waited
@@ -284,14 +313,11 @@ class CallPacer:
             request.repeat,
             api_base=target.api_base,
         )
-        if mode == "refresh":
-            return key, None
         entry = self._response_cache().entry(key)
-        stale = None if entry is None else self._stale(entry)
-        if entry is not None and stale is None:
-            hit = entry.completion
-            return key, dataclasses.replace(hit, cached=True, retries=0, rate_limit_wait_s=0.0)
+        if entry is not None and self._kept(entry):
+            return key, as_hit(entry.completion)
         if mode == "replay":
+            stale = None if entry is None else self._stale(entry)
             flag = "--rescore" if self._run.rescore else "--cache=replay"
             found = f"the cached answer for {request.nodeid} {stale}"
             if stale is None:
@@ -299,6 +325,14 @@ class CallPacer:
             message = f"{found} ({flag} makes no calls)"
             raise ProviderError(f"{request.model_name}: {message}", "cache_miss")
         return key, None  # a miss, or stale: called again and stored anew
+
+    def _kept(self, entry: CacheEntry) -> bool:
+        """Whether this run answers from ``entry``: one it wrote itself (every item of a run
+        continues from the same answer, whatever the mode or its age), or, unless refreshing,
+        one still fresh."""
+        if entry.run is not None and entry.run == self._run.run_id:
+            return True
+        return self._run.cache_mode != "refresh" and self._stale(entry) is None
 
     def _stale(self, entry: CacheEntry) -> str | None:
         """How ``entry`` is past ``--cache-ttl`` (its age and the TTL), or None when fresh."""
@@ -333,6 +367,52 @@ class CallPacer:
         """Close the response cache."""
         if self._cache is not None:
             self._cache.close()
+
+
+def as_hit(stored: Completion) -> Completion:
+    """A stored answer as a call answered from the cache reports it: no retries, no wait."""
+    return dataclasses.replace(stored, cached=True, retries=0, rate_limit_wait_s=0.0)
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A call that stored its answer: what its caller gets, and what the cache holds."""
+
+    returned: Completion  #: the call's own answer, or the one the cache kept instead (a hit)
+    held: Completion  #: the answer stored under the key, which identical requests share
+
+
+class SingleFlight:
+    """Identical cacheable requests at once on the engine loop: the first calls, the others
+    wait for it and take the answer it stored, as a cache hit.
+
+    A waiter never shares a failure (errors are not cached): when the first call fails or is
+    cancelled (the scheduler cancels look-ahead work), one waiter calls in its place and the
+    others wait for that one. A waiter's own cancellation leaves the call it waits for alone.
+    """
+
+    def __init__(self) -> None:
+        #: the call in flight per key: its future holds the stored answer, or None on failure
+        self._flights: dict[str, asyncio.Future[Completion | None]] = {}
+
+    async def once(self, key: str, call: Callable[[], Awaitable[Settled]]) -> Completion:
+        """``call()``'s answer, or, while an identical one is in flight, that one's."""
+        loop = asyncio.get_running_loop()
+        while (flight := self._flights.get(key)) is not None and flight.get_loop() is loop:
+            held = await asyncio.shield(flight)
+            if held is not None:
+                return as_hit(held)
+        flight = loop.create_future()
+        self._flights[key] = flight
+        held = None
+        try:
+            settled = await call()
+            held = settled.held
+            return settled.returned
+        finally:
+            if self._flights.get(key) is flight:
+                del self._flights[key]
+            flight.set_result(held)
 
 
 def _holding(slots: Sequence[ProcessSlot]) -> contextlib.AbstractAsyncContextManager[Any]:

@@ -18,7 +18,7 @@ import pytest
 from ..config import RunConfig, get_run_config
 from ..redact import Redactor
 from .loop import Engine
-from .session import STATE_DIR_KEY, session_state
+from .session import STATE_DIR_KEY, run_id, session_state
 from .targets import Targets
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class Runtime:
             worker_index = _worker_index(str(workerinput.get("workerid", "gw0")))
             run = self.run
             state_dir = session_state(self.config)[0]
-            settings = PacerSettings.from_run(run, state_dir)
+            settings = PacerSettings.from_run(run, state_dir, run_id(self.config))
             answerer = Answerer(
                 CallPacer(
                     settings, n_workers, redact=self.redactor.messages, worker_index=worker_index

@@ -1,7 +1,8 @@
 """The run's session directory: shared by the controller and its xdist workers.
 
 It holds the embedded server's state, the serial-call locks and the optimizer's store; the
-process that owns the run removes it at the end.
+process that owns the run removes it at the end. Its name, unique to the run, also names the
+run in the response cache entries it writes (:func:`run_id`).
 """
 
 from __future__ import annotations
@@ -27,3 +28,9 @@ def session_state(config: pytest.Config) -> tuple[Path, int]:
         state = (str(Path(tempfile.gettempdir()) / name), os.getpid())
         config.stash[STATE_DIR_KEY] = state
     return Path(state[0]), state[1]
+
+
+def run_id(config: pytest.Config) -> str:
+    """A name unique to this run and the same in the controller and every xdist worker: the
+    session directory's (the owner's pid and a random part)."""
+    return session_state(config)[0].name
