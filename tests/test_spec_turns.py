@@ -205,7 +205,20 @@ BAD = [
         "turns in an agent file",
         "kind: agent\ntools: [read_file]\ncases:\n  - turns: [{user: hi}]\n",
         4,
-        "not with `kind: agent`",
+        "`turns` is a conversation with the model itself, not with `kind: agent`",
+    ),
+    (
+        "a simulated user in an agent file",
+        "kind: agent\ntools: [read_file]\ncases:\n  - id: x\n"
+        "    simulated_user: {instructions: hi}\n",
+        5,
+        "case 'x': `simulated_user` is a conversation with the model itself, not with `kind: agent`",
+    ),
+    (
+        "turns in a solver file",
+        "solver: app:solve\ncases:\n  - turns: [{user: hi}]\n",
+        3,
+        "`turns` is a conversation with the model itself, not with `solver`",
     ),
     (
         "turns with choices",

@@ -335,8 +335,9 @@ def _check_turns_case(spec: EvalSpec, case: CaseSpec, place: _Place, case_id: st
 
 
 def _check_turns_file(spec: EvalSpec, place: _Place, who: str, key: tuple[Any, ...]) -> None:
-    """A conversation is answered by the model itself (:func:`.turns.conversation_refusal`)."""
-    refusal = conversation_refusal(spec)
+    """A conversation is answered by the model itself (:func:`.turns.conversation_refusal`);
+    the refusal names the key given (a dataset row's is ``turns``)."""
+    refusal = conversation_refusal(spec, key[0] if key else "turns")
     if refusal is not None:
         raise place.error(f"{who}: {refusal}", *key)
 

@@ -160,9 +160,10 @@ def with_turns(case: EvalCase, scripted: ScriptedTurns) -> EvalCase:
     return replace(case, turns=turns)
 
 
-def conversation_refusal(spec: EvalSpec) -> str | None:
-    """Why the file's cases cannot have turns (a conversation is answered by the model itself:
-    not by an agent loop, a solver or option scoring), or None."""
+def conversation_refusal(spec: EvalSpec, key: str = "turns") -> str | None:
+    """Why the file's cases cannot have a conversation, given by ``key`` (``turns`` or
+    ``simulated_user``, as the user wrote it): a conversation is answered by the model itself,
+    not by an agent loop, a solver or option scoring. None when they can."""
     other = (
         "`kind: agent`"
         if spec.kind == "agent"
@@ -172,7 +173,9 @@ def conversation_refusal(spec: EvalSpec) -> str | None:
         if spec.loglikelihood is not None
         else None
     )
-    return None if other is None else f"`turns` are a conversation with the model: not with {other}"
+    if other is None:
+        return None
+    return f"`{key}` is a conversation with the model itself, not with {other}"
 
 
 def turn_variables(template: str | None, variables: dict[str, Any]) -> dict[str, Any]:
