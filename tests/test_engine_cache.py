@@ -356,6 +356,31 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
         response_cache.close()
 
 
+def _store_the_shared_key(path: str, worker: int, barrier: Any) -> None:
+    """One process of a run storing its own answer to the key all of them missed at once."""
+    response_cache = ResponseCache(Path(path))
+    len(response_cache)  # open (and create) the file before the race
+    barrier.wait()
+    held = response_cache.put(
+        BASE_KEY, make_completion(f"by {worker}"), run="the-run", keep=lambda e: e.run == "the-run"
+    )
+    response_cache.put(f"seen-{worker}", held)
+    response_cache.close()
+
+
+def test_processes_storing_one_key_at_once_all_continue_from_the_first(tmp_path: Path) -> None:
+    """Each look and write is one transaction: every process of the run gets the answer the
+    first stored (not its own), so they all continue from the one the file keeps."""
+    path = tmp_path / "responses.sqlite"
+    _in_processes(_store_the_shared_key, path)
+    response_cache = ResponseCache(path)
+    entry = response_cache.entry(BASE_KEY)
+    seen = [response_cache.get(f"seen-{worker}") for worker in range(WORKERS)]
+    response_cache.close()
+    assert entry is not None and entry.run == "the-run"
+    assert seen == [entry.completion] * WORKERS
+
+
 # -- ages, models and the old file layout ----------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "seconds", "shown"),
@@ -402,18 +427,24 @@ def _old_layout_file(path: Path, rows: list[tuple[str, str, float | None]]) -> N
     db.close()
 
 
-def test_a_file_of_the_old_layout_gains_the_model_column_and_keeps_working(tmp_path: Path) -> None:
+def test_a_file_of_the_old_layout_gains_the_model_and_run_columns_and_keeps_working(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "responses.sqlite"
     stored = json.dumps(asdict(make_completion(model_id="openai/old")))
     _old_layout_file(path, [("a", stored, time.time()), ("b", "{not json", None)])
     response_cache = ResponseCache(path)
     try:
-        assert response_cache.get("a") == make_completion(model_id="openai/old")
+        old = response_cache.entry("a")
+        assert old is not None and old.completion == make_completion(model_id="openai/old")
+        assert old.run is None  # written before entries named their run
         infos = {info.key: info for info in response_cache.entries()}
         assert infos["a"].model == "openai/old"  # filled from the stored answer
         assert infos["b"].model is None and infos["b"].created_at is None
-        response_cache.put("c", make_completion(), model="openai/new")
+        response_cache.put("c", make_completion(), model="openai/new", run="the-run")
         assert {info.key: info.model for info in response_cache.entries()}["c"] == "openai/new"
+        new = response_cache.entry("c")
+        assert new is not None and new.run == "the-run"
     finally:
         response_cache.close()
     # A second open finds the column there and changes nothing.
