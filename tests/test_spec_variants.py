@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import base64
 import csv
+import warnings
 from pathlib import Path
 
 import pytest
 from conftest import Bench, Rule
 
-from pytest_llmbench.spec.variants import Variant, temperature_variations
+from pytest_llmbench.spec.load import load_spec
+from pytest_llmbench.spec.schema import EvalCase
+from pytest_llmbench.spec.variants import PromptVariantWarning, Variant, temperature_variations
 
 PROMPTS = """\
 prompts:
@@ -589,6 +592,95 @@ def test_a_case_system_cannot_silently_replace_a_variant_system(bench: Bench) ->
     result.stdout.fnmatch_lines(
         ["v.eval.yaml:6: case 'one': its `system` would replace the `system` of prompt "
          "variant 'teacher'; give it in one place"]
+    )  # fmt: skip
+
+
+TWO_PROMPTS = """\
+prompts:
+  - {name: terse, prompt: "Q: {{q}}"}
+  - {name: warm, prompt: "Dear bot, {{q}}"}
+cases:
+  - id: chat
+    vars: {q: why?}
+"""
+PLAIN_CASE = "  - {id: plain, vars: {q: how?}}\n"
+
+
+def _load_variants(tmp_path: Path, text: str) -> list[EvalCase]:
+    path = tmp_path / "talk.eval.yaml"
+    path.write_text(text, encoding="utf-8")
+    return list(load_spec(path).cases)
+
+
+@pytest.mark.parametrize(
+    "talk",
+    [
+        "    turns: [{user: Hello}, {user: And then?}]\n",
+        "    simulated_user: {instructions: Ask why., first_message: Hello}\n",
+        "    simulated_user: {instructions: Ask why.}\n",
+    ],
+    ids=["turns", "first_message", "simulated_opening"],
+)
+def test_a_conversation_the_prompt_variants_cannot_change_is_warned_about_at_its_line(
+    tmp_path: Path, talk: str
+) -> None:
+    with pytest.warns(PromptVariantWarning) as caught:
+        cases = _load_variants(tmp_path, TWO_PROMPTS + talk + PLAIN_CASE)
+    (warning,) = caught  # not the plain case: it sends each variant's template
+    assert (warning.filename, warning.lineno) == (str(tmp_path / "talk.eval.yaml"), 5)
+    assert str(warning.message).startswith(
+        "llmbench: case 'chat' is the same conversation under every prompt variant "
+        "(terse, warm): its turns or simulated user never use {{prompt}}"
+    )
+    # A warning, not an error: every case still runs under every variant.
+    assert [(c.id, c.prompt_variant) for c in cases] == [
+        ("chat", "terse"),
+        ("plain", "terse"),
+        ("chat", "warm"),
+        ("plain", "warm"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "talk",
+    [
+        "    turns: [{user: '{{prompt}}'}, {user: And then?}]\n",
+        "    simulated_user: {instructions: Ask why., first_message: '{{prompt}}'}\n",
+        "    simulated_user: {instructions: 'Ask {{prompt}}'}\n",
+    ],
+    ids=["turns", "first_message", "instructions"],
+)
+def test_a_conversation_that_uses_the_variants_prompt_is_not_warned_about(
+    tmp_path: Path, talk: str
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PromptVariantWarning)
+        cases = _load_variants(tmp_path, TWO_PROMPTS + talk)
+    assert len({c.case_hash for c in cases}) == 2
+
+
+def test_prompt_variants_with_their_own_system_are_not_warned_about(tmp_path: Path) -> None:
+    text = TWO_PROMPTS.replace('"Q: {{q}}"}', '"Q: {{q}}", system: Be terse.}')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PromptVariantWarning)
+        _load_variants(tmp_path, text + "    turns: [{user: Hello}]\n")
+
+
+def test_a_simulated_users_first_message_may_be_the_variants_prompt(tmp_path: Path) -> None:
+    talk = "    simulated_user: {instructions: Ask why., first_message: '{{prompt}}'}\n"
+    cases = _load_variants(tmp_path, TWO_PROMPTS + talk)
+    assert [c.simulated_user.first_message for c in cases if c.simulated_user] == [
+        "Q: why?",
+        "Dear bot, why?",
+    ]
+
+
+def test_the_unvaried_conversation_warning_is_a_pytest_warning(bench: Bench) -> None:
+    bench.eval_file("talk", TWO_PROMPTS + "    turns: [{user: Hello}]\n")
+    result = bench.run("--models=fake", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        ["*talk.eval.yaml:5: PromptVariantWarning: llmbench: case 'chat' is the same "
+         "conversation under every prompt variant (terse, warm)*"]
     )  # fmt: skip
 
 

@@ -40,6 +40,7 @@ from .turns import (
     turn_variables,
     with_turns,
 )
+from .variants import warn_unvaried_conversations
 from .yamlsource import LocatedDocument
 
 if TYPE_CHECKING:
@@ -190,6 +191,7 @@ def expand_cases(
             replace(case, prompt_variant=variant.name, sources=case.sources or sources)
             for case in own
         )
+    warn_unvaried_conversations(cases, path)
     return cases
 
 
@@ -275,7 +277,8 @@ def _simulated_case(spec: EvalSpec, case: CaseSpec, place: _Place, case_id: str)
             raise place.error(message, key)
     system = case.system if case.system is not None else spec.system
     try:
-        user, own, messages = simulated_user(case.simulated_user, system, case.vars)
+        variables = turn_variables(spec.prompt, case.vars)  # {{prompt}}, as in turns
+        user, own, messages = simulated_user(case.simulated_user, system, variables)
     except TurnError as exc:
         raise place.error(f"case {case_id!r}: {exc}", *exc.key) from None
     own_keys = [("simulated_user", "assert", n) for n in range(len(own))]

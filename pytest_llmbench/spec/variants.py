@@ -5,14 +5,22 @@ the eval file's ``prompts:``, the temperature of ``--temperature-variations`` an
 prompt was rewritten by ``--optimize-prompts``. The variant's :meth:`Variant.label` is the
 *contestant* that results group and rank by (the record's ``model`` field): ``smollm2``,
 ``smollm2:concise``, ``smollm2_optimized``, ``smollm2:concise@t0.2``.
+
+:func:`warn_unvaried_conversations` warns about a conversation that prompt variants cannot
+change (a :class:`PromptVariantWarning`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .schema import EvalCase
 
 #: Temperature of a model whose profile and case set none: the OpenAI API's default.
 DEFAULT_TEMPERATURE = 1.0
@@ -100,3 +108,43 @@ def configured_temperature(params: Mapping[str, Any]) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"temperature must be a number, got {value!r}")
     return float(value)
+
+
+class PromptVariantWarning(UserWarning):
+    """A case is the same under every prompt variant: the variants' scores on it differ by
+    chance alone."""
+
+
+def warn_unvaried_conversations(cases: Sequence[EvalCase], path: Path) -> None:
+    """Warn at each conversation of ``path`` that is the same under every prompt variant of
+    ``cases`` (one per case and variant): its turns or simulated user never use ``{{prompt}}``
+    and the variants' ``system`` is the same. "The same" is an equal ``case_hash``, everything that
+    decides the case's outcome. Only a conversation may leave the variant's template unused
+    (a plain case sends it). A warning, not an error: the file's other cases may use the
+    variants, and this one still runs, only to no purpose."""
+    from ..fingerprint import CaseHasher
+
+    names = list(dict.fromkeys(case.prompt_variant for case in cases if case.prompt_variant))
+    if len(names) < 2:
+        return
+    hasher = CaseHasher({}, path.parent)  # the file's settings are the same for every variant
+    digests: dict[str, set[str]] = {}
+    first: dict[str, EvalCase] = {}
+    for case in cases:
+        if case.conversational:
+            digests.setdefault(case.id, set()).add(hasher(case))
+            first.setdefault(case.id, case)
+    for case_id, found in digests.items():
+        if len(found) == 1:
+            warnings.warn_explicit(
+                PromptVariantWarning(
+                    f"llmbench: case {case_id!r} is the same conversation under every prompt "
+                    f"variant ({', '.join(names)}): its turns or simulated user never use "
+                    "{{prompt}} and every variant gives it the same `system`, so the variants' "
+                    "scores on it differ by chance alone; write {{prompt}} where the variant's "
+                    "wording belongs, or give each variant its own `system`"
+                ),
+                PromptVariantWarning,
+                filename=str(path),
+                lineno=first[case_id].line,
+            )
