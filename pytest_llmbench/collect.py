@@ -21,7 +21,7 @@ import pytest
 from .config import allowed_paths, get_run_config
 from .engine.plan import DESELECTED_KEY, PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
 from .item import EvalItem, run_eval_case
-from .spec.variants import Variant
+from .spec.variants import PromptVariantWarning, Variant
 
 if TYPE_CHECKING:
     from .config import RunConfig
@@ -43,7 +43,10 @@ class EvalFile(pytest.File):
 
         try:
             roots = (self.config.rootpath, *allowed_paths(self.config))
-            loaded = load_spec(self.path, roots)
+            with warnings.catch_warnings():
+                if not _warns_at_collection(self.config):  # every worker collects; one says it
+                    warnings.simplefilter("ignore", PromptVariantWarning)
+                loaded = load_spec(self.path, roots)
         except EvalFileError as exc:
             raise self.CollectError(_relative(exc, self.config.rootpath)) from None
         try:

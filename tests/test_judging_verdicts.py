@@ -257,6 +257,12 @@ def test_retry_keeps_the_originals_and_adds_two_turns() -> None:
     assert len(retried) == 4
 
 
+def test_an_empty_reply_is_said_in_words_when_the_judge_is_asked_again() -> None:
+    retried = retry_messages(judge_messages(request("closed-qa")), "  ", "not JSON")
+    assert retried[-2] == {"role": "assistant", "content": "(an empty reply)"}
+    assert all(message["content"].strip() for message in retried)
+
+
 # --- parsing: valid replies ------------------------------------------------------------------
 
 

@@ -684,6 +684,14 @@ def test_the_unvaried_conversation_warning_is_a_pytest_warning(bench: Bench) -> 
     )  # fmt: skip
 
 
+@pytest.mark.slow
+def test_the_unvaried_conversation_warning_shows_once_under_xdist(bench: Bench) -> None:
+    bench.eval_file("talk", TWO_PROMPTS + "    turns: [{user: Hello}]\n")
+    result = bench.run("--models=fake", "-n", "2")
+    assert result.stdout.str().count("PromptVariantWarning: llmbench: case 'chat'") == 1
+    result.stdout.fnmatch_lines(["*1 warning*"])
+
+
 def test_cases_varying_around_different_temperatures_are_warned_about(bench: Bench) -> None:
     bench.eval_file(
         "t",

@@ -449,6 +449,7 @@ def retry_messages(
     again = f"That reply was not valid: {problem}. {how}"
     return [
         *messages,
-        {"role": "assistant", "content": reply},
+        # an empty reply is said in words: providers such as Anthropic's refuse empty messages
+        {"role": "assistant", "content": reply if reply.strip() else "(an empty reply)"},
         {"role": "user", "content": again},
     ]
