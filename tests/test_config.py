@@ -1,11 +1,24 @@
-"""Options, ini keys, .env files and usage errors."""
+"""Options, ini keys, .env files and usage errors.
+
+A .env file reads as python-dotenv's ``dotenv_values`` reads it: every file here must give the
+same values. Its own cost is quadratic in the number of lines (a copy of every earlier value per
+line), so the 50,000-line file is checked against values computed here, and linearity is shown
+by counting operations, never by a clock (speed lives in ``benchmarks/envfile.py``).
+"""
 
 from __future__ import annotations
 
+import io
 import json
+import random
+from collections.abc import Iterator, Mapping
 
 import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, Bench
+from dotenv import dotenv_values
+from dotenv import parser as dotenv_parser
+
+from pytest_llmbench.config import env_text_values
 
 ONE_CASE = "cases: [{id: one, prompt: hi, expected: ok, assert: [contains]}]"
 
@@ -169,3 +182,153 @@ def test_limit_runs_the_first_cases_of_each_file(bench: Bench) -> None:
     bench.pytester.makeini("[pytest]\nllmbench_limit = 1\n")
     bench.run("--models=fake").assert_outcomes(passed=2)
     assert json.loads(bench.out("run.json").read_text())["config"]["limit"] == 1
+
+
+# --- .env files read as python-dotenv reads them, in one pass ------------------------------
+
+ENVIRON = {"FROM_ENV": "env-value", "BOTH": "env-both"}
+
+#: Statements of every kind python-dotenv reads: plain, exported, quoted (with escapes and
+#: expansions), multi-line, commented, without a value, empty, unparsable, repeated, CR ends.
+FRAGMENTS = (
+    "A=1",
+    "export B=2",
+    "C=${A}",
+    "D=${NOPE:-fallback}",
+    "E='single ${A} \\' quote'",
+    'F="multi\nG=inside the value\n"',
+    "H",
+    "I=",
+    "J = spaced   ",
+    "K=a#b",
+    "L=a #comment",
+    "# a comment",
+    "",
+    "   ",
+    "M=${FROM_ENV}/x",
+    'broken line "',
+    "N='unterminated",
+    'O="escapes \\n \\t \\" end"',
+    "export=9",
+    "exportP=3",
+    "Q=\\back",
+    "'R R'=4",
+    "S=x\r",
+    "T=y\r\nU=z",
+    "V=${A}${B}",
+    "  W=leading",
+    "X=é€",
+    "Y=a=b",
+    "A=again",
+    "Z=${A}",
+    "BOTH=file",
+    "\t",
+    "K2=#x",
+    "K3= #x",
+    "export  K4=w",
+    "K5=${",
+    "K6=}{$",
+    'K7="q" # c',
+    "K8='s'#c",
+    'K9="a\\"b"',
+    'K10="x" y',
+    "#c",
+    'K11= "v"',
+    "K12=v # c",
+    'K13="v"   ',
+    "K14='it''s'",
+    'K15="${A}-x"  # c',
+    "K16=v\t#c",
+    'K17=""',
+    "K18=''",
+    'K19="unclosed # c',
+    "K20=a\\b",
+)
+
+
+def reference(text: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str | None]:
+    """What python-dotenv reads (it expands against the process environment)."""
+    for name, value in ENVIRON.items():
+        monkeypatch.setenv(name, value)
+    return dict(dotenv_values(stream=io.StringIO(text)))
+
+
+def test_every_kind_of_statement_reads_as_python_dotenv_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = "\n".join(FRAGMENTS) + "\n"
+    values = env_text_values(text, ENVIRON)
+    assert values == reference(text, monkeypatch)
+    # What users rely on, spelled out: the file's earlier value wins over the environment's
+    # in an expansion, a later line replaces a name, quotes and comments are python-dotenv's.
+    assert values["I"] == "" and values["H"] is None and values["BOTH"] == "file"
+    assert values["C"] == "1" and values["Z"] == "again" and values["A"] == "again"
+    assert values["M"] == "env-value/x" and values["D"] == "fallback"
+    assert values["F"] == "multi\nG=inside the value\n" and "G" not in values
+    assert values["L"] == "a" and values["K"] == "a#b" and values["J"] == "spaced"
+
+
+def test_random_files_read_as_python_dotenv_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(36)
+    for _ in range(400):
+        parts = [rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 12))]
+        end = rng.choice(["\n", "\r\n", "\r", "\n\n"])
+        text = end.join(parts) + rng.choice(["", "\n", "\r\n"])
+        assert env_text_values(text, ENVIRON) == reference(text, monkeypatch), repr(text)
+
+
+class CountingEnviron(Mapping[str, str]):
+    """An environment that counts lookups, and walks over it (a copy walks it whole)."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self._values = values
+        self.lookups = 0
+        self.walks = 0
+
+    def __getitem__(self, name: str) -> str:
+        self.lookups += 1
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self.walks += 1
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        self.walks += 1
+        return len(self._values)
+
+
+def test_fifty_thousand_lines_are_read_in_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 50,000-line file: every value right, each plain line read by one match, each other
+    statement by one call of python-dotenv's parser, each reference one lookup or two, and the
+    environment never copied (python-dotenv copies it, and every earlier value, per line)."""
+    n = 50_000
+    lines = []
+    for i in range(n):
+        if i % 10 == 1:
+            lines.append(f"KEY_{i}=v{i}-${{KEY_{i - 1}}}-${{FROM_ENV}}")  # 2 references
+        elif i % 10 == 2:
+            lines.append(f'KEY_{i}="tab\\there {i}"')  # an escape: python-dotenv's parser
+        elif i % 10 == 3:
+            lines.append(f'export KEY_{i}="quoted {i}"  # a comment')
+        else:
+            lines.append(f"KEY_{i}=v{i}")
+    calls = 0
+    parse_binding = dotenv_parser.parse_binding
+
+    def counted(reader: dotenv_parser.Reader) -> dotenv_parser.Binding:
+        nonlocal calls
+        calls += 1
+        return parse_binding(reader)
+
+    monkeypatch.setattr(dotenv_parser, "parse_binding", counted)
+    environ = CountingEnviron({"FROM_ENV": "env"})
+    values = env_text_values("\n".join(lines) + "\n", environ)
+    assert len(values) == n
+    assert values["KEY_0"] == "v0" and values["KEY_2"] == "tab\there 2"
+    assert values["KEY_3"] == "quoted 3"
+    assert values["KEY_49991"] == "v49991-v49990-env"
+    assert all(values[f"KEY_{i}"] == f"v{i}-v{i - 1}-env" for i in range(1, n, 10))
+    assert calls == n // 10  # the lines with an escape only
+    assert environ.walks == 0
+    assert environ.lookups <= 2 * (n // 10)  # ${FROM_ENV}: the file does not set it
