@@ -503,8 +503,9 @@ NOTES = """
   the documents in the system prompt so that the question compared is the row's question alone
   (our question is the last user message; Ragas' is `user_input`).
 - **Bad input.** Ragas raises `ValueError` on an empty context or reference; ours is an
-  unchecked verdict for a solver's empty context, and a collection error at `path:line` for a
-  case without context or `expected`. Not in the table: Ragas cannot score those rows.
+  unchecked verdict for an empty retrieval (`[]`, from a case, a dataset row or a solver alike),
+  and a collection error at `path:line` for a case without context or `expected`. Not in the
+  table: Ragas cannot score those rows.
 
 ## Why Ragas is not in the lock
 

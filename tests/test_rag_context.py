@@ -357,3 +357,11 @@ def test_a_dataset_row_without_context_is_an_error_at_its_line(tmp_path: Path, k
         "against its retrieved context: the case needs `context`*; a retrieval that found "
         "nothing is `context: []`",
     )
+
+
+def test_the_report_says_an_empty_retrieval_in_words() -> None:
+    from pytest_llmbench.report.html_tables import context_block
+
+    empty = context_block({"context": {"source": "solver", "chunks": []}})
+    assert empty == ('<h4>context (solver)</h4><p class="context">empty retrieval (no chunks)</p>')
+    assert context_block({"context": None}) == ""

@@ -253,8 +253,10 @@ def context_block(record: Mapping[str, Any]) -> str:
     context = record.get("context")
     if not isinstance(context, Mapping) or not isinstance(context.get("chunks"), list):
         return ""
-    chunks = "".join(f"<li><pre>{text(chunk)}</pre></li>" for chunk in context["chunks"])
     source = text(context.get("source", "case"))
+    if not context["chunks"]:
+        return f'<h4>context ({source})</h4><p class="context">empty retrieval (no chunks)</p>'
+    chunks = "".join(f"<li><pre>{text(chunk)}</pre></li>" for chunk in context["chunks"])
     return f'<h4>context ({source})</h4><ol class="context">{chunks}</ol>'
 
 

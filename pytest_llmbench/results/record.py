@@ -120,7 +120,7 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``expected`` (str | None): the expected answer, if any.
 - ``context`` (dict | None): the retrieved context of a RAG case, as its judges read it:
   ``{"source": "case" | "solver", "chunks": [str, ...]}`` (a solver's returned context
-  replaces the case's); None for a case without one.
+  replaces the case's; ``chunks`` empty for an empty retrieval); None for a case without one.
 - ``assertions`` (list[dict]): each assertion's verdict: ``type``, ``passed``, ``score``,
   ``weight``, ``reason``, and ``unchecked: true`` for a check with nothing to measure (a
   cached answer's latency, a cost without a price): neither passed nor failed. In a

@@ -94,7 +94,7 @@ def check_grader_prompt(
     if "context" in names and not has_context:
         raise ValueError(
             "the prompt uses {{context}}: the case needs `context` (or the file a `solver` "
-            "that returns it)"
+            "that returns it; a retrieval that found nothing is `context: []`)"
         )
     # Rendering with stand-ins is the one check of every other name, dotted ones included.
     render_template(template, grader_variables(None, "", None, (), case_vars))
