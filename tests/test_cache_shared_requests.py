@@ -116,12 +116,14 @@ def _pacer(tmp_path: Path, mode: str, ttl_s: float | None = None) -> CallPacer:
     return CallPacer(settings, n_workers=1)
 
 
-def _request(server: FakeLLMServer, missed_key: str | None = None) -> Request:
+def _request(
+    server: FakeLLMServer, missed_key: str | None = None, nodeid: str = "talk.eval.yaml::one"
+) -> Request:
     target = CallTarget("fake", "openai/fake-model", server.base_url, "sk-fake")
     return Request(
         target=target, messages=MESSAGES, params={}, key_params={}, repeat=0, stream=False,
         lane=ModelLane(AdaptiveConcurrency(4), RateLimiter()), slots=(), estimate=10,
-        model_name="fake", nodeid="talk.eval.yaml::one", missed_key=missed_key,
+        model_name="fake", nodeid=nodeid, missed_key=missed_key,
     )  # fmt: skip
 
 
@@ -182,6 +184,35 @@ def test_refresh_answers_from_an_entry_this_run_wrote(
     pacer.close()
     assert len(fake_llm.chat_requests()) == calls
     assert got.text == ("theirs" if calls == 0 else "ours")
+
+
+@pytest.mark.parametrize(
+    ("askers", "calls"),
+    [
+        pytest.param(["one", "one"], 2, id="a-rerun-of-the-only-taker-samples-anew"),
+        pytest.param(["one", "two", "one"], 1, id="a-rerun-keeps-an-answer-another-took"),
+    ],
+)
+def test_refresh_samples_anew_for_a_rerun_unless_another_item_took_the_answer(
+    fake_llm: FakeLLMServer, tmp_path: Path, askers: list[str], calls: int
+) -> None:
+    """Reruns under --cache=refresh sample the model again (docs/outcomes.md), but not by
+    replacing an answer another item of the run continued from."""
+    fake_llm.add_rule(Rule(reply="Hello A", times=1))
+    fake_llm.add_rule(Rule(reply="Hello B"))
+    pacer = _pacer(tmp_path, "refresh")
+
+    async def ask() -> list[str]:
+        return [(await pacer.paced(_request(fake_llm, nodeid=who))).text for who in askers]
+
+    said = asyncio.run(ask())
+    pacer.close()
+    assert len(fake_llm.chat_requests()) == calls
+    assert said[-1] == ("Hello B" if calls == 2 else "Hello A")
+    cache = ResponseCache(cache_path(tmp_path / "c"))
+    stored = cache.get(_key(fake_llm))
+    cache.close()
+    assert stored is not None and stored.text == said[-1]  # the run's last answer is kept
 
 
 async def _together(pacer: CallPacer, server: FakeLLMServer, cancel_first: bool) -> Any:

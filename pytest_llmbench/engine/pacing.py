@@ -12,19 +12,19 @@ result never leaves.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError
 from .ratelimit import AdaptiveConcurrency, ModelLane, ProcessSlot, RateLimiter
+from .sharing import Settled, SingleFlight, Takers, as_hit
 from .streaming import digest
 
 if TYPE_CHECKING:
@@ -143,6 +143,7 @@ class CallPacer:
         self._cache: ResponseCache | None = None
         self._cache_lock = threading.Lock()
         self._flights = SingleFlight()
+        self._takers = Takers()
         self._spent = 0.0
         budget = self._run.max_cost
         self._budget = None if budget is None else budget / self._n_workers
@@ -191,12 +192,15 @@ class CallPacer:
         again: both continue from the one answer the cache keeps.
         """
         request = self._redacted(request)
-        key, hit = (request.missed_key, None) if request.missed_key else self._lookup(request)
-        if hit is not None:
-            return hit  # a fully cached run never imports a client (litellm: seconds)
+        key, answer = (request.missed_key, None) if request.missed_key else self._lookup(request)
+        # A hit never calls: a fully cached run never imports a client (litellm: seconds).
         if key is None or self._run.cache_mode not in _STORING:
-            return await self._call(request)
-        return await self._flights.once(key, lambda: self._called_and_stored(request, key))
+            return answer if answer is not None else await self._call(request)
+        if answer is None:
+            answer = await self._flights.once(key, lambda: self._called_and_stored(request, key))
+        if self._run.cache_mode == "refresh":
+            self._takers.took(key, request.nodeid)
+        return answer
 
     async def _called_and_stored(self, request: Request, key: str) -> Settled:
         """``request`` called and its answer stored under ``key``, unless the cache keeps an
@@ -204,7 +208,11 @@ class CallPacer:
         completion = await self._call(request)
         answer = self._redacted_answer(completion)
         held = self._response_cache().put(
-            key, answer, model=request.target.model_id, run=self._run.run_id, keep=self._kept
+            key,
+            answer,
+            model=request.target.model_id,
+            run=self._run.run_id,
+            keep=lambda entry: self._kept(key, entry, request.nodeid),
         )
         if held is answer:
             return Settled(returned=completion, held=held)
@@ -314,7 +322,7 @@ class CallPacer:
             api_base=target.api_base,
         )
         entry = self._response_cache().entry(key)
-        if entry is not None and self._kept(entry):
+        if entry is not None and self._kept(key, entry, request.nodeid):
             return key, as_hit(entry.completion)
         if mode == "replay":
             stale = None if entry is None else self._stale(entry)
@@ -326,13 +334,15 @@ class CallPacer:
             raise ProviderError(f"{request.model_name}: {message}", "cache_miss")
         return key, None  # a miss, or stale: called again and stored anew
 
-    def _kept(self, entry: CacheEntry) -> bool:
-        """Whether this run answers from ``entry``: one it wrote itself (every item of a run
-        continues from the same answer, whatever the mode or its age), or, unless refreshing,
+    def _kept(self, key: str, entry: CacheEntry, asker: str) -> bool:
+        """Whether item ``asker`` answers from ``entry``, stored under ``key``: one this run
+        wrote (every item of a run continues from the same answer, whatever its age), except
+        for a rerun under refresh that alone took it (it samples anew); or, unless refreshing,
         one still fresh."""
+        refresh = self._run.cache_mode == "refresh"
         if entry.run is not None and entry.run == self._run.run_id:
-            return True
-        return self._run.cache_mode != "refresh" and self._stale(entry) is None
+            return not (refresh and self._takers.asks_again(key, asker))
+        return not refresh and self._stale(entry) is None
 
     def _stale(self, entry: CacheEntry) -> str | None:
         """How ``entry`` is past ``--cache-ttl`` (its age and the TTL), or None when fresh."""
@@ -367,52 +377,6 @@ class CallPacer:
         """Close the response cache."""
         if self._cache is not None:
             self._cache.close()
-
-
-def as_hit(stored: Completion) -> Completion:
-    """A stored answer as a call answered from the cache reports it: no retries, no wait."""
-    return dataclasses.replace(stored, cached=True, retries=0, rate_limit_wait_s=0.0)
-
-
-@dataclass(frozen=True)
-class Settled:
-    """A call that stored its answer: what its caller gets, and what the cache holds."""
-
-    returned: Completion  #: the call's own answer, or the one the cache kept instead (a hit)
-    held: Completion  #: the answer stored under the key, which identical requests share
-
-
-class SingleFlight:
-    """Identical cacheable requests at once on the engine loop: the first calls, the others
-    wait for it and take the answer it stored, as a cache hit.
-
-    A waiter never shares a failure (errors are not cached): when the first call fails or is
-    cancelled (the scheduler cancels look-ahead work), one waiter calls in its place and the
-    others wait for that one. A waiter's own cancellation leaves the call it waits for alone.
-    """
-
-    def __init__(self) -> None:
-        #: the call in flight per key: its future holds the stored answer, or None on failure
-        self._flights: dict[str, asyncio.Future[Completion | None]] = {}
-
-    async def once(self, key: str, call: Callable[[], Awaitable[Settled]]) -> Completion:
-        """``call()``'s answer, or, while an identical one is in flight, that one's."""
-        loop = asyncio.get_running_loop()
-        while (flight := self._flights.get(key)) is not None and flight.get_loop() is loop:
-            held = await asyncio.shield(flight)
-            if held is not None:
-                return as_hit(held)
-        flight = loop.create_future()
-        self._flights[key] = flight
-        held = None
-        try:
-            settled = await call()
-            held = settled.held
-            return settled.returned
-        finally:
-            if self._flights.get(key) is flight:
-                del self._flights[key]
-            flight.set_result(held)
 
 
 def _holding(slots: Sequence[ProcessSlot]) -> contextlib.AbstractAsyncContextManager[Any]:
