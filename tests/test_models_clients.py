@@ -15,12 +15,15 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pytester runs)
 import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, REPO_ROOT, Bench, FakeLLMServer, Rule
 
+from pytest_llmbench.engine.targets import Targets
+from pytest_llmbench.models.profiles import ModelProfile
 from pytest_llmbench.models.providers import litellm_client, prices, routes, tokens
 from pytest_llmbench.models.providers.completion import CallTarget, ProviderError
 from pytest_llmbench.models.providers.retry import Timeouts
@@ -289,9 +292,9 @@ def test_reasoning_models_stay_with_litellm(no_provider_env: None) -> None:
 def test_endpoints_follow_litellms_variables(
     no_provider_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # OpenAI's own API without a key: no endpoint, so no request (and the error says why).
+    # OpenAI's own API without a key: refused before either client sends anything.
     with pytest.raises(ProviderError) as refused:
-        routes.endpoint(CallTarget("b", "gpt-4o-mini"))
+        routes.check_key(CallTarget("b", "gpt-4o-mini"))
     assert refused.value.kind == "missing_key"
     assert str(refused.value) == "b: OPENAI_API_KEY is not set (needed for gpt-4o-mini)"
     assert routes.missing_key(CallTarget("b", "gpt-4o-mini")) == ["OPENAI_API_KEY"]
@@ -555,20 +558,29 @@ def test_both_clients_take_one_key_rule(
     missing: list[str],
 ) -> None:
     """A key, or the stand-in for a local endpoint, or the variable that is missing: the lean
-    client's endpoint, litellm's call and the check made before either are one rule."""
+    client's endpoint, litellm's call, the check made before either and the engine's
+    resolution of a profile (before any call) are one rule."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert routes.api_key(target) == key
     assert routes.missing_key(target) == missing
-    if target.api_base is None and target.api_key is None:  # what the engine asks litellm's
-        assert litellm_client.missing_api_keys(target.model_id) == missing
     assert litellm_client.call_kwargs(target, Timeouts()).get("api_key") == key
+    # A profile cannot hold a key: the ones without one are resolved as the engine does.
+    profile = ModelProfile(name="a", model=target.model_id, api_base=target.api_base)
+    resolved = None if target.api_key else Targets(Path(), 0)
     if missing:
         with pytest.raises(ProviderError) as refused:
-            routes.endpoint(target)
+            routes.check_key(target)
         assert refused.value.kind == "missing_key"
+        if resolved is not None:
+            with pytest.raises(ProviderError) as early:
+                resolved.target(profile)
+            assert (early.value.kind, str(early.value)) == ("missing_key", str(refused.value))
     else:
+        routes.check_key(target)
         assert routes.endpoint(target).api_key == key
+        if resolved is not None:
+            assert routes.api_key(resolved.target(profile)) == key
 
 
 #: A model id no other test gives a price: litellm's price map is the process's (a price
@@ -584,18 +596,22 @@ models:
 """
 
 
-@pytest.mark.parametrize("endpoint", ["custom", "default", "openai-spelled-otherwise"])
+@pytest.mark.parametrize("endpoint", ["custom", "default", "openai-spelled-otherwise", "remote"])
 def test_a_missing_key_gives_one_record_from_either_client(
     bench: Bench, no_provider_env: None, monkeypatch: pytest.MonkeyPatch, endpoint: str
 ) -> None:
     """No key set. A bare litellm id on ``OPENAI_BASE_URL`` (the fake server, on 127.0.0.1) or
     a profile's local ``api_base`` is called with the stand-in key; the bare id on OpenAI's
-    own API (by default, or ``OPENAI_BASE_URL`` spelling it otherwise) or a profile on a remote
-    host is a ``missing_key`` error with no request. Both clients, the same records."""
-    if endpoint == "custom":
-        monkeypatch.setenv("OPENAI_BASE_URL", bench.server.base_url)
-    elif endpoint == "openai-spelled-otherwise":
-        monkeypatch.setenv("OPENAI_BASE_URL", "HTTPS://API.OpenAI.com/")
+    own API (by default, or ``OPENAI_BASE_URL`` spelling it otherwise) or on a remote
+    ``OPENAI_BASE_URL``, or a profile on a remote host, is a ``missing_key`` error with no
+    request, the remote host named. Both clients, the same records."""
+    bases = {
+        "custom": bench.server.base_url,
+        "openai-spelled-otherwise": "HTTPS://API.OpenAI.com/",
+        "remote": REMOTE,
+    }
+    if endpoint in bases:
+        monkeypatch.setenv("OPENAI_BASE_URL", bases[endpoint])
     bench.pytester.makefile(
         ".yaml", **{"profiles/keyless": KEYLESS_PROFILES.format(base=bench.server.base_url)}
     )
@@ -606,24 +622,55 @@ def test_a_missing_key_gives_one_record_from_either_client(
         bench.server.add_rule(Rule(reply="Paris is the capital."))
         bench.run("--models=openai/keyless-model,local,remote", f"--client={client}")
         records = sorted(bench.records(), key=lambda record: record["model"])
-        keys = [r.headers.get("authorization") for r in bench.server.chat_requests()]
+        # Every request the server saw (a chat call is the only kind this eval makes).
+        keys = [r.headers.get("authorization") for r in bench.server.requests]
         runs[client] = ([_without_timings(record) for record in records], keys)
     assert runs["auto"] == runs["litellm"]
     records, keys = runs["auto"]
     got = {r["model"]: (r["outcome"], r["error_kind"], r["error"]) for r in records}
     bare = "openai/keyless-model"
-    assert got.pop(bare) == (
-        ("passed", None, None)
-        if endpoint == "custom"
-        else ("error", "missing_key", f"{bare}: OPENAI_API_KEY is not set (needed for {bare})")
-    )
+    unset = "OPENAI_API_KEY is not set (needed for openai/keyless-model"
+    remote = " at llm.example.com, which is not on this machine or a private network)"
+    assert got.pop(bare) == {
+        "custom": ("passed", None, None),
+        "remote": ("error", "missing_key", f"{bare}: {unset}{remote}"),
+    }.get(endpoint, ("error", "missing_key", f"{bare}: {unset})"))
     assert got == {
         "local": ("passed", None, None),
-        "remote": (
-            "error",
-            "missing_key",
-            "remote: OPENAI_API_KEY is not set (needed for openai/keyless-model at "
-            "llm.example.com, which is not on this machine or a private network)",
-        ),
+        "remote": ("error", "missing_key", f"remote: {unset}{remote}"),
     }
+    assert all(r["retries"] == 0 for r in records)
     assert keys == ["Bearer fake-api-key"] * (2 if endpoint == "custom" else 1)
+
+
+@pytest.mark.parametrize("kind", ["chat", "embedding", "loglikelihood"])
+def test_a_remote_endpoint_without_a_key_is_never_sent_a_request(
+    fake_llm: FakeLLMServer, no_provider_env: None, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Every kind of call, through either client, is refused before it is sent: the fake
+    server stands in for a remote host here, and receives nothing."""
+    from pytest_llmbench.models.providers.calls import acomplete, aembed
+    from pytest_llmbench.models.providers.loglikelihood import aloglikelihood
+
+    monkeypatch.setattr(routes, "is_local", lambda base: False)
+    calls = {
+        "chat": lambda where: acomplete(where, [{"role": "user", "content": "Hi"}], {}),
+        "embedding": lambda where: aembed(where, ["Hi"]),
+        "loglikelihood": lambda where: aloglikelihood(where, "The sky is", " blue"),
+    }
+    fake_llm.reset()
+    errors = set()
+    for client in ("auto", "litellm"):
+        target = CallTarget("far", "openai/fake-model", fake_llm.base_url, client=client)
+        with pytest.raises(ProviderError) as refused:
+            asyncio.run(calls[kind](target))
+        errors.add((refused.value.kind, str(refused.value), refused.value.retries))
+    assert errors == {
+        (
+            "missing_key",
+            "far: OPENAI_API_KEY is not set (needed for openai/fake-model at 127.0.0.1, "
+            "which is not on this machine or a private network)",
+            0,
+        )
+    }
+    assert fake_llm.requests == []

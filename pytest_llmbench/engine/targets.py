@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..models.providers.completion import CallTarget, ProviderError
+from ..models.profiles import api_key_missing
+from ..models.providers.completion import CallTarget
+from ..models.providers.errors import missing_key_error
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -37,14 +39,13 @@ class Targets:
             server = self._embedded_server(scoring)
             api_base, api_key = server.ensure_started().base_url, _EMBEDDED_KEY
         elif profile.api_key_env:
-            api_key = os.environ.get(profile.api_key_env) or None
-            if api_key is None:
-                raise _missing_key(profile, [profile.api_key_env])
+            unset = api_key_missing(profile, os.environ)
+            if unset:
+                raise missing_key_error(profile.name, profile.model, [unset])
+            api_key = os.environ[profile.api_key_env]
         target = self.unresolved(profile, api_base, api_key)
-        if api_key is None and profile.api_base is None and not profile.embedded:
-            missing = _missing_keys(target)
-            if missing:
-                raise _missing_key(profile, missing)
+        if api_key is None:
+            _check_key(target)
         return target
 
     def unresolved(
@@ -90,19 +91,19 @@ def clients_line(run: RunConfig, judges: bool) -> str:
     return f"llmbench: clients: {describe(shown)}"
 
 
-def _missing_keys(target: CallTarget) -> list[str]:
-    """Key variables ``target`` needs and the environment lacks, as its client knows them."""
-    from ..models.providers.routes import missing_key, route
+def _check_key(target: CallTarget) -> None:
+    """Refuse ``target``, which has no key of its own, before any request when it needs one:
+    an OpenAI-protocol model by the clients' one rule (a remote endpoint, its host named), any
+    other without an endpoint of its own by the ``*_API_KEY`` variables litellm says it needs."""
+    from ..models.providers import routes
 
-    if route(target).client == "lean":
-        return missing_key(target)
+    if routes.speaks_openai(target):
+        routes.check_key(target)
+        return
+    if target.api_base is not None:
+        return  # a provider's own endpoint: its keys may come from where litellm cannot see
     from ..models.providers.litellm_client import missing_api_keys
 
-    return missing_api_keys(target.model_id)
-
-
-def _missing_key(profile: ModelProfile, names: list[str]) -> ProviderError:
-    needed = " or ".join(names)
-    verb = "is" if len(names) == 1 else "are"
-    message = f"{profile.name}: {needed} {verb} not set (needed for {profile.model})"
-    return ProviderError(message, "missing_key")
+    missing = missing_api_keys(target.model_id)
+    if missing:
+        raise missing_key_error(target.name, target.model_id, missing)

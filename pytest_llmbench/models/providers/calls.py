@@ -84,7 +84,12 @@ async def call(
     target: CallTarget, policy: Retrying, lean: LeanAttempt, other: LitellmAttempt
 ) -> Completion:
     """``lean`` or ``other`` (litellm's), whichever client ``target`` is routed to, retried by
-    ``policy``."""
+    ``policy``.
+
+    An OpenAI-protocol target without a key on a remote endpoint is refused first, whichever
+    the client and whatever the call (chat, embedding, log-likelihood): no request goes out.
+    """
+    routes.check_key(target)
     if routes.route(target).client == "lean":
         from .openai_compatible import ready
 

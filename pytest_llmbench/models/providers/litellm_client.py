@@ -27,17 +27,14 @@ from .tool_deltas import StreamedToolCalls
 
 
 def missing_api_keys(model_id: str) -> list[str]:
-    """API-key variables that ``model_id`` needs and the environment lacks.
+    """API-key variables that ``model_id``, of a provider that does not speak OpenAI's
+    protocol, needs and the environment lacks, as litellm says.
 
-    A provider that speaks OpenAI's protocol is judged by the lean client's rule
-    (:func:`.routes.missing_key`: none for an endpoint on this machine or a private network),
-    so both clients call, or refuse, the same models. For the others, litellm says; only
-    ``*_API_KEY`` variables count: cloud credentials (AWS, Vertex) and local endpoints can come
-    from files, metadata services or profiles that litellm cannot see from here.
+    Only ``*_API_KEY`` variables count: cloud credentials (AWS, Vertex) and local endpoints can
+    come from files, metadata services or profiles that litellm cannot see from here. A model
+    that speaks OpenAI's protocol is judged by :func:`.routes.check_key` instead (none is
+    missing for an endpoint on this machine or a private network), which litellm cannot know.
     """
-    target = CallTarget(model_id, model_id)
-    if routes.speaks_openai(target):
-        return routes.missing_key(target)
     litellm = import_litellm()
     try:
         found = litellm.validate_environment(model=model_id)
@@ -147,7 +144,6 @@ async def embed_once(
     litellm: Any, target: CallTarget, texts: Sequence[str], limits: Timeouts, retries: int
 ) -> Completion:
     """One attempt at embedding ``texts``: the vectors as the completion's text (JSON)."""
-    _check_key(target)
     kwargs = call_kwargs(target, limits, input=list(texts))
     started = time.perf_counter()
     response = await litellm.aembedding(**kwargs)
@@ -172,7 +168,6 @@ async def chat_once(
     retries: int,
 ) -> Completion:
     """One attempt at a chat completion (no retries: :func:`.retry.retried` owns those)."""
-    _check_key(target)
     _register_prices(litellm, target)
     kwargs = _request_kwargs(target, messages, params, stream, limits)
     started = time.perf_counter()
@@ -265,13 +260,6 @@ def call_kwargs(target: CallTarget, limits: Timeouts, **fields: Any) -> dict[str
     if key:
         kwargs["api_key"] = key
     return kwargs
-
-
-def _check_key(target: CallTarget) -> None:
-    """An OpenAI-protocol endpoint that is not local and has no key is not called: the same
-    ``missing_key`` error as the lean client's, before any request."""
-    if routes.speaks_openai(target):
-        routes.check_key(target)
 
 
 async def _consume_stream(

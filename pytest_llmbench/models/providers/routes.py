@@ -98,16 +98,12 @@ def route(target: CallTarget) -> Route:
 
 
 def endpoint(target: CallTarget) -> Endpoint:
-    """The lean client's endpoint for ``target`` (which :func:`route` sent to it).
-
-    Raises :class:`ProviderError` (``missing_key``) for a remote endpoint with no key: no
-    request goes out.
-    """
+    """The lean client's endpoint for ``target`` (which :func:`route` sent to it, and
+    :func:`check_key` passed: its key is None for a remote endpoint without one)."""
     provider, model = split_model(target.model_id)
     base = _base_url(target, provider or "")
     if base is None:
         raise ValueError(f"{target.model_id} has no OpenAI-compatible endpoint")
-    check_key(target)
     return Endpoint(base.rstrip("/"), model, api_key(target))
 
 
@@ -174,9 +170,10 @@ def check_key(target: CallTarget) -> None:
     missing = missing_key(target)
     if not missing:
         return
-    base = _base_url(target, split_model(target.model_id)[0] or "") or ""
-    host = None if base.rstrip("/") == OPENAI_BASE else _host(base)
-    raise missing_key_error(target.name, target.model_id, missing, host)
+    host = _host(_base_url(target, split_model(target.model_id)[0] or "") or "")
+    # OpenAI's own API, however it is spelled, is where the model is expected: not named.
+    shown = None if host == _host(OPENAI_BASE) else host
+    raise missing_key_error(target.name, target.model_id, missing, shown)
 
 
 def is_local(base_url: str) -> bool:
