@@ -253,3 +253,28 @@ def test_replay_and_check_are_refused(project: Bench, flag: str) -> None:
         [f"ERROR: llmbench: --check-models calls every model, {flag} calls none: drop one*"]
     )
     assert project.server.chat_requests() == []
+
+
+@pytest.mark.parametrize("client", ["auto", "litellm"])
+def test_a_remote_endpoint_without_a_key_is_unavailable_with_no_call(
+    project: Bench, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    """A profile on a remote host with no key is refused as its target is resolved, the host
+    named, the same through either client; the check calls only the available model."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    far = (
+        "models:\n  far:\n    model: openai/fake-model\n    api_base: https://llm.example.com/v1\n"
+    )
+    project.pytester.makefile(".yaml", **{"profiles/far": far})
+    project.eval_file("capitals", FRANCE)
+    result = project.run("--models=ok,far", "--check-models", f"--client={client}")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(
+        [
+            "far  UNAVAILABLE  OPENAI_API_KEY is not set (needed for openai/fake-model at "
+            "llm.example.com, which is not on this machine or a private network)",
+        ]
+    )
+    assert [r.body["model"] for r in project.server.requests] == ["fake-model"], "ok's check"
