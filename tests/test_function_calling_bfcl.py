@@ -258,6 +258,45 @@ def test_allowed_values_of_an_object_argument_must_be_objects_of_lists(tmp_path:
     )
 
 
+def test_allowed_shapes_are_checked_against_each_rows_own_schemas(tmp_path: Path) -> None:
+    row = bfcl_row("fetch_0", "q", [FETCH], [{"fetch": {"where": [{"city": ["Paris"]}]}}])
+    text = BFCL_EVAL.replace(
+        "assert: [tool-calls]",
+        "assert:\n  - {type: tool-call, value: fetch, args: {where: [{city: Paris}]}, "
+        "args_match: allowed}",
+    )
+    error = error_of(tmp_path, [row], text)
+    assert "dataset row 'fetch_0' (line 1): " in str(error), str(error)
+    assert "tool-call: fetch: where: an allowed object's key 'city' must map to a list" in str(
+        error
+    )
+
+
+def test_tool_calls_without_a_value_on_a_case_written_in_the_file_is_an_error(
+    tmp_path: Path,
+) -> None:
+    own = BFCL_EVAL.replace(
+        "assert: [tool-calls]", "cases:\n  - {prompt: hi, assert: [tool-calls]}"
+    )
+    error = error_of(tmp_path, [SIMPLE], own)
+    assert "this case has none: give the calls as its value" in str(error), str(error)
+    error = error_of(tmp_path, [SIMPLE], BFCL_EVAL + "cases:\n  - {prompt: hi}\n")
+    assert error.line == 8 and "the file's own `cases:` has none" in str(error), str(error)
+
+
+def test_a_simulated_users_tool_call_check_names_a_declared_tool(tmp_path: Path) -> None:
+    path = tmp_path / "sim.eval.yaml"
+    path.write_text(
+        f"tools:\n  - {json.dumps({'name': 'f'})}\ncases:\n  - simulated_user:\n"
+        "      instructions: ask\n      assert: [{type: tool-call, value: g}]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(EvalFileError) as info:
+        load_spec(path)
+    assert info.value.line == 6, str(info.value)
+    assert "names 'g', which is not among the declared tools (f)" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("assertion", "message"),
     [

@@ -287,3 +287,37 @@ def test_our_verdicts_equal_bfcls_on_the_reference_file() -> None:
     assert different == []
     # benchmarks/bfcl-crosscheck.md explains it: an answer that allows either of two calls
     assert first_fit == ["parallel_178~reordered"]
+
+
+# -- inputs BFCL's own checker crashes on: a clear verdict here --------------------------------
+
+
+def test_a_variables_name_beside_an_object_is_no_object_to_compare_with() -> None:
+    allowed = {**ANSWER, "conditions": [{"department": ["Science"]}, "conditions_var"]}
+    found = allowed_mismatch(allowed, {**RIGHT, "conditions": {"department": "Art"}}, schema())
+    assert "conditions.department: 'Art'" in str(found)
+    # BFCL's variable: the first allowed value a string where the schema says object
+    named = {**ANSWER, "conditions": ["conditions_var", {"department": ["Science"]}]}
+    assert allowed_mismatch(named, {**RIGHT, "conditions": "conditions_var"}, schema()) is None
+    rows = {**ANSWER, "rows": [[{"k": ["a"]}], "rows_var"]}
+    assert "rows.k" in str(allowed_mismatch(rows, {**RIGHT, "rows": [{"k": "b"}]}, schema()))
+
+
+def test_an_integer_too_large_for_a_number_is_a_type_mismatch() -> None:
+    found = allowed_mismatch(ANSWER, {**RIGHT, "ratio": 10**400}, schema())
+    assert found is not None and found.error_type == "type_error:simple"
+    assert "too large for a number" in str(found)
+
+
+def test_a_schema_without_properties_declares_nothing_and_forbids_nothing() -> None:
+    assert allowed_mismatch({"q": ["foo"]}, {"q": "foo"}, {"type": "object"}) is None
+    assert allowed_mismatch({"q": ["foo"]}, {"q": "bar"}, {"type": "object"}) is not None
+    assert allowed_mismatch({"q": ["foo"]}, {"q": "foo", "z": 1}, {"type": "object"}) is not None
+
+
+def test_a_lone_allowed_value_in_an_object_is_that_value_not_its_letters() -> None:
+    # a shape the loader refuses, judged without crashing or reading "" inside "Paris"
+    loose = {**ANSWER, "conditions": [{"department": "Science", "school": "Bluebird HS"}]}
+    assert allowed_mismatch(loose, RIGHT, schema()) is None
+    found = allowed_mismatch(loose, {**RIGHT, "conditions": {"department": "Science"}}, schema())
+    assert "conditions: missing key 'school'" in str(found)

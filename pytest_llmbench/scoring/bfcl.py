@@ -123,7 +123,8 @@ def _properties(schema: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     if schema is None:
         return None
     properties = schema.get("properties")
-    return properties if isinstance(properties, Mapping) else {}
+    # no properties (``{type: object}``): the arguments are not declared, not forbidden
+    return properties if isinstance(properties, Mapping) else None
 
 
 def _required(schema: Mapping[str, Any] | None) -> Sequence[str]:
@@ -147,7 +148,11 @@ def _argument_mismatch(
     name: str, value: Any, values: list[Any], expected: _Expected, norm: Any
 ) -> ArgumentMismatch | None:
     if expected.python is float and type(value) is int:
-        value = float(value)  # BFCL lets an integer stand for a float, as Python does
+        try:
+            value = float(value)  # BFCL lets an integer stand for a float, as Python does
+        except OverflowError:
+            return ArgumentMismatch("type_error:simple", f"{name}: {value} is too large for "
+                                    "a number")  # fmt: skip
     if expected.python is None:
         return _untyped_mismatch(name, value, values, norm)
     is_variable = _type_mismatch(name, value, values, expected)
@@ -255,8 +260,8 @@ def _dict_mismatch(
     problem: ArgumentMismatch | None
     problem = ArgumentMismatch("dict_checker:unclear", f"{name}: no allowed object to compare with")
     for candidate in values:
-        if candidate == OPTIONAL:
-            continue
+        if not isinstance(candidate, Mapping):
+            continue  # "" (may be left out), or a variable's name: no object to compare with
         problem = _one_dict_mismatch(name, value, candidate, norm)
         if problem is None:
             return None
@@ -271,7 +276,7 @@ def _one_dict_mismatch(
     problem = _dict_items_mismatch(name, value, candidate, norm)
     # BFCL looks for missing keys after a wrong value too, and reports the missing key then
     for key, allowed in candidate.items():
-        if key not in value and OPTIONAL not in allowed:
+        if key not in value and OPTIONAL not in _as_list(allowed):
             return ArgumentMismatch("value_error:dict_key", f"{name}: missing key {key!r}")
     return problem
 
@@ -282,7 +287,7 @@ def _dict_items_mismatch(
     for key, item in value.items():
         if key not in candidate:
             return ArgumentMismatch("value_error:dict_key", f"{name}: unexpected key {key!r}")
-        allowed = _normalized_list(candidate[key], norm) or []
+        allowed = _normalized_list(_as_list(candidate[key]), norm) or []
         if (norm(item) if isinstance(item, str) else item) not in allowed:
             return ArgumentMismatch("value_error:dict_value", f"{name}.{key}: {item!r} is not "
                                     f"among the allowed values {candidate[key]!r}")  # fmt: skip
@@ -296,6 +301,8 @@ def _list_of_dicts_mismatch(
     problem: ArgumentMismatch | None
     problem = ArgumentMismatch("list_dict_checker:unclear", f"{name}: no allowed list to compare")
     for candidate in values:
+        if isinstance(candidate, str) and candidate != OPTIONAL:
+            continue  # a variable's name: no list to compare with
         if not isinstance(candidate, (list, str)) or len(value) != len(candidate):
             problem = ArgumentMismatch("value_error:list_dict_count", f"{name}: {len(value)} "
                                        f"objects, the allowed list {_short(candidate)} has "

@@ -524,7 +524,9 @@ def _row_functions(spec: EvalSpec, row: DatasetRow) -> FunctionTools | None:
 
 def _with_row_tools(case: EvalCase, row: DatasetRow, place: _Place, where: str) -> EvalCase:
     """The case with each ``tool-calls`` that gives no value checking the row's expected
-    calls (``dataset.tool_calls``)."""
+    calls (``dataset.tool_calls``); allowed values of the shape the row's schemas ask for."""
+    if row.tools is not None:
+        _check_row_allowed_shapes(case.assertions, row.tools, place, where)
     open_calls = [a.base_type == "tool-calls" and a.value is None for a in case.assertions]
     if not any(open_calls):
         return case
@@ -536,6 +538,24 @@ def _with_row_tools(case: EvalCase, row: DatasetRow, place: _Place, where: str) 
         for assertion, is_open in zip(case.assertions, open_calls, strict=True)
     )
     return replace(case, assertions=assertions)
+
+
+def _check_row_allowed_shapes(
+    assertions: Sequence[Assertion], tools: FunctionTools, place: _Place, where: str
+) -> None:
+    """``args_match: allowed`` values (the file's or the row's assertions) of the shape the
+    row's own function schemas ask for."""
+    from ..scoring.bfcl import allowed_value_problem
+    from ..scoring.tool_calls import expected_steps
+
+    schemas = tools.schemas()
+    for assertion in assertions:
+        for step in expected_steps(assertion):
+            if step.args_match != "allowed" or step.args is None:
+                continue
+            problem = allowed_value_problem(step.args, schemas.get(step.name))
+            if problem is not None:
+                raise place.error(f"{where}: {assertion.type}: {step.name}: {problem}")
 
 
 def _row_fields(row: DatasetRow, place: _Place) -> dict[str, Any]:

@@ -190,6 +190,9 @@ def _check_tool_call_names(
         for t, turn in enumerate(case.turns or ()):  # a conversation's turns check their reply
             place = ("cases", c, "turns", t, "assert")
             written += [((*place, n), raw) for n, raw in enumerate(turn.assertions)]
+        if case.simulated_user is not None:  # checked on every reply of the model
+            user: tuple[str | int, ...] = ("cases", c, "simulated_user", "assert")
+            written += [((*user, n), raw) for n, raw in enumerate(case.simulated_user.assertions)]
     for loc, raw in written:
         type_name = raw if isinstance(raw, str) else raw.get("type")
         if str(type_name).removeprefix("not-") not in TOOL_CALL_TYPES:
@@ -198,10 +201,8 @@ def _check_tool_call_names(
         line = document.line_of(loc)
         row_tools = spec.dataset is not None and spec.dataset.tools is not None
         row_calls = spec.dataset is not None and spec.dataset.tool_calls is not None
-        if assertion.base_type == "tool-calls" and assertion.value is None and not row_calls:
-            raise EvalFileError(path, line, f"{assertion.type} without a value checks a "
-                                "dataset's expected calls: set dataset.tool_calls, or give "
-                                "the calls as its value")  # fmt: skip
+        if assertion.base_type == "tool-calls" and assertion.value is None:
+            _check_open_tool_calls(assertion.type, loc, spec, row_calls, path, line)
         if functions is None and not row_tools:
             raise EvalFileError(path, line, f"{assertion.type} needs function definitions in "
                                 "`tools:` (a plain file) or dataset.tools")  # fmt: skip
@@ -213,6 +214,28 @@ def _check_tool_call_names(
             raise _undeclared(assertion.type, unknown[0], declared, functions is None, path, line)
         if functions is not None:
             _check_allowed_shapes(assertion, functions, path, line)
+
+
+def _check_open_tool_calls(
+    type_name: str,
+    loc: tuple[str | int, ...],
+    spec: EvalSpec,
+    row_calls: bool,
+    path: Path,
+    line: int | None,
+) -> None:
+    """A ``tool-calls`` without a value checks a dataset row's expected calls: a case written
+    in the file (its own assertions, or the file's when it has ``cases:``) has none, and would
+    pass on no call at all."""
+    if not row_calls:
+        raise EvalFileError(path, line, f"{type_name} without a value checks a dataset's "
+                            "expected calls: set dataset.tool_calls, or give the calls as its "
+                            "value")  # fmt: skip
+    if loc[0] == "cases" or spec.cases:
+        whose = "this case" if loc[0] == "cases" else "the file's own `cases:`"
+        raise EvalFileError(path, line, f"{type_name} without a value checks a dataset row's "
+                            f"expected calls, and {whose} has none: give the calls as its "
+                            "value")  # fmt: skip
 
 
 def _check_allowed_shapes(
