@@ -260,7 +260,7 @@ def test_unparseable_arguments_are_an_error_call_and_the_tool_does_not_run(
     )
     result = run(script, toolbox)
     broken, listed = result.tool_calls
-    assert broken == ToolCall(1, "write_file", {}, broken.result, True)
+    assert broken == ToolCall(1, "write_file", {}, broken.result, True, readable=False)
     assert broken.result.startswith("error: the arguments are not valid JSON")
     assert listed.error and listed.arguments == {}
     assert "not a JSON object" in listed.result

@@ -691,3 +691,18 @@ def test_unknown_modes_are_collection_errors_naming_the_modes(
         load_spec(path)
     assert info.value.line == 8, str(info.value)
     assert message in str(info.value)
+
+
+def test_a_call_whose_arguments_could_not_be_read_matches_no_expected_arguments(
+    agent_dir: Path,
+) -> None:
+    run = make_run([("list_dir", {})])
+    unread = dataclasses.replace(run.tool_calls[0], error=True, readable=False)
+    sandbox = Sandbox(agent_dir, SandboxLimits())
+    broken = AgentOutcome(agent_dir, dataclasses.replace(run, tool_calls=(unread,)), sandbox)
+    for args_match, args in (("subset", {"path": "."}), ("allowed", {"path": [".", ""]})):
+        raw = {"type": "tool-sequence", "value": [{"name": "list_dir", "args": args,
+                                                   "args_match": args_match}]}  # fmt: skip
+        assert check(raw, broken).passed is False, args_match
+        assert check(raw, AgentOutcome(agent_dir, run, sandbox)).passed is True, args_match
+    assert check({"type": "tool-sequence", "value": ["list_dir"]}, broken).passed is True

@@ -88,6 +88,9 @@ class ToolCall:
     result: str  # what the model was shown (truncated to MAX_RESULT_CHARS)
     error: bool  # the tool refused or failed (the result starts with "error: ")
     seconds: float = field(default=0.0, compare=False)  # how long it took (not what it did)
+    #: the arguments sent were a JSON object (False: they could not be read, ``arguments`` is
+    #: ``{}``, and they match no expected arguments)
+    readable: bool = True
 
 
 @dataclass(frozen=True)
@@ -402,7 +405,8 @@ async def _run_tool(
     shown = _truncate(result)
     seconds = time.perf_counter() - started
     failed = result.startswith("error: ")
-    return ToolCall(turn, name, request.arguments, shown, failed, seconds)
+    readable = request.problem is None  # a problem is arguments that could not be read
+    return ToolCall(turn, name, request.arguments, shown, failed, seconds, readable)
 
 
 def _truncate(result: str) -> str:

@@ -434,13 +434,25 @@ def _check_tool_called(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class _UnreadCall:
+    """A call whose arguments could not be read: it matches no expected arguments."""
+
+    name: str
+    arguments: None = None
+
+
+def _as_made(call: ToolCall) -> ToolCall | _UnreadCall:
+    return call if call.readable else _UnreadCall(call.name)
+
+
 def _check_tool_sequence(check: AgentCheck, outcome: AgentOutcome) -> _Result:
     assert check.steps is not None  # the parser gives them for tool-sequence
-    calls = outcome.run.tool_calls
+    calls = [_as_made(call) for call in outcome.run.tool_calls]
     match = match_sequence(check.steps, calls, check.mode)
     wanted = " -> ".join(step.shown() for step in check.steps)
     how = describe_match(match, check.steps, calls)
-    shown = _calls_shown(calls)
+    shown = _calls_shown(outcome.run.tool_calls)
     return _result(
         match.passed,
         f"calls follow {wanted} ({how})",
