@@ -162,6 +162,8 @@ def test_unconfined_the_program_is_located_but_nothing_is_mounted(tmp_path: Path
         ("dotenv", "/venv holds .env, and a folder holding credentials is never shown"),
         ("npmrc", "/venv holds .npmrc, and a folder holding credentials is never shown"),
         ("venv-in-home", "its install prefix * holds the home directory, never shown"),
+        ("node-in-local", "its install prefix */.local is a folder of the home directory where*"),
+        ("venv-in-project", "its install prefix */venv holds a project (pyproject.toml)*"),
         ("no-interpreter", "its interpreter 'llmbench-no-such-node' is on neither the sandbox's"),
     ],
 )
@@ -180,6 +182,17 @@ def test_what_the_sandbox_cannot_show_is_refused_with_why(
         (tmp_path / "venv/.npmrc").write_text("//registry.npmjs.org/:_authToken=x")
     elif layout == "venv-in-home":  # a virtualenv made in the home directory itself
         monkeypatch.setenv("HOME", str(tmp_path / "venv"))
+    elif layout == "node-in-local":  # Node's tarball unpacked into ~/.local, then npm -g
+        home = tmp_path / "home"
+        monkeypatch.setenv("HOME", str(home))
+        executable(home / ".local/bin/node", "\x7fELF")
+        (home / ".local/share/opencode").mkdir(parents=True)
+        (home / ".local/share/opencode/auth.json").write_text('{"key": "sk-x"}')
+        server = executable(home / ".local/bin/mcp-srv", "#!/bin/sh\n")
+    elif layout == "venv-in-project":  # python -m venv . in a project's root
+        (tmp_path / "venv/pyproject.toml").write_text("[project]\n")
+        (tmp_path / "venv/config").mkdir()
+        (tmp_path / "venv/config/.env").write_text("OPENAI_API_KEY=sk-x")
     else:
         server.write_text("#!/usr/bin/env llmbench-no-such-node\n")
     with pytest.raises(ProgramNotVisible) as raised:

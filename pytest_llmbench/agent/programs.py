@@ -47,6 +47,13 @@ ACCEPTED = (
 )
 #: Files and folders that hold credentials: a prefix holding one directly is never shown.
 CREDENTIALS = (".netrc", ".npmrc", ".pypirc", ".git-credentials", ".ssh", ".aws", ".gnupg")
+#: Folders of the home directory that hold many programs' settings, data and tokens: an
+#: install prefix is never one of them (a Node tarball unpacked into ``~/.local`` makes it look
+#: like a Node installation).
+SHARED_HOME_FOLDERS = (".local", ".local/share", ".local/state", ".config", ".cache")
+#: What a project's folder holds at its top and an install prefix does not: a virtualenv made
+#: in a project's root would show the whole project (its .env files in subfolders too).
+PROJECT_MARKS = (".git", "pyproject.toml", "setup.py", "package.json")
 _MAX_HOPS = 40  # symlinks followed, and interpreters of interpreters, before giving up
 _SHEBANG_BYTES = 512
 
@@ -264,6 +271,20 @@ def _check_mountable(prefix: Path, workdir: Path) -> None:
             raise ProgramNotVisible(f"its install prefix {prefix} holds {what}, never shown")
     if real == Path("/"):
         raise ProgramNotVisible(f"its install prefix {prefix} is the root, never shown")
+    home = Path.home().resolve()
+    if any(real == home / folder for folder in SHARED_HOME_FOLDERS):
+        raise ProgramNotVisible(
+            f"its install prefix {prefix} is a folder of the home directory where many programs "
+            "keep their settings and tokens, never shown (install the server in a virtualenv "
+            "or a tool folder of its own)"
+        )
+    marks = [mark for mark in PROJECT_MARKS if (real / mark).exists()]
+    if marks:
+        raise ProgramNotVisible(
+            f"its install prefix {prefix} holds a project ({marks[0]}), and a project's folder "
+            "is never shown whole (make the server's virtualenv outside it, or in a folder of "
+            "its own such as .venv)"
+        )
     secrets = _credentials(real) if real.is_dir() else []
     if secrets:
         raise ProgramNotVisible(
