@@ -258,6 +258,11 @@ def test_an_opening_of_the_stop_marker_alone_is_an_empty_message(bench: Bench) -
         ),
         ("instructions: 'I am {{who}}'", 4, "simulated_user.instructions: unknown template"),
         (
+            "instructions: hi\n      first_message: '  '",
+            5,
+            "simulated_user.first_message renders empty",
+        ),
+        (
             "instructions: hi\n      assert: [{type: contains, value: a, stop_on_fail: 1}]",
             5,
             "stop_on_fail",

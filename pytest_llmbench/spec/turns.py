@@ -115,6 +115,10 @@ def simulated_user(
     first = spec.first_message
     if first is not None:
         first = _render_user_key(first, variables, "first_message")
+        if not first.strip():  # an empty message is never sent (providers refuse one)
+            raise TurnError(("simulated_user", "first_message"), "simulated_user.first_message "
+                            "renders empty: give the opening line, or leave the key out to "
+                            "have the simulated user write it")  # fmt: skip
     checks = tuple(range(len(spec.assertions)))
     stop_on_fail = tuple(
         index
