@@ -522,6 +522,9 @@ def test_a_trailing_slash_on_openais_base_still_needs_the_key(
         ("HTTPS://API.OpenAI.com", False),
         ("https://openrouter.ai/api/v1", False),
         ("http://8.8.8.8/v1", False),
+        ("http://134744072/v1", False),  # 8.8.8.8 written as one number: a resolver reads it so
+        ("http://0x08080808/v1", False),
+        ("http://2130706433:8000/v1", True),  # 127.0.0.1
         ("http://localhost.example.com/v1", False),
         ("localhost:8000/v1", False),  # no scheme: no host to trust
         ("http://[::1/v1", False),
@@ -674,3 +677,25 @@ def test_a_remote_endpoint_without_a_key_is_never_sent_a_request(
         )
     }
     assert fake_llm.requests == []
+
+
+@pytest.mark.parametrize("model", ["openai/fake-model", "hosted_vllm/fake-model"])
+def test_a_provider_error_echoing_the_key_reads_the_same_from_either_client(
+    fake_llm: FakeLLMServer, no_provider_env: None, monkeypatch: pytest.MonkeyPatch, model: str
+) -> None:
+    """The key comes from the environment (not the profile): each client redacts the key it
+    sent the same way, and litellm's whole error body of a vLLM server is read for its words,
+    as the lean client reads it."""
+    from pytest_llmbench.models.providers.calls import acomplete
+
+    secret = "sk-envSECRET-9876543210zyxw"
+    variable = "OPENAI_API_KEY" if model.startswith("openai/") else "HOSTED_VLLM_API_KEY"
+    monkeypatch.setenv(variable, secret)
+    fake_llm.add_rule(Rule(status=400, echo_auth=True, error_message="bad thing"))
+    errors = set()
+    for client in ("auto", "litellm"):
+        target = CallTarget("m", model, fake_llm.base_url, client=client)
+        with pytest.raises(ProviderError) as failed:
+            asyncio.run(acomplete(target, [{"role": "user", "content": "Hi"}], {}))
+        errors.add(str(failed.value))
+    assert errors == {"m: BadRequestError (HTTP 400): bad thing (Authorization: Bearer [REDACTED])"}

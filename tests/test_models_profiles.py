@@ -269,6 +269,12 @@ BAD_YAML = [
     ("models:\n  a:\n    model: m\n    name: b\n", 4, "unknown key 'name'"),
     ("models:\n  a:\n    model: m\n    api_key_env: sk-abc-123\n", 4, "api_key_env: String"),
     ("models:\n  a:\n    model: m\n    litellm: {api_key: x}\n", 4, "do not put 'api_key'"),
+    (
+        "models:\n  a:\n    model: m\n    litellm: {api_base: 'http://x.example/v1'}\n",
+        4,
+        "do not put 'api_base' in params or litellm; set the profile's api_base",
+    ),
+    ("models:\n  a:\n    model: m\n    params: {base_url: x}\n", 4, "do not put 'base_url'"),
     ("models:\n  ok: {model: m}\n  '@a,b': {model: m}\n", 3, "name: String should match"),
     ("models:\n  a: just-a-string\n", 2, "models.a: Input should be a valid dictionary"),
     ("model:\n  a: {model: m}\n", 1, "unknown key 'model' (known keys: models, sets)"),

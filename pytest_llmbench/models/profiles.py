@@ -91,6 +91,11 @@ class ModelProfile(BaseModel):
         # Profiles are committed to repositories; a key written here would leak.
         if "api_key" in value:
             raise ValueError("do not put 'api_key' in a profile; name its variable in api_key_env")
+        # The endpoint is the profile's own key: the key rule and both clients read it there.
+        moved = next((key for key in ("api_base", "base_url") if key in value), None)
+        if moved is not None:
+            raise ValueError(f"do not put {moved!r} in params or litellm; set the profile's "
+                             "api_base")  # fmt: skip
         return value
 
     @property

@@ -105,8 +105,11 @@ async def call(
     from .litellm_client import warmed_up
 
     litellm = warmed_up()
+    # The key litellm is given is redacted from errors as the lean client's is (litellm reads
+    # another provider's own variable itself: the run's redactor hides that one).
+    where = dataclasses.replace(target, api_key=routes.litellm_key(target))
 
     async def through_litellm(retries: int) -> Completion:
-        return await other(litellm, target, policy.limits, retries)
+        return await other(litellm, where, policy.limits, retries)
 
-    return await retried(through_litellm, target, policy)
+    return await retried(through_litellm, where, policy)

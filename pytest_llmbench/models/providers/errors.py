@@ -108,7 +108,10 @@ def provider_error(
     elif status is not None and "Connection" not in type(exc).__name__:
         # litellm gives connection failures a made-up 500: only a real answer has a status.
         label = f"{status_name(status)} (HTTP {status})"
-        message = _LITELLM_PREFIX.sub("", str(exc).strip(), count=1) or status_name(status)
+        said = _LITELLM_PREFIX.sub("", str(exc).strip(), count=1)
+        # litellm passes some providers' error bodies on whole: their words, as the lean
+        # client reads them
+        message = body_message(said.encode(), status) if said else status_name(status)
     else:
         label, message = type(exc).__name__, str(exc).strip() or type(exc).__name__
     message = redacted(message, target)

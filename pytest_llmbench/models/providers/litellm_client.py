@@ -254,9 +254,7 @@ def call_kwargs(target: CallTarget, limits: Timeouts, **fields: Any) -> dict[str
     }
     if target.api_base:
         kwargs["api_base"] = target.api_base
-    # An OpenAI-protocol endpoint gets the key the lean client sends (the stand-in for a local
-    # one without a key): litellm's OpenAI SDK builds no client without one.
-    key = routes.api_key(target) if routes.speaks_openai(target) else target.api_key
+    key = routes.litellm_key(target)
     if key:
         kwargs["api_key"] = key
     return kwargs

@@ -132,16 +132,18 @@ def _openai_client(litellm: Any, target: CallTarget, limits: Timeouts) -> Any:
     if provider not in _OPENAI_COMPATIBLE:
         return None
     from .litellm_client import client_timeout
+    from .routes import litellm_key
 
     loop = asyncio.get_running_loop()
-    key = (target.api_base, target.api_key, limits, id(loop))
+    api_key = litellm_key(target)  # a local endpoint without a key: the stand-in, as for chat
+    key = (target.api_base, api_key, limits, id(loop))
     client = _clients.get(key)
     if client is None:
         import openai
 
         try:
             client = openai.AsyncOpenAI(
-                api_key=target.api_key,
+                api_key=api_key,
                 base_url=target.api_base,
                 timeout=client_timeout(limits),
                 max_retries=0,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import socket
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -151,6 +152,13 @@ def api_key(target: CallTarget) -> str | None:
     return KEYLESS if base is not None and is_local(base) else None
 
 
+def litellm_key(target: CallTarget) -> str | None:
+    """The key litellm is given for ``target``: an OpenAI-protocol endpoint gets the key the
+    lean client sends (the stand-in for a local one without a key: litellm's OpenAI SDK builds
+    no client without one); another provider its profile's key, or None for litellm's own."""
+    return api_key(target) if speaks_openai(target) else target.api_key
+
+
 def missing_key(target: CallTarget) -> list[str]:
     """Key variables an OpenAI-protocol ``target`` lacks: its provider's, when it has no key
     and its endpoint is not local (OpenAI's own API, a remote server or proxy); else none.
@@ -186,8 +194,25 @@ def is_local(base_url: str) -> bool:
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        return host == "localhost" or "." not in host or host.endswith(_LOCAL_SUFFIXES)
+        if "." not in host:
+            # a dotless number (134744072, 0x08080808) is an IPv4 address to the resolver
+            numeric = _legacy_ipv4(host)
+            return numeric is None or _local_address(numeric)
+        return host == "localhost" or host.endswith(_LOCAL_SUFFIXES)
+    return _local_address(address)
+
+
+def _local_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return address.is_loopback or address.is_private or address.is_link_local
+
+
+def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """The address a host written as one number (decimal, hex or octal) stands for, or None
+    for a name."""
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
 
 
 def _host(base_url: str) -> str:
