@@ -189,6 +189,7 @@ class Node:
     [
         (None, None),
         ("", None),
+        ("  \n ", None),  # a blank text: no context, as an empty one
         ([], ()),
         ("[]", ()),
         (" [ ] ", ()),

@@ -47,11 +47,12 @@ class ContextError(ValueError):
 def context_chunks(value: Any) -> tuple[str, ...] | None:
     """The chunks of a written context: a string is one chunk (or, when it is a JSON list of
     strings or documents, that list's chunks), a list its chunks, each a string or a
-    document's text; ``[]`` is an empty retrieval, ``()``; None and ``""`` mean no context.
+    document's text; ``[]`` is an empty retrieval, ``()``; None and a blank string mean no
+    context.
 
     Raises :class:`ContextError` for anything else, naming the accepted shapes.
     """
-    if value is None or value == "":
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, str):
         listed = _json_list(value)
