@@ -39,17 +39,16 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bfcl_outputs import KINDS, outputs
+from localserver import JsonHandler, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "benchmarks" / "data" / "bfcl-reference.jsonl.gz"
@@ -150,16 +149,13 @@ def all_outputs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --- ours: pytest on a generated eval file, the model a fake server ---------------------------
 
 
-class _CallsHandler(BaseHTTPRequestHandler):
+class _CallsHandler(JsonHandler):
     """Answers a chat request whose user message is an output's key with that output's calls."""
 
     server: _CallsServer
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         key = body["messages"][-1]["content"]
         calls = self.server.calls.get(key)
         if calls is None:
@@ -182,21 +178,8 @@ class _CallsHandler(BaseHTTPRequestHandler):
         }
         choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if wire else "stop"}
         usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-        data = json.dumps(
-            {
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [choice],
-                "usage": usage,
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json({"id": "x", "object": "chat.completion", "created": 0,
+                        "model": body["model"], "choices": [choice], "usage": usage})  # fmt: skip
 
 
 class _CallsServer(ThreadingHTTPServer):
@@ -208,16 +191,8 @@ class _CallsServer(ThreadingHTTPServer):
         self.failures: list[str] = []
 
 
-@contextmanager
-def fake_model(items: list[dict[str, Any]]) -> Iterator[_CallsServer]:
-    server = _CallsServer({item["key"]: item["calls"] for item in items})
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+def fake_model(items: list[dict[str, Any]]) -> AbstractContextManager[_CallsServer]:
+    return serving(_CallsServer({item["key"]: item["calls"] for item in items}))
 
 
 EVAL_FILE = """\

@@ -83,6 +83,21 @@ def _pick_arg(
     return rng.choice(choices) if choices else None
 
 
+def _change_one(
+    calls: list[Call],
+    rng: random.Random,
+    change: Callable[[Any, random.Random], Any],
+    keep: Callable[[str, Any], bool] = lambda a, v: True,
+) -> list[Call] | None:
+    """One argument (of those ``keep`` takes) given ``change(value, rng)``; None for none."""
+    picked = _pick_arg(calls, rng, keep)
+    if picked is None:
+        return None
+    call, arg = picked
+    call["args"][arg] = change(call["args"][arg], rng)
+    return calls
+
+
 def _typed(row: dict[str, Any], words: tuple[str, ...]) -> Callable[[Call, str], bool]:
     types = _types(row)
 
@@ -128,12 +143,7 @@ def optional_sent(row: dict[str, Any], calls: list[Call], rng: random.Random) ->
 
 def wrong_value(row: dict[str, Any], calls: list[Call], rng: random.Random) -> list[Call] | None:
     """One argument's value changed to one no answer allows, of the same type."""
-    picked = _pick_arg(calls, rng)
-    if picked is None:
-        return None
-    call, arg = picked
-    call["args"][arg] = _changed(call["args"][arg])
-    return calls
+    return _change_one(calls, rng, lambda value, rng: _changed(value))
 
 
 def _changed(value: Any) -> Any:
@@ -201,44 +211,26 @@ def wrong_function(row: dict[str, Any], calls: list[Call], rng: random.Random) -
 
 def int_as_float(row: dict[str, Any], calls: list[Call], rng: random.Random) -> list[Call] | None:
     """An integer argument sent as a float (``5`` as ``5.0``)."""
-    picked = _pick_arg(calls, rng, lambda a, v: type(v) is int)
-    if picked is None:
-        return None
-    call, arg = picked
-    call["args"][arg] = float(call["args"][arg])
-    return calls
+    return _change_one(calls, rng, lambda value, rng: float(value), lambda a, v: type(v) is int)
 
 
 def float_as_int(row: dict[str, Any], calls: list[Call], rng: random.Random) -> list[Call] | None:
     """A float argument sent as an integer (``2.0`` as ``2``, ``2.5`` as ``2``)."""
-    picked = _pick_arg(calls, rng, lambda a, v: type(v) is float)
-    if picked is None:
-        return None
-    call, arg = picked
-    call["args"][arg] = int(call["args"][arg])
-    return calls
+    return _change_one(calls, rng, lambda value, rng: int(value), lambda a, v: type(v) is float)
 
 
 def number_as_string(
     row: dict[str, Any], calls: list[Call], rng: random.Random
 ) -> list[Call] | None:
     """A number sent as text (``5`` as ``"5"``)."""
-    picked = _pick_arg(calls, rng, lambda a, v: type(v) in (int, float))
-    if picked is None:
-        return None
-    call, arg = picked
-    call["args"][arg] = str(call["args"][arg])
-    return calls
+    return _change_one(
+        calls, rng, lambda value, rng: str(value), lambda a, v: type(v) in (int, float)
+    )
 
 
 def bool_as_int(row: dict[str, Any], calls: list[Call], rng: random.Random) -> list[Call] | None:
     """A boolean sent as ``0``/``1``."""
-    picked = _pick_arg(calls, rng, lambda a, v: type(v) is bool)
-    if picked is None:
-        return None
-    call, arg = picked
-    call["args"][arg] = int(call["args"][arg])
-    return calls
+    return _change_one(calls, rng, lambda value, rng: int(value), lambda a, v: type(v) is bool)
 
 
 def empty_string(row: dict[str, Any], calls: list[Call], rng: random.Random) -> list[Call] | None:
@@ -263,23 +255,18 @@ def empty_string(row: dict[str, Any], calls: list[Call], rng: random.Random) -> 
 
 def null_value(row: dict[str, Any], calls: list[Call], rng: random.Random) -> list[Call] | None:
     """``null`` sent for one argument."""
-    picked = _pick_arg(calls, rng)
-    if picked is None:
-        return None
-    call, arg = picked
-    call["args"][arg] = None
-    return calls
+    return _change_one(calls, rng, lambda value, rng: None)
 
 
 def string_variant(row: dict[str, Any], calls: list[Call], rng: random.Random) -> list[Call] | None:
     """A string argument in upper case with its spaces made ``-`` and a trailing ``.``: the same
     after BFCL's normalisation, different as written."""
-    picked = _pick_arg(calls, rng, lambda a, v: isinstance(v, str) and v.strip() != "")
-    if picked is None:
-        return None
-    call, arg = picked
-    call["args"][arg] = call["args"][arg].upper().replace(" ", "-") + "."
-    return calls
+    return _change_one(
+        calls,
+        rng,
+        lambda value, rng: value.upper().replace(" ", "-") + ".",
+        lambda a, v: isinstance(v, str) and v.strip() != "",
+    )
 
 
 def string_typo(row: dict[str, Any], calls: list[Call], rng: random.Random) -> list[Call] | None:
@@ -296,12 +283,12 @@ def string_typo(row: dict[str, Any], calls: list[Call], rng: random.Random) -> l
 
 def list_reversed(row: dict[str, Any], calls: list[Call], rng: random.Random) -> list[Call] | None:
     """A list argument of two or more different items, reversed."""
-    picked = _pick_arg(calls, rng, lambda a, v: isinstance(v, list) and len(set(map(str, v))) > 1)
-    if picked is None:
-        return None
-    call, arg = picked
-    call["args"][arg] = list(reversed(call["args"][arg]))
-    return calls
+    return _change_one(
+        calls,
+        rng,
+        lambda value, rng: list(reversed(value)),
+        lambda a, v: isinstance(v, list) and len(set(map(str, v))) > 1,
+    )
 
 
 def list_items_as_strings(
@@ -336,12 +323,9 @@ def object_key_added(
     row: dict[str, Any], calls: list[Call], rng: random.Random
 ) -> list[Call] | None:
     """An object argument with an unexpected key."""
-    picked = _pick_arg(calls, rng, lambda a, v: isinstance(v, dict))
-    if picked is None:
-        return None
-    call, arg = picked
-    call["args"][arg] = {**call["args"][arg], "zzz_extra": "x"}
-    return calls
+    return _change_one(
+        calls, rng, lambda value, rng: {**value, "zzz_extra": "x"}, lambda a, v: isinstance(v, dict)
+    )
 
 
 def object_as_lists(

@@ -38,13 +38,13 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from localserver import JsonHandler, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = ROOT / "benchmarks" / "data" / "ragas-crosscheck.jsonl"
@@ -174,14 +174,11 @@ def embed(text: str) -> list[float]:
     return vector
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         if self.path.endswith("/embeddings"):
             items = body["input"] if isinstance(body["input"], list) else [body["input"]]
             self.server.judge.count(f"embeddings of {len(items)} text(s)")
@@ -189,7 +186,9 @@ class _Handler(BaseHTTPRequestHandler):
                 {"object": "embedding", "index": i, "embedding": embed(t)}
                 for i, t in enumerate(items)
             ]
-            self._send({"object": "list", "data": data, "model": body["model"], "usage": _usage()})
+            self.send_json(
+                {"object": "list", "data": data, "model": body["model"], "usage": _usage()}
+            )
             return
         try:
             content = self.server.judge.reply(body)
@@ -202,7 +201,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         message = {"role": "assistant", "content": content}
         choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        self._send({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+        self.send_json({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                     "choices": [choice], "usage": _usage()})  # fmt: skip
 
     def _stream(self, model: str, content: str) -> None:
@@ -221,14 +220,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode())
         self.close_connection = True
 
-    def _send(self, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
 
 def _usage() -> dict[str, int]:
     return {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
@@ -243,16 +234,8 @@ class _Server(ThreadingHTTPServer):
         self.failures: list[str] = []
 
 
-@contextmanager
-def fake_judge(rows: list[dict[str, Any]]) -> Iterator[_Server]:
-    server = _Server(Judge(rows))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+def fake_judge(rows: list[dict[str, Any]]) -> AbstractContextManager[_Server]:
+    return serving(_Server(Judge(rows)))
 
 
 # --- ours: pytest on a generated eval file ---------------------------------------------------
