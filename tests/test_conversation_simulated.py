@@ -209,9 +209,11 @@ def test_an_empty_message_twice_is_the_items_error_and_never_sent(bench: Bench) 
     assert record["user_sim_tokens"] > 0  # both calls are counted
 
 
-def test_an_empty_message_then_a_line_goes_on_with_the_line(bench: Bench) -> None:
+def _run_with_an_opening(bench: Bench, opening: str) -> dict[str, Any]:
+    """The refund case without a first_message: the simulated user opens with ``opening``,
+    then says ``Thanks. <<DONE>>``; the record of the one item, which passed."""
     bench.server.add_rule(Rule(model=MODEL, reply="Here is your refund."))
-    bench.server.add_rule(Rule(model=USER, times=1, reply=""))
+    bench.server.add_rule(Rule(model=USER, times=1, reply=opening))
     bench.server.add_rule(Rule(model=USER, reply="Thanks. <<DONE>>"))
     bench.eval_file(
         "talk", REFUND.replace("      first_message: My order 1234 never arrived.\n", "")
@@ -219,6 +221,11 @@ def test_an_empty_message_then_a_line_goes_on_with_the_line(bench: Bench) -> Non
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
     assert record["conversation_stopped"] == "goal"
+    return record
+
+
+def test_an_empty_message_then_a_line_goes_on_with_the_line(bench: Bench) -> None:
+    record = _run_with_an_opening(bench, "")
     assert [e["content"] for e in record["conversation"]] == [
         "Thanks.",  # the opening's marker is dropped, as any opening's
         "Here is your refund.",
@@ -345,15 +352,7 @@ def test_records_are_the_same_with_and_without_xdist(bench: Bench) -> None:
 
 
 def test_a_stop_marker_in_the_simulated_users_opening_does_not_end_it(bench: Bench) -> None:
-    bench.server.add_rule(Rule(model=MODEL, reply="Here is your refund."))
-    bench.server.add_rule(Rule(model=USER, times=1, reply="Hi, I want a refund. <<DONE>>"))
-    bench.server.add_rule(Rule(model=USER, reply="Thanks. <<DONE>>"))
-    bench.eval_file(
-        "talk", REFUND.replace("      first_message: My order 1234 never arrived.\n", "")
-    )
-    bench.run("--models=fake").assert_outcomes(passed=1)
-    (record,) = bench.records()
-    assert record["conversation_stopped"] == "goal"
+    record = _run_with_an_opening(bench, "Hi, I want a refund. <<DONE>>")
     assert [e["content"] for e in record["conversation"]] == [
         "Hi, I want a refund.",
         "Here is your refund.",
