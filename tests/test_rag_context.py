@@ -125,14 +125,17 @@ def _verdict(assertion: dict[str, Any]) -> tuple[str, str]:
     return assertion["type"], "passed" if assertion["passed"] else "failed"
 
 
-@pytest.mark.parametrize("source", list(SOURCES))
+@pytest.mark.parametrize(
+    ("source", "client"), [*((source, "auto") for source in SOURCES), ("jsonl", "litellm")]
+)
 def test_an_empty_retrieval_gives_the_same_verdicts_however_it_arrives(
-    bench: Bench, source: str
+    bench: Bench, source: str, client: str
 ) -> None:
+    """From a case, a JSONL row, a CSV row or a solver, and through either client."""
     SOURCES[source](bench)
     bench.server.add_rule(Rule(model="fake-model", match="France", reply="Paris."))
     bench.server.add_rule(Rule(model="fake-model", match="Rhone", reply="Lyon."))
-    bench.run("--models=fake").assert_outcomes(passed=1, failed=1)
+    bench.run("--models=fake", f"--client={client}").assert_outcomes(passed=1, failed=1)
     records = {record["case_id"]: record for record in bench.records()}
     got = {
         case: (record["outcome"], [_verdict(a) for a in record["assertions"]])
