@@ -22,6 +22,7 @@ from .schema import (
     McpServer,
     McpServerSpec,
     suite_name,
+    without_stop_flag,
 )
 from .yamlsource import LocatedDocument, SourceError, load_located_file
 
@@ -192,7 +193,8 @@ def _check_tool_call_names(
             written += [((*place, n), raw) for n, raw in enumerate(turn.assertions)]
         if case.simulated_user is not None:  # checked on every reply of the model
             user: tuple[str | int, ...] = ("cases", c, "simulated_user", "assert")
-            written += [((*user, n), raw) for n, raw in enumerate(case.simulated_user.assertions)]
+            checks = case.simulated_user.assertions  # stop_on_fail marks the check, is no key
+            written += [((*user, n), without_stop_flag(raw)) for n, raw in enumerate(checks)]
     for loc, raw in written:
         type_name = raw if isinstance(raw, str) else raw.get("type")
         if str(type_name).removeprefix("not-") not in TOOL_CALL_TYPES:
