@@ -182,6 +182,7 @@ def _check_tool_call_names(
     """A function-calling assertion needs the file's function definitions, and a tool it
     expects must be one of them (with ``dataset.tools``: of some row's, ``row_names``)."""
     from ..scoring.assertions import parse_assertion
+    from ..scoring.base import AssertionSpecError
     from ..scoring.tool_calls import TOOL_CALL_TYPES, expected_names
 
     written: list[tuple[tuple[str | int, ...], Any]]
@@ -199,8 +200,11 @@ def _check_tool_call_names(
         type_name = raw if isinstance(raw, str) else raw.get("type")
         if str(type_name).removeprefix("not-") not in TOOL_CALL_TYPES:
             continue  # not parsed again: collecting 10,000 cases reads each assertion enough
-        assertion = parse_assertion(raw)  # valid: the schema parsed it
         line = document.line_of(loc)
+        try:
+            assertion = parse_assertion(raw)  # valid: the schema parsed it
+        except AssertionSpecError as exc:  # a path the schema's check missed: still no traceback
+            raise EvalFileError(path, line, str(exc)) from None
         row_tools = spec.dataset is not None and spec.dataset.tools is not None
         row_calls = spec.dataset is not None and spec.dataset.tool_calls is not None
         if assertion.base_type == "tool-calls" and assertion.value is None:
