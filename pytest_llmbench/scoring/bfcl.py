@@ -33,6 +33,7 @@ or a string: ``""`` or the name of a variable).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -362,6 +363,4 @@ def _object_problem(entry: Any) -> str | None:
 
 
 def _short(value: Any) -> str:
-    import json
-
     return json.dumps(value)[:60]

@@ -130,8 +130,8 @@ def args_match(expected: Mapping[str, Any], actual: Mapping[str, Any], mode: str
     """
     if mode == "ignore":
         return True
-    if mode == "allowed":
-        return _allowed_match(expected, actual)
+    if mode == "allowed":  # BFCL's rules, without a schema
+        return allowed_mismatch(expected, actual, None) is None
     if mode == "exact":
         keys_ok = set(expected) == set(actual)
     elif mode == "superset":
@@ -142,12 +142,6 @@ def args_match(expected: Mapping[str, Any], actual: Mapping[str, Any], mode: str
         raise ValueError(f"unknown args_match {mode!r} ({', '.join(ARGS_MATCH_MODES)})")
     shared = set(expected) & set(actual)
     return keys_ok and all(json_equal(expected[key], actual[key]) for key in shared)
-
-
-def _allowed_match(allowed: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:
-    """BFCL's rules without a schema (:mod:`.bfcl`): no undeclared or missing argument, each
-    value among its allowed ones (strings normalised)."""
-    return allowed_mismatch(allowed, actual, None) is None
 
 
 def match_sequence(
