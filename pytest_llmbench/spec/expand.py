@@ -18,6 +18,7 @@ from ..scoring.assertions import Assertion, parse_assertion
 from .context import CONTEXT_VAR, context_text
 from .datasets import DatasetError, DatasetRow, load_dataset
 from .datasets.rows import UNSAFE_ID
+from .functions import allowed_shape_problem
 from .paths import PathRefused, check_folder_entries, resolve_eval_path
 from .schema import (
     CaseSpec,
@@ -525,8 +526,9 @@ def _row_functions(spec: EvalSpec, row: DatasetRow) -> FunctionTools | None:
 def _with_row_tools(case: EvalCase, row: DatasetRow, place: _Place, where: str) -> EvalCase:
     """The case with each ``tool-calls`` that gives no value checking the row's expected
     calls (``dataset.tool_calls``); allowed values of the shape the row's schemas ask for."""
-    if row.tools is not None:
-        _check_row_allowed_shapes(case.assertions, row.tools, place, where)
+    problem = allowed_shape_problem(case.assertions, row.tools) if row.tools else None
+    if problem is not None:
+        raise place.error(f"{where}: {problem}")
     open_calls = [a.base_type == "tool-calls" and a.value is None for a in case.assertions]
     if not any(open_calls):
         return case
@@ -538,24 +540,6 @@ def _with_row_tools(case: EvalCase, row: DatasetRow, place: _Place, where: str) 
         for assertion, is_open in zip(case.assertions, open_calls, strict=True)
     )
     return replace(case, assertions=assertions)
-
-
-def _check_row_allowed_shapes(
-    assertions: Sequence[Assertion], tools: FunctionTools, place: _Place, where: str
-) -> None:
-    """``args_match: allowed`` values (the file's or the row's assertions) of the shape the
-    row's own function schemas ask for."""
-    from ..scoring.bfcl import allowed_value_problem
-    from ..scoring.tool_calls import expected_steps
-
-    schemas = tools.schemas()
-    for assertion in assertions:
-        for step in expected_steps(assertion):
-            if step.args_match != "allowed" or step.args is None:
-                continue
-            problem = allowed_value_problem(step.args, schemas.get(step.name))
-            if problem is not None:
-                raise place.error(f"{where}: {assertion.type}: {step.name}: {problem}")
 
 
 def _row_fields(row: DatasetRow, place: _Place) -> dict[str, Any]:

@@ -19,9 +19,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .paths import resolve_eval_path
+
+if TYPE_CHECKING:
+    from ..scoring.base import Assertion
 
 #: The ``tool_choice`` words; a mapping ``{type: function, function: {name}}`` forces one tool.
 TOOL_CHOICE_WORDS = ("auto", "none", "required")
@@ -308,3 +311,21 @@ def row_expected_calls(cell: Any, dialect: str, tools: FunctionTools | None) -> 
             raise ValueError(f"expected call {index} ({name}): {problem}")
         steps.append(ExpectedStep(str(name), args, "allowed"))
     return tuple(steps)
+
+
+def allowed_shape_problem(assertions: Sequence[Assertion], tools: FunctionTools) -> str | None:
+    """The first ``args_match: allowed`` value among ``assertions`` not of the shape ``tools``'
+    schemas ask for (objects of allowed-value lists for an object argument, lists of them for
+    an array of objects), as ``TYPE: TOOL: problem``; None when every one is."""
+    from ..scoring.bfcl import allowed_value_problem
+    from ..scoring.tool_calls import expected_steps
+
+    schemas = tools.schemas()
+    for assertion in assertions:
+        for step in expected_steps(assertion):
+            if step.args_match != "allowed" or step.args is None:
+                continue
+            problem = allowed_value_problem(step.args, schemas.get(step.name))
+            if problem is not None:
+                return f"{assertion.type}: {step.name}: {problem}"
+    return None

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .functions import TOOL_CHOICE_WORDS, FunctionSpecError, FunctionTools, read_function_tools
+from .functions import (
+    TOOL_CHOICE_WORDS,
+    FunctionSpecError,
+    FunctionTools,
+    allowed_shape_problem,
+    read_function_tools,
+)
 from .schema import (
     MCP_TOOL,
     AgentSpec,
@@ -27,7 +33,7 @@ from .schema import (
 from .yamlsource import LocatedDocument, SourceError, load_located_file
 
 if TYPE_CHECKING:
-    from ..scoring.base import Assertion
+    pass
 
 
 def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
@@ -218,8 +224,9 @@ def _check_tool_call_names(
         unknown = [name for name in expected_names(assertion) if name not in declared]
         if unknown:
             raise _undeclared(assertion.type, unknown[0], declared, functions is None, path, line)
-        if functions is not None:
-            _check_allowed_shapes(assertion, functions, path, line)
+        problem = allowed_shape_problem((assertion,), functions) if functions else None
+        if problem is not None:
+            raise EvalFileError(path, line, problem)
 
 
 def _check_open_tool_calls(
@@ -242,22 +249,6 @@ def _check_open_tool_calls(
         raise EvalFileError(path, line, f"{type_name} without a value checks a dataset row's "
                             f"expected calls, and {whose} has none: give the calls as its "
                             "value")  # fmt: skip
-
-
-def _check_allowed_shapes(
-    assertion: Assertion, functions: FunctionTools, path: Path, line: int | None
-) -> None:
-    """``args_match: allowed`` values of the shape each argument's schema asks for (objects of
-    allowed-value lists for an object argument)."""
-    from ..scoring.bfcl import allowed_value_problem
-    from ..scoring.tool_calls import expected_steps
-
-    schemas = functions.schemas()
-    for step in expected_steps(assertion):
-        if step.args_match == "allowed" and step.args is not None:
-            problem = allowed_value_problem(step.args, schemas.get(step.name))
-            if problem is not None:
-                raise EvalFileError(path, line, f"{assertion.type}: {step.name}: {problem}")
 
 
 def _undeclared(
