@@ -23,6 +23,12 @@ STAGES = (
 #: Modules on top that any stage may import: the run's settings, the results folder's files
 #: and five utilities.
 SHARED = ("config", "fingerprint", "redact", "results_folder", "shard", "userimport", "yamlguard")
+#: The pytest shell's modules on top and its packages: they may import any stage.
+SHELL_MODULES = ("collect", "fixtures", "item", "plugin", "workers")
+SHELL_PACKAGES = ("cli",)
+#: The most modules directly in the package (``__init__.py`` aside): a new one joins a stage,
+#: the shell's packages or a shared module before the top grows into a second house.
+MAX_TOP_LEVEL_MODULES = 12
 
 
 def module_name(path: Path) -> str:
@@ -136,7 +142,21 @@ def test_stages_import_only_earlier_stages() -> None:
 
 def test_every_package_folder_is_a_stage_or_known() -> None:
     folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")} | {"scaffold"}
-    assert folders == {*STAGES, "scaffold"}  # the scaffold is data: files `llmbench init` copies
+    # the scaffold is data: files `llmbench init` copies
+    assert folders == {*STAGES, *SHELL_PACKAGES, "scaffold"}
+
+
+def top_level_modules() -> list[str]:
+    """The modules directly in the package, ``__init__.py`` left out."""
+    return sorted(p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+
+
+def test_the_package_has_at_most_twelve_top_level_modules() -> None:
+    assert len(top_level_modules()) <= MAX_TOP_LEVEL_MODULES, top_level_modules()
+
+
+def test_every_top_level_module_is_shared_or_the_shell() -> None:
+    assert set(top_level_modules()) == {*SHARED, *SHELL_MODULES}
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import DEFAULT_CACHE_DIR
-from .engine.cache import (
+from ..config import DEFAULT_CACHE_DIR
+from ..engine.cache import (
     CacheError,
     EntryInfo,
     ResponseCache,
@@ -25,7 +25,7 @@ from .engine.cache import (
     format_age,
     parse_age,
 )
-from .spec.validate import UsageFailure
+from ..spec.validate import UsageFailure
 
 #: ``stats`` columns: entries younger than each bound (seconds), then ``older``.
 AGE_BUCKETS: tuple[tuple[str, float], ...] = (("<1d", 86400), ("1-7d", 7 * 86400),
@@ -34,7 +34,7 @@ AGE_BUCKETS: tuple[tuple[str, float], ...] = (("<1d", 86400), ("1-7d", 7 * 86400
 KEY_PREFIX = 12
 
 
-def add_cache_command(commands: Any) -> None:
+def add_cache_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``llmbench cache`` and its four subcommands on ``commands``."""
     cache = commands.add_parser("cache", help="See, prune or clear the response cache")
     actions = cache.add_subparsers(title="actions", required=True, metavar="ACTION")
