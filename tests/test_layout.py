@@ -17,12 +17,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_llmbench"
 #: The contributors' page that names every stage and module of the package.
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 #: The stages in the order a record flows: each may import only the ones before it.
+#: ``config`` reads profiles and judge dimensions, and the engine on reads the run's config.
 STAGES = (
-    "models", "agent", "scoring", "judging", "spec", "engine", "results", "render", "report", "view"
+    "models", "agent", "scoring", "judging", "spec", "config", "engine", "results", "render",
+    "report", "view",
 )  # fmt: skip
-#: Modules on top that any stage may import: the run's settings, the results folder's files
-#: and five utilities.
-SHARED = ("config", "fingerprint", "redact", "results_folder", "shard", "userimport", "yamlguard")
+#: Modules on top that any stage may import, and that import no stage: the results folder's
+#: files and utilities.
+SHARED = ("fingerprint", "redact", "results_folder", "shard", "userimport", "yamlguard")
 #: The pytest shell's modules on top and its packages: they may import any stage.
 SHELL_MODULES = ("collect", "fixtures", "item", "plugin", "workers")
 SHELL_PACKAGES = ("cli",)
@@ -116,7 +118,7 @@ def backward_imports(graph: dict[str, set[str]]) -> list[str]:
                 wrong.append(f"{module} -> {target}")
             elif stage in (*STAGES, *SHARED) and to == "shell":
                 wrong.append(f"{module} -> {target}")
-            elif stage in SHARED and to in STAGES and stage != "config":
+            elif stage in SHARED and to in STAGES:
                 wrong.append(f"{module} -> {target}")
     return wrong
 

@@ -16,15 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import DEFAULT_CACHE_DIR
-from ..engine.cache import (
-    CacheError,
-    EntryInfo,
-    ResponseCache,
-    cache_path,
-    format_age,
-    parse_age,
-)
+from ..config import DEFAULT_CACHE_DIR, OPTIONS, format_age, parse_age
+from ..engine.cache import CacheError, EntryInfo, ResponseCache, cache_path
 from ..spec.validate import UsageFailure
 
 #: ``stats`` columns: entries younger than each bound (seconds), then ``older``.
@@ -45,7 +38,7 @@ def add_cache_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
                        help="Delete entries written longer ago than AGE (90s, 30m, 12h, 14d)")  # fmt: skip
     clear = actions.add_parser("clear", help="Delete every entry (of one model with --model)")
     for action, command in ((stats, _stats), (listing, _list), (prune, _prune), (clear, _clear)):
-        action.add_argument("--cache-dir", type=Path, default=Path(DEFAULT_CACHE_DIR),
+        action.add_argument(OPTIONS["cache_dir"].flag, type=Path, default=Path(DEFAULT_CACHE_DIR),
                             metavar="DIR", help="Folder of the response cache "
                             f"(default {DEFAULT_CACHE_DIR}, as pytest's --cache-dir)")  # fmt: skip
         if action is not stats:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import ERRORS_COUNT_AS
+from ..config import ERRORS_COUNT_AS, OPTIONS
 from ..render.markup import board_html, board_markdown
 from ..results.baseline import load_results, model_of, models_of
 from ..spec.validate import UsageFailure
@@ -33,7 +33,7 @@ def add_leaderboard_command(commands: argparse._SubParsersAction[argparse.Argume
         "tag:<name> (a profile tag such as tag:region)",
     )
     board.add_argument(
-        "--errors-count-as",
+        OPTIONS["errors_count_as"].flag,
         choices=ERRORS_COUNT_AS,
         default="fail",
         help="An errored item is a failure scored 0 (fail, the default) or left out (skip)",

@@ -8,17 +8,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..config import OPTIONS, parse_repeat_policy
 from ..render.markup import board_markdown
 from ..results.baseline import compare_runs, load_results, pairing_note
 from ..results_folder import ResultsFolder
 from ..spec.validate import UsageFailure
 
-#: The merge's per-model limits, as a run's (``--max-latency-p95`` ...): flag -> what it limits.
+#: The merge's per-model limits, a run's options (``--max-latency-p95`` ...): dest -> what it
+#: limits. The flag and the RunConfig field (the argparse dest) are the option table's.
 _MERGE_LIMITS = {
-    "--max-latency-p95": "95th percentile latency over its uncached answers is above LIMIT s",
-    "--max-ttft-p50": "median time to first token over its uncached streamed answers is above "
+    "max_latency_p95": "95th percentile latency over its uncached answers is above LIMIT s",
+    "max_ttft_p50": "median time to first token over its uncached streamed answers is above "
     "LIMIT s",
-    "--max-cost-per-item": "mean call cost over its answers with a price is above LIMIT USD",
+    "max_cost_per_item": "mean call cost over its answers with a price is above LIMIT USD",
 }
 
 
@@ -35,8 +37,8 @@ def add_merge_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     merge.add_argument("--repeat-policy", metavar="POLICY",
                        help="When a repeated case passes: all, majority, any or at-least:K "
                        "(default: the shards' own)")  # fmt: skip
-    for flag, what in _MERGE_LIMITS.items():
-        merge.add_argument(flag, type=float, metavar="LIMIT",
+    for dest, what in _MERGE_LIMITS.items():
+        merge.add_argument(OPTIONS[dest].flag, type=float, metavar="LIMIT",
                            help=f"Fail when a model's {what} (default: the shards' own)")  # fmt: skip
     merge.add_argument("--baseline", type=Path, metavar="DIR",
                        help="A saved results folder to compare the merged run with")  # fmt: skip
@@ -64,7 +66,7 @@ def _merge_command(args: argparse.Namespace) -> int:
         # as a run takes it: from the folder it runs in (named so in the gate's note)
         "baseline": None if args.baseline is None else Path.cwd() / args.baseline,
         "fail_on_regression": args.fail_on_regression,
-        **{_option_field(flag): getattr(args, _option_field(flag)) for flag in _MERGE_LIMITS},
+        **{dest: getattr(args, dest) for dest in _MERGE_LIMITS},
     }
     settings = gate_settings(shards, given)
     if settings.fail_on_regression and settings.baseline is None:
@@ -89,22 +91,15 @@ def _merge_command(args: argparse.Namespace) -> int:
     return status
 
 
-def _option_field(flag: str) -> str:
-    """``--max-ttft-p50`` -> ``max_ttft_p50``: the RunConfig field (and argparse dest)."""
-    return flag.removeprefix("--").replace("-", "_")
-
-
 def _check_merge_options(args: argparse.Namespace) -> None:
     """The merge's gate options, checked as a run checks them."""
-    for flag in _MERGE_LIMITS:
-        limit = getattr(args, _option_field(flag))
+    for dest in _MERGE_LIMITS:
+        limit = getattr(args, dest)
         if limit is not None and not limit > 0:
-            raise UsageFailure(f"{flag} must be a positive number, got {limit}")
+            raise UsageFailure(f"{OPTIONS[dest].flag} must be a positive number, got {limit}")
     if args.min_pass_rate is not None and not 0 <= args.min_pass_rate <= 1:
         raise UsageFailure(f"--min-pass-rate must be from 0 to 1, got {args.min_pass_rate}")
     if args.repeat_policy is not None:
-        from ..results.stats.repeats import parse_repeat_policy
-
         try:
             args.repeat_policy = parse_repeat_policy(args.repeat_policy)
         except ValueError as exc:
