@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 
 from pytest_llmbench.judging.prompts import (
-    JUDGE_KINDS,
     JURY_DIMENSIONS,
+    SCORED_KINDS,
     JudgeRequest,
     judge_messages,
     reply_schema,
@@ -82,7 +82,7 @@ def test_jury_dimensions_are_the_standard_six_in_order() -> None:
         "coherence",
         "following_instructions",
     )
-    assert JUDGE_KINDS == ("llm-rubric", "jury", "factuality", "closed-qa")
+    assert SCORED_KINDS == ("llm-rubric", "jury", "factuality", "closed-qa")
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,6 @@ def test_score_keys(kind: str, keys: tuple[str, ...]) -> None:
         ("factuality", {"expected": None}, "factuality needs an expected answer"),
         ("llm-rubric", {"rubric": None}, "llm-rubric needs a rubric"),
         ("closed-qa", {"rubric": ""}, "closed-qa needs a criterion"),
-        ("g-eval", {}, "unknown judge kind 'g-eval'"),
     ],
 )
 def test_request_rejects_what_cannot_be_judged(
@@ -199,7 +198,7 @@ def test_messages_are_deterministic() -> None:
 # --- reply schema ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", JUDGE_KINDS)
+@pytest.mark.parametrize("kind", SCORED_KINDS)
 def test_schema_accepts_a_good_reply(kind: str) -> None:
     schema = reply_schema(request(kind))
     jsonschema.Draft202012Validator.check_schema(schema)

@@ -37,9 +37,10 @@ from ..scoring.select_best import (
 )
 
 if TYPE_CHECKING:
+    from ..judging.answer_view import JudgedEntry
     from ..judging.panel import CompleteFn, GradedAssertion, JudgeCall
     from ..judging.select_best import ContestResult
-    from .plan import CallPlan, GradedSpec
+    from .plan import CallPlan
 
 
 #: xdist's ``--dist`` modes that run all the items of a case in one process: ``load`` (ours,
@@ -182,7 +183,7 @@ class Contests:
     async def verdict(
         self,
         plan: CallPlan,
-        entry: GradedSpec,
+        entry: JudgedEntry,
         answer: str,
         question: str | None,
         complete: CompleteFn,
@@ -214,7 +215,7 @@ class Contests:
         return _member_verdict(contest, plan, entry, result)
 
 
-async def _judge(contest: _Contest, entry: GradedSpec) -> ContestResult:
+async def _judge(contest: _Contest, entry: JudgedEntry) -> ContestResult:
     """Judge the answers of the contestants that answered. The first of them (in run order)
     hosts the contest: the judges see the question it was asked (prompt variants word it
     differently), and are called through its ``complete``."""
@@ -242,7 +243,7 @@ async def _judge(contest: _Contest, entry: GradedSpec) -> ContestResult:
     )
 
 
-async def _again(contest: _Contest, plan: CallPlan, entry: GradedSpec) -> GradedAssertion:
+async def _again(contest: _Contest, plan: CallPlan, entry: JudgedEntry) -> GradedAssertion:
     """A contestant run again (pytest-rerunfailures): the contest was judged once, on its
     first answer, and its verdict stands (a rerun cannot turn a lost contest into a pass, nor
     into an unchecked one); the judges' calls are not counted again."""
@@ -258,7 +259,7 @@ async def _again(contest: _Contest, plan: CallPlan, entry: GradedSpec) -> Graded
 
 
 def _member_verdict(
-    contest: _Contest, plan: CallPlan, entry: GradedSpec, result: ContestResult
+    contest: _Contest, plan: CallPlan, entry: JudgedEntry, result: ContestResult
 ) -> GradedAssertion:
     """One contestant's verdict from its contest's result, with the judge calls (claimed by
     one contestant's record: :meth:`Contests.claim`)."""
@@ -299,7 +300,7 @@ def _unbilled(graded: GradedAssertion, owner: str) -> GradedAssertion:
     return replace(graded, calls=(), failed_elsewhere=why)
 
 
-def _unchecked(entry: GradedSpec, why: str, calls: tuple[JudgeCall, ...] = ()) -> GradedAssertion:
+def _unchecked(entry: JudgedEntry, why: str, calls: tuple[JudgeCall, ...] = ()) -> GradedAssertion:
     from ..judging.panel import unchecked
 
     return unchecked(entry.index, entry.assertion, why, calls)

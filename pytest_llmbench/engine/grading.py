@@ -17,9 +17,11 @@ from .request import Request, estimate_tokens
 
 if TYPE_CHECKING:
     from ..agent.loop import AgentRun
+    from ..judging.answer_view import AnswerView
     from ..judging.panel import GradedAssertion
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import CallTarget
+    from ..scoring.model_graded import ModelGradedSpec
     from ..scoring.pairwise import BaselineAnswer
     from .contests import Contests
     from .pacing import CallPacer
@@ -135,134 +137,74 @@ async def grade(
     retrieved: tuple[str, ...] | None = None,
     run: AgentRun | None = None,
 ) -> tuple[GradedAssertion, ...]:
-    """Run the judges of every model-graded assertion of ``plan`` concurrently. RAG metrics
-    read ``retrieved`` (a solver's context) in place of the case's ``context``. Every judge is
-    shown the answer as :func:`judged_answer` says (an agent's ``run`` with its tool calls)
-    and the history as :func:`said_messages` does."""
+    """Run the judges of every model-graded assertion of ``plan`` concurrently, each as its
+    judge kind says (:data:`~pytest_llmbench.judging.kinds.JUDGE_KINDS`, looked up by the
+    assertion's type). RAG metrics read ``retrieved`` (a solver's context) in place of the
+    case's ``context``. Every judge is shown the answer as :func:`judged_answer` says (an
+    agent's ``run`` with its tool calls) and the history as :func:`said_messages` does."""
     if not plan.graded:
         return ()
     import asyncio
 
-    from ..judging.panel import grade as grade_panel
-    from ..judging.panel import grade_embedding, judge_request
-    from ..judging.relevance import RelevanceSpec
-    from ..scoring.judged import PAIRWISE_TYPES, SELECT_BEST_TYPES, EmbeddingSpec
-    from ..spec.graders import needs_context
+    from ..judging.kinds import judge_kind
+
+    view = _answer_view(helpers, plan, completion, targets, judge_metrics, retrieved, run)
+    jobs = [judge_kind(entry.assertion.type).verdict(entry, view) for entry in plan.graded]
+    return tuple(await asyncio.gather(*jobs))
+
+
+def _answer_view(
+    helpers: HelperCalls,
+    plan: CallPlan,
+    completion: Completion,
+    targets: HelperTargets,
+    judge_metrics: Sequence[str],
+    retrieved: tuple[str, ...] | None,
+    run: AgentRun | None,
+) -> AnswerView:
+    """What the judges of this answer read, and their calls through ``helpers``."""
+    from ..judging.answer_view import AnswerView, JudgedEntry
+    from ..spec.graders import grader_prompt, needs_context
     from ..spec.templating import last_user_text
 
-    context = plan.case.context if retrieved is None else retrieved
+    case = plan.case
+    context = case.context if retrieved is None else retrieved
     answer = judged_answer(completion, run)
-    messages = said_messages(plan.case.messages)
+    question = last_user_text(case.messages)
 
     async def complete(
         judge: ModelProfile, messages: list[dict[str, str]], params: dict[str, Any]
     ) -> Completion:
         return await helpers.call(helpers.request(plan, judge, targets, messages, params))
 
-    jobs = []
-    for entry in plan.graded:
-        if isinstance(entry.spec, EmbeddingSpec):
-            (embedder,) = entry.judges
-            reference = entry.assertion.value or plan.case.expected or ""
-            texts = [completion.text, str(reference)]
-            pair = [{"role": "user", "content": text} for text in texts]
-            embedding = helpers.call(helpers.request(plan, embedder, targets, pair, {}, embed=True))
-            jobs.append(grade_embedding(entry.index, entry.assertion, embedding, embedder))
-            continue
-        if entry.spec.kind in PAIRWISE_TYPES:
-            # A saved agent record keeps its final answer, not each call's arguments: both
-            # sides of an agent's pair are final answers.
-            mine = completion.text if run is not None else answer
-            jobs.append(_pair(helpers, plan, entry, mine, complete))
-            continue
-        if entry.spec.kind in SELECT_BEST_TYPES:
-            question = last_user_text(plan.case.messages) or None
-            contest = helpers.contests.verdict(plan, entry, answer, question, complete)
-            jobs.append(contest)
-            continue
-        if needs_context(entry.spec) and not context:  # a solver's empty list
-            jobs.append(_unchecked(entry.index, entry.assertion, "the context is empty"))
-            continue
-        try:
-            request = judge_request(
-                entry.assertion,
-                entry.spec,
-                messages=messages,
-                answer=answer,
-                expected=plan.case.expected,
-                task=plan.case.task,
-                extra_dimensions=(*judge_metrics, *plan.case.judge_metrics),
-                context=context or (),
-                grader_prompt=_grader_prompt(entry.spec, plan, answer, context),
-            )
-        except ValueError as exc:  # nothing to judge against (collection refuses the known cases)
-            jobs.append(_unchecked(entry.index, entry.assertion, str(exc)))
-            continue
-        if isinstance(entry.spec, RelevanceSpec):  # Ragas' way: questions, then embeddings
-            jobs.append(_relevance(helpers, plan, entry, request, targets, complete))
-            continue
-        jobs.append(
-            grade_panel(entry.index, entry.assertion, entry.spec, request, entry.judges, complete)
-        )
-    return tuple(await asyncio.gather(*jobs))
-
-
-async def _relevance(
-    helpers: HelperCalls,
-    plan: CallPlan,
-    entry: Any,
-    request: Any,
-    targets: HelperTargets,
-    complete: Any,
-) -> GradedAssertion:
-    """``answer-relevance`` with ``embedding_model``: the panel's questions, embedded by the
-    last model of ``entry.judges`` (the embedding model, put there at collection)."""
-    from ..judging.relevance import grade_relevance
-
-    *judges, embedder = entry.judges
-
-    def embed(texts: Sequence[str]) -> Awaitable[Completion]:
+    def embed(embedder: ModelProfile, texts: Sequence[str]) -> Awaitable[Completion]:
         said = [{"role": "user", "content": text} for text in texts]
         return helpers.call(helpers.request(plan, embedder, targets, said, {}, embed=True))
 
-    return await grade_relevance(
-        entry.index, entry.assertion, entry.spec, request, judges, complete, embed, embedder.name
+    def render(spec: ModelGradedSpec) -> str:
+        return grader_prompt(spec, question, answer, case.expected, context or (), case.vars)
+
+    def contest(entry: JudgedEntry) -> Awaitable[GradedAssertion]:
+        return helpers.contests.verdict(plan, entry, answer, question or None, complete)
+
+    return AnswerView(
+        answer=answer,
+        reply=completion.text,
+        agent=run is not None,
+        messages=tuple(said_messages(case.messages)),
+        question=question or None,
+        expected=case.expected,
+        task=case.task,
+        context=context,
+        extra_dimensions=(*judge_metrics, *case.judge_metrics),
+        conversation=bool(case.turns) or case.simulated_user is not None,
+        complete=complete,
+        embed=embed,
+        reads_context=needs_context,
+        grader_prompt=render,
+        baseline=lambda: helpers.baseline_answer(plan),
+        contest=contest,
     )
-
-
-async def _pair(
-    helpers: HelperCalls, plan: CallPlan, entry: Any, answer: str, complete: Any
-) -> GradedAssertion:
-    """A ``pairwise`` assertion: judged against the baseline's answer, or unchecked saying why
-    there is none (no ``--baseline``, the baseline lacks the case)."""
-    from ..judging.pairwise import grade_pair
-    from ..spec.templating import last_user_text
-
-    if plan.case.turns or plan.case.simulated_user is not None:
-        why = "pairwise compares one reply: a conversation's replies have no baseline to match"
-        return await _unchecked(entry.index, entry.assertion, why)
-    opponent = helpers.baseline_answer(plan)
-    if isinstance(opponent, str):
-        return await _unchecked(entry.index, entry.assertion, opponent)
-    question = last_user_text(plan.case.messages) or None
-    return await grade_pair(
-        entry.index, entry.assertion, entry.spec, question, answer, opponent, entry.judges, complete
-    )
-
-
-def _grader_prompt(
-    spec: Any, plan: CallPlan, answer: str, context: Sequence[str] | None
-) -> str | None:
-    """A user's grader's prompt rendered for this answer; None for the other judged types."""
-    from ..scoring.model_graded import ModelGradedSpec
-    from ..spec.graders import grader_prompt
-    from ..spec.templating import last_user_text
-
-    if not isinstance(spec, ModelGradedSpec):
-        return None
-    question = last_user_text(plan.case.messages)
-    case = plan.case
-    return grader_prompt(spec, question, answer, case.expected, context or (), case.vars)
 
 
 def said_messages(history: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
@@ -316,12 +258,3 @@ def _judged_record(record: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(response, str) or not calls:
         return record
     return {**record, "response": reply_text(response, calls)}
-
-
-async def _unchecked(index: int, assertion: Any, why: str) -> GradedAssertion:
-    """An unchecked verdict for an assertion with nothing to judge against (an empty context,
-    no baseline answer, no expected answer for factuality): the file's gap, not the model's
-    failure."""
-    from ..judging.panel import unchecked
-
-    return unchecked(index, assertion, f"{why}: nothing to judge against")

@@ -34,7 +34,30 @@ if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
     from ..scoring.assertions import Assertion
     from ..scoring.judged import JudgeSpec
-    from .panel import CompleteFn
+    from .answer_view import AnswerView, JudgedEntry
+    from .panel import CompleteFn, PanelForm
+
+
+async def grade_pairwise(entry: JudgedEntry, view: AnswerView, form: PanelForm) -> GradedAssertion:
+    """The kind's grading: judged against the baseline's answer, or unchecked saying why there
+    is none (no ``--baseline``, the baseline lacks the case, a conversation). ``form`` is
+    unused: each order's panel picks as a user's grader does."""
+    from .panel_kinds import judge_spec, nothing_to_judge
+
+    if view.conversation:
+        why = "pairwise compares one reply: a conversation's replies have no baseline to match"
+        return nothing_to_judge(entry, why)
+    opponent = view.baseline()
+    if isinstance(opponent, str):
+        return nothing_to_judge(entry, opponent)
+    # A saved agent record keeps its final answer, not each call's arguments: both sides of
+    # an agent's pair are final answers.
+    answer = view.reply if view.agent else view.answer
+    spec, judges = judge_spec(entry), entry.judges
+    question = view.question
+    return await grade_pair(
+        entry.index, entry.assertion, spec, question, answer, opponent, judges, view.complete
+    )
 
 
 async def grade_pair(

@@ -27,7 +27,7 @@ from .prompts import (
     reply_schema,
     retry_messages,
 )
-from .verdicts import VerdictError, parse_verdict
+from .verdicts import ParsedVerdict, VerdictError, parse_verdict
 
 if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 VERDICT_ATTEMPTS = 2
 #: One judge call: (judge, messages, params) -> completion, or ProviderError.
 CompleteFn = Callable[["ModelProfile", list[dict[str, str]], dict[str, Any]], Awaitable[Completion]]
+#: A panel's reduction: (index, assertion, spec, score keys, every judge's call) -> the verdict.
+AggregateFn = Callable[
+    [int, "Assertion", "JudgeSpec", Sequence[str], tuple["JudgeCall", ...]], "GradedAssertion"
+]
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,7 @@ def judge_request(
             grader=spec,
         )
     return JudgeRequest(
-        kind=spec.kind,  # type: ignore[arg-type]  # checked at collection
+        kind=spec.kind,
         question=users[-1] if users else None,
         answer=answer,
         expected=reference,
@@ -169,12 +173,17 @@ def _transcript(messages: Sequence[dict[str, str]], answer: str) -> tuple[dict[s
     return (*said, {"role": "assistant", "content": answer})
 
 
-def judge_params(judge: ModelProfile, spec: JudgeSpec, request: JudgeRequest) -> dict[str, Any]:
+def judge_params(
+    judge: ModelProfile,
+    spec: JudgeSpec,
+    request: JudgeRequest,
+    schema_of: Callable[[JudgeRequest], dict[str, Any]] = reply_schema,
+) -> dict[str, Any]:
     """A judge's call parameters: its profile's, at the spec's temperature (0 by default), with
-    the verdict's JSON schema as structured output when asked for."""
+    the verdict's JSON schema (``schema_of`` the request) as structured output when asked for."""
     params: dict[str, Any] = {**judge.params, "temperature": spec.temperature}
     if spec.structured:
-        schema = reply_schema(request)
+        schema = schema_of(request)
         if judge.embedded:  # llama.cpp turns a json_object schema into a grammar
             params["response_format"] = {"type": "json_object", "schema": schema}
         else:
@@ -192,20 +201,30 @@ async def grade(
     request: JudgeRequest,
     judges: Sequence[ModelProfile],
     complete: CompleteFn,
+    form: PanelForm | None = None,
 ) -> GradedAssertion:
-    """Ask every judge at once; aggregate the valid verdicts into one :class:`Verdict`."""
-    calls = await asyncio.gather(*(ask(index, spec, request, judge, complete) for judge in judges))
-    return aggregate(index, assertion, spec, request.score_keys, tuple(calls))
+    """Ask every judge at once; aggregate the valid verdicts into one :class:`Verdict`, as
+    ``form`` (the judge kind's) says: the standard form by default."""
+    form = form or STANDARD_FORM
+    asked = (ask(index, spec, request, judge, complete, form) for judge in judges)
+    calls = await asyncio.gather(*asked)
+    return form.aggregate(index, assertion, spec, request.score_keys, tuple(calls))
 
 
 async def ask(
-    index: int, spec: JudgeSpec, request: JudgeRequest, judge: ModelProfile, complete: CompleteFn
+    index: int,
+    spec: JudgeSpec,
+    request: JudgeRequest,
+    judge: ModelProfile,
+    complete: CompleteFn,
+    form: PanelForm | None = None,
 ) -> JudgeCall:
     """One judge's verdict on ``request``: asked again once after a malformed reply, then its
     error (a provider error at once), never a score."""
-    messages = judge_messages(request)
-    params = judge_params(judge, spec, request)
-    usage = _Usage()
+    form = form or STANDARD_FORM
+    messages = form.prompt(request)
+    params = judge_params(judge, spec, request, form.schema)
+    usage = AttemptsUsage()
     problem = "no attempt made"
     for attempt in range(1, VERDICT_ATTEMPTS + 1):
         try:
@@ -214,10 +233,10 @@ async def ask(
             return usage.call(index, spec.kind, judge, attempt, error=exc.message)
         usage.add(completion)
         try:
-            parsed = parse_verdict(request, completion.text)
+            parsed = form.parse(request, completion.text)
         except VerdictError as exc:
             problem = f"malformed verdict: {exc}"
-            messages = retry_messages(messages, completion.text, str(exc), request)
+            messages = form.retry(messages, completion.text, str(exc), request)
             continue
         call = usage.call(index, spec.kind, judge, attempt, parsed.scores, parsed.reasons)
         if parsed.choice is not None:
@@ -227,7 +246,7 @@ async def ask(
 
 
 @dataclass
-class _Usage:
+class AttemptsUsage:
     """Tokens, cost and time of one judge's attempts, summed."""
 
     usage: Usage = field(default_factory=Usage)
@@ -260,45 +279,6 @@ class _Usage:
             usage=self.usage,
             cached=self.cached and made_a_call,
         )
-
-
-async def grade_embedding(
-    index: int,
-    assertion: Assertion,
-    embedding: Awaitable[Completion],
-    embedder: ModelProfile,
-) -> GradedAssertion:
-    """``similarity`` by embedding cosine: the answer against the reference, one call for both.
-
-    The call is recorded as a judge entry (dimension ``cosine``), so its tokens, cost and
-    failures are counted with the judges'.
-    """
-    import json
-
-    from ..scoring.assertions import Verdict
-    from ..scoring.judged import EmbeddingSpec
-    from ..scoring.similarity import cosine
-
-    spec = assertion.graded
-    assert isinstance(spec, EmbeddingSpec)
-    usage = _Usage()
-    try:
-        completion = await embedding
-    except ProviderError as exc:
-        failed = usage.call(index, assertion.type, embedder, 1, error=exc.message)
-        return GradedAssertion(index, None, (failed,))
-    usage.add(completion)
-    try:
-        answer, reference = json.loads(completion.text)
-        score = cosine(answer, reference)
-    except (ValueError, TypeError) as exc:  # a corrupt cache entry, vectors of two sizes
-        failed = usage.call(index, assertion.type, embedder, 1, error=f"bad embeddings: {exc}")
-        return GradedAssertion(index, None, (failed,))
-    passed = score >= spec.threshold
-    reason = f"embedding cosine {score:.3f} {'>=' if passed else '<'} {spec.threshold:g}"
-    call = usage.call(index, assertion.type, embedder, 1, {"cosine": score}, {"cosine": reason})
-    verdict = Verdict(assertion.type, passed, max(score, 0.0), assertion.weight, reason)
-    return GradedAssertion(index, verdict, (call,), {"cosine": score})
 
 
 # -- aggregation ------------------------------------------------------------------------------
@@ -422,3 +402,22 @@ def _grader_reason(
     head = f"{key} {value:.2f} (pass >= {spec.threshold:g}); {who}"
     why = valid[0].reasons.get(key, "")
     return f"{head}; {why}" if why else head
+
+
+@dataclass(frozen=True)
+class PanelForm:
+    """One judge kind's way with a panel: what each judge is asked (``prompt``, with the reply's
+    JSON ``schema`` as structured output), how its reply is read (``parse``; a
+    :class:`VerdictError` is asked again with ``retry``), and how the valid verdicts become the
+    assertion's (``aggregate``). Registered with the kind in :mod:`.kinds`."""
+
+    prompt: Callable[[JudgeRequest], list[dict[str, str]]]
+    schema: Callable[[JudgeRequest], dict[str, Any]]
+    parse: Callable[[JudgeRequest, str], ParsedVerdict]
+    retry: Callable[[list[dict[str, str]], str, str, JudgeRequest | None], list[dict[str, str]]]
+    aggregate: AggregateFn
+
+
+#: The built-in judge kinds' form: :mod:`.prompts` and :mod:`.verdicts`, read by the request's
+#: kind, and :func:`aggregate`.
+STANDARD_FORM = PanelForm(judge_messages, reply_schema, parse_verdict, retry_messages, aggregate)

@@ -25,11 +25,37 @@ from .prompts import JudgeRequest
 if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
     from ..scoring.assertions import Assertion
+    from .answer_view import AnswerView, JudgedEntry
+    from .panel import PanelForm
 
-__all__ = ["RelevanceSpec", "grade_relevance"]
+__all__ = ["RelevanceSpec", "grade_answer_relevance", "grade_relevance"]
 
 #: One embedding call: the texts -> a completion whose text is the vectors, as JSON.
 EmbedFn = Callable[[Sequence[str]], Awaitable[Completion]]
+
+
+async def grade_answer_relevance(
+    entry: JudgedEntry, view: AnswerView, form: PanelForm
+) -> GradedAssertion:
+    """The kind's grading: with ``embedding_model``, Ragas' way (:func:`grade_relevance`, the
+    embedding model last of ``entry.judges``, put there at collection); without, a panel
+    scoring relevance itself."""
+    from .panel_kinds import grade_by_panel, judged_request
+
+    spec = entry.spec
+    if not isinstance(spec, RelevanceSpec):
+        return await grade_by_panel(entry, view, form)
+    request = judged_request(entry, view)
+    if isinstance(request, GradedAssertion):
+        return request
+    *judges, embedder = entry.judges
+
+    def embed(texts: Sequence[str]) -> Awaitable[Completion]:
+        return view.embed(embedder, texts)
+
+    return await grade_relevance(
+        entry.index, entry.assertion, spec, request, judges, view.complete, embed, embedder.name
+    )
 
 
 async def grade_relevance(

@@ -12,7 +12,7 @@ the record of the contestant that carries the calls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -35,7 +35,18 @@ if TYPE_CHECKING:
     from ..models.profiles import ModelProfile
     from ..scoring.assertions import Assertion
     from ..scoring.select_best import SelectBestSpec
-    from .panel import CompleteFn
+    from .answer_view import AnswerView, JudgedEntry
+    from .panel import CompleteFn, GradedAssertion, PanelForm
+
+
+def grade_select_best(
+    entry: JudgedEntry, view: AnswerView, form: PanelForm
+) -> Awaitable[GradedAssertion]:
+    """The kind's grading: the answer enters its case's contest (the engine's, which gathers
+    every contestant's answer and judges them once with :func:`judge_contest`) and gets its
+    verdict when the contest is judged. ``form`` is unused: the judges pick as a user's grader
+    does."""
+    return view.contest(entry)
 
 
 @dataclass(frozen=True)
