@@ -1,7 +1,7 @@
 """The models an eval file names besides the evaluated ones: judge panels and shim models.
 
 Collection (``EvalFile``) and ``llmbench validate`` resolve them the same way, against the
-profiles, so an unknown ``@set`` is the same :class:`~pytest_llmbench.spec.schema.EvalFileError` at
+profiles, so an unknown ``@set`` is the same :class:`~pytest_llmbench.spec.resolved.EvalFileError` at
 the same line in both.
 """
 
@@ -14,13 +14,13 @@ if TYPE_CHECKING:
     from ..models.profiles import ModelProfile, ProfileRegistry
     from ..scoring.assertions import Assertion
     from ..scoring.judged import RelevanceSpec
-    from .schema import EvalCase, LoadedEval
+    from .resolved import EvalCase, LoadedEval
 
 
 def shim_model(loaded: LoadedEval, registry: ProfileRegistry) -> ModelProfile | None:
     """An agent file's ``tool_shim_model``, resolved; ``None`` when it names none."""
     from ..models.profiles import ProfileError
-    from .schema import EvalFileError
+    from .resolved import EvalFileError
 
     name = loaded.agent.shim_model if loaded.agent is not None else None
     if name is None:
@@ -43,7 +43,7 @@ def assertion_panel(
     for an ``llm-rubric``. ``()`` for an assertion that is not model-graded."""
     from ..models.profiles import ProfileError
     from ..scoring.judged import JudgeSpec, RelevanceSpec
-    from .schema import EvalFileError
+    from .resolved import EvalFileError
 
     spec = assertion.graded
     if spec is None:
@@ -68,7 +68,7 @@ def _embedder(
 ) -> ModelProfile:
     """``answer-relevance``'s ``embedding_model``, resolved: one model."""
     from ..models.profiles import ProfileError
-    from .schema import EvalFileError
+    from .resolved import EvalFileError
 
     try:
         return registry.resolve(spec.embedding_model)[0]
@@ -87,7 +87,7 @@ def user_sim_model(
     """The model playing a ``simulated_user:`` case's user: its own ``model``, else the first
     of ``judges`` (the run's ``--judges``), else ``model`` (the one under test)."""
     from ..models.profiles import ProfileError
-    from .schema import EvalFileError
+    from .resolved import EvalFileError
 
     user = case.simulated_user
     assert user is not None

@@ -1,12 +1,12 @@
 """Load one eval file: parse it with line numbers, validate it against the schema, and expand
-its cases (:mod:`.expand`), or raise :class:`~.schema.EvalFileError` naming file and line.
+its cases (:mod:`.expand`), or raise :class:`~.resolved.EvalFileError` naming file and line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -17,23 +17,18 @@ from .functions import (
     allowed_shape_problem,
     read_function_tools,
 )
-from .schema import (
+from .kinds import file_kind, kinds_allowing
+from .resolved import (
     MCP_TOOL,
     AgentSpec,
-    AssertionItemError,
     EvalCase,
     EvalFileError,
-    EvalSpec,
     LoadedEval,
     McpServer,
-    McpServerSpec,
     suite_name,
-    without_stop_flag,
 )
+from .schema import AssertionItemError, EvalSpec, McpServerSpec, without_stop_flag
 from .yamlsource import LocatedDocument, SourceError, load_located_file
-
-if TYPE_CHECKING:
-    pass
 
 
 def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
@@ -61,8 +56,8 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
     functions = function_tools(spec, path, document, roots)
     _check_tool_call_names(spec, functions, path, document, _row_tool_names(cases))
     _check_solver(spec, path, document)
-    if spec.solver is not None and agent is not None:
-        raise EvalFileError(path, document.line_of(("solver",)), "`solver` and `kind: agent` "
+    if spec.solver is not None and file_kind(spec.kind).agent:
+        raise EvalFileError(path, document.line_of(("solver",)), f"`solver` and `kind: {spec.kind}` "
                             "do not go together: a solver is the agent")  # fmt: skip
     return LoadedEval(
         path,
@@ -74,6 +69,7 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
         solver=spec.solver,
         prompt_variants=tuple(variant.name for variant in variants if variant.name),
         functions=functions,
+        kind=spec.kind,
     )
 
 
@@ -112,14 +108,16 @@ def _hashed(
 def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentSpec | None:
     # plain tools: .functions
     agent_keys = ("post_process", "limits", "tool_shim_model", "mcp_servers")
-    if spec.kind != "agent":
+    if not file_kind(spec.kind).agent:
         written = [key for key in agent_keys if getattr(spec, key)]
         if written:
             line = document.line_of((written[0],))
-            raise EvalFileError(path, line, f"{written[0]!r} needs `kind: agent`")
+            needs = kinds_allowing(lambda kind: kind.agent)
+            raise EvalFileError(path, line, f"{written[0]!r} needs {needs}")
         return None
     if not spec.tools:
-        raise EvalFileError(path, document.line_of(("kind",)), "`kind: agent` needs `tools:`")
+        message = f"`kind: {spec.kind}` needs `tools:`"
+        raise EvalFileError(path, document.line_of(("kind",)), message)
     names = _agent_tool_names(spec.tools, path, document)
     return AgentSpec(
         tools=tuple(dict.fromkeys(names)),
@@ -144,7 +142,24 @@ def _mcp_servers(
             declared = ", ".join(spec.mcp_servers) or "none are declared in `mcp_servers:`"
             raise EvalFileError(path, document.line_of(("tools", index)), f"tools: {name!r} "
                                 f"names the unknown MCP server {match[1]!r} ({declared})")  # fmt: skip
-    return tuple(McpServer.of(name, server) for name, server in spec.mcp_servers.items())
+    return tuple(_mcp_server(name, server) for name, server in spec.mcp_servers.items())
+
+
+def _mcp_server(name: str, spec: McpServerSpec) -> McpServer:
+    """The server ``name`` as its spec gives it."""
+    return McpServer(
+        name=name,
+        command=spec.command,
+        args=tuple(spec.args),
+        env=tuple(spec.env.items()),
+        cwd=spec.cwd,
+        url=spec.url,
+        headers=tuple(spec.headers.items()),
+        network=spec.network,
+        tool_timeout_s=spec.tool_timeout_s,
+        startup_timeout_s=spec.startup_timeout_s,
+        shared=spec.shared,
+    )
 
 
 def function_tools(
@@ -154,14 +169,15 @@ def function_tools(
     ``tools:``)."""
     row_tools = spec.dataset is not None and spec.dataset.tools is not None
     line = document.line_of(("tool_choice",))
-    if spec.tool_choice is not None and (spec.kind == "agent" or not (spec.tools or row_tools)):
+    agent = file_kind(spec.kind).agent
+    if spec.tool_choice is not None and (agent or not (spec.tools or row_tools)):
         raise EvalFileError(path, line, "`tool_choice` needs function definitions in `tools:` "
                             "of a plain file (an agent's tools are names)")  # fmt: skip
     if row_tools and not spec.tools and spec.tool_choice not in (None, *TOOL_CHOICE_WORDS):
         raise EvalFileError(path, line, "with dataset.tools, `tool_choice` is one of "
                             f"{', '.join(TOOL_CHOICE_WORDS)}: each row declares its own "
                             "tools")  # fmt: skip
-    if spec.kind == "agent" or not spec.tools:
+    if agent or not spec.tools:
         return None
     try:
         read = read_function_tools(spec.tools, spec.tool_choice, path.parent, roots)

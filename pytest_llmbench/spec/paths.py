@@ -6,7 +6,8 @@ a path that leaves the project (``/proc/self/environ``, ``../../.ssh``, a link p
 carry secrets away, and a device or FIFO would hang the run. :func:`resolve_eval_path` resolves
 a name from the eval file's folder, links followed, and accepts it only inside the eval file's
 folder, the rootdir or a folder the user allowed (``--allow-path``, ``llmbench_allowed_paths``);
-:func:`check_folder_entries` refuses a folder that holds a special file.
+:func:`check_folder_entries` refuses a folder that holds a special file. :func:`workdir_path`
+checks a path inside an agent item's workdir (``files:`` keys, an MCP server's ``cwd``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 #: Kernel file systems: their "files" are views of processes (environments, memory) and devices.
 SPECIAL_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
@@ -90,3 +91,47 @@ def _special_reason(path: Path, mode: int | None = None) -> str | None:
 
 def _raise(error: OSError) -> None:
     raise PathRefused(f"cannot read {error.filename}: {error.strerror}")
+
+
+#: The longest name of one file or folder, in bytes (Linux's NAME_MAX, on every filesystem).
+NAME_MAX = 255
+#: What a path inside a workdir may take of Linux's PATH_MAX (4,096 bytes): the rest is left to
+#: the workdir's own folder (pytest's temporary folder, the item's name).
+WORKDIR_PATH_MAX = 4096 - 1024
+#: Folders a workdir file may be in, one inside the other: what the filesystem allows deeper
+#: (1,500 levels of ``x/``) breaks the recursive walkers of folders (pathlib's ``mkdir``,
+#: ``shutil.rmtree``, pytest's clean-up of old temporary folders).
+WORKDIR_MAX_DEPTH = 64
+
+
+def workdir_path(name: str) -> PurePosixPath:
+    """``name`` as a path inside an item's workdir; ``ValueError`` when it would leave it, or
+    when a part of it or the whole is longer than the filesystem allows."""
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or not path.parts or "\x00" in name:
+        raise ValueError(f"workdir file {_shown(name)} must be a relative path inside the workdir")
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > WORKDIR_PATH_MAX:
+        raise ValueError(
+            f"workdir file {_shown(name)} is a path of {size:,} bytes; the filesystem allows "
+            f"{WORKDIR_PATH_MAX:,} inside a workdir"
+        )
+    if len(path.parts) > WORKDIR_MAX_DEPTH:
+        raise ValueError(
+            f"workdir file {_shown(name)} is nested {len(path.parts) - 1:,} folders deep; "
+            f"at most {WORKDIR_MAX_DEPTH - 1} are allowed"
+        )
+    for part in path.parts:
+        size = len(part.encode("utf-8", "surrogatepass"))
+        if size > NAME_MAX:
+            which = f" ({_shown(part)})" if len(path.parts) > 1 else ""
+            raise ValueError(
+                f"workdir file {_shown(name)} has a name of {size:,} bytes{which}; "
+                f"the filesystem allows {NAME_MAX}"
+            )
+    return path
+
+
+def _shown(name: str, keep: int = 40) -> str:
+    """``name`` quoted, a long one by its ends."""
+    return repr(name) if len(name) <= 2 * keep else f"{name[:keep]!r}...{name[-keep:]!r}"

@@ -1,48 +1,53 @@
-"""The eval file schema, and loading one file into concrete cases.
+"""The eval file as written: the pydantic models of a ``*.eval.yaml`` file.
 
-``load_spec`` reads a ``*.eval.yaml`` file, validates it with pydantic (unknown keys refused)
-and turns it into :class:`EvalCase` values (the expansion of cases, prompt variants and dataset
-rows is in :mod:`pytest_llmbench.spec.expand`). Every problem is an :class:`EvalFileError` carrying
-the file and line, so collection can report ``path:line: message`` without a traceback.
+:class:`EvalSpec` is a whole file, :class:`CaseSpec` one inline case; unknown keys are refused
+and each field documents itself (``llmbench validate`` and the docs show the descriptions).
+:mod:`.expand` turns a validated file into the resolved values of :mod:`.resolved`
+(:class:`EvalCase` and friends), which are re-exported here for the importers of old.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..scoring.assertions import Assertion, AssertionSpecError, parse_assertion
+from ..scoring.assertions import AssertionSpecError, parse_assertion
 from .context import context_chunks
 from .datasets import DatasetSource
-from .functions import FunctionTools
-from .templating import last_user_text, render_chat
+from .kinds import DEFAULT_FILE_KIND, file_kind_problem
+from .paths import workdir_path
+from .resolved import (
+    EVAL_SUFFIX,
+    MCP_TOOL,
+    AgentSpec,
+    EvalCase,
+    EvalFileError,
+    LoadedEval,
+    McpServer,
+    ScoredOptions,
+    SimulatedUser,
+    Turn,
+    suite_name,
+)
 
-EVAL_SUFFIX = ".eval.yaml"
-
-
-class EvalFileError(Exception):
-    """A problem in an eval file: ``str()`` is ``path:line: message``."""
-
-    def __init__(
-        self, path: Path, line: int | None, message: str, also: Sequence[EvalFileError] = ()
-    ) -> None:
-        where = f"{path}:{line}" if line is not None else f"{path}"
-        super().__init__(f"{where}: {message}")
-        self.path = path
-        self.line = line
-        self.message = message
-        #: the file's other problems found in the same pass (the schema reports them all)
-        self.also = tuple(also)
-
-    def problems(self) -> tuple[EvalFileError, ...]:
-        """This problem and the others found with it, in file order."""
-        return (self, *self.also)
+#: Moved to :mod:`.resolved` (the values) and :mod:`.paths` (workdir paths); still importable
+#: from here.
+__all__ = [
+    "EVAL_SUFFIX",
+    "MCP_TOOL",
+    "AgentSpec",
+    "EvalCase",
+    "EvalFileError",
+    "LoadedEval",
+    "McpServer",
+    "ScoredOptions",
+    "SimulatedUser",
+    "Turn",
+    "suite_name",
+    "workdir_path",
+]
 
 
 class _Strict(BaseModel):
@@ -69,8 +74,6 @@ BUILTIN_TOOL_NAMES = ("read_file", "write_file", "list_dir", "run_command")
 _TOOL_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 
-#: An agent's tools from an MCP server: ``mcp:SERVER/GLOB``, a glob over the server's tool names.
-MCP_TOOL = re.compile(r"mcp:([A-Za-z0-9_-]+)/(.+)")
 #: An MCP server's name: it starts the tool names the model sees (``time__get_current_time``).
 _MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _STDIO_ONLY = ("args", "env", "cwd", "network")
@@ -145,50 +148,6 @@ def _check_assertions(value: list[RawAssertion]) -> list[RawAssertion]:
         except AssertionSpecError as exc:
             raise AssertionItemError(index, exc, raw) from None
     return value
-
-
-#: The longest name of one file or folder, in bytes (Linux's NAME_MAX, on every filesystem).
-NAME_MAX = 255
-#: What a path inside a workdir may take of Linux's PATH_MAX (4,096 bytes): the rest is left to
-#: the workdir's own folder (pytest's temporary folder, the item's name).
-WORKDIR_PATH_MAX = 4096 - 1024
-#: Folders a workdir file may be in, one inside the other: what the filesystem allows deeper
-#: (1,500 levels of ``x/``) breaks the recursive walkers of folders (pathlib's ``mkdir``,
-#: ``shutil.rmtree``, pytest's clean-up of old temporary folders).
-WORKDIR_MAX_DEPTH = 64
-
-
-def workdir_path(name: str) -> PurePosixPath:
-    """``name`` as a path inside an item's workdir; ``ValueError`` when it would leave it, or
-    when a part of it or the whole is longer than the filesystem allows."""
-    path = PurePosixPath(name)
-    if path.is_absolute() or ".." in path.parts or not path.parts or "\x00" in name:
-        raise ValueError(f"workdir file {_shown(name)} must be a relative path inside the workdir")
-    size = len(name.encode("utf-8", "surrogatepass"))
-    if size > WORKDIR_PATH_MAX:
-        raise ValueError(
-            f"workdir file {_shown(name)} is a path of {size:,} bytes; the filesystem allows "
-            f"{WORKDIR_PATH_MAX:,} inside a workdir"
-        )
-    if len(path.parts) > WORKDIR_MAX_DEPTH:
-        raise ValueError(
-            f"workdir file {_shown(name)} is nested {len(path.parts) - 1:,} folders deep; "
-            f"at most {WORKDIR_MAX_DEPTH - 1} are allowed"
-        )
-    for part in path.parts:
-        size = len(part.encode("utf-8", "surrogatepass"))
-        if size > NAME_MAX:
-            which = f" ({_shown(part)})" if len(path.parts) > 1 else ""
-            raise ValueError(
-                f"workdir file {_shown(name)} has a name of {size:,} bytes{which}; "
-                f"the filesystem allows {NAME_MAX}"
-            )
-    return path
-
-
-def _shown(name: str, keep: int = 40) -> str:
-    """``name`` quoted, a long one by its ends."""
-    return repr(name) if len(name) <= 2 * keep else f"{name[:keep]!r}...{name[-keep:]!r}"
 
 
 def _check_files(value: dict[str, str]) -> dict[str, str]:
@@ -357,7 +316,9 @@ class EvalSpec(_Strict):
     judge_metrics: list[str] = Field(
         default_factory=list, description="Extra dimensions every jury of the file scores"
     )
-    kind: Literal["completion", "agent"] = Field("completion", description="agent: a tool loop")
+    kind: str = Field(
+        DEFAULT_FILE_KIND, description="What the items do: completion, or agent (a tool loop)"
+    )
     tools: list[str | dict[str, Any]] | str = Field(
         default_factory=list,
         description="kind: agent: tool names (built-ins or refs); a plain file: function "
@@ -407,6 +368,14 @@ class EvalSpec(_Strict):
             return {}
         return None if value is False else value
 
+    @field_validator("kind")
+    @classmethod
+    def _registered_kind(cls, value: str) -> str:
+        problem = file_kind_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     @field_validator("sandbox", mode="before")
     @classmethod
     def _sandbox_off(cls, value: Any) -> Any:
@@ -452,210 +421,3 @@ class EvalSpec(_Strict):
         return value
 
     _validate_assertions = field_validator("assertions")(_check_assertions)
-
-
-@dataclass(frozen=True)
-class ScoredOptions:
-    """A multiple choice case scored by log-likelihood (lm-eval's ``multiple_choice``)."""
-
-    #: per option, in order: (context, continuation); the continuation is what is scored
-    pairs: tuple[tuple[str, str], ...]
-    #: per option, the characters ``acc_norm`` divides its log-probability by
-    lengths: tuple[int, ...]
-    verdict: str = "acc"  #: ``acc`` or ``acc_norm``: which choice is the item's answer
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One turn of a scripted conversation (a case's ``turns:``), rendered."""
-
-    role: str  #: ``user`` (the model answers it, unless a verbatim reply follows) or ``assistant``
-    content: str  #: the message text, ``{{vars}}`` rendered
-    #: whether the model under test answers this turn: a user turn that no verbatim assistant
-    #: turn follows
-    answered: bool = False
-    weight: float = 1.0  #: multiplies the weights of this turn's assertions in the case score
-    #: the indices into the case's ``assertions`` checked on the reply to this turn
-    checks: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class SimulatedUser:
-    """A case's simulated user, rendered: who plays the user, until when, and what is checked."""
-
-    instructions: str  #: persona and goal, ``{{vars}}`` rendered
-    model: str | None  #: the profile playing the user (None: the run's default)
-    max_turns: int  #: most replies of the model under test
-    stop: str  #: the marker by which the simulated user ends the conversation
-    first_message: str | None  #: the user's opening line, or None: the simulated user writes it
-    #: indices into the case's ``assertions`` checked on every reply of the model
-    checks: tuple[int, ...] = ()
-    #: those of :attr:`checks` whose failure ends the conversation
-    stop_on_fail: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class EvalCase:
-    """A fully resolved case: what one item sends and how it is scored."""
-
-    id: str
-    messages: tuple[dict[str, str], ...]
-    expected: str | None
-    assertions: tuple[Assertion, ...]
-    threshold: float
-    model_params: dict[str, Any]
-    tags: tuple[str, ...]
-    files: dict[str, str]
-    vars: dict[str, Any]
-    task: dict[str, Any] | None
-    expected_output_tokens: int | None
-    line: int
-    #: extra jury dimensions (normalised keys): the file's, then the case's
-    judge_metrics: tuple[str, ...] = ()
-    #: folders (resolved, the file's then the case's) copied into an agent item's workdir
-    include_dirs: tuple[Path, ...] = ()
-    #: the name of the ``prompts:`` variant this case was rendered with
-    prompt_variant: str | None = None
-    #: images sent with the last user message: absolute paths or URLs
-    images: tuple[str, ...] = ()
-    #: multiple choice options, the right one (0-based) and the dataset's labels of them
-    choices: tuple[str, ...] | None = None
-    answer_index: int | None = None
-    choice_labels: tuple[str, ...] | None = None
-    #: the chat before ``{{vars}}`` were rendered, and the vars (None: literal text)
-    template: tuple[dict[str, str], ...] = ()
-    template_vars: dict[str, Any] | None = None
-    #: a case scored by log-likelihood: each option's context and continuation
-    loglikelihood: ScoredOptions | None = None
-    #: the files besides the eval file that the case was read from: its dataset's files, its
-    #: ``prompts:`` variant's ``file://`` (hashed into run.json's ``source``)
-    sources: tuple[Path, ...] = ()
-    #: digests what decides the case's outcome when :attr:`case_hash` is first read (set by the
-    #: loader: :class:`pytest_llmbench.fingerprint.CaseHasher` with the file's settings)
-    hasher: Callable[[EvalCase], str] | None = field(default=None, repr=False, compare=False)
-    #: a scripted conversation (``turns:``); ``messages`` is then its first call's chat: the
-    #: system prompt and the turns up to the first one the model answers
-    turns: tuple[Turn, ...] = ()
-    #: a conversation with a simulated user (``simulated_user:``); ``messages`` is then the
-    #: system prompt alone
-    simulated_user: SimulatedUser | None = None
-    #: the retrieved context the case answers from (``context:``), its chunks in order; ():
-    #: an empty retrieval (``context: []``); None: the case gives none
-    context: tuple[str, ...] | None = None
-    #: the function definitions offered with this case alone (a dataset's ``tools`` column);
-    #: None: the file's, if any
-    functions: FunctionTools | None = None
-
-    @property
-    def conversational(self) -> bool:
-        """Whether the case is a conversation: scripted turns or a simulated user."""
-        return bool(self.turns) or self.simulated_user is not None
-
-    @functools.cached_property
-    def case_hash(self) -> str | None:
-        """What decides the case's outcome, digested (:func:`pytest_llmbench.fingerprint.case_hash`):
-        once, when first asked (a record, not collection: collecting 10,000 cases spent 0.2 s
-        on it); None for a case no loader gave a hasher."""
-        return None if self.hasher is None else self.hasher(self)
-
-    def turn_of(self, index: int) -> int | None:
-        """The 0-based turn whose reply assertion ``index`` checks (None outside turns)."""
-        return next((n for n, turn in enumerate(self.turns) if index in turn.checks), None)
-
-    def render(self, template: Sequence[Mapping[str, str]]) -> tuple[dict[str, str], ...]:
-        """``template`` (this case's, or a rewrite of it) with the case's vars and choices.
-
-        Raises ValueError for a placeholder the vars lack.
-        """
-        return render_chat(template, self.template_vars, self.choices)
-
-    @property
-    def prompt(self) -> str | None:
-        """The last user message."""
-        return last_user_text(self.messages)
-
-
-@dataclass(frozen=True)
-class AgentSpec:
-    """How the items of a ``kind: agent`` file run: tools, turns, budgets, sandbox."""
-
-    tools: tuple[str, ...]
-    max_turns: int
-    limit_seconds: float | None
-    limit_tokens: int | None
-    sandbox: str
-    tool_shim: str
-    post_process: str | None
-    #: a second model (profile name or litellm id) reading free-text replies in shim mode
-    shim_model: str | None = None
-    #: the MCP servers the ``mcp:SERVER/GLOB`` entries of :attr:`tools` name
-    mcp_servers: tuple[McpServer, ...] = ()
-
-    @property
-    def local_tools(self) -> tuple[str, ...]:
-        """The built-in and ``module:function`` tools (those not from an MCP server)."""
-        return tuple(name for name in self.tools if not MCP_TOOL.fullmatch(name))
-
-    @property
-    def mcp_selections(self) -> tuple[tuple[str, str], ...]:
-        """The ``(server, glob)`` of each ``mcp:SERVER/GLOB`` entry of :attr:`tools`."""
-        found = (MCP_TOOL.fullmatch(name) for name in self.tools)
-        return tuple((match[1], match[2]) for match in found if match)
-
-
-@dataclass(frozen=True)
-class McpServer:
-    """An MCP server of an agent file, as written (``${VAR}`` resolved only when it starts)."""
-
-    name: str
-    command: str | None
-    args: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    cwd: str | None
-    url: str | None
-    headers: tuple[tuple[str, str], ...]
-    network: bool
-    tool_timeout_s: float
-    startup_timeout_s: float
-    shared: bool = False  #: one session per process, not per item (``agent.mcp_pool``)
-
-    @classmethod
-    def of(cls, name: str, spec: McpServerSpec) -> McpServer:
-        """The server ``name`` as its spec gives it."""
-        return cls(
-            name=name,
-            command=spec.command,
-            args=tuple(spec.args),
-            env=tuple(spec.env.items()),
-            cwd=spec.cwd,
-            url=spec.url,
-            headers=tuple(spec.headers.items()),
-            network=spec.network,
-            tool_timeout_s=spec.tool_timeout_s,
-            startup_timeout_s=spec.startup_timeout_s,
-            shared=spec.shared,
-        )
-
-
-@dataclass(frozen=True)
-class LoadedEval:
-    """An eval file after validation and expansion."""
-
-    path: Path
-    suite: str
-    description: str | None
-    cases: tuple[EvalCase, ...]
-    parallel_safe: bool = True
-    agent: AgentSpec | None = None
-    #: ``module:function`` that answers each case (``solver:``)
-    solver: str | None = None
-    #: the names of the file's ``prompts:`` variants, in order (empty without variants)
-    prompt_variants: tuple[str, ...] = ()
-    #: a plain file's function definitions offered to the model (``tools:``), or None
-    functions: FunctionTools | None = None
-
-
-def suite_name(path: Path) -> str:
-    """``capitals.eval.yaml`` -> ``capitals``."""
-    name = path.name
-    return name[: -len(EVAL_SUFFIX)] if name.endswith(EVAL_SUFFIX) else path.stem

@@ -15,16 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .schema import (
-    EvalCase,
-    EvalSpec,
-    RawAssertion,
-    SimulatedUser,
-    SimulatedUserSpec,
-    Turn,
-    TurnSpec,
-    without_stop_flag,
-)
+from .kinds import file_kind
+from .resolved import EvalCase, SimulatedUser, Turn
+from .schema import EvalSpec, RawAssertion, SimulatedUserSpec, TurnSpec, without_stop_flag
 from .templating import TemplateKeyError, render_chat, render_template
 
 #: The keys a turn may have.
@@ -168,9 +161,10 @@ def conversation_refusal(spec: EvalSpec, key: str = "turns") -> str | None:
     """Why the file's cases cannot have a conversation, given by ``key`` (``turns`` or
     ``simulated_user``, as the user wrote it): a conversation is answered by the model itself,
     not by an agent loop, a solver or option scoring. None when they can."""
+    kind = file_kind(spec.kind)
     other = (
-        "`kind: agent`"
-        if spec.kind == "agent"
+        kind.written
+        if not kind.conversations
         else "`solver`"
         if spec.solver is not None
         else "`loglikelihood`"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..models.profiles import ProfileRegistry
-    from .schema import LoadedEval
+    from .resolved import LoadedEval
 
 
 # Raised by every llmbench command; defined here, not in cli, so that the two modules do not
@@ -55,7 +55,7 @@ class FileCheck:
 
 def validate_command(args: argparse.Namespace) -> int:
     """Run ``llmbench validate``: check the files that ``args`` name and print the verdicts."""
-    from .schema import EVAL_SUFFIX
+    from .resolved import EVAL_SUFFIX
 
     evals, profiles = _validation_targets(args.paths)
     if not evals and not profiles:
@@ -77,7 +77,7 @@ def validate_command(args: argparse.Namespace) -> int:
 def _validation_targets(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     """The eval files and the profile files that ``paths`` name, each once, in order."""
     from ..models.profiles import PROFILE_SUFFIXES
-    from .schema import EVAL_SUFFIX
+    from .resolved import EVAL_SUFFIX
 
     evals: list[Path] = []
     profiles: list[Path] = []
@@ -102,7 +102,7 @@ def _validation_targets(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
 def _files_below(folder: Path) -> Iterator[Path]:
     """Eval files below ``folder`` and the files of its ``profiles`` folders, sorted."""
     from ..models.profiles import PROFILE_SUFFIXES
-    from .schema import EVAL_SUFFIX
+    from .resolved import EVAL_SUFFIX
 
     for root, dirs, files in os.walk(folder):
         here = Path(root)
@@ -201,7 +201,7 @@ def check_eval_file(path: Path, registry: ProfileRegistry, roots: Sequence[Path]
     ``roots``: the folders besides the file's own that the paths it names may lead into (the
     project and the ``--allow-path`` folders)."""
     from .load import load_spec
-    from .schema import EvalFileError
+    from .resolved import EvalFileError
 
     try:
         loaded = load_spec(path.absolute(), roots)  # messages name files as collection's do

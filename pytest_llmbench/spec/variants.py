@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .schema import EvalCase
+    from .resolved import EvalCase
 
 #: Temperature of a model whose profile and case set none: the OpenAI API's default.
 DEFAULT_TEMPERATURE = 1.0
