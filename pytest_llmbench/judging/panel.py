@@ -17,7 +17,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..models.providers.completion import Completion, ProviderError, Usage
-from ..scoring.model_graded import ModelGradedSpec, votes_text
+from ..scoring.model_graded import ModelGradedSpec
+from .grader import grader_reason
+from .jury import jury_reason
+from .jury import scaled as jury_scaled
 from .prompts import (
     CONVERSATION_DIMENSIONS,
     GRADER_KIND,
@@ -355,7 +358,7 @@ def combine(values: Sequence[float], how: str, threshold: float) -> tuple[float,
 def _scaled_score(spec: JudgeSpec, dimensions: dict[str, float]) -> float:
     """The assertion's score: its dimensions on 0..1 (jury: 1..5 mapped), averaged."""
     if spec.kind == "jury":
-        scaled = [(min(max(value, 1.0), 5.0) - 1.0) / 4.0 for value in dimensions.values()]
+        scaled = [jury_scaled(value) for value in dimensions.values()]
     else:
         scaled = [min(max(value, 0.0), 1.0) for value in dimensions.values()]
     return statistics.fmean(scaled) if scaled else 0.0
@@ -369,13 +372,11 @@ def _reason(
     calls: Sequence[JudgeCall],
 ) -> str:
     if isinstance(spec, ModelGradedSpec):
-        head = _grader_reason(spec, dimensions, valid)
+        key, value = next(iter(dimensions.items()))
+        picked = [call.choice for call in valid if call.choice is not None]
+        head = grader_reason(spec, key, value, picked, valid[0].reasons.get(key, ""))
     elif spec.kind == "jury":
-        shown = ", ".join(f"{key} {value:.2f}" for key, value in dimensions.items())
-        failing = [key for key, ok in passed.items() if not ok]
-        head = f"{spec.aggregate} over {len(valid)} judge(s), pass >= {spec.threshold:g}: {shown}"
-        if failing:
-            head += f"; below: {', '.join(failing)}"
+        head = jury_reason(spec.aggregate, spec.threshold, len(valid), dimensions, passed)
     else:
         key = next(iter(dimensions))
         why = valid[0].reasons.get(key, "")
@@ -389,19 +390,6 @@ def _reason(
             f"{call.judge}: {next(iter(call.reasons.values()), '')}" for call in silent
         )
     return head
-
-
-def _grader_reason(
-    spec: ModelGradedSpec, dimensions: dict[str, float], valid: Sequence[JudgeCall]
-) -> str:
-    """A user's grader: its score, the judges' votes by choice, the first judge's reasoning."""
-    key, value = next(iter(dimensions.items()))
-    picked = [call.choice for call in valid if call.choice is not None]
-    votes = votes_text(spec, picked)
-    who = f"choice {picked[0]}" if len(picked) == 1 else f"votes {votes} ({spec.aggregate})"
-    head = f"{key} {value:.2f} (pass >= {spec.threshold:g}); {who}"
-    why = valid[0].reasons.get(key, "")
-    return f"{head}; {why}" if why else head
 
 
 @dataclass(frozen=True)

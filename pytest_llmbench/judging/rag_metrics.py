@@ -3,15 +3,32 @@ JSON shape they answer with: ``faithfulness`` and ``context-recall`` list claims
 the context supports each, ``context-precision`` judges each chunk of the context in order,
 ``answer-relevance`` scores the answer against the question, or, with an embedding model
 (Ragas' answer relevancy), writes questions from the answer alone. The context is shown as
-numbered chunks in rank order; every text is tagged and defused (:mod:`.tagging`).
+numbered chunks in rank order; every text is tagged and defused (:mod:`.tagging`). The
+replies are read strictly here too; the scores are computed from the claims and chunks
+(:mod:`pytest_llmbench.scoring.rag`), not asked for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..scoring.base import quoted
+from .replies import (
+    QUOTE_LIMIT,
+    ParsedVerdict,
+    VerdictError,
+    boolean,
+    entries,
+    is_number,
+    reason_text,
+    required,
+    shown,
+)
 from .tagging import FINAL, REASON_SHAPE, defused, json_object, tagged
+
+if TYPE_CHECKING:
+    from ..scoring.rag import RagScore, Undetermined
 
 #: The RAG metrics' tasks, as the judge is told them.
 RAG_SCALES: dict[str, str] = {
@@ -122,3 +139,76 @@ def rag_schema(kind: str, chunks: int, questions: int) -> dict[str, Any] | None:
             {"chunks": {"type": "array", "items": chunk, "minItems": chunks, "maxItems": chunks}}
         )
     return None
+
+
+# --- reading the replies ---------------------------------------------------------------------
+
+
+def parse_questions(key: str, count: int, data: dict[str, Any]) -> ParsedVerdict:
+    """answer-relevance with an embedding model: the ``count`` questions the judge wrote from
+    the answer, each in ``details`` with the judge's noncommittal flag. No score yet: the
+    embedding model's similarities make it (:mod:`.relevance`). Blank questions are left out;
+    with none left, the reason says so."""
+    value = required(data, "questions")
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise VerdictError(f"'questions' must be a list of strings, got {shown(value)}")
+    if len(value) != count:
+        raise VerdictError(f"'questions' must have {count}, got {len(value)}")
+    noncommittal = required(data, "noncommittal")
+    if not isinstance(noncommittal, bool):
+        raise VerdictError(f"'noncommittal' must be true or false, got {shown(noncommittal)}")
+    written = [text.strip() for text in value if text.strip()]
+    details = tuple({"question": text, "noncommittal": noncommittal} for text in written)
+    reason = reason_text(data) if written else "no question generated from the answer"
+    return ParsedVerdict({}, {key: reason}, details)
+
+
+def parse_claims(kind: str, key: str, data: dict[str, Any]) -> ParsedVerdict:
+    """Faithfulness (the answer's claims) or context recall (the reference's): each claim
+    supported by the context or not; the score is computed, not asked for."""
+    from ..scoring.rag import ClaimVerdict, claims_score
+
+    claims = []
+    for index, entry in enumerate(entries(data, "claims")):
+        path = f"claims[{index}]"
+        claim = required(entry, "claim", path)
+        if not isinstance(claim, str) or not claim.strip():
+            raise VerdictError(f"{quoted(path + '.claim', QUOTE_LIMIT)} must be a non-empty string")
+        supported = boolean(entry, "supported", path)
+        claims.append(ClaimVerdict(claim.strip(), supported, reason_text(entry, path)))
+    whose = "expected" if kind == "context-recall" else "the answer"
+    details = tuple(
+        {"claim": c.claim, "supported": c.supported, "reason": c.reason} for c in claims
+    )
+    return _rag_verdict(key, claims_score(claims, whose), details)
+
+
+def parse_chunks(key: str, count: int, data: dict[str, Any]) -> ParsedVerdict:
+    """Context precision: exactly one entry per chunk (``count``), numbered 1..n in order."""
+    from ..scoring.rag import ChunkVerdict, chunks_score
+
+    found = entries(data, "chunks")
+    if len(found) != count:
+        raise VerdictError(f"'chunks' must have one entry per chunk ({count}), got {len(found)}")
+    chunks = []
+    for rank, entry in enumerate(found, start=1):
+        path = f"chunks[{rank - 1}]"
+        number = required(entry, "chunk", path)
+        if not is_number(number) or number != rank:
+            raise VerdictError(
+                f"{quoted(path + '.chunk', QUOTE_LIMIT)} must be {rank}, got {shown(number)}"
+            )
+        relevant = boolean(entry, "relevant", path)
+        chunks.append(ChunkVerdict(rank, relevant, reason_text(entry, path)))
+    details = tuple({"chunk": c.rank, "relevant": c.relevant, "reason": c.reason} for c in chunks)
+    return _rag_verdict(key, chunks_score(chunks), details)
+
+
+def _rag_verdict(
+    key: str, result: RagScore | Undetermined, details: tuple[dict[str, Any], ...]
+) -> ParsedVerdict:
+    """A RAG verdict: its computed score, or none (undetermined) with the reason why."""
+    from ..scoring.rag import RagScore
+
+    scores = {key: result.score} if isinstance(result, RagScore) else {}
+    return ParsedVerdict(scores, {key: result.reason}, details)
