@@ -63,6 +63,13 @@ class CallPlan:
     user_sim: ModelProfile | None = None
     #: the file's function definitions offered to the model (a plain file's ``tools:``)
     functions: FunctionTools | None = None
+    #: the case kind that answers, scores and records the item (:mod:`.kinds`): given as the
+    #: file's ``kind:`` (or left out), stored as the name :func:`plan_kind` reads from it
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        # Frozen: the kind is resolved once, here, at collection.
+        object.__setattr__(self, "kind", plan_kind(self.kind, self))
 
     @property
     def base_dir(self) -> Path:
@@ -120,6 +127,29 @@ class CallPlan:
         over profile), else :data:`DEFAULT_OUTPUT_TOKENS`."""
         budget = self.case.expected_output_tokens or self.params.get("max_tokens")
         return int(budget or DEFAULT_OUTPUT_TOKENS)
+
+
+#: The file-level ``kind:`` values whose case kind the plan's fields decide.
+_FIELD_DECIDED = ("", "completion", "agent")
+
+
+def plan_kind(file_kind: str, plan: CallPlan) -> str:
+    """The name of ``plan``'s case kind (a key of :data:`.kinds.CASE_KINDS`): a file ``kind:``
+    other than ``completion`` and ``agent`` names it; else the file's agent settings, its
+    ``solver``, the case's ``loglikelihood``, ``simulated_user`` or ``turns``, in that order,
+    else ``plain``."""
+    if file_kind not in _FIELD_DECIDED:
+        return file_kind
+    case = plan.case
+    if plan.agent is not None:
+        return "agent"
+    if plan.solver is not None:
+        return "solver"
+    if case.loglikelihood is not None:
+        return "loglikelihood"
+    if case.simulated_user is not None:
+        return "simulated_user"
+    return "turns" if case.turns else "plain"
 
 
 @dataclass(frozen=True)

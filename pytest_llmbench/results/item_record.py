@@ -11,24 +11,34 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..engine.kinds.talk import conversation_entries, conversation_entry
 from ..models.providers.completion import total_usage
 from .record import build_record, file_field
 
 if TYPE_CHECKING:
     from ..engine.plan import CallPlan
     from ..models.providers.completion import Completion, ProviderError
-    from ..scoring.base import Verdict
     from .state import EvalResult
+
+__all__ = [
+    "completion_fields",
+    "conversation_entries",  # re-exported: the case kinds own it now (engine/kinds/talk.py)
+    "conversation_entry",  # re-exported: the case kinds own it now (engine/kinds/talk.py)
+    "crash_record",
+    "eval_record",
+]
 
 
 def eval_record(
     result: EvalResult, outcome: str, error: str | None, *, root: Path, worker: str
 ) -> dict[str, Any]:
-    """The record of an eval item that ended with ``outcome`` (not yet redacted)."""
+    """The record of an eval item that ended with ``outcome`` (not yet redacted): the fields
+    every item has, and those its case kind fills (:meth:`~..engine.kinds.CaseKind.record_fields`)."""
+    from ..engine.kinds import kind_of
     from ..spec.templating import last_user_text
 
     plan, completion, provider_error = result.plan, result.completion, result.provider_error
-    case = plan.case
+    case, kind = plan.case, kind_of(plan)
     return build_record(
         nodeid=plan.nodeid,
         suite=plan.suite,
@@ -53,15 +63,14 @@ def eval_record(
         else (provider_error.retries if provider_error else 0),
         prompt=last_user_text(result.sent_messages) or case.prompt,
         messages=[dict(m) for m in result.sent_messages or case.messages],
-        conversation=conversation_entries(result, result.verdicts) if case.conversational else None,
-        **_user_sim_fields(result),
         expected=case.expected,
         context=_context_field(result),
         assertions=[verdict.to_dict() for verdict in result.verdicts],
         **_judge_fields(result),
-        **_agent_fields(result),
+        workdir=str(result.workdir) if result.workdir else None,
+        **kind.record_fields(result),
         params=plan.params,
-        metrics={**result.post_metrics, **_loglikelihood_metrics(result)},
+        metrics={**result.post_metrics, **kind.metrics(result)},
         worker=worker,
         started_at=result.started_at,
         **(completion_fields(completion) or _error_fields(result, provider_error)),
@@ -70,64 +79,15 @@ def eval_record(
 
 def _error_fields(result: EvalResult, error: ProviderError | None) -> dict[str, Any]:
     """What a call that failed still spent: the wait for rate limits (429s) before it gave up,
-    and an agent's turns before the error (tokens, cost, latency; no answer)."""
-    from ..engine.request import agent_completion
+    and the calls its kind made before the error (an agent's turns, a conversation's replies:
+    tokens, cost, latency; no answer)."""
+    from ..engine.kinds import kind_of
 
-    fields: dict[str, Any] = {}
-    if result.agent_run is not None:
-        fields = completion_fields(agent_completion(result.agent_run, result.plan.model.model))
-        del fields["response"]  # the loop never answered
-    if result.conversation is not None:
-        fields = completion_fields(result.conversation.completion(result.plan.model.model))
-        fields.pop("response", None)  # the conversation never reached its end
+    fields = completion_fields(kind_of(result.plan).spent(result))
+    fields.pop("response", None)  # the item never answered
     if error is not None:
         fields["rate_limit_wait_s"] = error.rate_limit_wait_s
     return fields
-
-
-def conversation_entries(result: EvalResult, verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
-    """The record's ``conversation``: every turn reached, in order, each model reply after the
-    turn it answers with its verdicts and measures (empty when no call was made)."""
-    run = result.conversation
-    if run is None:
-        return []
-    from ..spec.templating import message_text
-
-    turns = run.turns
-    replies = {reply.turn: reply.completion for reply in run.replies}
-    # The opening as sent (an optimized variant's rewrite), the later turns as written.
-    sent = [m for m in run.replies[0].sent if m["role"] != "system"] if run.replies else []
-    entries = []
-    for index, turn in enumerate(turns[: run.reached + 1]):
-        content = message_text(sent[index]) if index < len(sent) else turn.content
-        entries.append(conversation_entry(index + 1, turn.role, content, None))
-        reply = replies.get(index)
-        if reply is not None:
-            entry = conversation_entry(index + 1, "assistant", reply.text, reply)
-            entry["assertions"] = [v.to_dict() for v in verdicts if v.turn == index + 1]
-            entries.append(entry)
-    return entries
-
-
-def conversation_entry(
-    turn: int, role: str, content: str, reply: Completion | None
-) -> dict[str, Any]:
-    """One message of a conversation: a reply of the model (``generated``) with its measures."""
-    return {
-        "turn": turn,
-        "role": role,
-        "content": content,
-        "generated": reply is not None,
-        "assertions": [],
-        "latency_s": reply.latency_s if reply else None,
-        "ttft_s": reply.ttft_s if reply else None,
-        "input_tokens": reply.input_tokens if reply else None,
-        "output_tokens": reply.output_tokens if reply else None,
-        "cost_usd": reply.cost_usd if reply else None,
-        "cached": reply.cached if reply else False,
-        # a reply's tool calls ({id, name, arguments}), recorded and never run
-        "function_calls": [dict(call) for call in reply.tool_calls] if reply else [],
-    }
 
 
 def crash_record(nodeid: str, worker: str, message: str) -> dict[str, Any]:
@@ -176,15 +136,6 @@ def _variant_fields(result: EvalResult, root: Path) -> dict[str, Any]:
     }
 
 
-def _loglikelihood_metrics(result: EvalResult) -> dict[str, float]:
-    """``acc`` and ``acc_norm`` of a log-likelihood item, as named metrics (aggregated per
-    model like ``post_process`` metrics)."""
-    scores = result.loglikelihood
-    if scores is None or result.plan.latency_only:
-        return {}
-    return {name: float(scores[name]) for name in ("acc", "acc_norm")}
-
-
 def _choice(plan: CallPlan, completion: Completion | None) -> dict[str, Any] | None:
     case = plan.case
     if case.choices is None or case.answer_index is None or completion is None:
@@ -198,43 +149,6 @@ def _choice(plan: CallPlan, completion: Completion | None) -> dict[str, Any] | N
     return choice_outcome(completion.text, case.choices, case.answer_index)
 
 
-def _agent_fields(result: EvalResult) -> dict[str, Any]:
-    """The record's agent fields: turns, tool calls, why it stopped, the transcript."""
-    run = result.agent_run
-    workdir = str(result.workdir) if result.workdir else None
-    if run is None:
-        return {"workdir": workdir, **_function_call_fields(result)}
-    return {
-        "turns": run.turns,
-        "tool_calls": len(run.tool_calls),
-        "tool_counts": run.tool_counts(),
-        "stopped": run.stopped,
-        "transcript": [dict(message) for message in run.transcript],
-        "timeline": run.timeline(),
-        "shimmed": run.shimmed,
-        "workdir": workdir,
-    }
-
-
-def _function_call_fields(result: EvalResult) -> dict[str, Any]:
-    """A function-calling reply's calls (a plain file's ``tools:``): recorded, never run."""
-    completion = result.completion
-    if result.plan.functions is None or completion is None:
-        return {}
-    calls = [dict(call) for call in completion.tool_calls]
-    counts: dict[str, int] = {}
-    for call in calls:
-        counts[str(call.get("name"))] = counts.get(str(call.get("name")), 0) + 1
-    from ..engine.answer import shimmed
-
-    return {
-        "function_calls": calls,
-        "tool_calls": len(calls),
-        "tool_counts": counts,
-        "shimmed": shimmed(result.plan),
-    }
-
-
 def _context_field(result: EvalResult) -> dict[str, Any] | None:
     """The context the item's judges read: a solver's when it returned one, else the case's."""
     from ..spec.context import context_record
@@ -242,20 +156,6 @@ def _context_field(result: EvalResult) -> dict[str, Any] | None:
     if result.retrieved_context is not None:
         return context_record(result.retrieved_context, "solver")
     return context_record(result.plan.case.context, "case")
-
-
-def _user_sim_fields(result: EvalResult) -> dict[str, Any]:
-    """A simulated user's conversation: how it ended, and the simulated user's own tokens and
-    cost (never in the model's ``cost_usd``)."""
-    run = result.conversation
-    if result.plan.case.simulated_user is None or run is None:
-        return {}
-    usage = total_usage(call.usage for call in run.user_calls)
-    return {
-        "conversation_stopped": run.stopped,
-        "user_sim_tokens": usage.tokens,
-        "user_sim_cost_usd": usage.cost_usd,
-    }
 
 
 def _judge_fields(result: EvalResult) -> dict[str, Any]:

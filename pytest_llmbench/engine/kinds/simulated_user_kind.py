@@ -1,0 +1,60 @@
+"""The simulated-user kind (a case's ``simulated_user:``): the model's turns are called as a
+scripted conversation's; the simulated user's are a helper model's calls (its own lane), each
+keyed by the history it reads (:func:`..simulated.simulate`). Its errors are the item's,
+never the model's failure. The record adds how the conversation ended and the simulated
+user's own tokens and cost (never in the model's ``cost_usd``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from ...models.providers.completion import Completion, ProviderError, total_usage
+from .base import Engine, KindCall, KindResult
+from .talk import ConversationKind
+
+if TYPE_CHECKING:
+    from ..request import ConversationRun
+
+
+class SimulatedUserKind(ConversationKind):
+    """A conversation with a helper model playing the user."""
+
+    name = "simulated_user"
+    shimmable = False  # its conversation offers the function definitions natively
+
+    async def converse(self, engine: Engine, call: KindCall) -> ConversationRun:
+        from ...spec.turns import with_case_checks
+        from ..simulated import simulate, stop_check
+
+        plan, request, targets = call.plan, call.request, call.targets
+        user, profile = plan.case.simulated_user, plan.user_sim
+        assert user is not None and profile is not None
+        complete = self.turn_call(engine, plan, request)
+
+        async def ask(messages: list[dict[str, str]], turn: int) -> Completion:
+            asked = engine.helpers.request(plan, profile, targets, messages, {})
+            if isinstance(asked, ProviderError):
+                raise asked
+            nodeid = f"{plan.nodeid} (simulated user {profile.name})"
+            return await engine.pacer.paced(dataclasses.replace(asked, nodeid=nodeid))
+
+        failed = stop_check(plan)
+        with engine.talking(plan.nodeid) as progress:
+            run = await simulate(
+                complete, ask, request.messages, user, profile.name, failed, progress
+            )
+        turns = with_case_checks(run.turns, len(user.checks), len(plan.case.assertions))
+        return dataclasses.replace(run, turns=turns)
+
+    def record_fields(self, result: KindResult) -> dict[str, Any]:
+        run = result.conversation
+        if run is None:
+            return super().record_fields(result)
+        usage = total_usage(call.usage for call in run.user_calls)
+        return {
+            **super().record_fields(result),
+            "conversation_stopped": run.stopped,
+            "user_sim_tokens": usage.tokens,
+            "user_sim_cost_usd": usage.cost_usd,
+        }
