@@ -227,11 +227,23 @@ def test_select_best_without_other_contestants_is_unchecked() -> None:
     assert pacer.requests == []
 
 
+#: The least an assertion of each judged type needs besides its type.
+MINIMAL: dict[str, dict[str, Any]] = {
+    "llm-rubric": {"value": "names Paris"},
+    "closed-qa": {"value": "is polite"},
+    "model-graded": {"prompt": "{{output}}?", "choices": {"A": 1, "B": 0}},
+    "similarity": {"method": "embedding", "embedding_model": "e"},
+}
+
+
 def test_every_judged_assertion_type_has_a_kind_and_no_other_does() -> None:
     from pytest_llmbench.scoring.judged import JUDGE_TYPES
 
     assert set(JUDGE_KINDS) == {*JUDGE_TYPES, "similarity"}
     assert all(name == kind.name for name, kind in JUDGE_KINDS.items())
+    for name, kind in JUDGE_KINDS.items():
+        assertion = parse_assertion({"type": name, **MINIMAL.get(name, {})})
+        assert isinstance(assertion.graded, kind.spec), name
     with pytest.raises(KeyError, match="'g-eval' is not a judge kind"):
         judge_kind("g-eval")
 

@@ -1,8 +1,10 @@
 """The calls of an answer's helper models: judges, embedding models, the shim's interpreter and
 the prompt optimizer, each on its own model's lane. :func:`grade` runs the judges of every
-model-graded assertion of a plan concurrently. What a judge reads of the answer
-(:func:`judged_answer`) and of the history (:func:`said_messages`, which the simulated user
-reads too) is written here once: a tool call is text, never an empty answer.
+judged assertion of a plan concurrently, each as its judge kind says
+(:mod:`pytest_llmbench.judging.kinds`, looked up by the assertion's type), through one
+:class:`~pytest_llmbench.judging.answer_view.AnswerView` of the answer. What a judge reads of
+the answer (:func:`judged_answer`) and of the history (:func:`said_messages`, which the
+simulated user reads too) is written here once: a tool call is text, never an empty answer.
 """
 
 from __future__ import annotations

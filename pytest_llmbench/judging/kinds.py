@@ -15,7 +15,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..scoring.judged import EmbeddingSpec, JudgeSpec, RelevanceSpec
+from ..scoring.judged import EmbeddingSpec, JudgeSpec
 from ..scoring.model_graded import ModelGradedSpec
 from ..scoring.select_best import SelectBestSpec
 from .embedding import grade_similarity
@@ -35,7 +35,9 @@ class JudgeKind:
     """One judged assertion type, end to end."""
 
     name: str  #: the assertion type, as written in eval files
-    spec: type[JudgeSpec] | type[EmbeddingSpec]  #: the class of its settings (:mod:`~..scoring`)
+    #: the class of its settings (:mod:`pytest_llmbench.scoring`); a variant may be a subclass
+    #: (``scope: conversation``, answer-relevance with an embedding model)
+    spec: type[JudgeSpec] | type[EmbeddingSpec]
     grade: GradeFn  #: how an answer is graded: the calls made and their verdict
     form: PanelForm = STANDARD_FORM  #: its panel's prompt, parser and aggregation
 
@@ -53,7 +55,7 @@ JUDGE_KINDS: dict[str, JudgeKind] = {
         JudgeKind("factuality", JudgeSpec, grade_by_panel),
         JudgeKind("closed-qa", JudgeSpec, grade_by_panel),
         JudgeKind("faithfulness", JudgeSpec, grade_by_panel),
-        JudgeKind("answer-relevance", RelevanceSpec, grade_answer_relevance),
+        JudgeKind("answer-relevance", JudgeSpec, grade_answer_relevance),
         JudgeKind("context-recall", JudgeSpec, grade_by_panel),
         JudgeKind("context-precision", JudgeSpec, grade_by_panel),
         JudgeKind("model-graded", ModelGradedSpec, grade_grader),
