@@ -6,18 +6,24 @@ of it is read (:mod:`pytest_llmbench.engine.loglikelihood`). The option scored i
 text, or its letter when the prompt lists the lettered options itself (``{{choices}}``, MMLU's
 style). With ``blank`` (Winogrande), each option fills the blank instead and the rest of the
 prompt after the blank is what is scored. :func:`scored_case` turns a case into its
-(context, continuation) pairs at collection.
+(context, continuation) pairs at collection; :func:`scored_options` does it for each case of a
+``loglikelihood:`` file as :mod:`.expand` resolves it, a problem an error at its line.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .schema import EvalCase, LoglikelihoodSpec, ScoredOptions
+from .kinds import file_kind
+from .resolved import EvalCase, EvalFileError, ScoredOptions
 from .templating import placeholders, render_template
 
-__all__ = ["ScoringError", "scored_case"]
+if TYPE_CHECKING:
+    from .expand_place import Place
+    from .schema import EvalSpec, LoglikelihoodSpec
+
+__all__ = ["ScoringError", "scored_case", "scored_options"]
 
 
 class ScoringError(ValueError):
@@ -26,6 +32,25 @@ class ScoringError(ValueError):
     def __init__(self, message: str, *key: Any) -> None:
         super().__init__(message)
         self.key = key
+
+
+def scored_options(spec: EvalSpec, place: Place, case: EvalCase) -> EvalCase:
+    """A ``loglikelihood:`` file's case with its options' (context, continuation) pairs; any
+    other file's as it is. The options are scored with the model itself: a file kind that
+    answers otherwise (an agent) or a ``solver`` is refused at ``loglikelihood:``."""
+    settings = spec.loglikelihood
+    if settings is None:
+        return case
+    kind = file_kind(spec.kind)
+    if not kind.loglikelihood or spec.solver is not None:
+        other = kind.written if not kind.loglikelihood else "`solver`"
+        message = f"`loglikelihood` scores the options with the model itself: not with {other}"
+        raise place.file_error(message, "loglikelihood")
+    try:
+        return scored_case(case, settings)
+    except ScoringError as exc:
+        line = place.document.line_of((*place.loc, *exc.key)) or place.line
+        raise EvalFileError(place.path, line, f"case {case.id!r}: {exc}") from None
 
 
 def scored_case(case: EvalCase, settings: LoglikelihoodSpec) -> EvalCase:
