@@ -1,10 +1,158 @@
 """Spec: what to run, read from ``*.eval.yaml`` files (after ``models`` and ``scoring``).
 
 :mod:`.load` reads one file with line numbers (:mod:`.yamlsource`), validates it against
-:mod:`.schema` and expands it (:mod:`.expand`: inline cases, dataset rows from
-:mod:`.datasets`, prompt variants, prompts rendered by :mod:`.templating`, images checked by
-:mod:`.images`) into a :class:`~.schema.LoadedEval`; every error is an
-:class:`~.schema.EvalFileError` naming file and line. :mod:`.variants` is the experiment
+:mod:`.schema` (the file as written; ``kind:`` one of the file kinds of :mod:`.kinds`) and
+expands it (:mod:`.expand`: each case by its kind, dataset rows from :mod:`.datasets`, prompt
+variants, prompts rendered by :mod:`.templating`, images checked by :mod:`.images`) into the
+resolved values of :mod:`.resolved`: a :class:`LoadedEval` of :class:`EvalCase` values; every
+error is an :class:`EvalFileError` naming file and line. :mod:`.variants` is the experiment
 matrix of one case and model; :mod:`.helper_models` resolves the judges and shim models a
 file names; :mod:`.validate` is ``llmbench validate``.
+
+This is the stage's face: the names below are what other stages use. Each is imported from its
+module when first asked for, so that importing one light module of the stage (``llmbench``'s
+``validate``, the plugin) does not import pydantic and the whole schema.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .context import ContextError, context_chunks, context_record
+    from .functions import FunctionTools, shim_applies
+    from .graders import grader_prompt, needs_context
+    from .helper_models import assertion_panel, shim_model, user_sim_model
+    from .images import (
+        ImageError,
+        attach_images,
+        describe_ref,
+        unsupported_message,
+        vision_support,
+    )
+    from .kinds import FILE_KINDS, FileKind, file_kind
+    from .load import load_spec
+    from .paths import workdir_path
+    from .resolved import (
+        EVAL_SUFFIX,
+        AgentSpec,
+        EvalCase,
+        EvalFileError,
+        LoadedEval,
+        McpServer,
+        ScoredOptions,
+        SimulatedUser,
+        Turn,
+        suite_name,
+    )
+    from .templating import TEMPLATE_VAR, last_user_text, message_text, render_template
+    from .turns import with_case_checks
+    from .validate import UsageFailure, validate_command
+    from .variants import (
+        PLAIN,
+        PromptVariantWarning,
+        Variant,
+        configured_temperature,
+        temperature_variations,
+    )
+
+#: Each name of the face, by the module (of this package) that defines it.
+_FACE: dict[str, str] = {
+    **dict.fromkeys(("ContextError", "context_chunks", "context_record"), "context"),
+    **dict.fromkeys(("FunctionTools", "shim_applies"), "functions"),
+    **dict.fromkeys(("grader_prompt", "needs_context"), "graders"),
+    **dict.fromkeys(("assertion_panel", "shim_model", "user_sim_model"), "helper_models"),
+    **dict.fromkeys(
+        ("ImageError", "attach_images", "describe_ref", "unsupported_message", "vision_support"),
+        "images",
+    ),
+    **dict.fromkeys(("FILE_KINDS", "FileKind", "file_kind"), "kinds"),
+    "load_spec": "load",
+    "workdir_path": "paths",
+    **dict.fromkeys(
+        (
+            "EVAL_SUFFIX",
+            "AgentSpec",
+            "EvalCase",
+            "EvalFileError",
+            "LoadedEval",
+            "McpServer",
+            "ScoredOptions",
+            "SimulatedUser",
+            "Turn",
+            "suite_name",
+        ),
+        "resolved",
+    ),
+    **dict.fromkeys(
+        ("TEMPLATE_VAR", "last_user_text", "message_text", "render_template"), "templating"
+    ),
+    "with_case_checks": "turns",
+    **dict.fromkeys(("UsageFailure", "validate_command"), "validate"),
+    **dict.fromkeys(
+        (
+            "PLAIN",
+            "PromptVariantWarning",
+            "Variant",
+            "configured_temperature",
+            "temperature_variations",
+        ),
+        "variants",
+    ),
+}
+
+__all__ = [
+    "EVAL_SUFFIX",
+    "FILE_KINDS",
+    "PLAIN",
+    "TEMPLATE_VAR",
+    "AgentSpec",
+    "ContextError",
+    "EvalCase",
+    "EvalFileError",
+    "FileKind",
+    "FunctionTools",
+    "ImageError",
+    "LoadedEval",
+    "McpServer",
+    "PromptVariantWarning",
+    "ScoredOptions",
+    "SimulatedUser",
+    "Turn",
+    "UsageFailure",
+    "Variant",
+    "assertion_panel",
+    "attach_images",
+    "configured_temperature",
+    "context_chunks",
+    "context_record",
+    "describe_ref",
+    "file_kind",
+    "grader_prompt",
+    "last_user_text",
+    "load_spec",
+    "message_text",
+    "needs_context",
+    "render_template",
+    "shim_applies",
+    "shim_model",
+    "suite_name",
+    "temperature_variations",
+    "unsupported_message",
+    "user_sim_model",
+    "validate_command",
+    "vision_support",
+    "with_case_checks",
+    "workdir_path",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported from its module on first use."""
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # asked once: later lookups are plain attribute reads
+    return value
