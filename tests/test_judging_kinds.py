@@ -27,7 +27,7 @@ from pytest_llmbench.models.providers.completion import CallTarget, Completion
 from pytest_llmbench.scoring.assertions import Assertion, Verdict, parse_assertion
 from pytest_llmbench.scoring.judged import JudgeSpec
 from pytest_llmbench.scoring.pairwise import BaselineAnswer
-from pytest_llmbench.spec.schema import EvalCase
+from pytest_llmbench.spec import EvalCase
 
 MODEL = ModelProfile(name="m", model="openai/m")
 JUDGE = ModelProfile(name="j", model="openai/judge")

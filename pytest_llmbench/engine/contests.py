@@ -37,9 +37,7 @@ from ..scoring.select_best import (
 )
 
 if TYPE_CHECKING:
-    from ..judging.answer_view import JudgedEntry
-    from ..judging.panel import CompleteFn, GradedAssertion, JudgeCall
-    from ..judging.select_best import ContestResult
+    from ..judging import CompleteFn, ContestResult, GradedAssertion, JudgeCall, JudgedEntry
     from .plan import CallPlan
 
 
@@ -219,7 +217,7 @@ async def _judge(contest: _Contest, entry: JudgedEntry) -> ContestResult:
     """Judge the answers of the contestants that answered. The first of them (in run order)
     hosts the contest: the judges see the question it was asked (prompt variants word it
     differently), and are called through its ``complete``."""
-    from ..judging.select_best import ContestResult, judge_contest
+    from ..judging import ContestResult, judge_contest
 
     answered = [nodeid for nodeid in contest.members if nodeid in contest.entered]
     spec = entry.spec
@@ -263,7 +261,7 @@ def _member_verdict(
 ) -> GradedAssertion:
     """One contestant's verdict from its contest's result, with the judge calls (claimed by
     one contestant's record: :meth:`Contests.claim`)."""
-    from ..judging.panel import GradedAssertion
+    from ..judging import GradedAssertion
     from ..scoring.assertions import Verdict
 
     calls = result.calls  # every contestant's, until the first to report claims them
@@ -301,7 +299,7 @@ def _unbilled(graded: GradedAssertion, owner: str) -> GradedAssertion:
 
 
 def _unchecked(entry: JudgedEntry, why: str, calls: tuple[JudgeCall, ...] = ()) -> GradedAssertion:
-    from ..judging.panel import unchecked
+    from ..judging import unchecked
 
     return unchecked(entry.index, entry.assertion, why, calls)
 

@@ -19,8 +19,7 @@ from .request import Request, estimate_tokens
 
 if TYPE_CHECKING:
     from ..agent.loop import AgentRun
-    from ..judging.answer_view import AnswerView
-    from ..judging.panel import GradedAssertion
+    from ..judging import AnswerView, GradedAssertion
     from ..models.profiles import ModelProfile
     from ..models.providers.completion import CallTarget
     from ..scoring.model_graded import ModelGradedSpec
@@ -148,7 +147,7 @@ async def grade(
         return ()
     import asyncio
 
-    from ..judging.kinds import judge_kind
+    from ..judging import judge_kind
 
     view = _answer_view(helpers, plan, completion, targets, judge_metrics, retrieved, run)
     jobs = [judge_kind(entry.assertion.type).verdict(entry, view) for entry in plan.graded]
@@ -165,9 +164,8 @@ def _answer_view(
     run: AgentRun | None,
 ) -> AnswerView:
     """What the judges of this answer read, and their calls through ``helpers``."""
-    from ..judging.answer_view import AnswerView, JudgedEntry
-    from ..spec.graders import grader_prompt, needs_context
-    from ..spec.templating import last_user_text
+    from ..judging import AnswerView, JudgedEntry
+    from ..spec import grader_prompt, last_user_text, needs_context
 
     case = plan.case
     context = case.context if retrieved is None else retrieved
@@ -217,7 +215,7 @@ def said_messages(history: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     assistant message that made the call (:mod:`~pytest_llmbench.scoring.conversation`'s
     ``reply_text`` and ``result_line``). Only the roles system, user and assistant remain."""
     from ..scoring.conversation import call_name, reply_text, result_line
-    from ..spec.templating import message_text
+    from ..spec import message_text
 
     said: list[dict[str, str]] = []
     names: dict[str, str] = {}  # a call's id -> its tool's name, for its result
