@@ -403,3 +403,23 @@ def test_a_long_wait_is_announced_with_the_models_pending_calls(engine: Engine) 
     calls.prefetch(items)
     assert calls.take(items[0]) == answer_of(items[0].nodeid)
     assert notices == ["llmbench: waiting 0 s on fake: 3 calls pending (in flight or queued)"]
+
+
+def test_ctrl_c_while_an_item_waits_cancels_its_call_and_every_pending_one(
+    engine: Engine,
+) -> None:
+    answerer, items = Gated(), plans(3)
+
+    def interrupt(text: str) -> None:
+        raise KeyboardInterrupt  # as Ctrl-C lands while the main thread waits
+
+    calls = scheduler(
+        engine, answerer, items, run_config(concurrency=2), notice=interrupt, notice_every_s=0.01
+    )
+    calls.prefetch(items)
+    eventually(lambda: len(answerer.started) == 3)
+    with pytest.raises(KeyboardInterrupt):
+        calls.take(items[0])
+    assert list(calls.started()) == []
+    eventually(lambda: len(answerer.cancelled) == 3)
+    assert answerer.finished == []
