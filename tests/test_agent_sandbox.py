@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmbench.agent import process
 from pytest_llmbench.agent import sandbox as sandbox_module
+from pytest_llmbench.agent.mcp_launch import server_process
 from pytest_llmbench.agent.sandbox import (
     FALLBACK_NOTICE,
     CommandResult,
@@ -290,7 +292,7 @@ def test_bad_mode(workdir: Path) -> None:
 
 @pytest.mark.slow
 def test_concurrent_commands_are_bounded(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox_module, "_SLOTS", sandbox_module._SLOTS)  # restored afterwards
+    monkeypatch.setattr(process, "_SLOTS", process._SLOTS)  # restored afterwards
     bound = 2
     set_max_concurrent(bound)
     sandbox = Sandbox(workdir, QUICK, mode="required")
@@ -436,7 +438,7 @@ def test_a_server_with_the_network_can_resolve_names_and_nothing_else_of_etc_is_
     """`network: true` shares the host's network, and with it what resolving names and
     checking certificates read; /etc/ssl/private, beside them, stays out."""
     probe = "for f in /etc/resolv.conf /etc/ssl/certs /etc/ssl/private; do test -e $f && echo $f; done; true"
-    argv, env = confined.server_process(["/bin/sh", "-c", probe], {}, network=network)
+    argv, env = server_process(confined, ["/bin/sh", "-c", probe], {}, network=network)
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 0, done.stderr
     host = [f for f in ("/etc/resolv.conf", "/etc/ssl/certs") if os.path.exists(f)]

@@ -9,15 +9,17 @@ allow ``[A-Za-z0-9_-]``); records name it ``mcp:SERVER/TOOL``. Every session is 
 item ends, also when it errors or is cancelled. A server declared ``shared: true`` is started
 once per process instead (:mod:`.mcp_pool`) and its session reused by the items of the process.
 
-A stdio server's program is shown to the sandbox by its install prefix (:mod:`.programs`); a
-command the sandbox cannot show is the item's error, saying what it shows.
+A stdio server is started confined by :mod:`.mcp_launch`; its program is shown to the sandbox
+by its install prefix (:mod:`.programs`); a command the sandbox cannot show is the item's
+error, saying what it shows.
 
 A server that does not start, dies, fails ``initialize`` or outlasts ``startup_timeout_s`` or
 ``tool_timeout_s``, or a glob that matches none of its tools, raises :class:`McpServerError`:
 the item's error (kind ``tool``), never a failed score. A tool's own error result
 (``isError``) is a result the model reads. ``${VAR}`` in ``env:`` and ``headers:`` is read
 from the environment when the server starts; the values never reach a result or message.
-The SDK (``mcp``) is imported here only, when an item has MCP servers.
+The SDK (``mcp``) is imported here and in :mod:`.mcp_launch` only, when an item has MCP
+servers.
 """
 
 from __future__ import annotations
@@ -26,18 +28,24 @@ import asyncio
 import contextlib
 import fnmatch
 import json
-import os
 import re
-import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..models.providers.completion import ProviderError
 from ..redact import Redactor
-from .mcp_io import DiskWatch, HttpStatus, StderrTail, quiet_parse_errors
-from .programs import Program, ProgramNotVisible, described, locate
-from .sandbox import Sandbox, SandboxUnavailable
+from .mcp_io import DiskWatch, HttpStatus, StderrTail
+from .mcp_launch import (
+    McpServer,
+    McpServerError,
+    http_transport,
+    server_cap,
+    server_program,
+    stdio_transport,
+)
+from .programs import described
+from .sandbox import Sandbox
 from .tools import ERROR_PREFIX, Toolbox, ToolSpec
 
 if TYPE_CHECKING:
@@ -47,35 +55,6 @@ if TYPE_CHECKING:
 NAME_SEPARATOR = "__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MODEL_NAME_MAX = 64  # OpenAI's limit on a function name
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_INTERPRETERS = ("python", "python3")
-
-
-class McpServer(Protocol):
-    """What a session needs of a server's settings (``spec.schema.McpServer``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def command(self) -> str | None: ...  # a stdio server's executable, or None
-    @property
-    def args(self) -> Sequence[str]: ...
-    @property
-    def env(self) -> Sequence[tuple[str, str]]: ...  # values may hold ${VAR}
-    @property
-    def cwd(self) -> str | None: ...  # relative to the workdir
-    @property
-    def url(self) -> str | None: ...  # a streamable HTTP server's endpoint, or None
-    @property
-    def headers(self) -> Sequence[tuple[str, str]]: ...  # values may hold ${VAR}
-    @property
-    def network(self) -> bool: ...
-    @property
-    def tool_timeout_s(self) -> float: ...
-    @property
-    def startup_timeout_s(self) -> float: ...
-    @property
-    def shared(self) -> bool: ...  # one session per process (agent.mcp_pool)
 
 
 class ServerPool(Protocol):
@@ -85,13 +64,6 @@ class ServerPool(Protocol):
     async def shared(
         self, server: McpServer, sandbox: Sandbox, secrets: list[tuple[str, str]]
     ) -> tuple[_Session, list[Any]]: ...
-
-
-class McpServerError(ProviderError):
-    """A server that could not serve the item: the item's error, of kind ``tool``."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, "tool")
 
 
 @dataclass(frozen=True)
@@ -112,22 +84,6 @@ class McpTool:
 def model_name(server: str, tool: str) -> str:
     """The name the model sees for ``tool`` of ``server``: ``SERVER__TOOL``, made safe."""
     return _UNSAFE.sub("_", f"{server}{NAME_SEPARATOR}{tool}")[:_MODEL_NAME_MAX]
-
-
-def resolve(template: str, server: str, where: str, secrets: list[tuple[str, str]]) -> str:
-    """``template`` with each ``${VAR}`` read from the environment (each value added to
-    ``secrets`` with its name); McpServerError naming the variable, never a value, when it is
-    not set."""
-
-    def value(match: re.Match[str]) -> str:
-        if match[1] not in os.environ:
-            raise McpServerError(
-                f"MCP server {server!r}: {where} uses ${{{match[1]}}}, which is not set"
-            )
-        secrets.append((os.environ[match[1]], match[1]))
-        return os.environ[match[1]]
-
-    return _VARIABLE.sub(value, template)
 
 
 # --- one server ---------------------------------------------------------------------------------
@@ -166,18 +122,18 @@ async def open_server(
     from mcp.client.session import ClientSession
 
     errlog: StderrTail | HttpStatus | None = None
-    program = _program(server, sandbox) if server.command is not None else None
+    program = server_program(server, sandbox) if server.command is not None else None
     try:
         if program is not None:
             errlog = StderrTail()
             stack.callback(errlog.started)
-            cap = stack.enter_context(sandbox.server_cap())
-            stdio = _stdio(server, program, sandbox, errlog, secrets, cap)
+            cap = stack.enter_context(server_cap(sandbox))
+            stdio = stdio_transport(server, program, sandbox, errlog, secrets, cap)
             streams = await stack.enter_async_context(stdio)
             errlog.started()
         else:
             errlog = HttpStatus()
-            streams = await stack.enter_async_context(_http(server, secrets, errlog))
+            streams = await stack.enter_async_context(http_transport(server, secrets, errlog))
         session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
     except (OSError, ValueError) as exc:
         raise McpServerError(f"MCP server {server.name!r} did not start: {exc}") from None
@@ -191,67 +147,6 @@ async def open_server(
         shown = described(sandbox, program.mounts)
         raise McpServerError(f"{exc.message} (the sandbox shows {shown})") from None
     return opened
-
-
-def _stdio(
-    server: McpServer,
-    program: Program,
-    sandbox: Sandbox,
-    errlog: StderrTail,
-    secrets: list[tuple[str, str]],
-    cap: Sequence[str],
-) -> contextlib.AbstractAsyncContextManager[Any]:
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
-    quiet_parse_errors()
-    env = {key: resolve(value, server.name, f"env {key}", secrets) for key, value in server.env}
-    cwd = (sandbox.workdir / server.cwd).resolve() if server.cwd else sandbox.workdir
-    try:
-        argv, clean = sandbox.server_process(
-            [program.command, *server.args],
-            env,
-            network=server.network,
-            cwd=cwd,
-            programs=program.mounts,
-            links=[(link.path, link.target) for link in program.links],
-            path=program.path,
-        )
-    except SandboxUnavailable as exc:
-        raise McpServerError(f"MCP server {server.name!r} cannot start: {exc}") from None
-    argv = [*cap, *argv]  # into a pids cgroup of its own first, where there is one
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=clean, cwd=cwd)
-    return stdio_client(params, errlog=errlog.writer)
-
-
-def _program(server: McpServer, sandbox: Sandbox) -> Program:
-    """The server's command as the sandbox runs it; an error naming it, what the sandbox shows
-    and the shapes a command may take, when the sandbox cannot show it."""
-    assert server.command is not None
-    if server.command in _INTERPRETERS:
-        return Program(sys.executable)
-    try:
-        return locate(server.command, sandbox)
-    except ProgramNotVisible as exc:
-        raise McpServerError(
-            f"MCP server {server.name!r}: {exc.explained(server.command, sandbox)}"
-        ) from None
-
-
-@contextlib.asynccontextmanager
-async def _http(
-    server: McpServer, secrets: list[tuple[str, str]], status: HttpStatus
-) -> AsyncIterator[Any]:
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    assert server.url is not None
-    headers = {
-        key: resolve(value, server.name, f"header {key}", secrets) for key, value in server.headers
-    }
-    async with create_mcp_http_client(headers=headers) as client:
-        client.event_hooks["response"].append(status.seen)
-        async with streamable_http_client(server.url, http_client=client) as streams:
-            yield streams
 
 
 async def _bounded(opened: _Session, call: Any, what: str, timeout_s: float) -> Any:

@@ -14,7 +14,8 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TextIO, TypeVar
 
-from .sandbox import Sandbox, disk_overrun
+from .limits import disk_overrun
+from .sandbox import Sandbox
 
 T = TypeVar("T")
 _STDERR_TAIL = 400  # characters of a failed server's stderr kept in the error

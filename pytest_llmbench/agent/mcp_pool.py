@@ -26,8 +26,9 @@ from collections.abc import AsyncIterator, Callable, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .mcp import McpServer, McpServerError, gone, list_tools, open_server, start_failure
+from .mcp import gone, list_tools, open_server, start_failure
 from .mcp_io import DiskWatch
+from .mcp_launch import McpServer, McpServerError
 
 if TYPE_CHECKING:
     from .mcp import _Session

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .sandbox import Sandbox, SandboxLimits
+from .limits import SandboxLimits
+from .sandbox import Sandbox
 
 #: What a post-processing command may use: more than an agent's command, for a real scorer.
 POST_PROCESS_LIMITS = SandboxLimits(

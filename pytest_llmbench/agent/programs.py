@@ -1,7 +1,7 @@
 """Where a stdio MCP server's program lives, and what of the host the sandbox shows for it.
 
 The sandbox shows the system, the Python that runs pytest with its virtualenv, and the workdir
-(:func:`.sandbox.shown_folders`). A server's program installed elsewhere is shown read-only by
+(:func:`.bwrap.shown_folders`). A server's program installed elsewhere is shown read-only by
 its *install prefix*, and nothing else of the host:
 
 - a program inside a virtualenv (``pyvenv.cfg`` in a folder above it: its own venv, a pipx or
@@ -36,7 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sandbox import Sandbox, shown_folders
+from .bwrap import shown_folders
+from .sandbox import Sandbox
 
 #: What a server's ``command`` may be, for error messages.
 ACCEPTED = (

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .sandbox import CommandResult, Sandbox
+from .process import CommandResult
+from .sandbox import Sandbox
 
 READ_CAP_BYTES = 200_000
 WRITE_CAP_BYTES = 1_000_000
