@@ -3,6 +3,93 @@
 :mod:`.loop` asks the model, runs the tools it calls and feeds back the results until it
 answers; :mod:`.shim` carries tool calls as JSON in plain text for models without native tool
 calling; :mod:`.tools` are the tools, confined to the item's workdir, whose shell commands run in
-:mod:`.sandbox`; :mod:`.post` runs an eval file's ``post_process`` command. What an agent left
-behind is checked in :mod:`pytest_llmbench.scoring.agent`.
+:mod:`.sandbox` (the bubblewrap command line in :mod:`.bwrap`, the limits in :mod:`.limits` and
+:mod:`.process_cap`, the running in :mod:`.process`); :mod:`.mcp` adds an MCP server's tools
+(started by :mod:`.mcp_launch`, shared through :mod:`.mcp_pool`); :mod:`.post` runs an eval
+file's ``post_process`` command. What an agent left behind is checked in
+:mod:`pytest_llmbench.scoring.agent`.
+
+This is the stage's face: the names below are what other stages use. They are imported when
+first read (PEP 562), so importing one submodule (say, :mod:`.shim`) does not load the sandbox.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .loop import AgentRun, AsyncToolboxLike, ToolboxLike, ToolCall, run_agent
+    from .mcp import open_mcp_tools
+    from .mcp_pool import McpPool
+    from .post import PostProcessError, run_post_process
+    from .process import CommandResult
+    from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable, fallback_notice
+    from .shim import (
+        calls_reply_text,
+        calls_response_format,
+        parse_calls_reply,
+        shim_tool_result,
+        with_shim_prompt,
+    )
+    from .tools import Toolbox, ToolError, resolve_inside
+
+#: Each name of the face, by the module (of this package) that defines it.
+_FACE: dict[str, str] = {
+    **dict.fromkeys(
+        ("AgentRun", "AsyncToolboxLike", "ToolCall", "ToolboxLike", "run_agent"), "loop"
+    ),
+    "open_mcp_tools": "mcp",
+    "McpPool": "mcp_pool",
+    **dict.fromkeys(("PostProcessError", "run_post_process"), "post"),
+    "CommandResult": "process",
+    **dict.fromkeys(
+        ("Sandbox", "SandboxLimits", "SandboxUnavailable", "fallback_notice"), "sandbox"
+    ),
+    **dict.fromkeys(
+        (
+            "calls_reply_text",
+            "calls_response_format",
+            "parse_calls_reply",
+            "shim_tool_result",
+            "with_shim_prompt",
+        ),
+        "shim",
+    ),
+    **dict.fromkeys(("ToolError", "Toolbox", "resolve_inside"), "tools"),
+}
+
+__all__ = [
+    "AgentRun",
+    "AsyncToolboxLike",
+    "CommandResult",
+    "McpPool",
+    "PostProcessError",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxUnavailable",
+    "ToolCall",
+    "ToolError",
+    "Toolbox",
+    "ToolboxLike",
+    "calls_reply_text",
+    "calls_response_format",
+    "fallback_notice",
+    "open_mcp_tools",
+    "parse_calls_reply",
+    "resolve_inside",
+    "run_agent",
+    "run_post_process",
+    "shim_tool_result",
+    "with_shim_prompt",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported from its module on first use."""
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # asked once: later lookups are plain attribute reads
+    return value
