@@ -229,6 +229,11 @@ def test_each_case_runs_under_each_prompt_variant(tmp_path: Path) -> None:
             "`kind: agent`",
         ),
         ("description: nothing\n", "suite.eval.yaml:1: no cases: give a `cases:` list or a"),
+        (
+            "cases:\n  - id: x\n    simulated_user:\n      instructions: Ask.\n"
+            "      assert: [{type: llm-rubric, value: polite}]\n",
+            "suite.eval.yaml:5: case 'x': `llm-rubric` is judged: a simulated user's assertions",
+        ),
     ],
     ids=[
         "prompt-and-messages",
@@ -239,6 +244,7 @@ def test_each_case_runs_under_each_prompt_variant(tmp_path: Path) -> None:
         "loglikelihood-in-agent-file",
         "agent-check-in-plain-file",
         "no-cases",
+        "judged-check-of-a-simulated-user",
     ],
 )
 def test_errors_name_the_line_of_the_key_at_fault(tmp_path: Path, text: str, expected: str) -> None:

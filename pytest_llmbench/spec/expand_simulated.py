@@ -7,8 +7,9 @@ assertion cannot be among the former (it would call a judge on every reply).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .expand_plain import case_fields
 from .expand_resolve import resolve
@@ -61,12 +62,20 @@ def simulated_case(
         answer_index=None,
         choice_labels=None,
     )
-    for index in user.checks:
-        if resolved.assertions[index].graded is not None:
+    _check_unjudged(resolved, user.checks, place, own_keys)
+    return replace(resolved, simulated_user=user)
+
+
+def _check_unjudged(
+    case: EvalCase, checks: Sequence[int], place: Place, keys: Sequence[tuple[Any, ...]]
+) -> None:
+    """A simulated user's assertions (``checks``, written at ``keys``) run on every reply
+    during the conversation: none may call a judge."""
+    for index in checks:
+        if case.assertions[index].graded is not None:
             message = (
-                f"case {case_id!r}: `{resolved.assertions[index].type}` is judged: a simulated "
+                f"case {case.id!r}: `{case.assertions[index].type}` is judged: a simulated "
                 "user's assertions are checked on every reply during the conversation; give it "
                 "on the case to judge the last reply"
             )
-            raise place.error(message, *own_keys[index])
-    return replace(resolved, simulated_user=user)
+            raise place.error(message, *keys[index])
