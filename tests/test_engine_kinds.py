@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from engine_support import answer_of, answerer, loaded, plan_of
-from fakeserver import FakeLLMServer
+from fakeserver import FakeLLMServer, Rule
 
 from pytest_llmbench.engine.kinds import (
     CASE_KINDS,
@@ -24,7 +24,7 @@ from pytest_llmbench.engine.request import Answer
 from pytest_llmbench.models.providers.completion import Completion
 from pytest_llmbench.results.item_record import eval_record
 from pytest_llmbench.results.state import EvalResult
-from pytest_llmbench.scoring.assertions import AssertionContext
+from pytest_llmbench.scoring.assertions import AssertionContext, score_verdicts
 
 KINDS = {
     "plain": "cases:\n  - {id: a, prompt: Hi, expected: x}\n",
@@ -101,3 +101,29 @@ def test_a_toy_kind_is_one_class_and_one_table_line(
 
 def _context(expected: Any) -> AssertionContext:
     return AssertionContext(expected=expected, prompt=None, vars={}, model="fake", case_id="x")
+
+
+TWO_TURNS = """
+cases:
+  - id: talk
+    turns:
+      - user: Hello
+        assert: [{type: icontains, value: hello}]
+      - user: What is your name?
+        assert: [{type: regex, value: Alice}]
+"""
+
+
+def test_a_conversation_is_checked_turn_by_turn_and_fails_at_its_turn(tmp_path: Path) -> None:
+    with FakeLLMServer([Rule(match="Hello", reply="Hello!")], default_reply="Bob") as server:
+        plan = plan_of(loaded(tmp_path, TWO_TURNS))
+        answer = answer_of(answerer(tmp_path, server.base_url), plan)
+    kind = CASE_KINDS[plan.kind]
+    result = EvalResult(plan, completion=answer.completion, conversation=answer.conversation)
+    result.verdicts = kind.verdicts(Checking(result, _context(None)))
+    assert [(v.turn, v.passed) for v in result.verdicts] == [(1, True), (2, False)]
+    result.score = score_verdicts(result.verdicts)
+    failure = kind.failure(result, result.verdicts)
+    assert failure is not None and failure.startswith("turn 2 of 2: regex")
+    shown = kind.shown(result, 80)
+    assert shown is not None and any("What is your name?" in line for line in shown)
