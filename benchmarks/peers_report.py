@@ -7,6 +7,7 @@ in the same run.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mdtable import DASH, TargetCheck, fmt, fmt_int, md_table, outcomes_cell, ratio, status_cell
@@ -282,3 +283,35 @@ def peers_checks(sections: dict[str, Section]) -> list[TargetCheck]:
         _auto_check(section, one_item=False),
         _auto_check(section, one_item=True),
     ]
+
+
+# -- issue 37, point 8 ----------------------------------------------------------------------------
+
+#: Issue 37's start-up ratios, written by ``benchmarks/startup_limit.py`` and quoted whole here.
+STARTUP_LIMIT_MD = Path(__file__).resolve().parent / "startup-limit.md"
+
+STARTUP_LIMIT_NOTES = """\
+- Measured on a wheel install in its own venv (not the editable checkout), with compiled files
+  written as usual and with `PYTHONDONTWRITEBYTECODE=1`, as Docker CI images set it.
+- pytest marks every module of a `pytest11` distribution for assertion rewriting, and loads a
+  rewritten module from its own cache, which `PYTHONDONTWRITEBYTECODE=1` leaves empty: every
+  start parsed, rewrote and compiled each module the plugin imported (64 on a plain run). The
+  package now takes itself off that list (`pytest_llmbench/__init__.py`, tests/test_startup.py).
+  Measured pair by pair on a loaded machine (load average 18 on 2 CPUs), 1 item, with the
+  variable set: the run with it 0.73 x the wall time (spread 0.66-0.86) and 0.69 x the CPU time
+  (0.60-0.80) of the run before it, 6 pairs.
+- On a loaded machine each process's CPU work stretches while the waits on the server (0.25 s
+  to an answer, most of the limit's time on a quiet machine) do not, so wall A / B drifts
+  towards CPU A / B. Quote a figure with its load average; the target is judged on a quiet
+  machine.
+"""
+
+
+def startup_limit_lines() -> list[str]:
+    """Issue 37's start-up ratios, as ``startup_limit.py`` last wrote them."""
+    lines = ["## Targets (issue 37, point 8: start-up at the limit of a pytest plugin)", ""]
+    if not STARTUP_LIMIT_MD.is_file():
+        return [*lines, "Not measured yet: `benchmarks/startup_limit.py --python VENV/bin/python "
+                "--out benchmarks/startup-limit.md`.", ""]  # fmt: skip
+    text = STARTUP_LIMIT_MD.read_text(encoding="utf-8").rstrip()
+    return [*lines, text, "", STARTUP_LIMIT_NOTES]

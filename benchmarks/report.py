@@ -28,7 +28,7 @@ from mdtable import (
     status_cell,
     verdict,
 )
-from peers_report import PEERS_NOTES, peers_checks, peers_table
+from peers_report import PEERS_NOTES, peers_checks, peers_table, startup_limit_lines
 from scenarios import Row, cpu_ms_per_item
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -448,6 +448,7 @@ def render(sections: dict[str, Section], machine: dict[str, str]) -> str:
         ),
         "",
         *_peers_targets(sections),
+        *startup_limit_lines(),
     ]
     for name in TITLES:
         if name != "peers":
