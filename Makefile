@@ -21,8 +21,8 @@ venv:
 debian-eval debian-test:
 	@bash tools/debian-packages.sh $(@:debian-%=%)
 
-# The tour: one or two cases of each feature of evals/ (the `tour` mark, evals/conftest.py), about
-# two minutes on the embedded model; `make eval-all` runs every example (about eight minutes).
+# The tour: one or two cases of each feature of evals/ (the `tour` mark, evals/conftest.py), under
+# three minutes on the embedded model; `make eval-all` runs every example (about eight minutes).
 eval: debian-eval venv
 	$(BIN)/python -m pytest evals/ -m tour $(PYTEST_ARGS)
 

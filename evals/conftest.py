@@ -1,7 +1,7 @@
 """The tour of the example evals: ``pytest evals/ -m tour`` (what ``make eval`` runs).
 
 One or two cases of each feature, picked here by file and case id and marked ``tour``, so that a
-first run on the embedded model takes about two minutes instead of the whole folder's eight
+first run on the embedded model takes under three minutes instead of the whole folder's eight
 (``make eval-all``). The eval files stay as they are: a dataset's rows cannot carry a tag without
 changing the data, and a tag would change the cases' records. With ``--models``, each tour case
 runs on each model, as any selection does.
