@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import pytest_llmbench.agent as agent
-from pytest_llmbench.agent import bwrap, limits, mcp, mcp_launch, process, sandbox
+from pytest_llmbench.agent import bwrap, limits, mcp, mcp_launch, mcp_session, process, sandbox
 
 
 @pytest.mark.parametrize("name", agent.__all__)
@@ -42,9 +42,13 @@ def test_what_left_the_sandbox_module_is_still_importable_from_it(name: str, hom
     assert name in sandbox.__all__
 
 
-@pytest.mark.parametrize("name", ["McpServer", "McpServerError"])
-def test_what_left_the_mcp_module_is_still_importable_from_it(name: str) -> None:
-    assert getattr(mcp, name) is getattr(mcp_launch, name)
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [("McpServer", mcp_launch), ("McpServerError", mcp_launch), ("open_server", mcp_session),
+     ("list_tools", mcp_session)],
+)  # fmt: skip
+def test_what_left_the_mcp_module_is_still_importable_from_it(name: str, home: object) -> None:
+    assert getattr(mcp, name) is getattr(home, name)
 
 
 def test_the_face_and_the_shim_import_no_sandbox() -> None:

@@ -9,17 +9,16 @@ allow ``[A-Za-z0-9_-]``); records name it ``mcp:SERVER/TOOL``. Every session is 
 item ends, also when it errors or is cancelled. A server declared ``shared: true`` is started
 once per process instead (:mod:`.mcp_pool`) and its session reused by the items of the process.
 
-A stdio server is started confined by :mod:`.mcp_launch`; its program is shown to the sandbox
-by its install prefix (:mod:`.programs`); a command the sandbox cannot show is the item's
-error, saying what it shows.
+One server's session is :mod:`.mcp_session`'s; a stdio server is started confined by
+:mod:`.mcp_launch`, its program shown to the sandbox by its install prefix (:mod:`.programs`);
+a command the sandbox cannot show is the item's error, saying what it shows.
 
 A server that does not start, dies, fails ``initialize`` or outlasts ``startup_timeout_s`` or
 ``tool_timeout_s``, or a glob that matches none of its tools, raises :class:`McpServerError`:
 the item's error (kind ``tool``), never a failed score. A tool's own error result
 (``isError``) is a result the model reads. ``${VAR}`` in ``env:`` and ``headers:`` is read
 from the environment when the server starts; the values never reach a result or message.
-The SDK (``mcp``) is imported here and in :mod:`.mcp_launch` only, when an item has MCP
-servers.
+The SDK (``mcp``) is imported by these modules only, when an item has MCP servers.
 """
 
 from __future__ import annotations
@@ -31,25 +30,15 @@ import json
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ..models.providers.completion import ProviderError
 from ..redact import Redactor
-from .mcp_io import DiskWatch, HttpStatus, StderrTail
-from .mcp_launch import (
-    McpServer,
-    McpServerError,
-    http_transport,
-    server_cap,
-    server_program,
-    stdio_transport,
-)
-from .programs import described
+from .mcp_io import DiskWatch
+from .mcp_launch import McpServer, McpServerError
+from .mcp_session import ServerSession, bounded_request, list_tools, open_server
 from .sandbox import Sandbox
 from .tools import ERROR_PREFIX, Toolbox, ToolSpec
-
-if TYPE_CHECKING:
-    from mcp.client.session import ClientSession
 
 #: ``SERVER__TOOL``: how the model sees an MCP tool.
 NAME_SEPARATOR = "__"
@@ -63,7 +52,7 @@ class ServerPool(Protocol):
     def slot(self) -> contextlib.AbstractAsyncContextManager[None]: ...
     async def shared(
         self, server: McpServer, sandbox: Sandbox, secrets: list[tuple[str, str]]
-    ) -> tuple[_Session, list[Any]]: ...
+    ) -> tuple[ServerSession, list[Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -84,102 +73,6 @@ class McpTool:
 def model_name(server: str, tool: str) -> str:
     """The name the model sees for ``tool`` of ``server``: ``SERVER__TOOL``, made safe."""
     return _UNSAFE.sub("_", f"{server}{NAME_SEPARATOR}{tool}")[:_MODEL_NAME_MAX]
-
-
-# --- one server ---------------------------------------------------------------------------------
-
-
-class _Session:
-    """A started server: its session, where it writes its stderr, and what is secret in it."""
-
-    def __init__(
-        self,
-        server: McpServer,
-        session: ClientSession,
-        errlog: StderrTail | HttpStatus | None,
-    ) -> None:
-        self.server = server
-        self.session = session
-        self.errlog = errlog
-        #: why the connection is gone (the server exited), once a request found it closed
-        self.broken: str | None = None
-        #: why it was stopped on purpose (a shared server past a disk limit)
-        self.stopped: str | None = None
-
-    def stderr_tail(self) -> str:
-        """The end of what a stdio server wrote to stderr, or the error status an HTTP server
-        answered (for an error's cause), else ''."""
-        return "" if self.errlog is None else self.errlog.cause()
-
-
-async def open_server(
-    stack: contextlib.AsyncExitStack,
-    server: McpServer,
-    sandbox: Sandbox,
-    secrets: list[tuple[str, str]],
-) -> _Session:
-    """Start or connect to ``server`` and initialize it, within its startup timeout."""
-    from mcp.client.session import ClientSession
-
-    errlog: StderrTail | HttpStatus | None = None
-    program = server_program(server, sandbox) if server.command is not None else None
-    try:
-        if program is not None:
-            errlog = StderrTail()
-            stack.callback(errlog.started)
-            cap = stack.enter_context(server_cap(sandbox))
-            stdio = stdio_transport(server, program, sandbox, errlog, secrets, cap)
-            streams = await stack.enter_async_context(stdio)
-            errlog.started()
-        else:
-            errlog = HttpStatus()
-            streams = await stack.enter_async_context(http_transport(server, secrets, errlog))
-        session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
-    except (OSError, ValueError) as exc:
-        raise McpServerError(f"MCP server {server.name!r} did not start: {exc}") from None
-    opened = _Session(server, session, errlog)
-    try:
-        await _bounded(opened, session.initialize(), "initialize", server.startup_timeout_s)
-    except McpServerError as exc:
-        if program is None or opened.broken is None or not sandbox.sandboxed:
-            raise
-        # It exited at start: a file it needs may lie where the sandbox does not look.
-        shown = described(sandbox, program.mounts)
-        raise McpServerError(f"{exc.message} (the sandbox shows {shown})") from None
-    return opened
-
-
-async def _bounded(opened: _Session, call: Any, what: str, timeout_s: float) -> Any:
-    """``call`` awaited within ``timeout_s``; McpServerError naming the server and the cause
-    when it times out or the connection fails."""
-    from mcp.shared.exceptions import MCPError
-    from mcp_types import CONNECTION_CLOSED
-
-    name = opened.server.name
-    try:
-        return await asyncio.wait_for(call, timeout_s)
-    except asyncio.TimeoutError:
-        raise McpServerError(
-            f"MCP server {name!r}: {what} did not finish within {timeout_s:g} s"
-            f"{opened.stderr_tail()}"
-        ) from None
-    except MCPError as exc:
-        if opened.stopped is not None:  # on purpose: a shared server past a disk limit
-            raise McpServerError(opened.stopped) from None
-        said = (
-            f"MCP server {name!r}: {what} failed: {exc} (the server may have exited)"
-            f"{opened.stderr_tail()}"
-        )
-        if exc.code == CONNECTION_CLOSED:
-            opened.broken = said
-        raise McpServerError(said) from None
-
-
-async def list_tools(opened: _Session) -> list[Any]:
-    """The server's tools (``tools/list``, once per session), within its startup timeout."""
-    timeout_s = opened.server.startup_timeout_s
-    listing = await _bounded(opened, opened.session.list_tools(), "tools/list", timeout_s)
-    return list(listing.tools)
 
 
 def _select(server: McpServer, tools: Sequence[Any], globs: Sequence[str]) -> list[McpTool]:
@@ -235,7 +128,7 @@ class McpToolbox:
         self,
         local: Toolbox,
         tools: Sequence[McpTool],
-        sessions: Mapping[str, _Session],
+        sessions: Mapping[str, ServerSession],
         watch: DiskWatch | None = None,
     ) -> None:
         self._local = local
@@ -274,7 +167,7 @@ class McpToolbox:
             raise McpServerError(self._redactor.text(said))
         call = opened.session.call_tool(tool.name, dict(arguments))
         what = f"the call of {tool.name}"
-        bounded = _bounded(opened, call, what, tool.timeout_s)
+        bounded = bounded_request(opened, call, what, tool.timeout_s)
         try:
             result = await (self._watch.bounded(bounded) if self._watch else bounded)
         except McpServerError as exc:
@@ -380,7 +273,7 @@ async def _sessions(
     async with contextlib.AsyncExitStack() as stack:
         if pool is not None and any(s.command and not s.shared for s in used):
             await stack.enter_async_context(pool.slot())  # the item's own stdio servers
-        sessions: dict[str, _Session] = {}
+        sessions: dict[str, ServerSession] = {}
         tools: list[McpTool] = []
         for server in used:
             progress.opening = server.name
@@ -406,7 +299,7 @@ async def _session(
     sandbox: Sandbox,
     secrets: list[tuple[str, str]],
     pool: ServerPool | None,
-) -> tuple[_Session, list[Any]]:
+) -> tuple[ServerSession, list[Any]]:
     """The item's session with ``server`` and its tools: the process's for a shared server,
     else one started (and closed by ``stack``) for the item."""
     if server.shared and pool is not None:

@@ -26,12 +26,13 @@ from collections.abc import AsyncIterator, Callable, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .mcp import gone, list_tools, open_server, start_failure
+from .mcp import gone, start_failure
 from .mcp_io import DiskWatch
 from .mcp_launch import McpServer, McpServerError
+from .mcp_session import list_tools, open_server
 
 if TYPE_CHECKING:
-    from .mcp import _Session
+    from .mcp_session import ServerSession
     from .sandbox import Sandbox
 
 #: How many items' own stdio servers may run at once in a process, by default.
@@ -40,7 +41,7 @@ MAX_RUNNING = max(2, 2 * (os.cpu_count() or 1))
 #: once its stdin is closed, then kills it).
 _CLOSE_S = 6.0
 
-_Opened = tuple["_Session", list[Any], tuple[tuple[str, str], ...]]
+_Opened = tuple["ServerSession", list[Any], tuple[tuple[str, str], ...]]
 
 
 class _Shared:
@@ -69,7 +70,7 @@ class _Shared:
             if not self.ready.done():
                 self.ready.set_exception(start_failure(exc, server.name, secrets))
 
-    async def _serve(self, opened: _Session, sandbox: Sandbox) -> None:
+    async def _serve(self, opened: ServerSession, sandbox: Sandbox) -> None:
         """Until :attr:`stop`; a stdio server's scratch folder is watched meanwhile, and
         a server past a disk limit is stopped (then ``broken``: its calls are errors)."""
         if opened.server.command is None or not sandbox.writable:
@@ -113,7 +114,7 @@ class McpPool:
 
     async def shared(
         self, server: McpServer, sandbox: Sandbox, secrets: list[tuple[str, str]]
-    ) -> tuple[_Session, list[Any]]:
+    ) -> tuple[ServerSession, list[Any]]:
         """The process's session with ``server`` and its tools, started on first use; its
         ``${VAR}`` values are added to ``secrets`` (the item redacts them too)."""
         key = (server, sandbox.mode)
