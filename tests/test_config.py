@@ -332,3 +332,61 @@ def test_fifty_thousand_lines_are_read_in_one_pass(monkeypatch: pytest.MonkeyPat
     assert calls == n // 10  # the lines with an escape only
     assert environ.walks == 0
     assert environ.lookups <= 2 * (n // 10)  # ${FROM_ENV}: the file does not set it
+
+
+# -- the option table, read in process -----------------------------------------------------------
+
+
+def test_every_option_of_the_table_is_a_flag_and_an_ini_key(pytester: pytest.Pytester) -> None:
+    from pytest_llmbench.config import FLAGS, SETTINGS
+
+    config = pytester.parseconfig(*(f"{option.flag}=x" for option in SETTINGS))
+    assert [option.dest for option in SETTINGS if config.getoption(option.name) != "x"] == []
+    # an ini key that was never registered is a ValueError
+    assert [config.getini(flag.name) for flag in FLAGS] == [False] * len(FLAGS)
+    assert [
+        option.dest for option in SETTINGS if config.getini(option.name) not in ("", None)
+    ] == []
+
+
+def test_a_setting_is_the_command_line_then_the_ini_file_then_its_default(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_llmbench.config import setting
+
+    pytester.makeini("[pytest]\nllmbench_repeat = 3\nllmbench_stream = all\n")
+    config = pytester.parseconfig("--repeat= 5 ")
+    assert [setting(config, dest) for dest in ("repeat", "stream", "cache", "models")] == [
+        "5",
+        "all",
+        "off",
+        None,
+    ]
+
+
+def test_ages_and_repeat_policies_read_as_a_run_and_the_command_read_them() -> None:
+    from pytest_llmbench.config import format_age, parse_age, parse_repeat_policy
+
+    assert [parse_age(text) for text in ("90s", " 30M", "1.5h", "14d")] == [90, 1800, 5400, 1209600]
+    assert [format_age(parse_age(text)) for text in ("90s", "30m", "36h", "14d")] == [
+        "90s",
+        "30m",
+        "36h",
+        "14d",
+    ]
+    assert parse_repeat_policy("At-Least:2") == "at-least:2"
+    for bad in ("0s", "3w", "", "-1d"):
+        with pytest.raises(ValueError, match="is not an age"):
+            parse_age(bad)
+    with pytest.raises(ValueError, match="--repeat-policy must be"):
+        parse_repeat_policy("at-least:0")
+
+
+def test_the_merge_limits_are_run_options_and_run_config_fields() -> None:
+    from dataclasses import fields
+
+    from pytest_llmbench.cli.merge_command import _MERGE_LIMITS
+    from pytest_llmbench.config import OPTIONS, RunConfig
+
+    run_fields = {field.name for field in fields(RunConfig)}
+    assert [dest for dest in _MERGE_LIMITS if dest not in OPTIONS or dest not in run_fields] == []

@@ -4,8 +4,9 @@
   read back (command line > ini file > default); the ``llmbench`` command takes the flags it
   shares with a run from it.
 - :mod:`.run_config`: :class:`RunConfig`, the frozen settings of one run.
-- :mod:`.resolve`: reading the options, the ``.env`` file (:mod:`.envfile`) and the profiles
-  into the run's :class:`RunConfig`, on first use; a bad value is a ``pytest.UsageError``.
+- :mod:`.resolve`: the run's :class:`RunConfig` in the stash, which :mod:`.build` builds on
+  first use from the options, the ``.env`` file (:mod:`.envfile`) and the profiles; a bad value
+  is a ``pytest.UsageError``. Both load only then: a run without eval files never does.
 - :mod:`.option_values`: values a run and the ``llmbench`` command both parse (ages, the repeat
   policy).
 
@@ -15,8 +16,8 @@ After ``spec`` in the stage order: it reads profiles (``models``) and judge dime
 
 from __future__ import annotations
 
-from .envfile import env_text_values
-from .option_values import format_age, parse_age, parse_repeat_policy
+from typing import TYPE_CHECKING, Any
+
 from .options import (
     CACHE_MODES,
     CLIENT_CHOICES,
@@ -32,6 +33,7 @@ from .options import (
     Setting,
     add_options,
     explicitly_configured,
+    option_path,
     setting,
     shard_setting,
 )
@@ -39,12 +41,33 @@ from .resolve import (
     ALLOWED_PATHS_KEY,
     RUN_CONFIG_KEY,
     allowed_paths,
-    build_run_config,
     get_run_config,
-    option_path,
     shadowed_model_notes,
 )
 from .run_config import RunConfig
+
+if TYPE_CHECKING:
+    from .build import build_run_config
+    from .envfile import env_text_values
+    from .option_values import format_age, parse_age, parse_repeat_policy
+
+#: Names loaded on first use (module by name): not needed to start pytest.
+_LAZY = {
+    "build_run_config": "build",
+    "env_text_values": "envfile",
+    "format_age": "option_values",
+    "parse_age": "option_values",
+    "parse_repeat_policy": "option_values",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: The old private name: results.retry and results.recorder import it so.
 _path = option_path

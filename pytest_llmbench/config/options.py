@@ -6,6 +6,7 @@ file > default. The ``llmbench`` command takes the flags it shares with a run fr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -234,3 +235,8 @@ def flag_setting(config: pytest.Config, dest: str) -> bool:
 def shard_setting(config: pytest.Config) -> str | None:
     """The raw ``--shard`` (or ``llmbench_shard``) value, read without building the run."""
     return setting(config, "shard")
+
+
+def option_path(config: pytest.Config, dest: str) -> Path | None:
+    raw = setting(config, dest)
+    return None if not raw else config.invocation_params.dir / raw
