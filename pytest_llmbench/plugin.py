@@ -55,8 +55,6 @@ def pytest_configure(config: pytest.Config) -> None:
     from .engine.prefetch import Prefetcher
 
     config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")
-    from .fingerprint import CollectedSources
-
     # On every process: a worker hands the files it collected to the controller's run.json.
     config.pluginmanager.register(CollectedSources(config), "llmbench-sources")
     # Bad options fail now, as a usage error.
@@ -260,3 +258,45 @@ class _XdistBridge:
 
         chosen = yield
         return make_scheduler(config, log, chosen)
+
+
+#: The ``workeroutput`` key under which an xdist worker hands its collected files over.
+WORKER_OUTPUT_KEY = "llmbench_sources"
+
+
+class CollectedSources:
+    """The eval files and dataset files of the collected eval items, on every process.
+
+    A worker hands its list to the controller in ``workeroutput``; the controller (or the sole
+    process without xdist) keeps the union in the stash, where run.json's ``source`` reads it
+    (:func:`~pytest_llmbench.provenance.run_source`).
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        from .provenance import SOURCES_KEY
+
+        self.paths: set[Path] = set()
+        config.stash[SOURCES_KEY] = self.paths
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The files of this process's eval items (none unless an eval file was collected)."""
+        if "pytest_llmbench.item" not in sys.modules:
+            return
+        for item in session.items:
+            plan = getattr(item, "plan", None)
+            case = getattr(plan, "case", None)
+            if case is not None:
+                self.paths.add(plan.path)  # type: ignore[union-attr]
+                self.paths.update(case.sources)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """A worker hands its files to the controller."""
+        output = getattr(session.config, "workeroutput", None)
+        if output is not None:
+            output[WORKER_OUTPUT_KEY] = sorted(str(path) for path in self.paths)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """The controller keeps the files each worker collected."""
+        found = getattr(node, "workeroutput", None) or {}
+        self.paths.update(Path(path) for path in found.get(WORKER_OUTPUT_KEY, ()))

@@ -273,3 +273,30 @@ def test_merged_source_and_its_differences() -> None:
         "files": {"x": "1", "y": "2", "z": "4"},
     }
     assert merged_source([None, {}]) is None
+
+
+# -- the run's sources: gathered by the plugin, read from the stash ----------------------------
+
+
+def test_run_source_reads_the_files_the_plugin_gathered(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    from pytest_llmbench.plugin import CollectedSources
+    from pytest_llmbench.provenance import run_source
+
+    config = pytester.parseconfig()
+    assert run_source(config)["files"] == {}  # nothing gathered: no files, no error
+    collected = CollectedSources(config)
+    read = pytester.path / "x.eval.yaml"
+    read.write_text("cases: []\n")
+    collected.paths.add(read)
+    assert run_source(config)["files"] == {"x.eval.yaml": _sha(read)}
+
+
+def test_the_old_import_path_gives_the_same_functions() -> None:
+    from pytest_llmbench import fingerprint, provenance
+
+    names = ("file_hash", "git_info", "merged_source", "run_source", "source_differences")
+    assert [
+        name for name in names if getattr(fingerprint, name) is not getattr(provenance, name)
+    ] == []

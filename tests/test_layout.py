@@ -24,7 +24,9 @@ STAGES = (
 )  # fmt: skip
 #: Modules on top that any stage may import, and that import no stage: the results folder's
 #: files and utilities.
-SHARED = ("fingerprint", "redact", "results_folder", "shard", "userimport", "yamlguard")
+SHARED = (
+    "fingerprint", "provenance", "redact", "results_folder", "shard", "userimport", "yamlguard"
+)  # fmt: skip
 #: The pytest shell's modules on top and its packages: they may import any stage.
 SHELL_MODULES = ("collect", "fixtures", "item", "plugin", "workers")
 SHELL_PACKAGES = ("cli",)
