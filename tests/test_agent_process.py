@@ -19,6 +19,7 @@ from pytest_llmbench.agent.process import (
 )
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+QUICK = SandboxLimits(timeout_s=10.0)
 
 
 def run(
@@ -32,7 +33,8 @@ def run(
         cwd=tmp_path,
         env=ENV,
         setup=lambda: None,
-        limits=limits or SandboxLimits(timeout_s=10.0),
+        timeout_s=(limits or QUICK).timeout_s,
+        max_output_bytes=(limits or QUICK).max_output_bytes,
         overrun=overrun,
         sandboxed=False,
     )

@@ -18,10 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .limits import SandboxLimits
+from typing import IO
 
 _CHUNK = 65536
 # Readers of a pipe still held open by a process that escaped the group are abandoned after this.
@@ -83,11 +80,13 @@ def run_captured(
     cwd: Path,
     env: Mapping[str, str],
     setup: Callable[[], None],
-    limits: SandboxLimits,
+    timeout_s: float,
+    max_output_bytes: int,
     overrun: Callable[[], str | None] | None,
     sandboxed: bool,
 ) -> CommandResult:
     """Run ``argv`` in ``cwd`` with exactly ``env``; ``setup`` runs in the child before exec.
+    The group is killed after ``timeout_s`` and when a stream passes ``max_output_bytes``.
     ``overrun`` (None: not measured) says which limit the workdir passed, if any: the command
     is then stopped. Blocks until the command and its group are gone."""
     started = time.monotonic()
@@ -104,23 +103,23 @@ def run_captured(
         )
     except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL
         return not_run(f"cannot start /bin/sh: {type(exc).__name__}: {exc}", sandboxed)
-    return _collect(proc, started, limits, overrun, sandboxed)
+    return _collect(proc, started, started + timeout_s, max_output_bytes, overrun, sandboxed)
 
 
 def _collect(
     proc: subprocess.Popen[bytes],
     started: float,
-    limits: SandboxLimits,
+    deadline: float,
+    cap: int,
     overrun: Callable[[], str | None] | None,
     sandboxed: bool,
 ) -> CommandResult:
     assert proc.stdout is not None and proc.stderr is not None
     group = _Group(proc)
-    cap = limits.max_output_bytes
     readers = [_CappedReader(s, cap, group.kill) for s in (proc.stdout, proc.stderr)]
     for reader in readers:
         reader.start()
-    timed_out, passed = _watch(group, started + limits.timeout_s, overrun)
+    timed_out, passed = _watch(group, deadline, overrun)
     group.kill()  # the timed-out command, or background jobs it left behind
     returncode = group.reap()
     for reader in readers:

@@ -246,7 +246,8 @@ class Sandbox:
             cwd=self.view.cwd,
             env=self.environment(),
             setup=setup,
-            limits=self.limits,
+            timeout_s=self.limits.timeout_s,
+            max_output_bytes=self.limits.max_output_bytes,
             overrun=self._overrun if self.writable else None,
             sandboxed=self.sandboxed,
         )
