@@ -79,6 +79,7 @@ class EvalFile(pytest.File):
                             latency_only=run.latency_only,
                             user_sim=self._user_sim(loaded, case, model),
                             functions=case.functions or loaded.functions,
+                            kind=loaded.kind,
                         )
                         items.append(self._item(plan))
         self._check_contests(items)
