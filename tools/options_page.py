@@ -3,7 +3,7 @@
 An MkDocs hook (``hooks:`` in mkdocs.yml): ``docs/options.md`` holds a marker, and each build
 replaces it with a table of every command-line option and ini key that ``pytest_addoption``
 registers, with the help text pytest shows in ``pytest --help``. The option table in
-``pytest_llmbench/config.py`` stays the one copy: nothing here restates an option.
+``pytest_llmbench/config/options.py`` stays the one copy: nothing here restates an option.
 """
 
 from __future__ import annotations

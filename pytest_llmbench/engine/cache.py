@@ -26,7 +26,6 @@ import dataclasses
 import hashlib
 import json
 import random
-import re
 import sqlite3
 import threading
 import time
@@ -35,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.option_values import format_age as format_age  # re-exported: pacing, tests
+from ..config.option_values import parse_age as parse_age  # re-exported: tests
 from ..models.providers.completion import Completion
 from ..yamlguard import json_text
 
@@ -51,36 +52,11 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS responses "
     "(key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL, model TEXT, run TEXT)"
 )
-#: Seconds per unit of an age written as ``90s``, ``30m``, ``12h`` or ``14d``.
-_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 
 
 def cache_path(folder: Path) -> Path:
     """The cache file in ``folder`` (the run's ``--cache-dir``)."""
     return Path(folder) / CACHE_FILE
-
-
-def parse_age(text: str) -> float:
-    """Seconds in an age such as ``90s``, ``30m``, ``12h`` or ``14d`` (more than 0);
-    anything else is a ValueError saying what is expected."""
-    match = _AGE.fullmatch(text.strip().lower())
-    seconds = float(match[1]) * _AGE_UNITS[match[2]] if match else 0.0
-    if seconds <= 0:
-        raise ValueError(
-            f"{text!r} is not an age: write a positive number and a unit, s, m, h or d "
-            "(90s, 30m, 12h, 14d)"
-        )
-    return seconds
-
-
-def format_age(seconds: float) -> str:
-    """``seconds`` in the largest unit it is a whole number of, or that it holds at least twice
-    (rounded down): 90s, 30m, 36h, 14d; ``14d`` reads back as the same age."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= 2 * size or (seconds >= size and seconds % size == 0):
-            return f"{seconds // size:.0f}{unit}"
-    return f"{max(0.0, seconds):.0f}s"
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...config.option_values import parse_repeat_policy as parse_repeat_policy  # re-exported
 from .intervals import Interval, clustered_mean
 
 #: The model label of records from tests that called no model.
@@ -101,20 +102,6 @@ def case_key(record: Mapping[str, Any]) -> CaseKey:
         NO_MODEL if model is None else str(model),
         str(record.get("suite")),
         str(record.get("case_id")),
-    )
-
-
-def parse_repeat_policy(raw: str) -> str:
-    """``raw`` as a ``--repeat-policy`` (all, majority, any, at-least:K with K >= 1), lower-cased;
-    ValueError naming it otherwise."""
-    policy = raw.lower()
-    if policy in ("all", "majority", "any"):
-        return policy
-    count = policy.removeprefix("at-least:")
-    if policy.startswith("at-least:") and count.isdigit() and int(count) >= 1:
-        return policy
-    raise ValueError(
-        f"--repeat-policy must be all, majority, any or at-least:K (K >= 1), got {raw!r}"
     )
 
 
