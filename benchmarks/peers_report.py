@@ -300,6 +300,11 @@ STARTUP_LIMIT_NOTES = """\
   Measured pair by pair on a loaded machine (load average 18 on 2 CPUs), 1 item, with the
   variable set: the run with it 0.73 x the wall time (spread 0.66-0.86) and 0.69 x the CPU time
   (0.60-0.80) of the run before it, 6 pairs.
+- The stage restructure of issue 37 (case and judge kinds, stage faces, the config package),
+  measured pair by pair against the wheel of 496f84b before it, with the variable set: 1 item
+  1.03 x the CPU time (spread 0.87-1.12), 6 pairs; a run with no eval file 0.94 x (0.87-1.44),
+  8 pairs. At 496f84b, at load average 18, the table gave wall A / B 1.73 (1 item) and 1.75
+  (N=400) with bytecode written, 1.73 and 1.92 without.
 - On a loaded machine each process's CPU work stretches while the waits on the server (0.25 s
   to an answer, most of the limit's time on a quiet machine) do not, so wall A / B drifts
   towards CPU A / B. Quote a figure with its load average; the target is judged on a quiet
