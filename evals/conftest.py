@@ -35,9 +35,10 @@ TOUR: dict[str, tuple[str, ...]] = {
     "graders/fact.eval.yaml": ("capital-of-france",),
     "graders/select-best.eval.yaml": ("spider-legs",),
     "rag.eval.yaml": ("lighthouse-height",),
-    # function calling, agents in the sandbox, an agent with MCP tools
+    # function calling; an agent in the sandbox with MCP tools (agents/files.eval.yaml is left
+    # out: its first item spends its whole 120 s limit while the server starts and the look-ahead
+    # calls of later items hold it)
     "function-calling-bfcl.eval.yaml": ("simple_python_0",),
-    "agents/files.eval.yaml": ("create-hello",),
     "agents/mcp-time.eval.yaml": ("utc-now",),
 }
 
