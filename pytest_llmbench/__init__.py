@@ -14,7 +14,10 @@ turned off for it (this marker for this module, :func:`_skip_assertion_rewriting
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 
 def _skip_assertion_rewriting() -> None:
@@ -39,3 +42,15 @@ def _skip_assertion_rewriting() -> None:
 
 
 _skip_assertion_rewriting()
+
+
+def face_attribute(namespace: dict[str, Any], face: Mapping[str, str], name: str) -> Any:
+    """A name of a stage's face (``face``: name -> the stage's module defining it), imported from
+    its module when asked for: a stage's ``__getattr__`` calls it, so importing a stage loads
+    nothing more. Not kept in the stage's ``namespace``: the module's own object is always the
+    one given, even after ``sys.modules`` was restored (as pytester does between runs)."""
+    module = face.get(name)
+    package = namespace["__name__"]
+    if module is None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", package), name)

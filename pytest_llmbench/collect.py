@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .config import allowed_paths, get_run_config
-from .engine.plan import DESELECTED_KEY, PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
+from .engine import DESELECTED_KEY, PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
 from .item import EvalItem, run_eval_case
-from .spec.variants import PromptVariantWarning, Variant
+from .spec import PromptVariantWarning, Variant
 
 if TYPE_CHECKING:
     from .config import RunConfig
-    from .models.profiles import ModelProfile
-    from .spec.schema import EvalCase, EvalFileError, LoadedEval
+    from .models import ModelProfile
+    from .spec import EvalCase, EvalFileError, LoadedEval
 
 # Tags that can be pytest markers and `-m` words: no ':' or '(' (they end a marker's name in the
 # ini `markers` lines) and no leading '_' (pytest refuses those).
@@ -38,8 +38,7 @@ class EvalFile(pytest.File):
     """A ``*.eval.yaml`` file."""
 
     def collect(self) -> list[EvalItem]:
-        from .spec.load import load_spec
-        from .spec.schema import EvalFileError
+        from .spec import EvalFileError, load_spec
 
         try:
             roots = (self.config.rootpath, *allowed_paths(self.config))
@@ -88,8 +87,8 @@ class EvalFile(pytest.File):
     def _check_contests(self, items: Sequence[EvalItem]) -> None:
         """A select-best assertion needs two contestants (models or variants) per case, and
         one answer each: a collection error at the case's line otherwise."""
-        from .scoring.select_best import SelectBestSpec, check_contestants
-        from .spec.schema import EvalFileError
+        from .scoring import SelectBestSpec, check_contestants
+        from .spec import EvalFileError
 
         labels: dict[str, set[str]] = {}
         cases: dict[str, EvalCase] = {}
@@ -120,14 +119,14 @@ class EvalFile(pytest.File):
 
     def _variants(self, case: EvalCase, model: ModelProfile, run: RunConfig) -> list[Variant]:
         """The case's variants on ``model``: temperatures x original/optimized prompt."""
-        from .spec.variants import configured_temperature, temperature_variations
+        from .spec import configured_temperature, temperature_variations
 
         temperatures: list[float | None] = [None]
         if run.temperature_variations:
             try:
                 base = configured_temperature({**model.params, **case.model_params})
             except ValueError as exc:
-                from .spec.schema import EvalFileError
+                from .spec import EvalFileError
 
                 error = EvalFileError(
                     self.path, case.line, f"case {case.id!r} on {model.name}: {exc}"
@@ -144,8 +143,7 @@ class EvalFile(pytest.File):
 
     def _shim_interpreter(self, loaded: LoadedEval) -> ModelProfile | None:
         """An agent file's ``tool_shim_model``, resolved (a bad name fails collection)."""
-        from .spec.helper_models import shim_model
-        from .spec.schema import EvalFileError
+        from .spec import EvalFileError, shim_model
 
         try:
             return shim_model(loaded, get_run_config(self.config).profiles)
@@ -156,8 +154,7 @@ class EvalFile(pytest.File):
         self, loaded: LoadedEval, case: EvalCase, model: ModelProfile
     ) -> ModelProfile | None:
         """The model playing a ``simulated_user:`` case's user (a bad name fails collection)."""
-        from .spec.helper_models import user_sim_model
-        from .spec.schema import EvalFileError
+        from .spec import EvalFileError, user_sim_model
 
         if case.simulated_user is None:
             return None
@@ -169,8 +166,7 @@ class EvalFile(pytest.File):
 
     def _graded(self, loaded: LoadedEval, case: EvalCase) -> tuple[GradedSpec, ...]:
         """The case's judged assertions with their panels (a bad judge name fails collection)."""
-        from .spec.helper_models import assertion_panel
-        from .spec.schema import EvalFileError
+        from .spec import EvalFileError, assertion_panel
 
         run = get_run_config(self.config)
         graded = []
@@ -224,7 +220,7 @@ def _contests(
     """The select-best contests of the selected items (those marked to skip left out), and
     the contestants whose contest lost some of its contestants to a deselection (``-k``,
     ``--lf``...): such a contest is not held, its verdicts unchecked."""
-    from .engine.contests import contest_groups
+    from .engine import contest_groups
 
     selected = {item.nodeid for item in evals}
     left_out = [item for item in config.stash.get(DESELECTED_KEY, []) if isinstance(item, EvalItem)]
@@ -248,7 +244,7 @@ def _contests(
 def contest_of(item: pytest.Item) -> str | None:
     """The select-best contest ``item`` is a contestant of, or None: ``--shard`` deals a
     contest's contestants to one shard (their answers are judged together)."""
-    from .engine.contests import contest_key, is_contestant
+    from .engine import contest_key, is_contestant
 
     if isinstance(item, EvalItem) and is_contestant(item.plan):
         return contest_key(item.nodeid, item.plan.repeat)

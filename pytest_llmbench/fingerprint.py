@@ -29,7 +29,6 @@ from .provenance import (
     source_differences,
     source_info,
 )
-from .yamlguard import json_text
 
 __all__ = [
     "CASE_FIELDS",
@@ -106,6 +105,10 @@ class CaseHasher:
         context = getattr(case, "context", None)
         if context is not None:  # as turns: only when given (its text may not be in a prompt)
             payload["context"] = list(context)
+        # Here, not at the top: yamlguard loads yaml, which a run without eval files never needs
+        # (this module loads with the plugin); once loaded, the import is a dictionary lookup.
+        from .yamlguard import json_text
+
         try:
             text = json_text(payload, canonical=True)
         except TypeError:  # keys of mixed types (``{1: a, b: c}`` in vars): their written order

@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .engine.runtime import Runtime, get_runtime
-from .models.providers.completion import Completion, ProviderError
-from .results.record import utc_now
-from .results.state import PLAIN_STATE_KEY, ChatLog, PlainTestState, plain_state
+from .engine import Runtime, get_runtime
+from .models import Completion, ProviderError
+from .results import PLAIN_STATE_KEY, ChatLog, PlainTestState, plain_state, utc_now
 
 if TYPE_CHECKING:
     from .item import EvalItem
-    from .models.profiles import ModelProfile
-    from .spec.schema import EvalCase
+    from .models import ModelProfile
+    from .spec import EvalCase
 
 __all__ = [
     "PLAIN_STATE_KEY",
@@ -74,7 +73,7 @@ class LLMClient:
         **params: Any,
     ) -> Completion:
         """Ask the model; returns a :class:`Completion` with text, tokens, cost and timings."""
-        from .engine.pacing import BudgetExceeded
+        from .engine import BudgetExceeded
 
         chat = build_messages(prompt, messages, system)
         scheduler = self._runtime.scheduler()
@@ -117,7 +116,7 @@ class Conversation:
         """The history so far: what the next :meth:`send` sends before its message (a reply
         that called tools, given with ``send(..., tools=[...])``, with its calls and a "not run"
         result per call, as a scripted conversation's)."""
-        from .engine.conversation import reply_messages
+        from .engine import reply_messages
 
         replies = self._log.replies
         if replies:
@@ -129,7 +128,7 @@ class Conversation:
     def send(self, message: str, **params: Any) -> Completion:
         """Send ``message`` after the history; returns the model's reply as
         :meth:`LLMClient.complete` does. A call that fails leaves the history as it was."""
-        from .engine.request import Reply
+        from .engine import Reply
 
         with self._lock:
             sent = (*self.messages, {"role": "user", "content": message})
@@ -219,7 +218,7 @@ def eval_case(request: pytest.FixtureRequest) -> EvalCase:
 def workdir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     """A fresh folder for this item, seeded from the case's ``files:`` (and ``include_dirs:``);
     for an agent item whose loop started ahead, the folder it started in."""
-    from .engine.workdirs import seed, take_prepared
+    from .engine import seed, take_prepared
 
     item = _eval_item(request)
     if item is not None:

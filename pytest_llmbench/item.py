@@ -17,21 +17,17 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from .engine.runtime import get_runtime
-from .models.providers.completion import ProviderError
-from .results.record import utc_now
-from .results.state import EVAL_RESULT_KEY, EvalFailure, EvalResult
-from .scoring.base import one_line
+from .engine import get_runtime
+from .models import ProviderError
+from .results import EVAL_RESULT_KEY, EvalFailure, EvalResult, utc_now
+from .scoring import one_line
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
-    from .engine.kinds import CaseKind
-    from .engine.kinds.agent_kind import SandboxWarning
-    from .engine.plan import CallPlan
-    from .engine.request import Answer
-    from .models.profiles import ModelProfile
-    from .spec.schema import EvalCase
+    from .engine import Answer, CallPlan, CaseKind, SandboxWarning
+    from .models import ModelProfile
+    from .spec import EvalCase
 
 __all__ = ["EvalFailure", "EvalItem", "ItemTimeouts", "SandboxWarning", "run_eval_case"]
 
@@ -40,7 +36,7 @@ def __getattr__(name: str) -> Any:
     # SandboxWarning moved to the agent kind; still importable from here, without importing
     # the case kinds when the plugin loads this module.
     if name == "SandboxWarning":
-        from .engine.kinds.agent_kind import SandboxWarning
+        from .engine import SandboxWarning
 
         return SandboxWarning
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -130,7 +126,7 @@ class EvalItem(pytest.Function):
             # outside the except block, so that the error is printed once, not as a chain.
             self._fail(answer)
         _keep_answer(result, answer)
-        from .engine.kinds import Settling
+        from .engine import Settling
 
         env_file = get_runtime(self.config).run.env_file
         kind.settle(Settling(result, self.nodeid, env_file, self._fail))
@@ -140,13 +136,13 @@ class EvalItem(pytest.Function):
             self._fail(ProviderError("; ".join(failures), "judge"))
 
     def _kind(self) -> CaseKind:
-        from .engine.kinds import kind_of
+        from .engine import kind_of
 
         return kind_of(self.plan)
 
     def _take(self) -> Answer | ProviderError:
         """The scheduler's answer for this item, or the provider error it ended with."""
-        from .engine.pacing import BudgetExceeded
+        from .engine import BudgetExceeded
 
         skipped: str | None = None
         try:
@@ -162,7 +158,7 @@ class EvalItem(pytest.Function):
     def _workdir(self) -> Path:
         """The ``workdir`` fixture's folder; one the OS refuses to seed (a ``files:`` path past
         PATH_MAX under a long temporary folder) is the item's ``config`` error, said alone."""
-        from .engine.workdirs import WorkdirError
+        from .engine import WorkdirError
 
         try:
             folder: Path = self._request.getfixturevalue("workdir")
@@ -184,9 +180,8 @@ class EvalItem(pytest.Function):
 
     def score_answer(self) -> None:
         """Evaluate every assertion; raise :class:`EvalFailure` below the threshold."""
-        from .engine.kinds import Checking
-        from .engine.kinds.base import call_measures
-        from .scoring.assertions import AssertionContext, score_verdicts
+        from .engine import Checking, call_measures
+        from .scoring import AssertionContext, score_verdicts
 
         result = self.result
         assert result.completion is not None

@@ -52,7 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from .item import ItemTimeouts
 
     config.pluginmanager.register(ItemTimeouts(), "llmbench-item-timeouts")
-    from .engine.prefetch import Prefetcher
+    from .engine import Prefetcher
 
     config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")
     # On every process: a worker hands the files it collected to the controller's run.json.
@@ -63,11 +63,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     parse_shard(_config.shard_setting(config))  # a bad --shard is a usage error now
     if not hasattr(config, "workerinput"):
-        from .results.recorder import check_results_dir
+        from .results import check_results_dir
 
         check_results_dir(config)  # one that cannot be made is a usage error now
     if config.getoption("llmbench_retry_errors", None):
-        from .results.retry import start_retry
+        from .results import start_retry
 
         # On every process (workers deselect alike); the controller refuses a bad DIR now.
         start_retry(config)
@@ -75,25 +75,25 @@ def pytest_configure(config: pytest.Config) -> None:
     checking = run is not None and run.check_models
     if hasattr(config, "workerinput"):
         if checking:
-            from .engine.preflight import restrict_worker_models
+            from .engine import restrict_worker_models
 
             restrict_worker_models(config)
         return
     if run is not None and run.check_models:
-        from .engine.preflight import ModelChecker, check_options
+        from .engine import ModelChecker, check_options
 
         check_options(run)
         # Its pytest_sessionstart runs before collection and before xdist starts the workers.
         config.pluginmanager.register(ModelChecker(config), "llmbench-check-models")
     if config.getoption("llmbench_estimate_cost"):
-        from .engine.estimate import CostEstimator
+        from .engine import CostEstimator
 
         config.pluginmanager.register(CostEstimator(), "llmbench-estimate")
-    from .report.standalone import SessionEndWarmUp
-    from .results.recorder import ResultsRecorder
+    from .report import SessionEndWarmUp
+    from .results import ResultsRecorder
 
     config.pluginmanager.register(SessionEndWarmUp(), "llmbench-warm-up")
-    from .render.progress import RunProgress, progress_every_s
+    from .render import RunProgress, progress_every_s
 
     # Lines on the terminal (every_s 0: none) and progress.json for `llmbench view`.
     config.pluginmanager.register(
@@ -103,10 +103,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # The recorder summarizes the run once and decides the gates (asking the baseline plugin);
     # after it (trylast) the report and CI outputs read that summary; the terminal prints it.
     # Each imports its heavy parts (pandas) only when the run has records.
-    from .render.ci import CIOutputs
-    from .render.terminal import TerminalSummary
-    from .report.standalone import ReportWriter
-    from .results.baseline import BaselineGate
+    from .render import CIOutputs, TerminalSummary
+    from .report import ReportWriter
+    from .results import BaselineGate
 
     config.pluginmanager.register(TerminalSummary(config), "llmbench-terminal")
     config.pluginmanager.register(ReportWriter(config), "llmbench-report")
@@ -114,7 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(BaselineGate(config), "llmbench-baseline")
     if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
         # Only when a pytest-html report is written: the extras cost CPU on every report.
-        from .report.html_columns import HtmlColumns
+        from .report import HtmlColumns
 
         config.pluginmanager.register(HtmlColumns(), "llmbench-html")
     if config.pluginmanager.hasplugin("xdist"):
@@ -125,8 +124,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _worker_watch(config: pytest.Config) -> Any:
     """The controller's notices of items that wait long on the workers."""
-    from .engine.runtime import terminal_notice, wait_notice_s
-    from .engine.watch import WorkerWatch
+    from .engine import WorkerWatch, terminal_notice, wait_notice_s
 
     def models() -> list[str]:
         return [model.name for model in _config.get_run_config(config).models]
@@ -158,7 +156,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop the engine; the controller also stops the embedded server."""
-    from .engine.runtime import shutdown
+    from .engine import shutdown
 
     shutdown(config)
 
@@ -195,7 +193,7 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
     a select-best contest that lost some of its contestants is not held
     (:func:`~pytest_llmbench.collect.stash_plans`)."""
     if items and "pytest_llmbench.collect" in sys.modules:
-        from .engine.plan import DESELECTED_KEY
+        from .engine import DESELECTED_KEY
 
         items[0].config.stash.setdefault(DESELECTED_KEY, []).extend(items)
 
@@ -216,7 +214,7 @@ def _say_clients(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or hasattr(config, "workerinput") or config.option.verbose < 0:
         return
-    from .engine.targets import clients_line
+    from .engine import clients_line
 
     judges = bool(config.getoption("llmbench_judges") or config.getini("llmbench_judges"))
     reporter.write_line(clients_line(_config.get_run_config(config), judges))
@@ -226,7 +224,7 @@ def _say_clients(config: pytest.Config) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Attach the item's record to its report (it crosses xdist with the report)."""
     report = yield
-    from .results.attach import attach_record
+    from .results import attach_record
 
     attach_record(item, call, report)
     return report
@@ -238,9 +236,7 @@ class _XdistBridge:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        from .engine.preflight import worker_input
-        from .engine.session import session_state
-        from .engine.xdist_schedule import dist_mode
+        from .engine import dist_mode, session_state, worker_input
 
         state_dir, owner = session_state(node.config)
         node.workerinput["llmbench_state_dir"] = str(state_dir)
@@ -254,7 +250,7 @@ class _XdistBridge:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """xdist's ``--dist load`` scheduler becomes one that keeps every worker's queue as deep
         as its look-ahead; any other (another mode, another plugin's) is kept."""
-        from .engine.xdist_schedule import make_scheduler
+        from .engine import make_scheduler
 
         chosen = yield
         return make_scheduler(config, log, chosen)

@@ -105,6 +105,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def stage_of(module: str) -> str:
+    if not module:  # the package's own __init__: imported before any of its modules anyway
+        return "root"
     top = module.split(".")[0]
     return top if top in STAGES or top in SHARED else "shell"
 
@@ -125,6 +127,60 @@ def backward_imports(graph: dict[str, set[str]]) -> list[str]:
     return wrong
 
 
+def face_names(stage: str) -> set[str]:
+    """What a stage's ``__init__`` offers other stages: its ``__all__``, read from the source."""
+    tree = ast.parse((PACKAGE / stage / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def around_faces() -> list[str]:
+    """``module: line: what`` for each import of another stage that does not go through its face
+    (``from ..engine import CallPlan``, a name of its ``__all__``): one reaching into a module of
+    the stage (``from ..engine.plan import CallPlan``), or naming what the face does not offer."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py") if "scaffold" not in p.parts}
+    faces = {stage: face_names(stage) for stage in STAGES}
+    wrong = []
+    for name, path in sorted(paths.items()):
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for target, names in _import_targets(node, package):
+                stage = target.split(".")[0]
+                if stage not in STAGES or stage == stage_of(name):
+                    continue
+                if target != stage:
+                    wrong.append(f"{name}: {node.lineno}: reaches into {target}")
+                wrong += [
+                    f"{name}: {node.lineno}: {stage} has no face name {n!r}"
+                    for n in names
+                    if target == stage and n not in faces[stage]
+                ]
+    return wrong
+
+
+def _import_targets(node: ast.AST, package: str) -> Iterator[tuple[str, list[str]]]:
+    """The module of the package ``node`` imports from, and the names it takes from it."""
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = package.split(".") if package else []
+            base = base[: len(base) - node.level + 1]
+            yield (
+                ".".join([*base, *([node.module] if node.module else [])]),
+                [alias.name for alias in node.names],
+            )
+        elif node.module is not None and node.module.startswith("pytest_llmbench"):
+            module = node.module.removeprefix("pytest_llmbench").lstrip(".")
+            yield module, [alias.name for alias in node.names]
+    elif isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name.startswith("pytest_llmbench."):
+                yield alias.name.removeprefix("pytest_llmbench."), []
+
+
 def package_modules() -> list[str]:
     """Every module of the package as its path in it (``engine/plan.py``), scaffold left out."""
     paths = (p for p in PACKAGE.rglob("*.py") if "scaffold" not in p.parts)
@@ -142,6 +198,17 @@ def test_the_package_has_no_import_cycle() -> None:
 
 def test_stages_import_only_earlier_stages() -> None:
     assert backward_imports(import_graph()) == []
+
+
+def test_other_stages_and_the_shell_import_a_stage_through_its_face() -> None:
+    assert around_faces() == []
+
+
+def test_around_faces_names_an_import_reaching_into_a_stage(tmp_path: Path) -> None:
+    tree = ast.parse("from ..engine.plan import CallPlan\nfrom ..engine import CallPlan\n")
+    found = [list(_import_targets(node, "results")) for node in tree.body]
+    assert found == [[("engine.plan", ["CallPlan"])], [("engine", ["CallPlan"])]]
+    assert "CallPlan" in face_names("engine")
 
 
 def test_every_package_folder_is_a_stage_or_known() -> None:

@@ -20,8 +20,8 @@ from pytest_llmbench.render.github_comment import (
     SHOWN_FLIPS,
     SavedRun,
     fit,
-    github_comment,
     md_text,
+    pull_request_comment,
 )
 from pytest_llmbench.results.baseline import BY_ID_NOTE, compare_runs, load_results, load_run_info
 from pytest_llmbench.results.record import build_record
@@ -204,9 +204,9 @@ def test_a_long_comment_is_cut_to_the_limit_with_a_note(runs: tuple[Path, Path])
     old_run = SavedRun(baseline, load_results(baseline), load_run_info(baseline))
     new_run = SavedRun(new, load_results(new), load_run_info(new))
     results = compare_runs(old_run.records, new_run.records)
-    whole = github_comment(old_run, new_run, results)
+    whole = pull_request_comment(old_run, new_run, results)
     limit = whole.index("<summary>") + 300  # inside the per-case list
-    cut = github_comment(old_run, new_run, results, limit=limit)
+    cut = pull_request_comment(old_run, new_run, results, limit=limit)
     assert len(cut) <= limit < len(whole)
     assert cut.startswith(MARKER + "\n") and "### Gates" in cut
     assert cut.count("<details>") == cut.count("</details>") == 1  # closed before the note

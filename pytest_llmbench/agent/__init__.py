@@ -9,14 +9,16 @@ calling; :mod:`.tools` are the tools, confined to the item's workdir, whose shel
 file's ``post_process`` command. What an agent left behind is checked in
 :mod:`pytest_llmbench.scoring.agent`.
 
-This is the stage's face: the names below are what other stages use. They are imported when
-first read (PEP 562), so importing one submodule (say, :mod:`.shim`) does not load the sandbox.
+This is the stage's face: the names below are what other stages and the pytest shell import from
+it (tests/test_layout.py checks that they import nothing else of it). Each is imported from its
+module when first asked for, so that importing the stage loads nothing more.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .. import face_attribute
 
 if TYPE_CHECKING:
     from .loop import AgentRun, AsyncToolboxLike, ToolboxLike, ToolCall, run_agent
@@ -34,29 +36,30 @@ if TYPE_CHECKING:
     )
     from .tools import Toolbox, ToolError, resolve_inside
 
-#: Each name of the face, by the module (of this package) that defines it.
+#: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
-    **dict.fromkeys(
-        ("AgentRun", "AsyncToolboxLike", "ToolCall", "ToolboxLike", "run_agent"), "loop"
-    ),
+    "AgentRun": "loop",
+    "AsyncToolboxLike": "loop",
+    "ToolCall": "loop",
+    "ToolboxLike": "loop",
+    "run_agent": "loop",
     "open_mcp_tools": "mcp",
     "McpPool": "mcp_pool",
-    **dict.fromkeys(("PostProcessError", "run_post_process"), "post"),
+    "PostProcessError": "post",
+    "run_post_process": "post",
     "CommandResult": "process",
-    **dict.fromkeys(
-        ("Sandbox", "SandboxLimits", "SandboxUnavailable", "fallback_notice"), "sandbox"
-    ),
-    **dict.fromkeys(
-        (
-            "calls_reply_text",
-            "calls_response_format",
-            "parse_calls_reply",
-            "shim_tool_result",
-            "with_shim_prompt",
-        ),
-        "shim",
-    ),
-    **dict.fromkeys(("ToolError", "Toolbox", "resolve_inside"), "tools"),
+    "Sandbox": "sandbox",
+    "SandboxLimits": "sandbox",
+    "SandboxUnavailable": "sandbox",
+    "fallback_notice": "sandbox",
+    "calls_reply_text": "shim",
+    "calls_response_format": "shim",
+    "parse_calls_reply": "shim",
+    "shim_tool_result": "shim",
+    "with_shim_prompt": "shim",
+    "ToolError": "tools",
+    "Toolbox": "tools",
+    "resolve_inside": "tools",
 }
 
 __all__ = [
@@ -87,9 +90,4 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """A name of the face, imported from its module on first use."""
-    module = _FACE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # asked once: later lookups are plain attribute reads
-    return value
+    return face_attribute(globals(), _FACE, name)

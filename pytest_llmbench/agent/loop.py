@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..models.providers.completion import Completion, ProviderError, Usage
+from ..models import Completion, ProviderError, Usage
 from .shim import (
     interpreter_messages,
     is_protocol_reply,

@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..models.providers.completion import ProviderError
+from ..models import ProviderError
 from ..redact import Redactor
 from .mcp_io import DiskWatch
 from .mcp_launch import McpServer, McpServerError

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..models.providers.completion import ProviderError
+from ..models import ProviderError
 from .limits import prlimit_argv, protect_this_process
 from .mcp_io import HttpStatus, StderrTail, quiet_parse_errors
 from .programs import Program, ProgramNotVisible, locate

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 
 from ..results_folder import ResultsError
-from ..spec.validate import UsageFailure
+from ..spec import UsageFailure
 from .cache_command import add_cache_command
 from .compare_command import COMPARE_FORMATS, add_compare_command
 from .init_command import (
@@ -79,7 +79,7 @@ def version_line() -> str:
         except metadata.PackageNotFoundError:
             return None
 
-    from ..models.providers.routes import LEAN_PROVIDERS
+    from ..models import LEAN_PROVIDERS
 
     own = installed("pytest-llmbench") or "unknown"
     parts = [f"{name} {found}" for name in _VERSIONED if (found := installed(name))]

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import DEFAULT_CACHE_DIR, OPTIONS, format_age, parse_age
-from ..engine.cache import CacheError, EntryInfo, ResponseCache, cache_path
-from ..spec.validate import UsageFailure
+from ..engine import CacheError, EntryInfo, ResponseCache, cache_path
+from ..spec import UsageFailure
 
 #: ``stats`` columns: entries younger than each bound (seconds), then ``older``.
 AGE_BUCKETS: tuple[tuple[str, float], ...] = (("<1d", 86400), ("1-7d", 7 * 86400),

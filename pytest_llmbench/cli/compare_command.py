@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..results.baseline import (
+from ..results import (
     compare_runs,
     format_comparison,
     load_results,
@@ -19,7 +19,7 @@ from ..results.baseline import (
     pairing_note,
     switch_models,
 )
-from ..spec.validate import UsageFailure
+from ..spec import UsageFailure
 from .output import emit
 
 #: ``llmbench compare --format``: the terminal's text, or a pull request comment's Markdown.
@@ -88,7 +88,7 @@ def _compare_comment(
 ) -> int:
     """``--format github-comment``: the comment's Markdown to stdout or ``--output``; the exit
     status is the text format's (1 on a significant regression)."""
-    from ..render.github_comment import SavedRun, github_comment
+    from ..render import SavedRun, pull_request_comment
 
     if args.model is not None:
         baseline = [record for record in baseline if model_of(record) == args.model]
@@ -99,7 +99,7 @@ def _compare_comment(
         print(f"llmbench: warning: {note}", file=sys.stderr)
     old_run = SavedRun(args.baseline, baseline, load_run_info(args.baseline))
     new_run = SavedRun(args.new, new, load_run_info(args.new))
-    emit(github_comment(old_run, new_run, results), args.output)
+    emit(pull_request_comment(old_run, new_run, results), args.output)
     return 1 if any(result.significant_regression for result in results) else 0
 
 

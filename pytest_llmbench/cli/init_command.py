@@ -8,7 +8,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from ..spec.validate import UsageFailure
+from ..spec import UsageFailure
 
 _PYTEST_INI = "pytest.ini"
 #: The starter project's files, as written; their templates are in ``pytest_llmbench/scaffold/``.

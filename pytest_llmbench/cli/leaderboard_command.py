@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import ERRORS_COUNT_AS, OPTIONS
-from ..render.markup import board_html, board_markdown
-from ..results.baseline import load_results, model_of, models_of
-from ..spec.validate import UsageFailure
+from ..render import board_html, board_markdown
+from ..results import load_results, model_of, models_of
+from ..spec import UsageFailure
 from .output import emit
 
 if TYPE_CHECKING:

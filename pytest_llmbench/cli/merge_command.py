@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config import OPTIONS, parse_repeat_policy
-from ..render.markup import board_markdown
-from ..results.baseline import compare_runs, load_results, pairing_note
+from ..render import board_markdown
+from ..results import compare_runs, load_results, pairing_note
 from ..results_folder import ResultsFolder
-from ..spec.validate import UsageFailure
+from ..spec import UsageFailure
 
 #: The merge's per-model limits, a run's options (``--max-latency-p95`` ...): dest -> what it
 #: limits. The flag and the RunConfig field (the argparse dest) are the option table's.
@@ -48,7 +48,7 @@ def add_merge_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _merge_command(args: argparse.Namespace) -> int:
-    from ..results.merge import differences, gate_settings, load_shards, merged_records
+    from ..results import differences, gate_settings, load_shards, merged_records
 
     _check_merge_options(args)
     if args.output.resolve() in {folder.resolve() for folder in args.dirs}:
@@ -111,9 +111,8 @@ def _check_merge_options(args: argparse.Namespace) -> None:
 def _write_merged(
     records: list[dict[str, Any]], coverage: Any, shards: Any, out: Path, settings: Any
 ) -> Any:
-    from ..report.standalone import write_report
-    from ..results.merge import merged_info
-    from ..results.summary import summarize, write_aggregates
+    from ..report import write_report
+    from ..results import merged_info, summarize, write_aggregates
 
     summary = summarize(records, settings.errors_count_as)
     ordered = list(summary.records)
@@ -129,8 +128,7 @@ def _merge_gates(
 ) -> tuple[int, list[str]]:
     """The merged run's exit status and failed gates, decided as a run's (see
     :func:`..results.merge.merged_decision`); the regressions are shown whether they gate or not."""
-    from ..results.merge import merged_decision, merged_state
-    from ..results.recorder import GATE_INPUTS, gate_inputs
+    from ..results import GATE_INPUTS, gate_inputs, merged_decision, merged_state
 
     decision, repeats = merged_decision(shards, summary, settings)
     info[GATE_INPUTS] = gate_inputs(merged_state(shards, list(summary.records)))

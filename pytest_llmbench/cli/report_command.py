@@ -7,7 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..results.baseline import load_results, load_run_info
+from ..results import load_results, load_run_info
 from ..results_folder import REPORT_FILE
 
 
@@ -19,7 +19,7 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def _report_command(args: argparse.Namespace) -> int:
-    from ..report.standalone import write_report
+    from ..report import write_report
 
     records, run_info = load_results(args.dir), load_run_info(args.dir)
     if args.output is None:

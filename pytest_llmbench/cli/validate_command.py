@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..spec.validate import validate_command
+from ..spec import validate_command
 
 
 def add_validate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..results_folder import DEFAULT_ROOT
-from ..spec.validate import UsageFailure
+from ..spec import UsageFailure
 
 
 def add_view_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,7 +34,7 @@ def _view_command(args: argparse.Namespace) -> int:
         raise UsageFailure(
             "llmbench view needs the view extra: pip install 'pytest-llmbench[view]'"
         )
-    from ..view.app import ViewSettings, serve
+    from ..view import ViewSettings, serve
 
     roots = list(args.dirs) or [Path(DEFAULT_ROOT)]
     for root in roots:

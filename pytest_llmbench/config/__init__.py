@@ -69,9 +69,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-#: The old private name: results.retry and results.recorder import it so.
-_path = option_path
-
 __all__ = [
     "ALLOWED_PATHS_KEY",
     "CACHE_MODES",

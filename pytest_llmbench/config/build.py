@@ -32,7 +32,7 @@ from .options import (
 from .run_config import RunConfig
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile, ProfileRegistry
+    from ..models import ModelProfile, ProfileRegistry
 
 
 def build_run_config(config: pytest.Config) -> RunConfig:
@@ -103,8 +103,7 @@ class _ChosenProfiles:
 def _chosen_profiles(config: pytest.Config) -> _ChosenProfiles:
     """``--models``, ``--judges`` and ``--optimizer`` resolved against the profile files; a name
     no profile or litellm id answers to is a ``UsageError`` naming its option."""
-    from ..models.profile_files import load_profiles
-    from ..models.profiles import ProfileError
+    from ..models import ProfileError, load_profiles
 
     try:
         registry = load_profiles(_profile_paths(config))
@@ -196,7 +195,7 @@ def _baseline(config: pytest.Config) -> Path | None:
 
 
 def _judge_metrics(config: pytest.Config) -> tuple[str, ...]:
-    from ..scoring.judged import dimension_key
+    from ..scoring import dimension_key
 
     raw = setting(config, "judge_metrics") or ""
     try:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .options import DEFAULT_CACHE_DIR
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile, ProfileRegistry
+    from ..models import ModelProfile, ProfileRegistry
 
 
 @dataclass(frozen=True)

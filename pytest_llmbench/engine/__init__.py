@@ -10,4 +10,152 @@ budget). :mod:`.runtime` holds the per-process pieces, :mod:`.targets` resolves 
 is called, :mod:`.xdist_schedule` keeps xdist workers' queues deep enough, :mod:`.estimate` is
 ``--estimate-cost`` and :mod:`.preflight` is ``--check-models``. Nothing here imports the pytest
 item: the engine takes plans, and gives back :class:`~.request.Answer` values.
+
+This is the stage's face: the names below are what other stages and the pytest shell import from
+it (tests/test_layout.py checks that they import nothing else of it). Each is imported from its
+module when first asked for, so that importing the stage loads nothing more.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import face_attribute
+
+if TYPE_CHECKING:
+    from .cache import CacheError, EntryInfo, ResponseCache, cache_path
+    from .contests import contest_groups, contest_key, is_contestant
+    from .conversation import reply_messages
+    from .estimate import CostEstimator
+    from .kinds import CaseKind, Checking, Settling, kind_of
+    from .kinds.agent_kind import SandboxWarning
+    from .kinds.base import call_measures
+    from .kinds.talk import conversation_entries, conversation_entry
+    from .optimizer import store_path, write_log
+    from .pacing import BudgetExceeded
+    from .plan import DESELECTED_KEY, PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
+    from .prefetch import Prefetcher
+    from .preflight import (
+        ModelChecker,
+        check_options,
+        check_summary,
+        restrict_worker_models,
+        worker_input,
+    )
+    from .request import Answer, ConversationRun, Reply
+    from .runtime import RUNTIME_KEY, Runtime, get_runtime, shutdown, terminal_notice, wait_notice_s
+    from .session import session_state
+    from .targets import clients_line
+    from .watch import WorkerWatch
+    from .workdirs import WorkdirError, seed, take_prepared
+    from .xdist_schedule import dist_mode, eval_nodeid_matcher, make_scheduler
+
+#: Each name of the face, by the module of the stage that defines it.
+_FACE: dict[str, str] = {
+    "CacheError": "cache",
+    "EntryInfo": "cache",
+    "ResponseCache": "cache",
+    "cache_path": "cache",
+    "contest_groups": "contests",
+    "contest_key": "contests",
+    "is_contestant": "contests",
+    "reply_messages": "conversation",
+    "CostEstimator": "estimate",
+    "CaseKind": "kinds",
+    "Checking": "kinds",
+    "Settling": "kinds",
+    "kind_of": "kinds",
+    "SandboxWarning": "kinds.agent_kind",
+    "call_measures": "kinds.base",
+    "conversation_entries": "kinds.talk",
+    "conversation_entry": "kinds.talk",
+    "store_path": "optimizer",
+    "write_log": "optimizer",
+    "BudgetExceeded": "pacing",
+    "CallPlan": "plan",
+    "CollectedPlans": "plan",
+    "DESELECTED_KEY": "plan",
+    "GradedSpec": "plan",
+    "PLANS_KEY": "plan",
+    "Prefetcher": "prefetch",
+    "ModelChecker": "preflight",
+    "check_options": "preflight",
+    "check_summary": "preflight",
+    "restrict_worker_models": "preflight",
+    "worker_input": "preflight",
+    "Answer": "request",
+    "ConversationRun": "request",
+    "Reply": "request",
+    "RUNTIME_KEY": "runtime",
+    "Runtime": "runtime",
+    "get_runtime": "runtime",
+    "shutdown": "runtime",
+    "terminal_notice": "runtime",
+    "wait_notice_s": "runtime",
+    "session_state": "session",
+    "clients_line": "targets",
+    "WorkerWatch": "watch",
+    "WorkdirError": "workdirs",
+    "seed": "workdirs",
+    "take_prepared": "workdirs",
+    "dist_mode": "xdist_schedule",
+    "eval_nodeid_matcher": "xdist_schedule",
+    "make_scheduler": "xdist_schedule",
+}
+
+__all__ = [
+    "DESELECTED_KEY",
+    "PLANS_KEY",
+    "RUNTIME_KEY",
+    "Answer",
+    "BudgetExceeded",
+    "CacheError",
+    "CallPlan",
+    "CaseKind",
+    "Checking",
+    "CollectedPlans",
+    "ConversationRun",
+    "CostEstimator",
+    "EntryInfo",
+    "GradedSpec",
+    "ModelChecker",
+    "Prefetcher",
+    "Reply",
+    "ResponseCache",
+    "Runtime",
+    "SandboxWarning",
+    "Settling",
+    "WorkdirError",
+    "WorkerWatch",
+    "cache_path",
+    "call_measures",
+    "check_options",
+    "check_summary",
+    "clients_line",
+    "contest_groups",
+    "contest_key",
+    "conversation_entries",
+    "conversation_entry",
+    "dist_mode",
+    "eval_nodeid_matcher",
+    "get_runtime",
+    "is_contestant",
+    "kind_of",
+    "make_scheduler",
+    "reply_messages",
+    "restrict_worker_models",
+    "seed",
+    "session_state",
+    "shutdown",
+    "store_path",
+    "take_prepared",
+    "terminal_notice",
+    "wait_notice_s",
+    "worker_input",
+    "write_log",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported from its module on first use."""
+    return face_attribute(globals(), _FACE, name)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..models.providers.completion import Completion, ProviderError
+from ..models import Completion, ProviderError
 from .conversation import Progress, grade_turns
 from .grading import HelperCalls, HelperTargets, grade
 from .kinds import CaseKind, KindCall, kind_of
@@ -33,11 +33,9 @@ from .request import (
 )
 
 if TYPE_CHECKING:
-    from ..agent.loop import AgentRun
-    from ..agent.mcp_pool import McpPool
-    from ..judging.panel import GradedAssertion
-    from ..models.profiles import ModelProfile
-    from ..models.providers.completion import CallTarget
+    from ..agent import AgentRun, McpPool
+    from ..judging import GradedAssertion
+    from ..models import CallTarget, ModelProfile
     from .contests import Contests
     from .optimizer import PromptOptimizer, Rewrite
     from .pacing import CallPacer
@@ -288,7 +286,7 @@ class Answerer:
         if self._mcp_pool is None:
             import tempfile
 
-            from ..agent.mcp_pool import McpPool
+            from ..agent import McpPool
 
             def mkdtemp(name: str) -> Path:
                 return Path(tempfile.mkdtemp(prefix=f"llmbench-{name}-"))

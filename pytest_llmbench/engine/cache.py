@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config.option_values import format_age as format_age  # re-exported: pacing, tests
-from ..config.option_values import parse_age as parse_age  # re-exported: tests
-from ..models.providers.completion import Completion
+from ..config import format_age as format_age  # re-exported: pacing, tests
+from ..config import parse_age as parse_age  # re-exported: tests
+from ..models import Completion
 from ..yamlguard import json_text
 
 #: Bumped when the key's layout changes, so old entries stop matching instead of lying.

@@ -28,13 +28,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..scoring.select_best import (
-    LABELS,
-    SELECT_BEST_SCORE_KEY,
-    Contestant,
-    SelectBestSpec,
-    contest_seed,
-)
+from ..scoring import LABELS, SELECT_BEST_SCORE_KEY, Contestant, SelectBestSpec, contest_seed
 
 if TYPE_CHECKING:
     from ..judging import CompleteFn, ContestResult, GradedAssertion, JudgeCall, JudgedEntry
@@ -262,7 +256,7 @@ def _member_verdict(
     """One contestant's verdict from its contest's result, with the judge calls (claimed by
     one contestant's record: :meth:`Contests.claim`)."""
     from ..judging import GradedAssertion
-    from ..scoring.assertions import Verdict
+    from ..scoring import Verdict
 
     calls = result.calls  # every contestant's, until the first to report claims them
     if result.failed:  # every judge failed: no verdict, every contestant errors

@@ -16,14 +16,14 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..models.providers.completion import Completion, ProviderError
+from ..models import Completion, ProviderError
 from .grading import grade
 from .pacing import BudgetExceeded
 from .request import ConversationRun, Reply
 
 if TYPE_CHECKING:
-    from ..judging.panel import GradedAssertion
-    from ..spec.schema import Turn
+    from ..judging import GradedAssertion
+    from ..spec import Turn
     from .grading import HelperCalls, HelperTargets
     from .plan import CallPlan
 
@@ -132,7 +132,7 @@ def shim_reply_messages(completion: Completion, turn: int) -> list[dict[str, Any
     the shim's protocol JSON (the calls the reply made, or its answer), and a user message per
     call saying it was not run, as the shim gives a tool's result (a model without tool calling
     knows no ``tool`` role nor ``tool_calls``)."""
-    from ..agent.shim import calls_reply_text, shim_tool_result
+    from ..agent import calls_reply_text, shim_tool_result
 
     text = calls_reply_text(completion.tool_calls, completion.text)
     results = [

@@ -31,9 +31,8 @@ class ModelEstimate:
 
 def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
     """One estimate per model, in the order models first appear."""
-    from ..models.providers.completion import CallTarget
-    from ..models.providers.prices import cost_usd as price
-    from ..models.providers.tokens import prompt_tokens
+    from ..models import CallTarget, prompt_tokens
+    from ..models import cost_usd as price
 
     def count_prompt_tokens(model_id: str, messages: Any) -> int:
         return prompt_tokens(model_id, messages) or 0

@@ -13,17 +13,15 @@ from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..models.providers.completion import Completion, ProviderError
+from ..models import Completion, ProviderError
 from .pacing import BudgetExceeded
 from .request import Request, estimate_tokens
 
 if TYPE_CHECKING:
-    from ..agent.loop import AgentRun
+    from ..agent import AgentRun
     from ..judging import AnswerView, GradedAssertion
-    from ..models.profiles import ModelProfile
-    from ..models.providers.completion import CallTarget
-    from ..scoring.model_graded import ModelGradedSpec
-    from ..scoring.pairwise import BaselineAnswer
+    from ..models import CallTarget, ModelProfile
+    from ..scoring import BaselineAnswer, ModelGradedSpec
     from .contests import Contests
     from .pacing import CallPacer
     from .plan import CallPlan
@@ -56,7 +54,7 @@ class HelperCalls:
     def baseline_answer(self, plan: CallPlan) -> BaselineAnswer | str:
         """The ``--baseline`` run's answer to ``plan``'s case, or why there is none. The
         baseline's records are read once per process, on first use."""
-        from ..scoring.pairwise import baseline_answer
+        from ..scoring import baseline_answer
 
         if self._baseline is None:
             return "no --baseline run to compare with"
@@ -214,7 +212,7 @@ def said_messages(history: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     message: "not run" in a conversation, an agent tool's output or error) as a line of the
     assistant message that made the call (:mod:`~pytest_llmbench.scoring.conversation`'s
     ``reply_text`` and ``result_line``). Only the roles system, user and assistant remain."""
-    from ..scoring.conversation import call_name, reply_text, result_line
+    from ..scoring import call_name, reply_text, result_line
     from ..spec import message_text
 
     said: list[dict[str, str]] = []
@@ -239,7 +237,7 @@ def judged_answer(completion: Completion, run: AgentRun | None = None) -> str:
     """The model's answer as its judges see it: its text, then a line per tool call it asked
     for (a reply of calls alone is its calls); an agent's ``run``: each tool call it made with
     the result it was shown, then its final answer."""
-    from ..scoring.conversation import call_line, reply_text, result_line
+    from ..scoring import call_line, reply_text, result_line
 
     if run is None:
         return reply_text(completion.text, completion.tool_calls)
@@ -252,7 +250,7 @@ def judged_answer(completion: Completion, run: AgentRun | None = None) -> str:
 
 def _judged_record(record: dict[str, Any]) -> dict[str, Any]:
     """A baseline record whose ``response`` is its answer as judges see it (with its calls)."""
-    from ..scoring.conversation import reply_text
+    from ..scoring import reply_text
 
     response, calls = record.get("response"), record.get("function_calls")
     if not isinstance(response, str) or not calls:

@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..models.providers.completion import Completion, add_known
+from ..models import Completion, add_known
 
 if TYPE_CHECKING:
-    from ..spec.schema import ScoredOptions
+    from ..spec import ScoredOptions
     from .request import Request
 
 __all__ = ["OptionScores", "score_options"]
@@ -57,7 +57,7 @@ class OptionScores:
 
     def to_record(self) -> dict[str, Any]:
         """The record's ``loglikelihood`` field (options by letter)."""
-        from ..scoring.choices import LETTERS
+        from ..scoring import LETTERS
 
         return {
             "logprobs": list(self.logprobs),
@@ -75,7 +75,7 @@ async def score_options(
 ) -> tuple[Completion, OptionScores]:
     """Score every option of an item, one call after another (a server keeps the shared
     context's cache between them); the answer is the letter of the ``verdict`` metric's pick."""
-    from ..scoring.choices import LETTERS
+    from ..scoring import LETTERS
 
     calls = [await paced(_option_request(request, pair)) for pair in options.pairs]
     values = [json.loads(call.text) for call in calls]

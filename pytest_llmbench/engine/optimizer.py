@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..judging.verdicts import load_object
-from ..models.providers.completion import Completion, ProviderError
-from ..spec.templating import TEMPLATE_VAR
+from ..judging import load_object
+from ..models import Completion, ProviderError
+from ..spec import TEMPLATE_VAR
 from .cache import digest
 from .optimizer_store import Outcome, RewriteStore, store_path, write_log
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile
+    from ..models import ModelProfile
 
 #: The store's session-end helpers, which callers import from here, as before the store had a
 #: module of its own.

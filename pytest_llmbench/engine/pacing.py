@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..models.providers.completion import Completion, ProviderError
+from ..models import Completion, ProviderError
 from .ratelimit import AdaptiveConcurrency, ModelLane, ProcessSlot, RateLimiter
 from .sharing import Settled, SingleFlight, Takers, as_hit
 from .streaming import digest
 
 if TYPE_CHECKING:
     from ..config import RunConfig
-    from ..models.profiles import ModelProfile
+    from ..models import ModelProfile
     from .cache import CacheEntry, ResponseCache
     from .request import Request
 
@@ -220,11 +220,10 @@ class CallPacer:
 
     async def _call(self, request: Request) -> Completion:
         """``request`` sent to its model: paced by its lane and slots, within the budget."""
-        from ..models.providers.calls import acomplete, aembed
-        from ..models.providers.routes import route
+        from ..models import acomplete, aembed, route
 
         if route(request.target).client == "litellm":
-            from ..models.providers.litellm_client import warmed_up
+            from ..models import warmed_up
 
             # Import before a rate-limit stamp is taken: the first import blocks this loop for
             # seconds, and a stamp taken before it would let the window run ahead of the
@@ -248,7 +247,7 @@ class CallPacer:
                     texts = [message["content"] for message in request.messages]
                     completion = await aembed(request.target, texts, **retrying)
                 elif request.loglikelihood:
-                    from ..models.providers.loglikelihood import aloglikelihood
+                    from ..models import aloglikelihood
 
                     context, continuation = (message["content"] for message in request.messages)
                     completion = await aloglikelihood(

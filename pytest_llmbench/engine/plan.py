@@ -15,14 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..spec.variants import PLAIN, Variant
+from ..spec import PLAIN, Variant
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile
-    from ..scoring.assertions import Assertion
-    from ..scoring.judged import EmbeddingSpec, JudgeSpec
-    from ..spec.functions import FunctionTools
-    from ..spec.schema import AgentSpec, EvalCase
+    from ..models import ModelProfile
+    from ..scoring import Assertion, EmbeddingSpec, JudgeSpec
+    from ..spec import AgentSpec, EvalCase, FunctionTools
 
 #: Answer length assumed when a case gives neither expected_output_tokens nor max_tokens.
 DEFAULT_OUTPUT_TOKENS = 256

@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config import RUN_CONFIG_KEY, RunConfig, get_run_config
-from ..scoring.base import one_line
+from ..scoring import one_line
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile
-    from ..models.providers.completion import CallTarget
+    from ..models import CallTarget, ModelProfile
     from .runtime import Runtime
 
 #: The one-word prompt of every check call.
@@ -166,10 +165,10 @@ def check_profiles(
             targets.append(runtime.target(profile))
         except Exception as exc:  # a missing key, a server that cannot start: unavailable
             targets.append(_message(exc))
-    from ..models.providers.routes import route
+    from ..models import route
 
     if any(not isinstance(target, str) and route(target).client == "litellm" for target in targets):
-        from ..models.providers.litellm_client import warmed_up
+        from ..models import warmed_up
 
         warmed_up()  # on this thread: an import on the engine loop would hold up every call
     outcomes = runtime.engine.run(_probe_all(targets, timeout_s))
@@ -195,7 +194,7 @@ async def _probe_all(
 
 async def _probe(target: CallTarget, timeout_s: float) -> tuple[float | None, str | None]:
     """One unstreamed call without retries: (latency, None) when answered, else (None, why)."""
-    from ..models.providers.calls import acomplete
+    from ..models import acomplete
 
     messages = [{"role": "user", "content": CHECK_PROMPT}]
     params = {"max_tokens": CHECK_MAX_TOKENS}
@@ -210,7 +209,7 @@ async def _probe(target: CallTarget, timeout_s: float) -> tuple[float | None, st
 
 
 def _message(exc: Exception) -> str:
-    from ..models.providers.completion import ProviderError
+    from ..models import ProviderError
 
     if isinstance(exc, ProviderError):
         return exc.message

@@ -9,15 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..models.providers.completion import Completion, ProviderError, total_usage
+from ..models import Completion, ProviderError, total_usage
 from .plan import DEFAULT_OUTPUT_TOKENS
 
 if TYPE_CHECKING:
-    from ..agent.loop import AgentRun
-    from ..agent.sandbox import Sandbox
-    from ..judging.panel import GradedAssertion
-    from ..models.providers.completion import CallTarget
-    from ..spec.schema import Turn
+    from ..agent import AgentRun, Sandbox
+    from ..judging import GradedAssertion
+    from ..models import CallTarget
+    from ..spec import Turn
     from .optimizer import Rewrite
     from .plan import CallPlan
     from .ratelimit import ModelLane, ProcessSlot
@@ -123,7 +122,7 @@ def with_images(plan: CallPlan, messages: Sequence[dict[str, Any]]) -> Sequence[
     """
     if not plan.case.images:
         return messages
-    from ..spec.images import ImageError, attach_images, unsupported_message, vision_support
+    from ..spec import ImageError, attach_images, unsupported_message, vision_support
 
     if vision_support(plan.model) is False:
         raise ProviderError(unsupported_message(plan.model), "unsupported")
@@ -162,7 +161,7 @@ def estimate_tokens(
 ) -> int:
     """Tokens a call will use, for tokens-per-minute pacing before the real count is known: a
     token per four characters of the prompt, plus what the answer may take."""
-    from ..spec.templating import message_text
+    from ..spec import message_text
 
     prompt_chars = sum(len(message_text(message)) for message in messages)
     return prompt_chars // 4 + answer_tokens

@@ -22,8 +22,7 @@ from .session import STATE_DIR_KEY, run_id, session_state
 from .targets import Targets
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile
-    from ..models.providers.completion import CallTarget
+    from ..models import CallTarget, ModelProfile
     from .plan import CallPlan
     from .scheduler import CallScheduler
 
@@ -41,7 +40,7 @@ class Runtime:
         self.redactor = Redactor.from_environ(os.environ, key_vars)
         self.engine = Engine()
         self.targets = Targets(*session_state(config), client=self.run.client)
-        from ..models.providers.tokens import use_bundled_tokenizers
+        from ..models import use_bundled_tokenizers
 
         use_bundled_tokenizers()  # here, on the main thread: the engine's may read the env
         self._scheduler: CallScheduler | None = None
@@ -150,7 +149,7 @@ def shutdown(config: pytest.Config) -> None:
         return
     state = config.stash.get(STATE_DIR_KEY, None)
     if state is not None and Path(state[0]).exists():
-        from ..models.providers.embedded import EmbeddedServer
+        from ..models import EmbeddedServer
 
         EmbeddedServer(Path(state[0]), state[1]).stop()
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, KeysView, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..models.providers.completion import ProviderError
+from ..models import ProviderError
 from .pacing import lookahead, refill
 from .request import Answer
 from .streaming import StreamSample
@@ -33,8 +33,7 @@ NOTICE_EVERY_S = 30.0
 
 if TYPE_CHECKING:
     from ..config import RunConfig
-    from ..models.profiles import ModelProfile
-    from ..models.providers.completion import Completion
+    from ..models import Completion, ModelProfile
     from .answer import Answerer
     from .loop import Engine
     from .plan import CallPlan

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..models.providers.completion import Completion
+from ..models import Completion
 
 __all__ = ["Settled", "SingleFlight", "Takers", "as_hit"]
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..models.providers.completion import Completion, ProviderError
-from ..spec.schema import Turn
+from ..models import Completion, ProviderError
+from ..spec import Turn
 from .conversation import CompleteTurn, Progress, cut_short, reply_messages
 from .grading import said_messages
 from .pacing import BudgetExceeded
 from .request import ConversationRun, Reply
 
 if TYPE_CHECKING:
-    from ..spec.schema import SimulatedUser
+    from ..spec import SimulatedUser
     from .plan import CallPlan
 
 #: One call of the simulated user: what it reads and the 0-based turn it writes.
@@ -177,8 +177,7 @@ def stop_check(plan: CallPlan) -> StopCheck | None:
     user = plan.case.simulated_user
     if user is None or not user.stop_on_fail or plan.latency_only:
         return None
-    from ..scoring.assertions import evaluate
-    from ..scoring.base import AssertionContext, CallMeasures
+    from ..scoring import AssertionContext, CallMeasures, evaluate
 
     case = plan.case
     marked = [case.assertions[index] for index in user.stop_on_fail]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..models.providers.completion import Completion, ProviderError, total_usage
+from ..models import Completion, ProviderError, total_usage
 
 __all__ = [
     "CompleteFn",
@@ -173,7 +173,7 @@ async def run_solver(ref: str, base_dir: Path, case: SolverCase, complete: Compl
 def _context_of(ref: str, result: Any) -> tuple[str, ...] | None:
     """The ``"context"`` of a solver's dict (its retrieved chunks), read as a case's is:
     ``[]`` is an empty retrieval, ``()``; None or ``""`` is no context, as if left out."""
-    from ..spec.context import ContextError, context_chunks
+    from ..spec import ContextError, context_chunks
 
     if not isinstance(result, Mapping):
         return None

@@ -7,14 +7,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..models.profiles import api_key_missing
-from ..models.providers.completion import CallTarget
-from ..models.providers.errors import missing_key_error
+from ..models import CallTarget, missing_key_error
 
 if TYPE_CHECKING:
     from ..config import RunConfig
-    from ..models.profiles import ModelProfile
-    from ..models.providers.embedded import EmbeddedServer
+    from ..models import EmbeddedServer, ModelProfile
 
 #: The key the embedded server wants; any non-empty string works, it checks none.
 _EMBEDDED_KEY = "sk-llmbench-embedded"
@@ -39,6 +36,10 @@ class Targets:
             server = self._embedded_server(scoring)
             api_base, api_key = server.ensure_started().base_url, _EMBEDDED_KEY
         elif profile.api_key_env:
+            # Here, not at the top: the profiles module loads pydantic and yaml, which a run
+            # without eval files never needs (this module loads with the plugin's fixtures).
+            from ..models import api_key_missing
+
             unset = api_key_missing(profile, os.environ)
             if unset:
                 raise missing_key_error(profile.name, profile.model, [unset])
@@ -69,7 +70,7 @@ class Targets:
     def _embedded_server(self, scoring: bool) -> EmbeddedServer:
         server = self._embedded.get(scoring)
         if server is None:
-            from ..models.providers.embedded import EmbeddedServer
+            from ..models import EmbeddedServer
 
             server = self._embedded[scoring] = EmbeddedServer(*self._state, scoring=scoring)
         return server
@@ -78,7 +79,7 @@ class Targets:
 def clients_line(run: RunConfig, judges: bool) -> str:
     """The session header's line: which client calls each model of the run (and each judge
     when ``judges``: the panel was chosen, not the default)."""
-    from ..models.providers.routes import describe
+    from ..models import describe
 
     targets = Targets(Path(), 0, run.client)
     chosen = (*run.models, *(run.judges if judges else ()))
@@ -95,14 +96,14 @@ def _check_key(target: CallTarget) -> None:
     """Refuse ``target``, which has no key of its own, before any request when it needs one:
     an OpenAI-protocol model by the clients' one rule (a remote endpoint, its host named), any
     other without an endpoint of its own by the ``*_API_KEY`` variables litellm says it needs."""
-    from ..models.providers import routes
+    from ..models import check_key, speaks_openai
 
-    if routes.speaks_openai(target):
-        routes.check_key(target)
+    if speaks_openai(target):
+        check_key(target)
         return
     if target.api_base is not None:
         return  # a provider's own endpoint: its keys may come from where litellm cannot see
-    from ..models.providers.litellm_client import missing_api_keys
+    from ..models import missing_api_keys
 
     missing = missing_api_keys(target.model_id)
     if missing:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ..spec.schema import workdir_path
+from ..spec import workdir_path
 
 _PREPARED = pytest.StashKey[dict[str, Path]]()
 _FAILED = pytest.StashKey[dict[str, "WorkdirError"]]()

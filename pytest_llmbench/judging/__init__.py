@@ -10,14 +10,16 @@ reply schema and strict reading live in its module (:mod:`.jury`, :mod:`.rubric`
 :mod:`.panel` grades one answer with a panel (calls given by the engine, a failed judge
 excluded, scores aggregated). Imports ``models`` and ``scoring``.
 
-This is the stage's face: the names below are what other stages use. Each is imported from its
-module when first asked for, so that importing the stage imports none of its modules.
+This is the stage's face: the names below are what other stages and the pytest shell import from
+it (tests/test_layout.py checks that they import nothing else of it). Each is imported from its
+module when first asked for, so that importing the stage loads nothing more.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .. import face_attribute
 
 if TYPE_CHECKING:
     from .answer_view import AnswerView, JudgedEntry
@@ -27,16 +29,25 @@ if TYPE_CHECKING:
     from .replies import ParsedVerdict, VerdictError, load_object
     from .select_best import ContestResult, judge_contest
 
-#: Each name of the face, by the module (of this package) that defines it.
+#: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
-    **dict.fromkeys(("AnswerView", "JudgedEntry"), "answer_view"),
-    **dict.fromkeys(("CONVERSATION_DIMENSIONS", "JURY_DIMENSIONS"), "jury"),
-    **dict.fromkeys(("JUDGE_KINDS", "JudgeKind", "judge_kind"), "kinds"),
-    **dict.fromkeys(
-        ("CompleteFn", "GradedAssertion", "JudgeCall", "PanelForm", "unchecked"), "panel"
-    ),
-    **dict.fromkeys(("ParsedVerdict", "VerdictError", "load_object"), "replies"),
-    **dict.fromkeys(("ContestResult", "judge_contest"), "select_best"),
+    "AnswerView": "answer_view",
+    "JudgedEntry": "answer_view",
+    "CONVERSATION_DIMENSIONS": "jury",
+    "JURY_DIMENSIONS": "jury",
+    "JUDGE_KINDS": "kinds",
+    "JudgeKind": "kinds",
+    "judge_kind": "kinds",
+    "CompleteFn": "panel",
+    "GradedAssertion": "panel",
+    "JudgeCall": "panel",
+    "PanelForm": "panel",
+    "unchecked": "panel",
+    "ParsedVerdict": "replies",
+    "VerdictError": "replies",
+    "load_object": "replies",
+    "ContestResult": "select_best",
+    "judge_contest": "select_best",
 }
 
 __all__ = [
@@ -62,9 +73,4 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """A name of the face, imported from its module on first use."""
-    module = _FACE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # asked once: later lookups are plain attribute reads
-    return value
+    return face_attribute(globals(), _FACE, name)

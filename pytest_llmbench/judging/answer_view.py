@@ -12,12 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile
-    from ..models.providers.completion import Completion
-    from ..scoring.assertions import Assertion
-    from ..scoring.judged import EmbeddingSpec, JudgeSpec
-    from ..scoring.model_graded import ModelGradedSpec
-    from ..scoring.pairwise import BaselineAnswer
+    from ..models import Completion, ModelProfile
+    from ..scoring import Assertion, BaselineAnswer, EmbeddingSpec, JudgeSpec, ModelGradedSpec
     from .panel import CompleteFn, GradedAssertion, PanelForm
 
 

@@ -10,13 +10,13 @@ import json
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from ..models.providers.completion import Completion, ProviderError
-from ..scoring.judged import EmbeddingSpec
+from ..models import Completion, ProviderError
+from ..scoring import EmbeddingSpec
 from .panel import AttemptsUsage, GradedAssertion
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile
-    from ..scoring.assertions import Assertion
+    from ..models import ModelProfile
+    from ..scoring import Assertion
     from .answer_view import AnswerView, JudgedEntry
     from .panel import PanelForm
 
@@ -39,8 +39,7 @@ async def grade_embedding(
     embedder: ModelProfile,
 ) -> GradedAssertion:
     """``similarity`` by embedding cosine: the answer against the reference, one call for both."""
-    from ..scoring.assertions import Verdict
-    from ..scoring.similarity import cosine
+    from ..scoring import Verdict, cosine
 
     spec = assertion.graded
     assert isinstance(spec, EmbeddingSpec)

@@ -15,12 +15,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..scoring.base import quoted
-from ..scoring.model_graded import GRADER_SCORE_KEY, votes_text
+from ..scoring import GRADER_SCORE_KEY, quoted, votes_text
 from .replies import QUOTE_LIMIT, ParsedVerdict, VerdictError, load_object
 
 if TYPE_CHECKING:
-    from ..scoring.model_graded import ModelGradedSpec
+    from ..scoring import ModelGradedSpec
 
 
 def grader_messages(prompt: str, spec: ModelGradedSpec) -> list[dict[str, str]]:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..scoring.base import clip, quoted
-from ..scoring.judged import dimension_key
+from ..scoring import clip, dimension_key, quoted
 from .replies import (
     QUOTE_LIMIT,
     ParsedVerdict,

@@ -15,9 +15,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..scoring.judged import EmbeddingSpec, JudgeSpec
-from ..scoring.model_graded import ModelGradedSpec
-from ..scoring.select_best import SelectBestSpec
+from ..scoring import EmbeddingSpec, JudgeSpec, ModelGradedSpec, SelectBestSpec
 from .embedding import grade_similarity
 from .pairwise import grade_pairwise
 from .panel import STANDARD_FORM, PanelForm

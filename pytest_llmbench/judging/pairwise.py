@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..scoring.pairwise import (
+from ..scoring import (
     ORDERS,
     OUTCOME_SCORES,
     PAIRWISE_SCORE_KEY,
@@ -31,9 +31,8 @@ from .prompts import GRADER_KIND, JudgeRequest
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..models.profiles import ModelProfile
-    from ..scoring.assertions import Assertion
-    from ..scoring.judged import JudgeSpec
+    from ..models import ModelProfile
+    from ..scoring import Assertion, JudgeSpec
     from .answer_view import AnswerView, JudgedEntry
     from .panel import CompleteFn, PanelForm
 
@@ -113,7 +112,7 @@ def _verdict(
     calls: tuple[JudgeCall, ...],
     opponent: BaselineAnswer,
 ) -> GradedAssertion:
-    from ..scoring.assertions import Verdict
+    from ..scoring import Verdict
 
     prefers = [preference([str(c.details[0]["picked"]) for c in _valid(calls, o)]) for o in ORDERS]
     if None in prefers:  # every judge of an order failed: no verdict, the item errors

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..models.providers.completion import Completion, ProviderError, Usage
-from ..scoring.model_graded import ModelGradedSpec
+from ..models import Completion, ProviderError, Usage
+from ..scoring import ModelGradedSpec
 from .grader import grader_reason
 from .jury import jury_reason
 from .jury import scaled as jury_scaled
@@ -33,9 +33,8 @@ from .prompts import (
 from .verdicts import ParsedVerdict, VerdictError, parse_verdict
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile
-    from ..scoring.assertions import Assertion, Verdict
-    from ..scoring.judged import JudgeSpec
+    from ..models import ModelProfile
+    from ..scoring import Assertion, JudgeSpec, Verdict
 
 #: Attempts per judge: the first, and one more after a malformed verdict.
 VERDICT_ATTEMPTS = 2
@@ -296,7 +295,7 @@ def aggregate(
 ) -> GradedAssertion:
     """Combine the valid judges' scores per dimension; the assertion passes when every
     dimension does (LLM-as-a-jury: the mean over judges reaches the threshold by default)."""
-    from ..scoring.assertions import Verdict
+    from ..scoring import Verdict
 
     valid = [call for call in calls if call.error is None]
     if not valid:
@@ -334,7 +333,7 @@ def unchecked(
 ) -> GradedAssertion:
     """An unchecked verdict saying ``why``: left out of the score, never a pass, never a
     silent 0."""
-    from ..scoring.assertions import Verdict
+    from ..scoring import Verdict
 
     reason = f"unchecked: {why}"
     verdict = Verdict(assertion.type, False, 0.0, assertion.weight, reason, unchecked=True)

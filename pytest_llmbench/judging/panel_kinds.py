@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..scoring.judged import JudgeSpec
-from ..scoring.model_graded import ModelGradedSpec
+from ..scoring import JudgeSpec, ModelGradedSpec
 from .panel import GradedAssertion, unchecked
 from .panel import grade as grade_panel
 

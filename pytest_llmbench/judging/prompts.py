@@ -15,8 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal, get_args
 
-from ..scoring.judged import dimension_key
-from ..scoring.model_graded import ModelGradedSpec
+from ..scoring import ModelGradedSpec, dimension_key
 from .jury import (
     CONVERSATION_DIMENSIONS,
     JURY_DIMENSIONS,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..scoring.base import quoted
+from ..scoring import quoted
 from .replies import (
     QUOTE_LIMIT,
     ParsedVerdict,
@@ -28,7 +28,7 @@ from .replies import (
 from .tagging import FINAL, REASON_SHAPE, defused, json_object, tagged
 
 if TYPE_CHECKING:
-    from ..scoring.rag import RagScore, Undetermined
+    from ..scoring import RagScore, Undetermined
 
 #: The RAG metrics' tasks, as the judge is told them.
 RAG_SCALES: dict[str, str] = {
@@ -166,7 +166,7 @@ def parse_questions(key: str, count: int, data: dict[str, Any]) -> ParsedVerdict
 def parse_claims(kind: str, key: str, data: dict[str, Any]) -> ParsedVerdict:
     """Faithfulness (the answer's claims) or context recall (the reference's): each claim
     supported by the context or not; the score is computed, not asked for."""
-    from ..scoring.rag import ClaimVerdict, claims_score
+    from ..scoring import ClaimVerdict, claims_score
 
     claims = []
     for index, entry in enumerate(entries(data, "claims")):
@@ -185,7 +185,7 @@ def parse_claims(kind: str, key: str, data: dict[str, Any]) -> ParsedVerdict:
 
 def parse_chunks(key: str, count: int, data: dict[str, Any]) -> ParsedVerdict:
     """Context precision: exactly one entry per chunk (``count``), numbered 1..n in order."""
-    from ..scoring.rag import ChunkVerdict, chunks_score
+    from ..scoring import ChunkVerdict, chunks_score
 
     found = entries(data, "chunks")
     if len(found) != count:
@@ -208,7 +208,7 @@ def _rag_verdict(
     key: str, result: RagScore | Undetermined, details: tuple[dict[str, Any], ...]
 ) -> ParsedVerdict:
     """A RAG verdict: its computed score, or none (undetermined) with the reason why."""
-    from ..scoring.rag import RagScore
+    from ..scoring import RagScore
 
     scores = {key: result.score} if isinstance(result, RagScore) else {}
     return ParsedVerdict(scores, {key: result.reason}, details)

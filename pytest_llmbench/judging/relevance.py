@@ -17,14 +17,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..models.providers.completion import Completion, ProviderError
-from ..scoring.judged import RelevanceSpec
+from ..models import Completion, ProviderError
+from ..scoring import RelevanceSpec
 from .panel import CompleteFn, GradedAssertion, JudgeCall, aggregate, ask, unchecked
 from .prompts import JudgeRequest
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile
-    from ..scoring.assertions import Assertion
+    from ..models import ModelProfile
+    from ..scoring import Assertion
     from .answer_view import AnswerView, JudgedEntry
     from .panel import PanelForm
 
@@ -113,7 +113,7 @@ async def _judged(
 
 def _similarities(text: str, count: int) -> list[float]:
     """The cosine of each of ``count`` questions' vectors to the first (the case's question)."""
-    from ..scoring.similarity import cosine
+    from ..scoring import cosine
 
     vectors = json.loads(text)
     if not isinstance(vectors, list) or len(vectors) != count + 1:
@@ -124,7 +124,7 @@ def _similarities(text: str, count: int) -> list[float]:
 
 def _scored(call: JudgeCall, request: JudgeRequest, similarities: Sequence[float]) -> JudgeCall:
     """``call`` with its score, reason and per-question details (question, similarity)."""
-    from ..scoring.rag import GeneratedQuestion, RagScore, questions_score
+    from ..scoring import GeneratedQuestion, RagScore, questions_score
 
     key = request.score_keys[0]
     noncommittal = bool(call.details[0]["noncommittal"])

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from ..scoring.base import clip, quoted
+from ..scoring import clip, quoted
 
 QUOTE_LIMIT = 60  # a judge's reply is quoted shorter than an answer
 #: A reply that is one fenced block; the body must then hold the object and nothing else.

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..scoring.select_best import (
+from ..scoring import (
     LABELS,
     SELECT_BEST_SCORE_KEY,
     Contestant,
@@ -32,9 +32,8 @@ from .panel import grade as grade_panel
 from .prompts import GRADER_KIND, JudgeRequest
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile
-    from ..scoring.assertions import Assertion
-    from ..scoring.select_best import SelectBestSpec
+    from ..models import ModelProfile
+    from ..scoring import Assertion, SelectBestSpec
     from .answer_view import AnswerView, JudgedEntry
     from .panel import CompleteFn, GradedAssertion, PanelForm
 

@@ -11,4 +11,108 @@ OpenAI-compatible client (:mod:`.providers.openai_compatible`) or to litellm (th
 (:mod:`.providers.retry`, :mod:`.providers.errors`), prices and token counts read as data
 (:mod:`.providers.prices`, :mod:`.providers.tokens`), and the embedded default model served
 on 127.0.0.1 (:mod:`.providers.embedded`).
+
+This is the stage's face: the names below are what other stages and the pytest shell import from
+it (tests/test_layout.py checks that they import nothing else of it). Each is imported from its
+module when first asked for, so that importing the stage loads nothing more.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import face_attribute
+
+if TYPE_CHECKING:
+    from .profile_files import load_profiles
+    from .profiles import (
+        PROFILE_SUFFIXES,
+        ModelProfile,
+        ProfileError,
+        ProfileRegistry,
+        api_key_missing,
+    )
+    from .providers.calls import acomplete, aembed
+    from .providers.completion import (
+        CallTarget,
+        Completion,
+        ProviderError,
+        Usage,
+        add_known,
+        total_usage,
+    )
+    from .providers.embedded import EmbeddedServer
+    from .providers.errors import missing_key_error
+    from .providers.litellm_client import missing_api_keys, warmed_up
+    from .providers.loglikelihood import aloglikelihood
+    from .providers.prices import cost_usd, supports_vision
+    from .providers.routes import LEAN_PROVIDERS, check_key, describe, route, speaks_openai
+    from .providers.tokens import prompt_tokens, use_bundled_tokenizers
+
+#: Each name of the face, by the module of the stage that defines it.
+_FACE: dict[str, str] = {
+    "load_profiles": "profile_files",
+    "ModelProfile": "profiles",
+    "PROFILE_SUFFIXES": "profiles",
+    "ProfileError": "profiles",
+    "ProfileRegistry": "profiles",
+    "api_key_missing": "profiles",
+    "acomplete": "providers.calls",
+    "aembed": "providers.calls",
+    "CallTarget": "providers.completion",
+    "Completion": "providers.completion",
+    "ProviderError": "providers.completion",
+    "Usage": "providers.completion",
+    "add_known": "providers.completion",
+    "total_usage": "providers.completion",
+    "EmbeddedServer": "providers.embedded",
+    "missing_key_error": "providers.errors",
+    "missing_api_keys": "providers.litellm_client",
+    "warmed_up": "providers.litellm_client",
+    "aloglikelihood": "providers.loglikelihood",
+    "cost_usd": "providers.prices",
+    "supports_vision": "providers.prices",
+    "LEAN_PROVIDERS": "providers.routes",
+    "check_key": "providers.routes",
+    "speaks_openai": "providers.routes",
+    "describe": "providers.routes",
+    "route": "providers.routes",
+    "prompt_tokens": "providers.tokens",
+    "use_bundled_tokenizers": "providers.tokens",
+}
+
+__all__ = [
+    "LEAN_PROVIDERS",
+    "PROFILE_SUFFIXES",
+    "CallTarget",
+    "Completion",
+    "EmbeddedServer",
+    "ModelProfile",
+    "ProfileError",
+    "ProfileRegistry",
+    "ProviderError",
+    "Usage",
+    "acomplete",
+    "add_known",
+    "aembed",
+    "aloglikelihood",
+    "api_key_missing",
+    "check_key",
+    "cost_usd",
+    "describe",
+    "load_profiles",
+    "missing_api_keys",
+    "missing_key_error",
+    "prompt_tokens",
+    "route",
+    "speaks_openai",
+    "supports_vision",
+    "total_usage",
+    "use_bundled_tokenizers",
+    "warmed_up",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the face, imported from its module on first use."""
+    return face_attribute(globals(), _FACE, name)

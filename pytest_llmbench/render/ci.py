@@ -33,9 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..engine.runtime import RUNTIME_KEY
-from ..results.gates import GATES_KEY
-from ..results.recorder import RECORDER_KEY, SUMMARY_KEY
+from ..engine import RUNTIME_KEY
+from ..results import GATES_KEY, RECORDER_KEY, SUMMARY_KEY
 from ..results_folder import BENCHMARK_BIGGER_FILE, BENCHMARK_SMALLER_FILE, METRICS_FILE
 
 if TYPE_CHECKING:

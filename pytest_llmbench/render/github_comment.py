@@ -31,8 +31,7 @@ from .markup import md_cell
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..results.baseline import ModelComparison
-    from ..results.stats import CaseChange, Comparison
+    from ..results import CaseChange, Comparison, ModelComparison
 
 #: The first line of every comment: invisible on GitHub, found by the workflow's update step.
 MARKER = "<!-- llmbench-pr-comment -->"
@@ -69,7 +68,7 @@ def md_text(text: str) -> str:
     return "".join(f"\\{char}" if char in _SYNTAX else char for char in cell)
 
 
-def github_comment(
+def pull_request_comment(
     baseline: SavedRun,
     new: SavedRun,
     results: Sequence[ModelComparison],
@@ -311,7 +310,7 @@ def unpaired_lines(results: Sequence[ModelComparison]) -> list[str]:
     """The changed, added and removed cases (not compared: an edited case is no regression),
     counted, then listed per model and kind up to :data:`SHOWN_FLIPS`; and the warning of a
     baseline paired by id alone."""
-    from ..results.baseline import pairing_note
+    from ..results import pairing_note
 
     lines = ["### Cases not compared", ""]
     note = pairing_note(results)

@@ -15,26 +15,29 @@ import pytest
 from ..config import get_run_config
 from ..results import (
     ANSWERED,
+    BUDGET_EXIT_CODE,
+    GATES_KEY,
     LATENCY_ONLY,
+    RECORDER_KEY,
+    Comparison,
+    DimensionAgreement,
     dimension_columns,
     dimension_means,
+    dimension_order,
     has_judges,
     is_missing,
     judge_usage,
     judged_dimensions,
+    optimization_counts,
+    over_budget,
 )
-from ..results.gates import BUDGET_EXIT_CODE, GATES_KEY
-from ..results.recorder import RECORDER_KEY, optimization_counts, over_budget
-from ..results.stats import Comparison
-from ..results.stats.agreement import DimensionAgreement, dimension_order
 from ..results_folder import CASE_VERDICTS_FILE
 from .markup import INCOMPLETE_NOTE, coverage_cell, has_incomplete, incomplete_mark
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..results.gates import RepeatOutcome
-    from ..results.recorder import ResultsRecorder
+    from ..results import RepeatOutcome, ResultsRecorder
 
 _BOARD_HEADER: tuple[str, ...] = (
     "#",

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results import is_missing
-from ..results.stats.agreement import dimension_order, judge_entries
+from ..results import dimension_order, is_missing, judge_entries
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .function_calls import FUNCTION_CALLS_STYLE, function_calls_html
 
 if TYPE_CHECKING:
-    from ..scoring.base import Verdict
+    from ..scoring import Verdict
 
 Record = Mapping[str, Any]
 
@@ -59,7 +59,7 @@ def failing_turn(record: Record) -> tuple[int, int] | None:
     talk = entries(record)
     if record.get("outcome") != "failed" or not talk:
         return None
-    from ..scoring.conversation import failed_turn
+    from ..scoring import failed_turn
 
     verdicts = [_verdict(entry) for entry in record.get("assertions") or []]
     threshold = record.get("threshold")
@@ -71,7 +71,7 @@ def failing_turn(record: Record) -> tuple[int, int] | None:
 
 def _verdict(entry: Mapping[str, Any]) -> Verdict:
     # A record's verdict as the scorer made it, for the scorer's rule of the failing turn.
-    from ..scoring.base import Verdict
+    from ..scoring import Verdict
 
     return Verdict(
         type=str(entry.get("type")),

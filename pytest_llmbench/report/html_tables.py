@@ -12,17 +12,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..render.markup import INCOMPLETE_NOTE, coverage_cell, has_incomplete
-from ..results import is_missing
-from ..results.aggregation import CONVERSATION_COLUMNS
+from ..render import INCOMPLETE_NOTE, coverage_cell, has_incomplete
+from ..results import CONVERSATION_COLUMNS, is_missing
 from ..results_folder import RESULTS_FILE
 from .charts import task_type
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..results.stats import CaseVerdict, Comparison
-    from ..results.stats.agreement import DimensionAgreement
+    from ..results import CaseVerdict, Comparison, DimensionAgreement
 
 #: The per-case table shows at most this many rows: 2,000 transcripts are already a big page.
 CASE_ROWS_LIMIT = 2000

@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..results.baseline import model_of
-from ..results.record import utc_now
+from ..results import model_of, utc_now
 from ..results_folder import RUN_FILE, ResultsFolder
 from .charts import Chart, ChartInput, build_sections, grouped_chart
 from .conversation import CONVERSATION_STYLE
@@ -298,7 +297,7 @@ class ReportWriter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """After the recorder wrote results.jsonl and run.json: write the report from the
         run's summary."""
-        from ..results.recorder import RECORDER_KEY, SUMMARY_KEY
+        from ..results import RECORDER_KEY, SUMMARY_KEY
 
         recorder = self.config.stash.get(RECORDER_KEY, None)
         if recorder is None or not recorder.records or recorder.out_dir is None:
@@ -348,7 +347,7 @@ class SessionEndWarmUp:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Once this process collected eval items, start the imports with its first calls."""
         if any(item.get_closest_marker("llmbench") for item in session.items):
-            from ..engine.runtime import get_runtime
+            from ..engine import get_runtime
 
             self._runs_items = True
             get_runtime(session.config).engine.when_calling(self._start)
@@ -402,7 +401,7 @@ def _import_session_end() -> None:
     try:
         import pandas  # noqa: F401
 
-        from ..results import summary  # noqa: F401
+        from ..results import summarize  # noqa: F401  (loads the summary module)
         from . import charts
 
         charts.chart_template()

@@ -10,15 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..results.winrates import (
-    BASELINE,
-    SELECT_BEST,
-    Pair,
-    WinRate,
-    model_win_rates,
-    pairs,
-    win_matrix,
-)
+from ..results import BASELINE, SELECT_BEST, Pair, WinRate, model_win_rates, pairs, win_matrix
 from .html_tables import text
 
 #: How the pairs of each source were formed: the section's note, one sentence per source.

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from ..engine.runtime import RUNTIME_KEY, Runtime
-from ..models.providers.completion import ProviderError, Usage
-from .item_record import completion_fields, conversation_entry, eval_record
+from ..engine import RUNTIME_KEY, Runtime
+from ..models import ProviderError, Usage
+from .item_record import completion_fields, eval_record
 from .record import build_record, file_field, utc_now, worker_id
 from .state import (
     EVAL_RESULT_KEY,
@@ -188,6 +188,8 @@ def _chat_entries(chats: list[ChatLog]) -> list[dict[str, Any]]:
     """A plain test's ``conversation``: its ``llm.chat`` conversations one after another, in
     the order they were opened, each entry with the 1-based ``chat`` it belongs to. A chat's
     system prompt comes first (turn 0); each send is a turn: its message, then the reply."""
+    from ..engine import conversation_entry  # the case kinds' module: loaded when used
+
     entries: list[dict[str, Any]] = []
     for number, chat in enumerate(chats, start=1):
         said = [conversation_entry(0, "system", chat.system, None)] if chat.system else []

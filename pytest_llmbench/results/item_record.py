@@ -11,19 +11,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..engine.kinds.talk import conversation_entries, conversation_entry
-from ..models.providers.completion import total_usage
+from ..models import total_usage
 from .record import build_record, file_field
 
 if TYPE_CHECKING:
-    from ..engine.plan import CallPlan
-    from ..models.providers.completion import Completion, ProviderError
+    from ..engine import CallPlan
+    from ..models import Completion, ProviderError
     from .state import EvalResult
 
 __all__ = [
     "completion_fields",
-    "conversation_entries",  # re-exported: the case kinds own it now (engine/kinds/talk.py)
-    "conversation_entry",  # re-exported: the case kinds own it now (engine/kinds/talk.py)
     "crash_record",
     "eval_record",
 ]
@@ -34,8 +31,8 @@ def eval_record(
 ) -> dict[str, Any]:
     """The record of an eval item that ended with ``outcome`` (not yet redacted): the fields
     every item has, and those its case kind fills (:meth:`~..engine.kinds.CaseKind.record_fields`)."""
-    from ..engine.kinds import kind_of
-    from ..spec.templating import last_user_text
+    from ..engine import kind_of
+    from ..spec import last_user_text
 
     plan, completion, provider_error = result.plan, result.completion, result.provider_error
     case, kind = plan.case, kind_of(plan)
@@ -81,7 +78,7 @@ def _error_fields(result: EvalResult, error: ProviderError | None) -> dict[str, 
     """What a call that failed still spent: the wait for rate limits (429s) before it gave up,
     and the calls its kind made before the error (an agent's turns, a conversation's replies:
     tokens, cost, latency; no answer)."""
-    from ..engine.kinds import kind_of
+    from ..engine import kind_of
 
     fields = completion_fields(kind_of(result.plan).spent(result))
     fields.pop("response", None)  # the item never answered
@@ -96,7 +93,7 @@ def crash_record(nodeid: str, worker: str, message: str) -> dict[str, Any]:
     Only the controller is left, and it never collected the item: the fields come from the node
     id (``<file>::<case>[<model>[-<variant parts>]-r<repeat>]``).
     """
-    from ..spec.schema import suite_name
+    from ..spec import suite_name
     from .record import utc_now
 
     path, _, name = nodeid.partition("::")
@@ -142,7 +139,7 @@ def _choice(plan: CallPlan, completion: Completion | None) -> dict[str, Any] | N
         return None
     if plan.latency_only:
         return None
-    from ..scoring.choices import choice_outcome
+    from ..scoring import choice_outcome
 
     # The prompt shows the options lettered A, B, ... (a dataset's own labels only pick the
     # answer at collection), so the answer is read by letter.
@@ -151,7 +148,7 @@ def _choice(plan: CallPlan, completion: Completion | None) -> dict[str, Any] | N
 
 def _context_field(result: EvalResult) -> dict[str, Any] | None:
     """The context the item's judges read: a solver's when it returned one, else the case's."""
-    from ..spec.context import context_record
+    from ..spec import context_record
 
     if result.retrieved_context is not None:
         return context_record(result.retrieved_context, "solver")
@@ -210,6 +207,6 @@ def _described_images(refs: Sequence[str], root: Path) -> list[str]:
     """Image references as the record shows them: paths from the rootdir, URLs abridged."""
     if not refs:
         return []
-    from ..spec.images import describe_ref
+    from ..spec import describe_ref
 
     return [describe_ref(ref, root=root) for ref in refs]

@@ -273,7 +273,7 @@ def gate_settings(shards: Sequence[Shard], given: Mapping[str, Any]) -> RunConfi
     each replaced by a value in ``given`` (the merge's options, by RunConfig field; None: not
     given)."""
     from ..config import RunConfig
-    from ..models.profiles import ProfileRegistry
+    from ..models import ProfileRegistry
 
     base = RunConfig(models=(), repeat=1, results_dir=None, min_pass_rate=None,
                      request_timeout_s=0.0, max_retries=0,

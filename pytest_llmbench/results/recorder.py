@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 import pytest
 
 from ..config import get_run_config
-from ..engine.runtime import get_runtime
+from ..engine import get_runtime
 from ..fingerprint import run_source
 from ..results_folder import DEFAULT_ROOT, ResultsFolder, record_line
 from .record import attempt_fields, utc_now
@@ -113,7 +113,7 @@ class ResultsRecorder:
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport) -> None:
         """An xdist worker died running ``crashitem``: an eval item gets an error record."""
-        from ..engine.xdist_schedule import eval_nodeid_matcher
+        from ..engine import eval_nodeid_matcher
         from .item_record import crash_record
 
         if not eval_nodeid_matcher(self.config)(crashitem):
@@ -172,7 +172,7 @@ class ResultsRecorder:
         """``prompt_optimizations.jsonl``: every rewrite, skip and failure of the run."""
         if not get_run_config(self.config).optimize_prompts:
             return
-        from ..engine.optimizer import store_path, write_log
+        from ..engine import store_path, write_log
 
         assert self.out_dir is not None
         redact = get_runtime(self.config).redactor.value
@@ -237,7 +237,7 @@ class ResultsRecorder:
         return {"limit_usd": limit, "reached": skipped > 0, "items_not_run": skipped}
 
     def _write_run_json(self, session: pytest.Session) -> None:
-        from ..engine.preflight import check_summary
+        from ..engine import check_summary
 
         assert self.out_dir is not None
         runtime = get_runtime(self.config)
@@ -323,9 +323,9 @@ def check_results_dir(config: pytest.Config) -> None:
     call: a usage error naming the folder and the OS's reason when it cannot be made or written
     (under ``/proc``, a file in the way, a name too long, no permission). The folders it makes
     to try, and the file it writes, are removed again: a run with no record leaves nothing."""
-    from ..config import _path  # the option's value as a path, resolved as the run config does
+    from ..config import option_path  # the value as a path, as the run config resolves it
 
-    path = _path(config, "results_dir")
+    path = option_path(config, "results_dir")
     if path is None:
         return
     made: list[Path] = []

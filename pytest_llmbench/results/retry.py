@@ -146,9 +146,9 @@ def has_sources(source: RetrySource) -> bool:
 
 
 def _given_results_dir(config: pytest.Config) -> Path | None:
-    from ..config import _path  # the option's value as a path, as the run config resolves it
+    from ..config import option_path  # the option's value as a path, as the run config resolves it
 
-    return _path(config, "results_dir")
+    return option_path(config, "results_dir")
 
 
 def start_retry(config: pytest.Config) -> ErrorRetry | None:
@@ -170,7 +170,7 @@ def start_retry(config: pytest.Config) -> ErrorRetry | None:
 def _refuse(config: pytest.Config, source: RetrySource) -> list[str]:
     """A usage error naming every refusal; else the warnings for the header."""
     from ..config import get_run_config
-    from ..engine.runtime import get_runtime
+    from ..engine import get_runtime
 
     current = {
         "args": list(config.invocation_params.args),

@@ -15,14 +15,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ..agent.loop import AgentRun
-    from ..agent.sandbox import Sandbox
-    from ..engine.plan import CallPlan
-    from ..engine.request import ConversationRun, Reply
-    from ..judging.panel import GradedAssertion
-    from ..models.profiles import ModelProfile
-    from ..models.providers.completion import Completion, ProviderError
-    from ..scoring.assertions import Verdict
+    from ..agent import AgentRun, Sandbox
+    from ..engine import CallPlan, ConversationRun, Reply
+    from ..judging import GradedAssertion
+    from ..models import Completion, ModelProfile, ProviderError
+    from ..scoring import Verdict
 
 
 class EvalFailure(Exception):

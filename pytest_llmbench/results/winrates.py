@@ -23,8 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..scoring.pairwise import PAIRWISE_TYPE
-from ..scoring.select_best import SELECT_BEST_TYPE
+from ..scoring import PAIRWISE_TYPE, SELECT_BEST_TYPE
 from .stats.intervals import wilson
 
 if TYPE_CHECKING:

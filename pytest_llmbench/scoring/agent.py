@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..agent.tools import ToolError, resolve_inside
+from ..agent import ToolError, resolve_inside
 from .base import AssertionSpecError, Verdict, is_number, quoted, regex_search, valid_regex
 from .trajectory import (
     ARGS_MATCH_MODES,
@@ -32,8 +32,7 @@ from .trajectory import (
 )
 
 if TYPE_CHECKING:
-    from ..agent.loop import AgentRun, ToolCall
-    from ..agent.sandbox import Sandbox
+    from ..agent import AgentRun, Sandbox, ToolCall
 
 #: The agent assertion types; each may also be written with a ``not-`` prefix.
 AGENT_TYPES: frozenset[str] = frozenset(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .judged import EmbeddingSpec, JudgeSpec
 
 if TYPE_CHECKING:
-    from ..models.providers.completion import Completion
+    from ..models import Completion
 
 QUOTE_LIMIT = 80
 

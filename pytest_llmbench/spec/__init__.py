@@ -9,28 +9,23 @@ error is an :class:`EvalFileError` naming file and line. :mod:`.variants` is the
 matrix of one case and model; :mod:`.helper_models` resolves the judges and shim models a
 file names; :mod:`.validate` is ``llmbench validate``.
 
-This is the stage's face: the names below are what other stages use. Each is imported from its
-module when first asked for, so that importing one light module of the stage (``llmbench``'s
-``validate``, the plugin) does not import pydantic and the whole schema.
+This is the stage's face: the names below are what other stages and the pytest shell import from
+it (tests/test_layout.py checks that they import nothing else of it). Each is imported from its
+module when first asked for, so that importing the stage loads nothing more.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .. import face_attribute
 
 if TYPE_CHECKING:
     from .context import ContextError, context_chunks, context_record
     from .functions import FunctionTools, shim_applies
     from .graders import grader_prompt, needs_context
     from .helper_models import assertion_panel, shim_model, user_sim_model
-    from .images import (
-        ImageError,
-        attach_images,
-        describe_ref,
-        unsupported_message,
-        vision_support,
-    )
+    from .images import ImageError, attach_images, describe_ref, unsupported_message, vision_support
     from .kinds import FILE_KINDS, FileKind, file_kind
     from .load import load_spec
     from .paths import workdir_path
@@ -57,49 +52,50 @@ if TYPE_CHECKING:
         temperature_variations,
     )
 
-#: Each name of the face, by the module (of this package) that defines it.
+#: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
-    **dict.fromkeys(("ContextError", "context_chunks", "context_record"), "context"),
-    **dict.fromkeys(("FunctionTools", "shim_applies"), "functions"),
-    **dict.fromkeys(("grader_prompt", "needs_context"), "graders"),
-    **dict.fromkeys(("assertion_panel", "shim_model", "user_sim_model"), "helper_models"),
-    **dict.fromkeys(
-        ("ImageError", "attach_images", "describe_ref", "unsupported_message", "vision_support"),
-        "images",
-    ),
-    **dict.fromkeys(("FILE_KINDS", "FileKind", "file_kind"), "kinds"),
+    "ContextError": "context",
+    "context_chunks": "context",
+    "context_record": "context",
+    "FunctionTools": "functions",
+    "shim_applies": "functions",
+    "grader_prompt": "graders",
+    "needs_context": "graders",
+    "assertion_panel": "helper_models",
+    "shim_model": "helper_models",
+    "user_sim_model": "helper_models",
+    "ImageError": "images",
+    "attach_images": "images",
+    "describe_ref": "images",
+    "unsupported_message": "images",
+    "vision_support": "images",
+    "FILE_KINDS": "kinds",
+    "FileKind": "kinds",
+    "file_kind": "kinds",
     "load_spec": "load",
     "workdir_path": "paths",
-    **dict.fromkeys(
-        (
-            "EVAL_SUFFIX",
-            "AgentSpec",
-            "EvalCase",
-            "EvalFileError",
-            "LoadedEval",
-            "McpServer",
-            "ScoredOptions",
-            "SimulatedUser",
-            "Turn",
-            "suite_name",
-        ),
-        "resolved",
-    ),
-    **dict.fromkeys(
-        ("TEMPLATE_VAR", "last_user_text", "message_text", "render_template"), "templating"
-    ),
+    "AgentSpec": "resolved",
+    "EVAL_SUFFIX": "resolved",
+    "EvalCase": "resolved",
+    "EvalFileError": "resolved",
+    "LoadedEval": "resolved",
+    "McpServer": "resolved",
+    "ScoredOptions": "resolved",
+    "SimulatedUser": "resolved",
+    "Turn": "resolved",
+    "suite_name": "resolved",
+    "TEMPLATE_VAR": "templating",
+    "last_user_text": "templating",
+    "message_text": "templating",
+    "render_template": "templating",
     "with_case_checks": "turns",
-    **dict.fromkeys(("UsageFailure", "validate_command"), "validate"),
-    **dict.fromkeys(
-        (
-            "PLAIN",
-            "PromptVariantWarning",
-            "Variant",
-            "configured_temperature",
-            "temperature_variations",
-        ),
-        "variants",
-    ),
+    "UsageFailure": "validate",
+    "validate_command": "validate",
+    "PLAIN": "variants",
+    "PromptVariantWarning": "variants",
+    "Variant": "variants",
+    "configured_temperature": "variants",
+    "temperature_variations": "variants",
 }
 
 __all__ = [
@@ -150,9 +146,4 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """A name of the face, imported from its module on first use."""
-    module = _FACE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # asked once: later lookups are plain attribute reads
-    return value
+    return face_attribute(globals(), _FACE, name)

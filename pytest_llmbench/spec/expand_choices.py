@@ -50,7 +50,7 @@ def choice_pair(
 ) -> Choices:
     """``choices`` as text and ``answer`` (at ``key``, named by the dataset's ``labels``) as
     their index; at least two options and an answer among them, or a collection error."""
-    from ..scoring.choices import answer_index
+    from ..scoring import answer_index
 
     texts = tuple(str(choice) for choice in choices)
     if len(texts) < 2:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..scoring.assertions import Assertion, parse_assertion
+from ..scoring import Assertion, parse_assertion
 from .kinds import file_kind, kinds_allowing
 from .loglikelihood import scored_options
 from .paths import PathRefused, check_folder_entries, resolve_eval_path
@@ -129,7 +129,7 @@ def _graders(
 
 def _judge_metrics(place: Place, names: list[str]) -> tuple[str, ...]:
     """Jury dimension names as keys (``Brand voice`` -> ``brand_voice``), each once."""
-    from ..scoring.judged import dimension_key
+    from ..scoring import dimension_key
 
     try:
         return tuple(dict.fromkeys(dimension_key(name) for name in names))
@@ -181,7 +181,7 @@ def _assertions(
 def _lacks_context(spec: EvalSpec, assertion: Assertion, context: tuple[str, ...] | None) -> bool:
     """Whether ``assertion`` reads a context the case cannot have: none given, no solver (an
     empty retrieval, ``[]``, is a context: its verdicts are unchecked at run time)."""
-    from ..scoring.judged import CONTEXT_TYPES
+    from ..scoring import CONTEXT_TYPES
 
     return assertion.base_type in CONTEXT_TYPES and context is None and spec.solver is None
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..scoring.assertions import parse_assertion
+from ..scoring import parse_assertion
 from .datasets import DatasetError, DatasetRow, load_dataset
 from .expand_choices import NO_CHOICES, choice_expected, choice_pair
 from .expand_place import FieldError
@@ -187,7 +187,7 @@ def _check_row_context(spec: EvalSpec, row: DatasetRow, place: Place, where: str
     """A row that gives no context (no cell, null, an empty CSV cell) under a context metric:
     an error naming the row and its line. Only a context metric's type is parsed: collecting
     10,000 rows parses each row's assertions enough."""
-    from ..scoring.judged import CONTEXT_TYPES
+    from ..scoring import CONTEXT_TYPES
 
     if row.context is not None or spec.solver is not None:
         return

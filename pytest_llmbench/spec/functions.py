@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .paths import resolve_eval_path
 
 if TYPE_CHECKING:
-    from ..scoring.base import Assertion
+    from ..scoring import Assertion
 
 #: The ``tool_choice`` words; a mapping ``{type: function, function: {name}}`` forces one tool.
 TOOL_CHOICE_WORDS = ("auto", "none", "required")
@@ -283,8 +283,7 @@ def row_expected_calls(cell: Any, dialect: str, tools: FunctionTools | None) -> 
     ``tools`` does not declare, allowed values that are not a list, or not of the argument's
     shape: objects of allowed-value lists for an object, lists of them for an array of
     objects)."""
-    from ..scoring.bfcl import allowed_value_problem
-    from ..scoring.trajectory import ExpectedStep
+    from ..scoring import ExpectedStep, allowed_value_problem
 
     if isinstance(cell, str):
         try:
@@ -317,8 +316,7 @@ def allowed_shape_problem(assertions: Sequence[Assertion], tools: FunctionTools)
     """The first ``args_match: allowed`` value among ``assertions`` not of the shape ``tools``'
     schemas ask for (objects of allowed-value lists for an object argument, lists of them for
     an array of objects), as ``TYPE: TOOL: problem``; None when every one is."""
-    from ..scoring.bfcl import allowed_value_problem
-    from ..scoring.tool_calls import expected_steps
+    from ..scoring import allowed_value_problem, expected_steps
 
     schemas = tools.schemas()
     for assertion in assertions:

@@ -15,9 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..scoring.base import Assertion
-from ..scoring.judged import CONTEXT_TYPES, JudgeSpec
-from ..scoring.model_graded import ModelGradedSpec, with_prompt_text
+from ..scoring import CONTEXT_TYPES, Assertion, JudgeSpec, ModelGradedSpec, with_prompt_text
 from .context import context_text
 from .paths import PathRefused, resolve_eval_path
 from .templating import placeholders, render_template

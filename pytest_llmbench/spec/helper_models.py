@@ -11,15 +11,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile, ProfileRegistry
-    from ..scoring.assertions import Assertion
-    from ..scoring.judged import RelevanceSpec
+    from ..models import ModelProfile, ProfileRegistry
+    from ..scoring import Assertion, RelevanceSpec
     from .resolved import EvalCase, LoadedEval
 
 
 def shim_model(loaded: LoadedEval, registry: ProfileRegistry) -> ModelProfile | None:
     """An agent file's ``tool_shim_model``, resolved; ``None`` when it names none."""
-    from ..models.profiles import ProfileError
+    from ..models import ProfileError
     from .resolved import EvalFileError
 
     name = loaded.agent.shim_model if loaded.agent is not None else None
@@ -41,8 +40,8 @@ def assertion_panel(
     """The judges of a model-graded assertion: its own ``judges``, else ``default`` (the run's
     ``--judges``); the one embedding model of a similarity by embedding; the first judge only
     for an ``llm-rubric``. ``()`` for an assertion that is not model-graded."""
-    from ..models.profiles import ProfileError
-    from ..scoring.judged import JudgeSpec, RelevanceSpec
+    from ..models import ProfileError
+    from ..scoring import JudgeSpec, RelevanceSpec
     from .resolved import EvalFileError
 
     spec = assertion.graded
@@ -67,7 +66,7 @@ def _embedder(
     loaded: LoadedEval, case: EvalCase, spec: RelevanceSpec, registry: ProfileRegistry
 ) -> ModelProfile:
     """``answer-relevance``'s ``embedding_model``, resolved: one model."""
-    from ..models.profiles import ProfileError
+    from ..models import ProfileError
     from .resolved import EvalFileError
 
     try:
@@ -86,7 +85,7 @@ def user_sim_model(
 ) -> ModelProfile:
     """The model playing a ``simulated_user:`` case's user: its own ``model``, else the first
     of ``judges`` (the run's ``--judges``), else ``model`` (the one under test)."""
-    from ..models.profiles import ProfileError
+    from ..models import ProfileError
     from .resolved import EvalFileError
 
     user = case.simulated_user

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 from .paths import PathRefused, resolve_eval_path
 
 if TYPE_CHECKING:
-    from ..models.profiles import ModelProfile
+    from ..models import ModelProfile
 
 #: The largest image accepted, as most providers cap one image (OpenAI: 20 MB).
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
@@ -127,7 +127,7 @@ def vision_support(profile: ModelProfile) -> bool | None:
     declared = getattr(profile, "vision", None)
     if declared is not None:
         return bool(declared)
-    from ..models.providers.prices import supports_vision
+    from ..models import supports_vision
 
     return supports_vision(profile.model)
 

@@ -203,9 +203,7 @@ def _check_tool_call_names(
 ) -> None:
     """A function-calling assertion needs the file's function definitions, and a tool it
     expects must be one of them (with ``dataset.tools``: of some row's, ``row_names``)."""
-    from ..scoring.assertions import parse_assertion
-    from ..scoring.base import AssertionSpecError
-    from ..scoring.tool_calls import TOOL_CALL_TYPES, expected_names
+    from ..scoring import TOOL_CALL_TYPES, AssertionSpecError, expected_names, parse_assertion
 
     written: list[tuple[tuple[str | int, ...], Any]]
     written = [(("assert", n), raw) for n, raw in enumerate(spec.assertions)]

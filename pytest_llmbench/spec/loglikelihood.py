@@ -56,7 +56,7 @@ def scored_options(spec: EvalSpec, place: Place, case: EvalCase) -> EvalCase:
 def scored_case(case: EvalCase, settings: LoglikelihoodSpec) -> EvalCase:
     """``case`` with its options' (context, continuation) pairs, its prompt without the lettered
     options a generated answer would get; :class:`ScoringError` when it cannot be scored so."""
-    from ..scoring.choices import LETTERS
+    from ..scoring import LETTERS
 
     _check_case(case)
     assert case.choices is not None
@@ -107,7 +107,7 @@ def _check_case(case: EvalCase) -> None:
 
 def _prompt(case: EvalCase) -> tuple[str, bool]:
     """The case's prompt as a plain text, and whether it lists the lettered options."""
-    from ..scoring.choices import format_choices
+    from ..scoring import format_choices
 
     assert case.choices is not None
     text = case.template[0]["content"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .templating import last_user_text, render_chat
 
 if TYPE_CHECKING:
-    from ..scoring.assertions import Assertion
+    from ..scoring import Assertion
     from .functions import FunctionTools
 
 EVAL_SUFFIX = ".eval.yaml"

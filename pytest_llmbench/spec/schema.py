@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..scoring.assertions import AssertionSpecError, parse_assertion
+from ..scoring import AssertionSpecError, parse_assertion
 from .context import context_chunks
 from .datasets import DatasetSource
 from .kinds import DEFAULT_FILE_KIND, file_kind_problem

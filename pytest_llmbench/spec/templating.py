@@ -53,7 +53,7 @@ def render_chat(
     ValueError (a ``TemplateKeyError``) for an unknown placeholder.
     """
     if choices is not None and variables is not None:
-        from ..scoring.choices import format_choices
+        from ..scoring import format_choices
 
         # The lettered options win over a dataset column of the same name: they are what the
         # answer is read against.
@@ -67,7 +67,7 @@ def render_chat(
             raise TemplateKeyError(index, str(exc)) from None
         rendered.append({"role": message["role"], "content": content})
     if choices is not None and not (placed and variables is not None):
-        from ..scoring.choices import choice_prompt
+        from ..scoring import choice_prompt
 
         last = max(i for i, m in enumerate(rendered) if m["role"] == "user")
         rendered[last] = {

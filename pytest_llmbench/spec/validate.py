@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..models.profiles import ProfileRegistry
+    from ..models import ProfileRegistry
     from .resolved import LoadedEval
 
 
@@ -76,7 +76,7 @@ def validate_command(args: argparse.Namespace) -> int:
 
 def _validation_targets(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     """The eval files and the profile files that ``paths`` name, each once, in order."""
-    from ..models.profiles import PROFILE_SUFFIXES
+    from ..models import PROFILE_SUFFIXES
     from .resolved import EVAL_SUFFIX
 
     evals: list[Path] = []
@@ -101,7 +101,7 @@ def _validation_targets(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
 
 def _files_below(folder: Path) -> Iterator[Path]:
     """Eval files below ``folder`` and the files of its ``profiles`` folders, sorted."""
-    from ..models.profiles import PROFILE_SUFFIXES
+    from ..models import PROFILE_SUFFIXES
     from .resolved import EVAL_SUFFIX
 
     for root, dirs, files in os.walk(folder):
@@ -132,7 +132,7 @@ def _allowed_paths(given: Sequence[Path] | None) -> list[Path]:
 def _profile_context(given: Sequence[Path] | None) -> list[Path]:
     """The profile files of ``--profiles`` (default ``profiles/``), folders expanded as a run
     expands them: their .yaml, .yml and .jsonl files by name."""
-    from ..models.profiles import PROFILE_SUFFIXES
+    from ..models import PROFILE_SUFFIXES
 
     if given:
         missing = [str(path) for path in given if not path.exists()]
@@ -157,8 +157,7 @@ def check_profiles(files: Sequence[Path]) -> tuple[list[FileCheck], ProfileRegis
     A file with a problem is left out and the others loaded again, so that each file gets its
     own verdict. Returns the verdicts in ``files`` order and the registry of the valid files.
     """
-    from ..models.profile_files import load_profiles
-    from ..models.profiles import ProfileError
+    from ..models import ProfileError, load_profiles
 
     problems: dict[Path, str] = {}
     valid = list(files)
@@ -183,8 +182,7 @@ def check_profiles(files: Sequence[Path]) -> tuple[list[FileCheck], ProfileRegis
 
 def _profile_summary(file: Path, builtin: ProfileRegistry) -> str:
     """``3 profiles, 1 set``: what ``file`` defines ('' when it needs another file's sets)."""
-    from ..models.profile_files import load_profiles
-    from ..models.profiles import ProfileError
+    from ..models import ProfileError, load_profiles
 
     try:
         alone = load_profiles([file])

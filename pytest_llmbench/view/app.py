@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..report.html_tables import text
+from ..report import text
 from ..results_folder import SERVED_FILES
 from . import pages
 from .queue import JobQueue, LaunchError, eval_files, parse_launch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..report.html_tables import text
+from ..report import text
 from . import pages
 from .queue import Job
 from .runs import Run
@@ -13,7 +13,7 @@ from .runs import Run
 def compare_page(baseline: Run, new: Run, switch: str) -> str:
     """Two runs case by case, per model (regressions first); ``switch`` ``OLD=NEW`` compares
     one model of the baseline with another of the new run, as ``llmbench compare --model``."""
-    from ..results.baseline import compare_runs, models_of, pairing_note, switch_models
+    from ..results import compare_runs, models_of, pairing_note, switch_models
     from ..results_folder import ResultsError
 
     old, fresh = list(baseline.records), list(new.records)
@@ -48,7 +48,7 @@ def compare_page(baseline: Run, new: Run, switch: str) -> str:
 
 
 def _model_section(result: object) -> str:
-    from ..results.baseline import ModelComparison
+    from ..results import ModelComparison
 
     assert isinstance(result, ModelComparison)
     stats = "".join(

@@ -10,16 +10,18 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..report.conversation import CONVERSATION_STYLE
-from ..report.html_tables import leaderboard_table, text, transcript
-from ..report.matrix import (
+from ..report import (
+    CONVERSATION_STYLE,
     Cells,
     case_flags,
     cell_status,
     first_failing_turn,
     group_cases,
+    leaderboard_table,
     searched_text,
     shown_answer,
+    text,
+    transcript,
 )
 from ..results_folder import REPORT_FILE, ResultsFolder
 from .runs import Run

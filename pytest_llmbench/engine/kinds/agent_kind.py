@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ...models.providers.completion import Completion, ProviderError
+from ...models import Completion, ProviderError
 from .base import CaseKind, Checking, Engine, KindCall, KindResult, Settling, sent_messages
 
 if TYPE_CHECKING:
-    from ...agent.loop import AgentRun, AsyncToolboxLike, ToolboxLike
-    from ...agent.tools import Toolbox
-    from ...scoring.assertions import Assertion, Verdict
+    from ...agent import AgentRun, AsyncToolboxLike, Toolbox, ToolboxLike
+    from ...scoring import Assertion, Verdict
     from ..plan import CallPlan
     from ..request import Answer
 
@@ -41,8 +40,7 @@ class AgentKind(CaseKind):
         """The agent's tools on its workdir (made in setup). A sandbox that is required but
         unavailable, or one that would refuse the item's commands, fails here as the item's
         ``sandbox`` error (a set-up problem of this machine, not the model's nor the file's)."""
-        from ...agent.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
-        from ...agent.tools import Toolbox
+        from ...agent import Sandbox, SandboxLimits, SandboxUnavailable, Toolbox
 
         agent = plan.agent
         assert agent is not None and workdir is not None
@@ -69,7 +67,7 @@ class AgentKind(CaseKind):
         return Answer(completion, graded, run, toolbox.sandbox, messages=messages)
 
     def keep_partial(self, result: KindResult, error: BaseException) -> None:
-        from ...agent.loop import AgentRun
+        from ...agent import AgentRun
 
         partial = getattr(error, "partial", None)
         if isinstance(partial, AgentRun):
@@ -120,8 +118,8 @@ class AgentKind(CaseKind):
 
 async def _loop(engine: Engine, call: KindCall) -> AgentRun:
     """The agent loop: every turn is a paced, cached, budgeted call of the plan's model."""
-    from ...agent.loop import run_agent
-    from ...spec.functions import shim_applies
+    from ...agent import run_agent
+    from ...spec import shim_applies
 
     plan, request, targets = call.plan, call.request, call.targets
     agent = plan.agent
@@ -150,7 +148,7 @@ async def _loop(engine: Engine, call: KindCall) -> AgentRun:
     names: Sequence[str] = agent.tools
     async with contextlib.AsyncExitStack() as sessions:
         if agent.mcp_selections:
-            from ...agent.mcp import open_mcp_tools
+            from ...agent import open_mcp_tools
 
             # One session per server for this item, closed when the loop ends (or fails);
             # a shared server's is the process's (the pool's).
@@ -185,7 +183,7 @@ def _runs_commands(plan: CallPlan) -> bool:
 
 def _warn_sandbox_fallback() -> None:
     """Say once per process that ``run_command`` fell back to rlimits (no working bwrap)."""
-    from ...agent.sandbox import fallback_notice
+    from ...agent import fallback_notice
 
     notice = fallback_notice()
     if notice is not None:
@@ -197,7 +195,7 @@ def _post_process(settling: Settling, command: str) -> None:
 
     A command that fails or prints no JSON object is the item's error (setup phase).
     """
-    from ...agent.post import PostProcessError, run_post_process
+    from ...agent import PostProcessError, run_post_process
 
     result = settling.result
     agent = result.plan.agent
@@ -244,7 +242,7 @@ def _agent_verdicts(settling: Settling) -> dict[int, Verdict]:
 
 
 def _agent_verdict(settling: Settling, assertion: Assertion) -> Verdict:
-    from ...scoring.agent import AgentOutcome, SandboxFailure, evaluate_agent
+    from ...scoring import AgentOutcome, SandboxFailure, evaluate_agent
 
     result = settling.result
     run, workdir, sandbox = result.agent_run, result.workdir, result.sandbox
@@ -255,7 +253,7 @@ def _agent_verdict(settling: Settling, assertion: Assertion) -> Verdict:
     try:
         check = _with_case_values(check, {**case.vars, "expected": case.expected})
     except ValueError as exc:  # a {{name}} the case does not have
-        from ...scoring.base import Verdict
+        from ...scoring import Verdict
 
         return Verdict(check.type, False, 0.0, check.weight, f"{check.type}: {exc}")
     try:
@@ -267,7 +265,7 @@ def _agent_verdict(settling: Settling, assertion: Assertion) -> Verdict:
 def _with_case_values(check: Any, variables: dict[str, Any]) -> Any:
     """An agent check with ``{{expected}}`` and the case's (or dataset row's) variables filled
     into its value, path and ``output_contains``: ValueError for an unknown name."""
-    from ...spec.templating import render_template
+    from ...spec import render_template
 
     changes = {
         field: render_template(value, variables)

@@ -19,16 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar
 
-from ...models.providers.completion import Completion, ProviderError, total_usage
+from ...models import Completion, ProviderError, total_usage
 from .tool_shim import read_shim, shim_offered
 
 if TYPE_CHECKING:
-    from ...agent.loop import AgentRun
-    from ...agent.mcp_pool import McpPool
-    from ...agent.sandbox import Sandbox
-    from ...judging.panel import GradedAssertion
-    from ...scoring.assertions import Assertion, AssertionContext, Verdict
-    from ...scoring.base import CallMeasures
+    from ...agent import AgentRun, McpPool, Sandbox
+    from ...judging import GradedAssertion
+    from ...scoring import Assertion, AssertionContext, CallMeasures, Verdict
     from ..conversation import Progress
     from ..grading import HelperCalls, HelperTargets
     from ..pacing import CallPacer
@@ -119,7 +116,7 @@ class Checking:
     ) -> Verdict:
         """Assertion ``index``'s verdict: its judges', else its check on ``text`` (the
         answer's by default) in ``context`` (the item's by default)."""
-        from ...scoring.assertions import evaluate
+        from ...scoring import evaluate
 
         graded = self.result.graded.get(index) if assertion.engine_graded else None
         if graded is not None and graded.verdict is not None:
@@ -133,7 +130,7 @@ class Checking:
 def call_measures(result: KindResult, completion: Completion | None = None) -> CallMeasures:
     """What the call (or ``completion``, one call of a conversation) measured, for the latency,
     cost and tokens checks; the judges' cost and calls beside."""
-    from ...scoring.base import CallMeasures
+    from ...scoring import CallMeasures
 
     completion = completion or result.completion
     assert completion is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ...models.providers.completion import ProviderError
+from ...models import ProviderError
 from .base import CaseKind, Engine, KindCall, KindResult, sent_messages
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ...models.providers.completion import Completion, ProviderError, total_usage
+from ...models import Completion, ProviderError, total_usage
 from .base import Engine, KindCall, KindResult
 from .talk import ConversationKind
 
@@ -24,7 +24,7 @@ class SimulatedUserKind(ConversationKind):
     shimmable = False  # its conversation offers the function definitions natively
 
     async def converse(self, engine: Engine, call: KindCall) -> ConversationRun:
-        from ...spec.turns import with_case_checks
+        from ...spec import with_case_checks
         from ..simulated import simulate, stop_check
 
         plan, request, targets = call.plan, call.request, call.targets

@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ...models.providers.completion import Completion, ProviderError
+from ...models import Completion, ProviderError
 from .base import CaseKind, Checking, Engine, KindCall, sent_messages
 
 if TYPE_CHECKING:
-    from ...scoring.assertions import Verdict
+    from ...scoring import Verdict
     from ..plan import CallPlan
     from ..request import Answer
     from ..solver import SolverRun
@@ -50,7 +50,7 @@ class SolverKind(CaseKind):
 
 async def _solve(engine: Engine, call: KindCall) -> SolverRun:
     """The file's ``solver`` answers the case, its model calls paced like the item's."""
-    from ...spec.templating import last_user_text
+    from ...spec import last_user_text
     from ..solver import SolverCase, run_solver
 
     plan, request = call.plan, call.request
@@ -88,8 +88,8 @@ def _check_context(plan: CallPlan, retrieved: tuple[str, ...] | None) -> None:
     """A solver that returned no ``context`` for a case without one, where a RAG metric or a
     grader's ``{{context}}`` reads it: an error of the item naming the field, never a judge's
     guess nor an unchecked verdict."""
-    from ...scoring.judged import EmbeddingSpec
-    from ...spec.graders import needs_context
+    from ...scoring import EmbeddingSpec
+    from ...spec import needs_context
 
     if retrieved is not None or plan.case.context is not None:
         return
@@ -110,7 +110,7 @@ def _check_context(plan: CallPlan, retrieved: tuple[str, ...] | None) -> None:
 
 def _solver_verdict(passed: bool) -> Verdict:
     """The verdict a self-judging solver gave its own answer, as one more assertion's."""
-    from ...scoring.base import Verdict
+    from ...scoring import Verdict
 
     reason = "the solver judged its answer " + ("right" if passed else "wrong")
     return Verdict("solver", passed, 1.0 if passed else 0.0, 1.0, reason)

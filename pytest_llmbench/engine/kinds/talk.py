@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from .base import CaseKind, Checking, Engine, KindCall, KindResult, call_measures, sent_messages
 
 if TYPE_CHECKING:
-    from ...models.providers.completion import Completion
-    from ...scoring.assertions import Verdict
+    from ...models import Completion
+    from ...scoring import Verdict
     from ..conversation import CompleteTurn
     from ..plan import CallPlan
     from ..request import Answer, ConversationRun, Request
@@ -64,7 +64,7 @@ class ConversationKind(CaseKind):
     def verdicts(self, checking: Checking) -> list[Verdict]:
         """Each assertion on the reply to its turn (and that turn's prompt and measures),
         weighted by the turn's weight (:mod:`...scoring.conversation`), in turn order."""
-        from ...scoring.conversation import on_turn
+        from ...scoring import on_turn
 
         result = checking.result
         run = result.conversation
@@ -86,7 +86,7 @@ class ConversationKind(CaseKind):
 
     def failure(self, result: KindResult, checked: Sequence[Verdict]) -> str | None:
         """The first turn that fails, named."""
-        from ...scoring.conversation import failed_turn, failure_headline
+        from ...scoring import failed_turn, failure_headline
 
         found = failed_turn(result.verdicts, result.plan.case.threshold)
         if found is None:
@@ -96,7 +96,7 @@ class ConversationKind(CaseKind):
 
     def shown(self, result: KindResult, width: int) -> list[str] | None:
         """The conversation up to the turn that failed (all of it when none did)."""
-        from ...scoring.conversation import failed_turn, transcript_lines
+        from ...scoring import failed_turn, transcript_lines
 
         found = failed_turn(result.verdicts, result.plan.case.threshold)
         run = result.conversation
@@ -120,7 +120,7 @@ def conversation_entries(result: KindResult, verdicts: Sequence[Verdict]) -> lis
     run = result.conversation
     if run is None:
         return []
-    from ...spec.templating import message_text
+    from ...spec import message_text
 
     turns = run.turns
     replies = {reply.turn: reply.completion for reply in run.replies}

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ...models.providers.completion import Completion
+    from ...models import Completion
     from ..plan import CallPlan
 
 
@@ -26,7 +26,7 @@ def shim_request(
 ) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:
     """The messages and parameters of a shimmed function-calling call: the tools and the
     protocol in the system message, its JSON shapes as the response format (no ``tools``)."""
-    from ...agent.shim import calls_response_format, with_shim_prompt
+    from ...agent import calls_response_format, with_shim_prompt
 
     functions = plan.functions
     assert functions is not None
@@ -44,7 +44,7 @@ def shim_request(
 def read_shim(completion: Completion) -> Completion:
     """A shimmed reply read as a native one: its protocol calls as ``tool_calls``, the text
     its answer ("" when it called)."""
-    from ...agent.shim import parse_calls_reply
+    from ...agent import parse_calls_reply
 
     calls, answer = parse_calls_reply(completion.text)
     return dataclasses.replace(completion, text=answer, tool_calls=calls)

@@ -14,7 +14,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...judging.prompts import CONVERSATION_DIMENSIONS, JURY_DIMENSIONS
+from ...judging import CONVERSATION_DIMENSIONS, JURY_DIMENSIONS
 
 _ANSWERED = ("passed", "failed")
 

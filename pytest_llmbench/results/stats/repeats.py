@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...config.option_values import parse_repeat_policy as parse_repeat_policy  # re-exported
+from ...config import parse_repeat_policy as parse_repeat_policy  # re-exported
 from .intervals import Interval, clustered_mean
 
 #: The model label of records from tests that called no model.

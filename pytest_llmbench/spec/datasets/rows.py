@@ -295,7 +295,7 @@ def _assertions(value: Any) -> tuple[Any, ...]:
     """A row's ``assert:``: a list of assertion items (a name or a mapping), checked now."""
     if value is None:
         return ()
-    from ...scoring.assertions import parse_assertion
+    from ...scoring import parse_assertion
 
     items = value if isinstance(value, list) else [value]
     for index, item in enumerate(items):
