@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbench.spec import expand
-from pytest_llmbench.spec.expand import CASE_KINDS, CaseKind, case_kind, expand_cases
+from pytest_llmbench.spec.expand import CASE_EXPANSIONS, CaseExpansion, case_expansion, expand_cases
 from pytest_llmbench.spec.expand import prompt_variants as read_variants
 from pytest_llmbench.spec.resolved import EvalCase, EvalFileError
 from pytest_llmbench.spec.schema import EvalSpec
@@ -261,37 +261,37 @@ def test_a_dataset_row_missing_a_template_variable_is_an_error_at_dataset(
 
 
 def test_the_kind_of_a_case_is_looked_up_in_one_table() -> None:
-    assert [kind.name for kind in CASE_KINDS] == ["simulated_user", "turns", "plain"]
-    assert CASE_KINDS[-1].key is None  # the kind of a case that gives no other kind's key
-    assert [kind.name for kind in CASE_KINDS if kind.row is not None] == ["turns", "plain"]
+    assert [kind.name for kind in CASE_EXPANSIONS] == ["simulated_user", "turns", "plain"]
+    assert CASE_EXPANSIONS[-1].key is None  # the kind of a case that gives no other kind's key
+    assert [kind.name for kind in CASE_EXPANSIONS if kind.row is not None] == ["turns", "plain"]
 
 
 def test_expansion_dispatches_through_the_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[str] = []
-    plain = case_kind_named("plain")
+    plain = case_expansion_named("plain")
 
     def traced(*args: object) -> EvalCase:
         seen.append(str(args[3]))  # the case id
         return plain.inline(*args)  # type: ignore[arg-type]
 
-    toy = CaseKind("plain", None, traced, plain.row)
-    monkeypatch.setattr(expand, "CASE_KINDS", (*CASE_KINDS[:-1], toy))
+    toy = CaseExpansion("plain", None, traced, plain.row)
+    monkeypatch.setattr(expand, "CASE_EXPANSIONS", (*CASE_EXPANSIONS[:-1], toy))
     (case,) = expand_file(tmp_path, "cases:\n  - {id: q, prompt: hi}\n")
     assert seen == ["q"] and case.prompt == "hi"
 
 
-def case_kind_named(name: str) -> CaseKind:
-    return next(kind for kind in CASE_KINDS if kind.name == name)
+def case_expansion_named(name: str) -> CaseExpansion:
+    return next(kind for kind in CASE_EXPANSIONS if kind.name == name)
 
 
 def test_case_kind_picks_the_first_kind_whose_key_is_given(tmp_path: Path) -> None:
     from pytest_llmbench.spec.schema import CaseSpec
 
-    assert case_kind(CaseSpec(prompt="hi")).name == "plain"
-    assert case_kind(CaseSpec.model_validate({"turns": [{"user": "hi"}]})).name == "turns"
+    assert case_expansion(CaseSpec(prompt="hi")).name == "plain"
+    assert case_expansion(CaseSpec.model_validate({"turns": [{"user": "hi"}]})).name == "turns"
     both = CaseSpec.model_validate(
         {"turns": [{"user": "hi"}], "simulated_user": {"instructions": "x"}}
     )
-    assert case_kind(both).name == "simulated_user"  # which then refuses the turns
+    assert case_expansion(both).name == "simulated_user"  # which then refuses the turns

@@ -2,7 +2,7 @@
 
 :func:`prompt_variants` reads ``prompts:``; :func:`expand_cases` turns the file into
 :class:`~.resolved.EvalCase` values per variant. Each case is expanded by its kind, looked up in
-:data:`CASE_KINDS` by the key it gives (``simulated_user``, ``turns``; a plain case gives
+:data:`CASE_EXPANSIONS` by the key it gives (``simulated_user``, ``turns``; a plain case gives
 neither): :mod:`.expand_plain`, :mod:`.expand_turns`, :mod:`.expand_simulated`, a dataset row's
 by :mod:`.expand_rows`. Each kind hands its case to :mod:`.expand_resolve`, which applies the
 file-level assertions, threshold, params and tags (and the log-likelihood scoring of
@@ -40,7 +40,7 @@ RowExpander = Callable[["EvalSpec", "DatasetRow", Place, str], EvalCase]
 
 
 @dataclass(frozen=True)
-class CaseKind:
+class CaseExpansion:
     """How one kind of case is expanded, from an inline case and from a dataset row."""
 
     name: str  #: as the engine's table of case kinds names it
@@ -53,18 +53,18 @@ class CaseKind:
 
 #: The case kinds, looked up in order: the first whose key the case gives (a new kind is one
 #: module and one line here).
-CASE_KINDS: tuple[CaseKind, ...] = (
-    CaseKind("simulated_user", "simulated_user", simulated_case),
-    CaseKind("turns", "turns", turns_case, row_turns_case),
-    CaseKind("plain", None, plain_case, row_case),
+CASE_EXPANSIONS: tuple[CaseExpansion, ...] = (
+    CaseExpansion("simulated_user", "simulated_user", simulated_case),
+    CaseExpansion("turns", "turns", turns_case, row_turns_case),
+    CaseExpansion("plain", None, plain_case, row_case),
 )
 
 
-def case_kind(source: CaseSpec | DatasetRow) -> CaseKind:
+def case_expansion(source: CaseSpec | DatasetRow) -> CaseExpansion:
     """The kind of an inline case or a dataset row: the first that its key names."""
     return next(
         kind
-        for kind in CASE_KINDS
+        for kind in CASE_EXPANSIONS
         if kind.key is None or getattr(source, kind.key, None) is not None
     )
 
@@ -195,13 +195,13 @@ def _inline_case(spec: EvalSpec, case: CaseSpec, place: Place) -> EvalCase:
         message = f"case {case_id!r}: give either `prompt` or `messages`, not both"
         raise place.error(message, "messages")
     choices = case_choices(spec, case, place, case_id)
-    return case_kind(case).inline(spec, case, place, case_id, choices)
+    return case_expansion(case).inline(spec, case, place, case_id, choices)
 
 
 def _row_case(spec: EvalSpec, row: DatasetRow, place: Place) -> EvalCase:
     """A dataset row, expanded by its kind."""
     where = f"dataset row {row.id!r} ({row.where})"
-    kind = case_kind(row)
+    kind = case_expansion(row)
     if kind.row is None:  # pragma: no cover - a row has no key of such a kind
         raise place.error(f"{where}: a dataset row cannot give `{kind.key}`")
     return kind.row(spec, row, place, where)
