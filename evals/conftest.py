@@ -30,8 +30,8 @@ TOUR: dict[str, tuple[str, ...]] = {
     "prompt-variants.eval.yaml": ("france",),
     "multiple-choice.eval.yaml": ("water-boils",),
     "loglikelihood/arc_easy.eval.yaml": ("arc-01",),
-    # judges: a jury and an llm-rubric, a grader of your own, select-best's contest, RAG metrics
-    "summaries-judged.eval.yaml": ("row-1",),
+    # judges: a grader of your own, select-best's contest, RAG metrics (summaries-judged.eval.yaml's
+    # jury of seven dimensions is left out: about 2 minutes for one item)
     "graders/fact.eval.yaml": ("capital-of-france",),
     "graders/select-best.eval.yaml": ("spider-legs",),
     "rag.eval.yaml": ("lighthouse-height",),
