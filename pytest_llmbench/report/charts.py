@@ -5,11 +5,10 @@ run has no data for it (no streamed call has a TTFT, no jury ran, no error happe
 Models keep the leaderboard's order and one colour each across every chart. Figures hold plain
 lists rounded to 6 decimals, so the same records always give the same JSON.
 
-A figure is plotly.js's JSON as plain data (``{"data": [traces], "layout": {...}}``), drawn in
-the page by the inlined plotly.js: building plotly.py's validated objects cost more CPU than
-the rest of a small run's session end, and plotly.py is no dependency of ours. The layout's
-template is plotly's ``plotly_white`` for the trace types drawn here
-(``assets/chart-template.json``, written by ``tools/chart_template.py``).
+A figure is plotly.js's JSON as plain data (``{"data": [traces], "layout": {...}}``), built
+with :mod:`.plotly_json` and drawn in the page by the inlined plotly.js: building plotly.py's
+validated objects cost more CPU than the rest of a small run's session end, and plotly.py is no
+dependency of ours.
 
 pandas is imported inside the functions: the plugin imports this package in runs that never
 write a report.
@@ -17,16 +16,33 @@ write a report.
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..results import dimension_order, is_missing, judge_entries
+from .plotly_json import (
+    KIND_COLOURS,
+    METRIC_COLOURS,
+    MODEL_COLOURS,
+    error_bars,
+    lookup,
+    new_figure,
+    number_list,
+    rounded,
+    set_layout,
+    text_list,
+)
+
+# Moved to .plotly_json, still importable here; a test greps this file for `_trace("<type>"`.
+from .plotly_json import TEMPLATE_FILE as TEMPLATE_FILE
+from .plotly_json import TRACE_TYPES as TRACE_TYPES
+from .plotly_json import Chart as Chart
+from .plotly_json import Figure as Figure
+from .plotly_json import chart_template as chart_template
+from .plotly_json import trace as _trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,42 +50,9 @@ if TYPE_CHECKING:
 #: Task type shown for records whose case has no ``task``.
 NO_TASK = "(none)"
 _ANSWERED = ("passed", "failed")
-_HEIGHT = 420
-#: The trace types the report draws: the only ones whose template defaults it needs.
-TRACE_TYPES = ("bar", "box", "heatmap", "scatter", "scatterpolar")
 _PERCENTILES = ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))
-#: Colours of metric series (score vs pass rate, TTFT vs total, model vs judge): dark and
-#: muted, so that they never read as one of the models' colours.
-_METRIC_COLOURS = ("#3b4b5c", "#9aa5b1")
 #: Jury dimensions are scored 1..5 (see judging/spec.py).
 _JURY_RANGE = (1.0, 5.0)
-#: One colour per model, in leaderboard order (plotly's default qualitative palette).
-MODEL_COLOURS = (
-    "#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A",
-    "#19D3F3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52",
-)  # fmt: skip
-#: One colour per error kind (ColorBrewer's Set2).
-KIND_COLOURS = (
-    "rgb(102,194,165)", "rgb(252,141,98)", "rgb(141,160,203)", "rgb(231,138,195)",
-    "rgb(166,216,84)", "rgb(255,217,47)", "rgb(229,196,148)", "rgb(179,179,179)",
-)  # fmt: skip
-TEMPLATE_FILE = Path(__file__).parent / "assets" / "chart-template.json"
-#: A figure: plotly.js's JSON, ``{"data": [...], "layout": {...}}``.
-Figure = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Chart:
-    """One chart of the report: its figure, or why it is left out."""
-
-    #: stable id; the chart's div id is ``chart-<name>``
-    name: str
-    #: heading shown above the chart
-    title: str
-    #: the figure (plotly.js's JSON as data), or None when the run has no data for it
-    figure: Figure | None
-    #: why ``figure`` is None (one line)
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -135,16 +118,16 @@ def grouped_chart(board: pd.DataFrame, axis: str, latency_only: bool = False) ->
     bars = _trace(
         "bar",
         name=label,
-        x=_strings(board[key]),
-        y=_values(board[column]),
-        marker_color=_METRIC_COLOURS[0],
+        x=text_list(board[key]),
+        y=number_list(board[column]),
+        marker_color=METRIC_COLOURS[0],
         error_y=None
         if latency_only
-        else _error_bars(board, column, "score_ci_low", "score_ci_high"),
+        else error_bars(board, column, "score_ci_low", "score_ci_high"),
         hovertemplate="%{x}: %{y:.3f}<extra>" + label + "</extra>",
     )
-    figure = _figure(bars)
-    _layout(figure, xaxis={"title": {"text": axis}, "type": "category"},
+    figure = new_figure(bars)
+    set_layout(figure, xaxis={"title": {"text": axis}, "type": "category"},
             yaxis={"title": {"text": label}})  # fmt: skip
     return Chart(name, title, figure)
 
@@ -159,20 +142,20 @@ def leaderboard_chart(data: ChartInput) -> Chart:
         _trace(
             "bar",
             name=label,
-            x=_strings(board["model"]),
-            y=_values(board[column]),
+            x=text_list(board["model"]),
+            y=number_list(board[column]),
             marker_color=colour,
-            error_y=_error_bars(board, column, f"{prefix}_ci_low", f"{prefix}_ci_high"),
+            error_y=error_bars(board, column, f"{prefix}_ci_low", f"{prefix}_ci_high"),
             hovertemplate="%{x}: %{y:.3f}<extra>" + label + "</extra>",
         )
         for (label, column, prefix), colour in zip(
             (("score", "score_mean", "score"), ("pass rate", "pass_rate", "pass_rate")),
-            _METRIC_COLOURS,
+            METRIC_COLOURS,
             strict=True,
         )
     ]
-    figure = _figure(traces)
-    _layout(figure, barmode="group", yaxis={"title": {"text": "0..1"}, "range": [0, 1.05]})
+    figure = new_figure(traces)
+    set_layout(figure, barmode="group", yaxis={"title": {"text": "0..1"}, "range": [0, 1.05]})
     return Chart(name, title, figure)
 
 
@@ -185,7 +168,7 @@ def score_heatmap(data: ChartInput) -> Chart:
     means = scored.groupby(["model", "suite"])["score"].mean()
     suites = sorted({str(suite) for suite in scored["suite"]})
     models = [model for model in data.models if model in set(scored["model"])]
-    z = [[_lookup(means, (model, suite)) for suite in suites] for model in models]
+    z = [[lookup(means, (model, suite)) for suite in suites] for model in models]
     return Chart(name, title, _heatmap(z, suites, models, "suite", "score"))
 
 
@@ -202,7 +185,7 @@ def task_heatmap(data: ChartInput) -> Chart:
     rates = frame.groupby(["task_type", "model"])["passed"].mean()
     types = sorted(set(frame["task_type"]))
     models = [model for model in data.models if model in set(frame["model"])]
-    z = [[_lookup(rates, (kind, model)) for model in models] for kind in types]
+    z = [[lookup(rates, (kind, model)) for model in models] for kind in types]
     return Chart(name, title, _heatmap(z, models, types, "model", "success rate"))
 
 
@@ -217,10 +200,10 @@ def latency_percentiles(data: ChartInput) -> Chart:
     traces = []
     for model in _models_with(data, answered, [column for _, column in metrics]):
         own = answered[answered["model"] == model]
-        y = [_round(own[column].quantile(q)) for _, column in metrics for q, _ in _PERCENTILES]
+        y = [rounded(own[column].quantile(q)) for _, column in metrics for q, _ in _PERCENTILES]
         traces.append(_trace("bar", name=model, x=x, y=y, marker_color=data.colour(model)))
-    figure = _figure(traces)
-    _layout(figure, barmode="group", yaxis={"title": {"text": "seconds"}})
+    figure = new_figure(traces)
+    set_layout(figure, barmode="group", yaxis={"title": {"text": "seconds"}})
     return Chart(name, title, figure)
 
 
@@ -235,21 +218,21 @@ def latency_distribution(data: ChartInput) -> Chart:
     if not metrics:
         return Chart(name, title, None, "No answered item has a latency.")
     traces = []
-    for (label, column), colour in zip(metrics, _METRIC_COLOURS, strict=False):
+    for (label, column), colour in zip(metrics, METRIC_COLOURS, strict=False):
         known = answered.dropna(subset=[column])
         known = known.iloc[_model_rank(data, known["model"])]
         traces.append(
             _trace(
                 "box",
                 name=label,
-                x=_strings(known["model"]),
-                y=_values(known[column]),
+                x=text_list(known["model"]),
+                y=number_list(known[column]),
                 marker_color=colour,
                 boxpoints=False,
             )
         )
-    figure = _figure(traces)
-    _layout(figure, boxmode="group", yaxis={"title": {"text": "seconds"}})
+    figure = new_figure(traces)
+    set_layout(figure, boxmode="group", yaxis={"title": {"text": "seconds"}})
     return Chart(name, title, figure)
 
 
@@ -263,14 +246,14 @@ def tokens_per_s(data: ChartInput) -> Chart:
         _trace(
             "box",
             name=model,
-            y=_values(answered.loc[answered["model"] == model, "tokens_per_s"]),
+            y=number_list(answered.loc[answered["model"] == model, "tokens_per_s"]),
             marker_color=data.colour(model),
             boxpoints=False,
         )
         for model in _models_with(data, answered, ["tokens_per_s"])
     ]
-    figure = _figure(traces)
-    _layout(figure, showlegend=False, yaxis={"title": {"text": "tokens/s"}})
+    figure = new_figure(traces)
+    set_layout(figure, showlegend=False, yaxis={"title": {"text": "tokens/s"}})
     return Chart(name, title, figure)
 
 
@@ -285,8 +268,8 @@ def cost_vs_score(data: ChartInput) -> Chart:
         _trace(
             "scatter",
             name=str(row["model"]),
-            x=[_round(row["cost_usd_total"])],
-            y=[_round(row["score_mean"])],
+            x=[rounded(row["cost_usd_total"])],
+            y=[rounded(row["score_mean"])],
             mode="markers+text",
             text=[str(row["model"])],
             textposition="top center",
@@ -295,13 +278,13 @@ def cost_vs_score(data: ChartInput) -> Chart:
                 "color": data.colour(str(row["model"])),
                 "opacity": 0.7,
             },
-            customdata=[[_round(row["latency_s_p50"])]],
+            customdata=[[rounded(row["latency_s_p50"])]],
             hovertemplate="cost $%{x:.4f}<br>score %{y:.3f}<br>latency p50 %{customdata[0]} s",
         )
         for row in board.to_dict("records")
     ]
-    figure = _figure(traces)
-    _layout(
+    figure = new_figure(traces)
+    set_layout(
         figure,
         xaxis={"title": {"text": "total cost (USD)"}, "rangemode": "tozero"},
         yaxis={"title": {"text": "score mean"}},
@@ -327,14 +310,14 @@ def cost_breakdown(data: ChartInput) -> Chart:
         _trace(
             "bar",
             name=label,
-            x=_strings(board["model"]),
-            y=_values(board[column].fillna(0.0)),
+            x=text_list(board["model"]),
+            y=number_list(board[column].fillna(0.0)),
             marker_color=colour,
         )
-        for (label, column), colour in zip(parts, _METRIC_COLOURS, strict=True)
+        for (label, column), colour in zip(parts, METRIC_COLOURS, strict=True)
     ]
-    figure = _figure(traces)
-    _layout(figure, barmode="stack", yaxis={"title": {"text": "USD"}})
+    figure = new_figure(traces)
+    set_layout(figure, barmode="stack", yaxis={"title": {"text": "USD"}})
     return Chart(name, title, figure)
 
 
@@ -362,8 +345,8 @@ def judge_radar(data: ChartInput) -> Chart:
         )
     if not traces:
         return Chart(name, title, None, "No answered item has a jury score.")
-    figure = _figure(traces)
-    _layout(figure, polar={"radialaxis": {"range": list(_JURY_RANGE), "dtick": 1}})
+    figure = new_figure(traces)
+    set_layout(figure, polar={"radialaxis": {"range": list(_JURY_RANGE), "dtick": 1}})
     return Chart(name, title, figure)
 
 
@@ -386,9 +369,9 @@ def error_breakdown(data: ChartInput) -> Chart:
         )
         for index, kind in enumerate(kinds)
     ]
-    figure = _figure(traces)
+    figure = new_figure(traces)
     # One kind alone would get no legend, and its name would show nowhere.
-    _layout(figure, barmode="stack", showlegend=True, yaxis={"title": {"text": "items"}})
+    set_layout(figure, barmode="stack", showlegend=True, yaxis={"title": {"text": "items"}})
     return Chart(name, title, figure)
 
 
@@ -424,13 +407,13 @@ def _dimension_means(answered: pd.DataFrame, keys: Sequence[str]) -> list[float 
         for key, value in (scores if isinstance(scores, Mapping) else {}).items():
             if key in values and value is not None:
                 values[key].append(float(value))
-    return [_round(math.fsum(found) / len(found)) if found else None for found in values.values()]
+    return [rounded(math.fsum(found) / len(found)) if found else None for found in values.values()]
 
 
 def _heatmap(
     z: list[list[float | None]], x: list[str], y: list[str], x_title: str, label: str
 ) -> Figure:
-    figure = _figure(
+    figure = new_figure(
         _trace(
             "heatmap",
             z=z,
@@ -445,63 +428,12 @@ def _heatmap(
             ygap=2,
         )
     )
-    _layout(
+    set_layout(
         figure,
         xaxis={"title": {"text": x_title}, "type": "category"},
         yaxis={"type": "category", "autorange": "reversed"},
     )
     return figure
-
-
-def _error_bars(board: pd.DataFrame, column: str, low: str, high: str) -> dict[str, Any] | None:
-    """Asymmetric error bars from the board's CI columns; None when it has none."""
-    if low not in board.columns or high not in board.columns:
-        return None
-    above = [_gap(top, mid) for top, mid in zip(board[high], board[column], strict=True)]
-    below = [_gap(mid, bottom) for mid, bottom in zip(board[column], board[low], strict=True)]
-    return {"type": "data", "symmetric": False, "array": above, "arrayminus": below}
-
-
-def _gap(upper: Any, lower: Any) -> float | None:
-    if is_missing(upper) or is_missing(lower):
-        return None
-    return _round(max(float(upper) - float(lower), 0.0))
-
-
-def _trace(kind: str, **props: Any) -> dict[str, Any]:
-    """A trace of ``kind`` with the properties given (None: unset; ``marker_color`` is
-    ``marker.color``, as plotly.py spells it)."""
-    trace: dict[str, Any] = {"type": kind}
-    for key, value in props.items():
-        if value is None:
-            continue
-        if key == "marker_color":
-            trace.setdefault("marker", {})["color"] = value
-        else:
-            trace[key] = value
-    return trace
-
-
-def _figure(traces: dict[str, Any] | list[dict[str, Any]]) -> Figure:
-    return {"data": [traces] if isinstance(traces, dict) else list(traces), "layout": {}}
-
-
-def _layout(figure: Figure, **extra: Any) -> None:
-    figure["layout"].update(
-        template=chart_template(),
-        height=_HEIGHT,
-        margin={"l": 60, "r": 20, "t": 30, "b": 60},
-        legend={"orientation": "h", "y": -0.2},
-        **extra,
-    )
-
-
-@functools.cache
-def chart_template() -> dict[str, Any]:
-    """plotly_white with the defaults of the trace types drawn here only (half its size in
-    each chart's JSON)."""
-    template: dict[str, Any] = json.loads(TEMPLATE_FILE.read_text(encoding="utf-8"))
-    return template
 
 
 def _models_with(data: ChartInput, frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
@@ -515,22 +447,3 @@ def _model_rank(data: ChartInput, models: pd.Series) -> list[int]:
     order = {model: index for index, model in enumerate(data.models)}
     ranks = [order.get(model, len(order)) for model in models.tolist()]
     return sorted(range(len(ranks)), key=ranks.__getitem__)
-
-
-def _lookup(series: pd.Series, key: tuple[str, str]) -> float | None:
-    return _round(series[key]) if key in series.index else None
-
-
-def _strings(series: pd.Series) -> list[str]:
-    return [str(value) for value in series]
-
-
-def _values(series: pd.Series) -> list[float | None]:
-    return [_round(value) for value in series]
-
-
-def _round(value: Any) -> float | None:
-    """``value`` to 6 decimals; missing or infinite: None (JSON has no Infinity)."""
-    if is_missing(value) or not math.isfinite(float(value)):
-        return None
-    return round(float(value), 6)
