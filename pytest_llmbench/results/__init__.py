@@ -23,16 +23,10 @@ from .. import face_attribute
 
 if TYPE_CHECKING:
     from .aggregation import (
-        ANSWERED,
-        CONVERSATION_COLUMNS,
         METRIC_COLUMNS,
         aggregate,
-        dimension_columns,
-        dimension_means,
-        has_judges,
         is_missing,
         judge_usage,
-        judged_dimensions,
         metrics,
         metrics_frame,
     )
@@ -48,6 +42,14 @@ if TYPE_CHECKING:
         models_of,
         pairing_note,
         switch_models,
+    )
+    from .column_families import (
+        ANSWERED,
+        CONVERSATION_COLUMNS,
+        dimension_columns,
+        dimension_means,
+        has_judges,
+        judged_dimensions,
     )
     from .csvs import (
         AGREEMENT_COLUMNS,
@@ -122,16 +124,16 @@ if TYPE_CHECKING:
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
-    "ANSWERED": "aggregation",
-    "CONVERSATION_COLUMNS": "aggregation",
+    "ANSWERED": "column_families",
+    "CONVERSATION_COLUMNS": "column_families",
     "METRIC_COLUMNS": "aggregation",
     "aggregate": "aggregation",
-    "dimension_columns": "aggregation",
-    "dimension_means": "aggregation",
-    "has_judges": "aggregation",
+    "dimension_columns": "column_families",
+    "dimension_means": "column_families",
+    "has_judges": "column_families",
     "is_missing": "aggregation",
     "judge_usage": "aggregation",
-    "judged_dimensions": "aggregation",
+    "judged_dimensions": "column_families",
     "metrics": "aggregation",
     "metrics_frame": "aggregation",
     "attach_record": "attach",
