@@ -6,12 +6,19 @@ These tests start the real server (about 1 s) and run the real 135M model on the
 from __future__ import annotations
 
 import json
+import os
+import socket
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from pytest_llmbench.models.providers.embedded import find_model_file, process_alive
+from pytest_llmbench.models.providers.embedded import (
+    EmbeddedServer,
+    ServerInfo,
+    find_model_file,
+    process_alive,
+)
 
 CAPITALS = """
 description: Capitals on the embedded model
@@ -45,6 +52,35 @@ def pytest_sessionfinish(session):
 
 def _alive(pid: int) -> bool:
     return process_alive(pid)
+
+
+def test_a_busy_server_is_the_server_and_no_second_one_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A port that takes connections but never answers HTTP: a server busy with another request.
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        info = ServerInfo(os.getpid(), busy.getsockname()[1])
+        (tmp_path / "server.json").write_text(json.dumps({"pid": info.pid, "port": info.port}))
+        server = EmbeddedServer(tmp_path, os.getpid())
+        started: list[str] = []
+        monkeypatch.setattr(server, "_start", lambda: started.append("start") or info)
+        assert server.ensure_started() == info
+        assert server.ensure_started() == info  # known: no file lock, no connection
+    assert started == []
+
+
+def test_a_server_whose_process_is_gone_is_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = ServerInfo(2**22 + 12345, 1)  # above pid_max's default: no such process
+    (tmp_path / "server.json").write_text(json.dumps({"pid": gone.pid, "port": gone.port}))
+    fresh = ServerInfo(os.getpid(), 8)
+    server = EmbeddedServer(tmp_path, os.getpid())
+    monkeypatch.setattr(server, "_start", lambda: fresh)
+    assert server.ensure_started() == fresh
+    assert json.loads((tmp_path / "server.json").read_text()) == {"pid": fresh.pid, "port": 8}
 
 
 def test_model_file_is_found_without_importing_the_package() -> None:

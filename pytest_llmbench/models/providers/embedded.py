@@ -73,20 +73,28 @@ class EmbeddedServer:
         self.owner_pid = owner_pid
         self.scoring = scoring
         self._name = "scoring-server" if scoring else "server"
+        self._known: ServerInfo | None = None  #: the server this process found or started
 
     @property
     def _info_path(self) -> Path:
         return self.state_dir / f"{self._name}.json"
 
     def ensure_started(self) -> ServerInfo:
-        """Return the running server, starting it if no process has yet."""
+        """Return the running server, starting it if no process has yet.
+
+        A server once started is running while its process lives and its port takes
+        connections. It is never asked over HTTP here: it answers one request at a time, so a
+        busy one misses any short timeout, and each miss used to start one more server, never
+        stopped (dozens on a loaded machine, each taking a core from the one in use)."""
+        if self._known is not None and process_alive(self._known.pid):
+            return self._known
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with self._locked():
             info = self._read_info()
-            if info is not None and _healthy(info):
-                return info
-            info = self._start()
-            self._info_path.write_text(json.dumps({"pid": info.pid, "port": info.port}))
+            if info is None or not _running(info):
+                info = self._start()
+                self._info_path.write_text(json.dumps({"pid": info.pid, "port": info.port}))
+            self._known = info
             return info
 
     def stop(self) -> None:
@@ -175,6 +183,18 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _running(info: ServerInfo) -> bool:
+    """Whether the server of ``info`` runs: its process lives and its port accepts a connection
+    (the kernel accepts while the server is busy answering another request)."""
+    if not process_alive(info.pid):
+        return False
+    try:
+        with socket.create_connection(("127.0.0.1", info.port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _healthy(info: ServerInfo) -> bool:
