@@ -377,6 +377,28 @@ def test_a_replay_answers_from_what_an_earlier_run_stored(
     replay.close()
 
 
+def test_the_embedded_models_answers_are_kept_across_its_ports(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    # The embedded server listens on a new port each run: its answers are keyed by its name.
+    fake = profile(fake_llm)
+    writer = CallPacer(settings(tmp_path, cache_mode="use", run_id="earlier"), n_workers=1)
+    asked = ask(writer, fake)
+    embedded = replace(asked, target=replace(asked.target, embedded=True))
+    stored = run(lambda: writer.paced(embedded))
+    writer.close()
+    replay = CallPacer(settings(tmp_path, cache_mode="replay"), n_workers=1)
+    moved = replace(embedded.target, api_base="http://127.0.0.1:1/v1")  # the next run's port
+    assert run(lambda: replay.paced(replace(embedded, target=moved))) == replace(
+        stored, cached=True
+    )
+    elsewhere = replace(asked.target, api_base="http://127.0.0.1:1/v1")  # another endpoint
+    with pytest.raises(ProviderError, match="no cached answer"):
+        run(lambda: replay.paced(replace(asked, target=elsewhere)))
+    assert len(fake_llm.chat_requests()) == 1
+    replay.close()
+
+
 def old_entry(tmp_path: Path, request: Request, run_id: str | None, text: str) -> None:
     """``text`` stored for ``request`` by ``run_id``, written 1000 s after the epoch."""
     target = request.target

@@ -318,7 +318,7 @@ class CallPacer:
             request.messages,
             request.key_params,
             request.repeat,
-            api_base=target.api_base,
+            api_base=target.cache_base,
         )
         entry = self._response_cache().entry(key)
         if entry is not None and self._kept(key, entry, request.nodeid):

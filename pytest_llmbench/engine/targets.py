@@ -65,6 +65,7 @@ class Targets:
             cost_per_1k_input=cost.input if cost else None,
             cost_per_1k_output=cost.output if cost else None,
             client="litellm" if self._client == "litellm" else profile.client,
+            embedded=profile.embedded,
         )
 
     def _embedded_server(self, scoring: bool) -> EmbeddedServer:

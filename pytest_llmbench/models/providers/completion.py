@@ -27,6 +27,14 @@ class CallTarget:
     cost_per_1k_output: float | None = None
     #: ``auto`` (the lean client for OpenAI-compatible endpoints) or ``litellm`` (always)
     client: str = "auto"
+    #: the embedded default model: its server listens on a new port each run, so the response
+    #: cache keys its answers by this name, not by ``api_base``
+    embedded: bool = False
+
+    @property
+    def cache_base(self) -> str | None:
+        """The endpoint as the response cache keys a call: the same from one run to the next."""
+        return "embedded" if self.embedded else self.api_base
 
 
 @dataclass(frozen=True)
