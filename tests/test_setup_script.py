@@ -189,8 +189,9 @@ def test_a_wrong_set_is_a_usage_error(machine: Machine, args: tuple[str, ...]) -
 def _make_dry_run(target: str) -> str:
     """What ``make -n target`` would run."""
     # Under `make test` the suite runs inside make: a nested make would say which directory it
-    # enters, and take the outer one's flags.
-    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    # enters, and take the outer one's flags and the variables set on its command line (make
+    # exports them: `make test PYTEST_ARGS=...`, as .ci/run calls it).
+    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "PYTEST_ARGS")
     env = {name: value for name, value in os.environ.items() if name not in outer}
     done = subprocess.run(
         ["make", "--no-print-directory", "-n", target],
