@@ -150,8 +150,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on a run of eval files only: no worker (see :mod:`.workers`)."""
     from .workers import auto_workers
 
-    pattern = config.getini("llmbench_pattern") or _config.DEFAULT_PATTERN
-    return auto_workers(config, pattern)
+    return auto_workers(config, _config.eval_pattern(config))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -163,8 +162,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     """Collect files matching ``llmbench_pattern`` (``*.eval.yaml``)."""
-    pattern = parent.config.getini("llmbench_pattern") or _config.DEFAULT_PATTERN
-    if not file_path.match(pattern):
+    if not file_path.match(_config.eval_pattern(parent.config)):
         return None
     from .collect import EvalFile
 

@@ -307,17 +307,17 @@ def test_cache_use_makes_a_second_run_free(bench: Bench) -> None:
 _ENGINE_THREAD_PROBE = """
 import threading
 
-from pytest_llmbench.report import standalone
+from pytest_llmbench.report import session_end
 
 def pytest_configure(config):
-    warm_up = standalone._warm_up
+    warm_up = session_end._warm_up
 
     def probe():
         (config.rootpath / "warm-up.txt").write_text("thread")
         warm_up()
 
-    standalone._warm_up = probe
-    config.add_cleanup(lambda: setattr(standalone, "_warm_up", warm_up))
+    session_end._warm_up = probe
+    config.add_cleanup(lambda: setattr(session_end, "_warm_up", warm_up))
 
 def pytest_sessionfinish(session):
     started = any(thread.name == "llmbench-engine" for thread in threading.enumerate())

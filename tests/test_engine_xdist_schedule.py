@@ -17,7 +17,8 @@ import pytest
 from conftest import Bench, Rule
 from xdist.scheduler import LoadScheduling
 
-from pytest_llmbench.engine.xdist_schedule import LookaheadScheduling, eval_nodeid_matcher
+from pytest_llmbench.config import eval_nodeid_matcher
+from pytest_llmbench.engine.xdist_schedule import LookaheadScheduling
 
 DEPTH = 10
 

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import ast
+import inspect
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -100,10 +103,24 @@ def test_profiles_are_frozen() -> None:
         profile.model = "openai/b"
 
 
+def _field_docstrings(cls: type) -> dict[str, str]:
+    """The docstring under each annotated field of ``cls``'s class body, from its source."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    found: dict[str, str] = {}
+    for node, after in zip(body, body[1:], strict=False):
+        is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and is_doc:
+            found[node.target.id] = str(after.value.value).strip()  # type: ignore[attr-defined]
+    return found
+
+
 def test_every_profile_field_is_documented() -> None:
     for model in (ModelProfile, CostPer1k):
-        undocumented = [name for name, info in model.model_fields.items() if not info.description]
+        documented = _field_docstrings(model)
+        undocumented = [name for name in model.model_fields if not documented.get(name)]
         assert undocumented == [], model.__name__
+    assert "litellm model string" in _field_docstrings(ModelProfile)["model"]
 
 
 @pytest.fixture

@@ -684,30 +684,3 @@ def test_the_matrix_filters_in_headless_chromium(
     everything = {"add", "france", "japan", "mul", "xss"}
     assert everything - hidden_cases(result.stdout) == visible
     assert f"{len(visible)} of 5 cases" in result.stdout
-
-
-def test_the_warm_up_thread_is_joined_started_and_never_starts_after_the_session_end(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The engine's thread starts the imports while the main thread may be ending the session:
-    the session end never sees a thread not yet started (CI once failed on 'cannot join thread
-    before it is started'), and none starts once the session end began."""
-    import threading
-
-    from pytest_llmbench.report import standalone
-
-    ran: list[str] = []
-    monkeypatch.setattr(standalone, "_warm_up", lambda: ran.append("warm-up"))
-    monkeypatch.setattr(standalone, "_import_session_end", lambda: ran.append("at the end"))
-    started = standalone.SessionEndWarmUp()
-    starter = threading.Thread(target=started._start)
-    starter.start()
-    starter.join()
-    started.pytest_sessionfinish()
-    assert ran == ["warm-up"]
-
-    late = standalone.SessionEndWarmUp()
-    late._records = True
-    late.pytest_sessionfinish()
-    late._start()  # the engine's first call came after the session end began
-    assert ran == ["warm-up", "at the end"] and late._thread is None

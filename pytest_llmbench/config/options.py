@@ -5,8 +5,9 @@ file > default. The ``llmbench`` command takes the flags it shares with a run fr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -240,3 +241,23 @@ def shard_setting(config: pytest.Config) -> str | None:
 def option_path(config: pytest.Config, dest: str) -> Path | None:
     raw = setting(config, dest)
     return None if not raw else config.invocation_params.dir / raw
+
+
+def eval_pattern(config: pytest.Config) -> str:
+    """The glob of eval file names: ``llmbench_pattern`` or :data:`DEFAULT_PATTERN`."""
+    return str(config.getini("llmbench_pattern") or DEFAULT_PATTERN)
+
+
+def eval_nodeid_matcher(config: pytest.Config) -> Callable[[str], bool]:
+    """Whether a node id is an item of an eval file (its file matches :func:`eval_pattern`)."""
+    pattern = eval_pattern(config)
+    files: dict[str, bool] = {}  # a run has few files and many items
+
+    def is_eval(nodeid: str) -> bool:
+        path = nodeid.split("::", 1)[0]
+        found = files.get(path)
+        if found is None:
+            found = files[path] = PurePosixPath(path).match(pattern)
+        return found
+
+    return is_eval

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .targets import clients_line
     from .watch import WorkerWatch
     from .workdirs import WorkdirError, seed, take_prepared
-    from .xdist_schedule import dist_mode, eval_nodeid_matcher, make_scheduler
+    from .xdist_schedule import dist_mode, make_scheduler
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
@@ -99,7 +99,6 @@ _FACE: dict[str, str] = {
     "seed": "workdirs",
     "take_prepared": "workdirs",
     "dist_mode": "xdist_schedule",
-    "eval_nodeid_matcher": "xdist_schedule",
     "make_scheduler": "xdist_schedule",
 }
 
@@ -137,7 +136,6 @@ __all__ = [
     "conversation_entries",
     "conversation_entry",
     "dist_mode",
-    "eval_nodeid_matcher",
     "get_runtime",
     "is_contestant",
     "kind_of",

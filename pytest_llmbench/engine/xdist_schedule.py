@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
 from xdist.scheduler import LoadScheduling
 from xdist.workermanage import parse_tx_spec_config
+
+from .. import config as _config
 
 #: Items xdist keeps queued so that a worker knows the item after the one it runs.
 _XDIST_MIN_QUEUE = 2
@@ -45,13 +46,13 @@ def make_scheduler(config: pytest.Config, log: Any, chosen: Any) -> Any:
         return chosen
 
     def depth() -> int:
-        from .. import config as _config
         from .pacing import lookahead
 
         workers = len(parse_tx_spec_config(config))
         return lookahead(_config.get_run_config(config), workers) + _XDIST_MIN_QUEUE
 
-    return LookaheadScheduling(config, log, depth_of=depth, is_eval=eval_nodeid_matcher(config))
+    is_eval = _config.eval_nodeid_matcher(config)
+    return LookaheadScheduling(config, log, depth_of=depth, is_eval=is_eval)
 
 
 def dist_mode(config: pytest.Config) -> str:
@@ -61,23 +62,6 @@ def dist_mode(config: pytest.Config) -> str:
     mode = str(config.getvalue("dist"))
     chunked = mode == "load" and config.getoption("maxschedchunk") is not None
     return f"{mode} --maxschedchunk" if chunked else mode
-
-
-def eval_nodeid_matcher(config: pytest.Config) -> Callable[[str], bool]:
-    """Whether a node id is an item of an eval file (its file matches ``llmbench_pattern``)."""
-    from ..config import DEFAULT_PATTERN
-
-    pattern = config.getini("llmbench_pattern") or DEFAULT_PATTERN
-    files: dict[str, bool] = {}  # a run has few files and many items
-
-    def is_eval(nodeid: str) -> bool:
-        path = nodeid.split("::", 1)[0]
-        found = files.get(path)
-        if found is None:
-            found = files[path] = PurePosixPath(path).match(pattern)
-        return found
-
-    return is_eval
 
 
 def _case_groups(collection: list[str], evals: list[bool]) -> dict[int, list[int]]:

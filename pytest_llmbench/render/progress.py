@@ -113,7 +113,7 @@ class RunProgress:
         self._started: float | None = None
         self._last: float | None = None
         self._saved: float | None = None
-        from ..engine import eval_nodeid_matcher
+        from ..config import eval_nodeid_matcher
 
         self._is_eval = eval_nodeid_matcher(config)
 

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
         searched_text,
         shown_answer,
     )
-    from .standalone import ReportWriter, SessionEndWarmUp, write_report
+    from .session_end import ReportWriter, SessionEndWarmUp
+    from .standalone import write_report
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
@@ -44,8 +45,8 @@ _FACE: dict[str, str] = {
     "group_cases": "matrix",
     "searched_text": "matrix",
     "shown_answer": "matrix",
-    "ReportWriter": "standalone",
-    "SessionEndWarmUp": "standalone",
+    "ReportWriter": "session_end",
+    "SessionEndWarmUp": "session_end",
     "write_report": "standalone",
 }
 

@@ -113,7 +113,7 @@ class ResultsRecorder:
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport) -> None:
         """An xdist worker died running ``crashitem``: an eval item gets an error record."""
-        from ..engine import eval_nodeid_matcher
+        from ..config import eval_nodeid_matcher
         from .item_record import crash_record
 
         if not eval_nodeid_matcher(self.config)(crashitem):
