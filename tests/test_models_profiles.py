@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 import re
 import textwrap
 from pathlib import Path
@@ -108,7 +109,7 @@ def _field_docstrings(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     found: dict[str, str] = {}
-    for node, after in zip(body, body[1:], strict=False):
+    for node, after in itertools.pairwise(body):
         is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and is_doc:
             found[node.target.id] = str(after.value.value).strip()  # type: ignore[attr-defined]
