@@ -7,6 +7,9 @@
 - ``workdir``: a fresh per-item folder under ``tmp_path``, seeded from the case's ``files:`` (or a
   ``@pytest.mark.llmbench_files({...})`` marker on a plain test).
 - ``record_score``: record the test's score (0..1) or other named metrics into its results row.
+
+The plugin registers this module in every run: the engine's runtime loads when a test first asks
+for ``llm``, not before.
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .engine import Runtime, get_runtime
-from .models import Completion, ProviderError
+from .engine import get_runtime
+from .models import ProviderError
 from .results import PLAIN_STATE_KEY, ChatLog, PlainTestState, plain_state, utc_now
 
 if TYPE_CHECKING:
+    from .engine import Runtime
     from .item import EvalItem
-    from .models import ModelProfile
+    from .models import Completion, ModelProfile
     from .spec import EvalCase
 
 __all__ = [

@@ -555,7 +555,7 @@ def test_contestants_skipped_at_run_time_give_back_their_lookahead(contest: Benc
     )
     contest.pytester.makepyfile(
         test_zz="""
-        from pytest_llmbench.engine.runtime import get_runtime
+        from pytest_llmbench.engine.lifetime import get_runtime
 
         def test_room(request):
             scheduler = get_runtime(request.config).scheduler()

@@ -6,9 +6,10 @@ take, cancel), which starts their answers on the background loop of :mod:`.loop`
 :mod:`.answer` is the one call path (optimizer rewrite, plain call, agent loop or
 :mod:`.solver`, then the judges of :mod:`.grading`), and every call waits its turn in
 :mod:`.pacing` (lanes and rate limits of :mod:`.ratelimit`, the response :mod:`.cache`, the
-budget). :mod:`.runtime` holds the per-process pieces, :mod:`.targets` resolves where a profile
-is called, :mod:`.xdist_schedule` keeps xdist workers' queues deep enough, :mod:`.estimate` is
-``--estimate-cost`` and :mod:`.preflight` is ``--check-models``. Nothing here imports the pytest
+budget). :mod:`.runtime` holds the per-process pieces (made and closed by :mod:`.lifetime`),
+:mod:`.targets` resolves where a profile is called, :mod:`.xdist_schedule` keeps xdist workers'
+queues deep enough, :mod:`.estimate` is ``--estimate-cost`` and :mod:`.preflight` is
+``--check-models``. Nothing here imports the pytest
 item: the engine takes plans, and gives back :class:`~.request.Answer` values.
 
 This is the stage's face: the names below are what other stages and the pytest shell import from
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .kinds.agent_kind import SandboxWarning
     from .kinds.base import call_measures
     from .kinds.talk import conversation_entries, conversation_entry
+    from .lifetime import RUNTIME_KEY, get_runtime, shutdown
     from .optimizer import store_path, write_log
     from .pacing import BudgetExceeded
     from .plan import DESELECTED_KEY, PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
         worker_input,
     )
     from .request import Answer, ConversationRun, Reply
-    from .runtime import RUNTIME_KEY, Runtime, get_runtime, shutdown, terminal_notice, wait_notice_s
+    from .runtime import Runtime, terminal_notice, wait_notice_s
     from .session import session_state
     from .targets import clients_line
     from .watch import WorkerWatch
@@ -86,10 +88,10 @@ _FACE: dict[str, str] = {
     "Answer": "request",
     "ConversationRun": "request",
     "Reply": "request",
-    "RUNTIME_KEY": "runtime",
+    "RUNTIME_KEY": "lifetime",
     "Runtime": "runtime",
-    "get_runtime": "runtime",
-    "shutdown": "runtime",
+    "get_runtime": "lifetime",
+    "shutdown": "lifetime",
     "terminal_notice": "runtime",
     "wait_notice_s": "runtime",
     "session_state": "session",

@@ -5,17 +5,21 @@
 which of them may have their call started early) and, before each item, asks the
 :class:`~pytest_llmbench.engine.scheduler.CallScheduler` to start the calls of that item and the
 next ones (under xdist, the worker's queue of items to run).
+
+The plugin registers it in every run: the plans' module, and the runtime's, load only in a run
+that collected eval items.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .plan import PLANS_KEY, CallPlan, CollectedPlans
-
 if TYPE_CHECKING:
+    from .plan import CallPlan
     from .scheduler import CallScheduler
 
 
@@ -25,7 +29,9 @@ class Prefetcher:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self._positions: dict[str, int] = {}
-        self._collected = CollectedPlans()
+        #: this process's items in run order, and the plans whose call may start early
+        self._order: tuple[str, ...] = ()
+        self._prefetchable: Mapping[str, CallPlan] = {}
         self._active = False
         self._contests = False  #: the run holds select-best contests
         self._interactor: Any = _UNKNOWN
@@ -38,17 +44,22 @@ class Prefetcher:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Read this process's plans, in run order."""
         self._session = session
-        self._collected = self.config.stash.get(PLANS_KEY, CollectedPlans())
-        self._positions = {nodeid: index for index, nodeid in enumerate(self._collected.order)}
-        self._active = bool(self._collected.plans)
-        self._contests = bool(self._collected.contests)
+        if f"{__package__}.plan" not in sys.modules:
+            return  # no eval file was collected: no plans were stashed under the plans' key
+        from .plan import PLANS_KEY, CollectedPlans
+
+        collected = self.config.stash.get(PLANS_KEY, CollectedPlans())
+        self._order, self._prefetchable = collected.order, collected.prefetchable
+        self._positions = {nodeid: index for index, nodeid in enumerate(self._order)}
+        self._active = bool(collected.plans)
+        self._contests = bool(collected.contests)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Top up the calls in flight with this and the upcoming items."""
         if not self._active:
             return
-        from .runtime import get_runtime
+        from .lifetime import get_runtime
 
         scheduler = get_runtime(self.config).scheduler()
         ahead = stop_bounded_lookahead(scheduler.lookahead, self.config, item.session)
@@ -59,11 +70,11 @@ class Prefetcher:
             self._in_order(scheduler, item.nodeid, ahead)
             return
         upcoming = [item.nodeid] + [
-            self._collected.order[i] for i in queued[:ahead] if 0 <= i < len(self._collected.order)
+            self._order[i] for i in queued[:ahead] if 0 <= i < len(self._order)
         ]
         keep = set(upcoming)
         scheduler.forget([nodeid for nodeid in scheduler.started() if nodeid not in keep])
-        scheduler.prefetch(_prefetchable(self._collected, upcoming))
+        scheduler.prefetch(_prefetchable(self._prefetchable, upcoming))
 
     def _in_order(self, scheduler: CallScheduler, nodeid: str, ahead: int) -> None:
         """Without xdist the items run in collection order: the window of items whose calls may
@@ -92,7 +103,7 @@ class Prefetcher:
         batch = scheduler.refill if ahead == scheduler.lookahead else 1
         if room < batch and self._next > position:
             return  # the current item's call is started (or not prefetchable): wait for more room
-        order, prefetchable = self._collected.order, self._collected.prefetchable
+        order, prefetchable = self._order, self._prefetchable
         plans: list[CallPlan] = []
         while self._next <= last and self._next < len(order) and len(plans) < room:
             plan = prefetchable.get(order[self._next])
@@ -113,7 +124,7 @@ class Prefetcher:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """After ``-x``, ``--maxfail`` or Ctrl-C, stop the calls of items that will not run now,
         before the reports at session end, not at unconfigure."""
-        from .runtime import RUNTIME_KEY
+        from .lifetime import RUNTIME_KEY
 
         runtime = self.config.stash.get(RUNTIME_KEY, None)
         if self._active and runtime is not None:
@@ -132,9 +143,9 @@ def stop_bounded_lookahead(lookahead: int, config: pytest.Config, session: pytes
     return max(0, min(lookahead, still_allowed - 1))
 
 
-def _prefetchable(collected: CollectedPlans, nodeids: list[str]) -> list[CallPlan]:
+def _prefetchable(prefetchable: Mapping[str, CallPlan], nodeids: list[str]) -> list[CallPlan]:
     """The prefetchable plans among ``nodeids``, in their order."""
-    return [collected.prefetchable[n] for n in nodeids if n in collected.prefetchable]
+    return [prefetchable[n] for n in nodeids if n in prefetchable]
 
 
 _UNKNOWN = object()

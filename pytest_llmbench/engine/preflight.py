@@ -109,7 +109,7 @@ class ModelChecker:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Check, report, then stop the run or leave the unavailable models out."""
-        from .runtime import get_runtime
+        from .lifetime import get_runtime
 
         run = get_run_config(self.config)
         checks = check_profiles(get_runtime(self.config), checked_profiles(self.config, run))

@@ -1,6 +1,6 @@
 """The per-process runtime: engine, call targets, scheduler and redaction, created on first use.
 
-Stored in ``config.stash``; the controller (or the only process, without xdist) owns the
+Stored in ``config.stash`` (:mod:`.lifetime` makes, finds and closes it); the controller (or the only process, without xdist) owns the
 embedded server's session directory (:mod:`.session`) and stops the server at unconfigure.
 """
 
@@ -18,7 +18,7 @@ import pytest
 from ..config import RunConfig, get_run_config
 from ..redact import Redactor
 from .loop import Engine
-from .session import STATE_DIR_KEY, run_id, session_state
+from .session import run_id, session_state
 from .targets import Targets
 
 if TYPE_CHECKING:
@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     from .plan import CallPlan
     from .scheduler import CallScheduler
 
-__all__ = ["RUNTIME_KEY", "Runtime", "get_runtime", "session_state", "shutdown"]
-
-RUNTIME_KEY = pytest.StashKey["Runtime"]()
+__all__ = ["Runtime", "session_state"]
 
 
 class Runtime:
@@ -129,29 +127,6 @@ class Runtime:
         if self._scheduler is not None:
             self._scheduler.close()
         self.engine.close()
-
-
-def get_runtime(config: pytest.Config) -> Runtime:
-    """The process's runtime, created on first use."""
-    runtime = config.stash.get(RUNTIME_KEY, None)
-    if runtime is None:
-        runtime = Runtime(config)
-        config.stash[RUNTIME_KEY] = runtime
-    return runtime
-
-
-def shutdown(config: pytest.Config) -> None:
-    """Close this process's runtime; the owning process also stops the embedded server."""
-    runtime = config.stash.get(RUNTIME_KEY, None)
-    if runtime is not None:
-        runtime.close()
-    if hasattr(config, "workerinput"):
-        return
-    state = config.stash.get(STATE_DIR_KEY, None)
-    if state is not None and Path(state[0]).exists():
-        from ..models import EmbeddedServer
-
-        EmbeddedServer(Path(state[0]), state[1]).stop()
 
 
 def terminal_notice(config: pytest.Config) -> Callable[[str], None]:

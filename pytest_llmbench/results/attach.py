@@ -6,17 +6,19 @@ items get a record after the call phase, or after a failed/skipped setup (a prov
 items that touched our fixtures are scrubbed of secrets before anything prints or stores them.
 The record's headline numbers also become the item's user properties, which JUnit XML writes
 as ``<property>`` elements of the test case.
+
+The wrapper runs for every item of every run: in a process where nothing of ours ran (no
+runtime), nothing more than this module and the item's state is loaded.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..engine import RUNTIME_KEY, Runtime
+from ..engine import RUNTIME_KEY
 from ..models import ProviderError, Usage
-from .item_record import completion_fields, eval_record
 from .record import build_record, file_field, utc_now, worker_id
 from .state import (
     EVAL_RESULT_KEY,
@@ -26,6 +28,9 @@ from .state import (
     EvalResult,
     PlainTestState,
 )
+
+if TYPE_CHECKING:
+    from ..engine import Runtime
 
 
 def attach_record(
@@ -113,6 +118,8 @@ def _eval_record(
         return None
     if report.when == "teardown":
         return None
+    from .item_record import eval_record
+
     outcome, error = _eval_outcome(result, call, report)
     record = eval_record(
         result, outcome, error, root=item.config.rootpath, worker=worker_id(item.config)
@@ -205,6 +212,8 @@ def _summed(state: PlainTestState) -> dict[str, Any]:
     """Totals over every call the test made; timings of the last call."""
     if not state.completions:
         return {}
+    from .item_record import completion_fields
+
     fields = completion_fields(state.completions[-1])
     for name in Usage().fields():  # unknown when any call's is: a partial total would mislead
         values = [getattr(c, name) for c in state.completions]
