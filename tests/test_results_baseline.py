@@ -9,7 +9,8 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pyte
 import pytest
 from conftest import Bench, Rule
 
-from pytest_llmbench.results.baseline import BaselineGate, compare_runs, load_results
+from pytest_llmbench.results.baseline import compare_runs, load_results
+from pytest_llmbench.results.baseline_gate import BaselineGate
 from pytest_llmbench.results_folder import ResultsFolder
 
 N_CASES = 6

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     )
     from .attach import attach_record
     from .baseline import (
-        BaselineGate,
         ModelComparison,
         compare_runs,
         format_comparison,
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
         pairing_note,
         switch_models,
     )
+    from .baseline_gate import BaselineGate
     from .column_families import (
         ANSWERED,
         CONVERSATION_COLUMNS,
@@ -137,7 +137,7 @@ _FACE: dict[str, str] = {
     "metrics": "aggregation",
     "metrics_frame": "aggregation",
     "attach_record": "attach",
-    "BaselineGate": "baseline",
+    "BaselineGate": "baseline_gate",
     "ModelComparison": "baseline",
     "compare_runs": "baseline",
     "format_comparison": "baseline",

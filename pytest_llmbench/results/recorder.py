@@ -3,6 +3,9 @@
 Registered only on the controller (or the sole process without xdist). Each record arrives on a
 ``TestReport`` and is appended to ``results.jsonl`` at once and flushed, so an interrupted run
 keeps everything that finished. Nothing is written in a run that produced no record.
+
+The plugin registers it in every run: what only a run with records needs (the run's fingerprint,
+the summary, the gates) is imported where it is used.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import pytest
 
 from ..config import get_run_config
 from ..engine import get_runtime
-from ..fingerprint import run_source
 from ..results_folder import DEFAULT_ROOT, ResultsFolder, record_line
 from .record import attempt_fields, utc_now
 
@@ -194,7 +196,7 @@ class ResultsRecorder:
 
     def _decide_gates(self, session: pytest.Session) -> None:
         """Every gate at once (see :mod:`.gates`); session.exitstatus becomes the final one."""
-        from .baseline import BASELINE_KEY
+        from .baseline_gate import BASELINE_KEY
         from .gates import GATES_KEY, RunState, decide, judge_repeats
 
         run = get_run_config(self.config)
@@ -238,6 +240,7 @@ class ResultsRecorder:
 
     def _write_run_json(self, session: pytest.Session) -> None:
         from ..engine import check_summary
+        from ..fingerprint import run_source
 
         assert self.out_dir is not None
         runtime = get_runtime(self.config)
