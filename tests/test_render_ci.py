@@ -16,13 +16,13 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported by pyte
 import pytest
 from conftest import FAKE_KEY, TWO_CAPITALS, Bench, Rule
 
-from pytest_llmbench.render.ci import (
+from pytest_llmbench.render.ci import step_summary
+from pytest_llmbench.render.prometheus import (
     LATENCY_BUCKETS,
     escape_label_value,
     format_value,
     metric_families,
     render_metrics,
-    step_summary,
 )
 from pytest_llmbench.results.attach import PROPERTY_FIELDS, record_properties
 

@@ -1,7 +1,7 @@
 """Render: the run's summary as text for people and CI (after ``results``).
 
-:mod:`.terminal` prints the leaderboard, judges, flaky cases and gate lines at session end;
-:mod:`.markup` draws a leaderboard as Markdown or HTML cells; :mod:`.ci` writes the GitHub step
+:mod:`.terminal_summary` prints the leaderboard, judges, flaky cases and gate lines at session
+end, in the tables of :mod:`.terminal`; :mod:`.markup` draws a leaderboard as Markdown or HTML cells; :mod:`.ci` writes the GitHub step
 summary and the Prometheus textfile ``metrics.prom``.
 
 This is the stage's face: the names below are what other stages and the pytest shell import from
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .github_comment import SavedRun, pull_request_comment
     from .markup import INCOMPLETE_NOTE, board_html, board_markdown, coverage_cell, has_incomplete
     from .progress import RunProgress, progress_every_s
-    from .terminal import TerminalSummary
+    from .terminal_summary import TerminalSummary
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
@@ -34,7 +34,7 @@ _FACE: dict[str, str] = {
     "has_incomplete": "markup",
     "RunProgress": "progress",
     "progress_every_s": "progress",
-    "TerminalSummary": "terminal",
+    "TerminalSummary": "terminal_summary",
 }
 
 __all__ = [

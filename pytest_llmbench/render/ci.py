@@ -13,6 +13,9 @@ Registered on the controller only. At session end, after the recorder has writte
 
 A failure here never changes the run's exit status: it is remembered and printed in red in the
 terminal summary. Records are already redacted; the summary text is redacted once more anyway.
+
+The plugin registers :class:`CIOutputs` in every run: the leaderboard's Markdown and the
+Prometheus writers load only when the run has records.
 """
 
 from __future__ import annotations
@@ -29,14 +32,6 @@ import pytest
 from ..engine import RUNTIME_KEY
 from ..results import GATES_KEY, RECORDER_KEY, SUMMARY_KEY
 from ..results_folder import BENCHMARK_BIGGER_FILE, BENCHMARK_SMALLER_FILE, METRICS_FILE
-
-# The Prometheus metrics moved to .prometheus; these names stay importable from here.
-from .prometheus import LATENCY_BUCKETS as LATENCY_BUCKETS
-from .prometheus import escape_label_value as escape_label_value
-from .prometheus import format_value as format_value
-from .prometheus import metric_families as metric_families
-from .prometheus import push_metrics, write_metrics
-from .prometheus import render_metrics as render_metrics
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,6 +71,8 @@ class CIOutputs:
         out_dir = recorder.out_dir
         if out_dir is None:
             return
+        from .prometheus import push_metrics, write_metrics
+
         written: list[str] = []  # the exposition text, once written: what is pushed
         self._guard(
             METRICS_FILE, lambda: written.append(write_metrics(out_dir / METRICS_FILE, records))
