@@ -10,8 +10,6 @@ the call phase (a low score is a *failure*).
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -29,7 +27,7 @@ if TYPE_CHECKING:
     from .models import ModelProfile
     from .spec import EvalCase
 
-__all__ = ["EvalFailure", "EvalItem", "ItemTimeouts", "SandboxWarning", "run_eval_case"]
+__all__ = ["EvalFailure", "EvalItem", "SandboxWarning", "run_eval_case"]
 
 
 def __getattr__(name: str) -> Any:
@@ -277,42 +275,3 @@ def _keep_answer(result: EvalResult, answer: Answer) -> None:
     result.solver_verdict = answer.solver_verdict
     result.loglikelihood = answer.loglikelihood
     result.retrieved_context = answer.retrieved_context
-
-
-class ItemTimeouts:
-    """pytest-timeout's ``--timeout`` on eval items: an item error of kind ``timeout``.
-
-    pytest-timeout's own handler prints the stack of every thread (the engine's included) and
-    fails the item with an internal error; this one only ends the item. Other items, and the
-    ``thread`` method, keep pytest-timeout's behaviour.
-    """
-
-    @pytest.hookimpl(optionalhook=True, tryfirst=True)
-    def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> bool | None:
-        """Arm a SIGALRM timer that ends the eval item cleanly."""
-        if not isinstance(item, EvalItem) or settings.method != "signal":
-            return None
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        seconds = float(settings.timeout)
-
-        def expire(signum: int, frame: Any) -> None:
-            item.expire(seconds)
-
-        signal.signal(signal.SIGALRM, expire)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        item.stash[_TIMER_KEY] = True
-        return True
-
-    @pytest.hookimpl(optionalhook=True, tryfirst=True)
-    def pytest_timeout_cancel_timer(self, item: pytest.Item) -> bool | None:
-        """Disarm the timer set above."""
-        if not item.stash.get(_TIMER_KEY, False):
-            return None
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        del item.stash[_TIMER_KEY]
-        return True
-
-
-_TIMER_KEY = pytest.StashKey[bool]()

@@ -6,7 +6,9 @@ or a fixture of ours is used. A run without either is untouched: no network, no 
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,8 +51,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "filterwarnings", r"ignore:Item .* is using the .ReadOnly. qualifier:UserWarning"
     )
     config.pluginmanager.register(fixtures, "llmbench-fixtures")
-    from .item import ItemTimeouts
-
     config.pluginmanager.register(ItemTimeouts(), "llmbench-item-timeouts")
     from .engine import Prefetcher
 
@@ -252,6 +252,53 @@ class _XdistBridge:
 
         chosen = yield
         return make_scheduler(config, log, chosen)
+
+
+class ItemTimeouts:
+    """pytest-timeout's ``--timeout`` on eval items: an item error of kind ``timeout``.
+
+    pytest-timeout's own handler prints the stack of every thread (the engine's included) and
+    fails the item with an internal error; this one only ends the item. Other items, and the
+    ``thread`` method, keep pytest-timeout's behaviour.
+    """
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> bool | None:
+        """Arm a SIGALRM timer that ends the eval item cleanly."""
+        if not _is_eval_item(item) or settings.method != "signal":
+            return None
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        seconds = float(settings.timeout)
+        eval_item: Any = item
+
+        def expire(signum: int, frame: Any) -> None:
+            eval_item.expire(seconds)
+
+        signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        item.stash[_TIMER_KEY] = True
+        return True
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_timeout_cancel_timer(self, item: pytest.Item) -> bool | None:
+        """Disarm the timer set above."""
+        if not item.stash.get(_TIMER_KEY, False):
+            return None
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        del item.stash[_TIMER_KEY]
+        return True
+
+
+_TIMER_KEY = pytest.StashKey[bool]()
+
+
+def _is_eval_item(item: pytest.Item) -> bool:
+    """Whether ``item`` is an eval item; none is before its module is loaded (by the first eval
+    file collected), and a run without one never loads it."""
+    module = sys.modules.get("pytest_llmbench.item")
+    return module is not None and isinstance(item, module.EvalItem)
 
 
 #: The ``workeroutput`` key under which an xdist worker hands its collected files over.

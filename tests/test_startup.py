@@ -1,4 +1,5 @@
-"""Start-up: pytest loads the plugin's modules as plain modules, not through assertion rewriting.
+"""Start-up: pytest loads the plugin's modules as plain modules, not through assertion rewriting,
+and a plain run (no eval file) loads none of the modules that only evals and records need.
 
 pytest marks the modules of every ``pytest11`` distribution for rewriting; without bytecode
 written (``PYTHONDONTWRITEBYTECODE=1``) that reparsed and recompiled the whole plugin on every
@@ -6,6 +7,8 @@ start. The package's ``__init__`` takes itself off the hook's list (issue 37, po
 """
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 from conftest import REPO_ROOT
@@ -55,3 +58,57 @@ def test_plugin_modules_are_not_rewritten_without_bytecode(
     assert _names(lines, "BY-HOOK") == ["pytest_llmbench"]
     # The user's own test files are still rewritten: the failure explains itself.
     result.stdout.fnmatch_lines(["*assert 3 == 4*"])
+
+
+#: What a plain run (no eval file, no fixture of ours) never loads: the heavy libraries, and the
+#: plugin's modules that only a run with eval items or records needs (a name covers its
+#: submodules). The plugin registers its hooks in every run; their modules import these inside
+#: the hooks, once the run has something to do with them (issue 37, point 8).
+PLAIN_RUN_NEVER_LOADS = (
+    "pandas",
+    "pydantic",
+    "yaml",
+    "aiohttp",
+    "litellm",
+    "pytest_llmbench.results.stats",
+    "pytest_llmbench.results.aggregation",
+    "pytest_llmbench.results.column_families",
+    "pytest_llmbench.results.grouping",
+    "pytest_llmbench.render.terminal",  # the leaderboard's and judges' tables
+    "pytest_llmbench.render.prometheus",
+    "pytest_llmbench.report.standalone",
+    "pytest_llmbench.report.charts",
+    "pytest_llmbench.engine.runtime",
+    "pytest_llmbench.engine.plan",
+    "pytest_llmbench.scoring.judged",
+)
+
+#: A whole plain run in one process, then every module it loaded (unconfigure's included).
+_PLAIN_RUN = """
+import sys
+
+import pytest
+
+status = pytest.main(["-q", "-p", "no:cacheprovider", "test_plain.py"])
+print("LOADED", " ".join(sorted(sys.modules)))
+sys.exit(status)
+"""
+
+
+def test_a_plain_run_loads_none_of_the_modules_of_evals_and_records(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_plain="def test_x():\n    pass\n")
+    pytester.makepyfile(plain_run=_PLAIN_RUN)
+    result = pytester.run(sys.executable, "plain_run.py")
+    assert result.ret == 0, result.stderr.str()
+    loaded = _names(result.outlines, "LOADED")
+    assert "pytest_llmbench.plugin" in loaded  # the plugin was there, its hooks registered
+    heavy = [
+        name
+        for name in loaded
+        if any(name == never or name.startswith(f"{never}.") for never in PLAIN_RUN_NEVER_LOADS)
+    ]
+    assert heavy == []
