@@ -7,8 +7,8 @@ items that touched our fixtures are scrubbed of secrets before anything prints o
 The record's headline numbers also become the item's user properties, which JUnit XML writes
 as ``<property>`` elements of the test case.
 
-The wrapper runs for every item of every run: in a process where nothing of ours ran (no
-runtime), nothing more than this module and the item's state is loaded.
+The wrapper runs for every item of every run: it needs the engine's runtime only where one was
+made (nothing of ours ran in a process without one), and never loads it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 
 from ..engine import RUNTIME_KEY
 from ..models import ProviderError, Usage
+from .item_record import completion_fields, eval_record
 from .record import build_record, file_field, utc_now, worker_id
 from .state import (
     EVAL_RESULT_KEY,
@@ -118,8 +119,6 @@ def _eval_record(
         return None
     if report.when == "teardown":
         return None
-    from .item_record import eval_record
-
     outcome, error = _eval_outcome(result, call, report)
     record = eval_record(
         result, outcome, error, root=item.config.rootpath, worker=worker_id(item.config)
@@ -212,8 +211,6 @@ def _summed(state: PlainTestState) -> dict[str, Any]:
     """Totals over every call the test made; timings of the last call."""
     if not state.completions:
         return {}
-    from .item_record import completion_fields
-
     fields = completion_fields(state.completions[-1])
     for name in Usage().fields():  # unknown when any call's is: a partial total would mislead
         values = [getattr(c, name) for c in state.completions]
