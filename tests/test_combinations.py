@@ -17,7 +17,7 @@ import pytest
 from conftest import Bench, Rule
 from judged_runs import replayed_with_no_request
 
-from pytest_llmbench.engine.conversation import NOT_RUN_RESULT
+from pytest_llmbench.engine.conversation_calls import NOT_RUN_RESULT
 from pytest_llmbench.engine.grading import said_messages
 from pytest_llmbench.scoring.conversation import (
     SHOWN_ARGUMENTS_CHARS,

@@ -17,7 +17,7 @@ import pytest
 from browser import chromium_page, viewing
 from conftest import Bench, Rule
 
-from pytest_llmbench.report.conversation import conversation_html
+from pytest_llmbench.report.conversation_html import conversation_html
 from pytest_llmbench.report.standalone import render_report
 from pytest_llmbench.results.aggregation import CONVERSATION_COLUMNS, METRIC_COLUMNS
 from pytest_llmbench.results.summary import summarize

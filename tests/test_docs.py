@@ -159,7 +159,8 @@ def test_the_options_table_holds_every_registered_option() -> None:
 
 
 def test_request_timeout_help_says_it_bounds_each_attempt() -> None:
-    """retry.py bounds each attempt (and each retry anew), not the whole call with its retries."""
+    """transport_retry.py bounds each attempt (and each retry anew), not the whole call with its
+    retries."""
     by_flag = {option.flags[0]: option.help for option in options_page.registration().options}
     assert "one attempt" in by_flag["--request-timeout"]
     assert "each retry" in by_flag["--request-timeout"]

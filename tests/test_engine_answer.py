@@ -22,7 +22,7 @@ from engine_support import (
 )
 from fakeserver import FakeLLMServer, Rule
 
-from pytest_llmbench.engine.conversation import NOT_RUN_RESULT
+from pytest_llmbench.engine.conversation_calls import NOT_RUN_RESULT
 from pytest_llmbench.models.providers.completion import ProviderError
 
 

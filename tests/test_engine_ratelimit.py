@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import pytest
 
-from pytest_llmbench.engine.loop import Engine
+from pytest_llmbench.engine.event_loop import Engine
 from pytest_llmbench.engine.ratelimit import AdaptiveConcurrency, RateLimiter
 
 T = TypeVar("T")

@@ -695,7 +695,7 @@ def test_sigint_while_calls_are_pending_sends_nothing_more(bench: Bench) -> None
 def test_the_engine_calls_back_once_its_first_calls_are_under_way() -> None:
     import threading
 
-    from pytest_llmbench.engine.loop import Engine
+    from pytest_llmbench.engine.event_loop import Engine
 
     steps: list[str] = []
 
@@ -729,7 +729,7 @@ def test_the_engine_calls_back_once_its_first_calls_are_under_way() -> None:
 
 
 def test_a_single_submitted_call_also_runs_the_callbacks_behind_its_first_step() -> None:
-    from pytest_llmbench.engine.loop import Engine
+    from pytest_llmbench.engine.event_loop import Engine
 
     order: list[str] = []
 

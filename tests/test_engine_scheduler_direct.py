@@ -19,7 +19,7 @@ import pytest
 
 from pytest_llmbench.config import RunConfig
 from pytest_llmbench.engine.answer import Answerer
-from pytest_llmbench.engine.loop import Engine
+from pytest_llmbench.engine.event_loop import Engine
 from pytest_llmbench.engine.plan import CallPlan
 from pytest_llmbench.engine.request import Answer
 from pytest_llmbench.engine.scheduler import CallScheduler

@@ -1,6 +1,6 @@
 """``llm.chat`` with tools: a plain test's ``send(..., tools=[...])`` exposes the reply's calls
 (``Completion.tool_calls``), and the next send's history holds them with a "not run" result
-per call, as a scripted conversation's does (engine/conversation.py reply_messages)."""
+per call, as a scripted conversation's does (engine/conversation_calls.py reply_messages)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 
 from conftest import Bench, Rule
 
-from pytest_llmbench.engine.conversation import NOT_RUN_RESULT
+from pytest_llmbench.engine.conversation_calls import NOT_RUN_RESULT
 
 WEATHER_TEST = """
 import json

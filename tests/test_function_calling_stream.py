@@ -96,7 +96,7 @@ def test_a_stream_cut_inside_a_tool_call_says_what_came() -> None:
     import asyncio
 
     from pytest_llmbench.models.providers import litellm_client, openai_compatible
-    from pytest_llmbench.models.providers.retry import IncompleteStreamError
+    from pytest_llmbench.models.providers.transport_retry import IncompleteStreamError
 
     fragment = {"index": 0, "id": "c1", "function": {"name": "get_weather", "arguments": '{"ci'}}
     event = json.dumps({"choices": [{"delta": {"tool_calls": [fragment]}}]})

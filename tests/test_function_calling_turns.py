@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import Bench, Rule
 
-from pytest_llmbench.engine.conversation import NOT_RUN_RESULT
+from pytest_llmbench.engine.conversation_calls import NOT_RUN_RESULT
 
 TALK = """
 tools:

@@ -1,5 +1,5 @@
 """A new kind is its own module plus one line in each table: a toy file kind and case kind,
-registered in ``spec.kinds.FILE_KINDS`` and ``engine.kinds.CASE_KINDS`` and nowhere else, run
+registered in ``spec.file_kinds.FILE_KINDS`` and ``engine.kinds.CASE_KINDS`` and nowhere else, run
 through a whole pytest session (collection, answer, verdicts, record, terminal) like any kind."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from conftest import Bench
 from pytest_llmbench.engine.kinds import CASE_KINDS, CaseKind, Engine, KindCall, KindResult
 from pytest_llmbench.engine.request import Answer
 from pytest_llmbench.models.providers.completion import Completion
-from pytest_llmbench.spec.kinds import FILE_KINDS, FileKind
+from pytest_llmbench.spec.file_kinds import FILE_KINDS, FileKind
 
 
 class ShoutKind(CaseKind):

@@ -230,6 +230,29 @@ def test_every_top_level_module_is_shared_or_the_shell() -> None:
     assert set(top_level_modules()) == {*SHARED, *SHELL_MODULES}
 
 
+def repeated_basenames(modules: list[str]) -> dict[str, list[str]]:
+    """Each file name that more than one of ``modules`` (paths in the package) has, ``__init__.py``
+    aside, with the modules that have it."""
+    by_name: dict[str, list[str]] = {}
+    for module in modules:
+        name = module.rpartition("/")[2]
+        if name != "__init__.py":
+            by_name.setdefault(name, []).append(module)
+    return {name: paths for name, paths in sorted(by_name.items()) if len(paths) > 1}
+
+
+def test_every_module_of_the_package_has_its_own_file_name() -> None:
+    """A module's file name says its concern across the stages: two ``retry.py`` (a call's
+    transport retries, ``--retry-errors``) read as one concept in a traceback or an import."""
+    modules = sorted(path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py"))
+    assert repeated_basenames(modules) == {}
+
+
+def test_repeated_basenames_names_each_repeat_and_its_modules() -> None:
+    modules = ["a/__init__.py", "b/__init__.py", "a/load.py", "b/c/load.py", "b/run.py"]
+    assert repeated_basenames(modules) == {"load.py": ["a/load.py", "b/c/load.py"]}
+
+
 @pytest.mark.parametrize(
     ("graph", "expected"),
     [

@@ -26,7 +26,7 @@ from pytest_llmbench.engine.targets import Targets
 from pytest_llmbench.models.profiles import ModelProfile
 from pytest_llmbench.models.providers import litellm_client, prices, routes, tokens
 from pytest_llmbench.models.providers.completion import CallTarget, ProviderError
-from pytest_llmbench.models.providers.retry import Timeouts
+from pytest_llmbench.models.providers.transport_retry import Timeouts
 
 #: Record fields that are measurements of time (or where a run put its files), not answers.
 TIMINGS = frozenset(

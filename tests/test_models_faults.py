@@ -18,7 +18,7 @@ from conftest import FAKE_KEY_ENV, FRANCE, Bench, Rule
 
 from pytest_llmbench.models.providers import errors, litellm_client
 from pytest_llmbench.models.providers.completion import CallTarget
-from pytest_llmbench.models.providers.retry import Timeouts
+from pytest_llmbench.models.providers.transport_retry import Timeouts
 
 LONG_REPLY = "Paris is the capital of France and its largest city by far"
 

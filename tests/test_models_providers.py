@@ -18,11 +18,11 @@ import pandas  # noqa: F401  (imported once: numpy cannot be re-imported in pyte
 import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, FRANCE, TWO_CAPITALS, Bench, Rule
 
-from pytest_llmbench.models.providers import retry
+from pytest_llmbench.models.providers import transport_retry
 from pytest_llmbench.models.providers.completion import CallTarget
 from pytest_llmbench.models.providers.litellm_client import _register_prices
-from pytest_llmbench.models.providers.retry import backoff_s as _backoff_s
-from pytest_llmbench.models.providers.retry import retry_after_s as _retry_after_s
+from pytest_llmbench.models.providers.transport_retry import backoff_s as _backoff_s
+from pytest_llmbench.models.providers.transport_retry import retry_after_s as _retry_after_s
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -65,13 +65,13 @@ def test_short_retry_after_is_used_instead_of_backoff(
     bench: Bench, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     waits: list[float] = []
-    backoff = retry.backoff_s
+    backoff = transport_retry.backoff_s
 
     def spy(exc: BaseException, attempt: int) -> float:
         waits.append(backoff(exc, attempt))
         return waits[-1]
 
-    monkeypatch.setattr(retry, "backoff_s", spy)
+    monkeypatch.setattr(transport_retry, "backoff_s", spy)
     bench.server.add_rule(Rule(status=503, times=2, retry_after=0.01))
     bench.server.add_rule(Rule(reply="Paris."))
     bench.eval_file("capitals", FRANCE)

@@ -2,7 +2,7 @@
 
 Collection builds one :class:`~.plan.CallPlan` per item. Before each item runs,
 :mod:`.prefetch` hands the next plans to the :class:`~.scheduler.CallScheduler` (look-ahead,
-take, cancel), which starts their answers on the background loop of :mod:`.loop`;
+take, cancel), which starts their answers on the background loop of :mod:`.event_loop`;
 :mod:`.answer` is the one call path (optimizer rewrite, plain call, agent loop or
 :mod:`.solver`, then the judges of :mod:`.grading`), and every call waits its turn in
 :mod:`.pacing` (lanes and rate limits of :mod:`.ratelimit`, the response :mod:`.cache`, the
@@ -26,11 +26,11 @@ from .. import face_attribute
 if TYPE_CHECKING:
     from .cache import CacheError, EntryInfo, ResponseCache, cache_path
     from .contests import contest_groups, contest_key, is_contestant
-    from .conversation import reply_messages
+    from .conversation_calls import reply_messages
     from .estimate import CostEstimator
     from .kinds import CaseKind, Checking, Settling, kind_of
     from .kinds.agent_kind import SandboxWarning
-    from .kinds.base import call_measures
+    from .kinds.case_kind import call_measures
     from .kinds.talk import conversation_entries, conversation_entry
     from .lifetime import RUNTIME_KEY, get_runtime, shutdown
     from .optimizer import store_path, write_log
@@ -61,14 +61,14 @@ _FACE: dict[str, str] = {
     "contest_groups": "contests",
     "contest_key": "contests",
     "is_contestant": "contests",
-    "reply_messages": "conversation",
+    "reply_messages": "conversation_calls",
     "CostEstimator": "estimate",
     "CaseKind": "kinds",
     "Checking": "kinds",
     "Settling": "kinds",
     "kind_of": "kinds",
     "SandboxWarning": "kinds.agent_kind",
-    "call_measures": "kinds.base",
+    "call_measures": "kinds.case_kind",
     "conversation_entries": "kinds.talk",
     "conversation_entry": "kinds.talk",
     "store_path": "optimizer",

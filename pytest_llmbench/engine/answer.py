@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..models import Completion, ProviderError
-from .conversation import Progress, grade_turns
+from .conversation_calls import Progress, grade_turns
 from .grading import HelperCalls, HelperTargets, grade
 from .kinds import CaseKind, KindCall, kind_of
-from .kinds.base import sent_messages
+from .kinds.case_kind import sent_messages
 from .kinds.tool_shim import shim_request
 from .request import (
     Answer,

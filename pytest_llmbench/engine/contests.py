@@ -4,7 +4,7 @@ once, and give each contestant its verdict.
 A contestant's answer coroutine (:meth:`~.answer.Answerer.answer`) reaches its select-best
 assertion after its model answered, and waits in :meth:`Contests.verdict` until every other
 contestant of the contest has answered or failed; the contest is then judged once
-(:func:`~pytest_llmbench.judging.select_best.judge_contest`) and every waiting contestant gets
+(:func:`~pytest_llmbench.judging.select_best_judge.judge_contest`) and every waiting contestant gets
 its verdict: 1 for the pick, 0 for the others. So the judged answers are the ones recorded.
 
 Who is a contestant is decided at collection (:func:`contest_groups`): the eval items of a case

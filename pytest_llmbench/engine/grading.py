@@ -1,7 +1,7 @@
 """The calls of an answer's helper models: judges, embedding models, the shim's interpreter and
 the prompt optimizer, each on its own model's lane. :func:`grade` runs the judges of every
 judged assertion of a plan concurrently, each as its judge kind says
-(:mod:`pytest_llmbench.judging.kinds`, looked up by the assertion's type), through one
+(:mod:`pytest_llmbench.judging.judge_kinds`, looked up by the assertion's type), through one
 :class:`~pytest_llmbench.judging.answer_view.AnswerView` of the answer. What a judge reads of
 the answer (:func:`judged_answer`) and of the history (:func:`said_messages`, which the
 simulated user reads too) is written here once: a tool call is text, never an empty answer.
@@ -137,7 +137,7 @@ async def grade(
     run: AgentRun | None = None,
 ) -> tuple[GradedAssertion, ...]:
     """Run the judges of every model-graded assertion of ``plan`` concurrently, each as its
-    judge kind says (:data:`~pytest_llmbench.judging.kinds.JUDGE_KINDS`, looked up by the
+    judge kind says (:data:`~pytest_llmbench.judging.judge_kinds.JUDGE_KINDS`, looked up by the
     assertion's type). RAG metrics read ``retrieved`` (a solver's context) in place of the
     case's ``context``. Every judge is shown the answer as :func:`judged_answer` says (an
     agent's ``run`` with its tool calls) and the history as :func:`said_messages` does."""

@@ -17,7 +17,7 @@ import pytest
 
 from ..config import RunConfig, get_run_config
 from ..redact import Redactor
-from .loop import Engine
+from .event_loop import Engine
 from .session import run_id, session_state
 from .targets import Targets
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..config import RunConfig
     from ..models import Completion, ModelProfile
     from .answer import Answerer
-    from .loop import Engine
+    from .event_loop import Engine
     from .plan import CallPlan
     from .request import ConversationRun
 

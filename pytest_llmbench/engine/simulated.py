@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models import Completion, ProviderError
 from ..spec import Turn
-from .conversation import CompleteTurn, Progress, cut_short, reply_messages
+from .conversation_calls import CompleteTurn, Progress, cut_short, reply_messages
 from .grading import said_messages
 from .pacing import BudgetExceeded
 from .request import ConversationRun, Reply
@@ -89,7 +89,7 @@ async def simulate(
     """Talk until the simulated user is done, ``max_turns`` replies, or a ``stop_on_fail``
     failure. ``opening`` is the model's first messages (its system prompt); ``name`` is the
     profile playing the user, which its errors name. An error or the budget ends the
-    conversation as a scripted one's (:func:`.conversation.cut_short`): what was said before
+    conversation as a scripted one's (:func:`.conversation_calls.cut_short`): what was said before
     is kept; the run's ``turns`` carry ``user.checks`` on every reply."""
     history = list(opening)
     progress = progress or Progress()

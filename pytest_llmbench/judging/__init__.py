@@ -1,11 +1,11 @@
 """Judging: what a judge model is asked, how its reply is read, how a panel's verdicts combine.
 
-:mod:`.kinds` is the table of judge kinds: each judged assertion type registered once, with
+:mod:`.judge_kinds` is the table of judge kinds: each judged assertion type registered once, with
 how an answer is graded and its panel's form (prompt, parser, aggregation); the engine looks
 a kind up there and hands it an :class:`~.answer_view.AnswerView`. Each kind's own wording,
 reply schema and strict reading live in its module (:mod:`.jury`, :mod:`.rubric`,
-:mod:`.rag_metrics` and :mod:`.relevance`, :mod:`.grader`, :mod:`.pairwise`,
-:mod:`.select_best`, :mod:`.embedding`); :mod:`.prompts` assembles the judge's messages and
+:mod:`.rag_metrics` and :mod:`.relevance`, :mod:`.grader`, :mod:`.pairwise_judge`,
+:mod:`.select_best_judge`, :mod:`.embedding`); :mod:`.prompts` assembles the judge's messages and
 :mod:`.verdicts` reads a reply by its kind, with :mod:`.tagging` and :mod:`.replies`;
 :mod:`.panel` grades one answer with a panel (calls given by the engine, a failed judge
 excluded, scores aggregated). Imports ``models`` and ``scoring``.
@@ -23,11 +23,11 @@ from .. import face_attribute
 
 if TYPE_CHECKING:
     from .answer_view import AnswerView, JudgedEntry
+    from .judge_kinds import JUDGE_KINDS, JudgeKind, judge_kind
     from .jury import CONVERSATION_DIMENSIONS, JURY_DIMENSIONS
-    from .kinds import JUDGE_KINDS, JudgeKind, judge_kind
     from .panel import CompleteFn, GradedAssertion, JudgeCall, PanelForm, unchecked
     from .replies import ParsedVerdict, VerdictError, load_object
-    from .select_best import ContestResult, judge_contest
+    from .select_best_judge import ContestResult, judge_contest
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
@@ -35,9 +35,9 @@ _FACE: dict[str, str] = {
     "JudgedEntry": "answer_view",
     "CONVERSATION_DIMENSIONS": "jury",
     "JURY_DIMENSIONS": "jury",
-    "JUDGE_KINDS": "kinds",
-    "JudgeKind": "kinds",
-    "judge_kind": "kinds",
+    "JUDGE_KINDS": "judge_kinds",
+    "JudgeKind": "judge_kinds",
+    "judge_kind": "judge_kinds",
     "CompleteFn": "panel",
     "GradedAssertion": "panel",
     "JudgeCall": "panel",
@@ -46,8 +46,8 @@ _FACE: dict[str, str] = {
     "ParsedVerdict": "replies",
     "VerdictError": "replies",
     "load_object": "replies",
-    "ContestResult": "select_best",
-    "judge_contest": "select_best",
+    "ContestResult": "select_best_judge",
+    "judge_contest": "select_best_judge",
 }
 
 __all__ = [

@@ -1,7 +1,7 @@
 """What the judges of one answer read, and the calls the engine makes for them: an
 :class:`AnswerView`, built once per answer by the engine
 (:func:`pytest_llmbench.engine.grading.grade`) and handed to each judged assertion's kind
-(:mod:`.kinds`). This stage comes before the engine and cannot import it: the view is the
+(:mod:`.judge_kinds`). This stage comes before the engine and cannot import it: the view is the
 engine's side of the seam, as plain values and callables.
 """
 

@@ -396,7 +396,7 @@ class PanelForm:
     """One judge kind's way with a panel: what each judge is asked (``prompt``, with the reply's
     JSON ``schema`` as structured output), how its reply is read (``parse``; a
     :class:`VerdictError` is asked again with ``retry``), and how the valid verdicts become the
-    assertion's (``aggregate``). Registered with the kind in :mod:`.kinds`."""
+    assertion's (``aggregate``). Registered with the kind in :mod:`.judge_kinds`."""
 
     prompt: Callable[[JudgeRequest], list[dict[str, str]]]
     schema: Callable[[JudgeRequest], dict[str, Any]]

@@ -53,8 +53,8 @@ __all__ = [
     "retry_messages",
 ]
 
-#: The judge kinds whose prompts this module writes (a judge kind of :mod:`.kinds` may bring its
-#: own, with its own form).
+#: The judge kinds whose prompts this module writes (a judge kind of :mod:`.judge_kinds` may bring
+#: its own, with its own form).
 PromptKind = Literal[
     "llm-rubric",
     "jury",

@@ -8,7 +8,7 @@ reads YAML profile files, 360-eval's JSONL files (:mod:`.eval360`) and the shipp
 engine makes (:mod:`.providers.calls`), routed (:mod:`.providers.routes`) to the lean
 OpenAI-compatible client (:mod:`.providers.openai_compatible`) or to litellm (the only
 ``import litellm``: :mod:`.providers.litellm_client`), with one retry and error implementation
-(:mod:`.providers.retry`, :mod:`.providers.errors`), prices and token counts read as data
+(:mod:`.providers.transport_retry`, :mod:`.providers.errors`), prices and token counts read as data
 (:mod:`.providers.prices`, :mod:`.providers.tokens`), and the embedded default model served
 on 127.0.0.1 (:mod:`.providers.embedded`).
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .. import face_attribute
 
 if TYPE_CHECKING:
-    from .conversation import CONVERSATION_STYLE
+    from .conversation_html import CONVERSATION_STYLE
     from .html_columns import HtmlColumns
     from .html_tables import leaderboard_table, text, transcript
     from .matrix import (
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
-    "CONVERSATION_STYLE": "conversation",
+    "CONVERSATION_STYLE": "conversation_html",
     "HtmlColumns": "html_columns",
     "leaderboard_table": "html_tables",
     "text": "html_tables",

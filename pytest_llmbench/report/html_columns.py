@@ -69,11 +69,11 @@ class HtmlColumns:
 def render_extra(record: dict[str, Any]) -> str:
     """The HTML block shown under a row: the transcript, each verdict, and the judges' scores.
 
-    A conversation shows its messages with each reply's verdicts (:mod:`.conversation`) in
+    A conversation shows its messages with each reply's verdicts (:mod:`.conversation_html`) in
     place of the response and the table of verdicts. A function-calling reply's tool calls
     follow the response (:mod:`.function_calls`).
     """
-    from .conversation import conversation_html
+    from .conversation_html import conversation_html
 
     talk = conversation_html(record)
     parts = ['<div class="llmbench-extra">']

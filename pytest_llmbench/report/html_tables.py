@@ -229,7 +229,7 @@ def _case_row(record: Mapping[str, Any]) -> str:
 
 def transcript(record: Mapping[str, Any]) -> str:
     """An item's messages, then (as in the pytest-html extras) its answer and every verdict."""
-    from .conversation import entries, opening
+    from .conversation_html import entries, opening
     from .html_columns import render_extra
 
     sent = _messages(record.get("messages"))

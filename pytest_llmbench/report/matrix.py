@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..results_folder import RESULTS_FILE
-from .conversation import failing_turn_note
+from .conversation_html import failing_turn_note
 from .html_tables import text
 
 #: Cases (rows) shown at most: a bigger run's matrix would be too big to open.

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..results import model_of, utc_now
 from ..results_folder import ResultsFolder
 from .charts import Chart, ChartInput, build_sections, grouped_chart
-from .conversation import CONVERSATION_STYLE
+from .conversation_html import CONVERSATION_STYLE
 from .html_tables import (
     agreement_table,
     anchor,

@@ -96,7 +96,7 @@ if TYPE_CHECKING:
         optimization_counts,
         over_budget,
     )
-    from .retry import start_retry
+    from .retry_errors import start_retry
     from .state import (
         EVAL_RESULT_KEY,
         PLAIN_STATE_KEY,
@@ -186,7 +186,7 @@ _FACE: dict[str, str] = {
     "gate_inputs": "recorder",
     "optimization_counts": "recorder",
     "over_budget": "recorder",
-    "start_retry": "retry",
+    "start_retry": "retry_errors",
     "ChatLog": "state",
     "EVAL_RESULT_KEY": "state",
     "EvalFailure": "state",

@@ -41,7 +41,7 @@ SUMMARY_KEY = pytest.StashKey["RunSummary"]()
 
 
 class RunCompletion(Protocol):
-    """A run that this one completes (``--retry-errors``, :mod:`.retry`): the recorder writes
+    """A run that this one completes (``--retry-errors``, :mod:`.retry_errors`): the recorder writes
     into its folder and records the combined run, by the code that writes every run."""
 
     def work_folder(self) -> Path:
@@ -88,7 +88,7 @@ class ResultsRecorder:
         self.gate_state: RunState | None = None
         #: The earlier attempts of items that pytest-rerunfailures runs again, by node id.
         self._attempts: dict[str, list[dict[str, Any]]] = {}
-        #: ``--retry-errors DIR``: the run this one completes (see :mod:`.retry`)
+        #: ``--retry-errors DIR``: the run this one completes (see :mod:`.retry_errors`)
         self.retry = config.stash.get(COMPLETION_KEY, None)
 
     # -- as items finish -------------------------------------------------------------------

@@ -17,7 +17,7 @@ position, not by content, ties. No baseline answer for the case (or no ``--basel
 unchecked verdict with the reason, never a failure.
 
 Everything here is pure: the engine (:mod:`pytest_llmbench.engine.grading`) finds the baseline's
-answer and :mod:`pytest_llmbench.judging.pairwise` asks the judges.
+answer and :mod:`pytest_llmbench.judging.pairwise_judge` asks the judges.
 """
 
 from __future__ import annotations

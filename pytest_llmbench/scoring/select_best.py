@@ -21,7 +21,7 @@ is no pick, and the contest is unchecked, saying so. The picked contestant score
 threshold 0.5 the picked one passes and the others fail, as promptfoo's ``select-best`` does.
 
 Everything here is pure: :mod:`pytest_llmbench.engine.contests` gathers the answers and
-:mod:`pytest_llmbench.judging.select_best` asks the judges.
+:mod:`pytest_llmbench.judging.select_best_judge` asks the judges.
 """
 
 from __future__ import annotations

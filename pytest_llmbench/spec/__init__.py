@@ -1,7 +1,7 @@
 """Spec: what to run, read from ``*.eval.yaml`` files (after ``models`` and ``scoring``).
 
 :mod:`.load` reads one file with line numbers (:mod:`.yamlsource`), validates it against
-:mod:`.schema` (the file as written; ``kind:`` one of the file kinds of :mod:`.kinds`) and
+:mod:`.schema` (the file as written; ``kind:`` one of the file kinds of :mod:`.file_kinds`) and
 expands it (:mod:`.expand`: each case by its kind, dataset rows from :mod:`.datasets`, prompt
 variants, prompts rendered by :mod:`.templating`, images checked by :mod:`.images`) into the
 resolved values of :mod:`.resolved`: a :class:`LoadedEval` of :class:`EvalCase` values; every
@@ -22,11 +22,11 @@ from .. import face_attribute
 
 if TYPE_CHECKING:
     from .context import ContextError, context_chunks, context_record
+    from .file_kinds import FILE_KINDS, FileKind, file_kind
     from .functions import FunctionTools, shim_applies
     from .graders import grader_prompt, needs_context
     from .helper_models import assertion_panel, shim_model, user_sim_model
     from .images import ImageError, attach_images, describe_ref, unsupported_message, vision_support
-    from .kinds import FILE_KINDS, FileKind, file_kind
     from .load import load_spec
     from .paths import workdir_path
     from .resolved import (
@@ -69,9 +69,9 @@ _FACE: dict[str, str] = {
     "describe_ref": "images",
     "unsupported_message": "images",
     "vision_support": "images",
-    "FILE_KINDS": "kinds",
-    "FileKind": "kinds",
-    "file_kind": "kinds",
+    "FILE_KINDS": "file_kinds",
+    "FileKind": "file_kinds",
+    "file_kind": "file_kinds",
     "load_spec": "load",
     "workdir_path": "paths",
     "AgentSpec": "resolved",

@@ -6,7 +6,7 @@
 neither): :mod:`.expand_plain`, :mod:`.expand_turns`, :mod:`.expand_simulated`, a dataset row's
 by :mod:`.expand_rows`. Each kind hands its case to :mod:`.expand_resolve`, which applies the
 file-level assertions, threshold, params and tags (and the log-likelihood scoring of
-:mod:`.loglikelihood`); multiple choice is :mod:`.expand_choices`. Every problem is an
+:mod:`.loglikelihood_options`); multiple choice is :mod:`.expand_choices`. Every problem is an
 :class:`~.resolved.EvalFileError` at the line of the key at fault (:mod:`.expand_place`).
 """
 

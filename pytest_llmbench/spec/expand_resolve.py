@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..scoring import Assertion, parse_assertion
-from .kinds import file_kind, kinds_allowing
-from .loglikelihood import scored_options
+from .file_kinds import file_kind, kinds_allowing
+from .loglikelihood_options import scored_options
 from .paths import PathRefused, check_folder_entries, resolve_eval_path
 from .resolved import EvalCase, EvalFileError
 

@@ -46,7 +46,7 @@ def dataset_rows(spec: EvalSpec, place: Place) -> list[DatasetRow]:
 
 def dataset_files(spec: EvalSpec, place: Place) -> tuple[Path, ...]:
     """The files the dataset was read from (after :func:`dataset_rows` read it)."""
-    from .datasets.load import dataset_files as read_files
+    from .datasets.dataset_load import dataset_files as read_files
 
     assert spec.dataset is not None
     try:

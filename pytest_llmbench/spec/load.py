@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .file_kinds import file_kind, kinds_allowing
 from .functions import (
     TOOL_CHOICE_WORDS,
     FunctionSpecError,
@@ -17,7 +18,6 @@ from .functions import (
     allowed_shape_problem,
     read_function_tools,
 )
-from .kinds import file_kind, kinds_allowing
 from .resolved import (
     MCP_TOOL,
     AgentSpec,

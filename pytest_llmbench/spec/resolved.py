@@ -229,7 +229,7 @@ class LoadedEval:
     prompt_variants: tuple[str, ...] = ()
     #: a plain file's function definitions offered to the model (``tools:``), or None
     functions: FunctionTools | None = None
-    #: the file's ``kind:`` (a name registered in :mod:`.kinds`): what its items do
+    #: the file's ``kind:`` (a name registered in :mod:`.file_kinds`): what its items do
     kind: str = "completion"
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..scoring import AssertionSpecError, parse_assertion
 from .context import context_chunks
 from .datasets import DatasetSource
-from .kinds import DEFAULT_FILE_KIND, file_kind_problem
+from .file_kinds import DEFAULT_FILE_KIND, file_kind_problem
 from .paths import workdir_path
 from .resolved import (
     EVAL_SUFFIX,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .kinds import file_kind
+from .file_kinds import file_kind
 from .resolved import EvalCase, SimulatedUser, Turn
 from .schema import EvalSpec, RawAssertion, SimulatedUserSpec, TurnSpec, without_stop_flag
 from .templating import TemplateKeyError, render_chat, render_template

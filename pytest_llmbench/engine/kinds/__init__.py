@@ -1,7 +1,7 @@
 """Case kinds as one protocol: each kind is one module that owns, for its items, how they are
 answered, how their verdicts are made and which record fields they fill.
 
-:class:`CaseKind` (:mod:`.base`) is the protocol; :data:`CASE_KINDS` is the one table, by the
+:class:`CaseKind` (:mod:`.case_kind`) is the protocol; :data:`CASE_KINDS` is the one table, by the
 name a plan carries (:attr:`~..plan.CallPlan.kind`, read by :func:`~..plan.plan_kind` at
 collection). The :class:`~..answer.Answerer`, the ``EvalItem`` and the record look the kind up
 here (:func:`kind_of`) and never branch on it: a new kind is one module and one line below.
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..plan import plan_kind
 from .agent_kind import AgentKind
-from .base import CaseKind, Checking, Engine, KindCall, KindResult, Settling
+from .case_kind import CaseKind, Checking, Engine, KindCall, KindResult, Settling
 from .loglikelihood_kind import LoglikelihoodKind
 from .plain_kind import PlainKind
 from .simulated_user_kind import SimulatedUserKind

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ...models import Completion, ProviderError
-from .base import CaseKind, Checking, Engine, KindCall, KindResult, Settling, sent_messages
+from .case_kind import CaseKind, Checking, Engine, KindCall, KindResult, Settling, sent_messages
 
 if TYPE_CHECKING:
     from ...agent import AgentRun, AsyncToolboxLike, Toolbox, ToolboxLike

@@ -1,5 +1,5 @@
 """The log-likelihood kind (a case's ``loglikelihood:``): each option's log-probability
-(:mod:`..loglikelihood`), its pick the answer; ``acc`` and ``acc_norm`` as the record's
+(:mod:`..loglikelihood_scores`), its pick the answer; ``acc`` and ``acc_norm`` as the record's
 metrics. A model's first item asks alone: when the model cannot score, its other items fail
 without a call."""
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...models import ProviderError
-from .base import CaseKind, Engine, KindCall, KindResult, sent_messages
+from .case_kind import CaseKind, Engine, KindCall, KindResult, sent_messages
 
 if TYPE_CHECKING:
     import asyncio
@@ -34,7 +34,7 @@ class LoglikelihoodKind(CaseKind):
     scores_options = True
 
     async def answer(self, engine: Engine, call: KindCall) -> Answer:
-        from ..loglikelihood import score_options
+        from ..loglikelihood_scores import score_options
         from ..request import Answer
 
         plan, request = call.plan, call.request

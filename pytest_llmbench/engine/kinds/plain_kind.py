@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import CaseKind, Engine, KindCall, sent_messages
+from .case_kind import CaseKind, Engine, KindCall, sent_messages
 
 if TYPE_CHECKING:
     from ..request import Answer

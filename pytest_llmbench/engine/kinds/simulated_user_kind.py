@@ -10,7 +10,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ...models import Completion, ProviderError, total_usage
-from .base import Engine, KindCall, KindResult
+from .case_kind import Engine, KindCall, KindResult
 from .talk import ConversationKind
 
 if TYPE_CHECKING:

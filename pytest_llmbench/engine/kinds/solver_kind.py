@@ -8,7 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ...models import Completion, ProviderError
-from .base import CaseKind, Checking, Engine, KindCall, sent_messages
+from .case_kind import CaseKind, Checking, Engine, KindCall, sent_messages
 
 if TYPE_CHECKING:
     from ...scoring import Verdict

@@ -9,12 +9,20 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .base import CaseKind, Checking, Engine, KindCall, KindResult, call_measures, sent_messages
+from .case_kind import (
+    CaseKind,
+    Checking,
+    Engine,
+    KindCall,
+    KindResult,
+    call_measures,
+    sent_messages,
+)
 
 if TYPE_CHECKING:
     from ...models import Completion
     from ...scoring import Verdict
-    from ..conversation import CompleteTurn
+    from ..conversation_calls import CompleteTurn
     from ..plan import CallPlan
     from ..request import Answer, ConversationRun, Request
 

@@ -1,6 +1,7 @@
 """Function definitions offered through the tool shim: a model without native tool calling
 gets the tools and the protocol in its system message, and its JSON reply is read back as
-native tool calls. Whether a kind may shim at all is the kind's (:attr:`.base.CaseKind.shimmable`).
+native tool calls. Whether a kind may shim at all is the kind's
+(:attr:`.case_kind.CaseKind.shimmable`).
 """
 
 from __future__ import annotations

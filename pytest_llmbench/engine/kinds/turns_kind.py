@@ -1,12 +1,12 @@
 """The scripted-turns kind (a case's ``turns:``): each answered turn is a paced, cached,
 budgeted call of the model, its cache entry keyed by the turn and the whole history it
-answers (:func:`..conversation.converse`)."""
+answers (:func:`..conversation_calls.converse`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import Engine, KindCall
+from .case_kind import Engine, KindCall
 from .talk import ConversationKind
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ class TurnsKind(ConversationKind):
     name = "turns"
 
     async def converse(self, engine: Engine, call: KindCall) -> ConversationRun:
-        from ..conversation import converse, reply_messages, shim_reply_messages
+        from ..conversation_calls import converse, reply_messages, shim_reply_messages
 
         plan, request = call.plan, call.request
         complete = self.turn_call(engine, plan, request)

@@ -2,8 +2,8 @@
 
 :func:`acomplete` and :func:`aembed` send a target's calls through the lean OpenAI-compatible
 client or litellm (:func:`.routes.route`); both clients' attempts run inside one retry loop
-(:func:`.retry.retried`), so backoff, Retry-After, timeouts, error kinds and redaction do not
-depend on the path.
+(:func:`.transport_retry.retried`), so backoff, Retry-After, timeouts, error kinds and redaction
+do not depend on the path.
 """
 
 from __future__ import annotations
@@ -14,7 +14,14 @@ from typing import Any
 
 from . import routes
 from .completion import CallTarget, Completion
-from .retry import DEFAULT_CONNECT_TIMEOUT_S, BeforeRetry, OnRetry, Retrying, Timeouts, retried
+from .transport_retry import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    BeforeRetry,
+    OnRetry,
+    Retrying,
+    Timeouts,
+    retried,
+)
 
 #: One attempt at a call through the lean client: (target, its endpoint, limits, retries so far).
 LeanAttempt = Callable[[CallTarget, "routes.Endpoint", Timeouts, int], Awaitable[Completion]]

@@ -5,7 +5,7 @@ whose profile says ``client: litellm``).
 litellm is imported on first use, never at plugin load, and only in a process that has a model
 routed to it (:mod:`.routes`): it costs seconds, and without ``LITELLM_LOCAL_MODEL_COST_MAP`` it
 tries to download its price map at import. Retries, timeouts and error messages are the shared
-ones (:mod:`.retry`, :mod:`.errors`).
+ones (:mod:`.transport_retry`, :mod:`.errors`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 from . import routes
 from .completion import CallTarget, Completion, whole_answer
 from .openai_compatible import vector
-from .retry import IncompleteStreamError, Timeouts, cut_stream_message
 from .tokens import reported
 from .tool_deltas import StreamedToolCalls
+from .transport_retry import IncompleteStreamError, Timeouts, cut_stream_message
 
 
 def missing_api_keys(model_id: str) -> list[str]:
@@ -167,7 +167,8 @@ async def chat_once(
     limits: Timeouts,
     retries: int,
 ) -> Completion:
-    """One attempt at a chat completion (no retries: :func:`.retry.retried` owns those)."""
+    """One attempt at a chat completion (no retries: :func:`.transport_retry.retried` owns
+    those)."""
     _register_prices(litellm, target)
     kwargs = _request_kwargs(target, messages, params, stream, limits)
     started = time.perf_counter()
@@ -236,7 +237,8 @@ def _request_kwargs(
 
 def client_timeout(limits: Timeouts) -> Any:
     """httpx's timeouts for litellm's client: the connect bound, and the whole attempt's for
-    the rest (which :func:`.retry.retried` enforces over the whole call, stream included)."""
+    the rest (which :func:`.transport_retry.retried` enforces over the whole call, stream
+    included)."""
     import httpx  # litellm's own dependency, imported with it
 
     return httpx.Timeout(limits.call_s, connect=limits.connect_bound_s)

@@ -21,7 +21,7 @@ from . import prices
 from .calls import call
 from .completion import CallTarget, Completion, ProviderError, whole_answer
 from .errors import redacted, status_of
-from .retry import DEFAULT_CONNECT_TIMEOUT_S, BeforeRetry, OnRetry, Retrying, Timeouts
+from .transport_retry import DEFAULT_CONNECT_TIMEOUT_S, BeforeRetry, OnRetry, Retrying, Timeouts
 
 if TYPE_CHECKING:
     from .routes import Endpoint

@@ -4,7 +4,7 @@ For endpoints that speak it (OpenAI, the embedded llama.cpp server, vLLM, Ollama
 Studio's ``/v1``, any profile with ``api_base``): chat completions (streamed with TTFT and the
 provider's usage, or whole; tool calls either way), text completions (log-likelihood scoring) and
 embeddings. One pooled connection set per event loop. Retries, timeouts, error kinds and key
-redaction are the shared ones (:mod:`.retry`, :mod:`.errors`), and a call gives the same
+redaction are the shared ones (:mod:`.transport_retry`, :mod:`.errors`), and a call gives the same
 :class:`Completion` as litellm's path for the same answer.
 """
 
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from . import prices, tokens
 from .completion import CallTarget, Completion, whole_answer
 from .errors import HTTPStatusError, body_message
-from .retry import IncompleteStreamError, Timeouts, cut_stream_message
 from .tool_deltas import StreamedToolCalls
+from .transport_retry import IncompleteStreamError, Timeouts, cut_stream_message
 
 if TYPE_CHECKING:
     import aiohttp
@@ -48,7 +48,8 @@ async def chat_once(
     limits: Timeouts,
     retries: int,
 ) -> Completion:
-    """One attempt at a chat completion (no retries: :func:`.retry.retried` owns those)."""
+    """One attempt at a chat completion (no retries: :func:`.transport_retry.retried` owns
+    those)."""
     body, headers = request_fields({**target.params, **params})
     body.update(model=endpoint.model, messages=[_sent(message) for message in messages])
     if stream:

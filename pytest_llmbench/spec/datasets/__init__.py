@@ -19,7 +19,7 @@ factory) and the line of a CSV/JSONL file or the row of a table.
 
 from __future__ import annotations
 
-from .load import load_dataset
+from .dataset_load import load_dataset
 from .rows import DatasetRow
 from .source import DatasetError, DatasetSource
 

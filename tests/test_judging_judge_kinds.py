@@ -17,7 +17,7 @@ from pytest_llmbench.engine.grading import HelperCalls, grade
 from pytest_llmbench.engine.pacing import CallPacer
 from pytest_llmbench.engine.plan import CallPlan, GradedSpec
 from pytest_llmbench.engine.request import Request
-from pytest_llmbench.judging.kinds import JUDGE_KINDS, JudgeKind, judge_kind
+from pytest_llmbench.judging.judge_kinds import JUDGE_KINDS, JudgeKind, judge_kind
 from pytest_llmbench.judging.panel import GradedAssertion, JudgeCall, PanelForm
 from pytest_llmbench.judging.panel_kinds import grade_by_panel
 from pytest_llmbench.judging.prompts import JURY_DIMENSIONS, JudgeRequest, retry_messages

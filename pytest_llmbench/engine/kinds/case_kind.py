@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ...agent import AgentRun, McpPool, Sandbox
     from ...judging import GradedAssertion
     from ...scoring import Assertion, AssertionContext, CallMeasures, Verdict
-    from ..conversation import Progress
+    from ..conversation_calls import Progress
     from ..grading import HelperCalls, HelperTargets
     from ..pacing import CallPacer
     from ..plan import CallPlan

@@ -2,9 +2,9 @@
 
 A file with ``loglikelihood:`` sends no question to answer: each option is appended to the
 case's prompt (after ``target_delimiter``, a space by default) and the model's log-probability
-of it is read (:mod:`pytest_llmbench.engine.loglikelihood`). The option scored is the option's
-text, or its letter when the prompt lists the lettered options itself (``{{choices}}``, MMLU's
-style). With ``blank`` (Winogrande), each option fills the blank instead and the rest of the
+of it is read (:mod:`pytest_llmbench.engine.loglikelihood_scores`). The option scored is the
+option's text, or its letter when the prompt lists the lettered options itself (``{{choices}}``,
+MMLU's style). With ``blank`` (Winogrande), each option fills the blank instead and the rest of the
 prompt after the blank is what is scored. :func:`scored_case` turns a case into its
 (context, continuation) pairs at collection; :func:`scored_options` does it for each case of a
 ``loglikelihood:`` file as :mod:`.expand` resolves it, a problem an error at its line.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .kinds import file_kind
+from .file_kinds import file_kind
 from .resolved import EvalCase, EvalFileError, ScoredOptions
 from .templating import placeholders, render_template
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 from ..scoring import EmbeddingSpec, JudgeSpec, ModelGradedSpec, SelectBestSpec
 from .embedding import grade_similarity
-from .pairwise import grade_pairwise
+from .pairwise_judge import grade_pairwise
 from .panel import STANDARD_FORM, PanelForm
 from .panel_kinds import grade_by_panel, grade_grader
 from .relevance import grade_answer_relevance
-from .select_best import grade_select_best
+from .select_best_judge import grade_select_best
 
 if TYPE_CHECKING:
     from .answer_view import AnswerView, GradeFn, JudgedEntry

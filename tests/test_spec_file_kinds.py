@@ -1,4 +1,4 @@
-"""Tests for pytest_llmbench.spec.kinds: the file kinds of ``kind:``, registered once."""
+"""Tests for pytest_llmbench.spec.file_kinds: the file kinds of ``kind:``, registered once."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbench.spec.kinds import (
+from pytest_llmbench.spec.file_kinds import (
     DEFAULT_FILE_KIND,
     FILE_KINDS,
     FileKind,

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from ..paths import PathRefused, check_folder_entries, resolve_eval_path
 from .arrow import hf_files, parquet_files, parquet_splits, table_records
+from .csv_jsonl import csv_records, decode, jsonl_records
 from .factory import factory_records
 from .rows import DatasetRow, Origin, Record, build_row, check_unique_ids
 from .source import DatasetError, DatasetSource, Format
-from .text import csv_records, decode, jsonl_records
 
 _FORMATS: dict[str, Format] = {
     ".csv": "csv",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import FAKE_KEY, REPO_ROOT, Bench
 
-from pytest_llmbench.engine.loglikelihood import OptionScores
+from pytest_llmbench.engine.loglikelihood_scores import OptionScores
 
 #: Three options; the fake server scores each word of a continuation (default -1.0 a word).
 CAPITALS = """
