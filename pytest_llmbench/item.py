@@ -232,7 +232,7 @@ class EvalItem(pytest.Function):
         message = f"{self.plan.label}: pytest-timeout: the item ran past --timeout {seconds:g} s"
         error = ProviderError(message, "timeout")
         # A conversation keeps what was said before (nothing is said of other items).
-        error.partial = get_runtime(self.config).scheduler().said_so_far(self.nodeid)
+        error.partial = get_runtime(self.config).said_so_far(self.nodeid)
         self.result.provider_error = error
         raise error
 

@@ -93,16 +93,22 @@ FAKE_KEY_ENV = "FAKE_LLM_API_KEY"
 
 @pytest.fixture(scope="session")
 def litellm_loaded() -> Any:
-    """Import litellm and pandas once.
+    """Import litellm, pandas and the session end's modules once.
 
     pytester's in-process runs restore ``sys.modules`` afterwards; modules first imported inside
-    a run would be re-imported by the next one, which is slow (litellm) or fails (numpy).
+    a run would be re-imported by the next one, which is slow (litellm) or fails (numpy). The
+    session end's modules are imported on a background thread while a run's calls wait
+    (report/session_end.py); inside an in-process run, which rewrites the plugin's modules,
+    that thread and the main thread building ASTs at once can trip a CPython 3.11 race (an
+    INTERNALERROR, 'AST constructor recursion depth mismatch'), which a real run never meets.
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import asyncio
 
     import pandas  # noqa: F401
 
+    import pytest_llmbench.report.charts
+    import pytest_llmbench.results.summary  # noqa: F401
     from pytest_llmbench.models.providers.calls import acomplete
     from pytest_llmbench.models.providers.completion import CallTarget
     from pytest_llmbench.models.providers.litellm_client import import_litellm

@@ -24,6 +24,7 @@ from .targets import Targets
 if TYPE_CHECKING:
     from ..models import CallTarget, ModelProfile
     from .plan import CallPlan
+    from .request import ConversationRun
     from .scheduler import CallScheduler
 
 __all__ = ["Runtime", "session_state"]
@@ -112,6 +113,13 @@ class Runtime:
         from .workdirs import scratch
 
         return scratch(self.config, name)
+
+    def said_so_far(self, nodeid: str) -> ConversationRun | None:
+        """What the item ``nodeid`` said before it was cut short (a conversation's turns), or
+        None. Never makes the scheduler: pytest-timeout's signal handler asks this on the main
+        thread, which may be in the middle of making it (half its modules imported)."""
+        scheduler = self._scheduler
+        return None if scheduler is None else scheduler.said_so_far(nodeid)
 
     def activity(self) -> tuple[int, int] | None:
         """Calls in flight and waiting on a rate limit in this process; None before any."""
