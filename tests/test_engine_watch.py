@@ -16,6 +16,9 @@ def test_model_is_read_from_an_eval_items_id() -> None:
     assert watch.model_of("d/a.eval.yaml::c[x]::y[local/smol-r1]") == "local/smol"
     assert watch.model_of("tests/test_a.py::test_b[gpt-4o]") is None  # not an eval item's id
     assert watch.model_of("tests/test_a.py::test_b") is None
+    # A parameter id holding "::" (a node id as a test parameter) is read, not a crash.
+    assert watch.model_of("tests/test_a.py::test_b[x.py::c]") is None
+    assert watch.model_of("a.eval.yaml::c[gpt-4o-mini-r0::x]") == "gpt-4o-mini"
     assert watch.model_of("a.eval.yaml::c[other-r0]") is None
 
 

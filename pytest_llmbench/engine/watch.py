@@ -39,7 +39,7 @@ class WorkerWatch:
         if self._models is None:
             # Longest first: "gpt-4o-mini-r0" must not be read as model "gpt-4o".
             self._models = sorted(set(self._load_models()), key=len, reverse=True)
-        param = nodeid[nodeid.index("[", nodeid.rfind("::")) + 1 : -1]
+        param = _param_of(nodeid)
         return next((m for m in self._models if param.startswith(f"{m}-")), None)
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
@@ -87,3 +87,15 @@ class WorkerWatch:
         while not self._stop.wait(self._every_s):
             for line in self.waiting(time.monotonic()):
                 self._notice(line)
+
+
+def _param_of(nodeid: str) -> str:
+    """The ``[...]`` of the last node of ``nodeid`` (which ends with ``]``): after the last
+    ``::`` that a ``[`` follows, since a parameter id may hold ``::`` itself (``t[a::b]``)."""
+    end = len(nodeid)
+    while (sep := nodeid.rfind("::", 0, end)) >= 0:
+        bracket = nodeid.find("[", sep)
+        if bracket >= 0:
+            return nodeid[bracket + 1 : -1]
+        end = sep
+    return nodeid[nodeid.index("[") + 1 : -1]
