@@ -58,6 +58,28 @@ _LINE = json.JSONEncoder(ensure_ascii=False, default=str)
 # Record keys without which a line cannot be counted or paired with another run's.
 _REQUIRED_KEYS = ("suite", "case_id", "outcome")
 
+#: The record schema this version writes (``results.record.SCHEMA_VERSION``); older records are
+#: read as this one (:func:`upgrade_record`).
+RECORD_SCHEMA = 2
+#: Schema 1's record fields that schema 2 renamed, old -> new, in the order they are renamed
+#: (``tool_calls``, a count, becomes ``tool_call_count`` before ``function_calls``, the list,
+#: takes its name).
+_RENAMED_FIELDS: tuple[tuple[str, str], ...] = (
+    ("tool_calls", "tool_call_count"),
+    ("function_calls", "tool_calls"),
+    ("turns", "agent_steps"),
+    ("stopped", "agent_stopped"),
+    ("retries", "transport_retries"),
+    ("judge_cost", "judge_cost_usd"),
+)
+#: The same renames inside the entries of a record's lists.
+_RENAMED_IN_ENTRIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "conversation": (("function_calls", "tool_calls"),),
+    "timeline": (("turn", "step"),),
+    "attempts": (("retries", "transport_retries"), ("judge_cost", "judge_cost_usd")),
+    "judges": (("attempts", "call_attempts"),),
+}
+
 
 class ResultsError(Exception):
     """A results folder that cannot be read; the message names the folder or file (and line)."""
@@ -234,6 +256,43 @@ class ResultsFolder:
         shutil.rmtree(aside.path, ignore_errors=True)
 
 
+def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as the current schema has it: a schema-1 record (no ``schema``, or 1) gets
+    schema 2's field names, in its lists' entries too (conversation, timeline, attempts, judges),
+    and an agent loop's ``max_turns`` ending and model-call role are named as steps (``record``
+    itself is left as it was). A record of another schema is returned as it is. Every reader of
+    results.jsonl reads records through this."""
+    if record.get("schema", 1) != 1:
+        return record
+    upgraded = _renamed({"schema": RECORD_SCHEMA, **record}, _RENAMED_FIELDS)
+    upgraded["schema"] = RECORD_SCHEMA
+    if upgraded.get("agent_stopped") == "max_turns":
+        upgraded["agent_stopped"] = "max_steps"
+    for field, renames in _RENAMED_IN_ENTRIES.items():
+        entries = upgraded.get(field)
+        if isinstance(entries, list):
+            upgraded[field] = [
+                _renamed(entry, renames) if isinstance(entry, dict) else entry for entry in entries
+            ]
+    timeline = upgraded.get("timeline")
+    if isinstance(timeline, list):
+        upgraded["timeline"] = [
+            {**step, "role": "step"} if isinstance(step, dict) and step.get("role") == "turn"
+            else step
+            for step in timeline
+        ]  # fmt: skip
+    return upgraded
+
+
+def _renamed(entry: dict[str, Any], renames: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """``entry`` with each old key of ``renames`` given its new name, in the order given, each
+    in its place."""
+    for old, new in renames:
+        if old in entry:
+            entry = {new if key == old else key: value for key, value in entry.items()}
+    return entry
+
+
 def _written_by_a_run(name: str) -> bool:
     """Whether a run writes file ``name`` in its results folder (or in a model's folder)."""
     grouped = grouped_csv_name("")
@@ -245,7 +304,8 @@ def _written_by_a_run(name: str) -> bool:
 
 
 def parse_records(path: Path, text: str, *, live: bool = False) -> list[dict[str, Any]]:
-    """The records of results.jsonl's ``text`` (read from ``path``, named in errors).
+    """The records of results.jsonl's ``text`` (read from ``path``, named in errors), each in
+    the current schema (:func:`upgrade_record`).
 
     Strict (the default): a line that is no JSON record is a :class:`ResultsError`
     ``path:line: why``. ``live`` (a run still writing): such lines and a last line without its
@@ -263,7 +323,7 @@ def _live_record(line: str) -> dict[str, Any] | None:
         value = json.loads(line)
     except ValueError:
         return None
-    return value if isinstance(value, dict) else None
+    return upgrade_record(value) if isinstance(value, dict) else None
 
 
 def _record(path: Path, number: int, line: str) -> dict[str, Any]:
@@ -276,4 +336,4 @@ def _record(path: Path, number: int, line: str) -> dict[str, Any]:
     missing = [key for key in _REQUIRED_KEYS if key not in record]
     if missing:
         raise ResultsError(f"{path}:{number}: not a record (no {', '.join(missing)})")
-    return record
+    return upgrade_record(record)

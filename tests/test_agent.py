@@ -16,7 +16,7 @@ from conftest import Bench, Rule
 AGENT = """
 kind: agent
 tools: [read_file, write_file, list_dir, run_command]
-max_turns: 5
+max_steps: 5
 cases:
   - id: hello
     files: {notes.txt: "remember the milk"}
@@ -92,8 +92,8 @@ def test_an_agent_item_runs_the_loop_and_is_checked_on_its_workdir(bench: Bench)
     result = bench.run("--models=fake")
     result.assert_outcomes(passed=1)
     (record,) = bench.records()
-    assert record["turns"] == 3 and record["stopped"] == "answer"
-    assert record["tool_calls"] == 2
+    assert record["agent_steps"] == 3 and record["agent_stopped"] == "answer"
+    assert record["tool_call_count"] == 2
     assert record["tool_counts"] == {"read_file": 1, "write_file": 1}
     assert record["response"] == "All done."
     workdir = Path(record["workdir"])
@@ -101,7 +101,7 @@ def test_an_agent_item_runs_the_loop_and_is_checked_on_its_workdir(bench: Bench)
     roles = [message["role"] for message in record["transcript"]]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     # The timeline: each model call, then the tools it asked for, with timing and tokens.
-    steps = [(s["kind"], s.get("name") or s["turn"]) for s in record["timeline"]]
+    steps = [(s["kind"], s.get("name") or s["step"]) for s in record["timeline"]]
     assert steps == [("model", 1), ("tool", "read_file"), ("model", 2), ("tool", "write_file"),
                      ("model", 3)]  # fmt: skip
     model_steps = [s for s in record["timeline"] if s["kind"] == "model"]
@@ -187,19 +187,21 @@ def test_post_process_scores_are_merged_into_the_record(bench: Bench) -> None:
 import json, sys
 item = json.load(open(sys.argv[1]))
 print("log line first")
-print(json.dumps({"tools_used": sum(item["tool_counts"].values()), "note": "text is dropped"}))
+print(json.dumps({"tools_used": sum(item["tool_counts"].values()), "note": "text is dropped",
+                  "steps": item["agent_steps"], "old_steps": item["turns"]}))
 """,
     )
     script = bench.pytester.path / "score.py"
     bench.eval_file(
         "agent",
         AGENT.replace(
-            "max_turns: 5", f'max_turns: 5\npost_process: "python3 {script} {{results}}"'
+            "max_steps: 5", f'max_steps: 5\npost_process: "python3 {script} {{results}}"'
         ),
     )
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
-    assert record["metrics"] == {"tools_used": 2.0}
+    # agent_steps are the loop's model calls; turns, their older name, still reads them
+    assert record["metrics"] == {"tools_used": 2.0, "steps": 3.0, "old_steps": 3.0}
     # ...and averaged per model, as aster-bench's aggregate metrics are.
     header, row = bench.out("leaderboard.csv").read_text().splitlines()[:2]
     assert (
@@ -209,7 +211,7 @@ print(json.dumps({"tools_used": sum(item["tool_counts"].values()), "note": "text
 
 def test_a_failing_post_process_is_the_items_error(bench: Bench) -> None:
     _script_hello(bench)
-    bench.eval_file("agent", AGENT.replace("max_turns: 5", 'max_turns: 5\npost_process: "exit 3"'))
+    bench.eval_file("agent", AGENT.replace("max_steps: 5", 'max_steps: 5\npost_process: "exit 3"'))
     result = bench.run("--models=fake")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*llmbench post_process: 'exit 3' exited with 3*"])
@@ -325,7 +327,7 @@ def test_agent_records_are_the_same_with_and_without_xdist(bench: Bench, workers
     result = bench.run_subprocess("-n", workers, "--models=fake")
     result.assert_outcomes(passed=1)
     (record,) = bench.records()
-    assert (record["turns"], record["tool_counts"]) == (3, {"read_file": 1, "write_file": 1})
+    assert (record["agent_steps"], record["tool_counts"]) == (3, {"read_file": 1, "write_file": 1})
     assert json.dumps(record["assertions"])  # plain JSON across the xdist boundary
 
 
@@ -457,7 +459,7 @@ cases:
     )
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
-    assert record["turns"] == 2 and record["tool_counts"] == {"write_file": 1}
+    assert record["agent_steps"] == 2 and record["tool_counts"] == {"write_file": 1}
     assert record["response"] == "done"
     models = [r.body["model"] for r in bench.server.chat_requests()]
     assert models == ["fake-model", "fake-model-2", "fake-model"]  # read once, then protocol
@@ -525,12 +527,13 @@ def test_an_agent_that_errors_mid_loop_keeps_what_it_did(bench: Bench) -> None:
     result.assert_outcomes(errors=1)
     (record,) = bench.records()
     assert record["outcome"] == "error" and record["error_kind"] == "provider"
-    assert (record["turns"], record["tool_calls"], record["stopped"]) == (1, 1, "error")
+    assert (record["agent_steps"], record["tool_call_count"]) == (1, 1)
+    assert record["agent_stopped"] == "error"
     assert record["tool_counts"] == {"write_file": 1}
     roles = [message["role"] for message in record["transcript"]]
     assert roles[-2:] == ["assistant", "tool"]
     assert record["input_tokens"] and record["output_tokens"]  # turn 1 was answered, and counted
-    assert record["retries"] == 1  # the failed turn's retry
+    assert record["transport_retries"] == 1  # the failed turn's retry
     assert len(bench.server.chat_requests()) == 3  # turn 1, turn 2 and its retry
     assert (Path(record["workdir"]) / "a.txt").read_text() == "a"
 

@@ -199,7 +199,7 @@ def test_all_turns_cached_and_sums_of_retries(toolbox: Toolbox) -> None:
 def test_max_turns_stops_a_model_that_never_answers(toolbox: Toolbox) -> None:
     script = Script(completion(calls=[("list_dir", {"path": "."})]))
     result = run(script, toolbox, max_turns=3)
-    assert result.stopped == "max_turns" and result.answer == ""
+    assert result.stopped == "max_steps" and result.answer == ""
     assert result.turns == 3 and len(script.requests) == 3
     assert result.tool_counts() == {"list_dir": 3}
     # The last call still ran and has its result: no call is left unanswered.

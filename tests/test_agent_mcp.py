@@ -187,7 +187,7 @@ def test_a_slow_tool_call_is_cut_at_tool_timeout_s(bench: Bench) -> None:
     (record,) = bench.records()
     assert record["error_kind"] == "tool"
     assert "MCP server 'probe': the call of nap did not finish within 2 s" in record["error"]
-    assert record["turns"] == 1  # what it did before the error is kept
+    assert record["agent_steps"] == 1  # what it did before the error is kept
 
 
 def test_a_glob_matching_no_tool_is_an_error_naming_the_tools(bench: Bench) -> None:
@@ -353,7 +353,7 @@ def test_a_server_that_dies_during_a_call_is_an_item_error(bench: Bench) -> None
     (record,) = bench.records()
     assert record["error_kind"] == "tool" and record["score"] is None
     assert "MCP server 'probe': the call of die failed" in record["error"]
-    assert record["turns"] == 1 and record["stopped"] == "error"
+    assert record["agent_steps"] == 1 and record["agent_stopped"] == "error"
 
 
 def test_a_server_that_never_answers_initialize_is_cut_at_startup_timeout_s(

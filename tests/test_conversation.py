@@ -132,7 +132,7 @@ def test_the_record_holds_the_conversation_with_each_replys_measures(bench: Benc
     assert record["cost_usd"] == pytest.approx(sum(e["cost_usd"] for e in replies))
     assert record["messages"] == _sent(bench)[-1]  # the last call's
     assert record["prompt"] == "Goodbye." and record["response"] == "Bye now!"
-    assert record["turns"] is None  # an agent's count, not a conversation's
+    assert record["agent_steps"] is None  # an agent's count, not a conversation's
 
 
 def test_a_tokens_check_on_a_turn_reads_that_turns_call(bench: Bench) -> None:

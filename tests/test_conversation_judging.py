@@ -164,7 +164,7 @@ def test_conversation_judges_give_the_same_records_with_and_without_xdist(bench:
     bench.eval_file("talk", talk(case_assert=jury) + second + f"    assert: [{jury}]\n")
 
     def judged_fields() -> dict[str, Any]:
-        keys = ("outcome", "score", "dimensions", "assertions", "judge_tokens", "judge_cost")
+        keys = ("outcome", "score", "dimensions", "assertions", "judge_tokens", "judge_cost_usd")
         return {r["case_id"]: tuple(json.dumps(r[k]) for k in keys) for r in bench.records()}
 
     bench.run_subprocess("-n", "2", "--models=fake").assert_outcomes(failed=2)

@@ -103,7 +103,7 @@ cases:
         (3, "icontains"),
         (3, "icontains"),
     ]
-    assert record["stopped"] is None  # the agent loop's field keeps its own meaning
+    assert record["agent_stopped"] is None  # the agent loop's field keeps its own meaning
 
 
 def test_a_stop_on_fail_failure_ends_the_conversation_and_fails_the_item(bench: Bench) -> None:
@@ -147,7 +147,7 @@ def test_the_simulated_users_tokens_and_cost_are_recorded_apart(bench: Bench) ->
     assert record["user_sim_cost_usd"] > 0
     user_request = _requests(bench, USER)
     assert len(user_request) == 1  # the opening was given; the user wrote turn 2
-    assert record["judge_cost"] is None  # nor is it a judge's
+    assert record["judge_cost_usd"] is None  # nor is it a judge's
 
 
 def test_replay_gives_the_same_transcript_with_no_request(bench: Bench) -> None:
@@ -391,7 +391,7 @@ def test_a_judge_on_the_case_judges_the_last_reply_with_the_whole_conversation(
     assert record["judges"][0]["judge"] == "fake2"
     assert [v["turn"] for v in record["assertions"]] == [1]
     # The judge's cost is the judge's, the simulated user's its own.
-    assert record["judge_cost"] > 0 and record["user_sim_cost_usd"] > 0
+    assert record["judge_cost_usd"] > 0 and record["user_sim_cost_usd"] > 0
 
 
 def test_the_cost_estimate_counts_the_longest_conversation(bench: Bench) -> None:

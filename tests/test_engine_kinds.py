@@ -96,7 +96,7 @@ def test_a_toy_kind_is_one_class_and_one_table_line(
     assert [(v.type, v.passed) for v in verdicts] == [("icontains", True)]
     record = eval_record(result, "passed", None, root=tmp_path, worker="master")
     assert (record["response"], record["metrics"]) == ("Hello there", {"echoed": 1.0})
-    assert record["conversation"] is None and record["turns"] is None
+    assert record["conversation"] is None and record["agent_steps"] is None
 
 
 def _context(expected: Any) -> AssertionContext:

@@ -241,8 +241,8 @@ def test_rate_limited_calls_are_retried_and_counted(bench: Bench) -> None:
     bench.eval_file("many", cases_yaml(6))
     bench.run("--models=fake", "--concurrency", "8").assert_outcomes(passed=6)
     records = bench.records()
-    assert sum(record["retries"] for record in records) == 3
-    retried = [record for record in records if record["retries"]]
+    assert sum(record["transport_retries"] for record in records) == 3
+    retried = [record for record in records if record["transport_retries"]]
     assert retried and all(record["rate_limit_wait_s"] >= 0.05 for record in retried)
     assert len(bench.server.chat_requests()) == 9
 

@@ -47,7 +47,7 @@ def test_a_chats_tool_calls_are_exposed_and_sent_back(bench: Bench) -> None:
     assert thanks == {"role": "user", "content": "Thanks."}
     (record,) = bench.records()
     replies = [entry for entry in record["conversation"] if entry["generated"]]
-    assert [[c["name"] for c in entry["function_calls"]] for entry in replies] == [
+    assert [[c["name"] for c in entry["tool_calls"]] for entry in replies] == [
         ["get_weather"],
         [],
     ]

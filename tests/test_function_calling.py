@@ -196,11 +196,11 @@ def test_tools_are_sent_and_the_calls_recorded_not_run(bench: Bench, client: str
     assert request.body["tool_choice"] == "required"
     assert request.body["stream"] is True  # streamed: the calls come as fragments
     (record,) = bench.records()
-    assert [(call["name"], json.loads(call["arguments"])) for call in record["function_calls"]] == [
+    assert [(call["name"], json.loads(call["arguments"])) for call in record["tool_calls"]] == [
         ("get_weather", {"city": "Paris"})
     ]
-    assert record["tool_calls"] == 1 and record["tool_counts"] == {"get_weather": 1}
-    assert record["turns"] is None and record["timeline"] == []  # not an agent: nothing ran
+    assert record["tool_call_count"] == 1 and record["tool_counts"] == {"get_weather": 1}
+    assert record["agent_steps"] is None and record["timeline"] == []  # not an agent: nothing ran
     assert "tools" not in record["params"]
 
 
@@ -208,9 +208,9 @@ def test_both_clients_record_the_same_calls(bench: Bench) -> None:
     _script_weather(bench, {"city": "Paris", "unit": "c"})
     bench.eval_file("calls", CALLS_EVAL)
     bench.run("--models=fake").assert_outcomes(passed=1)
-    lean = bench.records()[0]["function_calls"]
+    lean = bench.records()[0]["tool_calls"]
     bench.run("--models=fake", "--client=litellm").assert_outcomes(passed=1)
-    other = bench.records()[0]["function_calls"]
+    other = bench.records()[0]["tool_calls"]
     assert [(c["name"], json.loads(c["arguments"])) for c in lean] == [
         (c["name"], json.loads(c["arguments"])) for c in other
     ]
@@ -221,11 +221,11 @@ def test_the_tools_are_in_the_cache_key_and_calls_replay(bench: Bench) -> None:
     _script_weather(bench, {"city": "Paris"})
     bench.eval_file("calls", CALLS_EVAL)
     bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(passed=1)
-    first = bench.records()[0]["function_calls"]
+    first = bench.records()[0]["tool_calls"]
     calls_before = len(bench.server.requests)
     bench.run("--models=fake", "--cache=replay", "--cache-dir=c").assert_outcomes(passed=1)
     (record,) = bench.records()
-    assert record["cached"] is True and record["function_calls"] == first
+    assert record["cached"] is True and record["tool_calls"] == first
     assert len(bench.server.requests) == calls_before
     bench.eval_file("calls", CALLS_EVAL.replace("tool_choice: required", "tool_choice: auto"))
     missed = bench.run("--models=fake", "--cache=replay", "--cache-dir=c")
@@ -325,7 +325,7 @@ def test_each_tool_call_assertion_passes_and_fails(bench: Bench) -> None:
     assert "no call matched get_weather(city=" in records["exact-extra"]["assertions"][0]["reason"]
     quiet = records["quiet"]["assertions"]
     assert quiet[0]["passed"] is True and quiet[1]["score"] == 0.0
-    assert records["quiet"]["function_calls"] == []
+    assert records["quiet"]["tool_calls"] == []
 
 
 BAD_ASSERTIONS = [
@@ -446,7 +446,7 @@ def test_recorded_calls_are_the_same_under_xdist(bench: Bench) -> None:
         return {
             # the fake server numbers call ids in arrival order, which xdist changes
             r["case_id"]: (
-                [(c["name"], c["arguments"]) for c in r["function_calls"]],
+                [(c["name"], c["arguments"]) for c in r["tool_calls"]],
                 r["tool_counts"],
                 r["assertions"],
             )

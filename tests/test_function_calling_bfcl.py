@@ -452,17 +452,15 @@ def test_a_shimmed_reply_becomes_the_same_function_calls(bench: Bench) -> None:
     assert call_entry["properties"]["tool"]["enum"] == ["spotify.play"]
     records = {record["case_id"]: record for record in bench.records()}
     parallel = records["parallel_0"]
-    assert [
-        (c["id"], c["name"], json.loads(c["arguments"])) for c in parallel["function_calls"]
-    ] == [
+    assert [(c["id"], c["name"], json.loads(c["arguments"])) for c in parallel["tool_calls"]] == [
         ("shim_0", "spotify.play", {"artist": "Taylor Swift", "duration": 20}),
         ("shim_1", "spotify.play", {"artist": "Maroon 5", "duration": 15}),
     ]
-    assert parallel["tool_calls"] == 2 and parallel["tool_counts"] == {"spotify.play": 2}
+    assert parallel["tool_call_count"] == 2 and parallel["tool_counts"] == {"spotify.play": 2}
     assert parallel["shimmed"] is True
     assert parallel["assertions"][0]["passed"] is True
     answered = records["simple_0"]
-    assert answered["function_calls"] == [] and answered["response"] == "It is 25."
+    assert answered["tool_calls"] == [] and answered["response"] == "It is 25."
     assert "missing calculate_triangle_area(" in answered["assertions"][0]["reason"]
 
 
@@ -475,7 +473,7 @@ def test_a_shimmed_reply_cut_inside_its_calls_keeps_the_whole_ones(bench: Bench)
     bench.eval_file("bfcl", SHIMMED_EVAL)
     bench.run("--models=fake").assert_outcomes(failed=1)
     (record,) = bench.records()
-    calls = [(c["name"], json.loads(c["arguments"])) for c in record["function_calls"]]
+    calls = [(c["name"], json.loads(c["arguments"])) for c in record["tool_calls"]]
     assert calls == [("spotify.play", {"artist": "Maroon 5", "duration": 15})] * 2
     assert record["response"] == ""
     reason = record["assertions"][0]["reason"]
@@ -534,10 +532,10 @@ def test_a_shimmed_file_replays_from_the_cache(bench: Bench) -> None:
     bench.pytester.makefile(".jsonl", bfcl=SIMPLE)
     bench.eval_file("bfcl", SHIMMED_EVAL)
     bench.run("--models=fake", "--cache=use", "--cache-dir=c").assert_outcomes(passed=1)
-    first = bench.records()[0]["function_calls"]
+    first = bench.records()[0]["tool_calls"]
     bench.run("--models=fake", "--cache=replay", "--cache-dir=c").assert_outcomes(passed=1)
     (record,) = bench.records()
-    assert record["cached"] is True and record["function_calls"] == first
+    assert record["cached"] is True and record["tool_calls"] == first
     assert [call["name"] for call in first] == ["calculate_triangle_area"]
 
 
@@ -564,7 +562,7 @@ def test_a_bfcl_row_runs_on_the_embedded_model_through_the_shim(
         assert verdict["type"] == "tool-calls" and verdict["reason"]
         # the grammar lets the model name only the row's own tools
         declared = {"simple_0": "calculate_triangle_area", "parallel_0": "spotify.play"}
-        assert {c["name"] for c in record["function_calls"]} <= {declared[record["case_id"]]}
+        assert {c["name"] for c in record["tool_calls"]} <= {declared[record["case_id"]]}
         system = record["messages"][0]
         assert system["role"] == "system" and '{"calls": [' in system["content"]
         assert record["shimmed"] is True

@@ -52,7 +52,7 @@ def test_fragments_are_joined_by_index_whatever_their_shape() -> None:
 
 
 def _calls(record: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(call["name"], call["arguments"]) for call in record["function_calls"]]
+    return [(call["name"], call["arguments"]) for call in record["tool_calls"]]
 
 
 def test_both_clients_give_the_same_calls_streamed_or_whole(bench: Bench) -> None:

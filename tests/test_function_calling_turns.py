@@ -70,7 +70,7 @@ def test_calls_go_back_with_a_not_run_result_and_are_checked_per_turn(
     records = {record["case_id"]: record for record in bench.records()}
     talk = records["weather-talk"]
     replies = [entry for entry in talk["conversation"] if entry["generated"]]
-    assert [[c["name"] for c in entry["function_calls"]] for entry in replies] == [
+    assert [[c["name"] for c in entry["tool_calls"]] for entry in replies] == [
         ["get_weather"],
         [],
     ]
@@ -81,7 +81,7 @@ def test_calls_go_back_with_a_not_run_result_and_are_checked_per_turn(
         (2, "icontains", True),
     ]
     # the item's calls are every turn's: counted like a single reply's
-    assert [c["name"] for c in talk["function_calls"]] == ["get_weather"]
+    assert [c["name"] for c in talk["tool_calls"]] == ["get_weather"]
     assert talk["tool_counts"] == {"get_weather": 1}
     wrong = records["wrong-turn"]
     assert [(v["turn"], v["passed"]) for v in wrong["assertions"]] == [(1, False), (2, False)]
@@ -166,9 +166,7 @@ def test_a_shimmed_conversation_reads_each_turns_calls_and_sends_them_back(
     talk = records["weather-talk"]
     assert talk["shimmed"] is True
     replies = [entry for entry in talk["conversation"] if entry["generated"]]
-    calls = [
-        [(c["name"], json.loads(c["arguments"])) for c in e["function_calls"]] for e in replies
-    ]
+    calls = [[(c["name"], json.loads(c["arguments"])) for c in e["tool_calls"]] for e in replies]
     assert calls == [[("get_weather", {"city": "Paris"})], []]
     assert [(v["turn"], v["type"], v["passed"]) for v in talk["assertions"]] == [
         (1, "tool-call", True),
@@ -201,7 +199,7 @@ def test_a_conversation_with_tools_runs_on_the_embedded_model_through_the_shim(
     replies = [entry for entry in record["conversation"] if entry["generated"]]
     assert len(replies) == 2
     # the grammar lets the model name only the declared tools
-    called = {c["name"] for entry in replies for c in entry["function_calls"]}
+    called = {c["name"] for entry in replies for c in entry["tool_calls"]}
     assert called <= {"get_weather", "get_time"}
     system = record["messages"][0]
     assert system["role"] == "system" and '{"calls": [' in system["content"]

@@ -85,7 +85,7 @@ def test_jury_means_over_judges_and_records_every_judge(judged: Bench) -> None:
     first = record["judges"][0]
     assert first["scores"] == {key: 4.0 for key in JURY_DIMENSIONS}
     assert first["reasons"]["format"] == "fine"
-    assert first["error"] is None and first["attempts"] == 1 and first["type"] == "jury"
+    assert first["error"] is None and first["call_attempts"] == 1 and first["type"] == "jury"
     (verdict,) = record["assertions"]
     # the score: the six dimensions' means mapped from 1..5 to 0..1, averaged
     assert verdict["passed"] is True
@@ -138,7 +138,7 @@ def test_malformed_verdict_is_asked_again_once_with_the_problem(judged: Bench) -
     judged.eval_file("summ", ONE_JURY_CASE.replace("type: jury", "{type: jury, judges: [j1]}"))
     judged.run("--models=fake").assert_outcomes(passed=1)
     (entry,) = judged.records()[0]["judges"]
-    assert entry["attempts"] == 2 and entry["error"] is None
+    assert entry["call_attempts"] == 2 and entry["error"] is None
     first, second = judge_requests(judged, 1)
     assert second.body["messages"][: len(first.body["messages"])] == first.body["messages"]
     assert second.body["messages"][-2] == {
@@ -158,7 +158,7 @@ def test_a_judge_that_stays_malformed_is_excluded_and_never_counts_as_a_pass(
     record = judged.records()[0]
     bad, good = record["judges"]
     assert bad["error"].startswith("malformed verdict:") and bad["scores"] == {}
-    assert bad["attempts"] == 2
+    assert bad["call_attempts"] == 2
     assert good["error"] is None
     assert record["dimensions"]["correctness"] == 2.0  # j2 alone
     assert "excluded: j1: malformed verdict" in record["assertions"][0]["reason"]
@@ -192,7 +192,7 @@ def test_judge_tokens_and_cost_are_apart_from_the_models(judged: Bench) -> None:
     assert entry["input_tokens"] > 0 and entry["output_tokens"] > 0
     assert record["judge_tokens"] == entry["input_tokens"] + entry["output_tokens"]
     price = (entry["input_tokens"] * 1.0 + entry["output_tokens"] * 2.0) / 1000
-    assert record["judge_cost"] == pytest.approx(price)
+    assert record["judge_cost_usd"] == pytest.approx(price)
     model_price = (record["input_tokens"] * 0.001 + record["output_tokens"] * 0.002) / 1000
     assert record["cost_usd"] == pytest.approx(model_price)
     # temperature 0 and the verdict's JSON schema as structured output
@@ -361,7 +361,7 @@ cases:
     assert near["dimensions"] == {"cosine": pytest.approx(want)}
     (entry,) = near["judges"]
     assert (entry["judge"], entry["type"], entry["error"]) == ("emb", "similarity", None)
-    assert entry["input_tokens"] == 10 and near["judge_cost"] == pytest.approx(10 / 1000)
+    assert entry["input_tokens"] == 10 and near["judge_cost_usd"] == pytest.approx(10 / 1000)
     assert far["dimensions"]["cosine"] < 0.9 and far["outcome"] == "failed"
     embeddings = [r for r in judged.server.requests if r.path.endswith("/embeddings")]
     inputs = sorted(tuple(r.body["input"]) for r in embeddings)
@@ -420,7 +420,7 @@ def test_judged_records_are_the_same_with_and_without_xdist(judged: Bench) -> No
     _two_question_jury(judged)
 
     def judged_fields() -> dict[str, Any]:
-        keys = ("outcome", "score", "dimensions", "judge_tokens", "judge_cost")
+        keys = ("outcome", "score", "dimensions", "judge_tokens", "judge_cost_usd")
         return {r["nodeid"]: tuple(json.dumps(r[k]) for k in keys) for r in judged.records()}
 
     judged.run_subprocess("-n", "2", "--models=fake").assert_outcomes(passed=1, failed=1)
@@ -473,7 +473,7 @@ def test_budget_reached_before_the_judges_excludes_them_and_keeps_the_paid_answe
     (record,) = judged.records()
     assert record["response"] and record["cost_usd"] > 0
     (entry,) = record["judges"]
-    assert "--max-cost" in entry["error"] and entry["attempts"] == 1
+    assert "--max-cost" in entry["error"] and entry["call_attempts"] == 1
     assert judge_requests(judged, 1) == []
 
 
@@ -488,7 +488,7 @@ def test_a_judge_without_its_key_is_excluded_not_the_item(
     (record,) = judged.records()
     good, keyless = record["judges"]
     assert good["error"] is None
-    assert "OPENAI_API_KEY" in keyless["error"] and keyless["attempts"] == 1
+    assert "OPENAI_API_KEY" in keyless["error"] and keyless["call_attempts"] == 1
     assert "excluded: openai/gpt-4o-mini" in record["assertions"][0]["reason"]
 
 

@@ -146,7 +146,7 @@ def test_a_reply_outside_the_choices_is_a_judge_error_after_the_retry_never_a_sc
     assert record["error_kind"] == "judge" and record["score"] is None
     assert problem in record["error"]
     (judge,) = record["judges"]
-    assert judge["attempts"] == 2 and judge["scores"] == {} and "choice" not in judge
+    assert judge["call_attempts"] == 2 and judge["scores"] == {} and "choice" not in judge
     first, retry = judge_requests(bench)
     assert retry["messages"][:1] == first["messages"]
     assert retry["messages"][-1]["content"].startswith("That reply was not valid: ")
@@ -160,7 +160,7 @@ def test_a_retry_that_picks_a_choice_is_scored(bench: Bench) -> None:
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
     (judge,) = record["judges"]
-    assert (judge["choice"], judge["attempts"]) == ("A", 2)
+    assert (judge["choice"], judge["call_attempts"]) == ("A", 2)
     _, retry = judge_requests(bench)
     assert retry["messages"][-1]["content"].endswith(
         'Answer again, ending with the line "Choice: X" (X one of A, B, C).'

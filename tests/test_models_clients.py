@@ -148,7 +148,7 @@ def test_both_clients_give_the_same_records(suite: Bench, stream: str) -> None:
     # The runs are what the rules say, so that equal records mean something.
     assert by_case["plain"]["outcome"] == "passed" and by_case["image"]["outcome"] == "passed"
     assert by_case["json-mode"]["response"] == '{"answer": 42}'
-    assert by_case["notes"]["outcome"] == "passed" and by_case["notes"]["tool_calls"]
+    assert by_case["notes"]["outcome"] == "passed" and by_case["notes"]["tool_call_count"]
     expected_kinds = {
         "rate-limited": "provider",
         "server-error": "provider",
@@ -412,7 +412,7 @@ def test_a_whole_answer_that_is_an_error_is_retried_and_named(bench: Bench) -> N
     bench.server.add_rule(Rule(reply="Paris"))
     bench.eval_file("one", SUITE.split("  - id: json-mode")[0])
     bench.run("--models=fake", "--stream=off").assert_outcomes(passed=1)
-    assert bench.records()[0]["retries"] == 2
+    assert bench.records()[0]["transport_retries"] == 2
     bench.server.reset()
     bench.server.add_rule(Rule(raw_body=b'{"error": {"message": "model overloaded"}}'))
     bench.run("--models=fake", "--stream=off", "--max-retries=0").assert_outcomes(errors=1)
@@ -642,7 +642,7 @@ def test_a_missing_key_gives_one_record_from_either_client(
         "local": ("passed", None, None),
         "remote": ("error", "missing_key", f"remote: {unset}{remote}"),
     }
-    assert all(r["retries"] == 0 for r in records)
+    assert all(r["transport_retries"] == 0 for r in records)
     assert keys == ["Bearer fake-api-key"] * (2 if endpoint == "custom" else 1)
 
 

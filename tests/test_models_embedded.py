@@ -186,5 +186,5 @@ def test_a_jury_of_the_embedded_model_grades_for_real(pytester: pytest.Pytester)
     }  # fmt: skip
     assert all(score in (1, 2, 3, 4, 5) for score in jury["scores"].values())
     assert rubric["error"] is None and 0 <= rubric["scores"]["rubric"] <= 1
-    assert record["judge_tokens"] > 100 and record["judge_cost"] == 0.0
+    assert record["judge_tokens"] > 100 and record["judge_cost_usd"] == 0.0
     assert (pytester.path / "out" / "judge_agreement.csv").is_file()

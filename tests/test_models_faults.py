@@ -78,7 +78,7 @@ def test_stream_cut_mid_answer_is_retried_not_scored(bench: Bench) -> None:
     result = bench.run("--models=fake", "--stream=all")
     result.assert_outcomes(passed=1)
     (record,) = bench.records()
-    assert record["retries"] == 1 and record["response"] == "Paris."
+    assert record["transport_retries"] == 1 and record["response"] == "Paris."
     assert len(bench.server.chat_requests()) == 2
 
 
@@ -89,7 +89,7 @@ def test_stream_always_cut_mid_answer_is_an_error_not_a_failure(bench: Bench) ->
     result.assert_outcomes(errors=1)
     (record,) = bench.records()
     assert record["outcome"] == "error" and record["score"] is None
-    assert record["error_kind"] == "provider" and record["retries"] == 1
+    assert record["error_kind"] == "provider" and record["transport_retries"] == 1
     assert "stream was cut after 8 characters" in record["error"]
     assert record.get("response") is None
     assert len(bench.server.chat_requests()) == 2
@@ -102,7 +102,7 @@ def test_connection_refused_names_host_and_port(bench: Bench, closed_port: int) 
     result.assert_outcomes(errors=1)
     (record,) = bench.records()
     assert record["error_kind"] == "connection"
-    assert record["retries"] == 1
+    assert record["transport_retries"] == 1
     assert f"cannot connect to 127.0.0.1:{closed_port}: connection refused" in record["error"]
     assert "HTTP 500" not in record["error"]
     out = result.stdout.str()
@@ -177,7 +177,7 @@ def test_malformed_body_is_its_own_kind(bench: Bench) -> None:
     result = bench.run("--models=fake", "--stream=off", "--max-retries=1")
     result.assert_outcomes(errors=1)
     (record,) = bench.records()
-    assert record["error_kind"] == "malformed" and record["retries"] == 1
+    assert record["error_kind"] == "malformed" and record["transport_retries"] == 1
     assert "not valid JSON" in record["error"] and "HTTP 500" not in record["error"]
     assert len(bench.server.chat_requests()) == 2
 
@@ -188,7 +188,7 @@ def test_errored_item_keeps_retries_and_rate_limit_wait(bench: Bench) -> None:
     result = bench.run("--models=fake", "--max-retries=2")
     result.assert_outcomes(errors=1)
     (record,) = bench.records()
-    assert record["retries"] == 2
+    assert record["transport_retries"] == 2
     # Two waits of the server's Retry-After, as the adapter slept them.
     assert record["rate_limit_wait_s"] == pytest.approx(0.4)
     assert len(bench.server.chat_requests()) == 3

@@ -38,12 +38,12 @@ def test_server_error_then_success_passes_with_one_retry(bench: Bench) -> None:
     result.assert_outcomes(passed=1)
     (record,) = bench.records()
     assert record["outcome"] == "passed"
-    assert record["retries"] == 1
+    assert record["transport_retries"] == 1
     assert record["error"] is None and record["error_kind"] is None
     assert record["response"] == "Paris."
     assert len(bench.server.chat_requests()) == 2
     (row,) = _csv(bench.out("all_metrics.csv"))
-    assert row["retries_total"] == "1"
+    assert row["transport_retries_total"] == "1"
     assert row["n_errors"] == "0"
 
 
@@ -58,7 +58,7 @@ def test_rate_limit_retry_after_is_honoured(bench: Bench) -> None:
     first, second = bench.server.chat_requests()
     assert second.time - first.time >= 0.75
     (record,) = bench.records()
-    assert record["retries"] == 1
+    assert record["transport_retries"] == 1
 
 
 def test_short_retry_after_is_used_instead_of_backoff(
@@ -80,7 +80,7 @@ def test_short_retry_after_is_used_instead_of_backoff(
     assert len(requests) == 3
     # Exponential backoff alone would wait at least 0.25 s, then 0.5 s.
     assert waits == [0.01, 0.01]
-    assert bench.records()[0]["retries"] == 2
+    assert bench.records()[0]["transport_retries"] == 2
 
 
 def test_unauthorized_is_an_immediate_setup_error_without_traceback(bench: Bench) -> None:
@@ -98,7 +98,7 @@ def test_unauthorized_is_an_immediate_setup_error_without_traceback(bench: Bench
     assert record["outcome"] == "error"
     assert record["passed"] is False
     assert record["error_kind"] == "provider"
-    assert record["retries"] == 0
+    assert record["transport_retries"] == 0
     assert "401" in record["error"] and "Incorrect API key provided" in record["error"]
     assert record["score"] is None and record["response"] is None
 
@@ -112,11 +112,11 @@ def test_persistent_server_error_gives_up_after_max_retries(bench: Bench) -> Non
     (record,) = bench.records()
     assert record["outcome"] == "error"
     assert record["error_kind"] == "provider"
-    assert record["retries"] == 1
+    assert record["transport_retries"] == 1
     assert "overloaded" in record["error"] and "503" in record["error"]
     assert "after 2 attempts" in record["error"]
     (row,) = _csv(bench.out("all_metrics.csv"))
-    assert row["retries_total"] == "1"
+    assert row["transport_retries_total"] == "1"
     assert row["n_errors"] == "1"
 
 
@@ -125,7 +125,7 @@ def test_zero_max_retries_makes_one_attempt(bench: Bench) -> None:
     bench.eval_file("capitals", FRANCE)
     bench.run("--models=fake", "--max-retries=0").assert_outcomes(errors=1)
     assert len(bench.server.chat_requests()) == 1
-    assert bench.records()[0]["retries"] == 0
+    assert bench.records()[0]["transport_retries"] == 0
 
 
 def test_slow_provider_times_out(bench: Bench) -> None:
@@ -153,7 +153,7 @@ def test_missing_key_names_the_variable_and_sends_nothing(
     assert record["outcome"] == "error"
     assert record["error_kind"] == "missing_key"
     assert FAKE_KEY_ENV in record["error"]
-    assert record["retries"] == 0
+    assert record["transport_retries"] == 0
 
 
 @pytest.mark.parametrize(("policy", "rate"), [("fail", 0.5), ("skip", 1.0)])
@@ -258,7 +258,7 @@ def test_cut_stream_is_retried_then_passes(bench: Bench) -> None:
     result = bench.run("--models=fake")
     result.assert_outcomes(passed=1)
     (record,) = bench.records()
-    assert record["retries"] == 1 and record["response"] == "Paris"
+    assert record["transport_retries"] == 1 and record["response"] == "Paris"
 
 
 def test_persistently_cut_stream_is_an_error_not_an_empty_answer(bench: Bench) -> None:

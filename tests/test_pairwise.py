@@ -120,7 +120,7 @@ def test_a_reply_outside_a_and_b_is_a_judge_error_not_a_score(bench: Bench) -> N
     (record,) = bench.records()
     assert record["outcome"] == "error" and record["assertions"] == []
     failed = [j for j in record["judges"] if j["error"]]
-    assert len(failed) == 1 and failed[0]["attempts"] == 2
+    assert len(failed) == 1 and failed[0]["call_attempts"] == 2
     assert failed[0]["details"][0]["order"] == "baseline-first"
 
 

@@ -98,7 +98,7 @@ def test_the_score_is_the_mean_cosine_of_the_judges_questions_to_the_question(
     schema = body["response_format"]["json_schema"]["schema"]["properties"]["questions"]
     assert schema["minItems"] == 3 == schema["maxItems"]
     # The embedding call's tokens (4 words at 1 USD per 1k) are counted with the judge's.
-    assert record["judge_cost"] >= 4 / 1000
+    assert record["judge_cost_usd"] >= 4 / 1000
 
 
 def test_a_noncommittal_answer_scores_zero_with_the_reason(rel: Bench) -> None:

@@ -212,7 +212,7 @@ def check_fault_run(
         else:
             assert record["score"] is None
             # Only after the last retry: a fault is never final on the first try.
-            assert record["retries"] == MAX_RETRIES, record["nodeid"]
+            assert record["transport_retries"] == MAX_RETRIES, record["nodeid"]
             assert record["error"] and record["error"].startswith(f"{record['model']}: ")
             assert FAKE_KEY not in record["error"]
 
@@ -229,20 +229,20 @@ def check_fault_run(
     # The server saw exactly the attempts the records count: every request that faulted was
     # retried (retries >= 1 on an item that then succeeded) or was an error's last attempt.
     stats = flaky.stats()
-    attempts = sum(r["retries"] + 1 for r in flaky_records)
+    attempts = sum(r["transport_retries"] + 1 for r in flaky_records)
     answered_count = sum(r["outcome"] != "error" for r in flaky_records)
     assert stats["requests"] == attempts, (stats, attempts)
     assert sum(stats["faults"].values()) == attempts - answered_count, stats
     assert set(stats["faults"]) <= set(faults)
     assert sum(stats["faults"].values()) > 0, "the dice never faulted: the test tested nothing"
-    assert any(r["retries"] and r["outcome"] != "error" for r in flaky_records)
+    assert any(r["transport_retries"] and r["outcome"] != "error" for r in flaky_records)
     assert down.stats()["requests"] == len(DOWN_CASES) * (1 + MAX_RETRIES)
     assert stats["violations"] == 0
 
     # The aggregates count the same retries and errors.
     for model, mine in (("flaky", flaky_records), ("down", down_records)):
         row = aggregate_row(pytester.path / "out", model)
-        assert int(row["retries_total"]) == sum(r["retries"] for r in mine)
+        assert int(row["transport_retries_total"]) == sum(r["transport_retries"] for r in mine)
         assert int(row["n_errors"]) == sum(r["outcome"] == "error" for r in mine)
 
 
@@ -348,7 +348,7 @@ def test_rpm_limit_is_never_exceeded_at_the_server(
     assert stats["requests"] == RATE_CASES, stats
     records = read_records(project.path / "out" / "results.jsonl")
     assert len({record["nodeid"] for record in records}) == len(records) == RATE_CASES
-    assert all(record["retries"] == 0 for record in records)
+    assert all(record["transport_retries"] == 0 for record in records)
     # 140 > 120 per minute: the limiter, not the server, made some calls wait a window.
     assert wall >= 60, f"{wall:.1f}s: the limiter let more than {RPM} calls start in a minute"
     # Calls held by the limiter record about a window's wait; calls queued behind them for a

@@ -98,24 +98,24 @@ def test_junit_xml_carries_the_record_as_testcase_properties(ci: Bench, workers:
     assert int(france["llmbench_input_tokens"]) > 0 and int(france["llmbench_output_tokens"]) > 0
     assert float(france["llmbench_cost_usd"]) > 0
     assert float(france["llmbench_latency_s"]) >= float(france["llmbench_ttft_s"]) > 0
-    assert (france["llmbench_retries"], france["llmbench_cached"]) == ("0", "false")
-    assert "llmbench_judge_cost" not in france  # no judge ran: no value, no property
+    assert (france["llmbench_transport_retries"], france["llmbench_cached"]) == ("0", "false")
+    assert "llmbench_judge_cost_usd" not in france  # no judge ran: no value, no property
     down = dict(cases["down[fake-r0]"])  # a setup error still gets its properties
     assert down["llmbench_model"] == "fake" and "llmbench_score" not in down
     assert dict(cases["test_scored"]) == {
         "llmbench_score": "0.5",
-        "llmbench_retries": "0",
+        "llmbench_transport_retries": "0",
         "llmbench_cached": "false",
     }
     assert cases["test_untouched"] == []
 
 
 def test_record_properties_leave_out_empty_fields_and_write_lowercase_booleans() -> None:
-    record = {"model": "m", "score": None, "threshold": 0.5, "retries": 2, "cached": True}
+    record = {"model": "m", "score": None, "threshold": 0.5, "transport_retries": 2, "cached": True}
     assert record_properties(record) == [
         ("llmbench_model", "m"),
         ("llmbench_threshold", 0.5),
-        ("llmbench_retries", 2),
+        ("llmbench_transport_retries", 2),
         ("llmbench_cached", "true"),
     ]
 
@@ -333,7 +333,7 @@ def test_metrics_prom_is_valid_exposition_text_that_matches_the_records(ci: Benc
         "llmbench_errors_total": "counter",
         "llmbench_tokens_total": "counter",
         "llmbench_cost_usd_total": "counter",
-        "llmbench_retries_total": "counter",
+        "llmbench_transport_retries_total": "counter",
         "llmbench_latency_seconds": "histogram",
         "llmbench_ttft_seconds": "histogram",
         "llmbench_run_info": "gauge",
@@ -366,9 +366,9 @@ def test_metrics_prom_is_valid_exposition_text_that_matches_the_records(ci: Benc
             pytest.approx(sum(r["cost_usd"] or 0 for r in own))
         )
         assert cost.value("llmbench_cost_usd_total", model=model, source="judge") == 0
-        retries = families["llmbench_retries_total"]
-        assert retries.value("llmbench_retries_total", model=model) == sum(
-            r["retries"] for r in own
+        retries = families["llmbench_transport_retries_total"]
+        assert retries.value("llmbench_transport_retries_total", model=model) == sum(
+            r["transport_retries"] for r in own
         )
         answered = [r for r in own if r["outcome"] in ("passed", "failed")]
         _check_histogram(
@@ -382,14 +382,14 @@ def test_metrics_prom_is_valid_exposition_text_that_matches_the_records(ci: Benc
 
 
 def _record(model: str | None, outcome: str = "passed", **values: Any) -> dict[str, Any]:
-    return {"model": model, "outcome": outcome, "retries": 0, "judge_tokens": 0, **values}
+    return {"model": model, "outcome": outcome, "transport_retries": 0, "judge_tokens": 0, **values}
 
 
 def test_label_values_are_escaped_and_read_back_unchanged() -> None:
     model = 'a"b\\c\nd'
     families = metric_families([_record(model)], timestamp=1.5, info={"version": 'x"y'})
     text = render_metrics(families)
-    assert 'llmbench_retries_total{model="a\\"b\\\\c\\nd"} 0\n' in text
+    assert 'llmbench_transport_retries_total{model="a\\"b\\\\c\\nd"} 0\n' in text
     assert 'llmbench_run_info{version="x\\"y"} 1\n' in text
     parsed = parse_exposition(text)  # no raw newline split a sample line
     assert {labels["model"] for _, labels, _ in parsed["llmbench_requests_total"].samples} == {

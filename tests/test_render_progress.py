@@ -43,7 +43,7 @@ def slow(bench: Bench) -> Bench:
 
 def test_the_line_counts_what_the_records_say() -> None:
     tally = Tally(total=10)
-    tally.add({"outcome": "passed", "cost_usd": 0.01, "judge_cost": 0.002})
+    tally.add({"outcome": "passed", "cost_usd": 0.01, "judge_cost_usd": 0.002})
     tally.add({"outcome": "failed", "cost_usd": 0.01})
     tally.add({"outcome": "error", "cost_usd": None})
     tally.add({"outcome": "passed", "cost_usd": 0.5}, item=False)  # a plain test: spend only

@@ -95,7 +95,11 @@ def jury(score: int) -> dict[str, Any]:
         }
         for name in ("judge-a", "judge-b")
     ]
-    return {"judges": judges, "dimensions": dict.fromkeys(JURY, float(score)), "judge_cost": 0.001}
+    return {
+        "judges": judges,
+        "dimensions": dict.fromkeys(JURY, float(score)),
+        "judge_cost_usd": 0.001,
+    }
 
 
 def sample_records() -> list[dict[str, Any]]:

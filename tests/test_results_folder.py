@@ -23,7 +23,7 @@ from pytest_llmbench.results_folder import (
 )
 from pytest_llmbench.view.runs import load_run
 
-RECORD = {"suite": "s", "case_id": "c", "outcome": "passed", "answer": "é <b>"}
+RECORD = {"schema": 2, "suite": "s", "case_id": "c", "outcome": "passed", "answer": "é <b>"}
 
 
 def test_records_written_are_read_back_as_they_were(tmp_path: Path) -> None:

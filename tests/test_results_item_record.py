@@ -74,13 +74,14 @@ def _answered(
 def test_a_function_calling_reply_records_its_calls(tmp_path: Path, server: FakeLLMServer) -> None:
     server.add_rule(Rule(tool_calls=[{"name": "lookup", "arguments": {}}]))
     record = _record(tmp_path, *_answered(tmp_path, server, FUNCTIONS))
-    assert [call["name"] for call in record["function_calls"]] == ["lookup"]
-    assert (record["tool_calls"], record["tool_counts"], record["shimmed"]) == (
+    assert [call["name"] for call in record["tool_calls"]] == ["lookup"]
+    assert (record["tool_call_count"], record["tool_counts"], record["shimmed"]) == (
         1,
         {"lookup": 1},
         False,
     )
-    assert (record["conversation"], record["turns"], record["conversation_stopped"]) == (None,) * 3
+    assert record["conversation"] is None and record["conversation_stopped"] is None
+    assert record["agent_steps"] is None
 
 
 def test_scripted_turns_record_their_conversation(tmp_path: Path, server: FakeLLMServer) -> None:
@@ -111,7 +112,7 @@ def test_an_agent_records_its_loop(tmp_path: Path, server: FakeLLMServer) -> Non
     server.add_rule(Rule(reply="done"))
     plan, answer = _answered(tmp_path, server, AGENT, workdir)
     record = _record(tmp_path, plan, answer, workdir=workdir)
-    assert (record["turns"], record["tool_calls"], record["stopped"]) == (
+    assert (record["agent_steps"], record["tool_call_count"], record["agent_stopped"]) == (
         1,
         0,
         answer.agent.stopped,

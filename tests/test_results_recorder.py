@@ -71,7 +71,7 @@ def test_every_record_has_all_fields_with_correct_values(bench: Bench) -> None:
     assert len(records) == 4
     for record in records:
         assert tuple(record) == FIELDS  # every field, in order
-        assert record["schema"] == 1
+        assert record["schema"] == 2
         assert record["suite"] == "capitals"
         assert record["eval_file"] == "capitals.eval.yaml"
         assert record["model"] == "fake" and record["model_id"] == "openai/fake-model"
@@ -84,7 +84,7 @@ def test_every_record_has_all_fields_with_correct_values(bench: Bench) -> None:
         assert record["tokens_estimated"] is False
         assert record["streamed"] is True
         assert record["ttft_s"] is not None and 0 < record["ttft_s"] <= record["latency_s"]
-        assert record["retries"] == 0 and record["tool_calls"] == 0
+        assert record["transport_retries"] == 0 and record["tool_call_count"] == 0
         assert record["cached"] is False and record["rate_limit_wait_s"] == 0.0
         assert record["error"] is None and record["error_kind"] is None
         assert record["params"] == {"temperature": 0, "max_tokens": 16}
@@ -540,7 +540,7 @@ def entry(name, score):
     return {
         "assertion": 0, "type": "jury", "judge": name, "model_id": "openai/" + name,
         "scores": {"correctness": score}, "reasons": {"correctness": "why"}, "error": None,
-        "attempts": 1, "input_tokens": 5, "output_tokens": 2, "cost_usd": 0.0005,
+        "call_attempts": 1, "input_tokens": 5, "output_tokens": 2, "cost_usd": 0.0005,
         "latency_s": 0.1, "cached": False,
     }
 
@@ -553,7 +553,7 @@ def pytest_runtest_makereport(item, call):
         first, second = SCORES[record["case_id"]]
         record["judges"] = [entry("j1", first), entry("j2", second)]
         record["dimensions"] = {"correctness": (first + second) / 2}
-        record["judge_tokens"], record["judge_cost"] = 14, 0.001
+        record["judge_tokens"], record["judge_cost_usd"] = 14, 0.001
     return report
 """
 
@@ -592,7 +592,7 @@ def test_judges_summary_agreement_file_and_run_json(bench: Bench) -> None:
     (row,) = _csv(bench.out("all_metrics.csv"))
     assert _header(bench.out("all_metrics.csv"))[-1] == "dim_correctness_mean"
     assert (row["dim_correctness_mean"], row["judge_tokens_total"]) == ("3.75", "28")
-    assert float(row["judge_cost_total"]) == pytest.approx(0.002)
+    assert float(row["judge_cost_usd_total"]) == pytest.approx(0.002)
 
 
 # -- gates -------------------------------------------------------------------------------------

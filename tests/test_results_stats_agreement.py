@@ -169,7 +169,7 @@ def entry(
         "scores": {} if error else scores,
         "reasons": {key: "because" for key in scores} if not error else {},
         "error": error,
-        "attempts": 1,
+        "call_attempts": 1,
         "input_tokens": 10,
         "output_tokens": 5,
         "cost_usd": None,

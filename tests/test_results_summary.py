@@ -45,7 +45,7 @@ def suite_s1() -> list[dict[str, Any]]:
             output_tokens=20,
             cost_usd=0.001,
             tokens_per_s=10.0,
-            tool_calls=1,
+            tool_call_count=1,
         ),
         rec(
             case_id="c1",
@@ -57,7 +57,7 @@ def suite_s1() -> list[dict[str, Any]]:
             output_tokens=30,
             cost_usd=0.002,
             tokens_per_s=20.0,
-            retries=1,
+            transport_retries=1,
         ),
         rec(
             case_id="c2",
@@ -68,7 +68,7 @@ def suite_s1() -> list[dict[str, Any]]:
             input_tokens=5,
             cost_usd=0.0005,
             tokens_per_s=999.0,
-            retries=3,
+            transport_retries=3,
             error="boom",
             error_kind="provider",
         ),
@@ -82,8 +82,8 @@ def suite_s1() -> list[dict[str, Any]]:
             input_tokens=1000,
             output_tokens=1000,
             cost_usd=1.0,
-            retries=7,
-            tool_calls=9,
+            transport_retries=7,
+            tool_call_count=9,
         ),
         rec(
             case_id="c3",
@@ -94,7 +94,7 @@ def suite_s1() -> list[dict[str, Any]]:
             input_tokens=8,
             output_tokens=10,
             cost_usd=0.003,
-            tool_calls=2,
+            tool_call_count=2,
         ),
     ]
 
@@ -161,7 +161,7 @@ def test_metric_columns_order() -> None:
     # The repeat statistics come right after the judge totals, before any dim_* column.
     assert lb.METRIC_COLUMNS[-12:] == (
         "n_cached",
-        "judge_cost_total",
+        "judge_cost_usd_total",
         "judge_tokens_total",
         "judge_errors",
         "score_ci_low",
@@ -263,8 +263,8 @@ def test_totals_include_errors_means_only_answers() -> None:
     assert row["output_tokens_mean"] == pytest.approx(20.0)
     assert row["cost_usd_total"] == pytest.approx(0.001 + 0.002 + 0.0005 + 0.003)
     assert row["cost_usd_mean"] == pytest.approx(0.006 / 3)
-    assert row["tool_calls_total"] == 3
-    assert row["retries_total"] == 4
+    assert row["tool_call_count_total"] == 3
+    assert row["transport_retries_total"] == 4
 
 
 def test_totals_include_what_earlier_attempts_of_a_rerun_item_spent() -> None:
@@ -312,7 +312,7 @@ def test_missing_values_give_nan_not_zero() -> None:
         assert math.isnan(row[name]), name
     assert pd.isna(row["input_tokens_total"])
     assert row["ttft_n"] == 0
-    assert row["retries_total"] == 0
+    assert row["transport_retries_total"] == 0
     # Counted as a failure (the default), the error gives a pass rate and a score of 0.
     graded = lb.aggregate(lb.records_frame(records), ["model"]).iloc[0]
     assert (graded["pass_rate"], graded["score_mean"], graded["coverage"]) == (0.0, 0.0, 0.0)
@@ -556,7 +556,7 @@ def judge(name: str, scores: dict[str, float], error: str | None = None) -> dict
         "scores": scores,
         "reasons": {key: f"{name} says so" for key in scores},
         "error": error,
-        "attempts": 1,
+        "call_attempts": 1,
         "input_tokens": 8,
         "output_tokens": 2,
         "cost_usd": None,
@@ -568,7 +568,7 @@ def judge(name: str, scores: dict[str, float], error: str | None = None) -> dict
 def judged_records() -> list[dict[str, Any]]:
     """m1: two answered jury items, a judge error item, a skipped item; m2: rubric + old record."""
     old = rec(model="m2", case_id="c2", score=1.0)
-    for name in ("judges", "dimensions", "judge_cost", "judge_tokens"):
+    for name in ("judges", "dimensions", "judge_cost_usd", "judge_tokens"):
         del old[name]  # results written before judges existed
     return [
         rec(
@@ -579,7 +579,7 @@ def judged_records() -> list[dict[str, Any]]:
             ],
             dimensions={"correctness": 4.5, "coherence": 5.0},
             judge_tokens=30,
-            judge_cost=0.002,
+            judge_cost_usd=0.002,
         ),
         rec(
             case_id="c2",
@@ -598,7 +598,7 @@ def judged_records() -> list[dict[str, Any]]:
             error_kind="judge",
             judges=[judge("j1", {}, error="not JSON"), judge("j2", {}, error="timeout")],
             judge_tokens=10,
-            judge_cost=0.001,
+            judge_cost_usd=0.001,
         ),
         rec(
             case_id="c4",
@@ -606,14 +606,14 @@ def judged_records() -> list[dict[str, Any]]:
             judges=[judge("j1", {}, error="must not count")],
             dimensions={"correctness": 1.0, "zeal": 1.0},
             judge_tokens=1000,
-            judge_cost=1.0,
+            judge_cost_usd=1.0,
         ),
         rec(
             model="m2",
             judges=[judge("j1", {"rubric": 0.8})],
             dimensions={"rubric": 0.8},
             judge_tokens=5,
-            judge_cost=0.0005,
+            judge_cost_usd=0.0005,
         ),
         old,
     ]
@@ -626,11 +626,11 @@ def test_judge_totals_count_errors_but_not_skips() -> None:
     frame = lb.all_metrics(lb.records_frame(judged_records()))
     m1, m2 = row_of(frame, model="m1"), row_of(frame, model="m2")
     # c2's cost is unknown (None); c4 is skipped: 0.002 + 0.001.
-    assert m1["judge_cost_total"] == pytest.approx(0.003)
+    assert m1["judge_cost_usd_total"] == pytest.approx(0.003)
     assert m1["judge_tokens_total"] == 30 + 40 + 10
     assert m1["judge_errors"] == 1 + 2
     # The old record has no judge fields: it adds nothing and breaks nothing.
-    assert m2["judge_cost_total"] == pytest.approx(0.0005)
+    assert m2["judge_cost_usd_total"] == pytest.approx(0.0005)
     assert (m2["judge_tokens_total"], m2["judge_errors"], m2["n_items"]) == (5, 0, 2)
 
 
@@ -667,7 +667,7 @@ def test_records_without_judges_have_no_dimension_columns() -> None:
     assert list(frame.columns) == ["model", "suite", *lb.METRIC_COLUMNS]
     row = row_of(frame, model="m1", suite="s1")
     assert (row["judge_tokens_total"], row["judge_errors"]) == (0, 0)
-    assert pd.isna(row["judge_cost_total"])
+    assert pd.isna(row["judge_cost_usd_total"])
 
 
 def test_agreement_frame_hand_checked() -> None:
@@ -698,7 +698,7 @@ def test_write_aggregates_with_judges(tmp_path: Path) -> None:
     assert csv_header(written.leaderboard)[-3:] == DIM_COLUMNS
     m2 = read_csv(written.per_model["m2"])
     assert csv_header(written.per_model["m2"])[-1] == "dim_rubric_mean"
-    assert m2[-1]["dim_rubric_mean"] == "0.8" and m2[-1]["judge_cost_total"] == "0.0005"
+    assert m2[-1]["dim_rubric_mean"] == "0.8" and m2[-1]["judge_cost_usd_total"] == "0.0005"
     m1 = {row["model"]: row for row in read_csv(written.all_metrics)}["m1"]
     assert m1["dim_rubric_mean"] == "" and m1["judge_errors"] == "3"
 

@@ -264,10 +264,10 @@ cases:
     )
     bench.run("--models=fake", "--judges=fake2").assert_outcomes(passed=1)
     (record,) = bench.records()
-    assert record["judge_cost"] > 0
+    assert record["judge_cost_usd"] > 0
     _, own, with_judges = (check["reason"] for check in record["assertions"])
     assert own == f"cost {number_text(record['cost_usd'])} USD <= 1 USD"
-    total = number_text(record["cost_usd"] + record["judge_cost"])
+    total = number_text(record["cost_usd"] + record["judge_cost_usd"])
     assert with_judges == f"cost with judges {total} USD <= 1 USD"
 
 

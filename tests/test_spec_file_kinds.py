@@ -68,3 +68,18 @@ def test_a_toy_kind_registered_in_the_table_loads_with_its_own_rules(
 def test_a_file_without_kind_is_a_completion_file(tmp_path: Path) -> None:
     loaded = load_spec(eval_file(tmp_path, "cases: [{prompt: hi}]\n"))
     assert loaded.kind == DEFAULT_FILE_KIND
+
+
+AGENT_FILE = "kind: agent\ntools: [read_file]\n{limit}cases: [{{id: a, prompt: hi}}]\n"
+
+
+def test_an_agents_model_calls_are_max_steps_and_max_turns_is_still_read(tmp_path: Path) -> None:
+    def steps(limit: str) -> int:
+        agent = load_spec(eval_file(tmp_path, AGENT_FILE.format(limit=limit))).agent
+        assert agent is not None
+        return agent.max_turns
+
+    assert (steps("max_steps: 3\n"), steps("max_turns: 4\n"), steps("")) == (3, 4, 10)
+    both = eval_file(tmp_path, AGENT_FILE.format(limit="max_steps: 3\nmax_turns: 4\n"))
+    message = load_error(both)
+    assert "give `max_steps` (model calls of an agent loop), not also `max_turns`" in message

@@ -105,8 +105,8 @@ def test_runs_are_found_with_their_state(runs: tuple[Bench, Path]) -> None:
 
 def test_a_line_still_being_written_is_left_for_later(tmp_path: Path) -> None:
     folder = ResultsFolder(tmp_path)
-    folder.results.write_text('{"a": 1}\n{"b": 2}\n{"c":')
-    assert read_records(folder) == [{"a": 1}, {"b": 2}]
+    folder.results.write_text('{"schema": 2, "a": 1}\n{"schema": 2, "b": 2}\n{"c":')
+    assert read_records(folder) == [{"schema": 2, "a": 1}, {"schema": 2, "b": 2}]
 
 
 def test_a_launch_form_never_reaches_a_shell(tmp_path: Path) -> None:
@@ -176,7 +176,7 @@ def test_browse_filter_open_items_and_compare(page: Any, viewer: tuple[str, Benc
     page.goto(url + "run/0/a")
     page.click("#matrix tr[data-case=hello] td a")
     timeline = page.inner_text("ol.timeline")
-    assert "model call 1" in timeline and "tool write_file (turn 1)" in timeline
+    assert "model call 1" in timeline and "tool write_file (step 1)" in timeline
     assert "model call 2" in timeline and re.search(r"\d+ in / \d+ out tokens", timeline)
     assert "wrote" in timeline  # the tool's result
     page.click("details summary")

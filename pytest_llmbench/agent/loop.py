@@ -2,7 +2,7 @@
 
 Tools go through litellm's native tool calling, or (``shim=True``, for models without it, such
 as the embedded one) through the JSON-in-text protocol of :mod:`pytest_llmbench.agent.shim`.
-The loop stops at the first turn without a tool call, after ``max_turns`` model calls, or when
+The loop stops at the first step without a tool call, after ``max_steps`` model calls, or when
 the item's time or token budget is spent; every tool call asked for is run and answered, so the
 transcript never ends on a call without its result.
 """
@@ -101,7 +101,7 @@ class AgentRun:
     turns: int  # model calls made
     tool_calls: tuple[ToolCall, ...]
     transcript: tuple[dict[str, Any], ...]  # every message: system/user/assistant/tool
-    stopped: str  # "answer" | "max_turns" | "seconds" | "tokens" | "error" (the item errored)
+    stopped: str  # "answer" | "max_steps" | "seconds" | "tokens" | "error" (the item errored)
     shimmed: bool  # tools went through the JSON-in-text shim
     usage: Usage  # summed over the turns (and a shim interpreter's calls)
     retries: int
@@ -114,19 +114,19 @@ class AgentRun:
         steps: list[dict[str, Any]] = []
         for call in self.model_calls:
             steps.append({"kind": "model", **call})
-            if call.get("role") != "turn":
+            if call.get("role") != "step":
                 continue
             steps += [
                 {
                     "kind": "tool",
-                    "turn": tool.turn,
+                    "step": tool.turn,
                     "name": tool.name,
                     "seconds": round(tool.seconds, 4),
                     "error": tool.error,
                     "result": tool.result[:_TIMELINE_RESULT_CHARS],
                 }
                 for tool in self.tool_calls
-                if tool.turn == call["turn"]
+                if tool.turn == call["step"]
             ]
         return steps
 
@@ -163,8 +163,8 @@ class _Totals:
         self.all_cached = self.all_cached and completion.cached
         self.calls.append(
             {
-                "role": "turn" if turn else "interpreter",
-                "turn": self.turns,
+                "role": "step" if turn else "interpreter",
+                "step": self.turns,
                 "latency_s": round(completion.latency_s, 4),
                 "ttft_s": completion.ttft_s,
                 "input_tokens": completion.input_tokens,
@@ -261,7 +261,7 @@ async def _loop(
 ) -> tuple[str, str]:
     """The turns, filling ``transcript``, ``calls`` and ``totals`` as they go; the answer and
     why the loop stopped."""
-    answer, stopped = "", "max_turns"
+    answer, stopped = "", "max_steps"
     for turn in range(1, max_turns + 1):
         completion = await _call_within(complete, transcript, params, started, limit_seconds)
         if completion is None:

@@ -252,7 +252,7 @@ def _judged_record(record: dict[str, Any]) -> dict[str, Any]:
     """A baseline record whose ``response`` is its answer as judges see it (with its calls)."""
     from ..scoring import reply_text
 
-    response, calls = record.get("response"), record.get("function_calls")
+    response, calls = record.get("response"), record.get("tool_calls")
     if not isinstance(response, str) or not calls:
         return record
     return {**record, "response": reply_text(response, calls)}

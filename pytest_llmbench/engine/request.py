@@ -66,7 +66,7 @@ class ConversationRun:
             finish_reason=calls[-1].finish_reason,
             cached=all(call.cached for call in calls),
             rate_limit_wait_s=sum(call.rate_limit_wait_s for call in calls),
-            # every reply's tool calls in turn order: the record's function_calls and counts
+            # every reply's tool calls in turn order: the record's tool_calls and tool_call_count
             tool_calls=tuple(tool_call for call in calls for tool_call in call.tool_calls),
         )
 

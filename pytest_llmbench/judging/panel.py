@@ -87,7 +87,7 @@ class JudgeCall:
             "scores": dict(self.scores),
             "reasons": dict(self.reasons),
             "error": self.error,
-            "attempts": self.attempts,
+            "call_attempts": self.attempts,
             **self.usage.fields(),
             "cached": self.cached,
             **extra,

@@ -52,7 +52,7 @@ class Tally:
             self.passed += outcome == "passed"
             self.failed += outcome == "failed"
             self.errors += outcome == "error"
-        for name in ("cost_usd", "judge_cost"):
+        for name in ("cost_usd", "judge_cost_usd"):
             value = record.get(name)
             if isinstance(value, (int, float)):
                 self.spent += value

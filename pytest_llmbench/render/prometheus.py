@@ -152,7 +152,11 @@ def metric_families(
         _counter("llmbench_errors", "Items with an error outcome, by error kind", _errors(models)),
         _counter("llmbench_tokens", "Tokens used: input, output, and judge calls", _tokens(models)),
         _counter("llmbench_cost_usd", "USD spent on model and judge calls", _cost(models)),
-        _counter("llmbench_retries", "Provider retries", _retries(models)),
+        _counter(
+            "llmbench_transport_retries",
+            "Provider calls retried by the transport",
+            _transport_retries(models),
+        ),
         _histogram(
             "llmbench_latency_seconds", "Total call time of answered items", answered, "latency_s"
         ),
@@ -212,13 +216,13 @@ def _tokens(models: _Models) -> Iterable[tuple[_Labels, float]]:
 
 def _cost(models: _Models) -> Iterable[tuple[_Labels, float]]:
     for model, own in models:
-        for source, field in (("model", "cost_usd"), ("judge", "judge_cost")):
+        for source, field in (("model", "cost_usd"), ("judge", "judge_cost_usd")):
             yield (("model", model), ("source", source)), _sum(own, field)
 
 
-def _retries(models: _Models) -> Iterable[tuple[_Labels, float]]:
+def _transport_retries(models: _Models) -> Iterable[tuple[_Labels, float]]:
     for model, own in models:
-        yield (("model", model),), _sum(own, "retries")
+        yield (("model", model),), _sum(own, "transport_retries")
 
 
 def _sum(records: Iterable[Mapping[str, Any]], field: str) -> float:

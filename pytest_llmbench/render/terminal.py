@@ -190,7 +190,7 @@ def format_judges(frame: pd.DataFrame, agreement_rows: Iterable[DimensionAgreeme
         for key, column in zip(dimensions, dimension_columns(dimensions), strict=True)
     ]
     usage = judge_usage(frame[frame["outcome"] != "skipped"])
-    cost = usage["judge_cost_total"]
+    cost = usage["judge_cost_usd_total"]
     return [
         *_table(_JUDGES_HEADER, rows, left=0),
         f"judge errors: {usage['judge_errors']} (excluded from scores); "

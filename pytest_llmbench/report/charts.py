@@ -303,7 +303,7 @@ def cost_breakdown(data: ChartInput) -> Chart:
     """Model calls' cost and judge calls' cost per model, stacked."""
     name, title = "cost-breakdown", "Cost breakdown: model vs judge (USD)"
     board = data.board
-    parts = (("model", "cost_usd_total"), ("judge", "judge_cost_total"))
+    parts = (("model", "cost_usd_total"), ("judge", "judge_cost_usd_total"))
     if all(board[column].isna().all() for _, column in parts):
         return Chart(name, title, None, "No cost is known for any model or judge call.")
     traces = [

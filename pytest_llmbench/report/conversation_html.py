@@ -129,7 +129,7 @@ def _message(entry: Mapping[str, Any], failing: int | None) -> str:
     who = f"{role} (given)" if role == "assistant" and not generated else role
     body = f"<pre>{_text(entry.get('content') or '')}</pre>"
     if generated:  # a reply's tool calls, under its text
-        body += function_calls_html(entry.get("function_calls"))
+        body += function_calls_html(entry.get("tool_calls"))
     extra = _measures(entry) + _verdicts(entry.get("assertions") or []) if generated else ""
     return (
         f'<li class="{" ".join(css)}" data-turn="{_text(turn)}">'

@@ -1,7 +1,7 @@
 """A reply's tool calls in HTML: each call's name and its arguments pretty-printed as JSON.
 
 report.html's item detail, ``llmbench view``'s item page and pytest-html's extras show a
-function-calling reply's calls (a record's ``function_calls``, or a conversation entry's) with
+function-calling reply's calls (a record's ``tool_calls``, or a conversation entry's) with
 :func:`function_calls_html`; every text is escaped.
 """
 

@@ -99,7 +99,7 @@ def _function_calls(record: dict[str, Any]) -> list[str]:
     """A function-calling reply's tool calls, each name with its arguments as JSON."""
     from .function_calls import function_calls_html
 
-    calls = function_calls_html(record.get("function_calls"))
+    calls = function_calls_html(record.get("tool_calls"))
     return [f"<h4>Tool calls</h4>{calls}"] if calls else []
 
 
@@ -175,15 +175,16 @@ def _score(value: Any) -> str:
 
 
 def _agent_blocks(record: dict[str, Any]) -> list[str]:
-    """An agent item's loop: turns, tools used, where its workdir is, and the transcript."""
+    """An agent item's loop: steps, tools used, where its workdir is, and the transcript."""
     transcript = record.get("transcript") or []
-    if not transcript and not record.get("turns"):
+    if not transcript and not record.get("agent_steps"):
         return []
     counts = record.get("tool_counts") or {}
     used = ", ".join(f"{name}: {count}" for name, count in counts.items()) or "none"
     parts = [
         "<h4>Agent</h4><p>"
-        f"{_text(record.get('turns'))} turn(s), stopped: {_text(record.get('stopped'))}; "
+        f"{_text(record.get('agent_steps'))} step(s), stopped: "
+        f"{_text(record.get('agent_stopped'))}; "
         f"tools: {_text(used)}; workdir: <code>{_text(record.get('workdir'))}</code></p>"
     ]
     if transcript:

@@ -40,7 +40,7 @@ _COLUMNS: dict[str, tuple[str, str]] = {
     "n_items": ("items", "d"),
     "n_errors": ("errors", "d"),
     "cost_usd_total": ("cost $", ".4f"),
-    "judge_cost_total": ("judge $", ".4f"),
+    "judge_cost_usd_total": ("judge $", ".4f"),
     "ttft_s_p50": ("TTFT p50 s", ".2f"),
     "ttft_n": ("TTFT n", "d"),
     "latency_s_p50": ("latency p50 s", ".2f"),
@@ -58,7 +58,7 @@ _BOARD_COLUMNS = (
     *("rank", "model", "score_mean", "pass_rate", "coverage", "win_rate", "mc_accuracy"),
     "n_flaky",
     "pass_at_k",
-    *("pass_hat_k", "k", "n_items", "n_errors", "cost_usd_total", "judge_cost_total"),
+    *("pass_hat_k", "k", "n_items", "n_errors", "cost_usd_total", "judge_cost_usd_total"),
     *("latency_s_p50", "ttft_s_p50", "tokens_per_s_mean"),
     *CONVERSATION_COLUMNS,  # a conversation's timings, after the rest
 )

@@ -14,7 +14,7 @@ Counting rules:
   default as failures scored 0, so ``pass_rate``, ``score_mean``/``score_std``, their CIs,
   ``n_flaky`` and pass@k count them; with ``skip`` they are left out of those. Timings, token
   and cost means and judged dimensions are over answered items only either way, while the
-  tokens, cost, tool calls and retries an error spent still count in the totals.
+  tokens, cost, tool calls and transport retries an error spent still count in the totals.
 - ``coverage`` is answered / (items run): the share of the non-skipped items that got an
   answer. ``incomplete`` is true when more than :data:`INCOMPLETE_ERROR_RATE` of them errored.
 - Means and percentiles are over the answered (passed or failed) items that have the value.
@@ -96,11 +96,11 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "ttft_s_p95",
     "ttft_n",
     "tokens_per_s_mean",
-    "tool_calls_total",
-    "retries_total",
+    "tool_call_count_total",
+    "transport_retries_total",
     "rate_limit_wait_s_total",
     "n_cached",
-    "judge_cost_total",
+    "judge_cost_usd_total",
     "judge_tokens_total",
     "judge_errors",
     # Repeat-aware statistics (see pytest_llmbench.results.stats): 95% CIs clustered by case.
@@ -126,8 +126,8 @@ _INT_COLUMNS: tuple[str, ...] = (
     "input_tokens_total",
     "output_tokens_total",
     "ttft_n",
-    "tool_calls_total",
-    "retries_total",
+    "tool_call_count_total",
+    "transport_retries_total",
     "n_cached",
     "judge_tokens_total",
     "judge_errors",
@@ -259,8 +259,8 @@ def _usage(spent: pd.DataFrame, answered: pd.DataFrame) -> dict[str, Any]:
         "output_tokens_mean": answered["output_tokens"].mean(),
         "cost_usd_total": _plus(spent["cost_usd"].sum(min_count=1), spent, "cost_usd"),
         "cost_usd_mean": answered["cost_usd"].mean(),
-        "tool_calls_total": int(spent["tool_calls"].sum()),
-        "retries_total": int(spent["retries"].sum()),
+        "tool_call_count_total": int(spent["tool_call_count"].sum()),
+        "transport_retries_total": int(spent["transport_retries"].sum()),
         "rate_limit_wait_s_total": float(spent["rate_limit_wait_s"].sum()),
         "n_cached": int(spent["cached"].fillna(False).astype(bool).sum()),
     }
@@ -297,7 +297,7 @@ def _timing(answered: pd.DataFrame) -> dict[str, Any]:
 def judge_usage(spent: pd.DataFrame) -> dict[str, Any]:
     """Judge spending of the non-skipped items: cost (None if unknown), tokens, failed judges."""
     return {
-        "judge_cost_total": spent["judge_cost"].sum(min_count=1),
+        "judge_cost_usd_total": spent["judge_cost_usd"].sum(min_count=1),
         "judge_tokens_total": int(spent["judge_tokens"].sum()),
         "judge_errors": sum(
             1

@@ -67,12 +67,12 @@ PROPERTY_FIELDS: tuple[str, ...] = (
     "score",
     "threshold",
     "cost_usd",
-    "judge_cost",
+    "judge_cost_usd",
     "input_tokens",
     "output_tokens",
     "latency_s",
     "ttft_s",
-    "retries",
+    "transport_retries",
     "cached",
 )
 
@@ -215,7 +215,7 @@ def _summed(state: PlainTestState) -> dict[str, Any]:
     for name in Usage().fields():  # unknown when any call's is: a partial total would mislead
         values = [getattr(c, name) for c in state.completions]
         fields[name] = None if any(v is None for v in values) else sum(values)
-    fields["retries"] = sum(c.retries for c in state.completions)
+    fields["transport_retries"] = sum(c.retries for c in state.completions)
     return fields
 
 

@@ -55,7 +55,7 @@ def eval_record(
         error_kind="unchecked"
         if result.unchecked and outcome == "skipped"
         else _error_kind(outcome, error, provider_error),
-        retries=completion.retries
+        transport_retries=completion.retries
         if completion
         else (provider_error.retries if provider_error else 0),
         prompt=last_user_text(result.sent_messages) or case.prompt,
@@ -170,7 +170,7 @@ def _judge_fields(result: EvalResult) -> dict[str, Any]:
         "judges": [call.to_dict() for call in calls],
         "dimensions": dimensions,
         "judge_tokens": usage.tokens,
-        "judge_cost": usage.cost_usd,
+        "judge_cost_usd": usage.cost_usd,
     }
 
 

@@ -7,7 +7,8 @@ through :func:`build_record`, so the field list below is the whole contract.
 
 Fields (``None`` where a value does not apply or was not measured):
 
-- ``schema`` (int): record format version, currently 1.
+- ``schema`` (int): record format version, currently 2 (a schema-1 record of an older run is
+  read with schema 2's names: :func:`pytest_llmbench.results_folder.upgrade_record`).
 - ``nodeid`` (str): the pytest node id of the item.
 - ``suite`` (str): the eval's suite name (file ``description`` is separate; the suite name is the
   file name without ``.eval.yaml``, or the test module name for plain tests).
@@ -56,7 +57,7 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``tokens_estimated`` (bool): True when token counts were computed locally.
 - ``tokens_per_s`` (float | None): output tokens / (latency - ttft).
 - ``cost_usd`` (float | None): cost of the call (profile prices, else litellm's price map).
-- ``judge_cost`` (float | None): USD spent on this item's judge calls (``None`` when no judge
+- ``judge_cost_usd`` (float | None): USD spent on this item's judge calls (``None`` when no judge
   call had a known cost).
 - ``judge_tokens`` (int): input + output tokens of this item's judge calls.
 - ``user_sim_cost_usd`` (float | None): USD spent on a ``simulated_user:`` conversation's
@@ -64,23 +65,27 @@ Fields (``None`` where a value does not apply or was not measured):
   no call of it had a known cost).
 - ``user_sim_tokens`` (int | None): input + output tokens of those calls (``None`` for other
   items).
-- ``retries`` (int): provider retries made for this item.
-- ``tool_calls`` (int): tool calls made (0 for plain completions).
-- ``turns`` (int | None): model calls of an agent item's loop (``None`` for plain completions).
+- ``transport_retries`` (int): provider calls retried for this item by the transport (a
+  429, a dropped connection); not a re-run of the item (those are ``attempts``).
+- ``tool_call_count`` (int): tool calls made (0 for plain completions): an agent's, or a
+  function-calling reply's (the length of ``tool_calls``).
+- ``agent_steps`` (int | None): model calls of an agent item's loop (``None`` for other items).
 - ``tool_counts`` (dict[str, int]): an agent item's tool calls per tool.
-- ``stopped`` (str | None): why an agent loop ended: ``answer``, ``max_turns``, ``seconds``,
-  ``tokens``, ``error`` (a call failed: the item is an error, its turns so far are kept).
+- ``agent_stopped`` (str | None): why an agent loop ended: ``answer``, ``max_steps``,
+  ``seconds``, ``tokens``, ``error`` (a call failed: the item is an error, its steps so far are
+  kept).
 - ``conversation_stopped`` (str | None): how a ``simulated_user:`` conversation ended:
   ``goal`` (the simulated user said its stop marker), ``max_turns`` (the model replied
   ``max_turns`` times) or ``failed`` (an assertion marked ``stop_on_fail`` failed); ``None`` for
-  other items and for a conversation an error or ``--max-cost`` cut short. (``stopped`` is an
-  agent loop's.)
-- ``transcript`` (list[dict]): an agent item's whole conversation: every model turn, its tool
+  other items and for a conversation an error or ``--max-cost`` cut short. (``agent_stopped``
+  is an agent loop's.)
+- ``transcript`` (list[dict]): an agent item's whole conversation: every model step, its tool
   calls and the tool results it was shown.
-- ``timeline`` (list[dict]): an agent item's steps in order: each model call (``kind: model``:
-  its turn, latency, TTFT, tokens, cost, cached) and the tool calls it asked for (``kind: tool``:
-  name, seconds, error, the start of the result).
-- ``function_calls`` (list[dict]): the calls a function-calling reply asked for (a plain file's
+- ``timeline`` (list[dict]): an agent item's calls in order: each model call (``kind: model``:
+  ``role`` ``step`` or ``interpreter`` (a shim interpreter's call), ``step`` (1-based), latency,
+  TTFT, tokens, cost, cached) and the tool calls it asked for (``kind: tool``: the ``step`` that
+  asked, name, seconds, error, the start of the result).
+- ``tool_calls`` (list[dict]): the calls a function-calling reply asked for (a plain file's
   ``tools:``), recorded, never run: ``{id, name, arguments}`` each, arguments as sent (a JSON
   string); empty for other items.
 - ``shimmed`` (bool): the tools went through the tool shim (JSON in the prompt, the calls read
@@ -110,9 +115,9 @@ Fields (``None`` where a value does not apply or was not measured):
   ``turn`` (1-based, the entry of ``turns:``), ``role``, ``content``, ``generated`` (a reply of
   the model, not a turn of the file), ``assertions`` (the verdicts on that reply, as in
   ``assertions``), and for a reply its ``latency_s``, ``ttft_s``, ``input_tokens``,
-  ``output_tokens``, ``cost_usd``, ``cached`` and ``function_calls`` (its tool calls, as the
+  ``output_tokens``, ``cost_usd``, ``cached`` and ``tool_calls`` (its tool calls, as the
   item's; empty for other entries). The item's ``latency_s``, tokens and cost are the sums over
-  its replies, its ``ttft_s`` the first reply's, its ``function_calls`` every reply's in order. An error or ``--max-cost`` ending
+  its replies, its ``ttft_s`` the first reply's, its ``tool_calls`` every reply's in order. An error or ``--max-cost`` ending
   the conversation keeps what was said before, up to the turn whose call did not complete.
   A plain test's: its ``llm.chat`` conversations one after another in the order they were
   opened, each entry also with ``chat`` (1-based), a chat's system prompt its first entry
@@ -129,7 +134,8 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``judges`` (list[dict]): one entry per judge per model-graded assertion: ``assertion`` (index
   into ``assertions``), ``type``, ``judge`` (name), ``model_id``, ``scores`` (dimension -> score
   by this judge; empty when it failed), ``reasons`` (dimension -> text), ``error`` (why the judge
-  was excluded, or ``None``), ``attempts``, ``input_tokens``, ``output_tokens``, ``cost_usd``,
+  was excluded, or ``None``), ``call_attempts`` (calls made to get its verdict),
+  ``input_tokens``, ``output_tokens``, ``cost_usd``,
   ``latency_s``, ``cached``.
 - ``dimensions`` (dict[str, float]): the item's aggregated score per judged dimension: jury
   dimensions on the 1..5 scale, ``rubric``, ``factuality`` and ``closed_qa`` on 0..1.
@@ -150,7 +156,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Column order of a record; also the order of keys in results.jsonl.
 FIELDS: tuple[str, ...] = (
@@ -183,15 +189,15 @@ FIELDS: tuple[str, ...] = (
     "tokens_estimated",
     "tokens_per_s",
     "cost_usd",
-    "judge_cost",
+    "judge_cost_usd",
     "judge_tokens",
     "user_sim_cost_usd",
     "user_sim_tokens",
-    "retries",
-    "tool_calls",
-    "turns",
+    "transport_retries",
+    "tool_call_count",
+    "agent_steps",
     "tool_counts",
-    "stopped",
+    "agent_stopped",
     "conversation_stopped",
     "streamed",
     "cached",
@@ -204,7 +210,7 @@ FIELDS: tuple[str, ...] = (
     "conversation",
     "transcript",
     "timeline",
-    "function_calls",
+    "tool_calls",
     "shimmed",
     "workdir",
     "images",
@@ -234,8 +240,8 @@ ATTEMPT_FIELDS: tuple[str, ...] = (
     "input_tokens",
     "output_tokens",
     "cost_usd",
-    "judge_cost",
-    "retries",
+    "judge_cost_usd",
+    "transport_retries",
     "cached",
     "worker",
     "started_at",
@@ -249,12 +255,12 @@ _DEFAULTS: dict[str, Any] = {
     "images": [],
     "tags": [],
     "tokens_estimated": False,
-    "retries": 0,
-    "tool_calls": 0,
+    "transport_retries": 0,
+    "tool_call_count": 0,
     "tool_counts": {},
     "transcript": [],
     "timeline": [],
-    "function_calls": [],
+    "tool_calls": [],
     "shimmed": False,
     "streamed": False,
     "cached": False,

@@ -63,10 +63,10 @@ _NUMERIC_FIELDS: tuple[str, ...] = (
     "output_tokens",
     "tokens_per_s",
     "cost_usd",
-    "judge_cost",
+    "judge_cost_usd",
     "judge_tokens",
-    "retries",
-    "tool_calls",
+    "transport_retries",
+    "tool_call_count",
 )
 #: Suite name of the row that aggregates all suites of a model.
 ALL_SUITES = "__all__"

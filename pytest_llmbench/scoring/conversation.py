@@ -118,6 +118,6 @@ def transcript_lines(entries: Sequence[Mapping[str, Any]], last: int, width: int
             break
         given = entry["role"] == "assistant" and not entry["generated"]
         role = "assistant (given)" if given else entry["role"]
-        said = reply_text(entry["content"] or "", entry.get("function_calls") or ())
+        said = reply_text(entry["content"] or "", entry.get("tool_calls") or ())
         lines.append(f"    [{entry['turn']}] {role}: {one_line(said, width)}")
     return lines

@@ -121,7 +121,7 @@ def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentS
     names = _agent_tool_names(spec.tools, path, document)
     return AgentSpec(
         tools=tuple(dict.fromkeys(names)),
-        max_turns=spec.max_turns,
+        max_turns=spec.agent_max_steps,
         limit_seconds=spec.limits.seconds if spec.limits else None,
         limit_tokens=spec.limits.tokens if spec.limits else None,
         sandbox=spec.sandbox,

@@ -173,6 +173,8 @@ class AgentSpec:
     """How the items of a ``kind: agent`` file run: tools, turns, budgets, sandbox."""
 
     tools: tuple[str, ...]
+    #: the file's ``max_steps`` (model calls of the loop); named as before so that the case
+    #: hashes of agent items (which digest these fields by name) stay what they were
     max_turns: int
     limit_seconds: float | None
     limit_tokens: int | None

@@ -77,6 +77,8 @@ _TOOL_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 #: An MCP server's name: it starts the tool names the model sees (``time__get_current_time``).
 _MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _STDIO_ONLY = ("args", "env", "cwd", "network")
+#: Model calls of an agent loop when the file gives no `max_steps`.
+DEFAULT_AGENT_STEPS = 10
 
 
 class McpServerSpec(_Strict):
@@ -330,7 +332,12 @@ class EvalSpec(_Strict):
     mcp_servers: dict[str, McpServerSpec] = Field(
         default_factory=dict, description="kind: agent: MCP servers, named; tools: mcp:NAME/GLOB"
     )
-    max_turns: int = Field(10, ge=1, le=200, description="Model calls of an agent loop")
+    max_steps: int | None = Field(
+        None, ge=1, le=200, description="Model calls of an agent loop (default 10)"
+    )
+    max_turns: int | None = Field(
+        None, ge=1, le=200, description="The older name of max_steps, still read"
+    )
     limits: AgentLimits | None = Field(None, description="Agent loop budgets")
     sandbox: Literal["auto", "required", "off"] = Field(
         "auto", description="run_command under bubblewrap: when available, required, or never"
@@ -367,6 +374,20 @@ class EvalSpec(_Strict):
         if value is True:
             return {}
         return None if value is False else value
+
+    @model_validator(mode="after")
+    def _one_step_limit(self) -> EvalSpec:
+        if self.max_steps is not None and self.max_turns is not None:
+            raise ValueError(
+                "give `max_steps` (model calls of an agent loop), not also `max_turns`, its "
+                "older name"
+            )
+        return self
+
+    @property
+    def agent_max_steps(self) -> int:
+        """Model calls of an agent loop: ``max_steps``, or its older name ``max_turns``, else 10."""
+        return self.max_steps or self.max_turns or DEFAULT_AGENT_STEPS
 
     @field_validator("kind")
     @classmethod

@@ -278,10 +278,12 @@ def item_page(run: Run, record: Record) -> str:
             "input_tokens",
             "output_tokens",
             "cost_usd",
-            "judge_cost",
+            "judge_cost_usd",
             "user_sim_cost_usd",
+            "agent_steps",
+            "agent_stopped",
             "conversation_stopped",
-            "retries",
+            "transport_retries",
             "error_kind",
             "error",
         )
@@ -346,11 +348,11 @@ def _step(step: Mapping[str, Any]) -> str:
     if step.get("kind") == "tool":
         status = '<span class="error">error</span>' if step.get("error") else "ok"
         return (
-            f"<b>tool {text(step.get('name'))}</b> (turn {text(step.get('turn'))}) "
+            f"<b>tool {text(step.get('name'))}</b> (step {text(step.get('step'))}) "
             f"<span class='note'>{_seconds(step.get('seconds'))}, {status}</span>"
             f"<pre>{text(step.get('result'))}</pre>"
         )
-    who = "model call" if step.get("role") == "turn" else "shim interpreter call"
+    who = "model call" if step.get("role") == "step" else "shim interpreter call"
     figures = [
         _seconds(step.get("latency_s")),
         f"TTFT {_seconds(step.get('ttft_s'))}" if step.get("ttft_s") is not None else "",
@@ -359,7 +361,7 @@ def _step(step: Mapping[str, Any]) -> str:
         "cached" if step.get("cached") else "",
     ]
     shown = ", ".join(figure for figure in figures if figure)
-    return f"<b>{who} {text(step.get('turn'))}</b> <span class='note'>{text(shown)}</span>"
+    return f"<b>{who} {text(step.get('step'))}</b> <span class='note'>{text(shown)}</span>"
 
 
 def _seconds(value: Any) -> str:

@@ -61,7 +61,7 @@ class Run:
         return sum(
             float(value)
             for record in self.records
-            for value in (record.get("cost_usd"), record.get("judge_cost"))
+            for value in (record.get("cost_usd"), record.get("judge_cost_usd"))
             if isinstance(value, (int, float))
         )
 

@@ -1,6 +1,6 @@
 """The agent kind (a file's ``kind: agent``): a tool loop in a sandboxed workdir, every turn a
 paced, cached, budgeted call of the model; then the file's ``post_process`` and the workdir
-checks, made in the item's setup; the record's turns, tool calls, transcript and timeline."""
+checks, made in the item's setup; the record's steps, tool calls, transcript and timeline."""
 
 from __future__ import annotations
 
@@ -95,15 +95,15 @@ class AgentKind(CaseKind):
         ]
 
     def record_fields(self, result: KindResult) -> dict[str, Any]:
-        """Turns, tool calls, why it stopped, the transcript."""
+        """Steps, tool calls, why it stopped, the transcript."""
         run = result.agent_run
         if run is None:
             return super().record_fields(result)
         return {
-            "turns": run.turns,
-            "tool_calls": len(run.tool_calls),
+            "agent_steps": run.turns,
+            "tool_call_count": len(run.tool_calls),
             "tool_counts": run.tool_counts(),
-            "stopped": run.stopped,
+            "agent_stopped": run.stopped,
             "transcript": [dict(message) for message in run.transcript],
             "timeline": run.timeline(),
             "shimmed": run.shimmed,
@@ -215,6 +215,8 @@ def _post_process(settling: Settling, command: str) -> None:
 
 
 def _post_process_input(settling: Settling) -> dict[str, Any]:
+    """What ``post_process`` reads in ``{results}``: ``agent_steps`` are the loop's model calls
+    (``turns``, their older name, is kept for scripts that read it)."""
     result = settling.result
     run = result.agent_run
     assert run is not None
@@ -224,6 +226,7 @@ def _post_process_input(settling: Settling) -> dict[str, Any]:
         "model": result.plan.model.name,
         "answer": run.answer,
         "workdir": str(result.workdir),
+        "agent_steps": run.turns,
         "turns": run.turns,
         "tool_counts": run.tool_counts(),
         "stopped": run.stopped,

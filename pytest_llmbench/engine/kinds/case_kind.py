@@ -235,8 +235,8 @@ def function_call_fields(kind: CaseKind, result: KindResult) -> dict[str, Any]:
     for call in calls:
         counts[str(call.get("name"))] = counts.get(str(call.get("name")), 0) + 1
     return {
-        "function_calls": calls,
-        "tool_calls": len(calls),
+        "tool_calls": calls,
+        "tool_call_count": len(calls),
         "tool_counts": counts,
         "shimmed": kind.shimmed(result.plan),
     }

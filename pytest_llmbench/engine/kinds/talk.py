@@ -163,5 +163,5 @@ def conversation_entry(
         "cost_usd": reply.cost_usd if reply else None,
         "cached": reply.cached if reply else False,
         # a reply's tool calls ({id, name, arguments}), recorded and never run
-        "function_calls": [dict(call) for call in reply.tool_calls] if reply else [],
+        "tool_calls": [dict(call) for call in reply.tool_calls] if reply else [],
     }
