@@ -24,7 +24,8 @@ from pytest_llmbench.agent.shim import (
     with_shim_prompt,
 )
 from pytest_llmbench.agent.tools import BUILTIN_TOOLS, Toolbox
-from pytest_llmbench.models.providers.completion import CallTarget, Completion, ProviderError
+from pytest_llmbench.models.item_errors import ProviderError
+from pytest_llmbench.models.providers.completion import CallTarget, Completion
 
 TOOLS = ("read_file", "write_file", "list_dir")
 TASK = [

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         shim_tool_result,
         with_shim_prompt,
     )
-    from .tools import Toolbox, ToolError, resolve_inside
+    from .tools import Toolbox, ToolRefusal, resolve_inside
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
@@ -57,7 +57,7 @@ _FACE: dict[str, str] = {
     "parse_calls_reply": "shim",
     "shim_tool_result": "shim",
     "with_shim_prompt": "shim",
-    "ToolError": "tools",
+    "ToolRefusal": "tools",
     "Toolbox": "tools",
     "resolve_inside": "tools",
 }
@@ -72,7 +72,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxUnavailable",
     "ToolCall",
-    "ToolError",
+    "ToolRefusal",
     "Toolbox",
     "ToolboxLike",
     "calls_reply_text",

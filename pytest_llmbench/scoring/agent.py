@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..agent import ToolError, resolve_inside
+from ..agent import ToolRefusal, resolve_inside
 from .agent_parse import AGENT_KEYS, AGENT_TYPES, AgentCheck, parse_agent_assertion
 from .base import Verdict, quoted, regex_search
 from .trajectory import describe_match, match_sequence
@@ -96,7 +96,7 @@ def _file(check: AgentCheck, outcome: AgentOutcome) -> tuple[str, Path]:
     raw = check.path if check.path is not None else str(check.value)
     try:
         return raw, resolve_inside(outcome.workdir, raw)
-    except ToolError as exc:
+    except ToolRefusal as exc:
         raise _CheckFailed(f"{check.type}: {exc}") from None
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ...models import ProviderError
+from ...models import ItemError
 from .case_kind import CaseKind, Engine, KindCall, KindResult, sent_messages
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ class Probes:
     #: set once a model's first item is done
     done: dict[str, asyncio.Event] = field(default_factory=dict)
     #: the models found unable to score log-likelihoods: their next items fail without a call
-    cannot_score: dict[str, ProviderError] = field(default_factory=dict)
+    cannot_score: dict[str, ItemError] = field(default_factory=dict)
 
 
 class LoglikelihoodKind(CaseKind):
@@ -50,10 +50,10 @@ class LoglikelihoodKind(CaseKind):
             probe = probes.done[name] = asyncio.Event()
         known = probes.cannot_score.get(name)
         if known is not None:
-            raise ProviderError(known.message, known.kind)
+            raise type(known)(known.message, known.kind)
         try:
             completion, scores = await score_options(engine.pacer.paced, request, options, answer)
-        except ProviderError as error:
+        except ItemError as error:
             if error.kind == "unsupported":
                 probes.cannot_score[name] = error
             raise

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ...models import Completion, ProviderError, total_usage
+from ...models import Completion, ItemError, total_usage
 from .case_kind import Engine, KindCall, KindResult
 from .talk import ConversationKind
 
@@ -34,7 +34,7 @@ class SimulatedUserKind(ConversationKind):
 
         async def ask(messages: list[dict[str, str]], turn: int) -> Completion:
             asked = engine.helpers.request(plan, profile, targets, messages, {})
-            if isinstance(asked, ProviderError):
+            if isinstance(asked, ItemError):
                 raise asked
             nodeid = f"{plan.nodeid} (simulated user {profile.name})"
             return await engine.pacer.paced(dataclasses.replace(asked, nodeid=nodeid))
