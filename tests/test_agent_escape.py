@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbench.agent.sandbox import CommandResult, Sandbox, SandboxLimits
+from pytest_llmbench.agent.limits import SandboxLimits
+from pytest_llmbench.agent.process import CommandResult
+from pytest_llmbench.agent.sandbox import Sandbox
 from pytest_llmbench.agent.tools import ToolRefusal, read_file
 
 PLANTED = "sk-PLANTED-" + "7f3a9c1e5b2d8f4a6c0e9b7d5f3a1c8e"

@@ -14,8 +14,9 @@ import jsonschema
 import pytest
 from fakeserver import FakeLLMServer, Rule
 
+from pytest_llmbench.agent.limits import SandboxLimits
 from pytest_llmbench.agent.loop import MAX_RESULT_CHARS, AgentRun, ToolCall, run_agent
-from pytest_llmbench.agent.sandbox import Sandbox, SandboxLimits
+from pytest_llmbench.agent.sandbox import Sandbox
 from pytest_llmbench.agent.shim import (
     ShimTurn,
     parse_shim_reply,

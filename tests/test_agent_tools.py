@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbench.agent import tools
-from pytest_llmbench.agent.sandbox import Sandbox, SandboxLimits
+from pytest_llmbench.agent.limits import SandboxLimits
+from pytest_llmbench.agent.sandbox import Sandbox
 from pytest_llmbench.agent.tools import (
     BUILTIN_TOOLS,
     Toolbox,

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 from .. import face_attribute
 
 if TYPE_CHECKING:
+    from .limits import SandboxLimits
     from .loop import AgentRun, AsyncToolboxLike, ToolboxLike, ToolCall, run_agent
     from .mcp import open_mcp_tools
     from .mcp_pool import McpPool
     from .post import PostProcessError, run_post_process
     from .process import CommandResult
-    from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable, fallback_notice
+    from .sandbox import Sandbox, SandboxUnavailable, fallback_notice
     from .shim import (
         calls_reply_text,
         calls_response_format,
@@ -49,7 +50,7 @@ _FACE: dict[str, str] = {
     "run_post_process": "post",
     "CommandResult": "process",
     "Sandbox": "sandbox",
-    "SandboxLimits": "sandbox",
+    "SandboxLimits": "limits",
     "SandboxUnavailable": "sandbox",
     "fallback_notice": "sandbox",
     "calls_reply_text": "shim",

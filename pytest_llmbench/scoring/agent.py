@@ -20,23 +20,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agent import ToolRefusal, resolve_inside
-from .agent_parse import AGENT_KEYS, AGENT_TYPES, AgentCheck, parse_agent_assertion
+from .agent_parse import AgentCheck
 from .base import Verdict, quoted, regex_search
 from .trajectory import describe_match, match_sequence
 
 if TYPE_CHECKING:
     from ..agent import AgentRun, Sandbox, ToolCall
 
-# Parsing lives in .agent_parse; these names stay importable from here, where they were.
+# What other modules import from here (parsing is .agent_parse's).
 __all__ = [
-    "AGENT_KEYS",
-    "AGENT_TYPES",
-    "AgentCheck",
     "AgentOutcome",
     "SandboxFailure",
     "evaluate_agent",
     "evaluate_reply_tool_count",
-    "parse_agent_assertion",
 ]
 
 
