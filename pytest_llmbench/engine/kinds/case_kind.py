@@ -150,6 +150,10 @@ class Settling:
     fail: Callable[[ItemError], NoReturn]  #: end the item with this error
 
 
+#: Counts a prompt's tokens: (litellm model id, messages) -> tokens.
+TokenCounter = Callable[[str, Sequence[dict[str, Any]]], int]
+
+
 class CaseKind(abc.ABC):
     """One case kind from end to end. Subclasses set :attr:`name`, implement :meth:`answer`
     and override what their kind does differently from a plain call's defaults."""
@@ -223,6 +227,12 @@ class CaseKind(abc.ABC):
     def spent(self, result: KindResult) -> Completion | None:
         """What an answer an error cut short still spent (its calls as one completion)."""
         return None
+
+    # -- the estimate -------------------------------------------------------------------------
+    def estimated_tokens(self, plan: CallPlan, count: TokenCounter) -> tuple[int, int]:
+        """Input and output tokens of the item's calls, before any is made (``--estimate-cost``):
+        by default one call of the case's messages, answered within its token budget."""
+        return count(plan.model.model, plan.case.messages), plan.answer_token_budget
 
 
 def function_call_fields(kind: CaseKind, result: KindResult) -> dict[str, Any]:

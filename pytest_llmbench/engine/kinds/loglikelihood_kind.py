@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...models import ItemError
-from .case_kind import CaseKind, Engine, KindCall, KindResult, sent_messages
+from .case_kind import CaseKind, Engine, KindCall, KindResult, TokenCounter, sent_messages
 
 if TYPE_CHECKING:
     import asyncio
 
+    from ..plan import CallPlan
     from ..request import Answer
 
 
@@ -62,6 +63,15 @@ class LoglikelihoodKind(CaseKind):
         graded = await engine.grade(plan, completion, call.targets)
         messages = sent_messages(plan, request)
         return Answer(completion, graded, messages=messages, loglikelihood=scores.to_record())
+
+    def estimated_tokens(self, plan: CallPlan, count: TokenCounter) -> tuple[int, int]:
+        """One call per option: its context and option in, one token out."""
+        scored = plan.case.loglikelihood
+        assert scored is not None
+        texts = [
+            [{"role": "user", "content": context + option}] for context, option in scored.pairs
+        ]
+        return sum(count(plan.model.model, text) for text in texts), len(scored.pairs)
 
     def metrics(self, result: KindResult) -> dict[str, float]:
         """``acc`` and ``acc_norm``, as named metrics (aggregated per model like
