@@ -38,7 +38,10 @@ class EvalFile(pytest.File):
     """A ``*.eval.yaml`` file."""
 
     def collect(self) -> list[EvalItem]:
+        from .engine import EVAL_FILES_KEY
         from .spec import EvalFileError, load_spec
+
+        self.config.stash[EVAL_FILES_KEY] = True  # the run's one answer to "any eval file?"
 
         try:
             roots = (self.config.rootpath, *allowed_paths(self.config))

@@ -7,8 +7,7 @@ match (:mod:`.results.baseline`).
 
 A shared module: it imports no stage, so the spec stage (whose loader gives each case a
 :class:`CaseHasher`; the case digests itself once, when its first record asks) uses it. The run's
-sources (git state, file hashes) are :mod:`.provenance`'s, re-exported here for the modules that
-import them from here.
+sources (git state, file hashes) are :mod:`.provenance`'s.
 """
 
 from __future__ import annotations
@@ -21,26 +20,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .provenance import (
-    file_hash,
-    git_info,
-    merged_source,
-    run_source,
-    source_differences,
-    source_info,
-)
-
 __all__ = [
     "CASE_FIELDS",
     "CASE_HASH_CHARS",
     "CaseHasher",
     "case_hash",
-    "file_hash",
-    "git_info",
-    "merged_source",
-    "run_source",
-    "source_differences",
-    "source_info",
 ]
 
 #: Hex characters of a case hash: 64 bits, plenty to tell the versions of one case apart.

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .engine import get_runtime
-from .models import ProviderError
+from .models import ItemError
 from .results import PLAIN_STATE_KEY, ChatLog, PlainTestState, plain_state, utc_now
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ class LLMClient:
             )
         except BudgetExceeded as exc:
             pytest.skip(str(exc))
-        except ProviderError as exc:
+        except ItemError as exc:
             self._on_call(chat, None, exc)
             raise
         self._on_call(chat, completion, None)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from .engine import get_runtime
-from .models import ProviderError
+from .models import ItemError, JudgeError
 from .results import EVAL_RESULT_KEY, EvalFailure, EvalResult, utc_now
 from .scoring import one_line
 
@@ -43,10 +43,6 @@ def __getattr__(name: str) -> Any:
 #: Characters of the prompt, expected answer and answer a failure shows, each on one line.
 _SHOWN = 300
 
-
-#: How a setup error is named in the item's failure line, by its kind; any other kind
-#: (``provider``, ``connection``, ``timeout``, ...) is a provider error.
-ERROR_WORDS = {"sandbox": "sandbox error", "judge": "judge error", "tool": "tool error"}
 
 #: Why an item with nothing to check is skipped, not passed.
 UNCHECKED = (
@@ -116,7 +112,7 @@ class EvalItem(pytest.Function):
         result.started_at = utc_now()
         answer = self._take()
         kind = self._kind()
-        if isinstance(answer, ProviderError):
+        if isinstance(answer, ItemError):
             # An answer an error cut short (an agent's turns, a conversation) is recorded.
             kind.keep_partial(result, answer)
             # No traceback: it says nothing the message does not, and formatting one parses
@@ -131,14 +127,14 @@ class EvalItem(pytest.Function):
         failures = [graded.failure for graded in answer.graded if graded.failure]
         if failures:
             # No verdict is not a failed verdict: the judges, not the answer, are at fault.
-            self._fail(ProviderError("; ".join(failures), "judge"))
+            self._fail(JudgeError("; ".join(failures)))
 
     def _kind(self) -> CaseKind:
         from .engine import kind_of
 
         return kind_of(self.plan)
 
-    def _take(self) -> Answer | ProviderError:
+    def _take(self) -> Answer | ItemError:
         """The scheduler's answer for this item, or the provider error it ended with."""
         from .engine import BudgetExceeded
 
@@ -149,7 +145,7 @@ class EvalItem(pytest.Function):
             skipped = str(exc)
             # A conversation the budget cut short: what was said is kept in the record.
             self._kind().keep_partial(self.result, exc)
-        except ProviderError as exc:
+        except ItemError as exc:
             return exc
         pytest.skip(skipped)
 
@@ -162,15 +158,14 @@ class EvalItem(pytest.Function):
             folder: Path = self._request.getfixturevalue("workdir")
             return folder
         except WorkdirError as exc:
-            error = ProviderError(str(exc), "config")
-        self.result.provider_error = error
+            error = ItemError(str(exc), "config")
+        self.result.item_error = error
         pytest.fail(f"llmbench workdir error: {error.message}", pytrace=False)
 
-    def _fail(self, error: ProviderError) -> NoReturn:
-        self.result.provider_error = error
+    def _fail(self, error: ItemError) -> NoReturn:
+        self.result.item_error = error
         message = get_runtime(self.config).redactor.text(error.message)
-        what = ERROR_WORDS.get(error.kind, "provider error")
-        pytest.fail(f"llmbench {what}: {message}", pytrace=False)
+        pytest.fail(f"llmbench {error.words}: {message}", pytrace=False)
 
     def runtest(self) -> None:
         """The call phase: score the answer fetched in setup."""
@@ -223,17 +218,17 @@ class EvalItem(pytest.Function):
         provider error (pytest-timeout's expiry in the call phase)."""
         if isinstance(excinfo.value, EvalFailure):
             return self._failure_text(str(excinfo.value))
-        if isinstance(excinfo.value, ProviderError):
+        if isinstance(excinfo.value, ItemError):
             return get_runtime(self.config).redactor.text(excinfo.value.message)
         return super().repr_failure(excinfo)
 
     def expire(self, seconds: float) -> NoReturn:
         """pytest-timeout's ``--timeout`` ran out: the item is an error of kind ``timeout``."""
         message = f"{self.plan.label}: pytest-timeout: the item ran past --timeout {seconds:g} s"
-        error = ProviderError(message, "timeout")
+        error = ItemError(message, "timeout")
         # A conversation keeps what was said before (nothing is said of other items).
         error.partial = get_runtime(self.config).said_so_far(self.nodeid)
-        self.result.provider_error = error
+        self.result.item_error = error
         raise error
 
     def _failure_text(self, headline: str) -> str:

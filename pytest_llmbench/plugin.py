@@ -7,9 +7,8 @@ or a fixture of ours is used. A run without either is untouched: no network, no 
 from __future__ import annotations
 
 import signal
-import sys
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,27 +179,41 @@ def pytest_collection_modifyitems(
 
     shard = parse_shard(_config.shard_setting(config))
     if shard is not None:
-        collect = sys.modules.get("pytest_llmbench.collect")  # loaded once an eval file is
-        together = getattr(collect, "contest_of", lambda item: None)
-        select(config, items, shard, together)
+        select(config, items, shard, _contest_of(config))
     return result
+
+
+def _contest_of(config: pytest.Config) -> Callable[[pytest.Item], str | None]:
+    """What keeps items together in one shard: an eval item's select-best contest."""
+    from .engine import eval_files_collected
+
+    if not eval_files_collected(config):
+        return lambda item: None
+    from .collect import contest_of
+
+    return contest_of
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
     """Remember the eval items left out of the run (``-k``, ``-m``, ``--lf``, ``--deselect``):
     a select-best contest that lost some of its contestants is not held
     (:func:`~pytest_llmbench.collect.stash_plans`)."""
-    if items and "pytest_llmbench.collect" in sys.modules:
-        from .engine import DESELECTED_KEY
+    if not items:
+        return
+    from .engine import DESELECTED_KEY, eval_files_collected
 
-        items[0].config.stash.setdefault(DESELECTED_KEY, []).extend(items)
+    config = items[0].config
+    if eval_files_collected(config):
+        config.stash.setdefault(DESELECTED_KEY, []).extend(items)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Stash the plans of the collected eval items for the engine (its prefetcher reads them)."""
-    if "pytest_llmbench.collect" not in sys.modules:
-        return  # no eval file was collected: a plain run loads none of the engine
+    from .engine import eval_files_collected
+
+    if not eval_files_collected(session.config):
+        return  # a plain run loads none of the engine
     from .collect import stash_plans
 
     stash_plans(session)
@@ -297,8 +310,13 @@ _TIMER_KEY = pytest.StashKey[bool]()
 def _is_eval_item(item: pytest.Item) -> bool:
     """Whether ``item`` is an eval item; none is before its module is loaded (by the first eval
     file collected), and a run without one never loads it."""
-    module = sys.modules.get("pytest_llmbench.item")
-    return module is not None and isinstance(item, module.EvalItem)
+    from .engine import eval_files_collected
+
+    if not eval_files_collected(item.config):
+        return False
+    from .item import EvalItem
+
+    return isinstance(item, EvalItem)
 
 
 #: The ``workeroutput`` key under which an xdist worker hands its collected files over.
@@ -321,7 +339,9 @@ class CollectedSources:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """The files of this process's eval items (none unless an eval file was collected)."""
-        if "pytest_llmbench.item" not in sys.modules:
+        from .engine import eval_files_collected
+
+        if not eval_files_collected(session.config):
             return
         for item in session.items:
             plan = getattr(item, "plan", None)

@@ -16,7 +16,7 @@ from pytest_llmbench.engine.request import Answer
 from pytest_llmbench.models.profiles import ModelProfile
 from pytest_llmbench.models.providers.completion import CallTarget
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import LoadedEval
+from pytest_llmbench.spec.resolved import LoadedEval
 
 #: The model under test, and the helper model (a simulated user) of these tests.
 FAKE = ModelProfile(name="fake", model="openai/fake-model")

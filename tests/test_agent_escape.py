@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbench.agent.sandbox import CommandResult, Sandbox, SandboxLimits
-from pytest_llmbench.agent.tools import ToolError, read_file
+from pytest_llmbench.agent.limits import SandboxLimits
+from pytest_llmbench.agent.process import CommandResult
+from pytest_llmbench.agent.sandbox import Sandbox
+from pytest_llmbench.agent.tools import ToolRefusal, read_file
 
 PLANTED = "sk-PLANTED-" + "7f3a9c1e5b2d8f4a6c0e9b7d5f3a1c8e"
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -210,7 +212,7 @@ def test_the_host_side_tools_refuse_links_the_command_planted(host: Host) -> Non
     box = Sandbox(host.workdir, LIMITS, mode="required")
     box.run(f"ln -s {host.env_file} env-link; ln -s /etc/shadow shadow-link; ln -s .. up")
     for name in ("env-link", "shadow-link", "up/project/.env"):
-        with pytest.raises(ToolError, match=r"symlink|out of the workdir"):
+        with pytest.raises(ToolRefusal, match=r"symlink|out of the workdir"):
             read_file(host.workdir, name)
 
 

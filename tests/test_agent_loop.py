@@ -14,8 +14,9 @@ import jsonschema
 import pytest
 from fakeserver import FakeLLMServer, Rule
 
+from pytest_llmbench.agent.limits import SandboxLimits
 from pytest_llmbench.agent.loop import MAX_RESULT_CHARS, AgentRun, ToolCall, run_agent
-from pytest_llmbench.agent.sandbox import Sandbox, SandboxLimits
+from pytest_llmbench.agent.sandbox import Sandbox
 from pytest_llmbench.agent.shim import (
     ShimTurn,
     parse_shim_reply,
@@ -24,7 +25,8 @@ from pytest_llmbench.agent.shim import (
     with_shim_prompt,
 )
 from pytest_llmbench.agent.tools import BUILTIN_TOOLS, Toolbox
-from pytest_llmbench.models.providers.completion import CallTarget, Completion, ProviderError
+from pytest_llmbench.models.item_errors import ProviderError
+from pytest_llmbench.models.providers.completion import CallTarget, Completion
 
 TOOLS = ("read_file", "write_file", "list_dir")
 TASK = [

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmbench.agent.limits import SandboxLimits
 from pytest_llmbench.agent.programs import Link, Program, ProgramNotVisible, locate
-from pytest_llmbench.agent.sandbox import Sandbox, SandboxLimits
+from pytest_llmbench.agent.sandbox import Sandbox
 
 
 def executable(path: Path, text: str) -> Path:

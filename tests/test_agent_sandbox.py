@@ -15,17 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmbench.agent import process
+from pytest_llmbench.agent import bwrap, process
 from pytest_llmbench.agent import sandbox as sandbox_module
+from pytest_llmbench.agent.limits import SandboxLimits
 from pytest_llmbench.agent.mcp_launch import server_process
+from pytest_llmbench.agent.process import CommandResult, set_max_concurrent
 from pytest_llmbench.agent.sandbox import (
     FALLBACK_NOTICE,
-    CommandResult,
     Sandbox,
-    SandboxLimits,
     SandboxUnavailable,
     fallback_notice,
-    set_max_concurrent,
 )
 
 QUICK = SandboxLimits(timeout_s=10.0)
@@ -50,7 +49,7 @@ def host_task_count() -> int:
 
 def test_bwrap_works_here() -> None:
     # .ci/run installs bubblewrap: the escape tests below must run for real
-    assert sandbox_module.bwrap_path() is not None
+    assert bwrap.bwrap_path() is not None
 
 
 def test_writes_inside_the_workdir(confined: Sandbox, workdir: Path) -> None:
@@ -249,7 +248,7 @@ def test_a_bwrap_that_cannot_run_is_refused_with_what_it_said(
         f"bubblewrap ({fake}) cannot run here (exit status 1: bwrap: setting up uid map: "
         "Permission denied)"
     )
-    assert sandbox_module.bwrap_path() is None
+    assert bwrap.bwrap_path() is None
     assert sandbox.run(f"touch {workdir}/ran").error == sandbox.refusal
     assert not (workdir / "ran").exists()
 
@@ -259,16 +258,16 @@ def test_the_refusal_is_a_set_up_problem_with_its_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: bool
 ) -> None:
     folder = _path_without_bwrap(tmp_path, monkeypatch, broken)
-    problem = sandbox_module.bwrap_problem(shutil.which("bwrap"))
+    problem = bwrap.bwrap_problem(shutil.which("bwrap"))
     assert problem is not None
-    assert f"`{sandbox_module.INSTALL_BWRAP}`" in problem
-    assert sandbox_module.INSTALL_BWRAP == "sudo apt-get install -y bubblewrap"
+    assert f"`{bwrap.INSTALL_BWRAP}`" in problem
+    assert bwrap.INSTALL_BWRAP == "sudo apt-get install -y bubblewrap"
     assert "or opt out with 'sandbox: off' in the eval file" in problem
     assert (str(folder) in problem) is broken
 
 
 def test_a_working_bwrap_has_no_problem() -> None:
-    assert sandbox_module.bwrap_problem(sandbox_module.bwrap_path()) is None
+    assert bwrap.bwrap_problem(bwrap.bwrap_path()) is None
 
 
 def test_off_runs_with_one_notice(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbench.agent import tools
-from pytest_llmbench.agent.sandbox import Sandbox, SandboxLimits
+from pytest_llmbench.agent.limits import SandboxLimits
+from pytest_llmbench.agent.sandbox import Sandbox
 from pytest_llmbench.agent.tools import (
     BUILTIN_TOOLS,
     Toolbox,
-    ToolError,
+    ToolRefusal,
     list_dir,
     load_custom_tool,
     read_file,
@@ -56,20 +57,20 @@ def test_resolve_inside_returns_the_path_inside(workdir: Path) -> None:
     ],
 )
 def test_resolve_inside_refuses(workdir: Path, raw: str, message: str) -> None:
-    with pytest.raises(ToolError, match=re.escape(message)):
+    with pytest.raises(ToolRefusal, match=re.escape(message)):
         resolve_inside(workdir, raw)
 
 
 def test_symlink_to_etc_is_refused_for_read_and_write(workdir: Path) -> None:
     (workdir / "etc").symlink_to("/etc")
     (workdir / "passwd").symlink_to("/etc/passwd")
-    with pytest.raises(ToolError, match="symlink that points outside"):
+    with pytest.raises(ToolRefusal, match="symlink that points outside"):
         read_file(workdir, "etc/passwd")
-    with pytest.raises(ToolError, match="symlink that points outside"):
+    with pytest.raises(ToolRefusal, match="symlink that points outside"):
         read_file(workdir, "passwd")
-    with pytest.raises(ToolError, match="symlink that points outside"):
+    with pytest.raises(ToolRefusal, match="symlink that points outside"):
         write_file(workdir, "etc/llmbench-escape", "x")
-    with pytest.raises(ToolError, match="symlink that points outside"):
+    with pytest.raises(ToolRefusal, match="symlink that points outside"):
         write_file(workdir, "passwd", "x")
     assert not Path("/etc/llmbench-escape").exists()
 
@@ -80,11 +81,11 @@ def test_symlinked_parent_dir_outside_is_refused(workdir: Path, tmp_path: Path) 
     (outside / "secret.txt").write_text("secret")
     (workdir / "a").mkdir()
     (workdir / "a" / "b").symlink_to(outside)
-    with pytest.raises(ToolError, match="symlink"):
+    with pytest.raises(ToolRefusal, match="symlink"):
         read_file(workdir, "a/b/secret.txt")
-    with pytest.raises(ToolError, match="symlink"):
+    with pytest.raises(ToolRefusal, match="symlink"):
         write_file(workdir, "a/b/new.txt", "x")
-    with pytest.raises(ToolError, match="symlink"):
+    with pytest.raises(ToolRefusal, match="symlink"):
         list_dir(workdir, "a/b")
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
 
@@ -94,7 +95,7 @@ def test_symlink_inside_reads_but_is_not_written_through(workdir: Path) -> None:
     (workdir / "same").symlink_to(workdir)
     assert read_file(workdir, "alias.txt") == "hello\n"
     assert read_file(workdir, "same/notes.txt") == "hello\n"
-    with pytest.raises(ToolError, match="does not write through symlinks"):
+    with pytest.raises(ToolRefusal, match="does not write through symlinks"):
         write_file(workdir, "alias.txt", "changed")
     assert (workdir / "notes.txt").read_text() == "hello\n"
 
@@ -108,7 +109,7 @@ def test_write_file_creates_parent_dirs(workdir: Path) -> None:
 
 
 def test_write_file_caps_the_size(workdir: Path) -> None:
-    with pytest.raises(ToolError, match="at most 1000000"):
+    with pytest.raises(ToolRefusal, match="at most 1000000"):
         write_file(workdir, "big.txt", "x" * (tools.WRITE_CAP_BYTES + 1))
     assert not (workdir / "big.txt").exists()
 
@@ -123,9 +124,9 @@ def test_read_file_truncates_big_files_and_replaces_bad_utf8(workdir: Path) -> N
 
 
 def test_read_file_missing_or_directory(workdir: Path) -> None:
-    with pytest.raises(ToolError, match=re.escape("no such file: 'nope.txt'")):
+    with pytest.raises(ToolRefusal, match=re.escape("no such file: 'nope.txt'")):
         read_file(workdir, "nope.txt")
-    with pytest.raises(ToolError, match="is a directory: use list_dir"):
+    with pytest.raises(ToolRefusal, match="is a directory: use list_dir"):
         read_file(workdir, ".")
 
 

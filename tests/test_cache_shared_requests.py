@@ -18,7 +18,8 @@ from pytest_llmbench.engine.cache import CacheEntry, ResponseCache, cache_key, c
 from pytest_llmbench.engine.pacing import CallPacer, PacerSettings
 from pytest_llmbench.engine.ratelimit import AdaptiveConcurrency, ModelLane, RateLimiter
 from pytest_llmbench.engine.request import Request
-from pytest_llmbench.models.providers.completion import CallTarget, Completion, ProviderError
+from pytest_llmbench.models.item_errors import ProviderError
+from pytest_llmbench.models.providers.completion import CallTarget, Completion
 
 #: Two conversations whose first turn is the same request (the same cache key).
 SHARED_OPENING = """

@@ -510,7 +510,7 @@ def test_a_simulated_user_where_it_cannot_talk_is_a_collection_error(
     tmp_path: Any, text: str, line: int, message: str
 ) -> None:
     from pytest_llmbench.spec.load import load_spec
-    from pytest_llmbench.spec.schema import EvalFileError
+    from pytest_llmbench.spec.resolved import EvalFileError
 
     path = tmp_path / "sim.eval.yaml"
     path.write_text(text, encoding="utf-8")

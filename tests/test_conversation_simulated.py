@@ -176,7 +176,10 @@ def test_a_simulated_user_that_errors_is_the_items_error_keeping_the_turns(
     bench.eval_file("talk", REFUND)
     result = bench.run("--models=fake", "--max-retries=0")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*simulated user fake2:*persona on fire*"])
+    # The part that failed is named (the simulated user), the cause is the record's kind.
+    result.stdout.fnmatch_lines(
+        ["*llmbench simulated user error: simulated user fake2:*persona on fire*"]
+    )
     (record,) = bench.records()
     assert record["outcome"] == "error" and record["error_kind"] == "provider"
     assert [e["content"] for e in record["conversation"]] == [
@@ -193,7 +196,9 @@ def test_an_empty_message_twice_is_the_items_error_and_never_sent(bench: Bench) 
     bench.eval_file("talk", REFUND)
     result = bench.run("--models=fake")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*simulated user fake2: wrote an empty message (turn 2)*"])
+    result.stdout.fnmatch_lines(
+        ["*llmbench simulated user error: simulated user fake2: wrote an empty message (turn 2)*"]
+    )
     (record,) = bench.records()
     assert record["outcome"] == "error" and record["error_kind"] == "malformed"
     assert [e["content"] for e in record["conversation"]] == [

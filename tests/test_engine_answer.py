@@ -23,7 +23,7 @@ from engine_support import (
 from fakeserver import FakeLLMServer, Rule
 
 from pytest_llmbench.engine.conversation_calls import NOT_RUN_RESULT
-from pytest_llmbench.models.providers.completion import ProviderError
+from pytest_llmbench.models.item_errors import ProviderError
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ import pytest
 
 from pytest_llmbench.engine.optimizer import PromptOptimizer, Rewrite, rewrite_key
 from pytest_llmbench.engine.optimizer_store import LOG_FILE, RewriteStore, write_log
+from pytest_llmbench.models.item_errors import ProviderError
 from pytest_llmbench.models.profiles import ModelProfile
-from pytest_llmbench.models.providers.completion import Completion, ProviderError
+from pytest_llmbench.models.providers.completion import Completion
 
 OPTIMIZER = ModelProfile(name="local/smollm2", model="openai/smollm2", embedded=True)
 REMOTE_OPTIMIZER = ModelProfile(name="gpt", model="openai/gpt-4o-mini")

@@ -37,8 +37,9 @@ from pytest_llmbench.engine.ratelimit import (
     RateLimiter,
 )
 from pytest_llmbench.engine.request import Request
+from pytest_llmbench.models.item_errors import ProviderError
 from pytest_llmbench.models.profiles import ModelProfile, ProfileRegistry
-from pytest_llmbench.models.providers.completion import CallTarget, Completion, ProviderError
+from pytest_llmbench.models.providers.completion import CallTarget, Completion
 from pytest_llmbench.models.providers.openai_compatible import close_sessions
 
 T = TypeVar("T")

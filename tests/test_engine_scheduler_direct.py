@@ -23,8 +23,9 @@ from pytest_llmbench.engine.event_loop import Engine
 from pytest_llmbench.engine.plan import CallPlan
 from pytest_llmbench.engine.request import Answer
 from pytest_llmbench.engine.scheduler import CallScheduler
+from pytest_llmbench.models.item_errors import ProviderError
 from pytest_llmbench.models.profiles import ModelProfile, ProfileRegistry
-from pytest_llmbench.models.providers.completion import Completion, ProviderError
+from pytest_llmbench.models.providers.completion import Completion
 
 #: Long enough for the engine's thread to take any step, short of hanging a broken test.
 PATIENCE_S = 10.0

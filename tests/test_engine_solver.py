@@ -24,7 +24,8 @@ from pytest_llmbench.engine.solver import (
     run_solver,
     solver_completion,
 )
-from pytest_llmbench.models.providers.completion import Completion, ProviderError
+from pytest_llmbench.models.item_errors import ProviderError, SolverError
+from pytest_llmbench.models.providers.completion import Completion
 
 CASE = SolverCase(
     id="france",
@@ -236,8 +237,8 @@ def test_a_sync_solver_votes_with_blocking_calls(tmp_path: Path, solvers: Any) -
 # --- errors ----------------------------------------------------------------------------------
 
 
-def solver_error(tmp_path: Path, ref: str, engine: FakeEngine | None = None) -> ProviderError:
-    with pytest.raises(ProviderError) as info:
+def solver_error(tmp_path: Path, ref: str, engine: FakeEngine | None = None) -> SolverError:
+    with pytest.raises(SolverError) as info:
         solve(tmp_path, ref, engine or FakeEngine("Paris"))
     return info.value
 
@@ -351,7 +352,7 @@ def test_any_error_the_engine_raises_propagates_unchanged(tmp_path: Path, solver
 def test_a_solver_may_handle_a_failed_call_itself(tmp_path: Path, solvers: Any) -> None:
     module = solvers(
         """
-        from pytest_llmbench.models.providers.completion import ProviderError
+        from pytest_llmbench.models.item_errors import ProviderError
 
         async def solve(case, client):
             try:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import Bench, Rule
 
-from pytest_llmbench.fingerprint import CASE_HASH_CHARS, file_hash, git_info, source_info
+from pytest_llmbench.fingerprint import CASE_HASH_CHARS
+from pytest_llmbench.provenance import file_hash, git_info, source_info
 from pytest_llmbench.spec.load import load_spec
 
 CASE = """description: {description}
@@ -259,7 +260,7 @@ def test_a_merge_carries_the_shards_sources_and_refuses_other_files(
 
 
 def test_merged_source_and_its_differences() -> None:
-    from pytest_llmbench.fingerprint import merged_source, source_differences
+    from pytest_llmbench.provenance import merged_source, source_differences
 
     one = {"git": {"commit": "a" * 40, "dirty": False}, "files": {"x": "1", "y": "2"}}
     two = {"git": {"commit": "b" * 40, "dirty": True}, "files": {"y": "3", "z": "4"}}
@@ -291,12 +292,3 @@ def test_run_source_reads_the_files_the_plugin_gathered(
     read.write_text("cases: []\n")
     collected.paths.add(read)
     assert run_source(config)["files"] == {"x.eval.yaml": _sha(read)}
-
-
-def test_the_old_import_path_gives_the_same_functions() -> None:
-    from pytest_llmbench import fingerprint, provenance
-
-    names = ("file_hash", "git_info", "merged_source", "run_source", "source_differences")
-    assert [
-        name for name in names if getattr(fingerprint, name) is not getattr(provenance, name)
-    ] == []

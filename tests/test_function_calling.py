@@ -12,7 +12,7 @@ import pytest
 from conftest import Bench, Rule
 
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import EvalFileError, LoadedEval
+from pytest_llmbench.spec.resolved import EvalFileError, LoadedEval
 
 WEATHER = {
     "type": "function",

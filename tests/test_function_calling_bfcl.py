@@ -14,7 +14,7 @@ from conftest import Bench, Rule
 
 from pytest_llmbench.scoring.trajectory import ExpectedStep, args_match
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import EvalFileError, LoadedEval
+from pytest_llmbench.spec.resolved import EvalFileError, LoadedEval
 
 TRIANGLE = {
     "name": "calculate_triangle_area",

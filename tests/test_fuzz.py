@@ -20,7 +20,7 @@ from fuzzing import CORPUS, KEY_ENV, FuzzInput, inputs, pytest_args, write_input
 from pytest_llmbench.models.profile_files import load_profiles
 from pytest_llmbench.models.profiles import ProfileError
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import EvalFileError
+from pytest_llmbench.spec.resolved import EvalFileError
 
 SEED, COUNT = 20261124, 300
 #: Seconds one input may take before it counts as a hang.

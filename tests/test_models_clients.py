@@ -23,9 +23,10 @@ import pytest
 from conftest import FAKE_KEY, FAKE_KEY_ENV, REPO_ROOT, Bench, FakeLLMServer, Rule
 
 from pytest_llmbench.engine.targets import Targets
+from pytest_llmbench.models.item_errors import ProviderError
 from pytest_llmbench.models.profiles import ModelProfile
 from pytest_llmbench.models.providers import litellm_client, prices, routes, tokens
-from pytest_llmbench.models.providers.completion import CallTarget, ProviderError
+from pytest_llmbench.models.providers.completion import CallTarget
 from pytest_llmbench.models.providers.transport_retry import Timeouts
 
 #: Record fields that are measurements of time (or where a run put its files), not answers.

@@ -79,3 +79,20 @@ def test_a_run_without_pytest_html_writes_everything_else(bench: Bench) -> None:
     result.assert_outcomes(passed=2)
     assert len(bench.records()) == 2
     assert bench.out("report.html").is_file() and bench.out("leaderboard.csv").is_file()
+
+
+def test_whether_eval_files_were_collected_is_asked_of_the_run_not_of_loaded_modules(
+    bench: Bench,
+) -> None:
+    """One answer: the flag an eval file sets when it is collected, on the run's
+    own config; a plain run after an eval run in the same process is a plain run."""
+    from pytest_llmbench.engine import eval_files_collected
+
+    bench.eval_file("capitals", CAPITALS)
+    items, _ = bench.pytester.inline_genitems("--models=fake", "-p", "no:cacheprovider")
+    assert [item.name for item in items] == ["france[fake-r0]", "japan[fake-r0]"]
+    assert eval_files_collected(items[0].config)
+    bench.pytester.makepyfile(test_plain="def test_x():\n    pass\n")
+    items, _ = bench.pytester.inline_genitems("test_plain.py", "-p", "no:cacheprovider")
+    assert [item.name for item in items] == ["test_x"]
+    assert not eval_files_collected(items[0].config)

@@ -212,6 +212,7 @@ cases:
     )
     result = bench.run("--models=fake")
     result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*llmbench solver error: solver rag_app:no_context: returned no*"])
     (record,) = bench.records()
     assert record["error_kind"] == "solver"
     assert "returned no `context`" in record["error"] and "faithfulness" in record["error"]

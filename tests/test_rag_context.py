@@ -20,7 +20,7 @@ from conftest import Bench, Rule
 
 from pytest_llmbench.spec.context import ContextError, context_chunks, context_record
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import EvalFileError
+from pytest_llmbench.spec.resolved import EvalFileError
 
 # --- an empty retrieval: one verdict however it arrives ---------------------------------------
 

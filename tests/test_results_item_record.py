@@ -24,7 +24,7 @@ from fakeserver import FakeLLMServer, Rule
 
 from pytest_llmbench.engine.plan import CallPlan
 from pytest_llmbench.engine.request import Answer
-from pytest_llmbench.models.providers.completion import ProviderError
+from pytest_llmbench.models.item_errors import ProviderError
 from pytest_llmbench.results.item_record import eval_record
 from pytest_llmbench.results.state import EvalResult
 from pytest_llmbench.spec.schema import DEFAULT_STOP_MARKER
@@ -147,7 +147,7 @@ def test_a_conversation_cut_short_records_what_it_spent_and_no_response(
     with pytest.raises(ProviderError) as raised:
         answer_of(answerer(tmp_path, server.base_url), plan)
     error = raised.value
-    result = EvalResult(plan, conversation=error.partial, provider_error=error)
+    result = EvalResult(plan, conversation=error.partial, item_error=error)
     record = eval_record(result, "error", error.message, root=tmp_path, worker="master")
     assert record["response"] is None and record["input_tokens"]
     assert [entry["content"] for entry in record["conversation"]][:2] == ["Hi there", "fine"]

@@ -9,22 +9,22 @@ from typing import Any
 import pytest
 from conftest import Bench, Rule
 
+from pytest_llmbench.agent.limits import SandboxLimits
 from pytest_llmbench.agent.loop import AgentRun, ToolCall
-from pytest_llmbench.agent.sandbox import CommandResult, Sandbox, SandboxLimits
+from pytest_llmbench.agent.process import CommandResult
+from pytest_llmbench.agent.sandbox import Sandbox
 from pytest_llmbench.models.providers.completion import Usage
-from pytest_llmbench.scoring.agent import (
+from pytest_llmbench.scoring.agent import AgentOutcome, SandboxFailure, evaluate_agent
+from pytest_llmbench.scoring.agent_parse import (
     AGENT_KEYS,
     AGENT_TYPES,
     AgentCheck,
-    AgentOutcome,
-    SandboxFailure,
-    evaluate_agent,
     parse_agent_assertion,
 )
 from pytest_llmbench.scoring.assertions import AssertionSpecError, Verdict, parse_assertion
 from pytest_llmbench.scoring.trajectory import ExpectedStep
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import EvalFileError
+from pytest_llmbench.spec.resolved import EvalFileError
 
 #: The calls of the hand-made run: (name, arguments), one per turn; turn 5 is the answer.
 CALLS: list[tuple[str, dict[str, Any]]] = [

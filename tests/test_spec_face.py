@@ -9,7 +9,6 @@ import sys
 import pytest
 
 import pytest_llmbench.spec as spec
-from pytest_llmbench.spec import resolved
 
 
 @pytest.mark.parametrize("name", spec.__all__)
@@ -27,23 +26,6 @@ def test_the_face_lists_each_name_once() -> None:
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'EvalSpecs'"):
         spec.EvalSpecs  # noqa: B018 - the lookup is what is tested
-
-
-@pytest.mark.parametrize(
-    "name",
-    ["EvalCase", "EvalFileError", "LoadedEval", "AgentSpec", "McpServer", "Turn",
-     "SimulatedUser", "ScoredOptions", "suite_name", "EVAL_SUFFIX", "MCP_TOOL"],
-)  # fmt: skip
-def test_the_resolved_values_are_still_importable_from_the_schema(name: str) -> None:
-    schema = importlib.import_module("pytest_llmbench.spec.schema")
-    assert getattr(schema, name) is getattr(resolved, name)
-
-
-def test_workdir_path_is_still_importable_from_the_schema() -> None:
-    from pytest_llmbench.spec.paths import workdir_path
-    from pytest_llmbench.spec.schema import workdir_path as old
-
-    assert old is workdir_path
 
 
 def test_the_face_and_the_validate_command_import_no_pydantic() -> None:

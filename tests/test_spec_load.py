@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import EvalCase, EvalFileError, LoadedEval
+from pytest_llmbench.spec.resolved import EvalCase, EvalFileError, LoadedEval
 from pytest_llmbench.spec.templating import render_template
 
 DATASETS_360 = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "360-eval"

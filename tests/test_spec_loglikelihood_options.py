@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import EvalFileError
+from pytest_llmbench.spec.resolved import EvalFileError
 
 
 def load(tmp_path: Path, text: str, **files: str) -> list:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import EvalFileError, LoadedEval
+from pytest_llmbench.spec.resolved import EvalFileError, LoadedEval
 
 REFUND = """\
 system: You are the support agent of ACME.

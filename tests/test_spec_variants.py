@@ -12,7 +12,7 @@ import pytest
 from conftest import Bench, Rule
 
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import EvalCase
+from pytest_llmbench.spec.resolved import EvalCase
 from pytest_llmbench.spec.variants import PromptVariantWarning, Variant, temperature_variations
 
 PROMPTS = """\

@@ -14,7 +14,7 @@ import pytest
 from pytest_llmbench.models.profile_files import load_profiles
 from pytest_llmbench.models.profiles import ProfileError
 from pytest_llmbench.spec.load import load_spec
-from pytest_llmbench.spec.schema import EvalFileError
+from pytest_llmbench.spec.resolved import EvalFileError
 from pytest_llmbench.yamlguard import (
     MAX_ALIAS_VALUES,
     MAX_DEPTH,

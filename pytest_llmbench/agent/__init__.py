@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 from .. import face_attribute
 
 if TYPE_CHECKING:
+    from .limits import SandboxLimits
     from .loop import AgentRun, AsyncToolboxLike, ToolboxLike, ToolCall, run_agent
     from .mcp import open_mcp_tools
     from .mcp_pool import McpPool
     from .post import PostProcessError, run_post_process
     from .process import CommandResult
-    from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable, fallback_notice
+    from .sandbox import Sandbox, SandboxUnavailable, fallback_notice
     from .shim import (
         calls_reply_text,
         calls_response_format,
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
         shim_tool_result,
         with_shim_prompt,
     )
-    from .tools import Toolbox, ToolError, resolve_inside
+    from .tools import Toolbox, ToolRefusal, resolve_inside
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
@@ -49,7 +50,7 @@ _FACE: dict[str, str] = {
     "run_post_process": "post",
     "CommandResult": "process",
     "Sandbox": "sandbox",
-    "SandboxLimits": "sandbox",
+    "SandboxLimits": "limits",
     "SandboxUnavailable": "sandbox",
     "fallback_notice": "sandbox",
     "calls_reply_text": "shim",
@@ -57,7 +58,7 @@ _FACE: dict[str, str] = {
     "parse_calls_reply": "shim",
     "shim_tool_result": "shim",
     "with_shim_prompt": "shim",
-    "ToolError": "tools",
+    "ToolRefusal": "tools",
     "Toolbox": "tools",
     "resolve_inside": "tools",
 }
@@ -72,7 +73,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxUnavailable",
     "ToolCall",
-    "ToolError",
+    "ToolRefusal",
     "Toolbox",
     "ToolboxLike",
     "calls_reply_text",

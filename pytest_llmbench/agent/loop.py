@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..models import Completion, ProviderError, Usage
+from ..models import Completion, ItemError, Usage
 from .shim import (
     interpreter_messages,
     is_protocol_reply,
@@ -70,7 +70,7 @@ class AsyncToolboxLike(Protocol):
 
     async def acall(self, name: str, arguments: Mapping[str, Any]) -> str:
         """Run one tool; a tool's failure is ``"error: ..."`` text, a source's failure (a
-        server gone) a :class:`ProviderError`."""
+        server gone) a :class:`~..models.ToolError`."""
         ...
 
     def recorded_name(self, name: str) -> str:
@@ -187,7 +187,7 @@ async def run_agent(
     tool_names: Sequence[str],
     interpret: CompleteFn | None = None,
 ) -> AgentRun:
-    """Run the loop; a :class:`ProviderError` from ``complete`` propagates (the item errors).
+    """Run the loop; an item error from ``complete`` propagates (the item errors).
 
     The time limit also bounds a model call in flight (it is cancelled); the token limit is
     checked between turns, since a call's tokens are known only once it is done. In shim mode,
@@ -212,7 +212,7 @@ async def run_agent(
             started=started, max_turns=max_turns, limit_seconds=limit_seconds,
             limit_tokens=limit_tokens, shim=shim, tool_names=tool_names, interpret=interpret,
         )  # fmt: skip
-    except ProviderError as exc:
+    except ItemError as exc:
         # The item errors, but what it did up to there was done (and paid for): kept.
         exc.partial = _run("", "error", calls, transcript, totals, shim)
         exc.retries += totals.retries

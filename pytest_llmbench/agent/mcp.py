@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..models import ProviderError
+from ..models import ItemError
 from ..redact import Redactor
 from .mcp_io import DiskWatch
 from .mcp_launch import McpServer, McpServerError
@@ -194,7 +194,7 @@ async def open_mcp_tools(
     at once; without it, every server is the item's own.
 
     The SDK's task groups wrap what fails inside them in exception groups: a
-    :class:`ProviderError` among them (a server's, or the model's) comes out alone, and any
+    :class:`~..models.ItemError` among them (a server's, or the model's) comes out alone, and any
     other failure while a server starts (a refused connection, say) is that server's
     :class:`McpServerError`.
     """
@@ -219,10 +219,10 @@ class _Progress:
 
 
 def _item_error(error: Exception, progress: _Progress) -> BaseException:
-    """What ``error`` is for the item: the :class:`ProviderError` in it, a failure of the server
+    """What ``error`` is for the item: the :class:`~..models.ItemError` in it, a failure of the server
     being started as its :class:`McpServerError`, else ``error`` itself."""
-    found = _provider_error(error)
-    if isinstance(found, ProviderError) or progress.opening is None:
+    found = _inner_item_error(error)
+    if isinstance(found, ItemError) or progress.opening is None:
         return found
     cause = f"{type(found).__name__}: {found}"
     said = f"MCP server {progress.opening!r} did not start: {cause}"
@@ -238,7 +238,7 @@ def start_failure(
     error: Exception, server: str, secrets: Sequence[tuple[str, str]]
 ) -> BaseException:
     """What ``error``, raised while ``server`` started, is for the items that use it: an
-    :class:`McpServerError` (its message redacted), or the :class:`ProviderError` in it."""
+    :class:`McpServerError` (its message redacted), or the item error in it."""
     progress = _Progress()
     progress.opening, progress.secrets = server, list(secrets)
     found = _item_error(error, progress)
@@ -247,13 +247,13 @@ def start_failure(
     return found
 
 
-def _provider_error(error: BaseException) -> BaseException:
-    """``error``, or the first :class:`ProviderError` inside it when it is an exception group
+def _inner_item_error(error: BaseException) -> BaseException:
+    """``error``, or the first item error inside it when it is an exception group
     (``exceptiongroup``'s on Python 3.10 too: read by its ``exceptions``); else the first
     exception the group holds."""
     inner = list(getattr(error, "exceptions", ()))
-    found = [_provider_error(exc) for exc in inner]
-    errors = [exc for exc in found if isinstance(exc, ProviderError)]
+    found = [_inner_item_error(exc) for exc in inner]
+    errors = [exc for exc in found if isinstance(exc, ItemError)]
     return errors[0] if errors else (found[0] if found else error)
 
 

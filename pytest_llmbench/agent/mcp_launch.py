@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..models import ProviderError
+from ..models import ToolError
 from .limits import prlimit_argv, protect_this_process
 from .mcp_io import HttpStatus, StderrTail, quiet_parse_errors
 from .programs import Program, ProgramNotVisible, locate
@@ -61,11 +61,11 @@ class McpServer(Protocol):
     def shared(self) -> bool: ...  # one session per process (agent.mcp_pool)
 
 
-class McpServerError(ProviderError):
+class McpServerError(ToolError):
     """A server that could not serve the item: the item's error, of kind ``tool``."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, "tool")
+        super().__init__(message)
 
 
 def resolve(template: str, server: str, where: str, secrets: list[tuple[str, str]]) -> str:

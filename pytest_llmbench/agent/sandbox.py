@@ -27,51 +27,28 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .bwrap import (
-    ETC_ENTRIES,
-    INSTALL_BWRAP,
-    NETWORK_ETC,
-    SYSTEM_DIRS,
     View,
     bwrap_argv,
-    bwrap_path,
     bwrap_problem,
-    shown_folders,
-    system_view,
 )
 from .limits import (
-    SERVER_ADDRESS_SPACE_FACTOR,
     SandboxLimits,
     child_setup,
     disk_overrun,
     protect_this_process,
     rlimits,
 )
-from .process import CommandResult, command_slot, not_run, run_captured, set_max_concurrent
+from .process import CommandResult, command_slot, not_run, run_captured
 from .process_cap import PidsCgroup, pids_cgroup_parent
 
-# The names other modules import from here, which now live beside it.
+# What other modules import from here.
 __all__ = [
     "CLEAN_PATH",
-    "ETC_ENTRIES",
     "FALLBACK_NOTICE",
-    "INSTALL_BWRAP",
     "MODES",
-    "NETWORK_ETC",
-    "SERVER_ADDRESS_SPACE_FACTOR",
-    "SYSTEM_DIRS",
-    "CommandResult",
     "Sandbox",
-    "SandboxLimits",
     "SandboxUnavailable",
-    "View",
-    "bwrap_path",
-    "bwrap_problem",
-    "disk_overrun",
     "fallback_notice",
-    "protect_this_process",
-    "set_max_concurrent",
-    "shown_folders",
-    "system_view",
 ]
 
 #: The PATH commands see; nothing of the caller's own PATH leaks in.

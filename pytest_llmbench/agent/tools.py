@@ -28,7 +28,7 @@ ERROR_PREFIX = "error: "
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
-class ToolError(Exception):
+class ToolRefusal(Exception):
     """A refusal the model sees as the tool's result: the message says what went wrong."""
 
 
@@ -58,19 +58,19 @@ class CustomTool:
 
 
 def resolve_inside(workdir: Path, raw: str) -> Path:
-    """The path ``raw`` names inside ``workdir``, symlinks resolved; ToolError if it leaves."""
+    """The path ``raw`` names inside ``workdir``, symlinks resolved; ToolRefusal if it leaves."""
     if not isinstance(raw, str) or not raw.strip():
-        raise ToolError("the path is empty: name a file inside the workdir, e.g. 'notes.txt'")
+        raise ToolRefusal("the path is empty: name a file inside the workdir, e.g. 'notes.txt'")
     if "\x00" in raw:
-        raise ToolError(f"path {raw!r} contains a NUL byte")
+        raise ToolRefusal(f"path {raw!r} contains a NUL byte")
     if PurePosixPath(raw).is_absolute():
-        raise ToolError(f"path {raw!r} is absolute: tools only reach files inside the workdir")
+        raise ToolRefusal(f"path {raw!r} is absolute: tools only reach files inside the workdir")
     root = workdir.resolve()
     if not Path(os.path.normpath(root / raw)).is_relative_to(root):
-        raise ToolError(f"path {raw!r} leads out of the workdir through '..'")
+        raise ToolRefusal(f"path {raw!r} leads out of the workdir through '..'")
     resolved = (root / raw).resolve()
     if not resolved.is_relative_to(root):
-        raise ToolError(f"path {raw!r} goes through a symlink that points outside the workdir")
+        raise ToolRefusal(f"path {raw!r} goes through a symlink that points outside the workdir")
     return resolved
 
 
@@ -81,9 +81,9 @@ def read_file(workdir: Path, path: str) -> str:
     """The text of a file in the workdir (the first 200 kB; invalid UTF-8 replaced)."""
     target = resolve_inside(workdir, path)
     if target.is_dir():
-        raise ToolError(f"{path!r} is a directory: use list_dir")
+        raise ToolRefusal(f"{path!r} is a directory: use list_dir")
     if not target.is_file():
-        raise ToolError(f"no such file: {path!r}")
+        raise ToolRefusal(f"no such file: {path!r}")
     with target.open("rb") as file:
         data = file.read(READ_CAP_BYTES + 1)
     text = data[:READ_CAP_BYTES].decode("utf-8", errors="replace")
@@ -97,12 +97,14 @@ def write_file(workdir: Path, path: str, content: str) -> str:
     """Create or replace a file in the workdir, with its parent directories."""
     data = content.encode("utf-8")
     if len(data) > WRITE_CAP_BYTES:
-        raise ToolError(f"content is {len(data)} bytes; write_file takes at most {WRITE_CAP_BYTES}")
+        raise ToolRefusal(
+            f"content is {len(data)} bytes; write_file takes at most {WRITE_CAP_BYTES}"
+        )
     target = resolve_inside(workdir, path)
     if Path(os.path.normpath(workdir.resolve() / path)).is_symlink():
-        raise ToolError(f"{path!r} is a symlink: write_file does not write through symlinks")
+        raise ToolRefusal(f"{path!r} is a symlink: write_file does not write through symlinks")
     if target.is_dir():
-        raise ToolError(f"{path!r} is a directory")
+        raise ToolRefusal(f"{path!r} is a directory")
     target.parent.mkdir(parents=True, exist_ok=True)
     # O_NOFOLLOW: a symlink planted after the check above is refused, not followed
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
@@ -115,7 +117,7 @@ def list_dir(workdir: Path, path: str = ".") -> str:
     """The entries of a workdir directory, sorted, one a line; directories end with '/'."""
     target = resolve_inside(workdir, path)
     if not target.is_dir():
-        raise ToolError(f"no such directory: {path!r}")
+        raise ToolRefusal(f"no such directory: {path!r}")
     entries = sorted(target.iterdir(), key=lambda entry: entry.name)
     names = [e.name + ("/" if e.is_dir() and not e.is_symlink() else "") for e in entries]
     if not names:
@@ -297,14 +299,14 @@ class Toolbox:
         """Run a tool call; every refusal or failure is a result starting with "error: "."""
         try:
             return self._call(name, arguments)
-        except ToolError as exc:
+        except ToolRefusal as exc:
             return f"{ERROR_PREFIX}{exc}"
         except Exception as exc:  # a tool's failure is the model's to read, never the loop's
             return f"{ERROR_PREFIX}{type(exc).__name__}: {exc}"
 
     def _call(self, name: str, arguments: Mapping[str, Any] | str) -> str:
         if name not in self._specs:
-            raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(self._specs)}")
+            raise ToolRefusal(f"unknown tool {name!r}; the tools are {', '.join(self._specs)}")
         args = _parse_arguments(arguments)
         _check_arguments(self._specs[name], args)
         return self._runners[name](args)
@@ -319,9 +321,9 @@ def _parse_arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as exc:
-            raise ToolError(f"the arguments are not valid JSON ({exc})") from None
+            raise ToolRefusal(f"the arguments are not valid JSON ({exc})") from None
     if not isinstance(arguments, Mapping):
-        raise ToolError("the arguments must be a JSON object of named arguments")
+        raise ToolRefusal("the arguments must be a JSON object of named arguments")
     return arguments
 
 
@@ -329,13 +331,13 @@ def _check_arguments(spec: ToolSpec, args: Mapping[str, Any]) -> None:
     properties: dict[str, Any] = spec.parameters.get("properties", {})
     for key in args:
         if key not in properties:
-            raise ToolError(f"{spec.name} got an unexpected argument {key!r}")
+            raise ToolRefusal(f"{spec.name} got an unexpected argument {key!r}")
     for key in spec.parameters.get("required", []):
         if key not in args:
-            raise ToolError(f"{spec.name} is missing the required argument {key!r}")
+            raise ToolRefusal(f"{spec.name} is missing the required argument {key!r}")
     for key, value in args.items():
         if not _has_type(value, properties[key].get("type")):
-            raise ToolError(f"{spec.name}: argument {key!r} must be a {properties[key]['type']}")
+            raise ToolRefusal(f"{spec.name}: argument {key!r} must be a {properties[key]['type']}")
 
 
 def _has_type(value: Any, kind: str | None) -> bool:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .kinds.agent_kind import SandboxWarning
     from .kinds.case_kind import call_measures
     from .kinds.talk import conversation_entries, conversation_entry
-    from .lifetime import RUNTIME_KEY, get_runtime, shutdown
+    from .lifetime import EVAL_FILES_KEY, RUNTIME_KEY, eval_files_collected, get_runtime, shutdown
     from .optimizer import store_path, write_log
     from .pacing import BudgetExceeded
     from .plan import DESELECTED_KEY, PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
@@ -88,7 +88,9 @@ _FACE: dict[str, str] = {
     "Answer": "request",
     "ConversationRun": "request",
     "Reply": "request",
+    "EVAL_FILES_KEY": "lifetime",
     "RUNTIME_KEY": "lifetime",
+    "eval_files_collected": "lifetime",
     "Runtime": "runtime",
     "get_runtime": "lifetime",
     "shutdown": "lifetime",
@@ -106,6 +108,7 @@ _FACE: dict[str, str] = {
 
 __all__ = [
     "DESELECTED_KEY",
+    "EVAL_FILES_KEY",
     "PLANS_KEY",
     "RUNTIME_KEY",
     "Answer",
@@ -138,6 +141,7 @@ __all__ = [
     "conversation_entries",
     "conversation_entry",
     "dist_mode",
+    "eval_files_collected",
     "get_runtime",
     "is_contestant",
     "kind_of",

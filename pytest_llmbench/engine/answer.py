@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..models import Completion, ProviderError
+from ..models import Completion, ItemError, ProviderError
 from .conversation_calls import Progress, grade_turns
 from .grading import HelperCalls, HelperTargets, grade
 from .kinds import CaseKind, KindCall, kind_of
@@ -127,7 +127,7 @@ class Answerer:
         try:
             return await answering()
         except BaseException as exc:
-            why = exc.message if isinstance(exc, ProviderError) else type(exc).__name__
+            why = exc.message if isinstance(exc, ItemError) else type(exc).__name__
             await self._helpers.contests.withdraw(plan.nodeid, why)
             raise
 
@@ -178,11 +178,11 @@ class Answerer:
         )
         return self._pacer.paced(request)
 
-    def _helper_target(self, judge: ModelProfile) -> CallTarget | ProviderError:
+    def _helper_target(self, judge: ModelProfile) -> CallTarget | ItemError:
         """A judge's target, or why it cannot be called: that judge alone is then excluded."""
         try:
             return self._resolve(judge)
-        except ProviderError as exc:
+        except ItemError as exc:
             return exc
         except Exception as exc:  # an embedded server that will not start, say
             return ProviderError(f"{judge.name}: {type(exc).__name__}: {exc}", "provider")
@@ -261,7 +261,7 @@ class Answerer:
 
         async def complete(messages: list[dict[str, str]], params: dict[str, Any]) -> Completion:
             request = self._helpers.request(plan, optimizer, targets, messages, params)
-            if not isinstance(request, ProviderError):
+            if not isinstance(request, ItemError):
                 # One rewrite per prompt and model, whichever repeat asks first.
                 nodeid = f"{plan.nodeid} (optimizer {optimizer.name})"
                 request = dataclasses.replace(request, repeat=0, nodeid=nodeid)

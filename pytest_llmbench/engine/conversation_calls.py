@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..models import Completion, ProviderError
+from ..models import Completion, ItemError
 from .grading import grade
 from .pacing import BudgetExceeded
 from .request import ConversationRun, Reply
@@ -71,7 +71,7 @@ async def converse(
     optimizer's rewrite when the item has them); the turns after it are appended in order,
     each reply as ``said`` puts it in the history (:func:`reply_messages` when not given;
     :func:`shim_reply_messages` when the tools go through the tool shim).
-    A :class:`ProviderError` carries the conversation so far as ``partial``; the budget running
+    An item error carries the conversation so far as ``partial``; the budget running
     out is a :class:`ConversationCut`. ``progress`` follows the conversation as it runs.
     """
     first = next(index for index, turn in enumerate(turns) if turn.answered)
@@ -92,7 +92,7 @@ async def converse(
             completion = await complete(sent, index)
             replies.append(Reply(index, sent, completion))
             history.extend((said or reply_messages)(completion, index))
-    except ProviderError as exc:
+    except ItemError as exc:
         progress.reached = index
         raise cut_short(exc, progress) from None
     except BudgetExceeded as exc:
@@ -142,7 +142,7 @@ def shim_reply_messages(completion: Completion, turn: int) -> list[dict[str, Any
     return [{"role": "assistant", "content": text}, *results]
 
 
-def cut_short(error: ProviderError | BudgetExceeded, progress: Progress) -> Exception:
+def cut_short(error: ItemError | BudgetExceeded, progress: Progress) -> Exception:
     """The error that ends a conversation, carrying what was said before it: a provider error
     with its ``partial`` (and the retries of every call), or a :class:`ConversationCut`."""
     partial = progress.so_far()

@@ -2,8 +2,9 @@
 
 Input tokens are counted from the rendered prompts as litellm counts them (without importing it:
 :mod:`..models.providers.tokens`); output tokens are
-the case's ``expected_output_tokens``, else its ``max_tokens``, else a default (a log-likelihood
-item: one call per option, its context and option in, one token out). Prices come
+the case's ``expected_output_tokens``, else its ``max_tokens``, else a default. What calls an
+item makes is its case kind's to say (:meth:`~.kinds.CaseKind.estimated_tokens`: a
+conversation's per turn, a log-likelihood item's per option). Prices come
 from the profile, else litellm's price map; a model with neither shows no estimate.
 """
 
@@ -33,6 +34,7 @@ def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
     """One estimate per model, in the order models first appear."""
     from ..models import CallTarget, prompt_tokens
     from ..models import cost_usd as price
+    from .kinds import kind_of
 
     def count_prompt_tokens(model_id: str, messages: Any) -> int:
         return prompt_tokens(model_id, messages) or 0
@@ -40,7 +42,7 @@ def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
     totals: dict[str, list[Any]] = {}
     for plan in plans:
         model = plan.model
-        tokens_in, tokens_out = _tokens(plan, count_prompt_tokens)
+        tokens_in, tokens_out = kind_of(plan).estimated_tokens(plan, count_prompt_tokens)
         cost = model.cost_per_1k
         target = CallTarget(
             name=model.name,
@@ -55,21 +57,6 @@ def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
         entry[2] += tokens_out
         entry[3] = None if call_cost is None or entry[3] is None else entry[3] + call_cost
     return [ModelEstimate(name, *values) for name, values in totals.items()]
-
-
-def _tokens(plan: CallPlan, count: Any) -> tuple[int, int]:
-    """Input and output tokens of the plan's calls: one answer, a conversation's answer per
-    turn, or a log-likelihood item's call per option (its context and option in, one token
-    out)."""
-    scored = plan.case.loglikelihood
-    if plan.case.simulated_user is not None:
-        return _simulated_tokens(plan, count)
-    if plan.case.turns:
-        return _conversation_tokens(plan, count)
-    if scored is None:
-        return count(plan.model.model, plan.case.messages), plan.answer_token_budget
-    texts = [[{"role": "user", "content": context + option}] for context, option in scored.pairs]
-    return sum(count(plan.model.model, text) for text in texts), len(scored.pairs)
 
 
 def format_estimates(estimates: Sequence[ModelEstimate]) -> list[str]:
@@ -107,34 +94,3 @@ class CostEstimator:
             terminalreporter.write_sep("=", "llmbench cost estimate")
             for line in self.lines:
                 terminalreporter.write_line(line)
-
-
-def _conversation_tokens(plan: CallPlan, count: Any) -> tuple[int, int]:
-    """A conversation's calls: each reads the history so far (the model's earlier replies
-    taken at the answer budget) and answers within the budget."""
-    turns, budget = plan.case.turns, plan.answer_token_budget
-    first = next(index for index, turn in enumerate(turns) if turn.answered)
-    history = list(plan.case.messages)
-    tokens_in = replies = 0
-    for index in range(first, len(turns)):
-        if index > first:
-            history.append({"role": turns[index].role, "content": turns[index].content})
-        if turns[index].answered:
-            tokens_in += count(plan.model.model, history) + replies * budget
-            replies += 1
-    return tokens_in, replies * budget
-
-
-def _simulated_tokens(plan: CallPlan, count: Any) -> tuple[int, int]:
-    """A simulated user's conversation at its longest: ``max_turns`` calls, each reading the
-    system prompt and the history so far, every message not yet written (the simulated user's
-    and the model's) taken at the answer budget, a ``first_message`` as written."""
-    user, budget = plan.case.simulated_user, plan.answer_token_budget
-    assert user is not None
-    base = count(plan.model.model, plan.case.messages) if plan.case.messages else 0
-    first = user.first_message
-    opening = count(plan.model.model, [{"role": "user", "content": first}]) if first else budget
-    tokens_in = 0
-    for calls in range(user.max_turns):  # call k reads k replies and k + 1 user messages
-        tokens_in += base + opening + calls * budget * 2
-    return tokens_in, user.max_turns * budget

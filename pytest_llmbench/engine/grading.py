@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..models import Completion, ProviderError
+from ..models import Completion, ItemError
 from .pacing import BudgetExceeded
 from .request import Request, estimate_tokens
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .ratelimit import ProcessSlot
 
 #: Each helper model's target, or why it cannot be called.
-HelperTargets = dict[str, "CallTarget | ProviderError"]
+HelperTargets = dict[str, "CallTarget | ItemError"]
 
 
 class HelperCalls:
@@ -96,10 +96,10 @@ class HelperCalls:
         messages: Sequence[dict[str, str]],
         params: dict[str, Any],
         embed: bool = False,
-    ) -> Request | ProviderError:
+    ) -> Request | ItemError:
         """A judge's (or an embedding model's) call, on that model's own lane."""
         target = targets[judge.name]
-        if isinstance(target, ProviderError):
+        if isinstance(target, ItemError):
             return target
         return Request(
             target=target,
@@ -116,15 +116,15 @@ class HelperCalls:
             embed=embed,
         )
 
-    async def call(self, request: Request | ProviderError) -> Completion:
+    async def call(self, request: Request | ItemError) -> Completion:
         """A helper's call; a judge that cannot be called, or the budget running out, is that
         judge's error (it is excluded), not the item's: the answer was paid for already."""
-        if isinstance(request, ProviderError):
+        if isinstance(request, ItemError):
             raise request
         try:
             return await self._pacer.paced(request)
         except BudgetExceeded as exc:
-            raise ProviderError(f"{request.model_name}: not called: {exc}", "budget") from None
+            raise ItemError(f"{request.model_name}: not called: {exc}", "budget") from None
 
 
 async def grade(

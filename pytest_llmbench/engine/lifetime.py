@@ -1,4 +1,6 @@
-"""A process's runtime over its life: made on first use, found in the stash, closed at the end.
+"""A process's runtime over its life: made on first use, found in the stash, closed at the end;
+and whether this process collected an eval file (:func:`eval_files_collected`), the one answer
+to "does this run have eval items?" that the plugin's hooks ask before loading the engine.
 
 Kept apart from :mod:`.runtime`, which imports the engine's loop, the call targets and the
 redactor at its top: the plugin asks at every item's report whether this process has a runtime
@@ -20,6 +22,15 @@ if TYPE_CHECKING:
 
 #: This process's runtime; absent until :func:`get_runtime` first made it.
 RUNTIME_KEY: pytest.StashKey[Runtime] = pytest.StashKey()
+
+#: Set when this process collects its first eval file (:meth:`.collect.EvalFile.collect`).
+EVAL_FILES_KEY = pytest.StashKey[bool]()
+
+
+def eval_files_collected(config: pytest.Config) -> bool:
+    """Whether this process collected an eval file: until then (and in a run without one) no
+    module of the engine, the items or the collector is loaded, and none needs to be."""
+    return config.stash.get(EVAL_FILES_KEY, False)
 
 
 def get_runtime(config: pytest.Config) -> Runtime:

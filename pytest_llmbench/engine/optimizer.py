@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..judging import load_object
-from ..models import Completion, ProviderError
+from ..models import Completion, ItemError
 from ..spec import TEMPLATE_VAR
 from .cache import digest
 from .optimizer_store import Outcome, RewriteStore, store_path, write_log
@@ -342,7 +342,7 @@ class PromptOptimizer:
         params = optimizer_params(self.optimizer, original)
         try:
             completion = await complete(messages, params)
-        except ProviderError as exc:
+        except ItemError as exc:
             return Outcome("failed", original.messages, f"optimizer call failed: {exc.message}")
         status, rewrite, reason = judge_reply(original, completion.text)
         usage = {

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..models import Completion, ProviderError
+from ..models import Completion, ItemError
 from .ratelimit import AdaptiveConcurrency, ModelLane, ProcessSlot, RateLimiter
 from .sharing import Settled, SingleFlight, Takers, as_hit
 from .streaming import digest
@@ -300,7 +300,7 @@ class CallPacer:
             return request
         try:
             key, hit = self._lookup(self._redacted(request))
-        except ProviderError:
+        except ItemError:
             return request  # a replay that misses: the engine's call raises it, as ever
         if hit is not None:
             return hit
@@ -330,7 +330,7 @@ class CallPacer:
             if stale is None:
                 found = f"no cached answer for {request.nodeid}"
             message = f"{found} ({flag} makes no calls)"
-            raise ProviderError(f"{request.model_name}: {message}", "cache_miss")
+            raise ItemError(f"{request.model_name}: {message}", "cache_miss")
         return key, None  # a miss, or stale: called again and stored anew
 
     def _kept(self, key: str, entry: CacheEntry, asker: str) -> bool:

@@ -12,11 +12,12 @@ that collected eval items.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from .lifetime import eval_files_collected
 
 if TYPE_CHECKING:
     from .plan import CallPlan
@@ -44,8 +45,8 @@ class Prefetcher:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Read this process's plans, in run order."""
         self._session = session
-        if f"{__package__}.plan" not in sys.modules:
-            return  # no eval file was collected: no plans were stashed under the plans' key
+        if not eval_files_collected(self.config):
+            return  # no plans were stashed under the plans' key
         from .plan import PLANS_KEY, CollectedPlans
 
         collected = self.config.stash.get(PLANS_KEY, CollectedPlans())

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..models import Completion, ProviderError, total_usage
+from ..models import Completion, ItemError, total_usage
 from .plan import DEFAULT_OUTPUT_TOKENS
 
 if TYPE_CHECKING:
@@ -125,11 +125,11 @@ def with_images(plan: CallPlan, messages: Sequence[dict[str, Any]]) -> Sequence[
     from ..spec import ImageError, attach_images, unsupported_message, vision_support
 
     if vision_support(plan.model) is False:
-        raise ProviderError(unsupported_message(plan.model), "unsupported")
+        raise ItemError(unsupported_message(plan.model), "unsupported")
     try:
         return attach_images(messages, plan.case.images)
     except ImageError as exc:  # the file went away since collection
-        raise ProviderError(f"{plan.model.name}: {exc}", "config") from None
+        raise ItemError(f"{plan.model.name}: {exc}", "config") from None
 
 
 def optimized_messages(plan: CallPlan, rewrite: Rewrite) -> tuple[dict[str, Any], ...]:

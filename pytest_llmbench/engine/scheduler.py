@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, KeysView, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..models import ProviderError
+from ..models import ItemError, SandboxError
 from .pacing import lookahead, refill
 from .request import Answer
 from .streaming import StreamSample
@@ -133,7 +133,7 @@ class CallScheduler:
         try:
             return self._prepare_workdir(plan)
         except OSError as exc:
-            return ProviderError(f"{plan.model.name}: its workdir cannot be made: {exc}", "sandbox")
+            return SandboxError(f"{plan.model.name}: its workdir cannot be made: {exc}")
 
     def take(self, plan: CallPlan, workdir: Path | None = None) -> Answer:
         """Wait for ``plan``'s answer (starting it now, in ``workdir``, if it was not
@@ -217,7 +217,7 @@ class CallScheduler:
             except Exception as exc:  # a missing key, a server that will not start: setup says
                 futures.append(_settled(exception=exc))
                 if self._answerer.contestants(plan.nodeid):
-                    why = exc.message if isinstance(exc, ProviderError) else type(exc).__name__
+                    why = exc.message if isinstance(exc, ItemError) else type(exc).__name__
                     self._engine.submit(self._answerer.withdraw(plan.nodeid, why))
                 continue
             if isinstance(answer, Answer):  # from the response cache, on this thread

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..models import Completion, ProviderError
+from ..models import Completion, ItemError, UserSimError
 from ..spec import Turn
 from .conversation_calls import CompleteTurn, Progress, cut_short, reply_messages
 from .grading import said_messages
@@ -98,7 +98,7 @@ async def simulate(
         for index in range(user.max_turns):
             try:
                 text = await _user_line(ask, user, history, index, progress)
-            except ProviderError as exc:
+            except ItemError as exc:
                 raise user_error(exc, name) from None
             if text is None:
                 stopped = "goal"
@@ -113,7 +113,7 @@ async def simulate(
             if failed is not None and failed(text, completion):
                 stopped = "failed"
                 break
-    except (ProviderError, BudgetExceeded) as exc:
+    except (ItemError, BudgetExceeded) as exc:
         raise cut_short(exc, progress) from None
     run = progress.so_far()
     return ConversationRun(run.replies, run.reached, run.turns, stopped, run.user_calls)
@@ -141,7 +141,7 @@ async def _user_line(
         if line != "":
             return line
         view = [*view, *_empty_retry(user)]
-    raise ProviderError(f"wrote an empty message (turn {index + 1})", "malformed")
+    raise UserSimError(f"wrote an empty message (turn {index + 1})", "malformed")
 
 
 def _read_line(user: SimulatedUser, text: str, index: int) -> str | None:
@@ -164,9 +164,9 @@ def _empty_retry(user: SimulatedUser) -> list[dict[str, str]]:
     return [{"role": "assistant", "content": EMPTY_MESSAGE}, {"role": "user", "content": again}]
 
 
-def user_error(error: ProviderError, name: str) -> ProviderError:
+def user_error(error: ItemError, name: str) -> ItemError:
     """A simulated user's error, said as one: the item's error, not the model's failure."""
-    said = ProviderError(f"simulated user {name}: {error.message}", error.kind, error.retries)
+    said = UserSimError(f"simulated user {name}: {error.message}", error.kind, error.retries)
     said.rate_limit_wait_s = error.rate_limit_wait_s
     return said
 

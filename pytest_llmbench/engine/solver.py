@@ -13,7 +13,7 @@ the one it gave, else its last model call's. It may call the model any number of
 like any other. A sync function runs in a worker thread, an async one on the engine's loop.
 
 A solver that raises or returns something else is an error of the item (a
-:class:`ProviderError` of kind ``solver``); an error of one of its model calls stays that
+:class:`~..models.SolverError`); an error of one of its model calls stays that
 call's error, kind unchanged.
 """
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..models import Completion, ProviderError, total_usage
+from ..models import Completion, ItemError, SolverError, total_usage
 
 __all__ = [
     "CompleteFn",
@@ -145,7 +145,7 @@ async def run_solver(ref: str, base_dir: Path, case: SolverCase, complete: Compl
     """Run the solver ``ref`` (``module:function``, imported from ``base_dir``) on ``case``.
 
     ``complete`` makes one model call for the solver (the scheduler paces, caches and budgets
-    it). Raises :class:`ProviderError` (kind ``solver``) when the solver cannot be loaded,
+    it). Raises :class:`~..models.SolverError` when the solver cannot be loaded,
     raises, or returns no answer; an error of a model call propagates unchanged.
     """
     from ..userimport import UserImportError, load_callable
@@ -153,15 +153,15 @@ async def run_solver(ref: str, base_dir: Path, case: SolverCase, complete: Compl
     try:
         function = load_callable(ref, base_dir)
     except UserImportError as exc:
-        raise ProviderError(f"solver {exc}", "solver") from None
+        raise SolverError(f"solver {exc}") from None
     client = SolverClient(case.model, complete, asyncio.get_running_loop())
     started = time.perf_counter()
     try:
         result = await _call(function, case, client)
     except Exception as exc:
-        if isinstance(exc, ProviderError) or client.raised(exc):
+        if isinstance(exc, ItemError) or client.raised(exc):
             raise
-        raise ProviderError(f"solver {ref}: {type(exc).__name__}: {exc}", "solver") from None
+        raise SolverError(f"solver {ref}: {type(exc).__name__}: {exc}") from None
     latency = time.perf_counter() - started
     verdict, result = _verdict_of(result)
     if verdict is not None and result is None:  # a bare bool: the answer it got last
@@ -180,9 +180,7 @@ def _context_of(ref: str, result: Any) -> tuple[str, ...] | None:
     try:
         return context_chunks(result.get("context"))
     except ContextError as exc:
-        raise ProviderError(
-            f"solver {ref}: returned an unreadable context: {exc}", "solver"
-        ) from None
+        raise SolverError(f"solver {ref}: returned an unreadable context: {exc}") from None
 
 
 def _verdict_of(result: Any) -> tuple[bool | None, Any]:
@@ -242,10 +240,9 @@ def _answer_of(ref: str, result: Any) -> str:
     if not isinstance(result, Mapping) and isinstance(getattr(result, "text", None), str):
         return str(result.text)
     kind = type(result).__name__
-    raise ProviderError(
+    raise SolverError(
         f"solver {ref}: returned {kind}; expected a str, a Completion (.text), a dict with "
-        "a str 'answer', or a verdict: a bool, (bool, answer) or a dict with a bool 'passed'",
-        "solver",
+        "a str 'answer', or a verdict: a bool, (bool, answer) or a dict with a bool 'passed'"
     )
 
 

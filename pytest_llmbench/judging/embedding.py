@@ -10,7 +10,7 @@ import json
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from ..models import Completion, ProviderError
+from ..models import Completion, ItemError
 from ..scoring import EmbeddingSpec
 from .panel import AttemptsUsage, GradedAssertion
 
@@ -46,7 +46,7 @@ async def grade_embedding(
     usage = AttemptsUsage()
     try:
         completion = await embedding
-    except ProviderError as exc:
+    except ItemError as exc:
         failed = usage.call(index, assertion.type, embedder, 1, error=exc.message)
         return GradedAssertion(index, None, (failed,))
     usage.add(completion)

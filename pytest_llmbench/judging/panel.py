@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..models import Completion, ProviderError, Usage
+from ..models import Completion, ItemError, Usage
 from ..scoring import ModelGradedSpec
 from .grader import grader_reason
 from .jury import jury_reason
@@ -231,7 +231,7 @@ async def ask(
     for attempt in range(1, VERDICT_ATTEMPTS + 1):
         try:
             completion = await complete(judge, messages, params)
-        except ProviderError as exc:
+        except ItemError as exc:
             return usage.call(index, spec.kind, judge, attempt, error=exc.message)
         usage.add(completion)
         try:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..models import Completion, ProviderError
+from ..models import Completion, ItemError
 from ..scoring import RelevanceSpec
 from .panel import CompleteFn, GradedAssertion, JudgeCall, aggregate, ask, unchecked
 from .prompts import JudgeRequest
@@ -99,7 +99,7 @@ async def _judged(
     questions = [str(item["question"]) for item in call.details]
     try:
         completion = await embed([str(request.question), *questions])
-    except ProviderError as exc:
+    except ItemError as exc:
         return replace(call, error=f"embedding model {embedder} ({exc.kind}): {exc.message}")
     call = replace(
         call, usage=call.usage + completion.usage, cached=call.cached and completion.cached

@@ -4,7 +4,8 @@
 prices, limits and tags) and the registry that ``--models`` selects from; :mod:`.profile_files`
 reads YAML profile files, 360-eval's JSONL files (:mod:`.eval360`) and the shipped
 ``builtin.yaml``. :mod:`.providers` talks to models: the values of a call
-(:mod:`.providers.completion`: target, completion, usage, provider error), the calls the
+(:mod:`.providers.completion`: target, completion, usage), the item errors by the part that
+failed (:mod:`.item_errors`: provider, sandbox, tool, judge, simulated user, solver), the calls the
 engine makes (:mod:`.providers.calls`), routed (:mod:`.providers.routes`) to the lean
 OpenAI-compatible client (:mod:`.providers.openai_compatible`) or to litellm (the only
 ``import litellm``: :mod:`.providers.litellm_client`), with one retry and error implementation
@@ -24,6 +25,15 @@ from typing import TYPE_CHECKING, Any
 from .. import face_attribute
 
 if TYPE_CHECKING:
+    from .item_errors import (
+        ItemError,
+        JudgeError,
+        ProviderError,
+        SandboxError,
+        SolverError,
+        ToolError,
+        UserSimError,
+    )
     from .profile_files import load_profiles
     from .profiles import (
         PROFILE_SUFFIXES,
@@ -36,7 +46,6 @@ if TYPE_CHECKING:
     from .providers.completion import (
         CallTarget,
         Completion,
-        ProviderError,
         Usage,
         add_known,
         total_usage,
@@ -61,10 +70,16 @@ _FACE: dict[str, str] = {
     "aembed": "providers.calls",
     "CallTarget": "providers.completion",
     "Completion": "providers.completion",
-    "ProviderError": "providers.completion",
     "Usage": "providers.completion",
     "add_known": "providers.completion",
     "total_usage": "providers.completion",
+    "ItemError": "item_errors",
+    "JudgeError": "item_errors",
+    "ProviderError": "item_errors",
+    "SandboxError": "item_errors",
+    "SolverError": "item_errors",
+    "ToolError": "item_errors",
+    "UserSimError": "item_errors",
     "EmbeddedServer": "providers.embedded",
     "missing_key_error": "providers.errors",
     "missing_api_keys": "providers.litellm_client",
@@ -87,11 +102,17 @@ __all__ = [
     "CallTarget",
     "Completion",
     "EmbeddedServer",
+    "ItemError",
+    "JudgeError",
     "ModelProfile",
     "ProfileError",
     "ProfileRegistry",
     "ProviderError",
+    "SandboxError",
+    "SolverError",
+    "ToolError",
     "Usage",
+    "UserSimError",
     "acomplete",
     "add_known",
     "aembed",

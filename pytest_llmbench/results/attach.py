@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..engine import RUNTIME_KEY
-from ..models import ProviderError, Usage
+from ..models import ItemError, Usage
 from .item_record import completion_fields, eval_record
 from .record import build_record, file_field, utc_now, worker_id
 from .state import (
@@ -133,8 +133,8 @@ def _eval_outcome(
     excinfo = call.excinfo
     if report.when == "setup":
         outcome = "skipped" if report.skipped else "error"
-        if result.provider_error is not None:
-            return outcome, result.provider_error.message
+        if result.item_error is not None:
+            return outcome, result.item_error.message
         return outcome, _skip_reason(report) if report.skipped else _message(excinfo)
     if excinfo is not None and isinstance(excinfo.value, EvalFailure):
         report.llmbench_score_failure = True  # type: ignore[attr-defined]
@@ -230,7 +230,7 @@ def _message(excinfo: Any) -> str | None:
     if excinfo is None:
         return None
     value = excinfo.value
-    if isinstance(value, ProviderError):
+    if isinstance(value, ItemError):
         return value.message
     text = str(value).strip()
     return f"{type(value).__name__}: {text}" if text else type(value).__name__

@@ -16,7 +16,7 @@ from .record import build_record, file_field
 
 if TYPE_CHECKING:
     from ..engine import CallPlan
-    from ..models import Completion, ProviderError
+    from ..models import Completion, ItemError
     from .state import EvalResult
 
 __all__ = [
@@ -34,7 +34,7 @@ def eval_record(
     from ..engine import kind_of
     from ..spec import last_user_text
 
-    plan, completion, provider_error = result.plan, result.completion, result.provider_error
+    plan, completion, item_error = result.plan, result.completion, result.item_error
     case, kind = plan.case, kind_of(plan)
     return build_record(
         nodeid=plan.nodeid,
@@ -54,10 +54,10 @@ def eval_record(
         error=error,
         error_kind="unchecked"
         if result.unchecked and outcome == "skipped"
-        else _error_kind(outcome, error, provider_error),
+        else _error_kind(outcome, error, item_error),
         transport_retries=completion.retries
         if completion
-        else (provider_error.retries if provider_error else 0),
+        else (item_error.retries if item_error else 0),
         prompt=last_user_text(result.sent_messages) or case.prompt,
         messages=[dict(m) for m in result.sent_messages or case.messages],
         expected=case.expected,
@@ -70,11 +70,11 @@ def eval_record(
         metrics={**result.post_metrics, **kind.metrics(result)},
         worker=worker,
         started_at=result.started_at,
-        **(completion_fields(completion) or _error_fields(result, provider_error)),
+        **(completion_fields(completion) or _error_fields(result, item_error)),
     )
 
 
-def _error_fields(result: EvalResult, error: ProviderError | None) -> dict[str, Any]:
+def _error_fields(result: EvalResult, error: ItemError | None) -> dict[str, Any]:
     """What a call that failed still spent: the wait for rate limits (429s) before it gave up,
     and the calls its kind made before the error (an agent's turns, a conversation's replies:
     tokens, cost, latency; no answer)."""
@@ -174,11 +174,9 @@ def _judge_fields(result: EvalResult) -> dict[str, Any]:
     }
 
 
-def _error_kind(
-    outcome: str, error: str | None, provider_error: ProviderError | None
-) -> str | None:
-    if provider_error is not None:
-        return provider_error.kind
+def _error_kind(outcome: str, error: str | None, item_error: ItemError | None) -> str | None:
+    if item_error is not None:
+        return item_error.kind
     if outcome == "skipped":
         return "budget" if error and "--max-cost" in error else None
     return "internal" if error else None

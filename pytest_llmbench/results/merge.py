@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..fingerprint import merged_source, source_differences
+from ..provenance import merged_source, source_differences
 from ..results_folder import RESULTS_FILE, RUN_FILE, ResultsError, ResultsFolder
 from .record import utc_now
 
@@ -209,7 +209,7 @@ def merged_info(shards: Sequence[Shard], coverage: Coverage, n_records: int) -> 
         "records": n_records,
         "config": {k: v for k, v in (first.get("config") or {}).items() if k != "shard"},
         "versions": first.get("versions"),
-        # every file the shards read, and their commit (see fingerprint.merged_source)
+        # every file the shards read, and their commit (see provenance.merged_source)
         "source": merged_source(s.info.get("source") for s in shards),
     }
 

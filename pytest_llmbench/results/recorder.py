@@ -240,7 +240,7 @@ class ResultsRecorder:
 
     def _write_run_json(self, session: pytest.Session) -> None:
         from ..engine import check_summary
-        from ..fingerprint import run_source
+        from ..provenance import run_source
 
         assert self.out_dir is not None
         runtime = get_runtime(self.config)

@@ -14,7 +14,7 @@ retry leaves DIR as it was.
 Refused with a usage error, before anything runs: a DIR that is no finished results folder, a
 run whose options differ (by :func:`.merge.option_differences`, the comparison of shards), eval
 or dataset files whose hashes changed since (run.json's ``source``, compared by
-:func:`.fingerprint.source_differences`), and ``--shard``. A DIR written before run.json carried
+:func:`.provenance.source_differences`), and ``--shard``. A DIR written before run.json carried
 ``source`` (an older run) is retried with a warning that its files could not be compared, and
 one of another git commit with the same files with a warning naming both commits.
 """
@@ -123,10 +123,10 @@ def whole_run_info(info: Mapping[str, Any]) -> dict[str, Any]:
 
 def source_changes(config: pytest.Config, source: RetrySource) -> list[tuple[str, Any, Any]]:
     """How the sources differ now from run.json's ``source``, as
-    :func:`.fingerprint.source_differences` tells two runs' apart: each eval and dataset file
+    :func:`.provenance.source_differences` tells two runs' apart: each eval and dataset file
     it lists whose hash differs now (``None``: gone), and the git commit of the rootdir. Empty
     for a run.json without ``source``."""
-    from ..fingerprint import file_hash, git_info, source_differences
+    from ..provenance import file_hash, git_info, source_differences
 
     then = source.info.get("source")
     if not isinstance(then, dict):
@@ -287,7 +287,7 @@ class ErrorRetry:
         """The combined run's run.json from this run's ``data``: DIR's facts that this run does
         not know (when it started, its command and options, the items it selected, a shard's
         place, a merge's shards) kept, and this retry added to :data:`RETRIES_KEY`."""
-        from ..fingerprint import merged_source
+        from ..provenance import merged_source
 
         old = self.source.info
         this = {

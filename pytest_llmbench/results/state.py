@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..agent import AgentRun, Sandbox
     from ..engine import CallPlan, ConversationRun, Reply
     from ..judging import GradedAssertion
-    from ..models import Completion, ModelProfile, ProviderError
+    from ..models import Completion, ItemError, ModelProfile
     from ..scoring import Verdict
 
 
@@ -42,7 +42,7 @@ class EvalResult:
     post_metrics: dict[str, float] = field(default_factory=dict)  #: ``post_process`` metrics
     started_at: str | None = None
     #: why there is no answer or verdict (provider, judge, post_process): an error outcome
-    provider_error: ProviderError | None = None
+    item_error: ItemError | None = None
     #: the rewrite of an optimized variant's prompt: status and reason (record field)
     optimization: dict[str, Any] | None = None
     #: the messages actually sent (an optimized variant's differ from the case's)
@@ -85,7 +85,7 @@ class PlainTestState:
     prompts: list[str] = field(default_factory=list)
     score: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
-    error: ProviderError | None = None
+    error: ItemError | None = None
     started_at: str | None = None
     #: the ``llm.chat`` conversations, in the order they were opened (the record's
     #: ``conversation``)

@@ -19,24 +19,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..agent import ToolError, resolve_inside
-from .agent_parse import AGENT_KEYS, AGENT_TYPES, AgentCheck, parse_agent_assertion
+from ..agent import ToolRefusal, resolve_inside
+from .agent_parse import AgentCheck
 from .base import Verdict, quoted, regex_search
 from .trajectory import describe_match, match_sequence
 
 if TYPE_CHECKING:
     from ..agent import AgentRun, Sandbox, ToolCall
 
-# Parsing lives in .agent_parse; these names stay importable from here, where they were.
+# What other modules import from here (parsing is .agent_parse's).
 __all__ = [
-    "AGENT_KEYS",
-    "AGENT_TYPES",
-    "AgentCheck",
     "AgentOutcome",
     "SandboxFailure",
     "evaluate_agent",
     "evaluate_reply_tool_count",
-    "parse_agent_assertion",
 ]
 
 
@@ -96,7 +92,7 @@ def _file(check: AgentCheck, outcome: AgentOutcome) -> tuple[str, Path]:
     raw = check.path if check.path is not None else str(check.value)
     try:
         return raw, resolve_inside(outcome.workdir, raw)
-    except ToolError as exc:
+    except ToolRefusal as exc:
         raise _CheckFailed(f"{check.type}: {exc}") from None
 
 

@@ -139,14 +139,14 @@ def _base_name(type_name: Any) -> str | None:
 
 
 def _agent_types() -> frozenset[str]:
-    from .agent import AGENT_TYPES
+    from .agent_parse import AGENT_TYPES
 
     return AGENT_TYPES
 
 
 def _parse_agent(raw: Mapping[str, Any]) -> Assertion:
     """An agent check; its own parser names the offending key."""
-    from .agent import parse_agent_assertion
+    from .agent_parse import parse_agent_assertion
 
     try:
         check = parse_agent_assertion(raw)

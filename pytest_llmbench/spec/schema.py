@@ -3,7 +3,7 @@
 :class:`EvalSpec` is a whole file, :class:`CaseSpec` one inline case; unknown keys are refused
 and each field documents itself (``llmbench validate`` and the docs show the descriptions).
 :mod:`.expand` turns a validated file into the resolved values of :mod:`.resolved`
-(:class:`EvalCase` and friends), which are re-exported here for the importers of old.
+(:class:`EvalCase` and friends).
 """
 
 from __future__ import annotations
@@ -18,36 +18,7 @@ from .context import context_chunks
 from .datasets import DatasetSource
 from .file_kinds import DEFAULT_FILE_KIND, file_kind_problem
 from .paths import workdir_path
-from .resolved import (
-    EVAL_SUFFIX,
-    MCP_TOOL,
-    AgentSpec,
-    EvalCase,
-    EvalFileError,
-    LoadedEval,
-    McpServer,
-    ScoredOptions,
-    SimulatedUser,
-    Turn,
-    suite_name,
-)
-
-#: Moved to :mod:`.resolved` (the values) and :mod:`.paths` (workdir paths); still importable
-#: from here.
-__all__ = [
-    "EVAL_SUFFIX",
-    "MCP_TOOL",
-    "AgentSpec",
-    "EvalCase",
-    "EvalFileError",
-    "LoadedEval",
-    "McpServer",
-    "ScoredOptions",
-    "SimulatedUser",
-    "Turn",
-    "suite_name",
-    "workdir_path",
-]
+from .resolved import MCP_TOOL
 
 
 class _Strict(BaseModel):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ...models import Completion, ProviderError
+from ...models import Completion, ItemError, SandboxError
 from .case_kind import CaseKind, Checking, Engine, KindCall, KindResult, Settling, sent_messages
 
 if TYPE_CHECKING:
@@ -48,12 +48,12 @@ class AgentKind(CaseKind):
             sandbox = Sandbox(workdir, SandboxLimits(), mode=agent.sandbox, path_prefix=_PYTHON_BIN)
             toolbox = Toolbox(workdir, agent.local_tools, sandbox, base_dir=plan.base_dir)
         except SandboxUnavailable as exc:  # sandbox: required
-            raise ProviderError(str(exc), "sandbox") from None
+            raise SandboxError(str(exc)) from None
         except ValueError as exc:  # a bad custom tool
-            raise ProviderError(f"{plan.model.name}: {exc}", "config") from None
+            raise ItemError(f"{plan.model.name}: {exc}", "config") from None
         if sandbox.refusal is not None and _runs_commands(plan):
             # Before any model call: an agent that cannot run its commands is not measured.
-            raise ProviderError(sandbox.refusal, "sandbox")
+            raise SandboxError(sandbox.refusal)
         return toolbox
 
     async def answer(self, engine: Engine, call: KindCall) -> Answer:
@@ -210,7 +210,7 @@ def _post_process(settling: Settling, command: str) -> None:
             hidden=[settling.env_file] if settling.env_file is not None else [],
         )
     except PostProcessError as exc:
-        result.provider_error = ProviderError(str(exc), "post_process")
+        result.item_error = ItemError(str(exc), "post_process")
         pytest.fail(f"llmbench post_process: {exc}", pytrace=False)
 
 
@@ -262,7 +262,7 @@ def _agent_verdict(settling: Settling, assertion: Assertion) -> Verdict:
     try:
         return evaluate_agent(check, AgentOutcome(workdir, run, sandbox))
     except SandboxFailure as exc:  # no verdict: the machine, not the agent, is at fault
-        settling.fail(ProviderError(f"{result.plan.model.name}: {exc}", "sandbox"))
+        settling.fail(SandboxError(f"{result.plan.model.name}: {exc}"))
 
 
 def _with_case_values(check: Any, variables: dict[str, Any]) -> Any:

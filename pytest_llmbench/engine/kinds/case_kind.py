@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar
 
-from ...models import Completion, ProviderError, total_usage
+from ...models import Completion, ItemError, total_usage
 from .tool_shim import read_shim, shim_offered
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class KindResult(Protocol):
     sandbox: Sandbox | None
     workdir: Path | None
     post_metrics: dict[str, float]
-    provider_error: ProviderError | None
+    item_error: ItemError | None
     solver_verdict: bool | None
     loglikelihood: dict[str, Any] | None
     agent_verdicts: dict[int, Verdict]
@@ -147,7 +147,11 @@ class Settling:
     result: KindResult
     nodeid: str
     env_file: Path | None  #: the run's ``.env`` file, hidden from the item's commands
-    fail: Callable[[ProviderError], NoReturn]  #: end the item with this error
+    fail: Callable[[ItemError], NoReturn]  #: end the item with this error
+
+
+#: Counts a prompt's tokens: (litellm model id, messages) -> tokens.
+TokenCounter = Callable[[str, Sequence[dict[str, Any]]], int]
 
 
 class CaseKind(abc.ABC):
@@ -223,6 +227,12 @@ class CaseKind(abc.ABC):
     def spent(self, result: KindResult) -> Completion | None:
         """What an answer an error cut short still spent (its calls as one completion)."""
         return None
+
+    # -- the estimate -------------------------------------------------------------------------
+    def estimated_tokens(self, plan: CallPlan, count: TokenCounter) -> tuple[int, int]:
+        """Input and output tokens of the item's calls, before any is made (``--estimate-cost``):
+        by default one call of the case's messages, answered within its token budget."""
+        return count(plan.model.model, plan.case.messages), plan.answer_token_budget
 
 
 def function_call_fields(kind: CaseKind, result: KindResult) -> dict[str, Any]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ...models import ProviderError
-from .case_kind import CaseKind, Engine, KindCall, KindResult, sent_messages
+from ...models import ItemError
+from .case_kind import CaseKind, Engine, KindCall, KindResult, TokenCounter, sent_messages
 
 if TYPE_CHECKING:
     import asyncio
 
+    from ..plan import CallPlan
     from ..request import Answer
 
 
@@ -24,7 +25,7 @@ class Probes:
     #: set once a model's first item is done
     done: dict[str, asyncio.Event] = field(default_factory=dict)
     #: the models found unable to score log-likelihoods: their next items fail without a call
-    cannot_score: dict[str, ProviderError] = field(default_factory=dict)
+    cannot_score: dict[str, ItemError] = field(default_factory=dict)
 
 
 class LoglikelihoodKind(CaseKind):
@@ -50,10 +51,10 @@ class LoglikelihoodKind(CaseKind):
             probe = probes.done[name] = asyncio.Event()
         known = probes.cannot_score.get(name)
         if known is not None:
-            raise ProviderError(known.message, known.kind)
+            raise type(known)(known.message, known.kind)
         try:
             completion, scores = await score_options(engine.pacer.paced, request, options, answer)
-        except ProviderError as error:
+        except ItemError as error:
             if error.kind == "unsupported":
                 probes.cannot_score[name] = error
             raise
@@ -62,6 +63,15 @@ class LoglikelihoodKind(CaseKind):
         graded = await engine.grade(plan, completion, call.targets)
         messages = sent_messages(plan, request)
         return Answer(completion, graded, messages=messages, loglikelihood=scores.to_record())
+
+    def estimated_tokens(self, plan: CallPlan, count: TokenCounter) -> tuple[int, int]:
+        """One call per option: its context and option in, one token out."""
+        scored = plan.case.loglikelihood
+        assert scored is not None
+        texts = [
+            [{"role": "user", "content": context + option}] for context, option in scored.pairs
+        ]
+        return sum(count(plan.model.model, text) for text in texts), len(scored.pairs)
 
     def metrics(self, result: KindResult) -> dict[str, float]:
         """``acc`` and ``acc_norm``, as named metrics (aggregated per model like

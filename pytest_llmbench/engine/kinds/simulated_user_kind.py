@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ...models import Completion, ProviderError, total_usage
-from .case_kind import Engine, KindCall, KindResult
+from ...models import Completion, ItemError, total_usage
+from .case_kind import Engine, KindCall, KindResult, TokenCounter
 from .talk import ConversationKind
 
 if TYPE_CHECKING:
+    from ..plan import CallPlan
     from ..request import ConversationRun
 
 
@@ -34,7 +35,7 @@ class SimulatedUserKind(ConversationKind):
 
         async def ask(messages: list[dict[str, str]], turn: int) -> Completion:
             asked = engine.helpers.request(plan, profile, targets, messages, {})
-            if isinstance(asked, ProviderError):
+            if isinstance(asked, ItemError):
                 raise asked
             nodeid = f"{plan.nodeid} (simulated user {profile.name})"
             return await engine.pacer.paced(dataclasses.replace(asked, nodeid=nodeid))
@@ -58,3 +59,17 @@ class SimulatedUserKind(ConversationKind):
             "user_sim_tokens": usage.tokens,
             "user_sim_cost_usd": usage.cost_usd,
         }
+
+    def estimated_tokens(self, plan: CallPlan, count: TokenCounter) -> tuple[int, int]:
+        """The conversation at its longest: ``max_turns`` calls, each reading the system prompt
+        and the history so far, every message not yet written (the simulated user's and the
+        model's) taken at the answer budget, a ``first_message`` as written."""
+        user, budget = plan.case.simulated_user, plan.answer_token_budget
+        assert user is not None
+        base = count(plan.model.model, plan.case.messages) if plan.case.messages else 0
+        first = user.first_message
+        opening = count(plan.model.model, [{"role": "user", "content": first}]) if first else budget
+        tokens_in = 0
+        for calls in range(user.max_turns):  # call k reads k replies and k + 1 user messages
+            tokens_in += base + opening + calls * budget * 2
+        return tokens_in, user.max_turns * budget

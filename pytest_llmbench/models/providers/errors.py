@@ -13,7 +13,8 @@ import socket
 import urllib.parse
 from collections.abc import Mapping, Sequence
 
-from .completion import CallTarget, ProviderError, Timeouts
+from ..item_errors import ProviderError
+from .completion import CallTarget, Timeouts
 
 #: Exception names (httpx, aiohttp) of a connection that could not be opened.
 _CONNECT_ERRORS = frozenset({"ConnectError", "ClientConnectorError", "ClientConnectorDNSError"})

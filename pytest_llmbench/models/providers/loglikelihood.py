@@ -17,9 +17,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ..item_errors import ProviderError
 from . import prices
 from .calls import call
-from .completion import CallTarget, Completion, ProviderError, whole_answer
+from .completion import CallTarget, Completion, whole_answer
 from .errors import redacted, status_of
 from .transport_retry import DEFAULT_CONNECT_TIMEOUT_S, BeforeRetry, OnRetry, Retrying, Timeouts
 

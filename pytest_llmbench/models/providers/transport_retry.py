@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .completion import DEFAULT_CONNECT_TIMEOUT_S, CallTarget, Completion, ProviderError, Timeouts
+from ..item_errors import ProviderError
+from .completion import DEFAULT_CONNECT_TIMEOUT_S, CallTarget, Completion, Timeouts
 from .errors import provider_error, status_of
 
 __all__ = [

@@ -8,7 +8,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from .rows import Record, object_record, resolve_columns
+from .columns import resolve_columns
+from .rows import Record, object_record
 from .source import DatasetError, DatasetSource, RowError
 
 

@@ -18,8 +18,7 @@ from typing import Any
 from ...yamlguard import ValueLimitError, check_value
 from ..functions import FunctionTools, row_expected_calls, row_function_tools
 from . import cells
-from .columns import check_keys
-from .columns import resolve_columns as resolve_columns  # moved there; importable here too
+from .columns import check_keys, resolve_columns
 from .source import DatasetError, DatasetSource, RowError
 
 # Characters that split or confuse pytest node ids ("file::name[param]").
