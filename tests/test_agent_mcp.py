@@ -44,7 +44,7 @@ if sys.argv[1:] == ["exit"]:
     sys.exit(3)
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolRefusal
+from mcp.server.mcpserver.exceptions import ToolError
 
 app = MCPServer("probe")
 
@@ -58,7 +58,7 @@ def echo_env(name: str) -> str:
 @app.tool()
 def refuse(reason: str) -> str:
     """Always fails, with the reason."""
-    raise ToolRefusal(f"refused: {reason}")
+    raise ToolError(f"refused: {reason}")
 ''',
     "peek",
     "dial",

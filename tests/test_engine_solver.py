@@ -330,7 +330,9 @@ def test_a_provider_error_of_a_call_propagates_unchanged(
         """
     )
     timeout = ProviderError("fake: timed out after 30 s", "timeout", retries=2)
-    assert solver_error(tmp_path, f"{module}:{name}", FakeEngine(timeout)) is timeout
+    with pytest.raises(ProviderError) as info:  # the call's own error, not the solver's
+        solve(tmp_path, f"{module}:{name}", FakeEngine(timeout))
+    assert info.value is timeout
 
 
 def test_any_error_the_engine_raises_propagates_unchanged(tmp_path: Path, solvers: Any) -> None:
