@@ -1,11 +1,14 @@
 """Whether two runs gave the same records: two ``results.jsonl`` files compared record by record.
 
     python benchmarks/same_records.py BEFORE/results.jsonl AFTER/results.jsonl [--renamed OLD=NEW ...]
+        [--upgrade]
 
 Records are matched by node id. What differs between any two runs of the same code is left out:
 times (every ``*_s`` field, ``started_at``, a tool step's ``seconds``), the item's folder
 (``workdir``, numbered by pytest per session) and the xdist ``worker``. ``--renamed OLD=NEW`` reads
-field ``OLD`` of the first file as ``NEW`` (a field renamed between the two revisions). The exit
+field ``OLD`` of the first file as ``NEW`` (a field renamed between the two revisions);
+``--upgrade`` reads both files' records as the viewer and ``llmbench merge`` do, an older schema's
+with the current names (``pytest_llmbench.results_folder.upgrade_record``). The exit
 status is 0 when every record of both files is in the other and equal, else 1; the differing
 records are listed with their fields.
 
@@ -31,12 +34,17 @@ _BASETEMP = re.compile(r"(pytest-of-[^/]+/)pytest-[0-9]+/")
 VOLATILE = frozenset({"started_at", "finished_at", "worker", "workdir", "seconds", "run_id"})
 
 
-def load(path: Path, renamed: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """The records of ``path`` by node id, with ``renamed`` fields under their new names."""
+def load(path: Path, renamed: dict[str, str], upgrade: bool = False) -> dict[str, dict[str, Any]]:
+    """The records of ``path`` by node id, with ``renamed`` fields under their new names (and
+    an older schema's records in the current one, with ``upgrade``)."""
     records: dict[str, dict[str, Any]] = {}
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
+            if upgrade:
+                from pytest_llmbench.results_folder import upgrade_record
+
+                record = upgrade_record(record)
             records[record["nodeid"]] = {
                 renamed.get(key, key): value for key, value in record.items()
             }
@@ -72,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--renamed", action="append", default=[], metavar="OLD=NEW")
+    parser.add_argument("--upgrade", action="store_true", help="read older schemas' records "
+                        "with the current field names")  # fmt: skip
     parser.add_argument(
         "--ignore", action="append", default=[], metavar="FIELD",
         help="a field expected to differ, at any depth (cached: a replay against the run it "
@@ -80,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ignored = frozenset(args.ignore)
     renamed = dict(pair.split("=", 1) for pair in args.renamed)
-    before, after = load(args.before, renamed), load(args.after, {})
+    before = load(args.before, renamed, args.upgrade)
+    after = load(args.after, {}, args.upgrade)
     common = sorted(before.keys() & after.keys())
     only = (len(before.keys() - after.keys()), len(after.keys() - before.keys()))
     fields: Counter[str] = Counter()
