@@ -23,7 +23,7 @@ from pytest_llmbench.engine.event_loop import Engine
 from pytest_llmbench.engine.plan import CallPlan
 from pytest_llmbench.engine.request import Answer
 from pytest_llmbench.engine.scheduler import CallScheduler
-from pytest_llmbench.models.item_errors import ProviderError
+from pytest_llmbench.models.item_errors import ProviderError, SandboxError
 from pytest_llmbench.models.profiles import ModelProfile, ProfileRegistry
 from pytest_llmbench.models.providers.completion import Completion
 
@@ -286,7 +286,7 @@ def test_an_agents_workdir_is_made_ahead_and_a_failure_is_its_error(engine: Engi
         (items[0].nodeid, tmp_path / "c00[fake-r0]"),
         (items[2].nodeid, None),
     ]
-    with pytest.raises(ProviderError) as raised:
+    with pytest.raises(SandboxError) as raised:
         calls.take(items[1])
     assert raised.value.kind == "sandbox"
     assert raised.value.message == "fake: its workdir cannot be made: [Errno 28] No space left on device"  # fmt: skip
