@@ -1,4 +1,4 @@
-"""Tests for the agent stage's face (pytest_llmbench/agent/__init__.py) and its old import paths."""
+"""Tests for the agent stage's face (pytest_llmbench/agent/__init__.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import sys
 import pytest
 
 import pytest_llmbench.agent as agent
-from pytest_llmbench.agent import bwrap, limits, mcp, mcp_launch, mcp_session, process, sandbox
 
 
 @pytest.mark.parametrize("name", agent.__all__)
@@ -26,29 +25,6 @@ def test_the_face_lists_each_name_once() -> None:
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Sandboxes'"):
         agent.Sandboxes  # noqa: B018 - the lookup is what is tested
-
-
-@pytest.mark.parametrize(
-    ("name", "home"),
-    [("CommandResult", process), ("set_max_concurrent", process), ("SandboxLimits", limits),
-     ("disk_overrun", limits), ("protect_this_process", limits),
-     ("SERVER_ADDRESS_SPACE_FACTOR", limits), ("View", bwrap), ("bwrap_path", bwrap),
-     ("bwrap_problem", bwrap), ("shown_folders", bwrap), ("system_view", bwrap),
-     ("INSTALL_BWRAP", bwrap), ("SYSTEM_DIRS", bwrap), ("ETC_ENTRIES", bwrap),
-     ("NETWORK_ETC", bwrap)],
-)  # fmt: skip
-def test_what_left_the_sandbox_module_is_still_importable_from_it(name: str, home: object) -> None:
-    assert getattr(sandbox, name) is getattr(home, name)
-    assert name in sandbox.__all__
-
-
-@pytest.mark.parametrize(
-    ("name", "home"),
-    [("McpServer", mcp_launch), ("McpServerError", mcp_launch), ("open_server", mcp_session),
-     ("list_tools", mcp_session)],
-)  # fmt: skip
-def test_what_left_the_mcp_module_is_still_importable_from_it(name: str, home: object) -> None:
-    assert getattr(mcp, name) is getattr(home, name)
 
 
 def test_the_face_and_the_shim_import_no_sandbox() -> None:

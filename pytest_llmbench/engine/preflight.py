@@ -25,7 +25,7 @@ from ..config import RUN_CONFIG_KEY, RunConfig, get_run_config
 from ..scoring import one_line
 
 if TYPE_CHECKING:
-    from ..models import CallTarget, ItemError, ModelProfile
+    from ..models import CallTarget, ModelProfile
     from .runtime import Runtime
 
 #: The one-word prompt of every check call.
@@ -209,6 +209,7 @@ async def _probe(target: CallTarget, timeout_s: float) -> tuple[float | None, st
 
 
 def _message(exc: Exception) -> str:
+    from ..models import ItemError
 
     if isinstance(exc, ItemError):
         return exc.message
