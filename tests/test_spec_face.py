@@ -1,4 +1,4 @@
-"""Tests for the spec stage's face (pytest_llmbench/spec/__init__.py) and its old import paths."""
+"""Tests for the spec stage's face (pytest_llmbench/spec/__init__.py)."""
 
 from __future__ import annotations
 
