@@ -266,6 +266,8 @@ def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
         return record
     upgraded = _renamed({"schema": RECORD_SCHEMA, **record}, _RENAMED_FIELDS)
     upgraded["schema"] = RECORD_SCHEMA
+    for field, after in _ADDED_FIELDS:
+        upgraded = _added(upgraded, field, after)
     if upgraded.get("agent_stopped") == "max_turns":
         upgraded["agent_stopped"] = "max_steps"
     for field, renames in _RENAMED_IN_ENTRIES.items():
@@ -282,6 +284,30 @@ def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
             for step in timeline
         ]  # fmt: skip
     return upgraded
+
+
+#: The fields schema 2 added (null in an older record), each with the field it follows.
+_ADDED_FIELDS = (
+    ("reasoning_tokens", "tokens_estimated"),
+    ("cached_input_tokens", "reasoning_tokens"),
+    ("finish_reason", "streamed"),
+    ("reasoning", "response"),
+)
+
+
+def _added(record: dict[str, Any], field: str, after: str) -> dict[str, Any]:
+    """``record`` with ``field`` (None) placed after ``after`` (at the end without it), unless
+    it has it already."""
+    if field in record:
+        return record
+    if after not in record:
+        return {**record, field: None}
+    placed: dict[str, Any] = {}
+    for key, value in record.items():
+        placed[key] = value
+        if key == after:
+            placed[field] = None
+    return placed
 
 
 def _renamed(entry: dict[str, Any], renames: tuple[tuple[str, str], ...]) -> dict[str, Any]:

@@ -92,6 +92,13 @@ class Rule:
     cut_after: int | None = None
     # Answer 200 with this body as is (Content-Type application/json): a malformed answer.
     raw_body: bytes | None = None
+    # A reasoning model's thinking, given apart from the answer in the message field (and the
+    # streamed deltas' field) `reasoning_field` ("reasoning_content", or "reasoning"), before
+    # the answer; its words are counted in the usage's completion_tokens_details.reasoning_tokens.
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning_content"
+    # prompt_tokens_details.cached_tokens in the usage: input tokens read from the prompt cache.
+    cached_tokens: int | None = None
 
 
 @dataclass
@@ -496,15 +503,26 @@ class _Handler(BaseHTTPRequestHandler):
         finish_reason = "tool_calls" if tool_calls else "length" if truncated else "stop"
 
         prompt_tokens = _prompt_tokens(body)
-        completion_tokens = count_words(reply) + sum(
-            count_words(f"{c['function']['name']} {c['function']['arguments']}")
-            for c in tool_calls or []
+        thinking = rule.reasoning if rule is not None else None
+        thinking_field = rule.reasoning_field if rule is not None else "reasoning_content"
+        reasoning_tokens = count_words(thinking) if thinking else 0
+        completion_tokens = (
+            reasoning_tokens
+            + count_words(reply)
+            + sum(
+                count_words(f"{c['function']['name']} {c['function']['arguments']}")
+                for c in tool_calls or []
+            )
         )
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        if thinking is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+        if rule is not None and rule.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": rule.cached_tokens}
         model = body.get("model") if isinstance(body.get("model"), str) else "fake-model"
         cid = owner._next_id()
         created = int(time.time())
@@ -523,12 +541,15 @@ class _Handler(BaseHTTPRequestHandler):
                 usage if include_usage else None,
                 cut,
                 tool_calls,
+                (thinking_field, thinking) if thinking else None,
             )
             return
 
         message: dict[str, Any] = {"role": "assistant", "content": reply}
         if tool_calls is not None:
             message = {"role": "assistant", "content": reply or None, "tool_calls": tool_calls}
+        if thinking:
+            message[thinking_field] = thinking
 
         self._send_json(
             200,
@@ -593,9 +614,10 @@ class _Handler(BaseHTTPRequestHandler):
         model: str,
         reply: str,
         finish_reason: str,
-        usage: dict[str, int] | None,
+        usage: dict[str, Any] | None,
         cut: bool = False,
         tool_calls: list[dict[str, Any]] | None = None,
+        thinking: tuple[str, str] | None = None,
     ) -> None:
         owner = self.server.owner
         self.close_connection = True
@@ -627,6 +649,10 @@ class _Handler(BaseHTTPRequestHandler):
             if cut:
                 return  # the connection closes: no answer, no finish reason, no [DONE]
             size = owner.chunk_size
+            if thinking is not None:  # the thinking streams first, in its own field
+                field, thought = thinking
+                for i in range(0, len(thought), size):
+                    chunk([delta_choice({field: thought[i : i + size]})])
             pieces = [reply[i : i + size] for i in range(0, len(reply), size)]
             for n, piece in enumerate(pieces):
                 if n and owner.token_delay_s > 0:

@@ -276,12 +276,17 @@ class CallPacer:
         if self._redact is None:
             return completion
         said = {"role": "assistant", "content": completion.text}
-        answer = [{**said, "tool_calls": [dict(call) for call in completion.tool_calls]}]
+        calls = [dict(call) for call in completion.tool_calls]
+        answer = [{**said, "tool_calls": calls, "reasoning": completion.reasoning}]
         (shown,) = self._redact(answer)
         if shown is answer[0]:
             return completion
-        calls = tuple(shown.get("tool_calls") or ())
-        return dataclasses.replace(completion, text=shown["content"], tool_calls=calls)
+        return dataclasses.replace(
+            completion,
+            text=shown["content"],
+            tool_calls=tuple(shown.get("tool_calls") or ()),
+            reasoning=shown["reasoning"],
+        )
 
     def _redacted(self, request: Request) -> Request:
         if self._redact is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models import total_usage
-from .record import build_record, file_field
+from .record import REASONING_CHARS, build_record, file_field
 
 if TYPE_CHECKING:
     from ..engine import CallPlan
@@ -188,6 +188,10 @@ def completion_fields(completion: Completion | None) -> dict[str, Any]:
         return {}
     return {
         "response": completion.text,
+        "reasoning": capped_reasoning(completion.reasoning),
+        "reasoning_tokens": completion.reasoning_tokens,
+        "cached_input_tokens": completion.cached_input_tokens,
+        "finish_reason": completion.finish_reason,
         "ttft_s": completion.ttft_s,
         "latency_s": completion.latency_s,
         "input_tokens": completion.input_tokens,
@@ -199,6 +203,16 @@ def completion_fields(completion: Completion | None) -> dict[str, Any]:
         "cached": completion.cached,
         "rate_limit_wait_s": completion.rate_limit_wait_s,
     }
+
+
+def capped_reasoning(text: str) -> str | None:
+    """A reply's thinking as the record keeps it: None for none, at most
+    :data:`~.record.REASONING_CHARS` characters, a longer one cut with a note of how much."""
+    if not text:
+        return None
+    if len(text) <= REASONING_CHARS:
+        return text
+    return f"{text[:REASONING_CHARS]}... [{len(text) - REASONING_CHARS} more characters]"
 
 
 def _described_images(refs: Sequence[str], root: Path) -> list[str]:

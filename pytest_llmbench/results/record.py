@@ -55,6 +55,10 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``input_tokens``, ``output_tokens`` (int | None): token usage reported by the provider
   (or counted locally when the provider does not report it; see ``tokens_estimated``).
 - ``tokens_estimated`` (bool): True when token counts were computed locally.
+- ``reasoning_tokens`` (int | None): of ``output_tokens``, those a reasoning model spent thinking,
+  as the provider reported them (``None``: not reported, or none).
+- ``cached_input_tokens`` (int | None): of ``input_tokens``, those read from the provider's
+  prompt cache, as reported (``None``: not reported).
 - ``tokens_per_s`` (float | None): output tokens / (latency - ttft).
 - ``cost_usd`` (float | None): cost of the call (profile prices, else litellm's price map).
 - ``judge_cost_usd`` (float | None): USD spent on this item's judge calls (``None`` when no judge
@@ -93,6 +97,8 @@ Fields (``None`` where a value does not apply or was not measured):
   reply's on a model without tool calling (the embedded one); false for other items.
 - ``workdir`` (str | None): an agent item's folder (kept after the run, as pytest keeps tmp_path).
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
+- ``finish_reason`` (str | None): why the model stopped, as the provider said: ``stop``,
+  ``length`` (``max_tokens`` reached), ``tool_calls``, ``content_filter``, ...
 - ``cached`` (bool): the answer came from the response cache (no call was made this run).
 - ``rate_limit_wait_s`` (float): seconds the call waited for rate limits (429 backoff,
   requests/tokens per minute).
@@ -110,6 +116,10 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``prompt`` (str | None): the rendered last user message.
 - ``messages`` (list[dict]): the chat messages sent.
 - ``response`` (str | None): the model's answer text (a conversation's: its last reply).
+- ``reasoning`` (str | None): a reasoning model's thinking, kept apart from ``response``: what
+  the server gave apart (``reasoning_content`` / ``reasoning``), or a ``<think>...</think>``
+  block that opened the reply; at most :data:`REASONING_CHARS` characters (longer is cut, with
+  a note of how much); ``None`` when there was none.
 - ``conversation`` (list[dict] | None): a scripted conversation (a case's ``turns:``), ``None``
   for any other item: every message in order (the system prompt is in ``messages``), each with
   ``turn`` (1-based, the entry of ``turns:``), ``role``, ``content``, ``generated`` (a reply of
@@ -158,6 +168,10 @@ from typing import Any
 
 SCHEMA_VERSION = 2
 
+#: The most characters of a reply's thinking a record keeps (a reasoning model may think for
+#: tens of thousands of tokens; the answer is what is judged).
+REASONING_CHARS = 20_000
+
 #: Column order of a record; also the order of keys in results.jsonl.
 FIELDS: tuple[str, ...] = (
     "schema",
@@ -187,6 +201,8 @@ FIELDS: tuple[str, ...] = (
     "input_tokens",
     "output_tokens",
     "tokens_estimated",
+    "reasoning_tokens",
+    "cached_input_tokens",
     "tokens_per_s",
     "cost_usd",
     "judge_cost_usd",
@@ -200,6 +216,7 @@ FIELDS: tuple[str, ...] = (
     "agent_stopped",
     "conversation_stopped",
     "streamed",
+    "finish_reason",
     "cached",
     "rate_limit_wait_s",
     "error",
@@ -207,6 +224,7 @@ FIELDS: tuple[str, ...] = (
     "prompt",
     "messages",
     "response",
+    "reasoning",
     "conversation",
     "transcript",
     "timeline",

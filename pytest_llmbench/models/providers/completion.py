@@ -106,6 +106,14 @@ class Completion:
     #: tool calls the model asked for: ``{"id", "name", "arguments"}`` (arguments as sent: a
     #: JSON string); empty for a plain answer
     tool_calls: tuple[dict[str, Any], ...] = ()
+    #: the thinking a server gave apart from the answer (``reasoning_content`` / ``reasoning``);
+    #: "" when it gave none (thinking inline in ``text`` stays there, as the model wrote it)
+    reasoning: str = ""
+    #: of ``output_tokens``, those spent thinking, as the provider reported them (None: not
+    #: reported)
+    reasoning_tokens: int | None = None
+    #: of ``input_tokens``, those read from the provider's prompt cache (None: not reported)
+    cached_input_tokens: int | None = None
 
     def __post_init__(self) -> None:
         # A cached completion comes back from JSON with a list here.

@@ -21,6 +21,7 @@ from typing import Any
 from . import routes
 from .completion import CallTarget, Completion, whole_answer
 from .openai_compatible import vector
+from .reasoning import reasoning_of, split_leading_thinking, usage_details
 from .tokens import reported
 from .tool_deltas import StreamedToolCalls
 from .transport_retry import IncompleteStreamError, Timeouts, cut_stream_message
@@ -174,12 +175,15 @@ async def chat_once(
     started = time.perf_counter()
     response = await litellm.acompletion(**kwargs)
     if stream:
-        text, ttft, finish, usage, tool_calls = await _consume_stream(response, started)
+        text, ttft, finish, usage, tool_calls, thinking = await _consume_stream(response, started)
     else:
-        text, ttft, finish, usage = _read_response(response)
+        text, ttft, finish, usage, thinking = _read_response(response)
         tool_calls = _tool_calls(response)
     latency = time.perf_counter() - started
-    input_tokens, output_tokens, estimated = _token_counts(litellm, target, messages, text, usage)
+    text, thinking = split_leading_thinking(text, thinking)
+    said = text + thinking
+    input_tokens, output_tokens, estimated = _token_counts(litellm, target, messages, said, usage)
+    reasoning_tokens, cached_tokens = usage_details(usage)
     return Completion(
         text=text,
         model_id=target.model_id,
@@ -193,6 +197,9 @@ async def chat_once(
         streamed=stream,
         finish_reason=finish,
         tool_calls=tool_calls,
+        reasoning=thinking,
+        reasoning_tokens=reasoning_tokens,
+        cached_input_tokens=cached_tokens,
     )
 
 
@@ -264,11 +271,12 @@ def call_kwargs(target: CallTarget, limits: Timeouts, **fields: Any) -> dict[str
 
 async def _consume_stream(
     response: Any, started: float
-) -> tuple[str, float | None, str | None, Any, tuple[dict[str, Any], ...]]:
+) -> tuple[str, float | None, str | None, Any, tuple[dict[str, Any], ...], str]:
     """The stream read to the end: (text, TTFT, finish reason, usage, the tool calls put
-    together from their fragments); the first chunk with text or a tool call's fragment is
-    the first token."""
+    together from their fragments, the thinking streamed apart); the first chunk with text,
+    thinking or a tool call's fragment is the first token."""
     parts: list[str] = []
+    thought: list[str] = []
     calls = StreamedToolCalls()
     ttft: float | None = None
     finish: str | None = None
@@ -279,18 +287,22 @@ async def _consume_stream(
             content = getattr(choice.delta, "content", None)
             if content:
                 parts.append(content)
+            thinking = reasoning_of(choice.delta)
+            if thinking:
+                thought.append(thinking)
             fragments = getattr(choice.delta, "tool_calls", None) or ()
-            if (calls.add(fragments) or content) and ttft is None:
+            if (calls.add(fragments) or content or thinking) and ttft is None:
                 ttft = time.perf_counter() - started
             finish = choice.finish_reason or finish
     # litellm closes a cut stream with a made-up "stop"; the provider's own reason tells. A
     # body that ends before it is a cut connection, whatever text came first.
     provider_finish = getattr(response, "received_finish_reason", finish)
     if provider_finish is None:
-        raise IncompleteStreamError(cut_stream_message(len("".join(parts)) + calls.received))
+        received = len("".join(parts)) + len("".join(thought)) + calls.received
+        raise IncompleteStreamError(cut_stream_message(received))
     if not _provider_sent_usage(response):
         usage = None  # litellm's own guess; _token_counts counts locally and says so
-    return "".join(parts), ttft, finish, usage, calls.calls()
+    return "".join(parts), ttft, finish, usage, calls.calls(), "".join(thought)
 
 
 def _provider_sent_usage(response: Any) -> bool:
@@ -306,13 +318,14 @@ def _chunk_usage(chunk: Any) -> Any:
     return getter("usage") if callable(getter) else getattr(chunk, "usage", None)
 
 
-def _read_response(response: Any) -> tuple[str, float | None, str | None, Any]:
+def _read_response(response: Any) -> tuple[str, float | None, str | None, Any, str]:
     choice = response.choices[0]
     return (
         choice.message.content or "",
         None,
         choice.finish_reason,
         getattr(response, "usage", None),
+        reasoning_of(choice.message),
     )
 
 

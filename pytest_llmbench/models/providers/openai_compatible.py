@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from . import prices, tokens
 from .completion import CallTarget, Completion, whole_answer
 from .errors import HTTPStatusError, body_message
+from .reasoning import reasoning_of, split_leading_thinking, usage_details
 from .tool_deltas import StreamedToolCalls
 from .transport_retry import IncompleteStreamError, Timeouts, cut_stream_message
 
@@ -57,12 +58,14 @@ async def chat_once(
     started = time.perf_counter()
     async with _post(endpoint, "chat/completions", body, limits, headers) as response:
         if stream:
-            text, ttft, finish, usage, calls = await _read_stream(response, started)
+            reply = await _read_stream(response, started)
         else:
-            text, finish, usage, calls = _read_whole(await _json(response))
-            ttft = None
+            reply = _read_whole(await _json(response))
     latency = time.perf_counter() - started
-    used = tokens.used(target.model_id, messages, text, usage)
+    text, ttft, finish, usage, calls, thinking = reply
+    text, thinking = split_leading_thinking(text, thinking)
+    used = tokens.used(target.model_id, messages, text + thinking, usage)
+    reasoning_tokens, cached_tokens = usage_details(usage)
     return Completion(
         text=text,
         model_id=target.model_id,
@@ -76,7 +79,17 @@ async def chat_once(
         streamed=stream,
         finish_reason=finish,
         tool_calls=calls,
+        reasoning=thinking,
+        reasoning_tokens=reasoning_tokens,
+        cached_input_tokens=cached_tokens,
     )
+
+
+#: What one answer read gives: (text, TTFT (streamed only), finish reason, the provider's
+#: usage, the tool calls, the thinking given apart from the text).
+Reply = tuple[
+    str, "float | None", "str | None", "dict[str, Any] | None", tuple[dict[str, Any], ...], str
+]
 
 
 #: litellm's own call settings, which it consumes rather than sends (profiles and eval files
@@ -222,9 +235,7 @@ class AnswerError(Exception):
     Retried, as litellm retries it (its made-up 500)."""
 
 
-def _read_whole(
-    answer: Any,
-) -> tuple[str, str | None, dict[str, Any] | None, tuple[dict[str, Any], ...]]:
+def _read_whole(answer: Any) -> Reply:
     if isinstance(answer, dict) and answer.get("error"):
         error = answer["error"]
         raise AnswerError(str(error.get("message") if isinstance(error, dict) else error))
@@ -236,9 +247,11 @@ def _read_whole(
     usage = answer.get("usage")
     return (
         message.get("content") or "",
+        None,
         choice.get("finish_reason"),
         usage if isinstance(usage, dict) else None,
         _tool_calls(message.get("tool_calls") or []),
+        reasoning_of(message),
     )
 
 
@@ -260,17 +273,16 @@ def _tool_calls(calls: Sequence[Any]) -> tuple[dict[str, Any], ...]:
     return tuple(found)
 
 
-async def _read_stream(
-    response: Any, started: float
-) -> tuple[str, float | None, str | None, dict[str, Any] | None, tuple[dict[str, Any], ...]]:
+async def _read_stream(response: Any, started: float) -> Reply:
     """Server-sent chunks read to the end: (text, TTFT, finish reason, the provider's usage,
-    the tool calls put together from their fragments).
+    the tool calls put together from their fragments, the thinking streamed apart).
 
-    The first chunk carrying text or a tool call's fragment is the first token. A body that
+    The first chunk carrying text, thinking or a tool call's fragment is the first token. A body that
     ends before a finish reason is a cut stream, never an answer (one that breaks raises the
     HTTP client's error: the server closed the connection).
     """
     parts: list[str] = []
+    thought: list[str] = []
     calls = StreamedToolCalls()
     ttft: float | None = None
     finish: str | None = None
@@ -293,12 +305,17 @@ async def _read_stream(
             content = delta.get("content")
             if content:
                 parts.append(content)
-            if (calls.add(delta.get("tool_calls") or ()) or content) and ttft is None:
+            thinking = reasoning_of(delta)
+            if thinking:
+                thought.append(thinking)
+            fragment = calls.add(delta.get("tool_calls") or ())
+            if (fragment or content or thinking) and ttft is None:
                 ttft = time.perf_counter() - started
             finish = choice.get("finish_reason") or finish
     if finish is None:
-        raise IncompleteStreamError(cut_stream_message(len("".join(parts)) + calls.received))
-    return "".join(parts), ttft, finish, usage, calls.calls()
+        received = len("".join(parts)) + len("".join(thought)) + calls.received
+        raise IncompleteStreamError(cut_stream_message(received))
+    return "".join(parts), ttft, finish, usage, calls.calls(), "".join(thought)
 
 
 async def _lines(response: Any) -> Any:
