@@ -191,3 +191,21 @@ def test_a_long_thinking_is_cut_in_the_record_with_a_note() -> None:
     assert capped_reasoning("short") == "short"
     cut = capped_reasoning("x" * (REASONING_CHARS + 7))
     assert cut == "x" * REASONING_CHARS + "... [7 more characters]"
+
+
+def test_finish_reason_is_a_providers_word_or_none() -> None:
+    """An agent's many calls, and a log-likelihood item's scored options, have no one finish
+    reason of a provider: none is made up (an agent's end is ``agent_stopped``)."""
+    from pytest_llmbench.agent.loop import AgentRun
+    from pytest_llmbench.engine.loglikelihood_scores import _summed
+    from pytest_llmbench.engine.request import agent_completion
+    from pytest_llmbench.models import Usage
+
+    run = AgentRun("Paris.", 2, (), (), "answer", False, Usage(3, 4, None, 0.5), 0, False)
+    assert agent_completion(run, "openai/fake-model").finish_reason is None
+    option = Completion(
+        text="", model_id="m", input_tokens=5, output_tokens=1, tokens_estimated=False,
+        ttft_s=None, latency_s=0.1, cost_usd=None, retries=0, streamed=False,
+        finish_reason="length",
+    )  # fmt: skip
+    assert _summed([option, option], "B").finish_reason is None

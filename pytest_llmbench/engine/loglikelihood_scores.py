@@ -122,7 +122,7 @@ def _summed(calls: Sequence[Completion], text: str) -> Completion:
         retries=sum(call.retries for call in calls),
         cached=all(call.cached for call in calls),
         rate_limit_wait_s=sum(call.rate_limit_wait_s for call in calls),
-        finish_reason="stop",
+        finish_reason=None,  # options scored, nothing generated
     )
 
 

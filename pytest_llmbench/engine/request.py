@@ -151,7 +151,7 @@ def agent_completion(run: AgentRun, model_id: str) -> Completion:
         cost_usd=run.usage.cost_usd,
         retries=run.retries,
         streamed=False,
-        finish_reason=run.stopped,
+        finish_reason=None,  # many calls: why the loop ended is the record's agent_stopped
         cached=run.cached,
     )
 

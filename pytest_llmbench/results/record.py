@@ -98,7 +98,9 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``workdir`` (str | None): an agent item's folder (kept after the run, as pytest keeps tmp_path).
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
 - ``finish_reason`` (str | None): why the model stopped, as the provider said: ``stop``,
-  ``length`` (``max_tokens`` reached), ``tool_calls``, ``content_filter``, ...
+  ``length`` (``max_tokens`` reached), ``tool_calls``, ``content_filter``, ...; a
+  conversation's is its last reply's; ``None`` for an agent (why its loop ended is
+  ``agent_stopped``), a log-likelihood item (nothing generated) and a solver.
 - ``cached`` (bool): the answer came from the response cache (no call was made this run).
 - ``rate_limit_wait_s`` (float): seconds the call waited for rate limits (429 backoff,
   requests/tokens per minute).
