@@ -209,3 +209,66 @@ def test_finish_reason_is_a_providers_word_or_none() -> None:
         finish_reason="length",
     )  # fmt: skip
     assert _summed([option, option], "B").finish_reason is None
+
+
+def test_a_reply_whose_thinking_never_finished_is_no_answer() -> None:
+    from pytest_llmbench.models import unfinished_thinking
+
+    cut = unfinished_thinking("<think>Paris or Lyon, let me", "", "length")
+    assert cut == "the reply ended inside its thinking when it reached max_tokens: no answer (raise max_tokens)"  # fmt: skip
+    assert unfinished_thinking("\n<thinking>hmm", "", "stop") is not None
+    ran_out = unfinished_thinking("", THOUGHT, "length")
+    assert ran_out is not None and ran_out.startswith("ran out of tokens while reasoning")
+    # An answer, however short, after finished thinking; a cut answer is the model's answer.
+    assert unfinished_thinking("Paris.", THOUGHT, "length") is None
+    assert unfinished_thinking("<think>a</think>Paris.", "", "stop") is None
+    assert unfinished_thinking("The tag <think> is HTML-like.", "", "stop") is None
+    assert unfinished_thinking("", "", "length") is None  # no thinking: an empty answer
+
+
+FINISH = """
+model_params: {max_tokens: 6}
+cases:
+  - id: thinks-too-long
+    prompt: Capital of France?
+    assert: [{type: icontains, value: paris}]
+  - id: answers
+    prompt: Capital of Spain?
+    assert: [{type: icontains, value: madrid}, {type: finish-reason, value: stop}]
+  - id: cut
+    prompt: Capital of Italy?
+    assert: [{type: not-finish-reason, value: [length, content_filter]}]
+"""
+
+
+def test_unfinished_thinking_is_unchecked_and_finish_reason_is_checked(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="France", reply=f"<think>{THOUGHT}</think>Paris."))
+    bench.server.add_rule(Rule(match="Spain", reply="Madrid."))
+    bench.server.add_rule(Rule(match="Italy", reply="Rome is the capital of Italy, of course."))
+    bench.eval_file("finish", FINISH)
+    result = bench.run("--models=fake", "-rs")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*llmbench: nothing checked: the reply ended inside its thinking when it reached max_tokens*"])  # fmt: skip
+    records = {record["case_id"]: record for record in bench.records()}
+    thinks = records["thinks-too-long"]
+    assert (thinks["outcome"], thinks["error_kind"], thinks["finish_reason"]) == (
+        "skipped", "unchecked", "length",
+    )  # fmt: skip
+    assert thinks["assertions"] == []  # not checked at all: neither right nor wrong
+    assert records["answers"]["outcome"] == "passed"
+    assert records["answers"]["assertions"][1]["reason"] == "finished with 'stop'"
+    cut = records["cut"]
+    assert cut["outcome"] == "failed" and cut["finish_reason"] == "length"
+
+
+def test_an_unknown_finish_reason_is_a_collection_error_naming_the_allowed(bench: Bench) -> None:
+    bench.eval_file(
+        "bad", "cases:\n  - {id: a, prompt: Hi, assert: [{type: finish-reason, value: done}]}\n"
+    )
+    result = bench.run("--models=fake")
+    result.stdout.fnmatch_lines(
+        [
+            "*bad.eval.yaml:*finish-reason needs one of stop, length, tool_calls, content_filter*'done'*"
+        ]
+    )
+    assert result.ret != 0

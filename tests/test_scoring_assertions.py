@@ -85,7 +85,12 @@ def test_the_cases_cover_every_known_type() -> None:
     # python has tests of its own; the model-graded types are in test_judging_panel.py, the
     # limits on what the call measured in test_scoring_performance.py
     graded = {"similarity", "llm-rubric", "jury", "factuality", "closed-qa"}
-    performance = {"latency", "cost", "tokens"}
+    performance = {
+        "latency",
+        "cost",
+        "tokens",
+        "finish-reason",
+    }  # finish-reason: test_models_reasoning.py
     # the RAG metrics are judged: test_rag.py
     graded |= {"faithfulness", "answer-relevance", "context-recall", "context-precision"}
     graded |= {"model-graded"}  # a user's own grader: test_model_graded.py

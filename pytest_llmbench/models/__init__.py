@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from .providers.litellm_client import missing_api_keys, warmed_up
     from .providers.loglikelihood import aloglikelihood
     from .providers.prices import cost_usd, supports_vision
+    from .providers.reasoning import unfinished_thinking
     from .providers.routes import LEAN_PROVIDERS, check_key, describe, route, speaks_openai
     from .providers.tokens import prompt_tokens, use_bundled_tokenizers
 
@@ -87,6 +88,7 @@ _FACE: dict[str, str] = {
     "aloglikelihood": "providers.loglikelihood",
     "cost_usd": "providers.prices",
     "supports_vision": "providers.prices",
+    "unfinished_thinking": "providers.reasoning",
     "LEAN_PROVIDERS": "providers.routes",
     "check_key": "providers.routes",
     "speaks_openai": "providers.routes",
@@ -129,6 +131,7 @@ __all__ = [
     "speaks_openai",
     "supports_vision",
     "total_usage",
+    "unfinished_thinking",
     "use_bundled_tokenizers",
     "warmed_up",
 ]

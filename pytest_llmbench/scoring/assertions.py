@@ -42,8 +42,10 @@ from .model_graded import judge_keys, parse_judged
 from .performance import (
     PERFORMANCE_TYPES,
     check_cost,
+    check_finish_reason,
     check_latency,
     check_tokens,
+    finish_reason_value,
     parse_performance,
 )
 from .python import check_choice, check_engine_graded, check_python, python_value
@@ -327,6 +329,12 @@ TYPES: dict[str, TypeSpec] = {
     "latency": TypeSpec(check_latency, "none"),
     "cost": TypeSpec(check_cost, "none"),
     "tokens": TypeSpec(check_tokens, "none"),
+    "finish-reason": TypeSpec(
+        check_finish_reason,
+        "required",
+        finish_reason_value,
+        "stop, length, tool_calls or content_filter",
+    ),
     "python": TypeSpec(
         check_python,
         "required",

@@ -68,6 +68,7 @@ class CallMeasures:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached: bool = False  #: the answer came from the response cache (no call was timed)
+    finish_reason: str | None = None  #: why the model stopped, as the provider said
 
     @classmethod
     def of(
@@ -83,6 +84,7 @@ class CallMeasures:
             input_tokens=completion.input_tokens,
             output_tokens=completion.output_tokens,
             cached=completion.cached,
+            finish_reason=completion.finish_reason,
         )
 
 

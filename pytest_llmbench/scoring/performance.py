@@ -155,3 +155,37 @@ def _at_most(name: str, value: float, limit: float, unit: str) -> Outcome:
         f"{name} {shown}{unit} <= {bound}{unit}",
         f"{name} {shown}{unit} > {bound}{unit}",
     )
+
+
+#: The finish reasons a ``finish-reason`` assertion may name: OpenAI's, as litellm gives every
+#: provider's (``length``: ``max_tokens`` reached; ``content_filter``: the provider withheld it).
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
+
+
+def finish_reason_value(base: str, value: Any) -> tuple[str, ...]:
+    """A ``finish-reason`` value: one reason or a list of them, each of :data:`FINISH_REASONS`."""
+    values = value if isinstance(value, list) else [value]
+    unknown = [v for v in values if v not in FINISH_REASONS]
+    if not values or unknown:
+        allowed = ", ".join(FINISH_REASONS)
+        shown = repr(unknown[0]) if unknown else "an empty list"
+        raise AssertionSpecError(
+            f"{base} needs one of {allowed} (or a list of them), got {shown}", "value"
+        )
+    return tuple(values)
+
+
+def check_finish_reason(
+    value: Any, output: str, assertion: Assertion, context: AssertionContext
+) -> Outcome:
+    """Why the model stopped is one of ``value``; a reply without a finish reason of its own
+    (an agent's loop, log-likelihood scores) has nothing to check."""
+    reason = _measures(context).finish_reason
+    if reason is None:
+        raise NotMeasured("no finish reason: the answer is not one reply of the model")
+    allowed = " or ".join(value)
+    return pass_fail(
+        reason in value,
+        f"finished with {reason!r}",
+        f"finished with {reason!r}, not {allowed}",
+    )

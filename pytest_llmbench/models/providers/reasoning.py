@@ -24,7 +24,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REASONING_FIELDS", "reasoning_of", "split_leading_thinking", "usage_details"]
+__all__ = [
+    "REASONING_FIELDS",
+    "reasoning_of",
+    "split_leading_thinking",
+    "unfinished_thinking",
+    "usage_details",
+]
 
 #: A leading thinking block, as litellm reads one (its ``parse_content_for_reasoning``).
 _LEADING_THINKING = re.compile(
@@ -68,6 +74,26 @@ def usage_details(usage: Any) -> tuple[int | None, int | None]:
     if cached is None:
         cached = _count(_get(usage, "cache_read_input_tokens"))
     return reasoning, cached
+
+
+#: A thinking block's opening and closing tags (the ones litellm reads).
+_OPENING = re.compile(r"\s*<(?:think|thinking|budget:thinking)>")
+_CLOSING = re.compile(r"</(?:think|thinking|budget:thinking)>")
+
+
+def unfinished_thinking(text: str, reasoning: str, finish_reason: str | None) -> str | None:
+    """Why a reply holds no answer because its thinking never finished, or None: a reply that
+    opens a thinking block it never closes, or that stopped at ``max_tokens`` with thinking and
+    no answer. Such a reply is no answer to check, right or wrong."""
+    cut = " when it reached max_tokens" if finish_reason == "length" else ""
+    if _OPENING.match(text) and not _CLOSING.search(text):
+        return f"the reply ended inside its thinking{cut}: no answer (raise max_tokens)"
+    if reasoning and not text.strip() and finish_reason == "length":
+        return (
+            f"ran out of tokens while reasoning: {len(reasoning)} characters of thinking and no "
+            "answer (raise max_tokens)"
+        )
+    return None
 
 
 def split_leading_thinking(text: str, reasoning: str) -> tuple[str, str]:
