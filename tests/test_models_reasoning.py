@@ -209,3 +209,37 @@ def test_finish_reason_is_a_providers_word_or_none() -> None:
         finish_reason="length",
     )  # fmt: skip
     assert _summed([option, option], "B").finish_reason is None
+
+
+def test_the_first_thinking_token_is_the_first_token(fake_llm: FakeLLMServer) -> None:
+    """A streamed reply that thinks and answers nothing: its TTFT is its thinking's."""
+    fake_llm.add_rule(Rule(reply="", reasoning=THOUGHT))
+    said = _call(fake_llm, "auto", True)
+    assert (said.text, said.reasoning) == ("", THOUGHT)
+    assert said.ttft_s is not None and said.ttft_s <= said.latency_s
+
+
+TWO_TURNS = """
+cases:
+  - id: talk
+    turns:
+      - user: Capital of France?
+        assert: [{type: icontains, value: paris}]
+      - user: And of Spain?
+        assert: [{type: icontains, value: madrid}]
+"""
+
+
+def test_a_conversation_of_a_reasoning_model_records_its_thinking(bench: Bench) -> None:
+    """The history sent back holds the answers alone; the record keeps the last reply's thinking,
+    its reasoning and cached tokens summed over the replies as its output tokens are."""
+    bench.server.add_rule(Rule(match="Spain", reply="Madrid.", reasoning="Spain: Madrid.", cached_tokens=3))  # fmt: skip
+    bench.server.add_rule(Rule(match="France", reply="Paris.", reasoning=THOUGHT, cached_tokens=2))
+    bench.eval_file("talk", TWO_TURNS)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert (record["response"], record["reasoning"]) == ("Madrid.", "Spain: Madrid.")
+    assert record["reasoning_tokens"] == len(THOUGHT.split()) + 2
+    assert (record["cached_input_tokens"], record["finish_reason"]) == (5, "stop")
+    second = bench.server.chat_requests()[-1].body["messages"]
+    assert [m["content"] for m in second if m["role"] == "assistant"] == ["Paris."]
