@@ -243,3 +243,19 @@ def test_a_conversation_of_a_reasoning_model_records_its_thinking(bench: Bench) 
     assert (record["cached_input_tokens"], record["finish_reason"]) == (5, "stop")
     second = bench.server.chat_requests()[-1].body["messages"]
     assert [m["content"] for m in second if m["role"] == "assistant"] == ["Paris."]
+
+
+def test_thinking_is_recorded_the_same_under_xdist(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="France", reply="Paris.", reasoning=THOUGHT, cached_tokens=2))
+    bench.server.add_rule(Rule(match="Spain", reply="<think>Madrid, surely.</think>Madrid."))
+    bench.eval_file("talk", TWO_TURNS)
+    bench.eval_file("capital", CAPITAL)
+    fields = ("response", "reasoning", "reasoning_tokens", "cached_input_tokens", "finish_reason")
+    seen = []
+    for args in ((), ("-n", "2")):
+        bench.run_subprocess("--models=fake", *args).assert_outcomes(passed=2)
+        seen.append(sorted(tuple(r[k] for k in ("case_id", *fields)) for r in bench.records()))
+    assert seen[0] == seen[1]
+    # The last reply's inline thinking; the counts the server reported, for the first reply.
+    reported = len(THOUGHT.split())
+    assert ("talk", "Madrid.", "Madrid, surely.", reported, 2, "stop") in seen[0]
