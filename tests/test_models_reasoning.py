@@ -272,3 +272,53 @@ def test_an_unknown_finish_reason_is_a_collection_error_naming_the_allowed(bench
         ]
     )
     assert result.ret != 0
+
+
+def test_the_first_thinking_token_is_the_first_token(fake_llm: FakeLLMServer) -> None:
+    """A streamed reply that thinks and answers nothing: its TTFT is its thinking's."""
+    fake_llm.add_rule(Rule(reply="", reasoning=THOUGHT))
+    said = _call(fake_llm, "auto", True)
+    assert (said.text, said.reasoning) == ("", THOUGHT)
+    assert said.ttft_s is not None and said.ttft_s <= said.latency_s
+
+
+TWO_TURNS = """
+cases:
+  - id: talk
+    turns:
+      - user: Capital of France?
+        assert: [{type: icontains, value: paris}]
+      - user: And of Spain?
+        assert: [{type: icontains, value: madrid}]
+"""
+
+
+def test_a_conversation_of_a_reasoning_model_records_its_thinking(bench: Bench) -> None:
+    """The history sent back holds the answers alone; the record keeps the last reply's thinking,
+    its reasoning and cached tokens summed over the replies as its output tokens are."""
+    bench.server.add_rule(Rule(match="Spain", reply="Madrid.", reasoning="Spain: Madrid.", cached_tokens=3))  # fmt: skip
+    bench.server.add_rule(Rule(match="France", reply="Paris.", reasoning=THOUGHT, cached_tokens=2))
+    bench.eval_file("talk", TWO_TURNS)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert (record["response"], record["reasoning"]) == ("Madrid.", "Spain: Madrid.")
+    assert record["reasoning_tokens"] == len(THOUGHT.split()) + 2
+    assert (record["cached_input_tokens"], record["finish_reason"]) == (5, "stop")
+    second = bench.server.chat_requests()[-1].body["messages"]
+    assert [m["content"] for m in second if m["role"] == "assistant"] == ["Paris."]
+
+
+def test_thinking_is_recorded_the_same_under_xdist(bench: Bench) -> None:
+    bench.server.add_rule(Rule(match="France", reply="Paris.", reasoning=THOUGHT, cached_tokens=2))
+    bench.server.add_rule(Rule(match="Spain", reply="<think>Madrid, surely.</think>Madrid."))
+    bench.eval_file("talk", TWO_TURNS)
+    bench.eval_file("capital", CAPITAL)
+    fields = ("response", "reasoning", "reasoning_tokens", "cached_input_tokens", "finish_reason")
+    seen = []
+    for args in ((), ("-n", "2")):
+        bench.run_subprocess("--models=fake", *args).assert_outcomes(passed=2)
+        seen.append(sorted(tuple(r[k] for k in ("case_id", *fields)) for r in bench.records()))
+    assert seen[0] == seen[1]
+    # The last reply's inline thinking; the counts the server reported, for the first reply.
+    reported = len(THOUGHT.split())
+    assert ("talk", "Madrid.", "Madrid, surely.", reported, 2, "stop") in seen[0]

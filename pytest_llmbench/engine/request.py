@@ -5,11 +5,11 @@ completion.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..models import Completion, ItemError, total_usage
+from ..models import Completion, ItemError, add_known, total_usage
 from .plan import DEFAULT_OUTPUT_TOKENS
 
 if TYPE_CHECKING:
@@ -46,8 +46,9 @@ class ConversationRun:
     user_calls: tuple[Completion, ...] = ()
 
     def completion(self, model_id: str) -> Completion | None:
-        """The conversation as one completion: the last reply's text, the first call's TTFT,
-        latency, tokens, cost, retries and rate-limit waits summed; None without a reply."""
+        """The conversation as one completion: the last reply's text and thinking, the first
+        call's TTFT, latency, tokens (reasoning and cached ones too), cost, retries and
+        rate-limit waits summed; None without a reply."""
         calls = [reply.completion for reply in self.replies]
         if not calls:
             return None
@@ -68,7 +69,18 @@ class ConversationRun:
             rate_limit_wait_s=sum(call.rate_limit_wait_s for call in calls),
             # every reply's tool calls in turn order: the record's tool_calls and tool_call_count
             tool_calls=tuple(tool_call for call in calls for tool_call in call.tool_calls),
+            reasoning=calls[-1].reasoning,
+            reasoning_tokens=_summed_known(call.reasoning_tokens for call in calls),
+            cached_input_tokens=_summed_known(call.cached_input_tokens for call in calls),
         )
+
+
+def _summed_known(counts: Iterable[int | None]) -> int | None:
+    """The sum of the counts reported (None when none was)."""
+    total: int | None = None
+    for count in counts:
+        total = add_known(total, count)
+    return total
 
 
 @dataclass(frozen=True)
