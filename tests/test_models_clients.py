@@ -283,11 +283,27 @@ def test_routes(no_provider_env: None, target: CallTarget, client: str, why: str
     assert (chosen.client, chosen.why) == (client, why)
 
 
-def test_reasoning_models_stay_with_litellm(no_provider_env: None) -> None:
-    for model in ("openai/o3-mini", "o4-mini", "gpt-5-mini", "openai/gpt-5.1"):
+def test_reasoning_models_take_the_lean_path(no_provider_env: None) -> None:
+    """Both clients adapt an OpenAI reasoning model's parameters (reasoning_params.py): it is
+    routed as any other model of its provider, and the header says what is adapted."""
+    for model in ("openai/o3-mini", "o4-mini", "gpt-5-mini", "openai/gpt-5.1", "gpt-5-chat"):
         chosen = routes.route(CallTarget("r", model, "http://127.0.0.1:9/v1"))
-        assert chosen == routes.Route("litellm", "a reasoning model: litellm adapts its parameters")
-    assert routes.route(CallTarget("n", "openai/gpt-4o", "http://127.0.0.1:9/v1")).client == "lean"
+        assert chosen == routes.Route("lean", "OpenAI-compatible")
+    # Without an endpoint, or through litellm, as any model.
+    assert routes.route(CallTarget("e", "hosted_vllm/o3")).client == "litellm"
+    shown = routes.describe(
+        [
+            CallTarget("o", "openai/o3", "http://127.0.0.1:9/v1"),
+            CallTarget("g", "gpt-5-mini", "http://127.0.0.1:9/v1", client="litellm"),
+            CallTarget("c", "gpt-5-chat", "http://127.0.0.1:9/v1"),
+        ]
+    )
+    sampling = "temperature other than 1, top_p, logprobs, top_logprobs"
+    assert shown == (
+        "o lean (reasoning model: max_tokens sent as max_completion_tokens; not sent: "
+        f"{sampling}, penalties), g litellm (client: litellm; reasoning model: max_tokens sent "
+        f"as max_completion_tokens; not sent: {sampling}, penalties, stop, logit_bias), c lean"
+    )
 
 
 def test_endpoints_follow_litellms_variables(

@@ -22,6 +22,7 @@ from . import routes
 from .completion import CallTarget, Completion, whole_answer
 from .openai_compatible import vector
 from .reasoning import reasoning_of, split_leading_thinking, usage_details
+from .reasoning_params import adapted
 from .tokens import reported
 from .tool_deltas import StreamedToolCalls
 from .transport_retry import IncompleteStreamError, Timeouts, cut_stream_message
@@ -230,8 +231,10 @@ def _request_kwargs(
     stream: bool,
     limits: Timeouts,
 ) -> dict[str, Any]:
-    # The call's parameters over the profile's (one dict: the same name may be in both).
-    fields = {**target.params, **params, "messages": list(messages), "stream": stream}
+    # The call's parameters over the profile's (one dict: the same name may be in both), as an
+    # OpenAI reasoning model takes them (litellm would refuse a judge's temperature 0).
+    sent, _ = adapted(target.model_id, {**target.params, **params})
+    fields = {**sent, "messages": list(messages), "stream": stream}
     kwargs = call_kwargs(target, limits, **fields)
     if stream:
         kwargs["stream_options"] = {"include_usage": True}

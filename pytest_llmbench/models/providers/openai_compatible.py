@@ -22,6 +22,7 @@ from . import prices, tokens
 from .completion import CallTarget, Completion, whole_answer
 from .errors import HTTPStatusError, body_message
 from .reasoning import reasoning_of, split_leading_thinking, usage_details
+from .reasoning_params import adapted
 from .tool_deltas import StreamedToolCalls
 from .transport_retry import IncompleteStreamError, Timeouts, cut_stream_message
 
@@ -51,7 +52,8 @@ async def chat_once(
 ) -> Completion:
     """One attempt at a chat completion (no retries: :func:`.transport_retry.retried` owns
     those)."""
-    body, headers = request_fields({**target.params, **params})
+    sent, _ = adapted(target.model_id, {**target.params, **params})
+    body, headers = request_fields(sent)
     body.update(model=endpoint.model, messages=[_sent(message) for message in messages])
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 import socket
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from . import prices
 from .completion import CallTarget
 from .errors import missing_key_error
+from .reasoning_params import note
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,6 @@ KEYLESS = "fake-api-key"
 #: Host names of this machine or a private network: RFC 6761's ``localhost``, mDNS's ``local``,
 #: the private-use ``internal`` (``host.docker.internal``), RFC 8375's ``home.arpa``, ``lan``.
 _LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa", ".lan")
-#: Reasoning models, whose parameters litellm adapts (``max_completion_tokens``, no
-#: ``temperature``): they stay with litellm.
-_REASONING = re.compile(r"(^|/)o\d|gpt-[5-9]")
 
 
 @dataclass(frozen=True)
@@ -88,11 +85,9 @@ def route(target: CallTarget) -> Route:
         return Route("litellm", "client: litellm")
     if target.extra:
         return Route("litellm", "its profile passes litellm settings")
-    provider, model = split_model(target.model_id)
+    provider = split_model(target.model_id)[0]
     if provider not in _OPENAI_PROTOCOL:
         return Route("litellm", f"{provider or 'an unknown'} provider")
-    if _REASONING.search(model):
-        return Route("litellm", "a reasoning model: litellm adapts its parameters")
     if provider is None or _base_url(target, provider) is None:
         return Route("litellm", f"{provider} without an endpoint (api_base)")
     return Route("lean", "OpenAI-compatible")
@@ -226,10 +221,13 @@ def _host(base_url: str) -> str:
 
 def describe(targets: Sequence[CallTarget]) -> str:
     """What the session header says of ``targets``' clients: ``fake lean, claude litellm
-    (anthropic provider)``."""
+    (anthropic provider)``; an OpenAI reasoning model's parameters that either client adapts
+    are said too (``o3 lean (reasoning model: max_tokens sent as ...)``)."""
     shown = []
     for target in targets:
         chosen = route(target)
-        why = "" if chosen.client == "lean" else f" ({chosen.why})"
+        said = [] if chosen.client == "lean" else [chosen.why]
+        said += [adapting] if (adapting := note(target.model_id)) else []
+        why = f" ({'; '.join(said)})" if said else ""
         shown.append(f"{target.name} {chosen.client}{why}")
     return ", ".join(shown)
