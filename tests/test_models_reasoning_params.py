@@ -47,7 +47,7 @@ def _litellms(litellm: Any, model: str, params: dict[str, Any], drop: bool) -> d
 
 
 def _kept_apart(model: str, params: dict[str, Any]) -> bool:
-    """The differences kept on purpose (docs/reasoning-params.md): a reasoning effort that the
+    """The differences kept on purpose (docs/reasoning.md): a reasoning effort that the
     map says the model refuses is sent (litellm drops it), and a model that does not reason
     gets its parameters as given (litellm drops their reasoning_effort)."""
     effort = params.get("reasoning_effort")
