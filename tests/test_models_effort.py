@@ -417,3 +417,17 @@ def test_the_effort_board_puts_each_models_efforts_side_by_side() -> None:
     assert board["reasoning_tokens_total"].tolist()[2:] == [2, 5, 7]
     assert board["reasoning_tokens_total"].isna().tolist()[:2] == [True, True]
     assert effort_board(records_frame([record("plain", None, True, None)])) is None
+
+
+@pytest.mark.parametrize("client", ["auto", "litellm"])
+def test_both_clients_send_the_effort_alike(bench: Bench, client: str) -> None:
+    _thinking_profile(bench)
+    bench.eval_file("capitals", "effort: [low, high]\n" + CAPITAL)
+    _effort_rules(bench)
+    bench.run("--models=thinker", f"--client={client}").assert_outcomes(passed=1, failed=1)
+    bodies = sorted(
+        (r.body["reasoning_effort"], r.body["model"]) for r in bench.server.chat_requests()
+    )
+    assert bodies == [("high", "fake-thinker"), ("low", "fake-thinker")]
+    records = {r["effort"]: r for r in bench.records()}
+    assert records["high"]["reasoning"] == LONG_THOUGHT and records["low"]["response"] == "Lyon"
