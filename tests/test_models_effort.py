@@ -167,12 +167,17 @@ def test_efforts_multiply_items_with_ids_and_labels_and_k_selects_one(bench: Ben
     assert collected(result) == ["capitals.eval.yaml::france[thinker-high-r0]"]
 
 
-def test_efforts_on_the_command_line_replace_the_files(bench: Bench) -> None:
+def test_efforts_on_the_command_line_or_in_the_ini_file_replace_the_files(bench: Bench) -> None:
     _thinking_profile(bench)
     bench.eval_file("capitals", "effort: [low, high]\n" + CAPITAL)
     result = bench.run("--models=thinker", "--efforts=minimal, XHIGH", "--collect-only", "-q")
     assert collected(result) == [
         f"capitals.eval.yaml::france[thinker-{e}-r0]" for e in ("minimal", "xhigh")
+    ]
+    bench.pytester.makeini("[pytest]\nllmbench_efforts = none, max\n")
+    result = bench.run("--models=thinker", "--collect-only", "-q")
+    assert collected(result) == [
+        f"capitals.eval.yaml::france[thinker-{e}-r0]" for e in ("none", "max")
     ]
 
 
