@@ -62,7 +62,7 @@ class EvalFile(pytest.File):
         for case in loaded.cases[: run.limit]:  # --limit N: the file's first N cases
             graded = () if run.latency_only else self._graded(loaded, case)
             for model in run.models:
-                for variant in self._variants(case, model, run):
+                for variant in self._variants(loaded, case, model, run):
                     for repeat in range(run.repeat):
                         plan = CallPlan(
                             nodeid=self._nodeid(case, model, variant, repeat),
@@ -120,8 +120,11 @@ class EvalFile(pytest.File):
                 error = EvalFileError(self.path, case.line, f"case {case_id!r}: {why}")
                 raise self.CollectError(_relative(error, self.config.rootpath))
 
-    def _variants(self, case: EvalCase, model: ModelProfile, run: RunConfig) -> list[Variant]:
-        """The case's variants on ``model``: temperatures x original/optimized prompt."""
+    def _variants(
+        self, loaded: LoadedEval, case: EvalCase, model: ModelProfile, run: RunConfig
+    ) -> list[Variant]:
+        """The case's variants on ``model``: temperatures x efforts x original/optimized
+        prompt."""
         from .spec import configured_temperature, temperature_variations
 
         temperatures: list[float | None] = [None]
@@ -138,11 +141,35 @@ class EvalFile(pytest.File):
             temperatures = list(temperature_variations(base, run.temperature_variations))
             _warn_mixed_bases(self.config, model, base, (self.path, case.line))
         optimized = {None: [False], "only": [True], "both": [False, True]}[run.optimize_prompts]
+        efforts = self._efforts(loaded, case, model, run)
         return [
-            Variant(case.prompt_variant, temperature, flag)
+            Variant(case.prompt_variant, temperature, flag, effort)
             for temperature in temperatures
+            for effort in efforts
             for flag in optimized
         ]
+
+    def _efforts(
+        self, loaded: LoadedEval, case: EvalCase, model: ModelProfile, run: RunConfig
+    ) -> list[str | int | None]:
+        """The efforts ``case`` runs under on ``model`` (``--efforts``, else the file's
+        ``effort:``; ``[None]`` without the axis): one ``model`` cannot be sent is a collection
+        error at the case, naming the model and the fix."""
+        from .models import EffortError, effort_params
+
+        efforts: list[str | int | None] = list(run.efforts or loaded.efforts) or [None]
+        params = {**model.params, **case.model_params}
+        for effort in efforts:
+            if effort is None:
+                continue
+            try:
+                effort_params(model, effort, params)
+            except EffortError as exc:
+                from .spec import EvalFileError
+
+                error = EvalFileError(self.path, case.line, f"case {case.id!r}: {exc}")
+                raise self.CollectError(_relative(error, self.config.rootpath)) from None
+        return efforts
 
     def _shim_interpreter(self, loaded: LoadedEval) -> ModelProfile | None:
         """An agent file's ``tool_shim_model``, resolved (a bad name fails collection)."""

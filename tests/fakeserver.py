@@ -99,6 +99,9 @@ class Rule:
     reasoning_field: str = "reasoning_content"
     # prompt_tokens_details.cached_tokens in the usage: input tokens read from the prompt cache.
     cached_tokens: int | None = None
+    # Top-level fields the request body must hold, with these values (e.g. {"reasoning_effort":
+    # "high"}); None = anything.
+    body: dict[str, Any] | None = None
 
 
 @dataclass
@@ -813,6 +816,10 @@ class FakeLLMServer:
                 if rule.match_last is not None and rule.match_last not in last:
                     continue
                 if rule.match_any is not None and not _any_text(body, rule.match_any):
+                    continue
+                if rule.body is not None and any(
+                    body.get(key) != value for key, value in rule.body.items()
+                ):
                     continue
                 if rule.times is not None and state.used >= rule.times:
                     continue

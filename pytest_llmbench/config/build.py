@@ -79,6 +79,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         baseline=_baseline(config),
         fail_on_regression=bool(config.getoption("llmbench_fail_on_regression")),
         temperature_variations=_number(config, "temperature_variations", int, minimum=0),
+        efforts=_efforts(config),
         latency_only=latency_only,
         optimize_prompts=chosen.optimize,
         optimizer=chosen.optimizer if chosen.optimize else None,
@@ -192,6 +193,18 @@ def _baseline(config: pytest.Config) -> Path | None:
     if path is None and config.getoption("llmbench_fail_on_regression"):
         raise pytest.UsageError("llmbench: --fail-on-regression needs --baseline DIR")
     return path
+
+
+def _efforts(config: pytest.Config) -> tuple[str | int, ...]:
+    """``--efforts``: levels or thinking budgets, each once; a bad one is a ``UsageError``."""
+    from ..models import EffortError, parse_effort
+
+    raw = setting(config, "efforts") or ""
+    try:
+        efforts = [parse_effort(word) for word in raw.split(",") if word.strip()]
+    except EffortError as exc:
+        raise pytest.UsageError(f"llmbench: --efforts: {exc}") from None
+    return tuple(dict.fromkeys(efforts))
 
 
 def _judge_metrics(config: pytest.Config) -> tuple[str, ...]:

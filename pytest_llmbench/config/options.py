@@ -116,6 +116,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("temperature_variations", "Add K temperatures around "
         "each configured one, alternately below and above it in steps of half of it (0.4 with 2: 0.2, "
         "0.4, 0.6); results group by temperature", "0"),
+    Setting("efforts", "Comma list of reasoning efforts each case runs under, "
+        "replacing eval files' effort: none, minimal, low, medium, high, xhigh, max, or a thinking "
+        "budget in tokens (low,high,8000); results group by effort", None),
     Setting("optimize_prompts", "Rewrite each prompt for each model with "
         "the --optimizer model: only (evaluate the rewrites) or both (original and _optimized "
         "side by side)", None),

@@ -44,6 +44,8 @@ class RunConfig:
     fail_on_regression: bool = False
     #: extra temperatures around each configured one (``--temperature-variations K``)
     temperature_variations: int = 0
+    #: reasoning efforts every case runs under (``--efforts``), replacing eval files' ``effort:``
+    efforts: tuple[str | int, ...] = ()
     #: measure latency, tokens and cost only: no assertions, no judges
     latency_only: bool = False
     #: ``only`` or ``both`` (``--optimize-prompts``), ``None`` without prompt optimization
@@ -107,6 +109,7 @@ class RunConfig:
             "baseline": str(self.baseline) if self.baseline else None,
             "fail_on_regression": self.fail_on_regression,
             "temperature_variations": self.temperature_variations,
+            "efforts": list(self.efforts),
             "latency_only": self.latency_only,
             "optimize_prompts": self.optimize_prompts,
             "optimizer": self.optimizer.name if self.optimizer else None,

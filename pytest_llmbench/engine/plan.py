@@ -81,10 +81,17 @@ class CallPlan:
 
     @property
     def call_params(self) -> dict[str, Any]:
-        """The parameters sent on top of the profile's: the case's, then the variant's."""
-        if self.variant.temperature is None:
-            return dict(self.case.model_params)
-        return {**self.case.model_params, "temperature": self.variant.temperature}
+        """The parameters sent on top of the profile's: the case's, then the variant's (its
+        temperature, and its effort as the model takes one: :mod:`~..models.providers.effort`)."""
+        params = dict(self.case.model_params)
+        if self.variant.temperature is not None:
+            params["temperature"] = self.variant.temperature
+        if self.variant.effort is not None:
+            from ..models import effort_params
+
+            base = {**self.model.params, **params}
+            params.update(effort_params(self.model, self.variant.effort, base))
+        return params
 
     @property
     def tool_params(self) -> dict[str, Any]:

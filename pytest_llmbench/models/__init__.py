@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         add_known,
         total_usage,
     )
+    from .providers.effort import EFFORT_LEVELS, EffortError, effort_params, parse_effort
     from .providers.embedded import EmbeddedServer
     from .providers.errors import missing_key_error
     from .providers.litellm_client import missing_api_keys, warmed_up
@@ -81,6 +82,10 @@ _FACE: dict[str, str] = {
     "SolverError": "item_errors",
     "ToolError": "item_errors",
     "UserSimError": "item_errors",
+    "EFFORT_LEVELS": "providers.effort",
+    "EffortError": "providers.effort",
+    "effort_params": "providers.effort",
+    "parse_effort": "providers.effort",
     "EmbeddedServer": "providers.embedded",
     "missing_key_error": "providers.errors",
     "missing_api_keys": "providers.litellm_client",
@@ -99,10 +104,12 @@ _FACE: dict[str, str] = {
 }
 
 __all__ = [
+    "EFFORT_LEVELS",
     "LEAN_PROVIDERS",
     "PROFILE_SUFFIXES",
     "CallTarget",
     "Completion",
+    "EffortError",
     "EmbeddedServer",
     "ItemError",
     "JudgeError",
@@ -123,9 +130,11 @@ __all__ = [
     "check_key",
     "cost_usd",
     "describe",
+    "effort_params",
     "load_profiles",
     "missing_api_keys",
     "missing_key_error",
+    "parse_effort",
     "prompt_tokens",
     "route",
     "speaks_openai",

@@ -84,6 +84,12 @@ class ModelProfile(BaseModel):
     client: Literal["auto", "litellm"] = "auto"
     """Which client calls the model: ``auto`` (our lean HTTP client when the endpoint speaks
     OpenAI's protocol, litellm otherwise) or ``litellm`` (always)."""
+    effort: Literal[
+        "auto", "reasoning_effort", "thinking_budget", "enable_thinking", "passthrough"
+    ] = "auto"
+    """How an effort of the effort axis is sent (:mod:`.providers.effort`): ``auto`` by provider,
+    for a model litellm's price map says reasons; or always as ``reasoning_effort``, as a
+    ``thinking`` budget, as ``chat_template_kwargs.enable_thinking``, or passed through."""
 
     @field_validator("params", "litellm")
     @classmethod

@@ -61,11 +61,12 @@ class CIOutputs:
             unmeasured = list(decision.unmeasured) if decision else []
             run_summary = self.config.stash.get(SUMMARY_KEY, None)
             board = run_summary.board if run_summary is not None else None
+            efforts = run_summary.efforts if run_summary is not None else None
             self._guard(
                 "GitHub step summary",
                 lambda: append_step_summary(
                     Path(summary),
-                    self._redact(step_summary(records, gates, board, unmeasured)),
+                    self._redact(step_summary(records, gates, board, unmeasured, efforts)),
                 ),
             )
         out_dir = recorder.out_dir
@@ -120,13 +121,16 @@ def step_summary(
     gates: Sequence[str] = (),
     board: pd.DataFrame | None = None,
     unmeasured: Sequence[str] = (),
+    efforts: pd.DataFrame | None = None,
 ) -> str:
-    """The Markdown section: leaderboard table, item counts, failed gates, and the latency and
-    cost limits a model could not be judged on (``unmeasured``).
+    """The Markdown section: leaderboard table, item counts, each model's reasoning efforts
+    side by side (``efforts``, the summary's effort board, when the run had the effort axis),
+    failed gates, and the latency and cost limits a model could not be judged on
+    (``unmeasured``).
 
     ``board`` is the run's leaderboard when the caller has it (the session end's summary).
     """
-    from .markup import board_markdown, md_cell
+    from .markup import board_markdown, efforts_markdown, md_cell
 
     if board is None:
         from ..results import leaderboard, records_frame
@@ -140,6 +144,8 @@ def step_summary(
         "",
         _counts(records, board),
     ]
+    if efforts is not None:
+        lines += ["", "**Efforts**", "", efforts_markdown(efforts).rstrip("\n")]
     if gates:
         lines += ["", "**Failed gates**", "", *(f"- {md_cell(gate)}" for gate in gates)]
     if unmeasured:

@@ -32,6 +32,36 @@ def board_markdown(board: pd.DataFrame, key: str = "model") -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The columns of :func:`efforts_markdown`: effort board column -> (header, format).
+_EFFORT_CELLS: dict[str, tuple[str, str]] = {
+    "model": ("model", "{}"),
+    "effort": ("effort", "{}"),
+    "n_items": ("items", "{:d}"),
+    "pass_rate": ("pass rate", "{:.1%}"),
+    "score_mean": ("score", "{:.3f}"),
+    "output_tokens_mean": ("output tokens", "{:.0f}"),
+    "reasoning_tokens_mean": ("of which reasoning", "{:.0f}"),
+    "cost_usd_total": ("cost $", "{:.4f}"),
+    "latency_s_p50": ("p50 s", "{:.2f}"),
+    "latency_s_p95": ("p95 s", "{:.2f}"),
+}
+
+
+def efforts_markdown(board: pd.DataFrame) -> str:
+    """The effort board (one row per model and effort) as a Markdown table; token counts are
+    means per answered item."""
+    columns = [(column, *shown) for column, shown in _EFFORT_CELLS.items() if column in board]
+    align = [":---" if spec == "{}" else "---:" for _, _, spec in columns]
+    lines = [_md_row([header for _, header, _ in columns]), "| " + " | ".join(align) + " |"]
+    for _, row in board.iterrows():
+        cells = [
+            str(row[column]) if spec == "{}" else _number(row[column], spec)
+            for column, _, spec in columns
+        ]
+        lines.append(_md_row(cells))
+    return "\n".join(lines) + "\n"
+
+
 def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(md_cell(cell) for cell in cells) + " |"
 

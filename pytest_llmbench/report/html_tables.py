@@ -135,6 +135,35 @@ def _board_cell(row: pd.Series, column: str, spec: str) -> str:
     return _td(text, spec)
 
 
+#: The columns of the efforts table (:func:`effort_table`): board column -> (header, format).
+_EFFORT_COLUMNS: dict[str, tuple[str, str]] = {
+    "model": ("model", "s"),
+    "effort": ("effort", "s"),
+    "n_items": ("items", "d"),
+    "n_errors": ("errors", "d"),
+    "pass_rate": ("pass rate", ".1%"),
+    "score_mean": ("score", ".3f"),
+    "output_tokens_mean": ("output tokens", ".0f"),
+    "reasoning_tokens_mean": ("of which reasoning", ".0f"),
+    "cost_usd_total": ("cost $", ".4f"),
+    "latency_s_p50": ("latency p50 s", ".2f"),
+    "latency_s_p95": ("latency p95 s", ".2f"),
+}
+
+
+def effort_table(board: pd.DataFrame) -> str:
+    """Each model's reasoning efforts side by side (the results' effort board: one row per
+    model and effort); token counts are means per answered item."""
+    columns = [(column, *shown) for column, shown in _EFFORT_COLUMNS.items() if column in board]
+    header = "".join(_th(name, spec) for _, name, spec in columns)
+    rows = "".join(
+        "<tr>" + "".join(_td(_format(row[column], spec), spec) for column, _, spec in columns)
+        + "</tr>"
+        for _, row in board.iterrows()
+    )  # fmt: skip
+    return f'<table class="efforts"><tr>{header}</tr>{rows}</table>'
+
+
 def comparisons(results: Sequence[Comparison]) -> str:
     """The leader against every other model on their common cases: paired tests
     (:func:`~pytest_llmbench.results.summary.top_comparisons`); empty with a single model."""

@@ -30,6 +30,7 @@ from .html_tables import (
     anchor,
     cases_table,
     comparisons,
+    effort_table,
     flaky_table,
     leaderboard_table,
     text,
@@ -141,6 +142,8 @@ def _sections(
     variants = _variants(summary.grouped, latency)
     if variants:
         sections.insert(1, ("Variants", variants))  # right after the leaderboard
+    if summary.efforts is not None:  # the effort axis: each model's efforts side by side
+        sections.insert(1, ("Efforts", effort_table(summary.efforts)))
     if latency:
         facts = facts.replace("</dl>", _fact("Eval type", "latency only: no scores") + "</dl>")
     matrix = ("Matrix", case_matrix(records))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..results_folder import (
     ALL_METRICS_FILE,
+    BY_EFFORT_FILE,
     CASE_VERDICTS_FILE,
     COMPARISONS_FILE,
     JUDGE_AGREEMENT_FILE,
@@ -49,6 +50,8 @@ class WrittenFiles:
     comparisons: Path | None = None
     #: axis -> ``by_<axis>.csv``, for each axis with several values.
     grouped: Mapping[str, Path] = field(default_factory=dict)
+    #: ``by_effort.csv``: each model's efforts side by side; None without the effort axis.
+    by_effort: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class Tables:
     verdicts: tuple[CaseVerdict, ...]
     comparisons: tuple[Comparison, ...]
     grouped: Mapping[str, pd.DataFrame]  #: axis -> its board
+    #: model x effort (:func:`~.effort_table.effort_board`); None without the effort axis
+    efforts: pd.DataFrame | None = None
 
 
 def write_csvs(tables: Tables, out_dir: Path) -> WrittenFiles:
@@ -82,6 +87,8 @@ def write_csvs(tables: Tables, out_dir: Path) -> WrittenFiles:
         for axis, board in tables.grouped.items()
     }
     verdicts, comparisons = verdicts_frame(tables.verdicts), comparisons_frame(tables.comparisons)
+    efforts = tables.efforts
+    by_effort = None if efforts is None else _write_csv(efforts, folder.file(BY_EFFORT_FILE))
     return WrittenFiles(
         all_metrics=_write_csv(tables.all_metrics, folder.file(ALL_METRICS_FILE)),
         leaderboard=_write_csv(tables.board, folder.file(LEADERBOARD_FILE)),
@@ -90,6 +97,7 @@ def write_csvs(tables: Tables, out_dir: Path) -> WrittenFiles:
         case_verdicts=_write_csv(verdicts, folder.file(CASE_VERDICTS_FILE)),
         comparisons=_write_csv(comparisons, folder.file(COMPARISONS_FILE)),
         grouped=by_axis,
+        by_effort=by_effort,
     )
 
 

@@ -122,6 +122,7 @@ def _variant_fields(result: EvalResult, root: Path) -> dict[str, Any]:
         "profile": plan.model.name,
         "prompt_variant": plan.variant.prompt_name,
         "temperature": temperature if isinstance(temperature, (int, float)) else None,
+        "effort": plan.variant.effort,
         "optimized": plan.variant.optimized,
         "optimization": result.optimization,
         "eval_type": "latency" if plan.latency_only else "quality",

@@ -22,14 +22,18 @@ Fields (``None`` where a value does not apply or was not measured):
   Python test. Baselines pair only cases whose hashes match.
 - ``model`` (str): the contestant that results rank: the model name as selected (profile name
   or litellm id), plus the item's variant: ``:prompt`` for a ``prompts:`` variant, ``_optimized``
-  for a rewritten prompt, ``@t<temperature>`` under ``--temperature-variations``
-  (``smollm2:concise@t0.2``). Without variants it is the model name.
+  for a rewritten prompt, ``@t<temperature>`` under ``--temperature-variations``, ``@<effort>``
+  under the effort axis (``smollm2:concise@t0.2``, ``gpt-5@high``). Without variants it is the
+  model name.
 - ``model_id`` (str): the litellm model string actually called.
 - ``profile`` (str | None): the model name without variant suffixes (a deployment variant of a
   profile is its own profile, e.g. ``nova-pro_priority``).
 - ``prompt_variant`` (str | None): the eval file's ``prompts:`` variant, ``_optimized`` suffixed
   when the prompt was rewritten.
 - ``temperature`` (float | None): the temperature sent, when one was set.
+- ``effort`` (str | int | None): the reasoning effort of the item's variant (``effort:`` of the
+  eval file or ``--efforts``): a level (``high``) or a thinking budget in tokens; None outside the
+  effort axis. The contestant ends in ``@<effort>``.
 - ``optimized`` (bool): the prompt was rewritten by ``--optimize-prompts``.
 - ``optimization`` (dict | None): the rewrite's ``status`` (rewritten, skipped, failed) and
   ``reason``; the rewrite itself is in ``prompt_optimizations.jsonl``.
@@ -187,6 +191,7 @@ FIELDS: tuple[str, ...] = (
     "profile",
     "prompt_variant",
     "temperature",
+    "effort",
     "optimized",
     "optimization",
     "eval_type",

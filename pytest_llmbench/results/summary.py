@@ -38,6 +38,7 @@ from .csvs import (
     WrittenFiles,
     write_csvs,
 )
+from .effort_table import effort_board
 from .grouping import (
     grouped,
     is_latency_only,
@@ -140,6 +141,8 @@ class RunSummary:
     grouped: Mapping[str, pd.DataFrame]  #: axis -> :func:`grouped`, per :func:`varied_axes`
     latency_only: bool  #: :func:`is_latency_only`
     judged: bool  #: whether any record has a judge entry
+    #: model x effort (:func:`~.effort_table.effort_board`); None without the effort axis
+    efforts: pd.DataFrame | None = None
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -201,6 +204,7 @@ def summarize(records: Sequence[Mapping[str, Any]], errors_count_as: str = "fail
         grouped={axis: grouped(frame, axis) for axis in varied_axes(frame)},
         latency_only=is_latency_only(frame),
         judged=has_judges(ordered),
+        efforts=effort_board(frame),
     )
 
 
@@ -231,6 +235,7 @@ def write_aggregates(
         verdicts=summary.verdicts,
         comparisons=summary.comparisons,
         grouped=summary.grouped,
+        efforts=summary.efforts,
     )
     return write_csvs(tables, out_dir)
 

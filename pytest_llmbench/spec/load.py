@@ -70,6 +70,7 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
         prompt_variants=tuple(variant.name for variant in variants if variant.name),
         functions=functions,
         kind=spec.kind,
+        efforts=tuple(spec.effort or ()),
     )
 
 

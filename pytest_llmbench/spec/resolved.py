@@ -233,6 +233,8 @@ class LoadedEval:
     functions: FunctionTools | None = None
     #: the file's ``kind:`` (a name registered in :mod:`.file_kinds`): what its items do
     kind: str = "completion"
+    #: the file's ``effort:`` values, in order (empty without the effort axis)
+    efforts: tuple[str | int, ...] = ()
 
 
 def suite_name(path: Path) -> str:

@@ -328,6 +328,11 @@ class EvalSpec(_Strict):
     prompts: list[str | PromptVariantSpec] = Field(
         default_factory=list, description="Prompt variants: each case runs under each"
     )
+    effort: list[str | int] | None = Field(
+        None,
+        description="Reasoning efforts: each case runs under each (none, minimal, low, medium, "
+        "high, xhigh, max, or a thinking budget in tokens)",
+    )
     solver: str | None = Field(
         None, description="module:function producing the answer from the case and a client"
     )
@@ -337,6 +342,20 @@ class EvalSpec(_Strict):
     loglikelihood: LoglikelihoodSpec | None = Field(
         None, description="Score options by log-probability (lm-eval's multiple_choice)"
     )
+
+    @field_validator("effort", mode="before")
+    @classmethod
+    def _efforts(cls, value: Any) -> Any:
+        # One value or a list; each a level or a budget, once (models/providers/effort.py).
+        from ..models import parse_effort
+
+        if value is None:
+            return None
+        efforts = [parse_effort(one) for one in (value if isinstance(value, list) else [value])]
+        twice = next((one for n, one in enumerate(efforts) if one in efforts[:n]), None)
+        if twice is not None:
+            raise ValueError(f"effort {twice} is given twice")
+        return efforts
 
     @field_validator("loglikelihood", mode="before")
     @classmethod

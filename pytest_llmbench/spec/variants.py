@@ -1,10 +1,12 @@
 """The experiment matrix: what varies between the items of one case and model.
 
 An item is one case x model x :class:`Variant` x repeat. A variant names the prompt variant of
-the eval file's ``prompts:``, the temperature of ``--temperature-variations`` and whether the
-prompt was rewritten by ``--optimize-prompts``. The variant's :meth:`Variant.label` is the
-*contestant* that results group and rank by (the record's ``model`` field): ``smollm2``,
-``smollm2:concise``, ``smollm2_optimized``, ``smollm2:concise@t0.2``.
+the eval file's ``prompts:``, the temperature of ``--temperature-variations``, the reasoning
+effort of the file's ``effort:`` (or ``--efforts``) and whether the prompt was rewritten by
+``--optimize-prompts``. The variant's :meth:`Variant.label` is the *contestant* that results
+group and rank by (the record's ``model`` field): ``smollm2``, ``smollm2:concise``,
+``smollm2_optimized``, ``smollm2:concise@t0.2``, ``gpt-5:concise@t0.2@high``: the model, then
+the prompt, then the temperature, then the effort.
 
 :func:`warn_unvaried_conversations` warns about a conversation that prompt variants cannot
 change (a :class:`PromptVariantWarning`).
@@ -40,6 +42,8 @@ class Variant:
     prompt: str | None = None  #: name of the eval file's prompt variant
     temperature: float | None = None  #: set by ``--temperature-variations``
     optimized: bool = False  #: the prompt was rewritten for the model (``--optimize-prompts``)
+    #: the reasoning effort (a level or a thinking budget): ``effort:`` or ``--efforts``
+    effort: str | int | None = None
 
     @property
     def prompt_name(self) -> str | None:
@@ -49,7 +53,8 @@ class Variant:
         return f"{self.prompt}{OPTIMIZED_SUFFIX}" if self.prompt else OPTIMIZED_SUFFIX[1:]
 
     def label(self, model: str) -> str:
-        """The contestant: ``model``, ``:prompt``, ``_optimized`` and ``@t<temperature>``."""
+        """The contestant: ``model``, ``:prompt``, ``_optimized``, ``@t<temperature>`` and
+        ``@<effort>``, in that order."""
         text = model
         if self.prompt is not None:
             text += f":{self.prompt}"
@@ -57,6 +62,8 @@ class Variant:
             text += OPTIMIZED_SUFFIX
         if self.temperature is not None:
             text += f"@t{format_temperature(self.temperature)}"
+        if self.effort is not None:
+            text += f"@{self.effort}"
         return text
 
     def id_parts(self) -> list[str]:
@@ -66,6 +73,8 @@ class Variant:
             parts.append(self.prompt_name)
         if self.temperature is not None:
             parts.append(f"t{format_temperature(self.temperature)}")
+        if self.effort is not None:
+            parts.append(str(self.effort))
         return parts
 
 
