@@ -89,6 +89,16 @@ def test_an_older_record_reads_the_new_fields_as_not_measured() -> None:
     assert keys.index("cache_write_tokens") == keys.index("cached_input_tokens") + 1
 
 
+def test_junit_properties_carry_them_when_reported() -> None:
+    from pytest_llmbench.results.attach import record_properties
+
+    thought = dict(record_properties(rec(model="m", case_id="a", output_tokens=9,
+                                         reasoning_tokens=5, cached_input_tokens=2)))  # fmt: skip
+    assert (thought["llmbench_reasoning_tokens"], thought["llmbench_cached_input_tokens"]) == (5, 2)
+    plain = dict(record_properties(rec(model="m", case_id="a", output_tokens=9)))
+    assert "llmbench_output_tokens" in plain and "llmbench_reasoning_tokens" not in plain
+
+
 def _check(raw: dict[str, Any], measures: CallMeasures) -> Any:
     return evaluate(parse_assertion(raw), "Paris.", AssertionContext(model="m", measures=measures))
 
