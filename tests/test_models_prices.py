@@ -158,7 +158,11 @@ def test_reasoning_tokens_are_counted_from_the_thinking_when_not_reported(
     assert tokens.details("m", usage, "", 100) == TokenDetails()
 
 
-def test_cache_writes_are_read_from_each_providers_shape() -> None:
+def test_cache_writes_are_read_from_each_providers_shape(litellm_loaded: Any) -> None:
+    # Anthropic's usage as litellm gives it (prompt_tokens with the cache reads and writes).
+    usage = litellm_loaded.Usage(prompt_tokens=100, completion_tokens=20, total_tokens=120,
+                                 cache_creation_input_tokens=6, cache_read_input_tokens=4)  # fmt: skip
+    assert tokens.details("m", usage, "", 20) == TokenDetails(None, 4, 6, False)
     openai = {"prompt_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 6}}
     assert tokens.details("m", openai, "", None) == TokenDetails(None, 4, 6, False)
     anthropic = {"cache_read_input_tokens": 4, "cache_creation_input_tokens": 6}
