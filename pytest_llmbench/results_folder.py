@@ -268,8 +268,8 @@ def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
         return record
     upgraded = _renamed({"schema": RECORD_SCHEMA, **record}, _RENAMED_FIELDS)
     upgraded["schema"] = RECORD_SCHEMA
-    for field, after in _ADDED_FIELDS:
-        upgraded = _added(upgraded, field, after)
+    for field, after, value in _ADDED_FIELDS:
+        upgraded = _added(upgraded, field, after, value)
     if upgraded.get("agent_stopped") == "max_turns":
         upgraded["agent_stopped"] = "max_steps"
     for field, renames in _RENAMED_IN_ENTRIES.items():
@@ -288,28 +288,31 @@ def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
     return upgraded
 
 
-#: The fields schema 2 added (null in an older record), each with the field it follows.
-_ADDED_FIELDS = (
-    ("reasoning_tokens", "tokens_estimated"),
-    ("cached_input_tokens", "reasoning_tokens"),
-    ("finish_reason", "streamed"),
-    ("reasoning", "response"),
-    ("effort", "temperature"),
+#: The fields schema 2 added, each with the field it follows and its value in an older record
+#: (null: not measured).
+_ADDED_FIELDS: tuple[tuple[str, str, Any], ...] = (
+    ("reasoning_tokens", "tokens_estimated", None),
+    ("reasoning_tokens_estimated", "reasoning_tokens", False),
+    ("cached_input_tokens", "reasoning_tokens_estimated", None),
+    ("cache_write_tokens", "cached_input_tokens", None),
+    ("finish_reason", "streamed", None),
+    ("reasoning", "response", None),
+    ("effort", "temperature", None),
 )
 
 
-def _added(record: dict[str, Any], field: str, after: str) -> dict[str, Any]:
-    """``record`` with ``field`` (None) placed after ``after`` (at the end without it), unless
-    it has it already."""
+def _added(record: dict[str, Any], field: str, after: str, value: Any = None) -> dict[str, Any]:
+    """``record`` with ``field`` (``value``) placed after ``after`` (at the end without it),
+    unless it has it already."""
     if field in record:
         return record
     if after not in record:
-        return {**record, field: None}
+        return {**record, field: value}
     placed: dict[str, Any] = {}
-    for key, value in record.items():
-        placed[key] = value
+    for key, kept in record.items():
+        placed[key] = kept
         if key == after:
-            placed[field] = None
+            placed[field] = value
     return placed
 
 

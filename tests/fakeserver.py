@@ -102,6 +102,11 @@ class Rule:
     # Top-level fields the request body must hold, with these values (e.g. {"reasoning_effort":
     # "high"}); None = anything.
     body: dict[str, Any] | None = None
+    # prompt_tokens_details.cache_write_tokens in the usage: input tokens written to the cache.
+    cache_write_tokens: int | None = None
+    # False: a reply with `reasoning` reports no completion_tokens_details (a server that does
+    # not count its thinking apart).
+    reasoning_tokens_reported: bool = True
 
 
 @dataclass
@@ -522,10 +527,18 @@ class _Handler(BaseHTTPRequestHandler):
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
-        if thinking is not None:
+        if thinking is not None and rule is not None and rule.reasoning_tokens_reported:
             usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
-        if rule is not None and rule.cached_tokens is not None:
-            usage["prompt_tokens_details"] = {"cached_tokens": rule.cached_tokens}
+        prompt_details = {
+            name: count
+            for name, count in (
+                ("cached_tokens", rule.cached_tokens if rule else None),
+                ("cache_write_tokens", rule.cache_write_tokens if rule else None),
+            )
+            if count is not None
+        }
+        if prompt_details:
+            usage["prompt_tokens_details"] = prompt_details
         model = body.get("model") if isinstance(body.get("model"), str) else "fake-model"
         cid = owner._next_id()
         created = int(time.time())

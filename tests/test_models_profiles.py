@@ -83,7 +83,14 @@ def test_yaml_profile_all_fields(tmp_path: Path) -> None:
         "api_key_env": "OPENAI_API_KEY",
         "embedded": False,
         "params": {"temperature": 0, "max_tokens": 64},
-        "cost_per_1k": {"input": 0.00015, "output": 0.0006},
+        "cost_per_1k": {
+            "input": 0.00015,
+            "output": 0.0006,
+            # the optional parts' prices: the input, input and output price when not given
+            "cached_input": None,
+            "cache_write": None,
+            "reasoning": None,
+        },
         "tags": {"tier": "standard", "region": "us"},
         "rpm": 500,
         "tpm": None,

@@ -173,7 +173,7 @@ def test_metric_columns_order() -> None:
         "pass_hat_k",
         "k",
     )
-    assert len(lb.METRIC_COLUMNS) == 44
+    assert len(lb.METRIC_COLUMNS) == 48  # with reasoning and cached input tokens' total and mean
 
 
 def test_counts_and_rates_count_errors_as_failures_by_default() -> None:

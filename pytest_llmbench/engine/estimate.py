@@ -44,12 +44,8 @@ def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
         model = plan.model
         tokens_in, tokens_out = kind_of(plan).estimated_tokens(plan, count_prompt_tokens)
         cost = model.cost_per_1k
-        target = CallTarget(
-            name=model.name,
-            model_id=model.model,
-            cost_per_1k_input=cost.input if cost else None,
-            cost_per_1k_output=cost.output if cost else None,
-        )
+        target = CallTarget(name=model.name, model_id=model.model)
+        target = cost.priced(target) if cost else target
         entry = totals.setdefault(model.name, [0, 0, 0, 0.0])
         call_cost = price(target, tokens_in, tokens_out)
         entry[0] += 1

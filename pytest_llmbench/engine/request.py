@@ -72,6 +72,8 @@ class ConversationRun:
             reasoning=calls[-1].reasoning,
             reasoning_tokens=_summed_known(call.reasoning_tokens for call in calls),
             cached_input_tokens=_summed_known(call.cached_input_tokens for call in calls),
+            cache_write_tokens=_summed_known(call.cache_write_tokens for call in calls),
+            reasoning_tokens_estimated=any(call.reasoning_tokens_estimated for call in calls),
         )
 
 

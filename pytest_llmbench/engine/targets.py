@@ -55,18 +55,17 @@ class Targets:
         """``profile``'s target as the profile and the run's ``--client`` say, its endpoint
         and key as given (the session header routes these before any server starts)."""
         cost = profile.cost_per_1k
-        return CallTarget(
+        target = CallTarget(
             name=profile.name,
             model_id=profile.model,
             api_base=api_base if api_base is not None else profile.api_base,
             api_key=api_key,
             params=dict(profile.params),
             extra=dict(profile.litellm),
-            cost_per_1k_input=cost.input if cost else None,
-            cost_per_1k_output=cost.output if cost else None,
             client="litellm" if self._client == "litellm" else profile.client,
             embedded=profile.embedded,
         )
+        return cost.priced(target) if cost else target
 
     def _embedded_server(self, scoring: bool) -> EmbeddedServer:
         server = self._embedded.get(scoring)

@@ -15,13 +15,17 @@ merged one level deep, tag ``variant: <v>``), and ``<name>`` becomes a model set
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+if TYPE_CHECKING:
+    from .providers.completion import CallTarget
 
 BUILTIN_PROFILES = Path(__file__).parent / "builtin.yaml"
 PROFILE_SUFFIXES = (".yaml", ".yml", ".jsonl")
@@ -44,6 +48,24 @@ class CostPer1k(BaseModel):
     """USD per 1,000 prompt (input) tokens."""
     output: float = Field(ge=0)
     """USD per 1,000 completion (output) tokens."""
+    cached_input: float | None = Field(default=None, ge=0)
+    """USD per 1,000 input tokens read from the provider's prompt cache; ``None``: ``input``."""
+    cache_write: float | None = Field(default=None, ge=0)
+    """USD per 1,000 input tokens written to the provider's prompt cache (Anthropic's cache
+    writes); ``None``: ``input``."""
+    reasoning: float | None = Field(default=None, ge=0)
+    """USD per 1,000 output tokens spent thinking; ``None``: ``output``."""
+
+    def priced(self, target: CallTarget) -> CallTarget:
+        """``target`` with these prices (its ``cost_per_1k_*`` fields)."""
+        return dataclasses.replace(
+            target,
+            cost_per_1k_input=self.input,
+            cost_per_1k_output=self.output,
+            cost_per_1k_cached_input=self.cached_input,
+            cost_per_1k_cache_write=self.cache_write,
+            cost_per_1k_reasoning=self.reasoning,
+        )
 
 
 class ModelProfile(BaseModel):

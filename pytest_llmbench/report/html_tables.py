@@ -46,6 +46,8 @@ _COLUMNS: dict[str, tuple[str, str]] = {
     "latency_s_p50": ("latency p50 s", ".2f"),
     "latency_s_p95": ("latency p95 s", ".2f"),
     "tokens_per_s_mean": ("tokens/s", ".1f"),
+    "reasoning_tokens_mean": ("reasoning tokens/item", ".0f"),
+    "cached_input_tokens_mean": ("cached input tokens/item", ".0f"),
     "turn_latency_s_p50": ("turn latency p50 s", ".2f"),
     "turn_latency_s_p95": ("turn latency p95 s", ".2f"),
     "conversation_latency_s_p50": ("conversation latency p50 s", ".2f"),
@@ -60,12 +62,14 @@ _BOARD_COLUMNS = (
     "pass_at_k",
     *("pass_hat_k", "k", "n_items", "n_errors", "cost_usd_total", "judge_cost_usd_total"),
     *("latency_s_p50", "ttft_s_p50", "tokens_per_s_mean"),
+    *("reasoning_tokens_mean", "cached_input_tokens_mean"),
     *CONVERSATION_COLUMNS,  # a conversation's timings, after the rest
 )
 #: The columns of a latency-only board: timings instead of scores.
 _LATENCY_COLUMNS = (
     *("rank", "model", "n_items", "n_errors", "ttft_s_p50", "ttft_n", "latency_s_p50"),
     *("latency_s_p95", "tokens_per_s_mean", "cost_usd_total"),
+    *("reasoning_tokens_mean", "cached_input_tokens_mean"),
     *CONVERSATION_COLUMNS,  # a conversation's timings, after the rest
 )
 #: Columns shown with their 95% CI: column -> (low column, high column).
@@ -76,6 +80,8 @@ _CI_COLUMNS = {
 }
 #: Columns shown with their sample size: column -> the size's column.
 _N_COLUMNS = {"win_rate": "n_pairs"}
+#: Columns shown only when some row has a value (no model of the run reported any).
+_REPORTED_ONLY = frozenset({"reasoning_tokens_mean", "cached_input_tokens_mean"})
 
 
 def leaderboard_table(board: pd.DataFrame, key: str = "model", latency: bool = False) -> str:
@@ -109,6 +115,8 @@ def _shown_columns(board: pd.DataFrame, key: str, latency: bool) -> list[tuple[s
         header, spec = _COLUMNS[column]
         if column == "model":
             shown.append((key, key, spec))
+        elif column in _REPORTED_ONLY and not _has_values(board, column):
+            continue
         elif column in board.columns:
             shown.append((header, column, spec))
     # Named metrics (post_process, record_score(name=...)): their means, after the rest.
@@ -116,6 +124,10 @@ def _shown_columns(board: pd.DataFrame, key: str, latency: bool) -> list[tuple[s
         if column.startswith("metric_") and column.endswith("_mean"):
             shown.append((column.removeprefix("metric_").removesuffix("_mean"), column, ".4g"))
     return shown
+
+
+def _has_values(board: pd.DataFrame, column: str) -> bool:
+    return column in board.columns and bool(board[column].notna().any())
 
 
 def _has_ci(board: pd.DataFrame, column: str) -> bool:

@@ -24,6 +24,7 @@ from .. import face_attribute
 if TYPE_CHECKING:
     from .aggregation import (
         METRIC_COLUMNS,
+        TOKEN_FIELDS,
         aggregate,
         is_missing,
         judge_usage,
@@ -127,6 +128,7 @@ _FACE: dict[str, str] = {
     "ANSWERED": "column_families",
     "CONVERSATION_COLUMNS": "column_families",
     "METRIC_COLUMNS": "aggregation",
+    "TOKEN_FIELDS": "aggregation",
     "aggregate": "aggregation",
     "dimension_columns": "column_families",
     "dimension_means": "column_families",
@@ -240,6 +242,7 @@ __all__ = [
     "RECORDER_KEY",
     "SELECT_BEST",
     "SUMMARY_KEY",
+    "TOKEN_FIELDS",
     "VERDICT_COLUMNS",
     "BaselineGate",
     "CaseChange",

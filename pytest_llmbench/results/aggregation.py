@@ -63,6 +63,19 @@ from .stats.agreement import judge_entries
 if TYPE_CHECKING:
     import pandas as pd
 
+#: The record's token counts that aggregate rows sum (``<field>_total``, over what was paid
+#: for) and average (``<field>_mean``, over answers): the one list of token columns. Reasoning
+#: and cached input tokens are parts of the output and input tokens, not added to them; a model
+#: that reports none has them empty, not 0.
+TOKEN_FIELDS: tuple[str, ...] = (
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cached_input_tokens",
+)
+TOKEN_TOTALS: tuple[str, ...] = tuple(f"{field}_total" for field in TOKEN_FIELDS)
+TOKEN_MEANS: tuple[str, ...] = tuple(f"{field}_mean" for field in TOKEN_FIELDS)
+
 #: Metric columns of every aggregate row, in order, after the group key columns.
 METRIC_COLUMNS: tuple[str, ...] = (
     "n_items",
@@ -82,10 +95,8 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "mc_accuracy",
     "score_mean",
     "score_std",
-    "input_tokens_total",
-    "output_tokens_total",
-    "input_tokens_mean",
-    "output_tokens_mean",
+    *TOKEN_TOTALS,
+    *TOKEN_MEANS,
     "cost_usd_total",
     "cost_usd_mean",
     "latency_s_mean",
@@ -123,8 +134,7 @@ _INT_COLUMNS: tuple[str, ...] = (
     "n_failed",
     "n_errors",
     "n_skipped",
-    "input_tokens_total",
-    "output_tokens_total",
+    *TOKEN_TOTALS,
     "ttft_n",
     "tool_call_count_total",
     "transport_retries_total",
@@ -252,11 +262,13 @@ def _usage(spent: pd.DataFrame, answered: pd.DataFrame) -> dict[str, Any]:
     """Totals over every non-skipped item (errors spent them too) and the earlier attempts of
     rerun items (``attempts``: pytest-rerunfailures paid for those calls too); means over
     answers."""
+    totals = {
+        f"{field}_total": _plus(_int_total(spent[field]), spent, field) for field in TOKEN_FIELDS
+    }
+    means = {f"{field}_mean": answered[field].mean() for field in TOKEN_FIELDS}
     return {
-        "input_tokens_total": _plus(_int_total(spent["input_tokens"]), spent, "input_tokens"),
-        "output_tokens_total": _plus(_int_total(spent["output_tokens"]), spent, "output_tokens"),
-        "input_tokens_mean": answered["input_tokens"].mean(),
-        "output_tokens_mean": answered["output_tokens"].mean(),
+        **totals,
+        **means,
         "cost_usd_total": _plus(spent["cost_usd"].sum(min_count=1), spent, "cost_usd"),
         "cost_usd_mean": answered["cost_usd"].mean(),
         "tool_call_count_total": int(spent["tool_call_count"].sum()),

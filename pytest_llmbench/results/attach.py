@@ -70,6 +70,8 @@ PROPERTY_FIELDS: tuple[str, ...] = (
     "judge_cost_usd",
     "input_tokens",
     "output_tokens",
+    "reasoning_tokens",
+    "cached_input_tokens",
     "latency_s",
     "ttft_s",
     "transport_retries",

@@ -60,11 +60,18 @@ Fields (``None`` where a value does not apply or was not measured):
   (or counted locally when the provider does not report it; see ``tokens_estimated``).
 - ``tokens_estimated`` (bool): True when token counts were computed locally.
 - ``reasoning_tokens`` (int | None): of ``output_tokens``, those a reasoning model spent thinking,
-  as the provider reported them (``None``: not reported, or none).
+  as the provider reported them, else counted from the thinking's text (``None``: not
+  reported, or none).
+- ``reasoning_tokens_estimated`` (bool): True when ``reasoning_tokens`` were counted locally
+  from the thinking's text: the provider reported none for a reply that thought.
 - ``cached_input_tokens`` (int | None): of ``input_tokens``, those read from the provider's
   prompt cache, as reported (``None``: not reported).
+- ``cache_write_tokens`` (int | None): of ``input_tokens``, those written to the provider's
+  prompt cache (Anthropic's cache writes), as reported (``None``: not reported, or none).
 - ``tokens_per_s`` (float | None): output tokens / (latency - ttft).
-- ``cost_usd`` (float | None): cost of the call (profile prices, else litellm's price map).
+- ``cost_usd`` (float | None): cost of the call (profile prices, else litellm's price map):
+  cached input tokens, cache writes and reasoning tokens at their own prices where the prices
+  have them, the rest at the input and output prices.
 - ``judge_cost_usd`` (float | None): USD spent on this item's judge calls (``None`` when no judge
   call had a known cost).
 - ``judge_tokens`` (int): input + output tokens of this item's judge calls.
@@ -209,7 +216,9 @@ FIELDS: tuple[str, ...] = (
     "output_tokens",
     "tokens_estimated",
     "reasoning_tokens",
+    "reasoning_tokens_estimated",
     "cached_input_tokens",
+    "cache_write_tokens",
     "tokens_per_s",
     "cost_usd",
     "judge_cost_usd",
@@ -264,6 +273,8 @@ ATTEMPT_FIELDS: tuple[str, ...] = (
     "latency_s",
     "input_tokens",
     "output_tokens",
+    "reasoning_tokens",
+    "cached_input_tokens",
     "cost_usd",
     "judge_cost_usd",
     "transport_retries",
@@ -280,6 +291,7 @@ _DEFAULTS: dict[str, Any] = {
     "images": [],
     "tags": [],
     "tokens_estimated": False,
+    "reasoning_tokens_estimated": False,
     "transport_retries": 0,
     "tool_call_count": 0,
     "tool_counts": {},

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .aggregation import (
     METRIC_COLUMNS,
+    TOKEN_FIELDS,
     aggregate,
     conversation_columns,
     custom_columns,
@@ -60,8 +61,7 @@ _NUMERIC_FIELDS: tuple[str, ...] = (
     "score",
     "ttft_s",
     "latency_s",
-    "input_tokens",
-    "output_tokens",
+    *TOKEN_FIELDS,
     "tokens_per_s",
     "cost_usd",
     "judge_cost_usd",

@@ -67,6 +67,9 @@ class CallMeasures:
     judge_calls: int = 0  #: judge calls made for the item
     input_tokens: int | None = None
     output_tokens: int | None = None
+    reasoning_tokens: int | None = None  #: of the output tokens, those spent thinking
+    reasoning_tokens_estimated: bool = False  #: counted from the thinking's text
+    cached_input_tokens: int | None = None  #: of the input tokens, those read from a cache
     cached: bool = False  #: the answer came from the response cache (no call was timed)
     finish_reason: str | None = None  #: why the model stopped, as the provider said
 
@@ -83,6 +86,9 @@ class CallMeasures:
             judge_calls=judge_calls,
             input_tokens=completion.input_tokens,
             output_tokens=completion.output_tokens,
+            reasoning_tokens=completion.reasoning_tokens,
+            reasoning_tokens_estimated=completion.reasoning_tokens_estimated,
+            cached_input_tokens=completion.cached_input_tokens,
             cached=completion.cached,
             finish_reason=completion.finish_reason,
         )

@@ -30,7 +30,7 @@ from .base import (
 PERFORMANCE_KEYS: dict[str, tuple[str, dict[str, tuple[Any, ...]]]] = {
     "latency": ("threshold", {"metric": ("total", "ttft")}),
     "cost": ("threshold", {"include_judges": (False, True)}),
-    "tokens": ("max", {"which": ("output", "input", "total")}),
+    "tokens": ("max", {"which": ("output", "input", "total", "reasoning", "cached")}),
 }
 PERFORMANCE_TYPES = frozenset(PERFORMANCE_KEYS)
 
@@ -128,18 +128,33 @@ def check_cost(value: Any, output: str, assertion: Assertion, context: Assertion
 def check_tokens(
     value: Any, output: str, assertion: Assertion, context: AssertionContext
 ) -> Outcome:
-    """The call's output, input or total tokens."""
+    """The call's output, input or total tokens; or of them, the reasoning tokens (output
+    tokens spent thinking) or the cached input tokens (read from the provider's prompt
+    cache), unchecked when the provider reported none (a model that did not think)."""
     measures = _measures(context)
     which = assertion.options["which"]
     counts = {"input": measures.input_tokens, "output": measures.output_tokens}
+    name = f"{which} tokens"
     if which == "total":
         known = [count for count in counts.values() if count is not None]
         count = sum(known) if len(known) == 2 else None
+    elif which == "reasoning":
+        count = measures.reasoning_tokens
+        if count is None:
+            raise NotMeasured(
+                "no reasoning tokens: the provider reported none and no thinking came back"
+            )
+        name = "reasoning tokens (estimated)" if measures.reasoning_tokens_estimated else name
+    elif which == "cached":
+        count = measures.cached_input_tokens
+        if count is None:
+            raise NotMeasured("no cached input tokens: the provider reported none")
+        name = "cached input tokens"
     else:
         count = counts[which]
     if count is None:
         raise NotMeasured(f"no {which} token count was reported or estimated")
-    return _at_most(f"{which} tokens", count, assertion.options["max"], "")
+    return _at_most(name, count, assertion.options["max"], "")
 
 
 def _measures(context: AssertionContext) -> CallMeasures:

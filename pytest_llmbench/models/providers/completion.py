@@ -25,6 +25,12 @@ class CallTarget:
     extra: dict[str, Any] = field(default_factory=dict)
     cost_per_1k_input: float | None = None
     cost_per_1k_output: float | None = None
+    #: the profile's prices of the parts of a call priced apart (None: its input or output
+    #: price): input tokens read from the provider's prompt cache, written to it, and output
+    #: tokens spent thinking
+    cost_per_1k_cached_input: float | None = None
+    cost_per_1k_cache_write: float | None = None
+    cost_per_1k_reasoning: float | None = None
     #: ``auto`` (the lean client for OpenAI-compatible endpoints) or ``litellm`` (always)
     client: str = "auto"
     #: the embedded default model: its server listens on a new port each run, so the response
@@ -66,6 +72,23 @@ class Usage:
     def fields(self) -> dict[str, Any]:
         """The four values by name, as records and logs write them."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class TokenDetails:
+    """Of a call's tokens, those priced and shown apart; each a part of the call's input or
+    output tokens (never counted on top of them), None when not known.
+
+    ``reasoning_tokens``: output tokens spent thinking, as the provider reported them, else
+    counted from the thinking's text (``reasoning_tokens_estimated``). ``cached_input_tokens``
+    and ``cache_write_tokens``: input tokens read from, and written to, the provider's prompt
+    cache (OpenAI's ``prompt_tokens_details``, Anthropic's cache reads and writes).
+    """
+
+    reasoning_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens_estimated: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,6 +137,12 @@ class Completion:
     reasoning_tokens: int | None = None
     #: of ``input_tokens``, those read from the provider's prompt cache (None: not reported)
     cached_input_tokens: int | None = None
+    #: of ``input_tokens``, those written to the provider's prompt cache (Anthropic's cache
+    #: writes; None: not reported)
+    cache_write_tokens: int | None = None
+    #: ``reasoning_tokens`` were counted here from the thinking's text: the provider reported
+    #: none for a reply that thought
+    reasoning_tokens_estimated: bool = False
 
     def __post_init__(self) -> None:
         # A cached completion comes back from JSON with a list here.
@@ -123,6 +152,16 @@ class Completion:
     def usage(self) -> Usage:
         """This call's tokens, cost and time."""
         return Usage(self.input_tokens, self.output_tokens, self.cost_usd, self.latency_s)
+
+    @property
+    def details(self) -> TokenDetails:
+        """This call's tokens priced and shown apart."""
+        return TokenDetails(
+            self.reasoning_tokens,
+            self.cached_input_tokens,
+            self.cache_write_tokens,
+            self.reasoning_tokens_estimated,
+        )
 
     @property
     def tokens_per_s(self) -> float | None:

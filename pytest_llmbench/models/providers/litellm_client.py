@@ -18,8 +18,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import routes
-from .completion import CallTarget, Completion, whole_answer
+from . import prices, routes, tokens
+from .completion import CallTarget, Completion, TokenDetails, whole_answer
 from .openai_compatible import vector
 from .reasoning import reasoning_of, split_leading_thinking, usage_details
 from .reasoning_params import adapted
@@ -108,8 +108,8 @@ def warmed_up() -> Any:
 _FIRST_USE_IMPORTS = ("openai.resources", "anyio._backends._asyncio", "litellm._service_logger")
 _litellm: Any = None
 _warmed = False
-#: (model id, input price, output price) already in litellm's price map.
-_registered_prices: set[tuple[str, float, float]] = set()
+#: (model id, the profile's prices) already in litellm's price map.
+_registered_prices: set[tuple[str, prices.Rates]] = set()
 
 
 def _register_prices(litellm: Any, target: CallTarget) -> None:
@@ -121,12 +121,15 @@ def _register_prices(litellm: Any, target: CallTarget) -> None:
     """
     if target.cost_per_1k_input is None or target.cost_per_1k_output is None:
         return
-    key = (target.model_id, target.cost_per_1k_input, target.cost_per_1k_output)
-    if key in _registered_prices:
+    rates = prices.rates(target)
+    if rates is None or (target.model_id, rates) in _registered_prices:
         return
-    entry = {
-        "input_cost_per_token": target.cost_per_1k_input / 1000,
-        "output_cost_per_token": target.cost_per_1k_output / 1000,
+    entry: dict[str, Any] = {
+        "input_cost_per_token": rates.input / rates.per_tokens,
+        "output_cost_per_token": rates.output / rates.per_tokens,
+        "cache_read_input_token_cost": rates.cached_input / rates.per_tokens,
+        "cache_creation_input_token_cost": rates.cache_write / rates.per_tokens,
+        "output_cost_per_reasoning_token": rates.reasoning / rates.per_tokens,
         "mode": "chat",
     }
     logger = logging.getLogger("LiteLLM")
@@ -139,7 +142,7 @@ def _register_prices(litellm: Any, target: CallTarget) -> None:
         pass
     finally:
         logger.setLevel(level)
-    _registered_prices.add(key)
+    _registered_prices.add((target.model_id, rates))
 
 
 async def embed_once(
@@ -184,7 +187,7 @@ async def chat_once(
     text, thinking = split_leading_thinking(text, thinking)
     said = text + thinking
     input_tokens, output_tokens, estimated = _token_counts(litellm, target, messages, said, usage)
-    reasoning_tokens, cached_tokens = usage_details(usage)
+    parts = tokens.details(target.model_id, usage, thinking, output_tokens)
     return Completion(
         text=text,
         model_id=target.model_id,
@@ -193,14 +196,16 @@ async def chat_once(
         tokens_estimated=estimated,
         ttft_s=ttft,
         latency_s=latency,
-        cost_usd=cost_of(litellm, target, input_tokens, output_tokens),
+        cost_usd=cost_of(litellm, target, input_tokens, output_tokens, parts),
         retries=retries,
         streamed=stream,
         finish_reason=finish,
         tool_calls=tool_calls,
         reasoning=thinking,
-        reasoning_tokens=reasoning_tokens,
-        cached_input_tokens=cached_tokens,
+        reasoning_tokens=parts.reasoning_tokens,
+        cached_input_tokens=parts.cached_input_tokens,
+        cache_write_tokens=parts.cache_write_tokens,
+        reasoning_tokens_estimated=parts.reasoning_tokens_estimated,
     )
 
 
@@ -305,7 +310,21 @@ async def _consume_stream(
         raise IncompleteStreamError(cut_stream_message(received))
     if not _provider_sent_usage(response):
         usage = None  # litellm's own guess; _token_counts counts locally and says so
+    elif thought and not _provider_counted_reasoning(response):
+        # litellm counts a stream's thinking itself when the provider did not, unmarked: its
+        # count is dropped, for :func:`.tokens.details` to count it as for the lean client
+        details = getattr(usage, "completion_tokens_details", None)
+        if details is not None:
+            details.reasoning_tokens = None
     return "".join(parts), ttft, finish, usage, calls.calls(), "".join(thought)
+
+
+def _provider_counted_reasoning(response: Any) -> bool:
+    """Whether the provider itself reported a stream's reasoning tokens."""
+    chunks = getattr(response, "chunks", None)
+    if not isinstance(chunks, list):
+        return True  # cannot tell: trust what litellm reports
+    return any(usage_details(_chunk_usage(chunk))[0] is not None for chunk in chunks)
 
 
 def _provider_sent_usage(response: Any) -> bool:
@@ -349,17 +368,32 @@ def _token_counts(
 
 
 def cost_of(
-    litellm: Any, target: CallTarget, input_tokens: int | None, output_tokens: int | None
+    litellm: Any,
+    target: CallTarget,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    details: TokenDetails | None = None,
 ) -> float | None:
+    """USD of a call: priced as the lean client prices it (:func:`.prices.cost_usd`), so that
+    both clients record the same cost; for a model that only litellm's own lookup finds in
+    its price map (a provider's deployment name), litellm's price of the same parts."""
     if input_tokens is None or output_tokens is None:
         return None
-    if target.cost_per_1k_input is not None and target.cost_per_1k_output is not None:
-        return (
-            input_tokens * target.cost_per_1k_input + output_tokens * target.cost_per_1k_output
-        ) / 1000
+    cost = prices.cost_usd(target, input_tokens, output_tokens, details)
+    if cost is not None:
+        return cost
+    details = details or TokenDetails()
+    usage = litellm.Usage(
+        prompt_tokens=input_tokens,
+        completion_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+        reasoning_tokens=details.reasoning_tokens,
+        cache_read_input_tokens=details.cached_input_tokens,
+        cache_creation_input_tokens=details.cache_write_tokens,
+    )
     try:
         prompt_cost, completion_cost = litellm.cost_per_token(
-            model=target.model_id, prompt_tokens=input_tokens, completion_tokens=output_tokens
+            model=target.model_id, usage_object=usage
         )
     except Exception:  # a model missing from the price map has no known cost
         return None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from . import prices, tokens
 from .completion import CallTarget, Completion, whole_answer
 from .errors import HTTPStatusError, body_message
-from .reasoning import reasoning_of, split_leading_thinking, usage_details
+from .reasoning import reasoning_of, split_leading_thinking
 from .reasoning_params import adapted
 from .tool_deltas import StreamedToolCalls
 from .transport_retry import IncompleteStreamError, Timeouts, cut_stream_message
@@ -67,7 +67,7 @@ async def chat_once(
     text, ttft, finish, usage, calls, thinking = reply
     text, thinking = split_leading_thinking(text, thinking)
     used = tokens.used(target.model_id, messages, text + thinking, usage)
-    reasoning_tokens, cached_tokens = usage_details(usage)
+    parts = tokens.details(target.model_id, usage, thinking, used.output_tokens)
     return Completion(
         text=text,
         model_id=target.model_id,
@@ -76,14 +76,16 @@ async def chat_once(
         tokens_estimated=used.estimated,
         ttft_s=ttft,
         latency_s=latency,
-        cost_usd=prices.cost_usd(target, used.input_tokens, used.output_tokens),
+        cost_usd=prices.cost_usd(target, used.input_tokens, used.output_tokens, parts),
         retries=retries,
         streamed=stream,
         finish_reason=finish,
         tool_calls=calls,
         reasoning=thinking,
-        reasoning_tokens=reasoning_tokens,
-        cached_input_tokens=cached_tokens,
+        reasoning_tokens=parts.reasoning_tokens,
+        cached_input_tokens=parts.cached_input_tokens,
+        cache_write_tokens=parts.cache_write_tokens,
+        reasoning_tokens_estimated=parts.reasoning_tokens_estimated,
     )
 
 

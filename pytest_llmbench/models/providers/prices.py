@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .completion import CallTarget
+from .completion import CallTarget, TokenDetails
 
 MAP_FILE = "model_prices_and_context_window_backup.json"
 
@@ -79,22 +80,98 @@ def priced_entry(model_id: str) -> dict[str, Any] | None:
     return prefixed if owner in (head, f"text-completion-{head}") else None
 
 
-def cost_usd(
-    target: CallTarget, input_tokens: int | None, output_tokens: int | None
-) -> float | None:
-    """USD of a call of that size: the profile's prices, else the map's, else None (unknown)."""
-    if input_tokens is None or output_tokens is None:
-        return None
+@dataclass(frozen=True)
+class Rates:
+    """What one token of each part of a call costs, in USD per ``per_tokens`` tokens."""
+
+    input: float
+    output: float
+    cached_input: float
+    cache_write: float
+    reasoning: float
+    per_tokens: int = 1
+
+
+def rates(target: CallTarget) -> Rates | None:
+    """The prices of ``target``'s calls: the profile's ``cost_per_1k``, else the map's, else
+    None (unknown).
+
+    A part without a price of its own costs what litellm charges for it: cached input and
+    cache writes the input price, reasoning the output price. From the map they are
+    ``cache_read_input_token_cost``, ``cache_creation_input_token_cost`` and
+    ``output_cost_per_reasoning_token``; from a profile ``cached_input``, ``cache_write`` and
+    ``reasoning``."""
     if target.cost_per_1k_input is not None and target.cost_per_1k_output is not None:
-        spent = input_tokens * target.cost_per_1k_input + output_tokens * target.cost_per_1k_output
-        return spent / 1000
+        given, out = target.cost_per_1k_input, target.cost_per_1k_output
+        return Rates(
+            given,
+            out,
+            _or(target.cost_per_1k_cached_input, given),
+            _or(target.cost_per_1k_cache_write, given),
+            _or(target.cost_per_1k_reasoning, out),
+            per_tokens=1000,
+        )
     entry = priced_entry(target.model_id)
     if entry is None:
         return None
-    per_input, per_output = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
-    if not isinstance(per_input, (int, float)) or not isinstance(per_output, (int, float)):
+    per_input = _map_rate(entry, "input_cost_per_token")
+    per_output = _map_rate(entry, "output_cost_per_token")
+    if per_input is None or per_output is None:
         return None
-    return float(per_input) * input_tokens + float(per_output) * output_tokens
+    return Rates(
+        per_input,
+        per_output,
+        _or(_map_rate(entry, "cache_read_input_token_cost"), per_input),
+        _or(_map_rate(entry, "cache_creation_input_token_cost"), per_input),
+        _or(_map_rate(entry, "output_cost_per_reasoning_token"), per_output),
+    )
+
+
+def _or(value: float | None, fallback: float) -> float:
+    return fallback if value is None else value
+
+
+def _map_rate(entry: dict[str, Any], key: str) -> float | None:
+    """The map's ``key`` price (0 is a price), else None."""
+    value = entry.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def cost_usd(
+    target: CallTarget,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    details: TokenDetails | None = None,
+) -> float | None:
+    """USD of a call of that size: the profile's prices, else the map's, else None (unknown).
+
+    The parts in ``details`` are priced at their own rates (:func:`rates`) and the rest at the
+    input and output prices: cached input tokens and cache writes are part of the input
+    tokens, reasoning tokens part of the output tokens, never counted twice (a part reported
+    larger than its whole is cut to it)."""
+    if input_tokens is None or output_tokens is None:
+        return None
+    prices = rates(target)
+    if prices is None:
+        return None
+    return priced(prices, input_tokens, output_tokens, details or TokenDetails())
+
+
+def priced(rates: Rates, input_tokens: int, output_tokens: int, details: TokenDetails) -> float:
+    """USD of ``input_tokens`` and ``output_tokens`` of which ``details`` are priced apart."""
+    cached = min(details.cached_input_tokens or 0, input_tokens)
+    written = min(details.cache_write_tokens or 0, input_tokens - cached)
+    thought = min(details.reasoning_tokens or 0, output_tokens)
+    spent = (
+        (input_tokens - cached - written) * rates.input
+        + cached * rates.cached_input
+        + written * rates.cache_write
+        + (output_tokens - thought) * rates.output
+        + thought * rates.reasoning
+    )
+    return spent / rates.per_tokens if rates.per_tokens != 1 else spent
 
 
 def supports_vision(model_id: str) -> bool | None:

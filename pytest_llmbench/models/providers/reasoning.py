@@ -26,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "REASONING_FIELDS",
+    "cache_write_tokens",
     "reasoning_of",
     "split_leading_thinking",
     "unfinished_thinking",
@@ -74,6 +75,26 @@ def usage_details(usage: Any) -> tuple[int | None, int | None]:
     if cached is None:
         cached = _count(_get(usage, "cache_read_input_tokens"))
     return reasoning, cached
+
+
+def cache_write_tokens(usage: Any) -> int | None:
+    """Input tokens a call wrote to the provider's prompt cache (Anthropic's cache writes:
+    ``prompt_tokens_details.cache_write_tokens`` as OpenAI and litellm name them,
+    ``cache_creation_tokens``, or Anthropic's own ``cache_creation_input_tokens``); None when
+    not reported. No write reads as none (litellm fills a zero where the provider said
+    nothing)."""
+    if usage is None:
+        return None
+    details = _get(usage, "prompt_tokens_details")
+    for found in (
+        _get(details, "cache_write_tokens"),
+        _get(details, "cache_creation_tokens"),
+        _get(usage, "cache_creation_input_tokens"),
+    ):
+        count = _count(found)
+        if count:
+            return count
+    return None
 
 
 #: A thinking block's opening and closing tags (the ones litellm reads).

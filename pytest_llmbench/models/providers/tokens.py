@@ -7,6 +7,10 @@ model's own encoding; 3 tokens per message, 1 per name, 3 to prime the reply; te
 character pieces), from litellm's bundled tokenizer files, so that both clients give the same
 counts, flagged as estimated. An image counts 85 tokens, as litellm counts one of ``auto`` or
 ``low`` detail; documents and audio are not counted.
+
+The parts of a call's tokens priced apart (:func:`details`: reasoning, cached and cache-written
+tokens) are read here for both clients too; a reply that thought without a reported count of
+its reasoning tokens has them counted from its thinking's text, marked estimated.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from . import prices
+from .completion import TokenDetails
+from .reasoning import cache_write_tokens, usage_details
 
 #: litellm counts text in pieces of this many characters (``TIKTOKEN_ENCODE_CHUNK_SIZE_CHARS``).
 _PIECE_CHARS = 1024
@@ -55,6 +61,25 @@ def used(
     if count is None:
         return Used(None, None, True)
     return Used(count_messages(count, messages), count(text) if text else 0, True)
+
+
+def details(model_id: str, usage: Any, reasoning: str, output_tokens: int | None) -> TokenDetails:
+    """The parts of a call's tokens priced and shown apart, read from ``usage`` (a dict or
+    litellm's object) the same way for both clients.
+
+    When the provider reported no reasoning tokens for a reply that thought (``reasoning``, its
+    thinking's text, is not empty), they are counted here from that text, at most the call's
+    ``output_tokens``, and marked estimated."""
+    thought, cached = usage_details(usage)
+    written = cache_write_tokens(usage)
+    estimated = False
+    if thought is None and reasoning:
+        count = _counter(model_id)
+        if count is not None:
+            thought, estimated = count(reasoning), True
+            if output_tokens is not None:
+                thought = min(thought, output_tokens)
+    return TokenDetails(thought, cached, written, estimated)
 
 
 def reported(prompt_tokens: Any, completion_tokens: Any) -> bool:
