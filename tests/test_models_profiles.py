@@ -92,6 +92,7 @@ def test_yaml_profile_all_fields(tmp_path: Path) -> None:
         "litellm": {"aws_region_name": "us-west-2"},
         "vision": None,  # unknown unless told
         "client": "auto",
+        "thinking": None,  # the default rule
     }
     assert profile.label == "GPT-4o mini"
     assert registry.models["claude-haiku"].label == "claude-haiku"

@@ -72,6 +72,7 @@ class ConversationRun:
             reasoning=calls[-1].reasoning,
             reasoning_tokens=_summed_known(call.reasoning_tokens for call in calls),
             cached_input_tokens=_summed_known(call.cached_input_tokens for call in calls),
+            unfinished=calls[-1].unfinished,
         )
 
 
@@ -165,6 +166,9 @@ def agent_completion(run: AgentRun, model_id: str) -> Completion:
         streamed=False,
         finish_reason=None,  # many calls: why the loop ended is the record's agent_stopped
         cached=run.cached,
+        reasoning=run.reasoning,
+        reasoning_tokens=run.reasoning_tokens,
+        cached_input_tokens=run.cached_input_tokens,
     )
 
 

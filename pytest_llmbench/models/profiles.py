@@ -23,6 +23,8 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .providers.thinking import ThinkingRule
+
 BUILTIN_PROFILES = Path(__file__).parent / "builtin.yaml"
 PROFILE_SUFFIXES = (".yaml", ".yml", ".jsonl")
 
@@ -84,6 +86,10 @@ class ModelProfile(BaseModel):
     client: Literal["auto", "litellm"] = "auto"
     """Which client calls the model: ``auto`` (our lean HTTP client when the endpoint speaks
     OpenAI's protocol, litellm otherwise) or ``litellm`` (always)."""
+    thinking: ThinkingRule | None = None
+    """How this model's replies are read: which leading tags are thinking, and whether the
+    answer checks see it (an eval file's ``thinking:`` keys override these); None: the
+    defaults."""
 
     @field_validator("params", "litellm")
     @classmethod

@@ -70,6 +70,7 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
         prompt_variants=tuple(variant.name for variant in variants if variant.name),
         functions=functions,
         kind=spec.kind,
+        thinking=spec.thinking,
     )
 
 
@@ -80,6 +81,8 @@ def _settings(
     settings: dict[str, Any] = {"solver": spec.solver, "agent": _agent_settings(agent)}
     if functions is not None:  # only when given: other files' hashes stay what they were
         settings["functions"] = functions.request_params()
+    if spec.thinking is not None:  # as functions: only when given
+        settings["thinking"] = spec.thinking.model_dump(mode="json", exclude_unset=True)
     return settings
 
 

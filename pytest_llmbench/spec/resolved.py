@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .templating import last_user_text, render_chat
 
 if TYPE_CHECKING:
+    from ..models import ThinkingRule
     from ..scoring import Assertion
     from .functions import FunctionTools
 
@@ -233,6 +234,8 @@ class LoadedEval:
     functions: FunctionTools | None = None
     #: the file's ``kind:`` (a name registered in :mod:`.file_kinds`): what its items do
     kind: str = "completion"
+    #: the file's ``thinking:`` rule (its keys override each model profile's), or None
+    thinking: ThinkingRule | None = None
 
 
 def suite_name(path: Path) -> str:

@@ -114,6 +114,9 @@ class Completion:
     reasoning_tokens: int | None = None
     #: of ``input_tokens``, those read from the provider's prompt cache (None: not reported)
     cached_input_tokens: int | None = None
+    #: why the reply holds no answer (its thinking never finished), as the item's thinking rule
+    #: read it; None: it has one, or it was not read yet (a client's, a cached completion)
+    unfinished: str | None = None
 
     def __post_init__(self) -> None:
         # A cached completion comes back from JSON with a list here.
