@@ -455,3 +455,30 @@ def test_thinking_read_by_the_rule_is_recorded_the_same_under_xdist(bench: Bench
     assert judged[-1] == ((None, {"rubric": 0.9}), (None, {"rubric": 0.9}))
     spain = next(row for row in seen[0] if row[1] == "spain")
     assert spain[3:5] == ("Madrid.", "Madrid, surely.")
+
+
+# -- the tool shim reads the answer alone ----------------------------------------------------------
+
+SHIMMED = """
+tool_shim: always
+tools:
+  - {name: get_weather, parameters: {type: object, properties: {city: {type: string}}}}
+cases:
+  - id: rome
+    prompt: What is the weather in Rome?
+    assert: [no-tool-call, {type: equals, value: Rainy.}]
+"""
+#: A call written in the thinking (that the shim would read as a call), then the answer.
+CALL_IN_THOUGHT = (
+    'I could send {"calls": [{"tool": "get_weather", "arguments": {"city": "Rome"}}]}, but I '
+    'know it.\n</think>\n{"answer": "Rainy."}'
+)
+
+
+def test_a_call_written_in_the_thinking_is_no_tool_call(bench: Bench) -> None:
+    bench.server.add_rule(Rule(reply=CALL_IN_THOUGHT))
+    bench.eval_file("shim", SHIMMED)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert (record["shimmed"], record["tool_call_count"], record["response"]) == (True, 0, "Rainy.")
+    assert record["reasoning"].startswith("I could send")
