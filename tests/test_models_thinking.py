@@ -482,3 +482,31 @@ def test_a_call_written_in_the_thinking_is_no_tool_call(bench: Bench) -> None:
     (record,) = bench.records()
     assert (record["shimmed"], record["tool_call_count"], record["response"]) == (True, 0, "Rainy.")
     assert record["reasoning"].startswith("I could send")
+
+
+# -- a conversation's turn whose thinking never finished ---------------------------------------------
+
+TWO_TURNS = """
+cases:
+  - id: talk
+    turns:
+      - user: Capital of France?
+        assert: [{type: icontains, value: paris}]
+      - user: And of Spain?
+        assert: [{type: icontains, value: madrid}]
+"""
+
+
+def test_a_turn_whose_thinking_never_finished_is_unchecked_the_others_checked(
+    bench: Bench,
+) -> None:
+    bench.server.add_rule(Rule(match="Spain", reply="Madrid."))
+    bench.server.add_rule(Rule(match="France", reply="<think>Paris or Lyon, let me"))
+    bench.eval_file("talk", TWO_TURNS)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    first, second = record["assertions"]
+    assert (first["turn"], first.get("unchecked"), second["turn"], second["passed"]) == (
+        1, True, 2, True,
+    )  # fmt: skip
+    assert first["reason"] == "unchecked: the reply ended inside its thinking: no answer (raise max_tokens)"  # fmt: skip
