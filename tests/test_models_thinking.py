@@ -510,3 +510,34 @@ def test_a_turn_whose_thinking_never_finished_is_unchecked_the_others_checked(
         1, True, 2, True,
     )  # fmt: skip
     assert first["reason"] == "unchecked: the reply ended inside its thinking: no answer (raise max_tokens)"  # fmt: skip
+
+
+def test_a_reasoning_simulated_users_thinking_is_not_what_it_says(bench: Bench) -> None:
+    """The simulated user's replies are read by its profile's rule: its thinking (and a stop
+    marker in it) never reaches the model under test."""
+    bench.server.add_rule(Rule(model="fake-model", match="refund", reply="Refund issued."))
+    bench.server.add_rule(Rule(model="fake-model", reply="What is your order number?"))
+    bench.server.add_rule(
+        Rule(
+            model="fake-model-2",
+            match_last="Refund issued",
+            reply="Done then.</think>Great, thanks. <<DONE>>",
+        )
+    )
+    bench.server.add_rule(
+        Rule(
+            model="fake-model-2",
+            reply="I could say <<DONE>> now.\n</think>\nOrder 1234, refund please.",
+        )
+    )
+    bench.eval_file(
+        "talk",
+        "cases:\n  - id: refund\n    simulated_user:\n      model: fake2\n"
+        "      instructions: You are Ada; get a refund for order 1234.\n"
+        "      first_message: My order never arrived.\n      max_turns: 4\n",
+    )
+    bench.run("--models=fake")
+    (record,) = bench.records()
+    assert record["conversation_stopped"] == "goal"
+    said = [e["content"] for e in record["conversation"] if e["role"] == "user"]
+    assert said == ["My order never arrived.", "Order 1234, refund please."]
