@@ -82,6 +82,7 @@ class EvalFile(pytest.File):
                             user_sim=self._user_sim(loaded, case, model),
                             functions=case.functions or loaded.functions,
                             kind=loaded.kind,
+                            thinking=loaded.thinking,
                         )
                         items.append(self._item(plan))
         self._check_contests(items)

@@ -109,7 +109,11 @@ def _plain(value: Any) -> Any:
     if type(value) in _SCALARS:
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
+        plain = {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
+        for name, default in _digested_when_set(type(value)):
+            if plain[name] == default:  # a newer setting left at its default: as before it was
+                del plain[name]
+        return plain
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     if isinstance(value, Mapping):
@@ -120,6 +124,17 @@ def _plain(value: Any) -> Any:
 @functools.cache
 def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(field.name for field in dataclasses.fields(cls))
+
+
+@functools.cache
+def _digested_when_set(cls: type) -> tuple[tuple[str, Any], ...]:
+    """The fields of ``cls`` marked ``metadata={"digest": "when_set"}``, with their defaults:
+    digested only when they differ from the default, so that adding one changes no hash."""
+    return tuple(
+        (field.name, field.default)
+        for field in dataclasses.fields(cls)
+        if field.metadata.get("digest") == "when_set"
+    )
 
 
 def _fields(value: Any) -> Any:

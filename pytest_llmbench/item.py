@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from .engine import get_runtime
-from .models import ItemError, JudgeError, unfinished_thinking
+from .models import ItemError, JudgeError
 from .results import EVAL_RESULT_KEY, EvalFailure, EvalResult, utc_now
 from .scoring import one_line
 
@@ -194,10 +194,7 @@ class EvalItem(pytest.Function):
             tool_calls=result.completion.tool_calls,
             tool_schemas=self.plan.functions.schemas() if self.plan.functions else None,
         )
-        completion = result.completion
-        unfinished = unfinished_thinking(
-            completion.text, completion.reasoning, completion.finish_reason
-        )
+        unfinished = result.completion.unfinished  # as the item's thinking rule read the reply
         if unfinished is not None:
             # No answer came out of the thinking: nothing to check, neither right nor wrong.
             result.unchecked = True

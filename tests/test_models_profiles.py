@@ -100,6 +100,7 @@ def test_yaml_profile_all_fields(tmp_path: Path) -> None:
         "vision": None,  # unknown unless told
         "client": "auto",
         "effort": "auto",
+        "thinking": None,  # the default rule
     }
     assert profile.label == "GPT-4o mini"
     assert registry.models["claude-haiku"].label == "claude-haiku"

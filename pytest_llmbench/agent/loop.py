@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..models import Completion, ItemError, Usage
+from ..models import Completion, ItemError, Usage, add_known
 from .shim import (
     interpreter_messages,
     is_protocol_reply,
@@ -108,6 +108,12 @@ class AgentRun:
     cached: bool  # every turn came from the cache
     #: each model call in order (turns, and a shim interpreter's): its timing, tokens, cost
     model_calls: tuple[dict[str, Any], ...] = ()
+    #: the steps' thinking, joined in order ("" when none thought)
+    reasoning: str = ""
+    #: the steps' reasoning tokens, summed (None: none reported)
+    reasoning_tokens: int | None = None
+    #: the steps' input tokens read from the provider's prompt cache, summed (None: none reported)
+    cached_input_tokens: int | None = None
 
     def timeline(self) -> list[dict[str, Any]]:
         """Each model call, then the tool calls it asked for, with their timing and results."""
@@ -154,10 +160,21 @@ class _Totals:
         self.retries = 0
         self.all_cached = True
         self.calls: list[dict[str, Any]] = []
+        self.thoughts: list[str] = []
+        self.reasoning_tokens: int | None = None
+        self.cached_input_tokens: int | None = None
 
     def add(self, completion: Completion, *, turn: bool = True) -> None:
-        """Add a call's usage; an interpreter's call costs but is not a model turn."""
+        """Add a call's usage; an interpreter's call costs but is not a model turn (nor is its
+        thinking or its token details the model's)."""
         self.turns += 1 if turn else 0
+        if turn:
+            if completion.reasoning:
+                self.thoughts.append(completion.reasoning)
+            self.reasoning_tokens = add_known(self.reasoning_tokens, completion.reasoning_tokens)
+            self.cached_input_tokens = add_known(
+                self.cached_input_tokens, completion.cached_input_tokens
+            )
         self.usage += completion.usage
         self.retries += completion.retries
         self.all_cached = self.all_cached and completion.cached
@@ -239,6 +256,9 @@ def _run(
         retries=totals.retries,
         cached=totals.turns > 0 and totals.all_cached,
         model_calls=tuple(totals.calls),
+        reasoning="\n\n".join(totals.thoughts),
+        reasoning_tokens=totals.reasoning_tokens,
+        cached_input_tokens=totals.cached_input_tokens,
     )
 
 

@@ -173,7 +173,11 @@ def _answer_view(
     async def complete(
         judge: ModelProfile, messages: list[dict[str, str]], params: dict[str, Any]
     ) -> Completion:
-        return await helpers.call(helpers.request(plan, judge, targets, messages, params))
+        from ..models import merged_rule, read_reply
+
+        # A reasoning judge's thinking never reaches the verdict's parser: its profile's rule.
+        said = await helpers.call(helpers.request(plan, judge, targets, messages, params))
+        return read_reply(said, merged_rule(judge.thinking, None))
 
     def embed(embedder: ModelProfile, texts: Sequence[str]) -> Awaitable[Completion]:
         said = [{"role": "user", "content": text} for text in texts]
@@ -202,6 +206,7 @@ def _answer_view(
         grader_prompt=render,
         baseline=lambda: helpers.baseline_answer(plan),
         contest=contest,
+        reasoning=completion.reasoning,
     )
 
 

@@ -18,7 +18,7 @@ import pytest
 from ..spec import PLAIN, Variant
 
 if TYPE_CHECKING:
-    from ..models import ModelProfile
+    from ..models import ModelProfile, ThinkingRule
     from ..scoring import Assertion, EmbeddingSpec, JudgeSpec
     from ..spec import AgentSpec, EvalCase, FunctionTools
 
@@ -64,6 +64,9 @@ class CallPlan:
     #: the case kind that answers, scores and records the item (:mod:`.kinds`): given as the
     #: file's ``kind:`` (or left out), stored as the name :func:`plan_kind` reads from it
     kind: str = ""
+    #: the file's ``thinking:`` rule as written (None: not given); :attr:`thinking_rule` is
+    #: the one a reply is read by
+    thinking: ThinkingRule | None = None
 
     def __post_init__(self) -> None:
         # Frozen: the kind is resolved once, here, at collection.
@@ -92,6 +95,14 @@ class CallPlan:
             base = {**self.model.params, **params}
             params.update(effort_params(self.model, self.variant.effort, base))
         return params
+
+    @property
+    def thinking_rule(self) -> ThinkingRule:
+        """How the evaluated model's replies are read: the file's ``thinking:`` keys over its
+        profile's, over the defaults."""
+        from ..models import merged_rule
+
+        return merged_rule(self.model.thinking, self.thinking)
 
     @property
     def tool_params(self) -> dict[str, Any]:

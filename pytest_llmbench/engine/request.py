@@ -74,6 +74,7 @@ class ConversationRun:
             cached_input_tokens=_summed_known(call.cached_input_tokens for call in calls),
             cache_write_tokens=_summed_known(call.cache_write_tokens for call in calls),
             reasoning_tokens_estimated=any(call.reasoning_tokens_estimated for call in calls),
+            unfinished=calls[-1].unfinished,
         )
 
 
@@ -167,6 +168,9 @@ def agent_completion(run: AgentRun, model_id: str) -> Completion:
         streamed=False,
         finish_reason=None,  # many calls: why the loop ended is the record's agent_stopped
         cached=run.cached,
+        reasoning=run.reasoning,
+        reasoning_tokens=run.reasoning_tokens,
+        cached_input_tokens=run.cached_input_tokens,
     )
 
 

@@ -70,6 +70,9 @@ class AnswerView:
     baseline: Callable[[], BaselineAnswer | str]
     #: this answer's verdict in its select-best contest, once the contest is judged
     contest: Callable[[JudgedEntry], Awaitable[GradedAssertion]]
+    #: the model's thinking before its answer ("": none), shown to the judges of an assertion
+    #: with ``show_reasoning: true`` only
+    reasoning: str = ""
 
 
 #: How a judge kind grades one answer: (the assertion, the answer's view, the kind's panel

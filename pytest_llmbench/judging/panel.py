@@ -128,11 +128,13 @@ def judge_request(
     extra_dimensions: Sequence[str] = (),
     context: Sequence[str] = (),
     grader_prompt: str | None = None,
+    reasoning: str | None = None,
 ) -> JudgeRequest:
     """What the judges of ``assertion`` are shown: the question and the ``answer``, or with
     ``scope: conversation`` the transcript (``messages`` then the answer) with roles, and a
     jury's conversation dimensions after the six. A user's grader (model-graded) is shown its
-    prompt, rendered: ``grader_prompt``."""
+    prompt, rendered: ``grader_prompt``. ``reasoning``: the answer's thinking, shown apart
+    (``show_reasoning: true``)."""
     users = [m["content"] for m in messages if m["role"] == "user"]
     systems = [m["content"] for m in messages if m["role"] == "system"]
     whole = spec.whole_conversation
@@ -165,6 +167,7 @@ def judge_request(
         system=systems[0] if systems else None,
         conversation=conversation,
         context=tuple(context),
+        reasoning=reasoning,
     )
 
 

@@ -64,6 +64,7 @@ def judged_request(
             extra_dimensions=view.extra_dimensions,
             context=context or (),
             grader_prompt=None if grader is None else view.grader_prompt(grader),
+            reasoning=view.reasoning if spec.show_reasoning and view.reasoning else None,
         )
     except ValueError as exc:  # nothing to judge against (collection refuses the known cases)
         return nothing_to_judge(entry, str(exc))

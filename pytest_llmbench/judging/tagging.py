@@ -17,6 +17,7 @@ TAGS = (
     "rubric",
     "criterion",
     "answer",
+    "reasoning",
     "conversation",
     "user",
     "assistant",

@@ -10,7 +10,8 @@ engine makes (:mod:`.providers.calls`), routed (:mod:`.providers.routes`) to the
 OpenAI-compatible client (:mod:`.providers.openai_compatible`) or to litellm (the only
 ``import litellm``: :mod:`.providers.litellm_client`), with one retry and error implementation
 (:mod:`.providers.transport_retry`, :mod:`.providers.errors`), prices and token counts read as data
-(:mod:`.providers.prices`, :mod:`.providers.tokens`), and the embedded default model served
+(:mod:`.providers.prices`, :mod:`.providers.tokens`), a reply's thinking told apart from its
+answer (:mod:`.providers.reasoning`, :mod:`.providers.thinking`), and the embedded default model served
 on 127.0.0.1 (:mod:`.providers.embedded`).
 
 This is the stage's face: the names below are what other stages and the pytest shell import from
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from .providers.prices import cost_usd, supports_vision
     from .providers.reasoning import unfinished_thinking
     from .providers.routes import LEAN_PROVIDERS, check_key, describe, route, speaks_openai
+    from .providers.thinking import ThinkingRule, merged_rule, read_reply, split
     from .providers.tokens import prompt_tokens, use_bundled_tokenizers
 
 #: Each name of the face, by the module of the stage that defines it.
@@ -94,6 +96,10 @@ _FACE: dict[str, str] = {
     "cost_usd": "providers.prices",
     "supports_vision": "providers.prices",
     "unfinished_thinking": "providers.reasoning",
+    "ThinkingRule": "providers.thinking",
+    "merged_rule": "providers.thinking",
+    "read_reply": "providers.thinking",
+    "split": "providers.thinking",
     "LEAN_PROVIDERS": "providers.routes",
     "check_key": "providers.routes",
     "speaks_openai": "providers.routes",
@@ -119,6 +125,7 @@ __all__ = [
     "ProviderError",
     "SandboxError",
     "SolverError",
+    "ThinkingRule",
     "ToolError",
     "Usage",
     "UserSimError",
@@ -132,12 +139,15 @@ __all__ = [
     "describe",
     "effort_params",
     "load_profiles",
+    "merged_rule",
     "missing_api_keys",
     "missing_key_error",
     "parse_effort",
     "prompt_tokens",
+    "read_reply",
     "route",
     "speaks_openai",
+    "split",
     "supports_vision",
     "total_usage",
     "unfinished_thinking",

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .providers.thinking import ThinkingRule
+
 if TYPE_CHECKING:
     from .providers.completion import CallTarget
 
@@ -112,6 +114,10 @@ class ModelProfile(BaseModel):
     """How an effort of the effort axis is sent (:mod:`.providers.effort`): ``auto`` by provider,
     for a model litellm's price map says reasons; or always as ``reasoning_effort``, as a
     ``thinking`` budget, as ``chat_template_kwargs.enable_thinking``, or passed through."""
+    thinking: ThinkingRule | None = None
+    """How this model's replies are read: which leading tags are thinking, and whether the
+    answer checks see it (an eval file's ``thinking:`` keys override these); None: the
+    defaults."""
 
     @field_validator("params", "litellm")
     @classmethod

@@ -12,7 +12,7 @@ import math
 import numbers
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: RAG metrics (:mod:`pytest_llmbench.scoring.rag`): judged, scored 0..1 from per-claim or
@@ -44,8 +44,11 @@ AGGREGATIONS: tuple[str, ...] = ("mean", "median", "majority", "min")
 SIMILARITY_METHODS: tuple[str, ...] = ("rouge-l", "embedding")
 #: Keys a judged assertion may have, besides type/value/weight/threshold.
 JUDGE_KEYS: frozenset[str] = frozenset(
-    {"judges", "dimensions", "aggregate", "structured", "temperature", "scope"}
+    {"judges", "dimensions", "aggregate", "structured", "temperature", "scope", "show_reasoning"}
 )
+#: The judged types whose judges may be shown the answer's reasoning (``show_reasoning``):
+#: those that judge one answer with a prompt of ours.
+REASONING_SHOWN_TYPES: tuple[str, ...] = ("llm-rubric", "jury", "factuality", "closed-qa")
 #: What a judged assertion's judges see: ``turn`` (the default), the reply it is attached to
 #: with the question it answers; ``conversation``, the whole transcript up to that reply.
 SCOPES: tuple[str, ...] = ("turn", "conversation")
@@ -87,6 +90,9 @@ class JudgeSpec:
     #: ask for the verdict's JSON schema as structured output (a grammar on llama.cpp)
     structured: bool = True
     temperature: float = 0.0
+    #: the judges see the answer's reasoning (its thinking) too, labelled apart from it; in a
+    #: case's hash only when true, so that other cases' hashes stay what they were
+    show_reasoning: bool = field(default=False, metadata={"digest": "when_set"})
 
     @property
     def whole_conversation(self) -> bool:
@@ -165,7 +171,8 @@ def parse_judge_spec(kind: str, raw: Mapping[str, Any]) -> JudgeSpec:
     structured = raw.get("structured", True)
     if not isinstance(structured, bool):
         raise GradedSpecError(f"structured must be true or false, got {structured!r}", "structured")
-    spec_class = ConversationJudgeSpec if _scope(kind, raw) == "conversation" else JudgeSpec
+    scope = _scope(kind, raw)
+    spec_class = ConversationJudgeSpec if scope == "conversation" else JudgeSpec
     relevance = _relevance(kind, raw)
     spec = spec_class(
         kind=kind,
@@ -175,6 +182,7 @@ def parse_judge_spec(kind: str, raw: Mapping[str, Any]) -> JudgeSpec:
         threshold=_threshold(kind, raw),
         structured=structured,
         temperature=_number(raw, "temperature", 0.0, (0.0, 2.0)),
+        show_reasoning=_show_reasoning(kind, scope, raw),
     )
     if relevance is None:
         return spec
@@ -204,6 +212,28 @@ def _relevance(kind: str, raw: Mapping[str, Any]) -> tuple[str, int] | None:
             f"questions must be an integer from 1 to 10, got {count!r}", "questions"
         )
     return model.strip(), count
+
+
+def _show_reasoning(kind: str, scope: str, raw: Mapping[str, Any]) -> bool:
+    """Whether the judges see the answer's reasoning too: a boolean, for the judged types of
+    :data:`REASONING_SHOWN_TYPES` judging one reply."""
+    shown = raw.get("show_reasoning", False)
+    if not isinstance(shown, bool):
+        raise GradedSpecError(
+            f"show_reasoning must be true or false, got {shown!r}", "show_reasoning"
+        )
+    if shown and kind not in REASONING_SHOWN_TYPES:
+        types = ", ".join(REASONING_SHOWN_TYPES)
+        raise GradedSpecError(
+            f"show_reasoning applies to {types} (judging one reply), not to {kind}",
+            "show_reasoning",
+        )
+    if shown and scope == "conversation":
+        raise GradedSpecError(
+            "show_reasoning shows one reply's reasoning: not with scope: conversation",
+            "show_reasoning",
+        )
+    return shown
 
 
 def _scope(kind: str, raw: Mapping[str, Any]) -> str:

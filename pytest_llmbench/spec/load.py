@@ -71,6 +71,7 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
         functions=functions,
         kind=spec.kind,
         efforts=tuple(spec.effort or ()),
+        thinking=spec.thinking,
     )
 
 
@@ -81,6 +82,8 @@ def _settings(
     settings: dict[str, Any] = {"solver": spec.solver, "agent": _agent_settings(agent)}
     if functions is not None:  # only when given: other files' hashes stay what they were
         settings["functions"] = functions.request_params()
+    if spec.thinking is not None:  # as functions: only when given
+        settings["thinking"] = spec.thinking.model_dump(mode="json", exclude_unset=True)
     return settings
 
 

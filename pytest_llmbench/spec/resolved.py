@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .templating import last_user_text, render_chat
 
 if TYPE_CHECKING:
+    from ..models import ThinkingRule
     from ..scoring import Assertion
     from .functions import FunctionTools
 
@@ -235,6 +236,8 @@ class LoadedEval:
     kind: str = "completion"
     #: the file's ``effort:`` values, in order (empty without the effort axis)
     efforts: tuple[str | int, ...] = ()
+    #: the file's ``thinking:`` rule (its keys override each model profile's), or None
+    thinking: ThinkingRule | None = None
 
 
 def suite_name(path: Path) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..models import ThinkingRule
 from ..scoring import AssertionSpecError, parse_assertion
 from .context import context_chunks
 from .datasets import DatasetSource
@@ -341,6 +342,11 @@ class EvalSpec(_Strict):
     )
     loglikelihood: LoglikelihoodSpec | None = Field(
         None, description="Score options by log-probability (lm-eval's multiple_choice)"
+    )
+    thinking: ThinkingRule | None = Field(
+        None,
+        description="How replies' thinking is read: strip (true), tags ([[open, close], ...]), "
+        "implicit_open (true); over each model profile's thinking",
     )
 
     @field_validator("effort", mode="before")

@@ -119,11 +119,13 @@ class AgentKind(CaseKind):
 async def _loop(engine: Engine, call: KindCall) -> AgentRun:
     """The agent loop: every turn is a paced, cached, budgeted call of the plan's model."""
     from ...agent import run_agent
+    from ...models import merged_rule, read_reply
     from ...spec import shim_applies
 
     plan, request, targets = call.plan, call.request, call.targets
     agent = plan.agent
     assert agent is not None
+    rule = plan.thinking_rule.model_copy(update={"strip": True})
 
     async def complete(messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
         turn = dataclasses.replace(
@@ -133,7 +135,9 @@ async def _loop(engine: Engine, call: KindCall) -> AgentRun:
             key_params={**request.key_params, **params},
             stream=False,  # an agent run records no TTFT: its turns are read whole
         )
-        return await engine.pacer.paced(turn)
+        # Each step is read apart from its thinking (after the cache, as an item's reply is):
+        # the loop reads calls and the answer from the answer alone, whatever `strip` says.
+        return read_reply(await engine.pacer.paced(turn), rule)
 
     interpret = None
     interpreter = plan.shim_interpreter
@@ -141,7 +145,8 @@ async def _loop(engine: Engine, call: KindCall) -> AgentRun:
 
         async def interpret(messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
             asked = engine.helpers.request(plan, interpreter, targets, messages, params)
-            return await engine.helpers.call(asked)
+            said = await engine.helpers.call(asked)
+            return read_reply(said, merged_rule(interpreter.thinking, None))
 
     shim = shim_applies(agent.tool_shim, plan.model.embedded)
     tools: ToolboxLike | AsyncToolboxLike = call.prepared

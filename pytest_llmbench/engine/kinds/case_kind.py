@@ -183,8 +183,16 @@ class CaseKind(abc.ABC):
         return self.shimmable and shim_offered(plan)
 
     def read(self, plan: CallPlan, completion: Completion) -> Completion:
-        """A reply as the item reads it: a shimmed one's calls as native tool calls."""
-        return read_shim(completion) if self.shimmed(plan) else completion
+        """A reply as the item reads it: its thinking apart from its answer by the plan's
+        thinking rule (after the cache: a replay reads it by today's rule), then a shimmed
+        one's calls as native tool calls (a call written in the thinking is no call; the shim
+        reads the answer alone, whatever ``strip`` says)."""
+        from ...models import read_reply
+
+        rule = plan.thinking_rule
+        if not self.shimmed(plan):
+            return read_reply(completion, rule)
+        return read_shim(read_reply(completion, rule.model_copy(update={"strip": True})))
 
     # -- the item -----------------------------------------------------------------------------
     def keep_partial(self, result: KindResult, error: BaseException) -> None:

@@ -25,6 +25,7 @@ class SimulatedUserKind(ConversationKind):
     shimmable = False  # its conversation offers the function definitions natively
 
     async def converse(self, engine: Engine, call: KindCall) -> ConversationRun:
+        from ...models import merged_rule, read_reply
         from ...spec import with_case_checks
         from ..simulated import simulate, stop_check
 
@@ -38,7 +39,9 @@ class SimulatedUserKind(ConversationKind):
             if isinstance(asked, ItemError):
                 raise asked
             nodeid = f"{plan.nodeid} (simulated user {profile.name})"
-            return await engine.pacer.paced(dataclasses.replace(asked, nodeid=nodeid))
+            said = await engine.pacer.paced(dataclasses.replace(asked, nodeid=nodeid))
+            # A reasoning model playing the user: its thinking is not what the user says.
+            return read_reply(said, merged_rule(profile.thinking, None))
 
         failed = stop_check(plan)
         with engine.talking(plan.nodeid) as progress:

@@ -71,8 +71,9 @@ class ConversationKind(CaseKind):
 
     def verdicts(self, checking: Checking) -> list[Verdict]:
         """Each assertion on the reply to its turn (and that turn's prompt and measures),
-        weighted by the turn's weight (:mod:`...scoring.conversation`), in turn order."""
-        from ...scoring import on_turn
+        weighted by the turn's weight (:mod:`...scoring.conversation`), in turn order; unchecked
+        on a reply whose thinking never finished (no answer: neither right nor wrong)."""
+        from ...scoring import Verdict, on_turn
 
         result = checking.result
         run = result.conversation
@@ -86,9 +87,14 @@ class ConversationKind(CaseKind):
                 measures=call_measures(result, reply.completion),
                 tool_calls=reply.completion.tool_calls,  # a turn's checks see its reply's calls
             )
+            unfinished = reply.completion.unfinished
             for index in turn.checks:
                 assertion = result.plan.case.assertions[index]
-                verdict = checking.verdict(index, assertion, reply.completion.text, own)
+                if unfinished is not None:
+                    reason = f"unchecked: {unfinished}"
+                    verdict = Verdict(assertion.type, False, 0.0, assertion.weight, reason, True)
+                else:
+                    verdict = checking.verdict(index, assertion, reply.completion.text, own)
                 verdicts.append(on_turn(verdict, reply.turn + 1, turn.weight))
         return verdicts
 

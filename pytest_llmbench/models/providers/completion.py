@@ -143,6 +143,9 @@ class Completion:
     #: ``reasoning_tokens`` were counted here from the thinking's text: the provider reported
     #: none for a reply that thought
     reasoning_tokens_estimated: bool = False
+    #: why the reply holds no answer (its thinking never finished), as the item's thinking rule
+    #: read it; None: it has one, or it was not read yet (a client's, a cached completion)
+    unfinished: str | None = None
 
     def __post_init__(self) -> None:
         # A cached completion comes back from JSON with a list here.

@@ -13,7 +13,7 @@ A model whose server does not separate them writes its thinking inline, first, b
 ``reasoning_content`` (not out of a stream's); :func:`split_leading_thinking` does the same for
 every answer of both clients, so that a call gives the same completion whichever client made it,
 streamed or not. Other tags, a lone closing tag and thinking left unfinished are the item's to
-read (they depend on the model and its settings), not the client's.
+read (they depend on the model and its settings: :mod:`.thinking`), not the client's.
 
 Both the lean client's JSON (dicts) and litellm's response objects (attributes) are read here.
 """
@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .thinking import ThinkingRule
 
 __all__ = [
     "REASONING_FIELDS",
@@ -97,24 +100,17 @@ def cache_write_tokens(usage: Any) -> int | None:
     return None
 
 
-#: A thinking block's opening and closing tags (the ones litellm reads).
-_OPENING = re.compile(r"\s*<(?:think|thinking|budget:thinking)>")
-_CLOSING = re.compile(r"</(?:think|thinking|budget:thinking)>")
-
-
-def unfinished_thinking(text: str, reasoning: str, finish_reason: str | None) -> str | None:
+def unfinished_thinking(
+    text: str, reasoning: str, finish_reason: str | None, rule: ThinkingRule | None = None
+) -> str | None:
     """Why a reply holds no answer because its thinking never finished, or None: a reply that
-    opens a thinking block it never closes, or that stopped at ``max_tokens`` with thinking and
-    no answer. Such a reply is no answer to check, right or wrong."""
-    cut = " when it reached max_tokens" if finish_reason == "length" else ""
-    if _OPENING.match(text) and not _CLOSING.search(text):
-        return f"the reply ended inside its thinking{cut}: no answer (raise max_tokens)"
-    if reasoning and not text.strip() and finish_reason == "length":
-        return (
-            f"ran out of tokens while reasoning: {len(reasoning)} characters of thinking and no "
-            "answer (raise max_tokens)"
-        )
-    return None
+    opens a thinking block (of ``rule``'s tags, the default ones by default) it never closes, or
+    that stopped at ``max_tokens`` with thinking and no answer. Such a reply is no answer to
+    check, right or wrong (:func:`.thinking.read_reply` says it of a reply it reads)."""
+    from .thinking import ThinkingRule, bare_split, unfinished_reason
+
+    answer, thinking, unclosed = bare_split(text, reasoning, rule or ThinkingRule())
+    return unfinished_reason(answer, thinking, finish_reason, unclosed)
 
 
 def split_leading_thinking(text: str, reasoning: str) -> tuple[str, str]:
