@@ -35,6 +35,8 @@ TOUR: dict[str, tuple[str, ...]] = {
     "graders/fact.eval.yaml": ("capital-of-france",),
     "graders/select-best.eval.yaml": ("spider-legs",),
     "rag.eval.yaml": ("lighthouse-height",),
+    # a reasoning model's thinking kept apart from its answer
+    "reasoning.eval.yaml": ("think-then-answer",),
     # function calling; an agent in the sandbox with MCP tools (agents/files.eval.yaml is left
     # out: its first item spends its whole 120 s limit while the server starts and the look-ahead
     # calls of later items hold it)

@@ -4,6 +4,7 @@ file, and where replies are read (an item's reply after the cache, judges, agent
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from conftest import FAKE_KEY_ENV, Bench, Rule
 from pytest_llmbench.models import ThinkingRule, merged_rule, read_reply, split
 from pytest_llmbench.models.providers.completion import Completion
 from pytest_llmbench.models.providers.thinking import DEFAULT_TAGS
+from pytest_llmbench.models.providers.tokens import counted_reasoning
 
 DEFAULT = ThinkingRule()
 
@@ -135,6 +137,28 @@ def test_read_reply_says_why_a_reply_is_no_answer() -> None:
     shown = read_reply(_completion("<think>hmm"), ThinkingRule(strip=False))
     assert shown.unfinished is not None and shown.text == "<think>hmm</think>"
     assert read_reply(_completion("<think>a</think>Paris.", "", "length"), DEFAULT).unfinished is None  # fmt: skip
+
+
+def test_thinking_the_rule_finds_is_counted_when_the_provider_counted_none() -> None:
+    """Thinking in another tag reaches the item only once the rule reads it: its tokens are
+    counted then (marked estimated), at most the reply's output tokens; a provider's own count
+    is kept."""
+    rule = ThinkingRule(tags=(("<reason>", "</reason>"),))
+    thought = "France's capital is Paris"
+    read = read_reply(_completion(f"<reason>{thought}</reason>Paris"), rule)
+    assert (read.text, read.reasoning) == ("Paris", thought)
+    assert read.reasoning_tokens_estimated
+    assert read.reasoning_tokens is not None and 0 < read.reasoning_tokens <= 9
+    long = read_reply(_completion(f"<reason>{thought * 20}</reason>Paris"), rule)
+    assert long.reasoning_tokens == 9  # no more than the reply's output tokens
+    reported = dataclasses.replace(
+        _completion(f"<reason>{thought}</reason>Paris"), reasoning_tokens=5
+    )
+    assert read_reply(reported, rule).reasoning_tokens == 5
+    assert not read_reply(reported, rule).reasoning_tokens_estimated
+    # Nothing more found: the client's reading stands.
+    plain = read_reply(_completion("Paris"), rule)
+    assert (plain.reasoning_tokens, plain.reasoning_tokens_estimated) == (None, False)
 
 
 def test_the_files_keys_override_the_profiles() -> None:
@@ -422,7 +446,11 @@ def test_an_agents_steps_are_read_apart_from_their_thinking(bench: Bench) -> Non
     (record,) = bench.records()
     assert record["response"] == "Buy milk."
     assert record["reasoning"] == "I should read the notes first.\n\nThe notes say milk."
-    assert record["reasoning_tokens"] == len("I should read the notes first.".split())
+    # The first step's count as reported, the second's counted from its thinking.
+    counted = counted_reasoning("openai/fake-model", "The notes say milk.", None)
+    assert counted is not None
+    assert record["reasoning_tokens"] == len("I should read the notes first.".split()) + counted
+    assert record["reasoning_tokens_estimated"] is True
     assert (record["cached_input_tokens"], record["finish_reason"]) == (5, None)
     # The history sent back holds the answers alone.
     last = bench.server.chat_requests()[-1].body["messages"]

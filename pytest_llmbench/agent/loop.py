@@ -114,6 +114,10 @@ class AgentRun:
     reasoning_tokens: int | None = None
     #: the steps' input tokens read from the provider's prompt cache, summed (None: none reported)
     cached_input_tokens: int | None = None
+    #: the steps' input tokens written to the provider's prompt cache, summed (None: none)
+    cache_write_tokens: int | None = None
+    #: some step's reasoning tokens were counted from its thinking, not reported
+    reasoning_tokens_estimated: bool = False
 
     def timeline(self) -> list[dict[str, Any]]:
         """Each model call, then the tool calls it asked for, with their timing and results."""
@@ -163,6 +167,8 @@ class _Totals:
         self.thoughts: list[str] = []
         self.reasoning_tokens: int | None = None
         self.cached_input_tokens: int | None = None
+        self.cache_write_tokens: int | None = None
+        self.reasoning_tokens_estimated = False
 
     def add(self, completion: Completion, *, turn: bool = True) -> None:
         """Add a call's usage; an interpreter's call costs but is not a model turn (nor is its
@@ -175,6 +181,10 @@ class _Totals:
             self.cached_input_tokens = add_known(
                 self.cached_input_tokens, completion.cached_input_tokens
             )
+            self.cache_write_tokens = add_known(
+                self.cache_write_tokens, completion.cache_write_tokens
+            )
+            self.reasoning_tokens_estimated |= completion.reasoning_tokens_estimated
         self.usage += completion.usage
         self.retries += completion.retries
         self.all_cached = self.all_cached and completion.cached
@@ -259,6 +269,8 @@ def _run(
         reasoning="\n\n".join(totals.thoughts),
         reasoning_tokens=totals.reasoning_tokens,
         cached_input_tokens=totals.cached_input_tokens,
+        cache_write_tokens=totals.cache_write_tokens,
+        reasoning_tokens_estimated=totals.reasoning_tokens_estimated,
     )
 
 

@@ -171,6 +171,8 @@ def agent_completion(run: AgentRun, model_id: str) -> Completion:
         reasoning=run.reasoning,
         reasoning_tokens=run.reasoning_tokens,
         cached_input_tokens=run.cached_input_tokens,
+        cache_write_tokens=run.cache_write_tokens,
+        reasoning_tokens_estimated=run.reasoning_tokens_estimated,
     )
 
 

@@ -186,4 +186,21 @@ def read_reply(completion: Completion, rule: ThinkingRule) -> Completion:
     answer, thinking, unclosed = bare_split(completion.text, completion.reasoning, rule)
     why = unfinished_reason(answer, thinking, completion.finish_reason, unclosed)
     shown = shown_answer(answer, thinking, rule)
-    return dataclasses.replace(completion, text=shown, reasoning=thinking, unfinished=why)
+    read = dataclasses.replace(completion, text=shown, reasoning=thinking, unfinished=why)
+    return _recounted(read) if thinking != completion.reasoning else read
+
+
+def _recounted(completion: Completion) -> Completion:
+    """``completion`` with its reasoning tokens counted again from all its thinking, when the
+    rule found thinking the client did not (another tag, a lone closing tag, an unclosed block)
+    and the provider reported no count (the client's count, if any, was an estimate)."""
+    if completion.reasoning_tokens is not None and not completion.reasoning_tokens_estimated:
+        return completion
+    from .tokens import counted_reasoning
+
+    counted = counted_reasoning(completion.model_id, completion.reasoning, completion.output_tokens)
+    if counted is None:
+        return completion
+    return dataclasses.replace(
+        completion, reasoning_tokens=counted, reasoning_tokens_estimated=True
+    )

@@ -74,12 +74,19 @@ def details(model_id: str, usage: Any, reasoning: str, output_tokens: int | None
     written = cache_write_tokens(usage)
     estimated = False
     if thought is None and reasoning:
-        count = _counter(model_id)
-        if count is not None:
-            thought, estimated = count(reasoning), True
-            if output_tokens is not None:
-                thought = min(thought, output_tokens)
+        thought = counted_reasoning(model_id, reasoning, output_tokens)
+        estimated = thought is not None
     return TokenDetails(thought, cached, written, estimated)
+
+
+def counted_reasoning(model_id: str, reasoning: str, output_tokens: int | None) -> int | None:
+    """The tokens of a reply's thinking, counted from its text (at most the call's
+    ``output_tokens``); None when no tokenizer counts for the model."""
+    count = _counter(model_id)
+    if count is None:
+        return None
+    thought = count(reasoning)
+    return thought if output_tokens is None else min(thought, output_tokens)
 
 
 def reported(prompt_tokens: Any, completion_tokens: Any) -> bool:
