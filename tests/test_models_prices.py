@@ -6,12 +6,12 @@ clients; reasoning tokens counted from the thinking when the provider reports no
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any
 
 import pytest
 from conftest import FAKE_KEY, FakeLLMServer, Rule
 from pydantic import ValidationError
+from test_models_reasoning import _measured
 
 from pytest_llmbench.models.profiles import CostPer1k
 from pytest_llmbench.models.providers import litellm_client, prices, tokens
@@ -185,13 +185,6 @@ def _call(
         "m", model, server.base_url, api_key=FAKE_KEY, client=client, **cost
     )  # fmt: skip
     return asyncio.run(acomplete(target, MESSAGES, {}, stream=stream))
-
-
-def _measured(completion: Completion) -> dict[str, Any]:
-    fields = dataclasses.asdict(completion)
-    for name in ("latency_s", "ttft_s"):
-        fields.pop(name)
-    return fields
 
 
 PROFILE_PRICES = {

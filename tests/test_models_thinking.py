@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import FAKE_KEY_ENV, Bench, Rule
+from test_models_reasoning import TWO_TURNS
 
 from pytest_llmbench.models import ThinkingRule, merged_rule, read_reply, split
 from pytest_llmbench.models.providers.completion import Completion
@@ -137,6 +138,14 @@ def test_read_reply_says_why_a_reply_is_no_answer() -> None:
     shown = read_reply(_completion("<think>hmm"), ThinkingRule(strip=False))
     assert shown.unfinished is not None and shown.text == "<think>hmm</think>"
     assert read_reply(_completion("<think>a</think>Paris.", "", "length"), DEFAULT).unfinished is None  # fmt: skip
+
+
+def test_thinking_the_server_gave_apart_is_kept_as_it_came() -> None:
+    """Nothing in the text to split: the server's thinking is recorded exactly (its spaces too);
+    whitespace alone is no thinking."""
+    read = read_reply(_completion("Paris.", "  First France, then its capital. "), DEFAULT)
+    assert (read.text, read.reasoning) == ("Paris.", "  First France, then its capital. ")
+    assert read_reply(_completion("Paris.", " \n"), DEFAULT).reasoning == ""
 
 
 def test_thinking_the_rule_finds_is_counted_when_the_provider_counted_none() -> None:
@@ -513,16 +522,6 @@ def test_a_call_written_in_the_thinking_is_no_tool_call(bench: Bench) -> None:
 
 
 # -- a conversation's turn whose thinking never finished ---------------------------------------------
-
-TWO_TURNS = """
-cases:
-  - id: talk
-    turns:
-      - user: Capital of France?
-        assert: [{type: icontains, value: paris}]
-      - user: And of Spain?
-        assert: [{type: icontains, value: madrid}]
-"""
 
 
 def test_a_turn_whose_thinking_never_finished_is_unchecked_the_others_checked(

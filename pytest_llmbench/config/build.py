@@ -9,9 +9,10 @@ touches an eval file reads no profile and no ``.env`` file. A bad value is a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -195,27 +196,32 @@ def _baseline(config: pytest.Config) -> Path | None:
     return path
 
 
+_T = TypeVar("_T")
+
+
+def _comma_list(config: pytest.Config, name: str, parse: Callable[[str], _T]) -> tuple[_T, ...]:
+    """The setting ``name``, a comma list, each word parsed by ``parse`` and kept once; a word it
+    refuses (``ValueError``) is a ``UsageError`` naming the option."""
+    raw = setting(config, name) or ""
+    try:
+        values = [parse(word) for word in raw.split(",") if word.strip()]
+    except ValueError as exc:
+        option = "--" + name.replace("_", "-")
+        raise pytest.UsageError(f"llmbench: {option}: {exc}") from None
+    return tuple(dict.fromkeys(values))
+
+
 def _efforts(config: pytest.Config) -> tuple[str | int, ...]:
     """``--efforts``: levels or thinking budgets, each once; a bad one is a ``UsageError``."""
-    from ..models import EffortError, parse_effort
+    from ..models import parse_effort
 
-    raw = setting(config, "efforts") or ""
-    try:
-        efforts = [parse_effort(word) for word in raw.split(",") if word.strip()]
-    except EffortError as exc:
-        raise pytest.UsageError(f"llmbench: --efforts: {exc}") from None
-    return tuple(dict.fromkeys(efforts))
+    return _comma_list(config, "efforts", parse_effort)
 
 
 def _judge_metrics(config: pytest.Config) -> tuple[str, ...]:
     from ..scoring import dimension_key
 
-    raw = setting(config, "judge_metrics") or ""
-    try:
-        keys = [dimension_key(name) for name in raw.split(",") if name.strip()]
-    except ValueError as exc:
-        raise pytest.UsageError(f"llmbench: --judge-metrics: {exc}") from None
-    return tuple(dict.fromkeys(keys))
+    return _comma_list(config, "judge_metrics", dimension_key)
 
 
 def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:

@@ -117,9 +117,12 @@ def shown_answer(answer: str, thinking: str, rule: ThinkingRule) -> str:
 def bare_split(text: str, reasoning: str, rule: ThinkingRule) -> tuple[str, str, str | None]:
     """:func:`split` with the answer alone whatever ``rule.strip`` says."""
     pieces = [reasoning.strip()] if reasoning.strip() else []
+    given = len(pieces)
     answer, unfinished = _leading_blocks(text, rule, pieces)
     if pieces:
         answer = answer.lstrip()
+    if len(pieces) == given:  # no thinking in the text: the server's, exactly as it came
+        return answer, reasoning if given else "", unfinished
     return answer, _JOINER.join(piece for piece in pieces if piece), unfinished
 
 
