@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -294,3 +295,22 @@ def test_the_pytest_html_row_shows_an_unchecked_check_as_such() -> None:
     failed = Verdict("contains", False, 0.0, 1.0, "no").to_dict()
     html = render_extra({"assertions": [unchecked, failed]})
     assert "<td>UNCHECKED</td><td>latency</td>" in html and "<td>FAIL</td><td>contains</td>" in html
+
+
+@pytest.mark.parametrize(
+    ("said", "expected", "passed", "reason"),
+    [
+        ("stop", "stop", True, "finished with 'stop'"),
+        ("end_turn", "stop", True, "finished with 'end_turn' (read as 'stop')"),
+        ("eos_token", "stop", True, "finished with 'eos_token' (read as 'stop')"),
+        ("max_tokens", "stop", False, "finished with 'max_tokens' (read as 'length'), not stop"),
+        ("tool_use", ["tool_calls"], True, "finished with 'tool_use' (read as 'tool_calls')"),
+        ("abort", "stop", False, "finished with 'abort', not stop"),
+    ],
+)
+def test_a_servers_own_word_for_a_finish_reason_is_read_as_openais(
+    said: str, expected: Any, passed: bool, reason: str
+) -> None:
+    measures = dataclasses.replace(MEASURED, finish_reason=said)
+    verdict = check({"type": "finish-reason", "value": expected}, measures)
+    assert (verdict.passed, verdict.reason) == (passed, reason)

@@ -177,6 +177,16 @@ def _at_most(name: str, value: float, limit: float, unit: str) -> Outcome:
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
 
 
+#: Other words servers use for the four (Anthropic's and Bedrock's through a lean path, Hugging
+#: Face TGI, inspect_ai's names, the deprecated ``function_call``), read as them by the check.
+FINISH_REASON_ALIASES = {
+    "end_turn": "stop", "stop_sequence": "stop", "eos": "stop", "eos_token": "stop",
+    "max_tokens": "length", "model_length": "length",
+    "function_call": "tool_calls", "tool_use": "tool_calls",
+    "safety": "content_filter", "refusal": "content_filter",
+}  # fmt: skip
+
+
 def finish_reason_value(base: str, value: Any) -> tuple[str, ...]:
     """A ``finish-reason`` value: one reason or a list of them, each of :data:`FINISH_REASONS`."""
     values = value if isinstance(value, list) else [value]
@@ -199,8 +209,6 @@ def check_finish_reason(
     if reason is None:
         raise NotMeasured("no finish reason: the answer is not one reply of the model")
     allowed = " or ".join(value)
-    return pass_fail(
-        reason in value,
-        f"finished with {reason!r}",
-        f"finished with {reason!r}, not {allowed}",
-    )
+    read = FINISH_REASON_ALIASES.get(reason, reason)
+    said = f"{reason!r} (read as {read!r})" if read != reason else repr(reason)
+    return pass_fail(read in value, f"finished with {said}", f"finished with {said}, not {allowed}")
