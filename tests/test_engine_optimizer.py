@@ -19,6 +19,7 @@ from pytest_llmbench.engine.optimizer_store import LOG_FILE, RewriteStore, write
 from pytest_llmbench.models.item_errors import ProviderError
 from pytest_llmbench.models.profiles import ModelProfile
 from pytest_llmbench.models.providers.completion import Completion
+from pytest_llmbench.models.providers.thinking import ThinkingRule
 
 OPTIMIZER = ModelProfile(name="local/smollm2", model="openai/smollm2", embedded=True)
 REMOTE_OPTIMIZER = ModelProfile(name="gpt", model="openai/gpt-4o-mini")
@@ -147,6 +148,20 @@ def test_an_invalid_rewrite_fails_and_falls_back_to_the_original(
 def test_a_fenced_json_reply_is_accepted(tmp_path: Path) -> None:
     result, _ = _rewrite(tmp_path, "```json\n" + json.dumps(GOOD) + "\n```")
     assert result.status == "rewritten"
+
+
+def test_a_reasoning_optimizers_thinking_is_no_part_of_the_rewrite(tmp_path: Path) -> None:
+    """Thinking in the optimizer profile's own tag (which the clients do not know) is read apart
+    by its thinking rule: the rewrite is the answer after it."""
+    thinker = OPTIMIZER.model_copy(
+        update={"thinking": ThinkingRule(tags=(("<reason>", "</reason>"),))}
+    )
+    reply = '<reason>Keep {{question}}; say "briefly".</reason>' + json.dumps(GOOD)
+    result, _ = _rewrite(tmp_path, reply, optimizer=thinker)
+    assert result.status == "rewritten"
+    assert result.messages[1] == {"role": "user", "content": GOOD["prompt"]}
+    # Without the rule the same reply is no rewrite.
+    assert _rewrite(tmp_path / "plain", reply)[0].status == "failed"
 
 
 def test_an_unchanged_rewrite_is_skipped(tmp_path: Path) -> None:

@@ -344,6 +344,10 @@ class PromptOptimizer:
             completion = await complete(messages, params)
         except ItemError as exc:
             return Outcome("failed", original.messages, f"optimizer call failed: {exc.message}")
+        from ..models import merged_rule, read_reply
+
+        # The rewrite is the answer: a reasoning optimizer's thinking is no part of the prompt.
+        completion = read_reply(completion, merged_rule(self.optimizer.thinking, None))
         status, rewrite, reason = judge_reply(original, completion.text)
         usage = {
             "input_tokens": completion.input_tokens,
