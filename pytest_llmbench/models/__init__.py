@@ -57,9 +57,14 @@ if TYPE_CHECKING:
     from .providers.litellm_client import missing_api_keys, warmed_up
     from .providers.loglikelihood import aloglikelihood
     from .providers.prices import cost_usd, supports_vision
-    from .providers.reasoning import unfinished_thinking
     from .providers.routes import LEAN_PROVIDERS, check_key, describe, route, speaks_openai
-    from .providers.thinking import ThinkingRule, merged_rule, read_reply, split
+    from .providers.thinking import (
+        ThinkingRule,
+        merged_rule,
+        read_reply,
+        split,
+        unfinished_thinking,
+    )
     from .providers.tokens import prompt_tokens, use_bundled_tokenizers
 
 #: Each name of the face, by the module of the stage that defines it.
@@ -95,7 +100,7 @@ _FACE: dict[str, str] = {
     "aloglikelihood": "providers.loglikelihood",
     "cost_usd": "providers.prices",
     "supports_vision": "providers.prices",
-    "unfinished_thinking": "providers.reasoning",
+    "unfinished_thinking": "providers.thinking",
     "ThinkingRule": "providers.thinking",
     "merged_rule": "providers.thinking",
     "read_reply": "providers.thinking",

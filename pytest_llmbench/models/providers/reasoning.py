@@ -22,17 +22,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .thinking import ThinkingRule
+from typing import Any
 
 __all__ = [
     "REASONING_FIELDS",
     "cache_write_tokens",
     "reasoning_of",
     "split_leading_thinking",
-    "unfinished_thinking",
     "usage_details",
 ]
 
@@ -98,19 +94,6 @@ def cache_write_tokens(usage: Any) -> int | None:
         if count:
             return count
     return None
-
-
-def unfinished_thinking(
-    text: str, reasoning: str, finish_reason: str | None, rule: ThinkingRule | None = None
-) -> str | None:
-    """Why a reply holds no answer because its thinking never finished, or None: a reply that
-    opens a thinking block (of ``rule``'s tags, the default ones by default) it never closes, or
-    that stopped at ``max_tokens`` with thinking and no answer. Such a reply is no answer to
-    check, right or wrong (:func:`.thinking.read_reply` says it of a reply it reads)."""
-    from .thinking import ThinkingRule, bare_split, unfinished_reason
-
-    answer, thinking, unclosed = bare_split(text, reasoning, rule or ThinkingRule())
-    return unfinished_reason(answer, thinking, finish_reason, unclosed)
 
 
 def split_leading_thinking(text: str, reasoning: str) -> tuple[str, str]:

@@ -34,6 +34,7 @@ __all__ = [
     "shown_answer",
     "split",
     "unfinished_reason",
+    "unfinished_thinking",
 ]
 
 #: The thinking tags read when a rule gives none: the ones litellm reads.
@@ -207,3 +208,14 @@ def _recounted(completion: Completion) -> Completion:
     return dataclasses.replace(
         completion, reasoning_tokens=counted, reasoning_tokens_estimated=True
     )
+
+
+def unfinished_thinking(
+    text: str, reasoning: str, finish_reason: str | None, rule: ThinkingRule | None = None
+) -> str | None:
+    """Why a reply holds no answer because its thinking never finished, or None: a reply that
+    opens a thinking block (of ``rule``'s tags, the default ones by default) it never closes, or
+    that stopped at ``max_tokens`` with thinking and no answer. Such a reply is no answer to
+    check, right or wrong (:func:`read_reply` says it of a reply it reads)."""
+    answer, thinking, unclosed = bare_split(text, reasoning, rule or ThinkingRule())
+    return unfinished_reason(answer, thinking, finish_reason, unclosed)
