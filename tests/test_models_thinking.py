@@ -568,3 +568,25 @@ def test_a_reasoning_simulated_users_thinking_is_not_what_it_says(bench: Bench) 
     assert record["conversation_stopped"] == "goal"
     said = [e["content"] for e in record["conversation"] if e["role"] == "user"]
     assert said == ["My order never arrived.", "Order 1234, refund please."]
+
+
+MULTIPLE_CHOICE = """
+cases:
+  - id: capital
+    prompt: Which city is the capital of France?
+    choices: [Lyon, Nice, Paris]
+    answer: C
+"""
+
+
+def test_a_multiple_choice_answer_is_read_from_the_answer_not_the_thinking(bench: Bench) -> None:
+    """The thinking first says A; the choice is the answer's, C (read with the thinking, the
+    reply names two answers and none is extracted)."""
+    bench.server.add_rule(
+        Rule(match="capital of France", reply="<think>The answer is A.</think>The answer is C.")
+    )
+    bench.eval_file("mc", MULTIPLE_CHOICE)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["choice"] == {"chosen": "C", "answer": "C", "correct": True}
+    assert record["reasoning"] == "The answer is A."
