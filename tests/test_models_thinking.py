@@ -590,3 +590,28 @@ def test_a_multiple_choice_answer_is_read_from_the_answer_not_the_thinking(bench
     (record,) = bench.records()
     assert record["choice"] == {"chosen": "C", "answer": "C", "correct": True}
     assert record["reasoning"] == "The answer is A."
+
+
+def test_the_report_and_the_viewer_show_the_thinking_apart_from_the_answer(
+    tmp_path: Path,
+) -> None:
+    from pytest_llmbench.report.html_columns import render_extra
+    from pytest_llmbench.results_folder import ResultsFolder
+    from pytest_llmbench.view.pages import item_page
+    from pytest_llmbench.view.runs import load_run
+
+    record = {
+        "schema": 2, "suite": "s", "case_id": "c", "model": "m@high", "outcome": "passed",
+        "prompt": "Capital of France?", "response": "Paris.", "reasoning": "France <-> Paris",
+        "reasoning_tokens": 7, "effort": "high", "finish_reason": "stop",
+    }  # fmt: skip
+    block = render_extra(record)
+    assert "<h4>Thinking</h4><pre>France &lt;-&gt; Paris</pre>" in block
+    assert block.index("Thinking") < block.index("<h4>Response</h4>")
+    assert "Thinking" not in render_extra({**record, "reasoning": None})
+    folder = ResultsFolder(tmp_path / "run")
+    folder.write_records([record])
+    folder.write_run_info({"exitstatus": 0, "args": []})
+    page = item_page(load_run([tmp_path], "0/run"), record)
+    assert "<summary>Thinking</summary><pre>France &lt;-&gt; Paris</pre>" in page
+    assert "<th>reasoning_tokens</th><td>7</td>" in page and "<th>effort</th><td>high</td>" in page

@@ -79,6 +79,8 @@ def render_extra(record: dict[str, Any]) -> str:
     parts = ['<div class="llmbench-extra">']
     for title, field in (("Prompt", "prompt"), ("Response", "response"), ("Expected", "expected")):
         value = record.get(field)
+        if field == "response" and record.get("reasoning"):
+            parts.append(f"<h4>Thinking</h4><pre>{_text(record['reasoning'])}</pre>")
         if talk and field == "response":
             parts.append(f"<h4>Conversation</h4>{talk}")
         elif value is not None:

@@ -277,6 +277,10 @@ def item_page(run: Run, record: Record) -> str:
             "ttft_s",
             "input_tokens",
             "output_tokens",
+            "reasoning_tokens",
+            "cached_input_tokens",
+            "effort",
+            "finish_reason",
             "cost_usd",
             "judge_cost_usd",
             "user_sim_cost_usd",
@@ -296,6 +300,7 @@ def item_page(run: Run, record: Record) -> str:
     parts = [
         f'<p><a href="{text(link("/run/" + run.key))}">back to the run</a></p>',
         f'<table class="facts">{rows}</table>',
+        _thinking(record),
         "<h2>Conversation, answer and verdicts</h2>",
         transcript(record),
         _judges(record),
@@ -304,6 +309,14 @@ def item_page(run: Run, record: Record) -> str:
     ]
     return layout(f"{record.get('suite')}::{record.get('case_id')} on {record.get('model')}",
                   "".join(parts))  # fmt: skip
+
+
+def _thinking(record: Record) -> str:
+    """A reasoning model's thinking, apart from its answer (folded: it may be long)."""
+    reasoning = record.get("reasoning")
+    if not reasoning:
+        return ""
+    return f"<details><summary>Thinking</summary><pre>{text(reasoning)}</pre></details>"
 
 
 def _judges(record: Record) -> str:
