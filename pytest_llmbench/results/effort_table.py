@@ -4,8 +4,7 @@ A run with the effort axis (an eval file's ``effort:`` or ``--efforts``) has con
 ``model@low``, ``model@high``: :func:`effort_board` puts each model's efforts side by side, the
 model being the contestant without its ``@<effort>`` (``gpt-5:concise@high`` is model
 ``gpt-5:concise``, effort ``high``). Its columns are :data:`EFFORT_COLUMNS`, counted as the
-leaderboard counts (:mod:`.aggregation`), with the reasoning tokens beside the output tokens
-(whose part they are). Rows: by model, then by effort, levels least first, then budgets.
+leaderboard counts them (:func:`.aggregation.aggregate`, reasoning tokens included). Rows: by model, then by effort, levels least first, then budgets.
 
 pandas is imported inside the functions: importing this module stays cheap.
 """
@@ -14,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .aggregation import ANSWERED, aggregate, is_missing
+from .aggregation import aggregate, is_missing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,8 +45,6 @@ def has_efforts(frame: pd.DataFrame) -> bool:
 def effort_board(frame: pd.DataFrame) -> pd.DataFrame | None:
     """One row per model and effort of the records that ran under one (:data:`EFFORT_COLUMNS`);
     None when none did."""
-    import pandas as pd
-
     if not has_efforts(frame):
         return None
     rows = frame[[not is_missing(value) for value in frame["effort"]]]
@@ -56,28 +53,9 @@ def effort_board(frame: pd.DataFrame) -> pd.DataFrame | None:
         str(label).removesuffix(f"@{effort}")
         for label, effort in zip(rows["model"], efforts, strict=True)
     ]
-    keyed = rows.assign(model=models, effort=efforts)
-    board = aggregate(keyed, ["model", "effort"])
-    reasoning = [_reasoning(group) for _, group in keyed.groupby(["model", "effort"], sort=True)]
-    board = board.assign(
-        reasoning_tokens_mean=[mean for mean, _ in reasoning],
-        reasoning_tokens_total=pd.array([total for _, total in reasoning], dtype="Int64"),
-    )
+    board = aggregate(rows.assign(model=models, effort=efforts), ["model", "effort"])
     order = sorted(range(len(board)), key=lambda n: _order(board["model"][n], board["effort"][n]))
     return board.iloc[order][list(EFFORT_COLUMNS)].reset_index(drop=True)
-
-
-def _reasoning(group: pd.DataFrame) -> tuple[float, int | None]:
-    """The mean reasoning tokens of the answered items that report them, and the total of
-    every item run (None when none reported any)."""
-    import pandas as pd
-
-    if "reasoning_tokens" not in group:
-        return float("nan"), None
-    tokens = pd.to_numeric(group["reasoning_tokens"], errors="coerce")
-    answered = tokens[group["outcome"].isin(ANSWERED)]
-    spent = tokens[group["outcome"] != "skipped"].dropna()
-    return float(answered.mean()), int(spent.sum()) if len(spent) else None
 
 
 def _order(model: Any, effort: str) -> tuple[str, int, int]:

@@ -92,7 +92,9 @@ class ConversationKind(CaseKind):
                 assertion = result.plan.case.assertions[index]
                 if unfinished is not None:
                     reason = f"unchecked: {unfinished}"
-                    verdict = Verdict(assertion.type, False, 0.0, assertion.weight, reason, True)
+                    verdict = Verdict(
+                        assertion.type, False, 0.0, assertion.weight, reason, unchecked=True
+                    )
                 else:
                     verdict = checking.verdict(index, assertion, reply.completion.text, own)
                 verdicts.append(on_turn(verdict, reply.turn + 1, turn.weight))

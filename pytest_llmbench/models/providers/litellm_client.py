@@ -10,6 +10,7 @@ ones (:mod:`.transport_retry`, :mod:`.errors`).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import logging
@@ -202,10 +203,7 @@ async def chat_once(
         finish_reason=finish,
         tool_calls=tool_calls,
         reasoning=thinking,
-        reasoning_tokens=parts.reasoning_tokens,
-        cached_input_tokens=parts.cached_input_tokens,
-        cache_write_tokens=parts.cache_write_tokens,
-        reasoning_tokens_estimated=parts.reasoning_tokens_estimated,
+        **dataclasses.asdict(parts),  # the token details, under the same names
     )
 
 

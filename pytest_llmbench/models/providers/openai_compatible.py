@@ -11,6 +11,7 @@ redaction are the shared ones (:mod:`.transport_retry`, :mod:`.errors`), and a c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import time
@@ -82,10 +83,7 @@ async def chat_once(
         finish_reason=finish,
         tool_calls=calls,
         reasoning=thinking,
-        reasoning_tokens=parts.reasoning_tokens,
-        cached_input_tokens=parts.cached_input_tokens,
-        cache_write_tokens=parts.cache_write_tokens,
-        reasoning_tokens_estimated=parts.reasoning_tokens_estimated,
+        **dataclasses.asdict(parts),  # the token details, under the same names
     )
 
 
