@@ -128,6 +128,9 @@ class Request:
     loglikelihood: bool = False
     #: the cache key the calling thread already looked up and missed (not looked up again)
     missed_key: str | None = None
+    #: an independent single-shot call (an item's answer, a judge's or grader's verdict, a RAG
+    #: metric's): under ``--batch`` it may go to the provider's batch API instead of live
+    batchable: bool = False
 
 
 def with_images(plan: CallPlan, messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:

@@ -27,6 +27,7 @@ from .. import face_attribute
 
 if TYPE_CHECKING:
     from .item_errors import (
+        BatchError,
         ItemError,
         JudgeError,
         ProviderError,
@@ -82,6 +83,7 @@ _FACE: dict[str, str] = {
     "Usage": "providers.completion",
     "add_known": "providers.completion",
     "total_usage": "providers.completion",
+    "BatchError": "item_errors",
     "ItemError": "item_errors",
     "JudgeError": "item_errors",
     "ProviderError": "item_errors",
@@ -118,6 +120,7 @@ __all__ = [
     "EFFORT_LEVELS",
     "LEAN_PROVIDERS",
     "PROFILE_SUFFIXES",
+    "BatchError",
     "CallTarget",
     "Completion",
     "EffortError",

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "BatchError",
     "ItemError",
     "JudgeError",
     "ProviderError",
@@ -102,6 +103,15 @@ class UserSimError(ItemError):
 
     default_kind = "provider"
     part = "simulated user"
+
+
+class BatchError(ItemError):
+    """A call sent through a provider's batch API that got no answer: the batch failed,
+    expired, was cancelled or outwaited ``--batch-timeout``, or its output had no usable line
+    for the call. The message names the batch id (and the line, where one was at fault)."""
+
+    default_kind = "batch"
+    part = "batch"
 
 
 class SolverError(ItemError):

@@ -146,6 +146,12 @@ class Completion:
     #: why the reply holds no answer (its thinking never finished), as the item's thinking rule
     #: read it; None: it has one, or it was not read yet (a client's, a cached completion)
     unfinished: str | None = None
+    #: answered through a provider's batch API (its latency and TTFT say nothing of the model)
+    batched: bool = False
+    #: the provider's id of the batch that answered it (None: answered live)
+    batch_id: str | None = None
+    #: seconds from the batch's creation to its answer being read (None: answered live)
+    batch_wait_s: float | None = None
 
     def __post_init__(self) -> None:
         # A cached completion comes back from JSON with a list here.

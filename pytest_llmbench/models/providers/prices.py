@@ -7,6 +7,7 @@ package; reading it costs tens of milliseconds, importing litellm seconds. A pro
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -144,6 +145,8 @@ def cost_usd(
     input_tokens: int | None,
     output_tokens: int | None,
     details: TokenDetails | None = None,
+    *,
+    batched: bool = False,
 ) -> float | None:
     """USD of a call of that size: the profile's prices, else the map's, else None (unknown).
 
@@ -156,6 +159,8 @@ def cost_usd(
     prices = rates(target)
     if prices is None:
         return None
+    if batched:  # litellm's rule where no batch price is known: half the live price
+        prices = dataclasses.replace(prices, per_tokens=prices.per_tokens * 2)
     return priced(prices, input_tokens, output_tokens, details or TokenDetails())
 
 
