@@ -32,12 +32,15 @@ TERMINAL = frozenset({COMPLETED, FAILED, EXPIRED, CANCELLED})
 
 @dataclass(frozen=True)
 class BatchLine:
-    """One call of a batch: the chat request a live call would send, and its id."""
+    """One call of a batch: the request a live call would send, and its id."""
 
     custom_id: str  #: the call's response-cache key
     target: CallTarget
     messages: Sequence[dict[str, Any]]
     params: dict[str, Any]  #: sent on top of the profile's own, as a live call's
+    #: ``chat`` (a chat completion) or ``embed`` (the messages' texts embedded); a batch holds
+    #: one kind (one endpoint per batch)
+    kind: str = "chat"
 
 
 @dataclass(frozen=True)
