@@ -225,10 +225,13 @@ def _say_clients(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or hasattr(config, "workerinput") or config.option.verbose < 0:
         return
-    from .engine import clients_line
+    from .engine import batch_lines, clients_line
 
     judges = bool(config.getoption("llmbench_judges") or config.getini("llmbench_judges"))
-    reporter.write_line(clients_line(_config.get_run_config(config), judges))
+    run = _config.get_run_config(config)
+    reporter.write_line(clients_line(run, judges))
+    for line in batch_lines(run, judges):
+        reporter.write_line(line)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -252,6 +255,11 @@ class _XdistBridge:
         state_dir, owner = session_state(node.config)
         node.workerinput["llmbench_state_dir"] = str(state_dir)
         node.workerinput["llmbench_owner_pid"] = owner
+        if _config.get_run_config(node.config).batch:
+            from .engine import results_dir
+
+            # Every worker journals its batches in the run's results folder.
+            node.workerinput["llmbench_results_dir"] = str(results_dir(node.config))
         # How items are sent to workers: a select-best contest needs a case's in one.
         node.workerinput["llmbench_dist"] = dist_mode(node.config)
         # The models --check-models --skip-unavailable left out, checked before nodes start.
@@ -272,13 +280,20 @@ class ItemTimeouts:
 
     pytest-timeout's own handler prints the stack of every thread (the engine's included) and
     fails the item with an internal error; this one only ends the item. Other items, and the
-    ``thread`` method, keep pytest-timeout's behaviour.
+    ``thread`` method, keep pytest-timeout's behaviour. Under ``--batch`` no timer is armed
+    for an eval item (by either method): its answer may wait hours on its batch, a wait that
+    ``--batch-timeout`` bounds instead.
     """
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> bool | None:
         """Arm a SIGALRM timer that ends the eval item cleanly."""
-        if not _is_eval_item(item) or settings.method != "signal":
+        if not _is_eval_item(item):
+            return None
+        if _config.get_run_config(item.config).batch:
+            item.stash[_UNTIMED_KEY] = True
+            return True  # handled: no timer (--batch-timeout bounds the wait)
+        if settings.method != "signal":
             return None
         if threading.current_thread() is not threading.main_thread():
             return None
@@ -296,6 +311,8 @@ class ItemTimeouts:
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_timeout_cancel_timer(self, item: pytest.Item) -> bool | None:
         """Disarm the timer set above."""
+        if item.stash.get(_UNTIMED_KEY, False):
+            return True
         if not item.stash.get(_TIMER_KEY, False):
             return None
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -305,6 +322,7 @@ class ItemTimeouts:
 
 
 _TIMER_KEY = pytest.StashKey[bool]()
+_UNTIMED_KEY = pytest.StashKey[bool]()
 
 
 def _is_eval_item(item: pytest.Item) -> bool:

@@ -45,6 +45,13 @@ def build_run_config(config: pytest.Config) -> RunConfig:
     latency_only = flag_setting(config, "latency_only")
     from ..shard import parse_shard, split_budgets
 
+    resume_batch = _resume_batch(config)
+    batch = resume_batch is not None or flag_setting(config, "batch")
+    if batch and latency_only:
+        raise pytest.UsageError(
+            "llmbench: --batch does not go with --latency-only (a batch's answers carry no "
+            "latency of the model)"
+        )
     run = RunConfig(
         models=chosen.models,
         repeat=_number(config, "repeat", int, minimum=1),
@@ -62,7 +69,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         concurrency=_number(config, "concurrency", int, minimum=1),
         stream=_stream_mode(config, latency_only),
         # --rescore reads answers from the cache only: it is replay under another name.
-        cache_mode="replay" if rescore else _choice(config, "cache", CACHE_MODES),
+        cache_mode="replay" if rescore else _cache_mode(config, batch, resume_batch),
         cache_dir=option_path(config, "cache_dir")
         or config.invocation_params.dir / DEFAULT_CACHE_DIR,
         cache_ttl_s=_cache_ttl(config),
@@ -86,6 +93,10 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         optimizer=chosen.optimizer if chosen.optimize else None,
         check_models=flag_setting(config, "check_models"),
         skip_unavailable=flag_setting(config, "skip_unavailable"),
+        batch=batch,
+        batch_timeout_s=_age(config, "batch_timeout"),
+        batch_poll_s=_number(config, "batch_poll", float, minimum=0.0, positive=True),
+        resume_batch=resume_batch,
     )
     return split_budgets(run, parse_shard(setting(config, "shard")))
 
@@ -145,6 +156,46 @@ def _cache_ttl(config: pytest.Config) -> float | None:
         return parse_age(raw)
     except ValueError as exc:
         raise pytest.UsageError(f"llmbench: --cache-ttl: {exc}") from None
+
+
+def _age(config: pytest.Config, dest: str) -> float:
+    """A duration option (``90s``, ``30m``, ``12h``, ``14d``, or seconds) in seconds, else a
+    ``UsageError`` naming it."""
+    raw = setting(config, dest) or ""
+    try:
+        seconds = float(raw) if raw.replace(".", "", 1).isdigit() else parse_age(raw)
+        if seconds <= 0:
+            raise ValueError(f"{raw!r} is not a positive number of seconds")
+        return seconds
+    except ValueError as exc:
+        flag = "--" + dest.replace("_", "-")
+        raise pytest.UsageError(f"llmbench: {flag}: {exc}") from None
+
+
+def _cache_mode(config: pytest.Config, batch: bool, resume: Path | None) -> str:
+    """``--cache``; ``--batch`` uses the cache unless told otherwise (a rerun of a batched
+    run costs nothing), and ``--resume-batch`` always reads it (its answers are there)."""
+    given = config.getoption("llmbench_cache") is not None or config.getini("llmbench_cache")
+    mode = _choice(config, "cache", CACHE_MODES)
+    if (resume is not None and mode == "off") or (batch and not given):
+        return "use"
+    return mode
+
+
+def _resume_batch(config: pytest.Config) -> Path | None:
+    """``--resume-batch DIR``: a results folder holding a batch journal, else a
+    ``UsageError`` naming it."""
+    path = option_path(config, "resume_batch")
+    if path is None:
+        return None
+    from ..results_folder import BATCHES_FILE
+
+    if not (path / BATCHES_FILE).is_file():
+        raise pytest.UsageError(
+            f"llmbench: --resume-batch: {path} holds no {BATCHES_FILE} (not the results "
+            "folder of a --batch run)"
+        )
+    return path
 
 
 def _push_url(config: pytest.Config) -> str | None:

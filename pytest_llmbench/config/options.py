@@ -92,6 +92,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("cache_ttl", "Age past which a cached answer is stale: called again "
         "under --cache=use, an error under --cache=replay (90s, 30m, 12h, 14d; default: none, "
         "answers never age)", None),
+    Setting("batch_timeout", "With --batch: the longest wait on a batch (90s, 30m, "
+        "12h; default 25h, the providers' 24h window and an hour to spare); calls still "
+        "unanswered then are errors of kind batch, and the batch keeps running", "25h"),
+    Setting("batch_poll", "With --batch: seconds between the first polls of a batch; "
+        "1.5 times longer after each poll without progress, at most 300 (default 15)", "15"),
+    Setting("resume_batch", "Resume the batches of the run whose results folder is DIR "
+        "(its batch journal): their answers are collected, nothing is sent twice; implies "
+        "--batch and --cache=use", None),
     Setting("max_cost", "Stop starting model calls once the run has spent this "
         "many USD; the rest are skipped", None),
     Setting("max_latency_p95", "Fail the run when a model's 95th "
@@ -133,6 +141,9 @@ SETTINGS: tuple[Setting, ...] = (
 FLAGS: tuple[Flag, ...] = (
     Flag("latency_only", "Only measure the models: TTFT, latency, tokens, throughput and cost; "
         "no assertions or judges (scores empty, eval_type latency; every call streamed)"),
+    Flag("batch", "Send the independent calls (plain items, judges, graders, RAG metrics, "
+        "embeddings) through the providers' batch APIs (about half the price, answered within "
+        "hours); the rest, and models without a batch API, stay live (the header says why)"),
     Flag("check_models", "Before the run, make one minimal call per model, in parallel, and "
         "report those that cannot be reached"),
     Flag("skip_unavailable", "With --check-models: leave unreachable models out of the run "

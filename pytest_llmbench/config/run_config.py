@@ -78,6 +78,14 @@ class RunConfig:
     max_cost_per_item: float | None = None
     #: seconds after which a cached answer is stale (``--cache-ttl``); None: never
     cache_ttl_s: float | None = None
+    #: send batchable calls through the providers' batch APIs (``--batch``)
+    batch: bool = False
+    #: the longest wait on one batch, seconds (``--batch-timeout``)
+    batch_timeout_s: float = 25 * 3600.0
+    #: seconds between the first polls of a batch (``--batch-poll``)
+    batch_poll_s: float = 15.0
+    #: the results folder whose batches this run resumes (``--resume-batch``)
+    resume_batch: Path | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -96,6 +104,10 @@ class RunConfig:
             "cache": self.cache_mode,
             "cache_dir": str(self.cache_dir),
             "cache_ttl_s": self.cache_ttl_s,
+            "batch": self.batch,
+            "batch_timeout_s": self.batch_timeout_s,
+            "batch_poll_s": self.batch_poll_s,
+            "resume_batch": str(self.resume_batch) if self.resume_batch else None,
             "max_cost": self.max_cost,
             "max_latency_p95": self.max_latency_p95,
             "max_ttft_p50": self.max_ttft_p50,

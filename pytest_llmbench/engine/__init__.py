@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .. import face_attribute
 
 if TYPE_CHECKING:
+    from .batching import batch_progress, progress_words
     from .cache import CacheError, EntryInfo, ResponseCache, cache_path
     from .contests import contest_groups, contest_key, is_contestant
     from .conversation_calls import reply_messages
@@ -46,14 +47,16 @@ if TYPE_CHECKING:
     )
     from .request import Answer, ConversationRun, Reply
     from .runtime import Runtime, terminal_notice, wait_notice_s
-    from .session import session_state
-    from .targets import clients_line
+    from .session import results_dir, session_state
+    from .targets import batch_lines, clients_line
     from .watch import WorkerWatch
     from .workdirs import WorkdirError, seed, take_prepared
     from .xdist_schedule import dist_mode, make_scheduler
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
+    "batch_progress": "batching",
+    "progress_words": "batching",
     "CacheError": "cache",
     "EntryInfo": "cache",
     "ResponseCache": "cache",
@@ -96,7 +99,9 @@ _FACE: dict[str, str] = {
     "shutdown": "lifetime",
     "terminal_notice": "runtime",
     "wait_notice_s": "runtime",
+    "results_dir": "session",
     "session_state": "session",
+    "batch_lines": "targets",
     "clients_line": "targets",
     "WorkerWatch": "watch",
     "WorkdirError": "workdirs",
@@ -131,6 +136,8 @@ __all__ = [
     "Settling",
     "WorkdirError",
     "WorkerWatch",
+    "batch_lines",
+    "batch_progress",
     "cache_path",
     "call_measures",
     "check_options",
@@ -146,8 +153,10 @@ __all__ = [
     "is_contestant",
     "kind_of",
     "make_scheduler",
+    "progress_words",
     "reply_messages",
     "restrict_worker_models",
+    "results_dir",
     "seed",
     "session_state",
     "shutdown",

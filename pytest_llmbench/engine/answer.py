@@ -149,6 +149,9 @@ class Answerer:
             estimate=estimate_tokens(plan.case.messages, plan.answer_token_budget),
             model_name=plan.model.name,
             nodeid=plan.nodeid,
+            # one independent call (a plain item's): --batch may send it in a batch; the
+            # other kinds' calls depend on each other (turns, an agent's loop) and stay live
+            batchable=kind.one_call,
         )
 
     def complete(

@@ -96,8 +96,12 @@ class HelperCalls:
         messages: Sequence[dict[str, str]],
         params: dict[str, Any],
         embed: bool = False,
+        *,
+        batchable: bool = False,
     ) -> Request | ItemError:
-        """A judge's (or an embedding model's) call, on that model's own lane."""
+        """A judge's (or an embedding model's) call, on that model's own lane; ``batchable``:
+        an independent verdict (a judge's, a grader's, a RAG metric's, an embedding), which
+        ``--batch`` may send in a batch."""
         target = targets[judge.name]
         if isinstance(target, ItemError):
             return target
@@ -114,6 +118,7 @@ class HelperCalls:
             model_name=judge.name,
             nodeid=f"{plan.nodeid} (judge {judge.name})",
             embed=embed,
+            batchable=batchable,
         )
 
     async def call(self, request: Request | ItemError) -> Completion:
@@ -176,12 +181,14 @@ def _answer_view(
         from ..models import merged_rule, read_reply
 
         # A reasoning judge's thinking never reaches the verdict's parser: its profile's rule.
-        said = await helpers.call(helpers.request(plan, judge, targets, messages, params))
+        asked = helpers.request(plan, judge, targets, messages, params, batchable=True)
+        said = await helpers.call(asked)
         return read_reply(said, merged_rule(judge.thinking, None))
 
     def embed(embedder: ModelProfile, texts: Sequence[str]) -> Awaitable[Completion]:
         said = [{"role": "user", "content": text} for text in texts]
-        return helpers.call(helpers.request(plan, embedder, targets, said, {}, embed=True))
+        asked = helpers.request(plan, embedder, targets, said, {}, embed=True, batchable=True)
+        return helpers.call(asked)
 
     def render(spec: ModelGradedSpec) -> str:
         return grader_prompt(spec, question, answer, case.expected, context or (), case.vars)

@@ -29,7 +29,8 @@ from .streaming import digest
 
 if TYPE_CHECKING:
     from ..config import RunConfig
-    from ..models import ModelProfile
+    from ..models import BatchBackend, ModelProfile
+    from .batching import Batches, BatchSettings
     from .cache import CacheEntry, ResponseCache
     from .request import Request
 
@@ -64,11 +65,38 @@ class PacerSettings:
     #: names this run in the cache entries it writes, the same in every xdist worker: an entry
     #: the run wrote is its answer to that request from then on (None: entries name no run)
     run_id: str | None = None
+    #: how batchable calls go to the providers' batch APIs (``--batch``); None: all live
+    batch: BatchSettings | None = None
+    #: the batch journal (the run's ``batches.jsonl``); None: none is written
+    batch_journal: Path | None = None
+    #: a results folder whose journal is read into the ledger first (``--resume-batch``)
+    resume_batch: Path | None = None
 
     @classmethod
-    def from_run(cls, run: RunConfig, slot_dir: Path, run_id: str | None = None) -> PacerSettings:
-        """The settings of ``run``, with the folder of the xdist workers' shared locks and the
-        name the run's cache entries carry."""
+    def from_run(
+        cls,
+        run: RunConfig,
+        slot_dir: Path,
+        run_id: str | None = None,
+        results_dir: Path | None = None,
+    ) -> PacerSettings:
+        """The settings of ``run``, with the folder of the xdist workers' shared locks, the
+        name the run's cache entries carry and its results folder (for the batch journal)."""
+        batch = None
+        if run.batch:
+            from .batching import BatchSettings
+
+            batch = BatchSettings(
+                poll_s=run.batch_poll_s,
+                timeout_s=run.batch_timeout_s,
+                run_id=run_id,
+                results_dir=None if results_dir is None else str(results_dir),
+            )
+        journal = None
+        if run.batch and results_dir is not None:
+            from ..results_folder import BATCHES_FILE
+
+            journal = results_dir / BATCHES_FILE
         return cls(
             concurrency=run.concurrency,
             rpm=run.rpm,
@@ -83,6 +111,9 @@ class PacerSettings:
             connect_timeout_s=run.connect_timeout_s,
             cache_ttl_s=run.cache_ttl_s,
             run_id=run_id,
+            batch=batch,
+            batch_journal=journal,
+            resume_batch=run.resume_batch,
         )
 
 
@@ -97,9 +128,17 @@ def process_limit(
     return max(1, math.ceil(limit / max(1, n_workers)))
 
 
+#: The look-ahead under ``--batch``: every plan of the process at once (its calls gather into
+#: as few batches as the providers allow, instead of one window's worth each).
+BATCH_LOOKAHEAD = 1_000_000_000
+
+
 def lookahead(run: RunConfig, n_workers: int) -> int:
     """How many items past the current one a process may start calls for: enough to fill every
-    model's slots twice over (a profile may allow more calls in flight than --concurrency)."""
+    model's slots twice over (a profile may allow more calls in flight than --concurrency);
+    under ``--batch``, all of them."""
+    if run.batch:
+        return BATCH_LOOKAHEAD
     return min(_MAX_LOOKAHEAD, _slots(run, n_workers) * _LOOKAHEAD_FACTOR)
 
 
@@ -147,6 +186,7 @@ class CallPacer:
         self._spent = 0.0
         budget = self._run.max_cost
         self._budget = None if budget is None else budget / self._n_workers
+        self._batches: Batches | None = None
 
     def lane(self, model: ModelProfile, file_parallel_safe: bool) -> ModelLane:
         """The lane of ``model``: its own for calls that must run one at a time."""
@@ -205,8 +245,10 @@ class CallPacer:
     async def _called_and_stored(self, request: Request, key: str) -> Settled:
         """``request`` called and its answer stored under ``key``, unless the cache keeps an
         answer another item of this run stored meanwhile: then that one, as a hit."""
-        completion = await self._call(request)
+        completion = await self._call(request, key)
         answer = self._redacted_answer(completion)
+        if completion.batched:  # the batch path stored it already, before any item read it
+            return Settled(returned=completion, held=answer)
         held = self._response_cache().put(
             key,
             answer,
@@ -218,9 +260,17 @@ class CallPacer:
             return Settled(returned=completion, held=held)
         return Settled(returned=as_hit(held), held=held)
 
-    async def _call(self, request: Request) -> Completion:
-        """``request`` sent to its model: paced by its lane and slots, within the budget."""
+    async def _call(self, request: Request, key: str | None = None) -> Completion:
+        """``request`` sent to its model: paced by its lane and slots, within the budget; under
+        ``--batch``, a batchable request whose model has a batch API goes in a batch instead
+        (no lane, no rate limit: it is not a live request)."""
         from ..models import acomplete, aembed, route
+
+        if request.batchable and self._run.batch is not None:
+            batches = self._batch_path()
+            backend = batches.backend(request.target, "embed" if request.embed else "chat")
+            if backend is not None:
+                return await self._batched(batches, backend, request, key)
 
         if route(request.target).client == "litellm":
             from ..models import warmed_up
@@ -270,6 +320,91 @@ class CallPacer:
         wait = completion.rate_limit_wait_s + held.waited
         return dataclasses.replace(completion, rate_limit_wait_s=wait)
 
+    async def _batched(
+        self, batches: Batches, backend: BatchBackend, request: Request, key: str | None
+    ) -> Completion:
+        """``request``'s answer from a batch: its custom_id is its cache key (computed here
+        when the cache is off), its estimated cost checked against the budget first."""
+        from ..models import BatchLine
+
+        self._check_budget()
+        custom_id = key or self._key(request)
+        kind = "embed" if request.embed else "chat"
+        line = BatchLine(custom_id, request.target, request.messages, request.params, kind)
+        completion = await batches.submit(backend, line, self._batch_estimate(request))
+        self._spent += completion.cost_usd or 0.0
+        return completion
+
+    def _batch_estimate(self, request: Request) -> float:
+        """USD a batched call of ``request`` is expected to cost (0 when its price is not
+        known): its estimated tokens, the answer's budget as output, at the batch price."""
+        if self._budget is None:
+            return 0.0
+        from ..models import cost_usd
+        from .plan import DEFAULT_OUTPUT_TOKENS
+
+        output = min(DEFAULT_OUTPUT_TOKENS, request.estimate)
+        cost = cost_usd(request.target, request.estimate - output, output, batched=True)
+        return cost or 0.0
+
+    def _batch_path(self) -> Batches:
+        """The process's batch path (made on first use, on the engine's loop)."""
+        if self._batches is None:
+            from .batch_ledger import BatchJournal, BatchLedger, ledger_path, load_journal
+            from .batching import Batches
+
+            settings = self._run.batch
+            assert settings is not None
+            ledger = BatchLedger(ledger_path(self._run.cache_dir))
+            resume = self._run.resume_batch
+            if resume is not None:
+                from ..results_folder import BATCHES_FILE
+
+                load_journal(resume / BATCHES_FILE, ledger)
+            journal = self._run.batch_journal
+            self._batches = Batches(
+                settings,
+                ledger,
+                None if journal is None else BatchJournal(journal),
+                self._store_batched,
+                budget_left=self._budget_left,
+                over_budget=self._over_budget,
+            )
+        return self._batches
+
+    def _over_budget(self) -> BudgetExceeded:
+        limit = self._run.max_cost
+        return BudgetExceeded(f"--max-cost {limit:g} USD reached; no new model calls are started")
+
+    def _budget_left(self) -> float | None:
+        return None if self._budget is None else max(0.0, self._budget - self._spent)
+
+    def _store_batched(self, key: str, completion: Completion) -> None:
+        """A batch's answer written to the response cache as soon as it is read, under every
+        cache mode (``off`` too): a rerun or resume then pays nothing. An answer this run
+        already stored under the key is kept."""
+        run_id = self._run.run_id
+        self._response_cache().put(
+            key,
+            self._redacted_answer(completion),
+            model=completion.model_id,
+            run=run_id,
+            keep=lambda entry: entry.run is not None and entry.run == run_id,
+        )
+
+    def _key(self, request: Request) -> str:
+        """``request``'s response-cache key."""
+        from .cache import cache_key
+
+        target = request.target
+        return cache_key(
+            target.model_id,
+            request.messages,
+            request.key_params,
+            request.repeat,
+            api_base=target.cache_base,
+        )
+
     def _redacted_answer(self, completion: Completion) -> Completion:
         """``completion`` as the cache may keep it: a secret the model echoed is replaced (the
         cache is a file on disk, often committed for ``--cache=replay``)."""
@@ -315,16 +450,7 @@ class CallPacer:
         mode = self._run.cache_mode
         if mode == "off":
             return None, None
-        from .cache import cache_key
-
-        target = request.target
-        key = cache_key(
-            target.model_id,
-            request.messages,
-            request.key_params,
-            request.repeat,
-            api_base=target.cache_base,
-        )
+        key = self._key(request)
         entry = self._response_cache().entry(key)
         if entry is not None and self._kept(key, entry, request.nodeid):
             return key, as_hit(entry.completion)
@@ -378,9 +504,11 @@ class CallPacer:
             )
 
     def close(self) -> None:
-        """Close the response cache."""
+        """Close the response cache (and the batch ledger)."""
         if self._cache is not None:
             self._cache.close()
+        if self._batches is not None:
+            self._batches.close()
 
 
 def _holding(slots: Sequence[ProcessSlot]) -> contextlib.AbstractAsyncContextManager[Any]:

@@ -18,7 +18,7 @@ import pytest
 from ..config import RunConfig, get_run_config
 from ..redact import Redactor
 from .event_loop import Engine
-from .session import run_id, session_state
+from .session import results_dir, run_id, session_state
 from .targets import Targets
 
 if TYPE_CHECKING:
@@ -72,7 +72,8 @@ class Runtime:
             worker_index = _worker_index(str(workerinput.get("workerid", "gw0")))
             run = self.run
             state_dir = session_state(self.config)[0]
-            settings = PacerSettings.from_run(run, state_dir, run_id(self.config))
+            folder = results_dir(self.config) if run.batch else None
+            settings = PacerSettings.from_run(run, state_dir, run_id(self.config), folder)
             answerer = Answerer(
                 CallPacer(
                     settings, n_workers, redact=self.redactor.messages, worker_index=worker_index

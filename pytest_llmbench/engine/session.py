@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 STATE_DIR_KEY = pytest.StashKey[tuple[str, int]]()
+RESULTS_DIR_KEY = pytest.StashKey[Path]()
 
 
 def session_state(config: pytest.Config) -> tuple[Path, int]:
@@ -34,3 +35,33 @@ def run_id(config: pytest.Config) -> str:
     """A name unique to this run and the same in the controller and every xdist worker: the
     session directory's (the owner's pid and a random part)."""
     return session_state(config)[0].name
+
+
+def results_dir(config: pytest.Config) -> Path:
+    """The run's results folder, chosen once by the controller (``--results-dir``, else a new
+    timestamped folder under ``llmbench-results/``) and handed to the xdist workers: the
+    batch journal of every process goes there. Choosing it makes no folder."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "llmbench_results_dir" in workerinput:
+        return Path(workerinput["llmbench_results_dir"])
+    chosen = config.stash.get(RESULTS_DIR_KEY, None)
+    if chosen is None:
+        chosen = config.stash[RESULTS_DIR_KEY] = _new_results_dir(config)
+    return chosen
+
+
+def _new_results_dir(config: pytest.Config) -> Path:
+    import datetime as dt
+
+    from ..config import get_run_config
+    from ..results_folder import DEFAULT_ROOT
+
+    explicit = get_run_config(config).results_dir
+    if explicit is not None:
+        return explicit
+    base = config.invocation_params.dir / DEFAULT_ROOT
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    candidate, counter = base / stamp, 2
+    while candidate.exists():
+        candidate, counter = base / f"{stamp}-{counter}", counter + 1
+    return candidate

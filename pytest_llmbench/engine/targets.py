@@ -4,6 +4,7 @@ the embedded server started on first use."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,35 @@ def clients_line(run: RunConfig, judges: bool) -> str:
         for profile in profiles.values()
     ]
     return f"llmbench: clients: {describe(shown)}"
+
+
+def batch_lines(run: RunConfig, judges: bool) -> list[str]:
+    """The session header's lines under ``--batch``: for each model of the run (and each judge
+    when ``judges``), through which batch API its batchable calls go, or why they stay live."""
+    if not run.batch:
+        return []
+    targets = Targets(Path(), 0, run.client)
+    chosen = (*run.models, *(run.judges if judges else ()))
+    profiles = {profile.name: profile for profile in chosen}
+    shown = [
+        targets.unresolved(profile, "http://127.0.0.1" if profile.embedded else None)
+        for profile in profiles.values()
+    ]
+    from .. import models
+    from . import batching
+
+    describe: Callable[[list[CallTarget]], list[str]] | None = getattr(
+        models, "describe_batch", None
+    )  # the providers' own words, unless a test routes the batches
+    if describe is not None and batching.ROUTE_FOR_TESTS is None:
+        lines = list(describe(shown))
+    else:
+        lines = []
+        for target in shown:
+            route = batching.batch_backend(target, "chat")
+            said = f"live ({route})" if isinstance(route, str) else f"batched ({route.name})"
+            lines.append(f"{target.name}: {said}")
+    return [f"llmbench: batch: {line}" for line in lines]
 
 
 def _check_key(target: CallTarget) -> None:

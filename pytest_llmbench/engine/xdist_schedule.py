@@ -114,8 +114,13 @@ class LookaheadScheduling(LoadScheduling):  # type: ignore[misc]  # xdist ships 
                 return
             self._only_evals = all(self._evals)
             self.depth = self.depth_of()
-            for node in self.nodes:
-                self._top_up(node)
+            # Under --batch (an unbounded look-ahead) every unsent eval item goes out now,
+            # split evenly: each worker's calls gather into its batches at once.
+            from .pacing import BATCH_LOOKAHEAD
+
+            all_at_once = self.depth >= BATCH_LOOKAHEAD
+            for position, node in enumerate(self.nodes):
+                self._top_up(node, len(self.nodes) - position if all_at_once else None)
             if not self.pending:  # all sent: xdist shuts workers down once nothing is left
                 for node in self.nodes:
                     if not node.shutting_down:
@@ -153,13 +158,15 @@ class LookaheadScheduling(LoadScheduling):  # type: ignore[misc]  # xdist ships 
         self._top_up(node)
         super().check_schedule(node, duration)
 
-    def _top_up(self, node: Any) -> None:
+    def _top_up(self, node: Any, sharing: int | None = None) -> None:
+        """Send ``node`` eval items up to its depth, at most its fair share of the unsent ones
+        (split between ``sharing`` workers; default: all of them)."""
         if node.shutting_down or not self.pending or not self._evals:
             return
         pending = self.node2pending[node]
         # Counted on every report: skip the walk when every item is an eval item.
         queued = len(pending) if self._only_evals else sum(self._evals[i] for i in pending)
-        fair_share = math.ceil(len(self.pending) / len(self.node2pending))
+        fair_share = math.ceil(len(self.pending) / (sharing or len(self.node2pending)))
         wanted = min(self.depth - queued, fair_share)
         count = 0
         while count < wanted and self._evals[self.pending[count]]:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         ProfileRegistry,
         api_key_missing,
     )
+    from .providers.batch_backend import BatchBackend, BatchLine, BatchState
     from .providers.calls import acomplete, aembed
     from .providers.completion import (
         CallTarget,
@@ -84,6 +85,9 @@ _FACE: dict[str, str] = {
     "add_known": "providers.completion",
     "total_usage": "providers.completion",
     "BatchError": "item_errors",
+    "BatchBackend": "providers.batch_backend",
+    "BatchLine": "providers.batch_backend",
+    "BatchState": "providers.batch_backend",
     "ItemError": "item_errors",
     "JudgeError": "item_errors",
     "ProviderError": "item_errors",
@@ -120,7 +124,10 @@ __all__ = [
     "EFFORT_LEVELS",
     "LEAN_PROVIDERS",
     "PROFILE_SUFFIXES",
+    "BatchBackend",
     "BatchError",
+    "BatchLine",
+    "BatchState",
     "CallTarget",
     "Completion",
     "EffortError",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,8 @@ class Tally:
     spent: float = 0.0
     #: calls in flight and waiting on a rate limit, per process (its last report)
     activity: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: the run's provider batches (``--batch``): progress.json's ``batches`` block
+    batches: dict[str, Any] | None = None
 
     def add(self, record: dict[str, Any], *, item: bool = True) -> None:
         """Count one record: an eval item's (``item``), or a plain test's (its spend only)."""
@@ -69,6 +72,10 @@ class Tally:
         parts.append(f"{in_flight} call{'' if in_flight == 1 else 's'} in flight")
         if waiting:
             parts.append(f"{waiting} waiting on a rate limit")
+        if self.batches:
+            from ..engine import progress_words
+
+            parts.append(progress_words(self.batches))
         eta = self.eta_s(elapsed_s)
         if eta is not None:
             parts.append(f"ETA {duration(eta)}")
@@ -113,6 +120,9 @@ class RunProgress:
         self._started: float | None = None
         self._last: float | None = None
         self._saved: float | None = None
+        self._lock = threading.RLock()
+        self._ticker: threading.Thread | None = None
+        self._over = threading.Event()
         from ..config import eval_nodeid_matcher
 
         self._is_eval = eval_nodeid_matcher(config)
@@ -133,6 +143,21 @@ class RunProgress:
     def pytest_runtest_logstart(self) -> None:
         if self._started is None:
             self._started = self._last = time.monotonic()
+            self._start_ticker()
+
+    def _start_ticker(self) -> None:
+        """Under ``--batch``, items wait hours with no report arriving: a thread writes the
+        progress (with the batches' counts) every interval meanwhile."""
+        if hasattr(self.config, "workerinput") or not _batching(self.config):
+            return
+        every = min(self.every_s, 5.0) if self.every_s > 0 else 5.0
+
+        def tick() -> None:
+            while not self._over.wait(every):
+                self._maybe_write()
+
+        self._ticker = threading.Thread(target=tick, name="llmbench-progress", daemon=True)
+        self._ticker.start()
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -148,6 +173,9 @@ class RunProgress:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
         """The run is over (run.json says how): its progress file has said its last."""
+        self._over.set()
+        if self._ticker is not None:
+            self._ticker.join()
         folder = self._folder()
         if folder is not None:
             ResultsFolder(folder).remove_progress()
@@ -163,7 +191,11 @@ class RunProgress:
             return
         self._saved = now
         tally = self.tally
-        state = {
+        if _batching(self.config):
+            from ..engine import batch_progress
+
+            tally.batches = batch_progress(self.config)
+        state: dict[str, Any] = {
             "pid": os.getpid(),
             "updated_at": time.time(),
             "total": tally.total,
@@ -177,18 +209,30 @@ class RunProgress:
             "eta_s": tally.eta_s(now - self._started),
             "line": tally.line(now - self._started),
         }
+        if tally.batches:
+            state["batches"] = tally.batches
         try:
             ResultsFolder(folder).write_progress(state)
         except OSError:  # a progress file is a courtesy, never a reason to fail a run
             pass
 
     def _folder(self) -> Path | None:
-        """The run's results folder, once the recorder opened it (at the first record)."""
+        """The run's results folder, once the recorder opened it (at the first record); under
+        ``--batch`` from the start (its batch journal is there)."""
+        if _batching(self.config):
+            from ..engine import results_dir
+
+            chosen = results_dir(self.config)
+            return chosen if chosen.is_dir() else None
         recorder = self.config.pluginmanager.get_plugin("llmbench-recorder")
         folder = getattr(recorder, "out_dir", None)
         return folder if isinstance(folder, Path) else None
 
     def _maybe_write(self) -> None:
+        with self._lock:  # the main thread's reports and the batch ticker
+            self._write_now()
+
+    def _write_now(self) -> None:
         self._save()
         now = time.monotonic()
         if self.every_s <= 0 or self._started is None or self._last is None:
@@ -205,6 +249,17 @@ class RunProgress:
         if writer is not None and writer.width_of_current_line:
             writer.line()  # after -q's dots: a line of its own (ensure_newline misses them)
         reporter.write_line(self.tally.line(now - self._started), cyan=True)
+
+
+def _batching(config: pytest.Config) -> bool:
+    """Whether the run sends batches (its config is only read once it has eval items)."""
+    from ..engine import eval_files_collected
+
+    if not eval_files_collected(config):
+        return False
+    from ..config import get_run_config
+
+    return get_run_config(config).batch
 
 
 def progress_every_s(config: pytest.Config) -> float:

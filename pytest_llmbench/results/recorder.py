@@ -10,7 +10,6 @@ the summary, the gates) is imported where it is used.
 
 from __future__ import annotations
 
-import datetime as dt
 import platform
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import pytest
 
 from ..config import get_run_config
 from ..engine import get_runtime
-from ..results_folder import DEFAULT_ROOT, ResultsFolder, record_line
+from ..results_folder import ResultsFolder, record_line
 from .record import attempt_fields, utc_now
 
 if TYPE_CHECKING:
@@ -364,15 +363,9 @@ def _clip(path: object, keep: int = 120) -> str:
 
 
 def _results_dir(config: pytest.Config) -> Path:
-    explicit = get_run_config(config).results_dir
-    if explicit is not None:
-        return explicit
-    base = config.invocation_params.dir / DEFAULT_ROOT
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    candidate, counter = base / stamp, 2
-    while candidate.exists():
-        candidate, counter = base / f"{stamp}-{counter}", counter + 1
-    return candidate
+    from ..engine import results_dir
+
+    return results_dir(config)
 
 
 def _versions() -> dict[str, str | None]:
