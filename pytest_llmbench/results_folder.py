@@ -328,10 +328,12 @@ def _renamed(entry: dict[str, Any], renames: tuple[tuple[str, str], ...]) -> dic
 
 
 def _written_by_a_run(name: str) -> bool:
-    """Whether a run writes file ``name`` in its results folder (or in a model's folder)."""
+    """Whether a run writes file ``name`` in its results folder (or in a model's folder) anew.
+    The batch journal is not: a run that completes this one (``--retry-errors``) appends to
+    it, and it keeps the earlier batches' events."""
     grouped = grouped_csv_name("")
     return (
-        name in FILE_NAMES
+        (name in FILE_NAMES and name != BATCHES_FILE)
         or name == f"{PROGRESS_FILE}.tmp"
         or (name.startswith(grouped[:-4]) and name.endswith(grouped[-4:]))
     )

@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -42,6 +44,15 @@ class FileBatches:
 
     # -- the protocol ------------------------------------------------------------------------
     async def create(self, lines: Sequence[BatchLine], metadata: Mapping[str, str]) -> str:
+        script = self.script()
+        if script.get("kill_before_create"):  # the run dies before the request leaves
+            os.kill(os.getpid(), signal.SIGKILL)
+        batch_id = self._created(lines, metadata)
+        if script.get("kill_after_create"):  # the provider has it; the run never hears back
+            os.kill(os.getpid(), signal.SIGKILL)
+        return batch_id
+
+    def _created(self, lines: Sequence[BatchLine], metadata: Mapping[str, str]) -> str:
         with self._state() as state:
             batch_id = f"batch_{len(state['batches']) + 1}"
             state["creates"] += 1

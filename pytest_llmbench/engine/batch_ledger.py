@@ -122,12 +122,19 @@ class BatchLedger:
         endpoint: str,
         kind: str,
         run_id: str | None,
+        fresh: bool = False,
     ) -> Claim:
         """Claim ``keys`` at once: the free ones go to a new pending batch of this process,
-        the others are answered with the batch that holds them (never sent again)."""
+        the others are answered with the batch that holds them (never sent again).
+        ``fresh`` (``--cache=refresh``): a key another run's batch answered already is
+        claimed anew (sampled again), not collected from that batch."""
         unique = list(dict.fromkeys(keys))
         with self._transaction() as connection:
             held = dict(self._holders(connection, unique))
+            if fresh:
+                for key in self._answered_by_others(connection, list(held), run_id):
+                    connection.execute("DELETE FROM lines WHERE custom_id = ?", (key,))
+                    del held[key]
             free = [key for key in unique if key not in held]
             if not free:
                 return Claim(None, (), held)
@@ -270,6 +277,21 @@ class BatchLedger:
             marks = ",".join("?" * len(chunk))
             sql = f"SELECT custom_id, batch_id FROM lines WHERE custom_id IN ({marks})"
             yield from connection.execute(sql, chunk).fetchall()
+
+    def _answered_by_others(
+        self, connection: sqlite3.Connection, keys: Sequence[str], run_id: str | None
+    ) -> list[str]:
+        """Of ``keys``, those answered by a batch of another run than ``run_id``."""
+        found = []
+        for key in keys:
+            row = connection.execute(
+                "SELECT lines.state, batches.run_id FROM lines JOIN batches "
+                "ON lines.batch_id = batches.batch_id WHERE lines.custom_id = ?",
+                (key,),
+            ).fetchone()
+            if row is not None and row[0] == DONE and row[1] != run_id:
+                found.append(key)
+        return found
 
     def _keys(self, connection: sqlite3.Connection, batch_id: str) -> list[str]:
         rows = connection.execute(

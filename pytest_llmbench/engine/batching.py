@@ -87,6 +87,8 @@ class BatchSettings:
     run_id: str | None = None
     #: the results folder, as the timeout's error names it for ``--resume-batch``
     results_dir: str | None = None
+    #: ``--cache=refresh``: a call another run's batch answered is sent again, not collected
+    fresh: bool = False
     poll_cap_s: float = POLL_CAP_S
     max_poll_failures: int = MAX_POLL_FAILURES
 
@@ -243,6 +245,7 @@ class Batches:
             endpoint=first.target.api_base or "",
             kind=first.kind,
             run_id=self.settings.run_id,
+            fresh=self.settings.fresh,
         )
         held: dict[str, list[str]] = {}
         for key, holder in claim.held.items():

@@ -39,8 +39,9 @@ def run_id(config: pytest.Config) -> str:
 
 def results_dir(config: pytest.Config) -> Path:
     """The run's results folder, chosen once by the controller (``--results-dir``, else a new
-    timestamped folder under ``llmbench-results/``) and handed to the xdist workers: the
-    batch journal of every process goes there. Choosing it makes no folder."""
+    timestamped folder under ``llmbench-results/``; ``--retry-errors DIR``: DIR) and handed to
+    the xdist workers: the batch journal of every process goes there. Choosing it makes no
+    folder."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "llmbench_results_dir" in workerinput:
         return Path(workerinput["llmbench_results_dir"])
@@ -56,6 +57,9 @@ def _new_results_dir(config: pytest.Config) -> Path:
     from ..config import get_run_config
     from ..results_folder import DEFAULT_ROOT
 
+    retried = config.getoption("llmbench_retry_errors", None)
+    if retried:  # --retry-errors DIR completes DIR: its batches are journaled there
+        return config.invocation_params.dir / str(retried)
     explicit = get_run_config(config).results_dir
     if explicit is not None:
         return explicit
