@@ -411,3 +411,53 @@ def test_resume_batch_needs_a_journal(bench: Bench, tmp_path: Path) -> None:
     result.stderr.fnmatch_lines(
         [f"*llmbench: --resume-batch: {tmp_path / 'empty'} holds no batches.jsonl*"]
     )
+
+
+def test_pytest_timeout_does_not_cut_the_wait_on_a_batch(
+    bench: Bench, batched: FileBatches
+) -> None:
+    """--timeout bounds a live call; under --batch an item's wait is --batch-timeout's."""
+    batched.set_script(polls=6)  # about 2 s of polls from 0.1 s, backing off
+    bench.eval_file("france", FRANCE)
+    result = bench.run(
+        "--models=fake", "--batch", "--batch-poll=0.1", "--cache-dir=c", "--timeout=1"
+    )
+    result.assert_outcomes(passed=1)
+    assert batched.snapshot()["polls"] == 6
+
+
+def test_progress_shows_the_batches_while_they_run(bench: Bench, batched: FileBatches) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    batched.set_script(hold=True)
+    bench.eval_file("capitals", TWO_CAPITALS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--results-dir=out"]
+    command += ["--models=fake", "--batch", "--batch-poll=0.05", "--cache-dir=c"]
+    run = subprocess.Popen(
+        command, cwd=bench.pytester.path, env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    progress = bench.out("progress.json")
+    state: dict[str, Any] = {}
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and "batches" not in state:
+            time.sleep(0.2)
+            if progress.exists():
+                try:
+                    state = json.loads(progress.read_text())
+                except ValueError:
+                    continue
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert state["batches"]["submitted"] == 1 and state["batches"]["in_progress"] == 1
+    assert state["batches"]["lines"] == 2 and state["batches"]["items_written"] == 0
+    assert state["batches"]["done"] == state["batches"]["failed"] == 0
+    assert isinstance(state["batches"]["oldest_created_at"], float)
+    assert "batches: 1 in progress, 0 done · 0/2 calls answered" in state["line"]
