@@ -461,3 +461,13 @@ def test_progress_shows_the_batches_while_they_run(bench: Bench, batched: FileBa
     assert state["batches"]["done"] == state["batches"]["failed"] == 0
     assert isinstance(state["batches"]["oldest_created_at"], float)
     assert "batches: 1 in progress, 0 done · 0/2 calls answered" in state["line"]
+
+
+def test_waiting_notices_are_rarer_under_batch(pytester: pytest.Pytester) -> None:
+    from pytest_llmbench.engine import wait_notice_s
+
+    assert wait_notice_s(pytester.parseconfig()) == 30.0
+    assert wait_notice_s(pytester.parseconfig("--batch")) == 600.0
+    assert wait_notice_s(pytester.parseconfig("--resume-batch=out")) == 600.0
+    pytester.makeini("[pytest]\nllmbench_wait_notice_s = 5\n")
+    assert wait_notice_s(pytester.parseconfig("--batch")) == 5.0

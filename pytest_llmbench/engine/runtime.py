@@ -153,13 +153,26 @@ def terminal_notice(config: pytest.Config) -> Callable[[str], None]:
     return write
 
 
+#: Seconds between two waiting notices under ``--batch``.
+BATCH_NOTICE_EVERY_S = 600.0
+
+
 def wait_notice_s(config: pytest.Config) -> float:
-    """The ``llmbench_wait_notice_s`` ini value: seconds between two waiting notices."""
+    """The ``llmbench_wait_notice_s`` ini value: seconds between two waiting notices (by
+    default :data:`~.scheduler.NOTICE_EVERY_S`; under ``--batch``, whose waits take hours
+    and whose progress line says how far the batches are, :data:`BATCH_NOTICE_EVERY_S`)."""
     from .scheduler import NOTICE_EVERY_S
 
     raw = config.getini("llmbench_wait_notice_s")
+    # Read from the options, not the run's config: the controller asks at configure time.
+    batch = config.getoption("llmbench_batch", None) or config.getoption(
+        "llmbench_resume_batch", None
+    )
+    if batch is None:
+        batch = config.getini("llmbench_batch") or config.getini("llmbench_resume_batch")
+    default = BATCH_NOTICE_EVERY_S if batch else NOTICE_EVERY_S
     try:
-        value = float(raw) if raw not in (None, "") else NOTICE_EVERY_S
+        value = float(raw) if raw not in (None, "") else default
     except ValueError:
         raise pytest.UsageError(f"llmbench_wait_notice_s: not a number: {raw!r}") from None
     if not 0 < value < float("inf"):
