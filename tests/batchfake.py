@@ -209,6 +209,8 @@ def install(folder: Path) -> None:
 
     def route(target: CallTarget, kind: str) -> FileBatches | str:
         live = backend.script().get("live", {})
-        return str(live[target.name]) if target.name in live else backend
+        if target.name in live:
+            return f"{target.name}: live ({live[target.name]})"
+        return backend
 
     batching.ROUTE_FOR_TESTS = route

@@ -56,7 +56,7 @@ MAX_POLL_FAILURES = 10
 #: Share of a backend's ``max_bytes`` a batch fills at most (the file's JSON framing and
 #: the line's own fields come on top of the request body that is counted).
 BYTES_MARGIN = 0.95
-#: What routes a target's calls of one kind to a batch backend (tests point it elsewhere).
+#: What routes a target's calls of one kind to a batch backend, or says why they stay live.
 Route = Callable[["CallTarget", str], "BatchBackend | str"]
 
 
@@ -64,17 +64,19 @@ Route = Callable[["CallTarget", str], "BatchBackend | str"]
 ROUTE_FOR_TESTS: Route | None = None
 
 
-def batch_backend(target: CallTarget, kind: str) -> BatchBackend | str:
-    """The batch backend of ``target``'s calls of ``kind`` (``chat`` or ``embed``), or the
-    reason they stay live."""
+def batch_backend(
+    target: CallTarget, kind: str, params: Mapping[str, Any] | None = None
+) -> BatchBackend | str:
+    """The batch backend of ``target``'s calls of ``kind`` (``chat`` or ``embed``) with the
+    call's own ``params``, or the reason they stay live."""
     if ROUTE_FOR_TESTS is not None:
         return ROUTE_FOR_TESTS(target, kind)
     from .. import models
 
-    route: Route | None = getattr(models, "batch_route", None)  # the providers' routes
-    if route is None:
-        return "no batch API is available in this version"
-    return route(target, kind)
+    route: Callable[..., BatchBackend | str] | None = getattr(models, "batch_route", None)
+    if route is None:  # the providers' routes
+        return f"{target.name}: live (no batch API is available in this version)"
+    return route(target, kind, params)
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ class Batches:
         *,
         budget_left: Callable[[], float | None] = lambda: None,
         over_budget: Callable[[], BaseException] = lambda: BatchError("--max-cost reached"),
-        route: Route = batch_backend,
+        route: Callable[..., BatchBackend | str] = batch_backend,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -187,8 +189,15 @@ class Batches:
         self._reserved = 0.0
 
     # -- routing -----------------------------------------------------------------------------
-    def backend(self, target: CallTarget, kind: str) -> BatchBackend | None:
-        """The batch backend of ``target``'s calls of ``kind``, or None: they stay live."""
+    def backend(
+        self, target: CallTarget, kind: str, params: Mapping[str, Any] | None = None
+    ) -> BatchBackend | None:
+        """The batch backend of ``target``'s calls of ``kind``, or None: they stay live. A
+        call whose own ``params`` send headers is routed on its own (no batch line carries
+        them); the others' route is the model's, asked once."""
+        if params and params.get("extra_headers"):
+            chosen = self._route(target, kind, params)
+            return None if isinstance(chosen, str) else chosen
         known = self._routes.get((target.name, kind))
         if known is None:
             known = self._routes[(target.name, kind)] = self._route(target, kind)

@@ -269,7 +269,8 @@ class CallPacer:
 
         if request.batchable and self._run.batch is not None:
             batches = self._batch_path()
-            backend = batches.backend(request.target, "embed" if request.embed else "chat")
+            kind = "embed" if request.embed else "chat"
+            backend = batches.backend(request.target, kind, request.params)
             if backend is not None:
                 return await self._batched(batches, backend, request, key)
 

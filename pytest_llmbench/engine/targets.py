@@ -117,8 +117,8 @@ def batch_lines(run: RunConfig, judges: bool) -> list[str]:
         lines = []
         for target in shown:
             route = batching.batch_backend(target, "chat")
-            said = f"live ({route})" if isinstance(route, str) else f"batched ({route.name})"
-            lines.append(f"{target.name}: {said}")
+            said = route if isinstance(route, str) else f"{target.name}: batched ({route.name})"
+            lines.append(said)
     return [f"llmbench: batch: {line}" for line in lines]
 
 
