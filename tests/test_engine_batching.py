@@ -471,3 +471,16 @@ def test_waiting_notices_are_rarer_under_batch(pytester: pytest.Pytester) -> Non
     assert wait_notice_s(pytester.parseconfig("--resume-batch=out")) == 600.0
     pytester.makeini("[pytest]\nllmbench_wait_notice_s = 5\n")
     assert wait_notice_s(pytester.parseconfig("--batch")) == 5.0
+
+
+def test_an_earlier_runs_batch_that_expired_meanwhile_has_its_unanswered_calls_sent(
+    tmp_path: Path,
+) -> None:
+    backend, clock = MemoryBatches(polls=None), Clock()
+    first = _batches(tmp_path, backend, clock, {}, timeout_s=60.0)
+    assert all(isinstance(e, BatchError) for e in _run(first, backend, [_line(1), _line(2)]))
+    backend.polls_needed, backend.ends, backend.answered = 1, "expired", 1  # it expired since
+    second = _batches(tmp_path, backend, clock, {})
+    answers = _run(second, backend, [_line(1), _line(2)])
+    assert [answer.batch_id for answer in answers] == ["batch_1", "batch_2"]
+    assert [line.custom_id for line in backend.created["batch_2"]] == [_line(2).custom_id]

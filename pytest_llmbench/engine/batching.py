@@ -152,6 +152,9 @@ class _Watch:
     batch_id: str
     keys: set[str]
     state: BatchState | None = None
+    #: this process created the batch (its calls' errors are theirs); else it follows one
+    #: that an earlier run (or another worker) sent
+    sent_here: bool = False
 
 
 class Batches:
@@ -311,7 +314,7 @@ class Batches:
             return
         self._ledger.created(pending_id, batch_id)
         self._write("created", pending_id=pending_id, batch_id=batch_id)
-        self._watch(backend, batch_id, keys)
+        self._watch(backend, batch_id, keys, sent_here=True)
 
     # -- following batches -------------------------------------------------------------------
     def _follow(self, backend: BatchBackend, holder: str, keys: list[str]) -> None:
@@ -328,8 +331,17 @@ class Batches:
         """Wait until a pending batch has its id (another worker is creating it), or adopt it
         when its run is gone: the provider is asked for it by its input hash; when it does not
         know it, its calls are sent anew."""
+        deadline = self._clock() + self.settings.timeout_s
         while True:
             row = self._ledger.batch(pending_id)
+            if row is not None and self._clock() >= deadline:
+                message = (
+                    f"batch {pending_id}: another process of this run claimed these calls and "
+                    "never created its batch (it may have been killed): rerun with "
+                    f"--resume-batch {self.settings.results_dir or '<results folder>'}"
+                )
+                self._fail(keys, BatchError(message))
+                return
             if row is None:  # created (renamed) or released meanwhile
                 self._requeue_or_follow(backend, keys)
                 return
@@ -369,12 +381,20 @@ class Batches:
             else:
                 self._follow(backend, holder, [key])
 
-    def _watch(self, backend: BatchBackend, batch_id: str, keys: Sequence[str]) -> None:
+    def _watch(
+        self,
+        backend: BatchBackend,
+        batch_id: str,
+        keys: Sequence[str],
+        *,
+        sent_here: bool = False,
+    ) -> None:
         watch = self._watches.get(batch_id)
         if watch is not None:
             watch.keys.update(keys)
             return
-        watch = self._watches[batch_id] = _Watch(backend, batch_id, set(keys))
+        watch = _Watch(backend, batch_id, set(keys), sent_here=sent_here)
+        self._watches[batch_id] = watch
         self.spawn(self._polled(watch))
 
     async def _polled(self, watch: _Watch) -> None:
@@ -393,7 +413,8 @@ class Batches:
             try:
                 state = await watch.backend.poll(watch.batch_id)
                 if state.terminal:
-                    await self._finish(watch, state)
+                    # An earlier run's batch found ended: what it left unanswered is sent anew.
+                    await self._finish(watch, state, resend=seen is None and not watch.sent_here)
                     return
             except Exception as exc:
                 failures += 1
@@ -436,9 +457,11 @@ class Batches:
         self._write("timed_out", batch_id=watch.batch_id, status=where)
         self._fail(sorted(watch.keys), BatchError(message))
 
-    async def _finish(self, watch: _Watch, state: BatchState) -> None:
+    async def _finish(self, watch: _Watch, state: BatchState, *, resend: bool = False) -> None:
         """Read the ended batch's results; write every answer to the cache, then answer the
-        calls (an error for each call without an answer)."""
+        calls (an error for each call without an answer; ``resend``: a batch of an earlier run
+        that had ended before this one looked: such a call is sent again instead, as it was
+        never answered, so never paid)."""
         keys = sorted(key for key in watch.keys if key in self._waiting)
         sent = {key: self._waiting[key].line for key in keys}
         results = await watch.backend.results(state, sent)
@@ -478,6 +501,16 @@ class Batches:
         )
         for key, completion in answered.items():
             self._resolve(key, completion)
+        if resend and errors:
+            self._write(
+                "resent",
+                batch_id=watch.batch_id,
+                custom_ids=sorted(errors),
+                reason=f"batch {watch.batch_id} ended {state.provider_status} without "
+                "answering them",
+            )
+            self._requeue_or_follow(watch.backend, sorted(errors))
+            return
         for key, error in errors.items():
             self._fail([key], error)
 
