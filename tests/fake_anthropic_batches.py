@@ -101,6 +101,8 @@ class FakeAnthropicBatches:
         self, rules: Sequence[Rule] = (), *, api_key: str = API_KEY, default_reply: str = "ok"
     ) -> None:
         self.api_key = api_key
+        #: where batches say their results are (None: here); another host must not get the key
+        self.results_host: str | None = None
         self.default_reply = default_reply
         self.script = Script()
         self.rules = list(rules)
@@ -300,7 +302,7 @@ class FakeAnthropicBatches:
             "cancel_initiated_at": _stamp(batch.cancel_initiated_at),
             "archived_at": None,
             "results_url": (
-                f"{self.base_url}/v1/messages/batches/{batch.batch_id}/results"
+                f"{self.results_host or self.base_url}/v1/messages/batches/{batch.batch_id}/results"
                 if batch.ended_at
                 else None
             ),

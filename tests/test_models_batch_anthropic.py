@@ -78,11 +78,11 @@ def target(fake: FakeAnthropicBatches) -> CallTarget:
     return CallTarget("claude", MODEL, api_base=fake.base_url, api_key=API_KEY)
 
 
-def line(prompt: str, **params: Any) -> BatchLine:
+def line(prompt: str, target: CallTarget | None = None, **params: Any) -> BatchLine:
     """A chat call's batch line; its id a cache key's shape (64 hex digits)."""
     messages = [{"role": "user", "content": prompt}]
     key = hashlib.sha256(json.dumps([prompt, params], sort_keys=True).encode()).hexdigest()
-    return BatchLine(key, CallTarget("unused", MODEL), messages, params)
+    return BatchLine(key, target or CallTarget("claude", MODEL), messages, params)
 
 
 def run_batch(
@@ -151,9 +151,9 @@ def test_a_lines_params_are_the_live_calls_body(
     params: dict[str, Any],
 ) -> None:
     system = {"role": "system", "content": "Answer briefly."}
-    one = line(prompt, **params)
-    one = dataclasses.replace(one, messages=[system, *one.messages])
     profiled = dataclasses.replace(target, params={"max_tokens": 777, **params})
+    one = line(prompt, profiled, **params)
+    one = dataclasses.replace(one, messages=[system, *one.messages])
     live(profiled, one)
     run_batch(profiled, [one])
     assert fake.batch_params[one.custom_id] == fake.messages_bodies[-1]
@@ -164,6 +164,46 @@ def test_a_lines_params_are_the_live_calls_body(
     for headers in fake.headers_seen:
         assert headers["x-api-key"] == API_KEY
         assert headers["anthropic-version"] == "2023-06-01"
+
+
+def test_each_line_is_sent_as_its_own_target_would_send_it(
+    litellm_loaded: Any, fake: FakeAnthropicBatches, target: CallTarget
+) -> None:
+    brief = dataclasses.replace(target, params={"max_tokens": 5, "temperature": 0})
+    sonnet = CallTarget("sonnet", "anthropic/claude-sonnet-4-5", params={"max_tokens": 900})
+    lines = [line("capital of France?", brief), line("capital of Japan?", sonnet)]
+    _, results = run_batch(target, lines)
+    first, second = (fake.batch_params[one.custom_id] for one in lines)
+    assert (first["model"], first["max_tokens"], first["temperature"]) == (
+        "claude-haiku-4-5",
+        5,
+        0,
+    )
+    assert (second["model"], second["max_tokens"]) == ("claude-sonnet-4-5", 900)
+    assert "temperature" not in second
+    sonnet_answer = answered(results[lines[1].custom_id])
+    assert sonnet_answer.model_id == "anthropic/claude-sonnet-4-5"
+    # claude-sonnet-4-5's batch prices: 1.5e-06 in, 7.5e-06 out (3 words in, 1 out)
+    assert sonnet_answer.cost_usd == pytest.approx(3 * 1.5e-06 + 1 * 7.5e-06)
+
+
+def test_a_beta_header_goes_on_the_batch(
+    litellm_loaded: Any, fake: FakeAnthropicBatches, target: CallTarget
+) -> None:
+    beta = {"anthropic-beta": "context-1m-2025-08-07"}
+    run_batch(target, [line("capital of France?", extra_headers=beta)])
+    assert fake.headers_seen[0]["anthropic-beta"] == "context-1m-2025-08-07"
+
+
+def test_results_are_read_from_the_endpoint_only(
+    litellm_loaded: Any, fake: FakeAnthropicBatches, target: CallTarget
+) -> None:
+    """A results_url on another host is not followed: the key goes to the endpoint only."""
+    fake.results_host = "http://127.0.0.1:9"
+    paris = line("capital of France?")
+    _, results = run_batch(target, [paris])
+    assert answered(results[paris.custom_id]).text == "Paris is the capital."
+    assert fake.downloads == 1
 
 
 def test_a_call_with_its_own_headers_cannot_be_batched(target: CallTarget) -> None:
@@ -354,9 +394,7 @@ def test_every_bad_line_is_an_error_naming_batch_and_line(
             assert batch in result.message
 
 
-def test_an_answer_goes_to_its_own_call_whatever_the_order(
-    litellm_loaded: Any, target: CallTarget
-) -> None:
+def test_an_answer_goes_to_its_own_call_whatever_the_order(litellm_loaded: Any) -> None:
     """Lines are matched by custom_id, never by position (the file is in reverse order)."""
     paris, tokyo = line("capital of France?"), line("capital of Japan?")
 
@@ -376,7 +414,7 @@ def test_an_answer_goes_to_its_own_call_whatever_the_order(
 
     data = entry(tokyo, "Tokyo") + b"\n\n" + entry(paris, "Paris") + b"\n"
     sent = {paris.custom_id: paris, tokyo.custom_id: tokyo}
-    results = read_results(target, "msgbatch_order", data, sent)
+    results = read_results("msgbatch_order", data, sent)
     assert answered(results[paris.custom_id]).text == "Paris"
     assert answered(results[tokyo.custom_id]).text == "Tokyo"
     assert results.line_errors == ()

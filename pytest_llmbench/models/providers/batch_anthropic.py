@@ -107,9 +107,11 @@ def translated(
 
     # litellm fetches its table of beta headers from GitHub on first use unless told not to
     os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
-    litellm = import_litellm()
-    from litellm.anthropic_beta_headers_manager import update_request_with_filtered_beta
-    from litellm.utils import get_optional_params
+    litellm = import_litellm()  # its modules are reached through it (the one import)
+    get_optional_params = litellm.utils.get_optional_params
+    update_request_with_filtered_beta = (
+        litellm.anthropic_beta_headers_manager.update_request_with_filtered_beta
+    )
 
     sent, _ = adapted(target.model_id, {**target.params, **params})
     headers = _beta_headers(sent.pop("extra_headers", None))
@@ -171,7 +173,6 @@ def _beta_headers(extra: Any) -> dict[str, str]:
 
 
 def completion_of(
-    target: CallTarget,
     line: BatchLine,
     message: dict[str, Any],
     *,
@@ -180,13 +181,14 @@ def completion_of(
 ) -> Completion:
     """The completion of a batch's answer ``message`` (a Messages API reply) to ``line``: read
     as litellm's live path reads the same reply whole (text, thinking apart, tool calls, finish
-    reason, tokens and cache tokens), priced at the batch price."""
+    reason, tokens and cache tokens), priced at the batch price of the line's target."""
     import httpx
 
     from .litellm_client import _read_response, _token_counts, _tool_calls, import_litellm
 
     litellm = import_litellm()
-    call = translated(target, line.messages, line.params)
+    target = line.target
+    call = translated(line.target, line.messages, line.params)
     raw = httpx.Response(
         200,
         content=json.dumps(message).encode(),
@@ -264,15 +266,17 @@ class AnthropicBatches:
     # -- the five calls ---------------------------------------------------------------------
 
     async def create(self, lines: Sequence[BatchLine], metadata: Mapping[str, str]) -> str:
-        """Send ``lines`` as one batch (each line's params as its live call's body); its id.
-        ``metadata`` is not kept: Anthropic's batches have none."""
-        if not lines:
-            raise ValueError("a batch of no lines")
+        """Send ``lines`` as one batch (each line's params as its live call's body, by its
+        own target: model, profile parameters); its id. ``metadata`` is not kept: Anthropic's
+        batches have none. ``anthropic-beta`` values a line's call would send go on the batch
+        (one header for all its requests)."""
+        if not lines or len(lines) > self.max_lines:
+            raise ValueError(f"a batch holds 1 to {self.max_lines} lines, not {len(lines)}")
         requests, betas = [], []
         for line in lines:
             if line.kind != "chat":
                 raise ValueError(f"Anthropic batches answer chat calls only, not {line.kind}")
-            call = translated(self.target, line.messages, line.params)
+            call = translated(line.target, line.messages, line.params)
             requests.append({"custom_id": line.custom_id, "params": call.params})
             betas += [beta for beta in call.betas if beta not in betas]
         headers = self._headers()
@@ -308,7 +312,7 @@ class AnthropicBatches:
         data = await self._download(url, state.batch_id)
         wait = None if state.created_at is None else max(0.0, time.time() - state.created_at)
         secret = self.target.api_key or os.environ.get(KEY_VARIABLE)
-        return read_results(self.target, state.batch_id, data, sent, wait_s=wait, secret=secret)
+        return read_results(state.batch_id, data, sent, wait_s=wait, secret=secret)
 
     async def cancel(self, batch_id: str) -> None:
         """Ask Anthropic to stop the batch (requests already running may still finish)."""
@@ -379,8 +383,14 @@ class AnthropicBatches:
         return ProviderError(f"{self.target.name}: {message}", kind="malformed")
 
     def _remember(self, answer: dict[str, Any]) -> None:
+        """Keep a batch's ``results_url``, when it is on this endpoint's host (the key is
+        sent to no other)."""
         batch_id, url = answer.get("id"), answer.get("results_url")
-        if isinstance(batch_id, str) and isinstance(url, str) and url:
+        if (
+            isinstance(batch_id, str)
+            and isinstance(url, str)
+            and _origin(url) == _origin(self.base)
+        ):
             self._results_urls[batch_id] = url
 
 
@@ -394,6 +404,17 @@ def _get(url: str, headers: dict[str, str], limits: Timeouts) -> Any:
     )
     proxy = proxy_for(url)
     return _checked(_session().get(url, headers=headers, timeout=timeout, proxy=proxy))
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the port made explicit."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    default = {"https": 443, "http": 80}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port or default
 
 
 def _quoted(batch_id: str) -> str:
@@ -471,7 +492,6 @@ def unix_seconds(stamp: Any) -> float | None:
 
 
 def read_results(
-    target: CallTarget,
     batch_id: str,
     data: bytes,
     sent: Mapping[str, BatchLine],
@@ -511,7 +531,7 @@ def read_results(
             )
             continue
         first_line[custom_id] = number
-        found[custom_id] = _answer(target, batch_id, where, entry, sent[custom_id], wait_s)
+        found[custom_id] = _answer(batch_id, where, entry, sent[custom_id], wait_s)
     unread = "; ".join(error.message for error in orphans)
     for custom_id in sent:
         if custom_id not in found:
@@ -533,7 +553,6 @@ def _redacted(error: BatchError, secret: str | None) -> BatchError:
 
 
 def _answer(
-    target: CallTarget,
     batch_id: str,
     where: str,
     entry: dict[str, Any],
@@ -550,7 +569,7 @@ def _answer(
         if not isinstance(message, dict) or not isinstance(message.get("content"), list):
             return BatchError(f"{where}: a succeeded result without a message")
         try:
-            return completion_of(target, line, message, batch_id=batch_id, wait_s=wait_s)
+            return completion_of(line, message, batch_id=batch_id, wait_s=wait_s)
         except Exception as exc:  # litellm's reading of an answer it cannot read
             return BatchError(f"{where}: the answer cannot be read ({type(exc).__name__}: {exc})")
     if kind == "errored":
