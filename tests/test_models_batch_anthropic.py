@@ -210,6 +210,9 @@ def test_a_call_with_its_own_headers_cannot_be_batched(target: CallTarget) -> No
     one = line("capital of France?", extra_headers={"X-Trace": "1"})
     with pytest.raises(ValueError, match="X-Trace"):
         batch_anthropic.translated(target, one.messages, one.params)
+    settings = dataclasses.replace(target, extra={"vertex_project": "p"})
+    with pytest.raises(ValueError, match=r"passes litellm settings \(vertex_project\)"):
+        batch_anthropic.translated(settings, one.messages, {})
 
 
 # -- the answer: what litellm's live path reads -------------------------------------------

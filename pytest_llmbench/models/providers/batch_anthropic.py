@@ -100,8 +100,13 @@ def translated(
     into a Messages API body, ``stream`` aside.
 
     A call whose parameters carry request headers other than ``anthropic-beta`` cannot be
-    batched (a batch request has no headers of its own): ValueError."""
+    batched (a batch request has no headers of its own), nor one whose profile passes litellm
+    settings (they would change its body in ways not translated here): ValueError."""
     import copy
+
+    if target.extra:
+        names = ", ".join(sorted(target.extra))
+        raise ValueError(f"{target.name}'s profile passes litellm settings ({names})")
 
     from .litellm_client import import_litellm
 
