@@ -19,6 +19,7 @@ sent in a header and never written in any message.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import os
@@ -110,8 +111,7 @@ def translated(
 
     from .litellm_client import import_litellm
 
-    # litellm fetches its table of beta headers from GitHub on first use unless told not to
-    os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+    _use_local_tables()  # a no-op once set (AnthropicBatches sets it on the engine's thread)
     litellm = import_litellm()  # its modules are reached through it (the one import)
     get_optional_params = litellm.utils.get_optional_params
     update_request_with_filtered_beta = (
@@ -242,6 +242,28 @@ def completion_of(
     )
 
 
+def batch_requests(lines: Sequence[BatchLine]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``requests`` of a batch of ``lines`` (each translated by its own target), and the
+    ``anthropic-beta`` values any of them needs."""
+    requests: list[dict[str, Any]] = []
+    betas: list[str] = []
+    for line in lines:
+        if line.kind != "chat":
+            raise ValueError(f"Anthropic batches answer chat calls only, not {line.kind}")
+        call = translated(line.target, line.messages, line.params)
+        requests.append({"custom_id": line.custom_id, "params": call.params})
+        betas += [beta for beta in call.betas if beta not in betas]
+    return requests, betas
+
+
+def _use_local_tables() -> None:
+    """litellm's price map and table of beta headers as shipped with it, unless the user chose
+    otherwise: it fetches both from GitHub on first use without these (set on the engine's
+    thread, before any translation runs on another)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+
+
 class _NoLogging:
     """What litellm's response reading logs to: nothing (a batch answer is no live call)."""
 
@@ -277,13 +299,9 @@ class AnthropicBatches:
         (one header for all its requests)."""
         if not lines or len(lines) > self.max_lines:
             raise ValueError(f"a batch holds 1 to {self.max_lines} lines, not {len(lines)}")
-        requests, betas = [], []
-        for line in lines:
-            if line.kind != "chat":
-                raise ValueError(f"Anthropic batches answer chat calls only, not {line.kind}")
-            call = translated(line.target, line.messages, line.params)
-            requests.append({"custom_id": line.custom_id, "params": call.params})
-            betas += [beta for beta in call.betas if beta not in betas]
+        _use_local_tables()
+        # about 2 ms of CPU a line: off the event loop, whose live calls are being timed
+        requests, betas = await asyncio.to_thread(batch_requests, lines)
         headers = self._headers()
         if betas:
             headers["anthropic-beta"] = ",".join(betas)
@@ -317,7 +335,10 @@ class AnthropicBatches:
         data = await self._download(url, state.batch_id)
         wait = None if state.created_at is None else max(0.0, time.time() - state.created_at)
         secret = self.target.api_key or os.environ.get(KEY_VARIABLE)
-        return read_results(state.batch_id, data, sent, wait_s=wait, secret=secret)
+        _use_local_tables()
+        return await asyncio.to_thread(
+            read_results, state.batch_id, data, sent, wait_s=wait, secret=secret
+        )
 
     async def cancel(self, batch_id: str) -> None:
         """Ask Anthropic to stop the batch (requests already running may still finish)."""
@@ -607,6 +628,7 @@ __all__ = [
     "AnthropicResults",
     "Translated",
     "base_url",
+    "batch_requests",
     "completion_of",
     "read_results",
     "state_of",
