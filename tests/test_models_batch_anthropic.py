@@ -206,6 +206,13 @@ def test_results_are_read_from_the_endpoint_only(
     assert fake.downloads == 1
 
 
+def test_only_chat_calls_are_batched(fake: FakeAnthropicBatches, target: CallTarget) -> None:
+    embed = dataclasses.replace(line("capital of France?"), kind="embed")
+    with pytest.raises(ValueError, match="chat calls only, not embed"):
+        asyncio.run(AnthropicBatches(target).create([embed], {}))
+    assert fake.creates == 0
+
+
 def test_a_call_with_its_own_headers_cannot_be_batched(target: CallTarget) -> None:
     one = line("capital of France?", extra_headers={"X-Trace": "1"})
     with pytest.raises(ValueError, match="X-Trace"):

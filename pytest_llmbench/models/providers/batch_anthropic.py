@@ -28,7 +28,7 @@ import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..item_errors import BatchError, ProviderError
 from . import prices, tokens
@@ -37,6 +37,7 @@ from .batch_backend import (
     COMPLETED,
     EXPIRED,
     IN_PROGRESS,
+    BatchBackend,
     BatchLine,
     BatchState,
     Results,
@@ -635,3 +636,8 @@ __all__ = [
     "translated",
     "unix_seconds",
 ]
+
+if TYPE_CHECKING:  # mypy checks that the class answers the protocol
+
+    def _backend(target: CallTarget) -> BatchBackend:
+        return AnthropicBatches(target)
