@@ -44,6 +44,7 @@ from .batch_backend import (
 )
 from .completion import CallTarget, Completion, Timeouts
 from .errors import missing_key_error, provider_error
+from .litellm_client import use_local_tables
 from .openai_compatible import LITELLM_SETTINGS, _checked, _post, _session, proxy_for
 from .reasoning import split_leading_thinking
 from .reasoning_params import adapted
@@ -112,7 +113,7 @@ def translated(
 
     from .litellm_client import import_litellm
 
-    _use_local_tables()  # a no-op once set (AnthropicBatches sets it on the engine's thread)
+    use_local_tables()  # a no-op once set (AnthropicBatches sets it on the engine's thread)
     litellm = import_litellm()  # its modules are reached through it (the one import)
     get_optional_params = litellm.utils.get_optional_params
     update_request_with_filtered_beta = (
@@ -257,14 +258,6 @@ def batch_requests(lines: Sequence[BatchLine]) -> tuple[list[dict[str, Any]], li
     return requests, betas
 
 
-def _use_local_tables() -> None:
-    """litellm's price map and table of beta headers as shipped with it, unless the user chose
-    otherwise: it fetches both from GitHub on first use without these (set on the engine's
-    thread, before any translation runs on another)."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
-
-
 class _NoLogging:
     """What litellm's response reading logs to: nothing (a batch answer is no live call)."""
 
@@ -300,7 +293,7 @@ class AnthropicBatches:
         (one header for all its requests)."""
         if not lines or len(lines) > self.max_lines:
             raise ValueError(f"a batch holds 1 to {self.max_lines} lines, not {len(lines)}")
-        _use_local_tables()
+        use_local_tables()
         # about 2 ms of CPU a line: off the event loop, whose live calls are being timed
         requests, betas = await asyncio.to_thread(batch_requests, lines)
         headers = self._headers()
@@ -336,7 +329,7 @@ class AnthropicBatches:
         data = await self._download(url, state.batch_id)
         wait = None if state.created_at is None else max(0.0, time.time() - state.created_at)
         secret = self.target.api_key or os.environ.get(KEY_VARIABLE)
-        _use_local_tables()
+        use_local_tables()
         return await asyncio.to_thread(
             read_results, state.batch_id, data, sent, wait_s=wait, secret=secret
         )
