@@ -750,6 +750,9 @@ class BatchScript:
     reverse: bool = False
     #: the batch says it was created this many seconds before it was (its wait)
     created_ago_s: int = 0
+    #: the first N create requests make their batch but answer 500 (an answer lost on the
+    #: way: the client cannot know the batch exists)
+    lost_creates: int = 0
 
 
 def _batch_route(route: str) -> bool:
@@ -895,6 +898,8 @@ class _Batches:
                 "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
                 "metadata": metadata,
             }
+            if self.owner.creates <= self.owner.batch.lost_creates:
+                return 500, _error_payload(500, "The server had an error processing the request.")
             return 200, dict(self.batches[batch_id])
 
     def _list(self, limit: int, after: str | None) -> tuple[int, dict[str, Any]]:
@@ -942,7 +947,7 @@ class _Batches:
             self.owner.cancels += 1
             if batch["status"] in ("completed", "failed", "expired", "cancelled"):
                 message = f"Cannot cancel a batch with status {batch['status']}."
-                return 409, _error_payload(409, message)
+                return 400, _error_payload(400, message)
             batch["status"] = "cancelling"
             batch["cancelling_at"] = int(time.time())
             return 200, dict(batch)
@@ -1029,7 +1034,7 @@ def _validated(data: bytes, endpoint: str) -> tuple[list[dict[str, Any]], list[d
     entries: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     seen: set[str] = set()
-    models: set[Any] = set()
+    models: dict[str, Any] = {}
 
     def refuse(number: int, code: str, message: str) -> None:
         refused.append({"code": code, "message": message, "param": None, "line": number})
@@ -1054,8 +1059,8 @@ def _validated(data: bytes, endpoint: str) -> tuple[list[dict[str, Any]], list[d
         if not isinstance(body, dict):
             refuse(number, "missing_required_parameter", "Missing required parameter: body.")
             continue
-        models.add(body.get("model"))
-        if len(models) > 1:
+        models.setdefault("first", body.get("model"))
+        if body.get("model") != models["first"]:
             refuse(number, "mismatched_model", "All requests in a batch must use one model.")
         entries.append(entry)
     return entries, refused
