@@ -428,6 +428,10 @@ def test_lines_that_cannot_be_one_batch_are_refused(server: FakeLLMServer) -> No
     backend.max_lines = 1
     with pytest.raises(ValueError, match="2 lines: a batch holds at most 1"):
         backend.input_file(_lines(server, "a", "b"))
+    many = [{"role": "user", "content": "a"}] * 50_001
+    too_many = BatchLine("m", _target(server), many, {}, "embed")
+    with pytest.raises(ValueError, match="50001 texts to embed: a batch embeds at most 50000"):
+        OpenAIBatches(backend.endpoint).input_file([too_many])
     with pytest.raises(ValueError, match="batch metadata holds at most 16 pairs"):
         run(lambda: backend.create([chat], {f"k{n}": "v" for n in range(16)}))
     assert server.uploads == 0

@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 #: 200 MB; the bytes with a 5% margin).
 MAX_LINES = 50_000
 MAX_BYTES = 200 * 1000 * 1000 * 95 // 100
+#: The most texts one embeddings batch may embed, across all its lines (OpenAI's limit).
+MAX_EMBEDDINGS = 50_000
 #: The metadata key that names a batch's input (:meth:`OpenAIBatches.find`).
 SHA_KEY = "llmbench_input_sha256"
 #: OpenAI's metadata limits: 16 pairs, keys of 64 characters, values of 512.
@@ -156,6 +158,9 @@ class OpenAIBatches:
             parts.append(input_line(line, at))
         if len(models) > 1:
             raise ValueError(f"one model per batch, not {', '.join(sorted(models))}")
+        inputs = sum(len(line.messages) for line in lines if line.kind == "embed")
+        if inputs > MAX_EMBEDDINGS:
+            raise ValueError(f"{inputs} texts to embed: a batch embeds at most {MAX_EMBEDDINGS}")
         data = b"".join(parts)
         if len(data) > self.max_bytes:
             raise ValueError(f"{len(data)} bytes: a batch holds at most {self.max_bytes}")
@@ -244,13 +249,17 @@ class OpenAIBatches:
         return file_id
 
     async def _create(self, body: dict[str, Any], sha: str) -> str:
-        async def ambiguous(exc: BaseException) -> str | None:
-            # The request may have reached the server and made the batch: look before resending.
+        async def made_anyway(exc: BaseException) -> str | None:
+            # The request may have reached the server and made the batch: look before sending
+            # it again or giving up.
             if status_of(exc) in _SURELY_REFUSED or _refused_connection(exc):
                 return None
-            return await self.find(sha)
+            try:
+                return await self.find(sha)
+            except ProviderError:
+                return None  # not known: the caller's journal has the hash for a later look
 
-        answer = await self._json("POST", "batches", body=body, before_retry=ambiguous)
+        answer = await self._json("POST", "batches", body=body, recover=made_anyway)
         if isinstance(answer, str):
             return answer  # found after a failed attempt
         batch_id = answer.get("id") if isinstance(answer, dict) else None
@@ -274,12 +283,12 @@ class OpenAIBatches:
         *,
         body: dict[str, Any] | None = None,
         form: Callable[[], aiohttp.FormData] | None = None,
-        before_retry: Callable[[BaseException], Awaitable[str | None]] | None = None,
+        recover: Callable[[BaseException], Awaitable[str | None]] | None = None,
     ) -> Any:
         async def read(response: Any) -> Any:
             return json.loads(await response.read())
 
-        return await self._request(method, path, read, body, form, before_retry)
+        return await self._request(method, path, read, body, form, recover)
 
     async def _request(
         self,
@@ -288,11 +297,11 @@ class OpenAIBatches:
         read: Callable[[Any], Awaitable[Any]],
         body: dict[str, Any] | None = None,
         form: Callable[[], aiohttp.FormData] | None = None,
-        before_retry: Callable[[BaseException], Awaitable[str | None]] | None = None,
+        recover: Callable[[BaseException], Awaitable[str | None]] | None = None,
     ) -> Any:
         """One request, retried as a live call is (transient failures, Retry-After);
-        ``before_retry(error)`` may end the retries with an answer of its own. A final failure
-        is a :class:`ProviderError` in the live call's words."""
+        ``recover(error)``, asked after each failure, may end the request with an answer of
+        its own. A final failure is a :class:`ProviderError` in the live call's words."""
         from .openai_compatible import send
 
         async def once() -> Any:
@@ -314,14 +323,13 @@ class OpenAIBatches:
             except ProviderError:
                 raise
             except Exception as exc:  # each failure is classified as a live call's is
+                found = await recover(exc) if recover is not None else None
+                if found is not None:
+                    return found
                 if retries >= self.max_retries or not _is_retryable(exc):
                     raise provider_error(exc, self._target, retries, self.limits) from None
                 retries += 1
                 await asyncio.sleep(backoff_s(exc, retries))
-                if before_retry is not None:
-                    found = await before_retry(exc)
-                    if found is not None:
-                        return found
 
 
 def state_of(batch_id: str, raw: Mapping[str, Any]) -> BatchState:
