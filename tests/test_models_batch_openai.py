@@ -175,10 +175,12 @@ def test_embedding_lines_are_answered_as_the_embeddings_endpoint_does(
 
 
 def test_an_expired_batch_keeps_its_answers_and_names_the_rest(server: FakeLLMServer) -> None:
-    server.batch = BatchScript(end="expired", answered=1)
+    server.batch = BatchScript(end="expired", answered=1, created_ago_s=86400)
     state, results = _round_trip(server, _lines(server, "capital?", "b", "c"))
     assert (state.status, state.done, state.failed) == (EXPIRED, 1, 2)
-    assert isinstance(results["id-1"], Completion)
+    answer = results["id-1"]
+    assert isinstance(answer, Completion)
+    assert answer.batch_wait_s is not None and 86400 <= answer.batch_wait_s < 86400 + 60
     assert _error(results, "id-2") == (
         f"batch {state.batch_id}, error file line 1: batch_expired: This request could not be "
         "executed before the completion window expired."

@@ -140,6 +140,14 @@ def test_a_local_endpoint_is_batched_when_its_profile_says_so() -> None:
     assert batch_route(gemini) == "m: live (gemini has no batch API through litellm)"
 
 
+def test_a_call_with_headers_of_its_own_stays_live() -> None:
+    headers = {"extra_headers": {"X-Trace": "1"}, "temperature": 0}
+    assert batch_route(_target(), "chat", headers) == (
+        "m: live (its call sends extra_headers, which a batch line cannot carry)"
+    )
+    assert isinstance(batch_route(_target(), "chat", {"temperature": 0}), OpenAIBatches)
+
+
 def test_a_kind_without_batch_endpoint_stays_live() -> None:
     assert batch_route(_target(), "loglikelihood") == (
         "m: live (its loglikelihood calls have no batch endpoint)"

@@ -15,8 +15,8 @@ shared by every model there) or the reason its calls stay live, which the sessio
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import routes
 from .completion import CallTarget
@@ -37,10 +37,15 @@ _OTHER: dict[str, str] = {
 _backends: dict[tuple[str, str | None, str | None], BatchBackend] = {}
 
 
-def batch_route(target: CallTarget, kind: str = "chat") -> BatchBackend | str:
+def batch_route(
+    target: CallTarget, kind: str = "chat", params: Mapping[str, Any] | None = None
+) -> BatchBackend | str:
     """The batch API that answers ``target``'s calls of ``kind`` (``chat``, ``embed``), or
-    the reason they stay live: ``<name>: live (<cause>)``."""
+    the reason they stay live: ``<name>: live (<cause>)``. ``params``: one call's own
+    parameters, when they may hold what no batch line carries (``extra_headers``)."""
     name = target.name
+    if params and params.get("extra_headers") and routes.speaks_openai(target):
+        return f"{name}: live (its call sends extra_headers, which a batch line cannot carry)"
     if target.batch is False:
         return f"{name}: live (its profile says batch: false)"
     if kind not in KINDS:
@@ -101,7 +106,8 @@ def describe_batch(targets: Sequence[CallTarget]) -> list[str]:
             lines.append(chosen)
             continue
         where = getattr(chosen, "endpoint", None)
-        base = getattr(where, "base_url", None) or target.api_base
+        base = getattr(where, "base_url", None) or getattr(chosen, "base", None)
+        base = base if isinstance(base, str) else target.api_base
         at = f" at {urllib.parse.urlsplit(base).netloc}" if base else ""
         lines.append(f"{target.name}: batched ({chosen.name} batch API{at})")
     return lines
