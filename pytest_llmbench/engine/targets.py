@@ -64,6 +64,7 @@ class Targets:
             extra=dict(profile.litellm),
             client="litellm" if self._client == "litellm" else profile.client,
             embedded=profile.embedded,
+            batch=profile.batch,
         )
         return cost.priced(target) if cost else target
 
