@@ -26,14 +26,16 @@ import re
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 __all__ = [
+    "BatchScript",
     "FakeLLMServer",
     "RecordedRequest",
     "Rule",
@@ -243,6 +245,78 @@ def _truncate_words(text: str, limit: int) -> tuple[str, bool]:
     return text[: words[limit - 1].end()], True
 
 
+def _limit_error(body: dict[str, Any]) -> str | None:
+    """Why a chat request's token limit is refused (400), or None."""
+    limit = body.get("max_tokens")
+    if limit is None:
+        limit = body.get("max_completion_tokens")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+        return "max_tokens must be an integer"
+    return None
+
+
+def _error_payload(status: int, message: str) -> dict[str, Any]:
+    """OpenAI's error body for ``status``."""
+    etype, code = _ERROR_KINDS.get(
+        status, ("server_error" if status >= 500 else "api_error", str(status))
+    )
+    return {"error": {"message": message, "type": etype, "param": None, "code": code}}
+
+
+@dataclass
+class _ChatAnswer:
+    """A chat request's answer (not an error): what a stream or a whole answer carries."""
+
+    cid: str
+    created: int
+    model: str
+    reply: str
+    finish_reason: str
+    usage: dict[str, Any]
+    tool_calls: list[dict[str, Any]] | None
+    thinking: str | None
+    thinking_field: str
+
+    def whole(self) -> dict[str, Any]:
+        """The answer as a ``chat.completion`` body."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.reply}
+        if self.tool_calls is not None:
+            message = {
+                "role": "assistant",
+                "content": self.reply or None,
+                "tool_calls": self.tool_calls,
+            }
+        if self.thinking:
+            message[self.thinking_field] = self.thinking
+        choice = {"index": 0, "message": message, "logprobs": None}
+        return {
+            "id": self.cid,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_fake",
+            "choices": [{**choice, "finish_reason": self.finish_reason}],
+            "usage": self.usage,
+        }
+
+
+def _embeddings(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """(status, body) of an embeddings request: letter counts (a-z) of each text, so texts with
+    the same letters point the same way."""
+    texts = body.get("input")
+    texts = [texts] if isinstance(texts, str) else texts
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        return 400, _error_payload(400, "input must be a string or a list of strings")
+    data = [
+        {"object": "embedding", "index": i, "embedding": letter_vector(text)}
+        for i, text in enumerate(texts)
+    ]
+    tokens = sum(count_words(text) for text in texts)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    model = body.get("model", "fake-embedding")
+    return 200, {"object": "list", "data": data, "model": model, "usage": usage}
+
+
 class _Server(ThreadingHTTPServer):
     # The default backlog of 5 drops connections when many calls start at once.
     request_queue_size = 128
@@ -346,31 +420,16 @@ class _Handler(BaseHTTPRequestHandler):
         message: str,
         retry_after: float | None = None,
     ) -> None:
-        etype, code = _ERROR_KINDS.get(
-            status, ("server_error" if status >= 500 else "api_error", str(status))
-        )
         headers = {}
         if retry_after is not None:
             ra = retry_after
             headers["Retry-After"] = str(int(ra)) if float(ra).is_integer() else str(ra)
-        payload = {"error": {"message": message, "type": etype, "param": None, "code": code}}
-        self._send_json(status, payload, headers)
+        self._send_json(status, _error_payload(status, message), headers)
 
     def _send_embeddings(self, body: dict[str, Any]) -> None:
         """Embeddings as letter counts (a-z): texts with the same letters point the same way."""
-        texts = body.get("input")
-        texts = [texts] if isinstance(texts, str) else texts
-        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            self._send_error(400, "input must be a string or a list of strings")
-            return
-        data = [
-            {"object": "embedding", "index": i, "embedding": letter_vector(text)}
-            for i, text in enumerate(texts)
-        ]
-        tokens = sum(count_words(text) for text in texts)
-        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        model = body.get("model", "fake-embedding")
-        self._send_json(200, {"object": "list", "data": data, "model": model, "usage": usage})
+        status, payload = _embeddings(body)
+        self._send_json(status, payload)
 
     def _send_text_completion(self, body: dict[str, Any]) -> None:
         """A text completion that generates the word "next"; with ``echo`` the prompt comes
@@ -427,6 +486,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer_get(self) -> None:
         route = self._route()
+        if _batch_route(route):
+            self._answer_batch(self.server.owner._batches.get(route, self.path))
+            return
         if route in ("/v1/models", "/models"):
             created = int(time.time())
             self._send_json(
@@ -460,6 +522,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer_post(self, body: dict[str, Any], parsed_ok: bool) -> None:
 
         route = self._route()
+        if _batch_route(route):
+            owner = self.server.owner
+            content_type = self.headers.get("Content-Type", "")
+            raw = self._recorded.raw_body
+            self._answer_batch(owner._batches.post(route, body, parsed_ok, content_type, raw))
+            return
         if route in ("/v1/embeddings", "/embeddings") and parsed_ok:
             self._send_embeddings(body)
             return
@@ -473,11 +541,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(400, "request body is not a JSON object")
             return
 
-        limit = body.get("max_tokens")
-        if limit is None:
-            limit = body.get("max_completion_tokens")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
-            self._send_error(400, "max_tokens must be an integer")
+        limit_error = _limit_error(body)
+        if limit_error is not None:
+            self._send_error(400, limit_error)
             return
 
         owner = self.server.owner
@@ -499,93 +565,38 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream_cut_after(body, rule.reply, rule.cut_after)
             return
 
-        reply = rule.reply if rule is not None else owner.default_reply
-        tool_calls: list[dict[str, Any]] | None = None
-        truncated = False
-        if rule is not None and rule.tool_calls is not None:
-            tool_calls = owner._tool_calls(rule.tool_calls)
-            # A tool-calling answer usually has no text; "ok" is only Rule's default.
-            reply = "" if rule.reply == "ok" else rule.reply
-        elif limit is not None:
-            reply, truncated = _truncate_words(reply, limit)
-        finish_reason = "tool_calls" if tool_calls else "length" if truncated else "stop"
-
-        prompt_tokens = _prompt_tokens(body)
-        thinking = rule.reasoning if rule is not None else None
-        thinking_field = rule.reasoning_field if rule is not None else "reasoning_content"
-        reasoning_tokens = count_words(thinking) if thinking else 0
-        completion_tokens = (
-            reasoning_tokens
-            + count_words(reply)
-            + sum(
-                count_words(f"{c['function']['name']} {c['function']['arguments']}")
-                for c in tool_calls or []
-            )
-        )
-        usage: dict[str, Any] = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
-        if thinking is not None and rule is not None and rule.reasoning_tokens_reported:
-            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
-        prompt_details = {
-            name: count
-            for name, count in (
-                ("cached_tokens", rule.cached_tokens if rule else None),
-                ("cache_write_tokens", rule.cache_write_tokens if rule else None),
-            )
-            if count is not None
-        }
-        if prompt_details:
-            usage["prompt_tokens_details"] = prompt_details
-        model = body.get("model") if isinstance(body.get("model"), str) else "fake-model"
-        cid = owner._next_id()
-        created = int(time.time())
-
+        answer = owner._chat_answer(body, rule)
         if body.get("stream") is True:
             opts = body.get("stream_options")
             include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
             include_usage = include_usage and owner.stream_usage
             cut = rule is not None and rule.cut_stream
             self._stream(
-                cid,
-                created,
-                model,
-                reply,
-                finish_reason,
-                usage if include_usage else None,
+                answer.cid,
+                answer.created,
+                answer.model,
+                answer.reply,
+                answer.finish_reason,
+                answer.usage if include_usage else None,
                 cut,
-                tool_calls,
-                (thinking_field, thinking) if thinking else None,
+                answer.tool_calls,
+                (answer.thinking_field, answer.thinking) if answer.thinking else None,
             )
             return
+        self._send_json(200, answer.whole())
 
-        message: dict[str, Any] = {"role": "assistant", "content": reply}
-        if tool_calls is not None:
-            message = {"role": "assistant", "content": reply or None, "tool_calls": tool_calls}
-        if thinking:
-            message[thinking_field] = thinking
-
-        self._send_json(
-            200,
-            {
-                "id": cid,
-                "object": "chat.completion",
-                "created": created,
-                "model": model,
-                "system_fingerprint": "fp_fake",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "logprobs": None,
-                        "finish_reason": finish_reason,
-                    }
-                ],
-                "usage": usage,
-            },
-        )
+    def _answer_batch(self, answer: tuple[int, dict[str, Any] | bytes]) -> None:
+        """A files or batches endpoint's answer: JSON, an error, or a file's bytes."""
+        status, payload = answer
+        if isinstance(payload, bytes):
+            self.send_response(status)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self._answering()
+            self.wfile.write(payload)
+            return
+        self._send_json(status, payload)
 
     def _send_raw(self, data: bytes) -> None:
         """A 200 answer whose body is ``data`` as is (not necessarily JSON)."""
@@ -687,6 +698,407 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+# -- OpenAI's Batch API: files and batches --
+
+#: The endpoints a batch may be made for, and what answers each line.
+_BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings")
+_DAY_S = 24 * 3600
+_EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
+_CANCELLED_MESSAGE = "This request was not executed: the batch was cancelled."
+
+
+@dataclass
+class BatchScript:
+    """How the fake's batches go (every batch of the server follows it; tests change it between
+    batches with ``server.batch = BatchScript(...)``).
+
+    Lines are named by their number in the input file (1-based, as OpenAI's errors name them).
+    """
+
+    #: polls (GET /batches/{id}) a batch answers before it ends: validating, in_progress, then
+    #: finalizing; the next poll finds it ended (0: the first poll does)
+    polls: int = 0
+    #: how it ends: "completed", "failed" (batch-level ``failure`` errors, no output) or
+    #: "expired" (the first ``answered`` lines answered, the rest not executed)
+    end: str = "completed"
+    #: expired or cancelled: how many lines (the first ones) were answered
+    answered: int = 0
+    #: a failed batch's ``errors.data`` (each ``code``, ``message``, ``line``, ``param``)
+    failure: list[dict[str, Any]] = field(
+        default_factory=lambda: [
+            {"code": "invalid_request", "message": "fake batch refused", "line": None}
+        ]
+    )
+    #: expired or cancelled: lines not executed go to the error file (batch_expired /
+    #: batch_cancelled, top-level error); False: they are left out of both files
+    unexecuted: bool = True
+    #: lines whose answer line is left out of the files
+    drop: tuple[int, ...] = ()
+    #: lines whose answer line is written twice (the second with another answer)
+    duplicate: tuple[int, ...] = ()
+    #: lines whose answer line is replaced by text that is not JSON
+    malformed: tuple[int, ...] = ()
+    #: answer lines written for custom_ids that were not sent (``not-sent-1``...)
+    unknown: int = 0
+    #: lines whose answer line has no custom_id
+    no_custom_id: tuple[int, ...] = ()
+    #: a line a Rule answers with an error status: "nested" (``response.status_code`` and
+    #: ``response.body.error``, as OpenAI writes them) or "top" (``response`` null and a
+    #: top-level ``error``, as the spec has it)
+    error_shape: str = "nested"
+    #: write the files' lines in reverse order (OpenAI's are in any order)
+    reverse: bool = False
+    #: the batch says it was created this many seconds before it was (its wait)
+    created_ago_s: int = 0
+    #: the first N create requests make their batch but answer 500 (an answer lost on the
+    #: way: the client cannot know the batch exists)
+    lost_creates: int = 0
+
+
+def _batch_route(route: str) -> bool:
+    return route.startswith(("/v1/files", "/v1/batches"))
+
+
+def _multipart(content_type: str, raw: bytes) -> dict[str, tuple[str | None, bytes]]:
+    """A multipart/form-data body's fields: name -> (file name or None, bytes)."""
+    found = re.search(r'boundary="?([^";]+)"?', content_type)
+    if not content_type.startswith("multipart/form-data") or found is None:
+        return {}
+    boundary = b"--" + found.group(1).encode()
+    fields: dict[str, tuple[str | None, bytes]] = {}
+    for part in raw.split(boundary)[1:]:
+        if part.startswith(b"--"):
+            break
+        head, _, data = part.removeprefix(b"\r\n").partition(b"\r\n\r\n")
+        data = data.removesuffix(b"\r\n")
+        text = head.decode("utf-8", "replace")
+        name = re.search(r'\bname="([^"]*)"', text)
+        filename = re.search(r'filename="([^"]*)"', text)
+        if name is not None:
+            fields[name.group(1)] = (filename.group(1) if filename else None, data)
+    return fields
+
+
+class _Batches:
+    """The fake's files and batches, their counters, and the script they follow."""
+
+    def __init__(self, owner: FakeLLMServer) -> None:
+        self.owner = owner
+        self.lock = threading.Lock()
+        self.files: dict[str, dict[str, Any]] = {}
+        self.contents: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.polled: Counter[str] = Counter()
+        self.ids = itertools.count(1)
+
+    # -- requests --
+    def post(
+        self, route: str, body: dict[str, Any], parsed_ok: bool, content_type: str, raw: bytes
+    ) -> tuple[int, dict[str, Any] | bytes]:
+        if route == "/v1/files":
+            return self._upload(content_type, raw)
+        if route == "/v1/batches":
+            if not parsed_ok:
+                return 400, _error_payload(400, "request body is not a JSON object")
+            return self._create(body)
+        found = re.fullmatch(r"/v1/batches/([^/]+)/cancel", route)
+        if found is not None:
+            return self._cancel(found.group(1))
+        return 404, _error_payload(404, f"no route for POST {route}")
+
+    def get(self, route: str, path: str) -> tuple[int, dict[str, Any] | bytes]:
+        import urllib.parse
+
+        if route == "/v1/batches":
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+            return self._list(int(query.get("limit", ["20"])[0]), query.get("after", [None])[0])
+        found = re.fullmatch(r"/v1/batches/([^/]+)", route)
+        if found is not None:
+            return self._poll(found.group(1))
+        found = re.fullmatch(r"/v1/files/([^/]+)(/content)?", route)
+        if found is not None:
+            file_id = found.group(1)
+            with self.lock:
+                if file_id not in self.files:
+                    return 404, _error_payload(404, f"No such File object: {file_id}")
+                if found.group(2):
+                    return 200, self.contents[file_id]
+                return 200, dict(self.files[file_id])
+        return 404, _error_payload(404, f"no route for GET {route}")
+
+    def _upload(self, content_type: str, raw: bytes) -> tuple[int, dict[str, Any]]:
+        fields = _multipart(content_type, raw)
+        purpose = fields.get("purpose", (None, b""))[1].decode()
+        if "file" not in fields or fields["file"][0] is None:
+            return 400, _error_payload(400, "a multipart 'file' field is required")
+        if purpose != "batch":
+            return 400, _error_payload(400, f"purpose must be 'batch', not {purpose!r}")
+        with self.lock:
+            self.owner.uploads += 1
+            file_id = self._store(fields["file"][1], fields["file"][0] or "input.jsonl", purpose)
+            return 200, dict(self.files[file_id])
+
+    def _store(self, data: bytes, filename: str, purpose: str) -> str:
+        file_id = f"file-fake{next(self.ids)}"
+        self.files[file_id] = {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+        }
+        self.contents[file_id] = data
+        return file_id
+
+    def _create(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        file_id = body.get("input_file_id")
+        endpoint = body.get("endpoint")
+        with self.lock:
+            if file_id not in self.files:
+                return 404, _error_payload(404, f"No such File object: {file_id}")
+            if endpoint not in _BATCH_ENDPOINTS:
+                return 400, _error_payload(400, f"endpoint {endpoint!r} is not supported")
+            if body.get("completion_window") != "24h":
+                return 400, _error_payload(400, "completion_window must be '24h'")
+            metadata = body.get("metadata")
+            if metadata is not None and not isinstance(metadata, dict):
+                return 400, _error_payload(400, "metadata must be an object")
+            self.owner.creates += 1
+            lines = [line for line in self.contents[str(file_id)].split(b"\n") if line.strip()]
+            for line in lines:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and isinstance(entry.get("custom_id"), str):
+                    self.owner.lines_received[entry["custom_id"]] += 1
+            created = int(time.time()) - self.owner.batch.created_ago_s
+            batch_id = f"batch_fake{next(self.ids)}"
+            self.batches[batch_id] = {
+                "id": batch_id,
+                "object": "batch",
+                "endpoint": endpoint,
+                "errors": None,
+                "input_file_id": file_id,
+                "completion_window": "24h",
+                "status": "validating",
+                "output_file_id": None,
+                "error_file_id": None,
+                "created_at": created,
+                "in_progress_at": None,
+                "expires_at": created + _DAY_S,
+                "finalizing_at": None,
+                "completed_at": None,
+                "failed_at": None,
+                "expired_at": None,
+                "cancelling_at": None,
+                "cancelled_at": None,
+                "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+                "metadata": metadata,
+            }
+            if self.owner.creates <= self.owner.batch.lost_creates:
+                return 500, _error_payload(500, "The server had an error processing the request.")
+            return 200, dict(self.batches[batch_id])
+
+    def _list(self, limit: int, after: str | None) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            newest = list(reversed(list(self.batches)))
+            if after in self.batches:
+                newest = newest[newest.index(str(after)) + 1 :]
+            page = [dict(self.batches[batch_id]) for batch_id in newest[:limit]]
+            return 200, {
+                "object": "list",
+                "data": page,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+                "has_more": len(newest) > limit,
+            }
+
+    def _poll(self, batch_id: str) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            batch = self.batches.get(batch_id)
+            if batch is None:
+                return 404, _error_payload(404, f"No such Batch object: {batch_id}")
+            self.owner.polls += 1
+            self.polled[batch_id] += 1
+            script = self.owner.batch
+            now = int(time.time())
+            if batch["status"] == "cancelling":
+                self._end(batch, "cancelled", script)
+            elif batch["status"] not in ("completed", "failed", "expired", "cancelled"):
+                count = self.polled[batch_id]
+                if count > script.polls:
+                    self._end(batch, script.end, script)
+                else:
+                    steps = ("validating", "in_progress", "finalizing")
+                    batch["status"] = steps[min(count - 1, 2)]
+                    stamp = {"in_progress": "in_progress_at", "finalizing": "finalizing_at"}
+                    if batch["status"] in stamp:
+                        batch[stamp[batch["status"]]] = batch[stamp[batch["status"]]] or now
+            return 200, dict(batch)
+
+    def _cancel(self, batch_id: str) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            batch = self.batches.get(batch_id)
+            if batch is None:
+                return 404, _error_payload(404, f"No such Batch object: {batch_id}")
+            self.owner.cancels += 1
+            if batch["status"] in ("completed", "failed", "expired", "cancelled"):
+                message = f"Cannot cancel a batch with status {batch['status']}."
+                return 400, _error_payload(400, message)
+            batch["status"] = "cancelling"
+            batch["cancelling_at"] = int(time.time())
+            return 200, dict(batch)
+
+    # -- the end of a batch --
+    def _end(self, batch: dict[str, Any], end: str, script: BatchScript) -> None:
+        """Answer ``batch``'s lines as it ends ``end``, and write its output and error files."""
+        now = int(time.time())
+        data = self.contents[batch["input_file_id"]]
+        entries, refused = _validated(data, batch["endpoint"])
+        if refused or end == "failed":
+            batch.update(status="failed", failed_at=now)
+            batch["errors"] = {"object": "list", "data": refused or list(script.failure)}
+            return
+        executed = len(entries) if end == "completed" else script.answered
+        output: list[bytes] = []
+        errors: list[bytes] = []
+        done = failed = 0
+        for number, entry in enumerate(entries, start=1):
+            if number <= executed:
+                status, answer = self._answer(batch["endpoint"], entry["body"])
+                good = status == 200
+                line = _output_line(number, entry["custom_id"], status, answer, script)
+            elif script.unexecuted:
+                good = False
+                code = "batch_expired" if end == "expired" else "batch_cancelled"
+                said = _EXPIRED_MESSAGE if end == "expired" else _CANCELLED_MESSAGE
+                line = {
+                    "id": f"batch_req_{number}",
+                    "custom_id": entry["custom_id"],
+                    "response": None,
+                    "error": {"code": code, "message": said},
+                }
+            else:
+                continue
+            done, failed = done + good, failed + (not good)
+            into = output if good else errors
+            into.extend(_scripted(number, line, script))
+        for n in range(1, script.unknown + 1):
+            body = self._answer(batch["endpoint"], entries[0]["body"])[1]
+            response = {"status_code": 200, "request_id": f"req_x{n}", "body": body}
+            stray = {"id": f"batch_req_x{n}", "custom_id": f"not-sent-{n}", "error": None}
+            output.append(json.dumps({**stray, "response": response}).encode())
+        if script.reverse:
+            output.reverse()
+            errors.reverse()
+        if output:
+            batch["output_file_id"] = self._store(
+                b"\n".join(output) + b"\n", "output.jsonl", "batch_output"
+            )
+        if errors:
+            batch["error_file_id"] = self._store(
+                b"\n".join(errors) + b"\n", "errors.jsonl", "batch_output"
+            )
+        batch["request_counts"] = {"total": len(entries), "completed": done, "failed": failed}
+        batch.update(status=end, **{f"{end}_at": now})
+
+    def _answer(self, endpoint: str, body: Any) -> tuple[int, dict[str, Any]]:
+        """A line's answer, as the live endpoint gives it (the same rules, counted the same)."""
+        if not isinstance(body, dict):
+            return 400, _error_payload(400, "request body is not a JSON object")
+        if endpoint == "/v1/embeddings":
+            return _embeddings(body)
+        limit_error = _limit_error(body)
+        if limit_error is not None:
+            return 400, _error_payload(400, limit_error)
+        owner = self.owner
+        rule = owner._pick_rule(body)
+        if rule is not None and rule.status != 200:
+            return rule.status, _error_payload(rule.status, rule.error_message)
+        if rule is not None and rule.raw_body is not None:
+            try:
+                raw = json.loads(rule.raw_body)
+            except ValueError:
+                raw = rule.raw_body.decode("utf-8", "replace")
+            return 200, raw
+        return 200, owner._chat_answer(body, rule).whole()
+
+
+def _validated(data: bytes, endpoint: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the input file's entries, the validation errors that fail the batch), as OpenAI checks
+    an input file: JSON lines, each ``POST`` to the batch's endpoint with a body and a
+    distinct custom_id, one model for all."""
+    entries: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    models: dict[str, Any] = {}
+
+    def refuse(number: int, code: str, message: str) -> None:
+        refused.append({"code": code, "message": message, "param": None, "line": number})
+
+    for number, raw in enumerate([line for line in data.split(b"\n") if line.strip()], start=1):
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            refuse(number, "invalid_json_line", "This line is not parseable as valid JSON.")
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("custom_id"), str):
+            refuse(number, "missing_required_parameter", "Missing required parameter: custom_id.")
+            continue
+        if entry["custom_id"] in seen:
+            refuse(number, "duplicate_custom_id", "The custom_id for this request is a duplicate.")
+        seen.add(entry["custom_id"])
+        if entry.get("method") != "POST":
+            refuse(number, "invalid_method", "The method must be POST.")
+        if entry.get("url") != endpoint:
+            refuse(number, "mismatched_endpoint", f"The url must be {endpoint}.")
+        body = entry.get("body")
+        if not isinstance(body, dict):
+            refuse(number, "missing_required_parameter", "Missing required parameter: body.")
+            continue
+        models.setdefault("first", body.get("model"))
+        if body.get("model") != models["first"]:
+            refuse(number, "mismatched_model", "All requests in a batch must use one model.")
+        entries.append(entry)
+    return entries, refused
+
+
+def _output_line(
+    number: int, custom_id: str, status: int, answer: Any, script: BatchScript
+) -> dict[str, Any]:
+    """A line's answer as an output or error file line."""
+    request = {"id": f"batch_req_{number}", "custom_id": custom_id}
+    if status != 200 and script.error_shape == "top":
+        error = answer.get("error") if isinstance(answer, dict) else None
+        said = error if isinstance(error, dict) else {}
+        top = {"code": said.get("code") or str(status), "message": said.get("message", "")}
+        return {**request, "response": None, "error": top}
+    response = {"status_code": status, "request_id": f"req_{number}", "body": answer}
+    return {**request, "response": response, "error": None}
+
+
+def _scripted(number: int, line: dict[str, Any], script: BatchScript) -> list[bytes]:
+    """The lines the files hold for input line ``number``, as the script bends them."""
+    if number in script.drop:
+        return []
+    if number in script.malformed:
+        return [b'{"custom_id": "' + line["custom_id"].encode() + b'", "response": {']
+    if number in script.no_custom_id:
+        line = {key: value for key, value in line.items() if key != "custom_id"}
+    written = [json.dumps(line).encode()]
+    if number in script.duplicate:
+        again = json.loads(written[0])
+        body = (again.get("response") or {}).get("body")
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if choices:
+            choices[0]["message"]["content"] = "a second, different answer"
+        written.append(json.dumps(again).encode())
+    return written
+
+
 class FakeLLMServer:
     """Fake OpenAI-compatible server on 127.0.0.1, served from a daemon thread."""
 
@@ -697,6 +1109,7 @@ class FakeLLMServer:
         chunk_size: int = 4,
         token_delay_s: float = 0.0,
         stream_usage: bool = True,
+        batch: BatchScript | None = None,
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
@@ -718,6 +1131,17 @@ class FakeLLMServer:
         self._events = itertools.count(1)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        #: how batches go (OpenAI's Batch API: /v1/files, /v1/batches)
+        self.batch = batch or BatchScript()
+        #: counters of the batch endpoints: input files uploaded, batches created, polls of a
+        #: batch, cancel requests, and each custom_id's lines in the batches created (a
+        #: request sent twice counts 2)
+        self.uploads = 0
+        self.creates = 0
+        self.polls = 0
+        self.cancels = 0
+        self.lines_received: Counter[str] = Counter()
+        self._batches = _Batches(self)
 
     # -- lifecycle --
     def start(self) -> FakeLLMServer:
@@ -786,6 +1210,8 @@ class FakeLLMServer:
         with self._lock:
             self._rules.clear()
             self.requests.clear()
+        self.uploads = self.creates = self.polls = self.cancels = 0
+        self.lines_received.clear()
 
     def chat_requests(self) -> list[RecordedRequest]:
         """Recorded POSTs to the chat-completions endpoint, in arrival order."""
@@ -814,6 +1240,64 @@ class FakeLLMServer:
     def _tool_calls(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         with self._lock:
             return _wire_tool_calls(calls, self._call_ids)
+
+    def _chat_answer(self, body: dict[str, Any], rule: Rule | None) -> _ChatAnswer:
+        """The answer ``rule`` (None: the default reply) gives a chat request ``body``."""
+        limit = body.get("max_tokens")
+        if limit is None:
+            limit = body.get("max_completion_tokens")
+        reply = rule.reply if rule is not None else self.default_reply
+        tool_calls: list[dict[str, Any]] | None = None
+        truncated = False
+        if rule is not None and rule.tool_calls is not None:
+            tool_calls = self._tool_calls(rule.tool_calls)
+            # A tool-calling answer usually has no text; "ok" is only Rule's default.
+            reply = "" if rule.reply == "ok" else rule.reply
+        elif limit is not None:
+            reply, truncated = _truncate_words(reply, limit)
+        finish_reason = "tool_calls" if tool_calls else "length" if truncated else "stop"
+
+        prompt_tokens = _prompt_tokens(body)
+        thinking = rule.reasoning if rule is not None else None
+        thinking_field = rule.reasoning_field if rule is not None else "reasoning_content"
+        reasoning_tokens = count_words(thinking) if thinking else 0
+        completion_tokens = (
+            reasoning_tokens
+            + count_words(reply)
+            + sum(
+                count_words(f"{c['function']['name']} {c['function']['arguments']}")
+                for c in tool_calls or []
+            )
+        )
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if thinking is not None and rule is not None and rule.reasoning_tokens_reported:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+        prompt_details = {
+            name: count
+            for name, count in (
+                ("cached_tokens", rule.cached_tokens if rule else None),
+                ("cache_write_tokens", rule.cache_write_tokens if rule else None),
+            )
+            if count is not None
+        }
+        if prompt_details:
+            usage["prompt_tokens_details"] = prompt_details
+        model = body.get("model") if isinstance(body.get("model"), str) else "fake-model"
+        return _ChatAnswer(
+            cid=self._next_id(),
+            created=int(time.time()),
+            model=str(model),
+            reply=reply,
+            finish_reason=finish_reason,
+            usage=usage,
+            tool_calls=tool_calls,
+            thinking=thinking,
+            thinking_field=thinking_field,
+        )
 
     def _pick_rule(self, body: dict[str, Any]) -> Rule | None:
         text = _last_user_text(body)

@@ -179,3 +179,49 @@ def test_changed_eval_files_send_the_changed_calls_anew(bench: Bench, batched: F
     assert state["creates"] == 2 and sorted(state["sent"].values()) == [1, 1, 1]
     lines = [sorted(batch["lines"].values()) for batch in state["batches"].values()]
     assert ["What is the capital city of Japan?"] in lines
+
+
+# -- against the fake server's OpenAI Batch API ------------------------------------------------
+
+OPENAI_PROFILE = """
+models:
+  batched:
+    model: openai/fake-model
+    api_base: {base}
+    api_key_env: {env}
+    batch: true
+    cost_per_1k: {{input: 0.001, output: 0.002}}
+"""
+OPENAI = ("--models=batched", "--batch", "--batch-poll=0.05", "--cache-dir=c")
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_killed_while_an_openai_batch_runs_resumes_with_each_line_sent_once(
+    bench: Bench, workers: str
+) -> None:
+    from conftest import FAKE_KEY_ENV, Rule
+    from fakeserver import BatchScript
+
+    from pytest_llmbench.models.providers.batch_routes import forget_backends
+
+    forget_backends()
+    server = bench.server
+    profile = OPENAI_PROFILE.format(base=server.base_url, env=FAKE_KEY_ENV)
+    bench.pytester.makefile(".yaml", **{"profiles/batched": profile})
+    for country, capital in (("France", "Paris"), ("Japan", "Tokyo"), ("Italy", "Rome")):
+        server.add_rule(Rule(match=country, reply=capital))
+    bench.eval_file("capitals", THREE)
+    server.batch = BatchScript(polls=10**9)  # in progress until the script changes
+    run = _popen(bench, *OPENAI, "--results-dir=first", f"-n{workers}")
+    batches = 1 if workers == "0" else 2
+    try:
+        _wait_for(bench.pytester.path / "first" / "batches.jsonl", "created", run, batches)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    server.batch = BatchScript()  # the batch completes at the provider meanwhile
+    result = bench.run_subprocess(*OPENAI, "--resume-batch=first", f"-n{workers}")
+    result.assert_outcomes(passed=3)
+    assert server.creates == batches and server.chat_requests() == []
+    assert sorted(server.lines_received.values()) == [1, 1, 1]
+    assert len(bench.records()) == 3

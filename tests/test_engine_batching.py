@@ -484,3 +484,92 @@ def test_an_earlier_runs_batch_that_expired_meanwhile_has_its_unanswered_calls_s
     answers = _run(second, backend, [_line(1), _line(2)])
     assert [answer.batch_id for answer in answers] == ["batch_1", "batch_2"]
     assert [line.custom_id for line in backend.created["batch_2"]] == [_line(2).custom_id]
+
+
+# -- against the fake server's OpenAI Batch API (/v1/files, /v1/batches) --------------------
+
+BATCH_PROFILES = """
+models:
+  batched:
+    model: openai/fake-model
+    api_base: {base}
+    api_key_env: {env}
+    batch: true
+    cost_per_1k: {{input: 0.001, output: 0.002}}
+  judge:
+    model: openai/fake-judge
+    api_base: {base}
+    api_key_env: {env}
+    batch: true
+    cost_per_1k: {{input: 0.001, output: 0.002}}
+  local:
+    model: openai/fake-model-2
+    api_base: {base}
+    api_key_env: {env}
+"""
+RUBRIC_JUDGED = """
+cases:
+  - id: france
+    prompt: What is the capital of France?
+    expected: Paris
+    assert:
+      - contains
+      - {type: llm-rubric, value: JUDGE-RUBRIC names the capital, judges: [judge]}
+  - id: japan
+    prompt: What is the capital of Japan?
+    expected: Tokyo
+    assert: [contains]
+  - id: italy
+    prompt: What is the capital of Italy?
+    expected: Paris
+    assert: [contains]
+"""
+
+
+def openai_batches(bench: Bench) -> None:
+    """Profiles whose batches go to the fake server's Batch API, and its answers."""
+    from conftest import FAKE_KEY_ENV
+
+    base = bench.server.base_url
+    bench.pytester.makefile(
+        ".yaml", **{"profiles/batched": BATCH_PROFILES.format(base=base, env=FAKE_KEY_ENV)}
+    )
+    bench.server.add_rule(Rule(match_any="JUDGE-RUBRIC", reply='{"score": 0.9, "reason": "ok"}'))
+    for country, capital in (("France", "Paris"), ("Japan", "Tokyo"), ("Italy", "Rome")):
+        bench.server.add_rule(Rule(match=country, reply=capital))
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_openai_batches_answer_items_and_judges_each_line_once(bench: Bench, workers: str) -> None:
+    from pytest_llmbench.models.providers.batch_routes import forget_backends
+
+    forget_backends()
+    openai_batches(bench)
+    bench.eval_file("capitals", RUBRIC_JUDGED)
+    args = ("--models=batched", "--batch", "--batch-poll=0.05", "--cache-dir=c", f"-n{workers}")
+    result = bench.run_subprocess(*args) if workers != "0" else bench.run(*args)
+    result.assert_outcomes(passed=2, failed=1)
+    server = bench.server
+    assert server.chat_requests() == []  # nothing went live
+    assert sorted(server.lines_received.values()) == [1, 1, 1, 1]  # 3 answers, 1 verdict
+    assert server.creates == server.uploads >= 2  # the verdict in a second wave
+    journal = [json.loads(line) for line in bench.out("batches.jsonl").read_text().splitlines()]
+    created = [event["batch_id"] for event in journal if event["event"] == "created"]
+    assert len(created) == server.creates
+    if workers == "0":
+        result.stdout.fnmatch_lines(["*llmbench: batch: batched: batched (openai batch API at*"])
+    rerun = bench.run_subprocess(*args) if workers != "0" else bench.run(*args)
+    rerun.assert_outcomes(passed=2, failed=1)
+    assert sum(server.lines_received.values()) == 4 and server.chat_requests() == []
+
+
+def test_a_local_model_without_batch_true_stays_live(bench: Bench) -> None:
+    from pytest_llmbench.models.providers.batch_routes import forget_backends
+
+    forget_backends()
+    openai_batches(bench)
+    bench.eval_file("france", FRANCE)
+    result = bench.run("--models=batched,local", "--batch", "--batch-poll=0.05", "--cache-dir=c")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*llmbench: batch: local: live (*local endpoint*"])
+    assert len(bench.server.chat_requests()) == 1 and bench.server.creates == 1

@@ -100,6 +100,7 @@ def test_yaml_profile_all_fields(tmp_path: Path) -> None:
         "vision": None,  # unknown unless told
         "client": "auto",
         "effort": "auto",
+        "batch": None,  # auto: batched under --batch where the provider has a batch API
         "thinking": None,  # the default rule
     }
     assert profile.label == "GPT-4o mini"

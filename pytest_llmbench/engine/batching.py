@@ -71,12 +71,9 @@ def batch_backend(
     call's own ``params``, or the reason they stay live."""
     if ROUTE_FOR_TESTS is not None:
         return ROUTE_FOR_TESTS(target, kind)
-    from .. import models
+    from ..models import batch_route
 
-    route: Callable[..., BatchBackend | str] | None = getattr(models, "batch_route", None)
-    if route is None:  # the providers' routes
-        return f"{target.name}: live (no batch API is available in this version)"
-    return route(target, kind, params)
+    return batch_route(target, kind, params)
 
 
 @dataclass(frozen=True)

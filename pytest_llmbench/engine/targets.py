@@ -4,7 +4,6 @@ the embedded server started on first use."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,6 +64,7 @@ class Targets:
             extra=dict(profile.litellm),
             client="litellm" if self._client == "litellm" else profile.client,
             embedded=profile.embedded,
+            batch=profile.batch,
         )
         return cost.priced(target) if cost else target
 
@@ -105,15 +105,12 @@ def batch_lines(run: RunConfig, judges: bool) -> list[str]:
         targets.unresolved(profile, "http://127.0.0.1" if profile.embedded else None)
         for profile in profiles.values()
     ]
-    from .. import models
+    from ..models import describe_batch
     from . import batching
 
-    describe: Callable[[list[CallTarget]], list[str]] | None = getattr(
-        models, "describe_batch", None
-    )  # the providers' own words, unless a test routes the batches
-    if describe is not None and batching.ROUTE_FOR_TESTS is None:
-        lines = list(describe(shown))
-    else:
+    if batching.ROUTE_FOR_TESTS is None:
+        lines = describe_batch(shown)
+    else:  # a test's batch API
         lines = []
         for target in shown:
             route = batching.batch_backend(target, "chat")

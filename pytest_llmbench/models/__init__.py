@@ -11,8 +11,9 @@ OpenAI-compatible client (:mod:`.providers.openai_compatible`) or to litellm (th
 ``import litellm``: :mod:`.providers.litellm_client`), with one retry and error implementation
 (:mod:`.providers.transport_retry`, :mod:`.providers.errors`), prices and token counts read as data
 (:mod:`.providers.prices`, :mod:`.providers.tokens`), a reply's thinking told apart from its
-answer (:mod:`.providers.reasoning`, :mod:`.providers.thinking`), and the embedded default model served
-on 127.0.0.1 (:mod:`.providers.embedded`).
+answer (:mod:`.providers.reasoning`, :mod:`.providers.thinking`), the embedded default model served
+on 127.0.0.1 (:mod:`.providers.embedded`), and which batch API answers a model's calls under
+``--batch`` (:mod:`.providers.batch_routes`: OpenAI's through :mod:`.providers.batch_openai`).
 
 This is the stage's face: the names below are what other stages and the pytest shell import from
 it (tests/test_layout.py checks that they import nothing else of it). Each is imported from its
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         api_key_missing,
     )
     from .providers.batch_backend import BatchBackend, BatchLine, BatchState
+    from .providers.batch_routes import batch_route, describe_batch
     from .providers.calls import acomplete, aembed
     from .providers.completion import (
         CallTarget,
@@ -77,6 +79,8 @@ _FACE: dict[str, str] = {
     "ProfileError": "profiles",
     "ProfileRegistry": "profiles",
     "api_key_missing": "profiles",
+    "batch_route": "providers.batch_routes",
+    "describe_batch": "providers.batch_routes",
     "acomplete": "providers.calls",
     "aembed": "providers.calls",
     "CallTarget": "providers.completion",
@@ -149,9 +153,11 @@ __all__ = [
     "aembed",
     "aloglikelihood",
     "api_key_missing",
+    "batch_route",
     "check_key",
     "cost_usd",
     "describe",
+    "describe_batch",
     "effort_params",
     "load_profiles",
     "merged_rule",

@@ -114,6 +114,11 @@ class ModelProfile(BaseModel):
     """How an effort of the effort axis is sent (:mod:`.providers.effort`): ``auto`` by provider,
     for a model litellm's price map says reasons; or always as ``reasoning_effort``, as a
     ``thinking`` budget, as ``chat_template_kwargs.enable_thinking``, or passed through."""
+    batch: bool | None = None
+    """Whether this model's calls may go to its provider's batch API under ``--batch``:
+    ``None`` (auto: yes where the provider has one, never for a local endpoint), ``true``
+    (also a local endpoint that implements OpenAI's ``/files`` and ``/batches``) or ``false``
+    (always live)."""
     thinking: ThinkingRule | None = None
     """How this model's replies are read: which leading tags are thinking, and whether the
     answer checks see it (an eval file's ``thinking:`` keys override these); None: the

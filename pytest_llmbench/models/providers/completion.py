@@ -36,6 +36,9 @@ class CallTarget:
     #: the embedded default model: its server listens on a new port each run, so the response
     #: cache keys its answers by this name, not by ``api_base``
     embedded: bool = False
+    #: the profile's ``batch``: None (auto), True (batched even at a local endpoint) or False
+    #: (always live) under ``--batch``
+    batch: bool | None = None
 
     @property
     def cache_base(self) -> str | None:

@@ -49,12 +49,20 @@ def missing_api_keys(model_id: str) -> list[str]:
     return missing if all(name.endswith("_API_KEY") for name in missing) else []
 
 
+def use_local_tables() -> None:
+    """litellm's price map and table of Anthropic beta headers as shipped with it, unless the
+    user chose otherwise: without these it fetches both from GitHub on first use (set on the
+    engine's thread, before any litellm code runs on another)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+
+
 def import_litellm() -> Any:
-    """Import litellm with the local price map unless the user chose otherwise."""
+    """Import litellm with its local tables unless the user chose otherwise."""
     global _litellm
     if _litellm is not None:
         return _litellm
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    use_local_tables()
     # The import builds about a million long-lived objects; collections during it find next to
     # no garbage and cost a fifth of its CPU (2.75 s -> 2.2 s here, the same peak memory).
     collecting = gc.isenabled()

@@ -53,9 +53,7 @@ async def chat_once(
 ) -> Completion:
     """One attempt at a chat completion (no retries: :func:`.transport_retry.retried` owns
     those)."""
-    sent, _ = adapted(target.model_id, {**target.params, **params})
-    body, headers = request_fields(sent)
-    body.update(model=endpoint.model, messages=[_sent(message) for message in messages])
+    body, headers = chat_body(target, endpoint.model, messages, params)
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
     started = time.perf_counter()
@@ -63,12 +61,42 @@ async def chat_once(
         if stream:
             reply = await _read_stream(response, started)
         else:
-            reply = _read_whole(await _json(response))
+            reply = read_whole(await _json(response))
     latency = time.perf_counter() - started
+    return reply_completion(target, messages, reply, latency, retries, streamed=stream)
+
+
+def chat_body(
+    target: CallTarget, model: str, messages: Sequence[dict[str, Any]], params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(body, headers) of a chat completion of ``model`` (the name the server knows) as the
+    live call and a batch line send it: the profile's parameters under the call's, adapted to
+    the model, ``extra_body`` merged, ``extra_headers`` apart; not streamed."""
+    sent, _ = adapted(target.model_id, {**target.params, **params})
+    body, headers = request_fields(sent)
+    body.update(model=model, messages=[_sent(message) for message in messages])
+    return body, headers
+
+
+def reply_completion(
+    target: CallTarget,
+    messages: Sequence[dict[str, Any]],
+    reply: Reply,
+    latency_s: float,
+    retries: int,
+    *,
+    streamed: bool,
+    batch: tuple[str, float | None] | None = None,
+) -> Completion:
+    """The completion of a reply read whole or streamed: thinking told apart, tokens counted
+    (the provider's usage, else estimated), priced. ``batch``: (batch id, seconds waited) of a
+    reply read from a batch's output, priced at the batch price."""
     text, ttft, finish, usage, calls, thinking = reply
     text, thinking = split_leading_thinking(text, thinking)
     used = tokens.used(target.model_id, messages, text + thinking, usage)
     parts = tokens.details(target.model_id, usage, thinking, used.output_tokens)
+    batched = batch is not None
+    cost = prices.cost_usd(target, used.input_tokens, used.output_tokens, parts, batched=batched)
     return Completion(
         text=text,
         model_id=target.model_id,
@@ -76,13 +104,16 @@ async def chat_once(
         output_tokens=used.output_tokens,
         tokens_estimated=used.estimated,
         ttft_s=ttft,
-        latency_s=latency,
-        cost_usd=prices.cost_usd(target, used.input_tokens, used.output_tokens, parts),
+        latency_s=latency_s,
+        cost_usd=cost,
         retries=retries,
-        streamed=stream,
+        streamed=streamed,
         finish_reason=finish,
         tool_calls=calls,
         reasoning=thinking,
+        batched=batched,
+        batch_id=batch[0] if batch else None,
+        batch_wait_s=batch[1] if batch else None,
         **dataclasses.asdict(parts),  # the token details, under the same names
     )
 
@@ -152,6 +183,33 @@ def _post(
     return _checked(request)
 
 
+def send(
+    endpoint: Endpoint,
+    method: str,
+    path: str,
+    limits: Timeouts,
+    *,
+    body: dict[str, Any] | None = None,
+    form: aiohttp.FormData | None = None,
+) -> Any:
+    """A request of any method to ``path`` (a JSON ``body``, a multipart ``form``, or none)
+    on this loop's session, with the key's headers and the endpoint's proxy: a context manager
+    that raises :class:`HTTPStatusError` for an error status, as :func:`_post`'s does."""
+    import aiohttp
+
+    headers = dict(endpoint.headers)
+    data: Any = form
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(body)
+    timeout = aiohttp.ClientTimeout(total=None, connect=limits.connect_bound_s)
+    url = f"{endpoint.base_url}/{path}"
+    request = _session().request(
+        method, url, data=data, headers=headers, timeout=timeout, proxy=proxy_for(endpoint.base_url)
+    )
+    return _checked(request)
+
+
 @functools.lru_cache(maxsize=64)
 def proxy_for(base_url: str) -> str | None:
     """The proxy ``HTTP(S)_PROXY`` and ``NO_PROXY`` give for ``base_url``, as litellm's httpx
@@ -167,7 +225,7 @@ def proxy_for(base_url: str) -> str | None:
 
 
 class _checked:
-    """``session.post(...)`` as a context manager that raises :class:`HTTPStatusError` for an
+    """``session.post(...)`` (or any request) as a context manager that raises :class:`HTTPStatusError` for an
     error status, with the provider's message, before the caller reads the body."""
 
     def __init__(self, request: Any) -> None:
@@ -237,7 +295,9 @@ class AnswerError(Exception):
     Retried, as litellm retries it (its made-up 500)."""
 
 
-def _read_whole(answer: Any) -> Reply:
+def read_whole(answer: Any) -> Reply:
+    """A whole answer's reply; :class:`AnswerError` when it holds none (an error, no
+    choices)."""
     if isinstance(answer, dict) and answer.get("error"):
         error = answer["error"]
         raise AnswerError(str(error.get("message") if isinstance(error, dict) else error))
@@ -346,14 +406,33 @@ async def embed_once(
 ) -> Completion:
     """One attempt at embedding ``texts``: the vectors as the completion's text (JSON)."""
     answer, latency = await post_json(endpoint, "embeddings", {"input": list(texts)}, limits)
-    vectors = [vector(item) for item in answer.get("data") or ()]
+    return embedding_completion(target, texts, answer, latency, retries)
+
+
+def embedding_completion(
+    target: CallTarget,
+    texts: Sequence[str],
+    answer: Any,
+    latency_s: float,
+    retries: int,
+    *,
+    batch: tuple[str, float | None] | None = None,
+) -> Completion:
+    """The completion of an embeddings answer (the live call's, or a batch line's body): one
+    vector per text, as JSON, priced by the provider's token count. ``batch``: as
+    :func:`reply_completion`'s."""
+    data = answer.get("data") if isinstance(answer, dict) else None
+    vectors = [vector(item) for item in data or ()]
     if len(vectors) != len(texts):
         raise ValueError(f"{len(vectors)} embeddings for {len(texts)} texts")
     usage = answer.get("usage")
     counted = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     used = (counted, 0 if counted is not None else None)
-    cost = prices.cost_usd(target, *used)
-    return whole_answer(target, json.dumps(vectors), used, latency, retries, cost)
+    cost = prices.cost_usd(target, *used, batched=batch is not None)
+    completion = whole_answer(target, json.dumps(vectors), used, latency_s, retries, cost)
+    if batch is None:
+        return completion
+    return dataclasses.replace(completion, batched=True, batch_id=batch[0], batch_wait_s=batch[1])
 
 
 def vector(item: Any) -> list[float]:
