@@ -573,3 +573,45 @@ def test_a_local_model_without_batch_true_stays_live(bench: Bench) -> None:
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*llmbench: batch: local: live (*local endpoint*"])
     assert len(bench.server.chat_requests()) == 1 and bench.server.creates == 1
+
+
+def test_embedding_similarity_is_batched_in_an_embeddings_batch(bench: Bench) -> None:
+    from conftest import FAKE_KEY_ENV
+    from fakeserver import letter_vector
+
+    from pytest_llmbench.models.providers.batch_routes import forget_backends
+    from pytest_llmbench.scoring.similarity import cosine
+
+    forget_backends()
+    openai_batches(bench)
+    emb = f"""
+models:
+  emb:
+    model: openai/embed-1
+    api_base: {bench.server.base_url}
+    api_key_env: {FAKE_KEY_ENV}
+    batch: true
+"""
+    bench.pytester.makefile(".yaml", **{"profiles/emb": emb})
+    answer = "Water evaporates, condenses and falls."
+    bench.server.add_rule(Rule(match="water cycle", reply=answer))
+    spec = "{type: similarity, method: embedding, embedding_model: emb, threshold: 0.9}"
+    bench.eval_file(
+        "sim",
+        f"""
+cases:
+  - id: near
+    prompt: Describe the water cycle.
+    expected: Water condenses, evaporates and falls.
+    assert: [{spec}]
+""",
+    )
+    bench.run("--models=batched", "--batch", "--batch-poll=0.05", "--cache-dir=c").assert_outcomes(
+        passed=1
+    )
+    (record,) = bench.records()
+    want = cosine(letter_vector(answer), letter_vector("Water condenses, evaporates and falls."))
+    assert record["dimensions"] == {"cosine": pytest.approx(want)}
+    live = [r for r in bench.server.requests if r.path.endswith(("/embeddings", "/completions"))]
+    assert live == []  # the answer and the embeddings both came in batches
+    assert bench.server.creates == 2 and sorted(bench.server.lines_received.values()) == [1, 1]
