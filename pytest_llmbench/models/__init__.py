@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from .providers.errors import missing_key_error
     from .providers.litellm_client import missing_api_keys, warmed_up
     from .providers.loglikelihood import aloglikelihood
-    from .providers.prices import cost_usd, supports_vision
+    from .providers.prices import batch_price_estimated, cost_usd, rates, supports_vision
     from .providers.routes import LEAN_PROVIDERS, check_key, describe, route, speaks_openai
     from .providers.thinking import (
         ThinkingRule,
@@ -100,7 +100,9 @@ _FACE: dict[str, str] = {
     "missing_api_keys": "providers.litellm_client",
     "warmed_up": "providers.litellm_client",
     "aloglikelihood": "providers.loglikelihood",
+    "batch_price_estimated": "providers.prices",
     "cost_usd": "providers.prices",
+    "rates": "providers.prices",
     "supports_vision": "providers.prices",
     "unfinished_thinking": "providers.thinking",
     "ThinkingRule": "providers.thinking",
@@ -142,6 +144,7 @@ __all__ = [
     "aembed",
     "aloglikelihood",
     "api_key_missing",
+    "batch_price_estimated",
     "check_key",
     "cost_usd",
     "describe",
@@ -152,6 +155,7 @@ __all__ = [
     "missing_key_error",
     "parse_effort",
     "prompt_tokens",
+    "rates",
     "read_reply",
     "route",
     "speaks_openai",

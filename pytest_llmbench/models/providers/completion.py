@@ -11,6 +11,18 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
+class PricesPer1k:
+    """A profile's prices in USD per 1,000 tokens of each part of a call (None: the input or
+    output price)."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+    cache_write: float | None = None
+    reasoning: float | None = None
+
+
+@dataclass(frozen=True)
 class CallTarget:
     """Everything a client needs to reach one model, resolved at run time.
 
@@ -31,6 +43,9 @@ class CallTarget:
     cost_per_1k_cached_input: float | None = None
     cost_per_1k_cache_write: float | None = None
     cost_per_1k_reasoning: float | None = None
+    #: the profile's prices of a call answered through a batch API (``cost_per_1k_batch``);
+    #: None: the price map's batch prices, else half the live ones
+    cost_per_1k_batch: PricesPer1k | None = None
     #: ``auto`` (the lean client for OpenAI-compatible endpoints) or ``litellm`` (always)
     client: str = "auto"
     #: the embedded default model: its server listens on a new port each run, so the response
