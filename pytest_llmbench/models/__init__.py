@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         Completion,
         Usage,
         add_known,
+        batch_fields,
         total_usage,
     )
     from .providers.effort import EFFORT_LEVELS, EffortError, effort_params, parse_effort
@@ -82,6 +83,7 @@ _FACE: dict[str, str] = {
     "Completion": "providers.completion",
     "Usage": "providers.completion",
     "add_known": "providers.completion",
+    "batch_fields": "providers.completion",
     "total_usage": "providers.completion",
     "BatchError": "item_errors",
     "ItemError": "item_errors",
@@ -144,6 +146,7 @@ __all__ = [
     "aembed",
     "aloglikelihood",
     "api_key_missing",
+    "batch_fields",
     "batch_price_estimated",
     "check_key",
     "cost_usd",

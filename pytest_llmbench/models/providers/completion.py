@@ -196,6 +196,19 @@ class Completion:
         return self.output_tokens / generation
 
 
+def batch_fields(calls: Iterable[Completion]) -> dict[str, Any]:
+    """An item's ``batched``, ``batch_id`` and ``batch_wait_s`` over its calls, as one
+    completion: batched when any call was (its time is then no model's), the first batched
+    call's batch, the longest wait."""
+    batched = [call for call in calls if call.batched]
+    waits = [call.batch_wait_s for call in batched if call.batch_wait_s is not None]
+    return {
+        "batched": bool(batched),
+        "batch_id": batched[0].batch_id if batched else None,
+        "batch_wait_s": max(waits) if waits else None,
+    }
+
+
 def whole_answer(
     target: CallTarget,
     text: str,
