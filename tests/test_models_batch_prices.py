@@ -50,13 +50,52 @@ def test_gpt_5s_cached_and_reasoning_tokens_cost_their_batch_rates() -> None:
     assert prices.cost_usd(target, 1000, 500, parts, batched=True) == pytest.approx(by_hand)
 
 
-def test_a_part_without_a_batch_key_costs_half_its_live_price() -> None:
-    # gpt-4o-mini has input and output batch keys, none for cache reads (live 7.5e-8)
+def test_a_part_without_a_batch_key_costs_the_batch_input_price_as_litellm_charges_it() -> None:
+    # gpt-4o-mini has input and output batch keys, none for cache reads: litellm's
+    # batch_cost_calculator then charges cached input as input, at the batch input price
     target = CallTarget("m", "gpt-4o-mini")
     parts = TokenDetails(cached_input_tokens=400)
-    by_hand = 600 * 7.5e-8 + 400 * 3.75e-8 + 200 * 3e-7
+    by_hand = 1000 * 7.5e-8 + 200 * 3e-7
     assert prices.cost_usd(target, 1000, 200, parts, batched=True) == pytest.approx(by_hand)
     assert prices.batch_price_estimated(target) is False
+
+
+_MODELS = (
+    "gpt-4o-mini", "gpt-4o", "gpt-5", "claude-haiku-4-5", "anthropic/claude-haiku-4-5",
+    "claude-sonnet-4-5", "azure/gpt-4o-mini", "gemini/gemini-2.5-flash",
+)  # fmt: skip
+#: (cached input, cache writes, reasoning) of 1000 input and 200 output tokens
+_PARTS = ((0, 0, 0), (400, 0, 0), (400, 100, 0), (0, 0, 50), (300, 0, 80))
+
+
+@pytest.mark.parametrize("model", _MODELS)
+def test_a_batched_call_costs_what_litellms_batch_cost_calculator_charges(model: str) -> None:
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from litellm.cost_calculator import batch_cost_calculator
+    from litellm.types.utils import (
+        CompletionTokensDetailsWrapper,
+        PromptTokensDetailsWrapper,
+        Usage,
+    )
+
+    for cached, written, reasoning in _PARTS:
+        usage = Usage(
+            prompt_tokens=1000,
+            completion_tokens=200,
+            total_tokens=1200,
+            prompt_tokens_details=PromptTokensDetailsWrapper(
+                cached_tokens=cached, cache_creation_tokens=written
+            ),
+            completion_tokens_details=CompletionTokensDetailsWrapper(reasoning_tokens=reasoning),
+        )
+        if written:
+            usage.cache_creation_input_tokens = written
+        reference = sum(batch_cost_calculator(usage, model))
+        parts = TokenDetails(reasoning or None, cached or None, written or None)
+        ours = prices.cost_usd(CallTarget("m", model), 1000, 200, parts, batched=True)
+        assert ours == pytest.approx(reference, rel=1e-9, abs=1e-15), (cached, written, reasoning)
 
 
 def test_a_model_without_batch_keys_costs_half_by_litellms_rule() -> None:

@@ -148,10 +148,12 @@ def batch_rates(target: CallTarget) -> tuple[Rates | None, bool]:
     The profile's ``cost_per_1k_batch`` wins (a part it leaves out costs its batch input or
     output price, as in ``cost_per_1k``). A profile with only ``cost_per_1k`` prices its batch
     calls at half of those (the profile's prices replace the map's). Else the map's
-    ``*_batches`` keys of the entry that prices the model (:func:`priced_entry`): input,
-    output, cached input and cache writes without a batch key of their own cost half their
-    live price, reasoning tokens the batch output price; estimated when the input or output
-    price is halved so. None: no live price either."""
+    ``*_batches`` keys of the entry that prices the model (:func:`priced_entry`), read as
+    litellm's ``batch_cost_calculator`` reads them: with a batch input price, cached input and
+    cache writes without batch keys of their own cost that price; without one, each part
+    costs half its live price; output without a batch key costs half the live output price,
+    and reasoning tokens the batch output price. Estimated when the input or output price is
+    halved so. None: no live price either."""
     given = target.cost_per_1k_batch
     if given is not None:
         return (
@@ -177,13 +179,19 @@ def batch_rates(target: CallTarget) -> tuple[Rates | None, bool]:
         value = found[name]
         return float(getattr(live, name)) / 2 if value is None else value
 
+    # As litellm's batch_cost_calculator: with a batch input price, cached input and cache
+    # writes without batch keys of their own are input at that price; without one, every part
+    # costs half its live price.
+    batch_input = found["input"]
     output = part("output")
     reasoning = found["reasoning"]
     prices = Rates(
         part("input"),
         output,
-        part("cached_input"),
-        part("cache_write"),
+        _or(found["cached_input"], batch_input)
+        if batch_input is not None
+        else part("cached_input"),
+        _or(found["cache_write"], batch_input) if batch_input is not None else part("cache_write"),
         output if reasoning is None else reasoning,
     )
     return prices, found["input"] is None or found["output"] is None
