@@ -300,6 +300,9 @@ _ADDED_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("finish_reason", "streamed", None),
     ("reasoning", "response", None),
     ("effort", "temperature", None),
+    ("batched", "cached", False),
+    ("batch_id", "batched", None),
+    ("batch_wait_s", "batch_id", None),
 )
 
 

@@ -8,6 +8,7 @@ import re
 import pytest
 from conftest import Bench, Rule
 
+from pytest_llmbench.engine.estimate import ModelEstimate, format_estimates
 from pytest_llmbench.results.gates import BUDGET_EXIT_CODE
 
 CASES = """
@@ -32,16 +33,21 @@ def test_estimate_uses_prompt_tokens_output_budget_and_profile_prices(bench: Ben
     rows = _rows(result)
     assert set(rows) == {"fake", "fake2"}
     for name, (price_in, price_out) in {"fake": (0.001, 0.002), "fake2": (0.01, 0.02)}.items():
-        _, items, tokens_in, tokens_out, cost = rows[name]
+        _, items, tokens_in, tokens_out, cost, batch = rows[name]
         assert int(items) == 6
         assert int(tokens_out) == 3 * (16 + 40)  # max_tokens, and expected_output_tokens wins
         assert int(tokens_in) > 6 * 8  # two short prompts, three times
         expected = (int(tokens_in) * price_in + int(tokens_out) * price_out) / 1000
         assert float(cost) == pytest.approx(expected, abs=1e-4)
-    total = re.search(r"total: ([0-9.]+) USD", result.stdout.str())
+        # the profiles give no batch price: litellm's rule, half the live price, marked so
+        assert batch.startswith("≈")
+        assert float(batch[1:]) == pytest.approx(expected / 2, abs=1e-4)
+    total = re.search(r"total: ([0-9.]+) USD live, ([0-9.]+) USD batch", result.stdout.str())
     assert total and float(total.group(1)) == pytest.approx(
         float(rows["fake"][4]) + float(rows["fake2"][4]), abs=2e-4
     )
+    assert float(total.group(2)) == pytest.approx(float(total.group(1)) / 2, abs=2e-4)
+    result.stdout.fnmatch_lines(["≈ half (litellm's rule: no batch price known): fake, fake2"])
     assert bench.server.chat_requests() == []
     assert not bench.out("results.jsonl").exists()
 
@@ -59,7 +65,9 @@ cases:
 """,
     )
     result = bench.run("--collect-only", "-q", "--estimate-cost", "--models=fake")
-    _, items, tokens_in, tokens_out, _ = _rows(result)["fake"]
+    _, items, tokens_in, tokens_out, live, batch = _rows(result)["fake"]
+    assert live == batch  # a log-likelihood item's calls stay live under --batch
+    result.stdout.fnmatch_lines(["batch $: 1 items priced live (*log-likelihood items*"])
     texts = [f"Question: Capital of France?\nAnswer: {city}" for city in ("Lyon", "Paris", "Nice")]
     counted = sum(
         count_prompt_tokens("openai/fake-model", [{"role": "user", "content": text}])
@@ -72,7 +80,39 @@ def test_estimate_says_unknown_without_a_price(bench: Bench) -> None:
     bench.eval_file("est", CASES)
     result = bench.run("--collect-only", "--estimate-cost", "--models=openai/no-such-model-xyz")
     rows = _rows(result)
-    assert rows["openai/no-such-model-xyz"][-1] == "unknown"
+    assert rows["openai/no-such-model-xyz"][-2:] == ["unknown", "unknown"]
+
+
+def test_estimate_prices_a_batch_at_the_maps_batch_keys(bench: Bench) -> None:
+    bench.eval_file("est", CASES)
+    result = bench.run("--collect-only", "--estimate-cost", "--models=openai/gpt-4o-mini")
+    _, items, tokens_in, tokens_out, live, batch = _rows(result)["openai/gpt-4o-mini"]
+    assert int(items) == 2
+    live_usd = int(tokens_in) * 1.5e-7 + int(tokens_out) * 6e-7
+    assert float(live) == pytest.approx(live_usd, abs=1e-4)
+    # the map's input_cost_per_token_batches and output_cost_per_token_batches, not marked ≈
+    assert float(batch) == pytest.approx(int(tokens_in) * 7.5e-8 + int(tokens_out) * 3e-7, abs=1e-4)
+    assert "litellm's rule" not in result.stdout.str()
+
+
+def test_the_estimate_table_shows_live_and_batch_side_by_side() -> None:
+    rows = [
+        # gpt-4o-mini: 1000 in + 200 out, live 0.00027, batch 0.000135, 10 items
+        ModelEstimate("gpt-4o-mini", 10, 10_000, 2_000, 0.0027, 0.00135),
+        ModelEstimate("azure/gpt-4o-mini", 10, 10_000, 2_000, 0.0027, 0.00135, True, 2),
+        ModelEstimate("mystery", 1, 5, 5, None, None),
+    ]
+    lines = format_estimates(rows)
+    assert lines[0].split() == "model items input tok output tok live $ batch $".split()
+    assert lines[1].split() == ["gpt-4o-mini", "10", "10000", "2000", "0.0027", "0.0014"]
+    assert lines[2].split()[-2:] == ["0.0027", "≈0.0014"]
+    assert lines[3].split()[-2:] == ["unknown", "unknown"]
+    assert lines[4:] == [
+        "total: 0.0054 USD live, 0.0027 USD batch (models with a known price)",
+        "≈ half (litellm's rule: no batch price known): azure/gpt-4o-mini",
+        "batch $: 2 items priced live (conversations, agents, solvers and log-likelihood "
+        "items are not batched)",
+    ]
 
 
 def test_summary_reports_cached_answers(

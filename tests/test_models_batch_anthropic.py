@@ -22,7 +22,6 @@ from pytest_llmbench.models.item_errors import BatchError, ProviderError
 from pytest_llmbench.models.providers import batch_anthropic, litellm_client
 from pytest_llmbench.models.providers.batch_anthropic import (
     AnthropicBatches,
-    AnthropicResults,
     read_results,
     state_of,
     unix_seconds,
@@ -33,6 +32,7 @@ from pytest_llmbench.models.providers.batch_backend import (
     EXPIRED,
     IN_PROGRESS,
     BatchLine,
+    BatchResults,
     BatchState,
 )
 from pytest_llmbench.models.providers.completion import CallTarget, Completion
@@ -87,17 +87,17 @@ def line(prompt: str, target: CallTarget | None = None, **params: Any) -> BatchL
 
 def run_batch(
     target: CallTarget, lines: list[BatchLine], *, max_polls: int = 10
-) -> tuple[list[BatchState], AnthropicResults]:
+) -> tuple[list[BatchState], BatchResults]:
     """Create a batch of ``lines``, poll it until it ends, read its results."""
 
-    async def go() -> tuple[list[BatchState], AnthropicResults]:
+    async def go() -> tuple[list[BatchState], BatchResults]:
         backend = AnthropicBatches(target)
         batch_id = await backend.create(lines, {"llmbench_input_sha256": "0" * 64})
         states = [await backend.poll(batch_id)]
         while not states[-1].terminal and len(states) < max_polls:
             states.append(await backend.poll(batch_id))
         results = await backend.results(states[-1], {one.custom_id: one for one in lines})
-        assert isinstance(results, AnthropicResults)
+        assert isinstance(results, BatchResults)
         return states, results
 
     return asyncio.run(go())
@@ -337,7 +337,7 @@ def test_a_cancelled_batch(
     fake.script = Script(polls=5)
     paris = line("capital of France?")
 
-    async def go() -> tuple[BatchState, BatchState, AnthropicResults]:
+    async def go() -> tuple[BatchState, BatchState, BatchResults]:
         backend = AnthropicBatches(target)
         batch_id = await backend.create([paris], {})
         await backend.cancel(batch_id)
@@ -394,7 +394,7 @@ def test_every_bad_line_is_an_error_naming_batch_and_line(
         results[refused.custom_id]
     )
     assert "a succeeded result without a message" in failed(results[empty.custom_id])
-    orphans = [error.message for error in results.line_errors]
+    orphans = list(results.problems)
     assert len(orphans) == 3
     assert orphans[0].startswith(f"batch {batch}, results line 6: not JSON")
     assert orphans[1] == f"batch {batch}, results line 7: no custom_id"
@@ -427,7 +427,7 @@ def test_an_answer_goes_to_its_own_call_whatever_the_order(litellm_loaded: Any) 
     results = read_results("msgbatch_order", data, sent)
     assert answered(results[paris.custom_id]).text == "Paris"
     assert answered(results[tokyo.custom_id]).text == "Tokyo"
-    assert results.line_errors == ()
+    assert results.problems == ()
 
 
 # -- the batch's state ---------------------------------------------------------------------

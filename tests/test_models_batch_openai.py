@@ -304,7 +304,7 @@ def test_an_unknown_custom_id_is_reported_and_ignored(server: FakeLLMServer) -> 
     server.batch = BatchScript(unknown=1, reverse=True)
     state, results = _round_trip(server, _lines(server, "capital?", "b"))
     assert [answer.text for answer in results.values()] == ["Paris", "ok"]  # type: ignore[union-attr]
-    assert results.problems == (  # type: ignore[attr-defined]
+    assert results.problems == (
         f"batch {state.batch_id}, output file line 1: custom_id not-sent-1 was not sent in this "
         "batch",
     )

@@ -91,6 +91,7 @@ def test_yaml_profile_all_fields(tmp_path: Path) -> None:
             "cache_write": None,
             "reasoning": None,
         },
+        "cost_per_1k_batch": None,  # the map's batch prices, else half the live ones
         "tags": {"tier": "standard", "region": "us"},
         "rpm": 500,
         "tpm": None,

@@ -106,6 +106,7 @@ def test_junit_xml_carries_the_record_as_testcase_properties(ci: Bench, workers:
         "llmbench_score": "0.5",
         "llmbench_transport_retries": "0",
         "llmbench_cached": "false",
+        "llmbench_batched": "false",
     }
     assert cases["test_untouched"] == []
 

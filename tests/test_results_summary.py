@@ -159,8 +159,9 @@ def test_metric_columns_order() -> None:
         "mc_accuracy",
     )
     # The repeat statistics come right after the judge totals, before any dim_* column.
-    assert lb.METRIC_COLUMNS[-12:] == (
+    assert lb.METRIC_COLUMNS[-13:] == (
         "n_cached",
+        "batched_items",
         "judge_cost_usd_total",
         "judge_tokens_total",
         "judge_errors",
@@ -173,7 +174,9 @@ def test_metric_columns_order() -> None:
         "pass_hat_k",
         "k",
     )
-    assert len(lb.METRIC_COLUMNS) == 48  # with reasoning and cached input tokens' total and mean
+    assert (
+        len(lb.METRIC_COLUMNS) == 49
+    )  # with reasoning and cached input tokens' total and mean, batched_items
 
 
 def test_counts_and_rates_count_errors_as_failures_by_default() -> None:

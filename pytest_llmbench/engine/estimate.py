@@ -6,10 +6,17 @@ the case's ``expected_output_tokens``, else its ``max_tokens``, else a default. 
 item makes is its case kind's to say (:meth:`~.kinds.CaseKind.estimated_tokens`: a
 conversation's per turn, a log-likelihood item's per option). Prices come
 from the profile, else litellm's price map; a model with neither shows no estimate.
+
+Each model's cost is shown live and under ``--batch``: a plain item's call at the batch price
+(:func:`~..models.rates` with ``batched``), every other kind's calls live (a conversation's,
+an agent's or a solver's turns depend on the last; log-likelihood items are counted live too).
+A batch price that is litellm's rule (half the live price, for want of a batch price in the
+profile or the map) is marked ``≈`` and its models named under the table.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,47 +35,92 @@ class ModelEstimate:
     input_tokens: int
     output_tokens: int
     cost_usd: float | None
+    #: the same items' cost under ``--batch`` (None: unknown)
+    batch_cost_usd: float | None = None
+    #: the batch price is litellm's rule, half the live price (no batch price is known)
+    batch_estimated: bool = False
+    #: of ``items``, those whose calls stay live under ``--batch`` (not of :data:`BATCHED_KINDS`)
+    live_items: int = 0
+
+
+#: the kinds whose item's call may go to a batch API (the others' calls stay live)
+BATCHED_KINDS = frozenset({"plain"})
 
 
 def estimate_plans(plans: Iterable[CallPlan]) -> list[ModelEstimate]:
     """One estimate per model, in the order models first appear."""
-    from ..models import CallTarget, prompt_tokens
+    from ..models import CallTarget, batch_price_estimated, prompt_tokens
     from ..models import cost_usd as price
     from .kinds import kind_of
 
     def count_prompt_tokens(model_id: str, messages: Any) -> int:
         return prompt_tokens(model_id, messages) or 0
 
-    totals: dict[str, list[Any]] = {}
+    totals: dict[str, ModelEstimate] = {}
     for plan in plans:
         model = plan.model
-        tokens_in, tokens_out = kind_of(plan).estimated_tokens(plan, count_prompt_tokens)
-        cost = model.cost_per_1k
-        target = CallTarget(name=model.name, model_id=model.model)
-        target = cost.priced(target) if cost else target
-        entry = totals.setdefault(model.name, [0, 0, 0, 0.0])
-        call_cost = price(target, tokens_in, tokens_out)
-        entry[0] += 1
-        entry[1] += tokens_in
-        entry[2] += tokens_out
-        entry[3] = None if call_cost is None or entry[3] is None else entry[3] + call_cost
-    return [ModelEstimate(name, *values) for name, values in totals.items()]
+        kind = kind_of(plan)
+        tokens_in, tokens_out = kind.estimated_tokens(plan, count_prompt_tokens)
+        target = model.priced(CallTarget(name=model.name, model_id=model.model))
+        so_far = totals.get(model.name) or ModelEstimate(model.name, 0, 0, 0, 0.0, 0.0)
+        live = price(target, tokens_in, tokens_out)
+        batched = kind.name in BATCHED_KINDS
+        totals[model.name] = dataclasses.replace(
+            so_far,
+            items=so_far.items + 1,
+            input_tokens=so_far.input_tokens + tokens_in,
+            output_tokens=so_far.output_tokens + tokens_out,
+            cost_usd=_plus(so_far.cost_usd, live),
+            batch_cost_usd=_plus(
+                so_far.batch_cost_usd,
+                price(target, tokens_in, tokens_out, batched=True) if batched else live,
+            ),
+            batch_estimated=so_far.batch_estimated or (batched and batch_price_estimated(target)),
+            live_items=so_far.live_items + (0 if batched else 1),
+        )
+    return list(totals.values())
+
+
+def _plus(total: float | None, cost: float | None) -> float | None:
+    return None if total is None or cost is None else total + cost
+
+
+def _cost(cost: float | None, estimated: bool = False) -> str:
+    if cost is None:
+        return "unknown"
+    return f"{'≈' if estimated else ''}{cost:.4f}"
 
 
 def format_estimates(estimates: Sequence[ModelEstimate]) -> list[str]:
-    """A fixed-width table for the terminal, with a total line."""
+    """A fixed-width table for the terminal: each model's cost live and under ``--batch``,
+    the totals, and the models whose batch price is litellm's rule (half the live price)."""
     width = max([5, *(len(row.model) for row in estimates)])
-    header = f"{'model':{width}}  {'items':>6}  {'input tok':>10}  {'output tok':>10}  {'est. cost $':>12}"
+    header = (
+        f"{'model':{width}}  {'items':>6}  {'input tok':>10}  {'output tok':>10}"
+        f"  {'live $':>10}  {'batch $':>10}"
+    )
     lines = [header]
     for row in estimates:
-        cost = "unknown" if row.cost_usd is None else f"{row.cost_usd:.4f}"
+        live, batch = _cost(row.cost_usd), _cost(row.batch_cost_usd, row.batch_estimated)
         lines.append(
-            f"{row.model:{width}}  {row.items:>6}  {row.input_tokens:>10}  {row.output_tokens:>10}  {cost:>12}"
+            f"{row.model:{width}}  {row.items:>6}  {row.input_tokens:>10}"
+            f"  {row.output_tokens:>10}  {live:>10}  {batch:>10}"
         )
-    known = [row.cost_usd for row in estimates if row.cost_usd is not None]
+    known = [row for row in estimates if row.cost_usd is not None]
     if len(estimates) > 1 and known:
         partial = "" if len(known) == len(estimates) else " (models with a known price)"
-        lines.append(f"total: {sum(known):.4f} USD{partial}")
+        live_total = sum(row.cost_usd or 0.0 for row in known)
+        batch_total = sum(row.batch_cost_usd or 0.0 for row in known)
+        lines.append(f"total: {live_total:.4f} USD live, {batch_total:.4f} USD batch{partial}")
+    halved = [row.model for row in known if row.batch_estimated]
+    if halved:
+        lines.append(f"≈ half (litellm's rule: no batch price known): {', '.join(halved)}")
+    unbatched = sum(row.live_items for row in estimates)
+    if unbatched:
+        lines.append(
+            f"batch $: {unbatched} items priced live (conversations, agents, solvers and "
+            "log-likelihood items are not batched)"
+        )
     return lines
 
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..models import Completion, add_known
+from ..models import Completion, add_known, batch_fields
 
 if TYPE_CHECKING:
     from ..spec import ScoredOptions
@@ -121,6 +121,7 @@ def _summed(calls: Sequence[Completion], text: str) -> Completion:
         latency_s=sum(call.latency_s for call in calls),
         retries=sum(call.retries for call in calls),
         cached=all(call.cached for call in calls),
+        **batch_fields(calls),
         rate_limit_wait_s=sum(call.rate_limit_wait_s for call in calls),
         finish_reason=None,  # options scored, nothing generated
     )

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..models import Completion, ItemError, SolverError, total_usage
+from ..models import Completion, ItemError, SolverError, batch_fields, total_usage
 
 __all__ = [
     "CompleteFn",
@@ -272,5 +272,6 @@ def solver_completion(run: SolverRun, model_id: str) -> Completion:
         streamed=False,
         finish_reason=None,
         cached=bool(run.calls) and all(call.cached for call in run.calls),
+        **batch_fields(run.calls),
         rate_limit_wait_s=sum(call.rate_limit_wait_s for call in run.calls),
     )

@@ -54,7 +54,6 @@ class Targets:
     ) -> CallTarget:
         """``profile``'s target as the profile and the run's ``--client`` say, its endpoint
         and key as given (the session header routes these before any server starts)."""
-        cost = profile.cost_per_1k
         target = CallTarget(
             name=profile.name,
             model_id=profile.model,
@@ -66,7 +65,7 @@ class Targets:
             embedded=profile.embedded,
             batch=profile.batch,
         )
-        return cost.priced(target) if cost else target
+        return profile.priced(target)
 
     def _embedded_server(self, scoring: bool) -> EmbeddedServer:
         server = self._embedded.get(scoring)

@@ -60,6 +60,9 @@ class JudgeCall:
     attempts: int = 0
     usage: Usage = field(default_factory=Usage)  #: summed over the attempts
     cached: bool = False
+    #: an attempt was answered through a batch API: its cost is the batch price, its time
+    #: the batch's wait (the entry's ``latency_s`` is then None)
+    batched: bool = False
     #: a RAG metric's per-claim or per-chunk verdicts (the record's ``details``)
     details: tuple[dict[str, Any], ...] = ()
     #: model-graded: the label this judge picked (the record's ``choice``)
@@ -89,7 +92,9 @@ class JudgeCall:
             "error": self.error,
             "call_attempts": self.attempts,
             **self.usage.fields(),
+            **({"latency_s": None} if self.batched else {}),
             "cached": self.cached,
+            "batched": self.batched,
             **extra,
         }
 
@@ -256,10 +261,12 @@ class AttemptsUsage:
 
     usage: Usage = field(default_factory=Usage)
     cached: bool = True
+    batched: bool = False
 
     def add(self, completion: Completion) -> None:
-        self.usage += completion.usage
+        self.usage += completion.usage  # cost_usd: a batched call's at the batch price
         self.cached = self.cached and completion.cached
+        self.batched = self.batched or completion.batched
 
     def call(
         self,
@@ -283,6 +290,7 @@ class AttemptsUsage:
             attempts=attempts,
             usage=self.usage,
             cached=self.cached and made_a_call,
+            batched=self.batched,
         )
 
 

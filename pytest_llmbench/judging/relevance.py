@@ -102,7 +102,10 @@ async def _judged(
     except ItemError as exc:
         return replace(call, error=f"embedding model {embedder} ({exc.kind}): {exc.message}")
     call = replace(
-        call, usage=call.usage + completion.usage, cached=call.cached and completion.cached
+        call,
+        usage=call.usage + completion.usage,
+        cached=call.cached and completion.cached,
+        batched=call.batched or completion.batched,
     )
     try:
         similarities = _similarities(completion.text, len(questions))

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         Completion,
         Usage,
         add_known,
+        batch_fields,
         total_usage,
     )
     from .providers.effort import EFFORT_LEVELS, EffortError, effort_params, parse_effort
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
     from .providers.errors import missing_key_error
     from .providers.litellm_client import missing_api_keys, warmed_up
     from .providers.loglikelihood import aloglikelihood
-    from .providers.prices import cost_usd, supports_vision
+    from .providers.prices import batch_price_estimated, cost_usd, rates, supports_vision
     from .providers.routes import LEAN_PROVIDERS, check_key, describe, route, speaks_openai
     from .providers.thinking import (
         ThinkingRule,
@@ -87,6 +88,7 @@ _FACE: dict[str, str] = {
     "Completion": "providers.completion",
     "Usage": "providers.completion",
     "add_known": "providers.completion",
+    "batch_fields": "providers.completion",
     "total_usage": "providers.completion",
     "BatchError": "item_errors",
     "BatchBackend": "providers.batch_backend",
@@ -108,7 +110,9 @@ _FACE: dict[str, str] = {
     "missing_api_keys": "providers.litellm_client",
     "warmed_up": "providers.litellm_client",
     "aloglikelihood": "providers.loglikelihood",
+    "batch_price_estimated": "providers.prices",
     "cost_usd": "providers.prices",
+    "rates": "providers.prices",
     "supports_vision": "providers.prices",
     "unfinished_thinking": "providers.thinking",
     "ThinkingRule": "providers.thinking",
@@ -153,6 +157,8 @@ __all__ = [
     "aembed",
     "aloglikelihood",
     "api_key_missing",
+    "batch_fields",
+    "batch_price_estimated",
     "batch_route",
     "check_key",
     "cost_usd",
@@ -165,6 +171,7 @@ __all__ = [
     "missing_key_error",
     "parse_effort",
     "prompt_tokens",
+    "rates",
     "read_reply",
     "route",
     "speaks_openai",

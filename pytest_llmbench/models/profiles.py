@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .providers.thinking import ThinkingRule
 
 if TYPE_CHECKING:
-    from .providers.completion import CallTarget
+    from .providers.completion import CallTarget, PricesPer1k
 
 BUILTIN_PROFILES = Path(__file__).parent / "builtin.yaml"
 PROFILE_SUFFIXES = (".yaml", ".yml", ".jsonl")
@@ -69,6 +69,14 @@ class CostPer1k(BaseModel):
             cost_per_1k_reasoning=self.reasoning,
         )
 
+    def per_1k(self) -> PricesPer1k:
+        """These prices as a call target holds them."""
+        from .providers.completion import PricesPer1k
+
+        return PricesPer1k(
+            self.input, self.output, self.cached_input, self.cache_write, self.reasoning
+        )
+
 
 class ModelProfile(BaseModel):
     """One model as the plugin calls it: a litellm model string plus everything around the call."""
@@ -91,6 +99,9 @@ class ModelProfile(BaseModel):
     """Default litellm completion parameters (``temperature``, ``max_tokens``, ...)."""
     cost_per_1k: CostPer1k | None = None
     """Prices that override litellm's price map; ``None`` uses the map."""
+    cost_per_1k_batch: CostPer1k | None = None
+    """Prices of a call answered through a provider's batch API; ``None``: the map's batch
+    prices (its ``*_batches`` keys), else half the live prices (litellm's rule)."""
     tags: dict[str, str] = {}
     """Free-form labels for grouping in reports (``tier``, ``region``, ``provider``, ...)."""
     rpm: int | None = Field(default=None, gt=0)
@@ -136,6 +147,15 @@ class ModelProfile(BaseModel):
             raise ValueError(f"do not put {moved!r} in params or litellm; set the profile's "
                              "api_base")  # fmt: skip
         return value
+
+    def priced(self, target: CallTarget) -> CallTarget:
+        """``target`` with this profile's prices, live (``cost_per_1k``) and batch
+        (``cost_per_1k_batch``); the price map's where it gives none."""
+        if self.cost_per_1k is not None:
+            target = self.cost_per_1k.priced(target)
+        if self.cost_per_1k_batch is not None:
+            target = dataclasses.replace(target, cost_per_1k_batch=self.cost_per_1k_batch.per_1k())
+        return target
 
     @property
     def label(self) -> str:

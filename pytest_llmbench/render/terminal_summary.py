@@ -59,7 +59,8 @@ class TerminalSummary:
             write(line, **colour)
 
     def _notes(self, recorder: ResultsRecorder) -> list[tuple[str, dict[str, bool]]]:
-        """The closing lines: budget, optimized prompts, cache, failed gates, repeat policy."""
+        """The closing lines: budget, optimized prompts, cache, batches, failed gates, repeat
+        policy."""
         records, run = recorder.records, get_run_config(self.config)
         notes: list[tuple[str, dict[str, bool]]] = []
         skipped = over_budget(records)
@@ -78,6 +79,13 @@ class TerminalSummary:
         cached = sum(1 for record in records if record.get("cached"))
         if cached:
             notes.append((f"llmbench: {cached} answers from the response cache (no call made)", {}))
+        batched = sum(1 for record in records if record.get("batched"))
+        if batched:
+            text = (
+                f"llmbench: {batched} answers through a batch API: their latency and TTFT are "
+                "unchecked and left out of the latency columns and gates"
+            )
+            notes.append((text, {}))
         for failure in recorder.gate_failures:
             text = f"llmbench gate FAILED: {failure.describe()}"
             notes.append((text, {"red": True, "bold": True}))

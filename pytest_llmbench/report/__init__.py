@@ -17,7 +17,7 @@ from .. import face_attribute
 
 if TYPE_CHECKING:
     from .conversation_html import CONVERSATION_STYLE
-    from .html_columns import HtmlColumns
+    from .html_columns import HtmlColumns, batch_note
     from .html_tables import leaderboard_table, text, transcript
     from .matrix import (
         Cells,
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 _FACE: dict[str, str] = {
     "CONVERSATION_STYLE": "conversation_html",
     "HtmlColumns": "html_columns",
+    "batch_note": "html_columns",
     "leaderboard_table": "html_tables",
     "text": "html_tables",
     "transcript": "html_tables",
@@ -56,6 +57,7 @@ __all__ = [
     "HtmlColumns",
     "ReportWriter",
     "SessionEndWarmUp",
+    "batch_note",
     "case_flags",
     "cell_status",
     "first_failing_turn",

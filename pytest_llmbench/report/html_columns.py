@@ -1,7 +1,8 @@
 """pytest-html integration: model, score, tokens, latency and cost columns; per-row extras.
 
 Registered on the controller only when pytest-html writes a report (``--html``). It reads the
-record that arrived on the report, so it works the same with and without xdist.
+record that arrived on the report, so it works the same with and without xdist. A batched
+answer has no latency: its latency cell says ``batched`` and its extras name the batch.
 """
 
 from __future__ import annotations
@@ -29,8 +30,23 @@ def _cell_value(record: dict[str, Any] | None, field: str, fmt: str) -> str:
         if tokens_in is None and tokens_out is None:
             return ""
         return "/".join("-" if count is None else str(count) for count in (tokens_in, tokens_out))
+    if field == "latency_s" and record.get("batched"):
+        return "batched"
     value = record.get(field)
     return "" if value is None else fmt.format(value)
+
+
+def batch_note(record: Any) -> str | None:
+    """``batched (batch <id>, waited <s>)`` for a batched answer's record, else None."""
+    if not record.get("batched"):
+        return None
+    wait = record.get("batch_wait_s")
+    waited = (
+        f", waited {float(wait):.0f} s"
+        if isinstance(wait, (int, float)) and not isinstance(wait, bool)
+        else ""
+    )
+    return f"batched (batch {record.get('batch_id') or 'unknown'}{waited})"
 
 
 class HtmlColumns:
@@ -89,6 +105,9 @@ def render_extra(record: dict[str, Any]) -> str:
             parts += _function_calls(record)
     if record.get("error"):
         parts.append(f"<h4>Error</h4><pre>{_text(record['error'])}</pre>")
+    note = batch_note(record)
+    if note:
+        parts.append(f'<p class="llmbench-batched">{_text(note)}</p>')
     parts += [] if talk else _verdicts_table(record.get("assertions") or [])
     parts += _dimensions_table(record.get("dimensions") or {})
     parts += _judges_table(record.get("judges") or [])

@@ -18,6 +18,9 @@ Counting rules:
 - ``coverage`` is answered / (items run): the share of the non-skipped items that got an
   answer. ``incomplete`` is true when more than :data:`INCOMPLETE_ERROR_RATE` of them errored.
 - Means and percentiles are over the answered (passed or failed) items that have the value.
+  A batched answer (``batched``) has no ``latency_s``, ``ttft_s`` or ``tokens_per_s``: the
+  timing columns leave it out, and ``batched_items`` counts the batched items (answered or
+  errored, as ``n_cached`` counts the cached ones), so a reader sees why they have fewer values.
 - Confidence intervals (``*_ci_low``/``*_ci_high``, 95%) treat the repeats of a case as one
   cluster (:func:`pytest_llmbench.results.stats.clustered_mean`); the pass rate's is over the answered
   items as 0/1 values. ``n_flaky`` counts the cases whose answered repeats disagree;
@@ -111,6 +114,8 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "transport_retries_total",
     "rate_limit_wait_s_total",
     "n_cached",
+    # Answers through a batch API: their timings are not in the latency and TTFT columns.
+    "batched_items",
     "judge_cost_usd_total",
     "judge_tokens_total",
     "judge_errors",
@@ -139,6 +144,7 @@ _INT_COLUMNS: tuple[str, ...] = (
     "tool_call_count_total",
     "transport_retries_total",
     "n_cached",
+    "batched_items",
     "judge_tokens_total",
     "judge_errors",
     "n_flaky",
@@ -275,6 +281,7 @@ def _usage(spent: pd.DataFrame, answered: pd.DataFrame) -> dict[str, Any]:
         "transport_retries_total": int(spent["transport_retries"].sum()),
         "rate_limit_wait_s_total": float(spent["rate_limit_wait_s"].sum()),
         "n_cached": int(spent["cached"].fillna(False).astype(bool).sum()),
+        "batched_items": int(spent["batched"].isin([True]).sum()),  # NaN: an older record
     }
 
 

@@ -76,6 +76,8 @@ PROPERTY_FIELDS: tuple[str, ...] = (
     "ttft_s",
     "transport_retries",
     "cached",
+    "batched",
+    "batch_id",
 )
 
 
@@ -86,7 +88,7 @@ def record_properties(record: dict[str, Any]) -> list[tuple[str, object]]:
     and CI parsers read lowercase booleans).
     """
     return [
-        (f"llmbench_{name}", _property_value(record[name]))
+        (f"llmbench_{name}", _property_value(record.get(name)))
         for name in PROPERTY_FIELDS
         if record.get(name) is not None
     ]

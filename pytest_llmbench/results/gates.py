@@ -12,7 +12,8 @@ its scores.
 
 The limits on latency and cost (``--max-latency-p95``, ``--max-ttft-p50``,
 ``--max-cost-per-item``) are judged per model over its answered (passed or failed) records, the
-timings over the uncached ones only (a cached answer's latency is an old call's): a model above
+timings over the uncached, live ones only (a cached answer's latency is an old call's, a
+batched answer's the batch's wait, nothing of the model's): a model above
 one fails the run, whatever the other gates said; a model with nothing to measure is listed as
 not gated (:attr:`GateDecision.unmeasured`), never passed silently.
 """
@@ -187,19 +188,33 @@ class Limit:
 
     def __call__(self, records: Sequence[Mapping[str, Any]]) -> LimitOutcome:
         values = self.values(records)
+        batched = self._batched(records)
         failures, unmeasured = [], []
         for model, found in values.items():
             if not found:
-                unmeasured.append(f"{model}: {self.option} not applied: {self._nothing()}")
+                nothing = self._nothing(*batched.get(model, (0, 0)))
+                unmeasured.append(f"{model}: {self.option} not applied: {nothing}")
                 continue
             measured = self.statistic(found)
             if measured > self.bound:
                 failures.append(GateNote(self._above(model, measured, len(found))))
         return LimitOutcome(tuple(failures), tuple(unmeasured))
 
+    def _batched(self, records: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+        """Each model's answered records left out of a timed limit as batched, and its
+        answered records."""
+        counts: dict[str, tuple[int, int]] = {}
+        for record in records:
+            model = record.get("model")
+            if model is None or record.get("outcome") not in ("passed", "failed"):
+                continue
+            batched, answered = counts.get(str(model), (0, 0))
+            counts[str(model)] = (batched + bool(record.get("batched")), answered + 1)
+        return counts
+
     def values(self, records: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
-        """Each model's measured values, over its answered records (uncached when ``timed``);
-        a model whose answered records have none maps to an empty list."""
+        """Each model's measured values, over its answered records (uncached and not batched
+        when ``timed``); a model whose answered records have none maps to an empty list."""
         values: dict[str, list[float]] = {}
         for record in records:
             model = record.get("model")
@@ -207,7 +222,8 @@ class Limit:
                 continue
             found = values.setdefault(str(model), [])
             value: Any = record.get(self.field)
-            if (self.timed and record.get("cached")) or not _is_measure(value):
+            untimed = record.get("cached") or record.get("batched")
+            if (self.timed and untimed) or not _is_measure(value):
                 continue
             found.append(float(value))
         return values
@@ -219,9 +235,15 @@ class Limit:
             f"{self.bound:g} {self.unit} (over {count} {items})"
         )
 
-    def _nothing(self) -> str:
+    def _nothing(self, batched: int = 0, answered: int = 0) -> str:
         if self.field == "cost_usd":
             return "no answered item has a known cost (no price for the model)"
+        if self.timed and batched:
+            why = "a batch's wait says nothing of the model's latency"
+            if batched == answered:
+                return f"every answered item was batched ({why})"
+            rest = "not streamed uncached" if self.field == "ttft_s" else "from the response cache"
+            return f"{batched} answered items were batched ({why}), the others {rest}"
         if self.field == "ttft_s":
             return "no answered item was streamed uncached (TTFT is measured on streamed calls)"
         return "every answered item came from the response cache (no call was timed)"

@@ -184,9 +184,11 @@ def _error_kind(outcome: str, error: str | None, item_error: ItemError | None) -
 
 
 def completion_fields(completion: Completion | None) -> dict[str, Any]:
-    """The record fields measured on a completion (empty without one)."""
+    """The record fields measured on a completion (empty without one); a batched one's
+    timings are None (the batch's wait says nothing of the model)."""
     if completion is None:
         return {}
+    timed = not completion.batched
     return {
         "response": completion.text,
         "reasoning": capped_reasoning(completion.reasoning),
@@ -195,15 +197,18 @@ def completion_fields(completion: Completion | None) -> dict[str, Any]:
         "cached_input_tokens": completion.cached_input_tokens,
         "cache_write_tokens": completion.cache_write_tokens,
         "finish_reason": completion.finish_reason,
-        "ttft_s": completion.ttft_s,
-        "latency_s": completion.latency_s,
+        "ttft_s": completion.ttft_s if timed else None,
+        "latency_s": completion.latency_s if timed else None,
         "input_tokens": completion.input_tokens,
         "output_tokens": completion.output_tokens,
         "tokens_estimated": completion.tokens_estimated,
-        "tokens_per_s": completion.tokens_per_s,
+        "tokens_per_s": completion.tokens_per_s if timed else None,
         "cost_usd": completion.cost_usd,
         "streamed": completion.streamed,
         "cached": completion.cached,
+        "batched": completion.batched,
+        "batch_id": completion.batch_id,
+        "batch_wait_s": completion.batch_wait_s,
         "rate_limit_wait_s": completion.rate_limit_wait_s,
     }
 

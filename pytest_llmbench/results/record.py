@@ -55,7 +55,8 @@ Fields (``None`` where a value does not apply or was not measured):
   the case has no assertion.
 - ``threshold`` (float): the score a case needs to pass.
 - ``passed`` (bool): ``outcome == "passed"``.
-- ``ttft_s``, ``latency_s`` (float | None): time to first token and total call time, seconds.
+- ``ttft_s``, ``latency_s`` (float | None): time to first token and total call time, seconds;
+  ``None`` for a batched answer (``batched``: the batch's wait says nothing of the model).
 - ``input_tokens``, ``output_tokens`` (int | None): token usage reported by the provider
   (or counted locally when the provider does not report it; see ``tokens_estimated``).
 - ``tokens_estimated`` (bool): True when token counts were computed locally.
@@ -68,10 +69,11 @@ Fields (``None`` where a value does not apply or was not measured):
   prompt cache, as reported (``None``: not reported).
 - ``cache_write_tokens`` (int | None): of ``input_tokens``, those written to the provider's
   prompt cache (Anthropic's cache writes), as reported (``None``: not reported, or none).
-- ``tokens_per_s`` (float | None): output tokens / (latency - ttft).
+- ``tokens_per_s`` (float | None): output tokens / (latency - ttft); ``None`` when batched.
 - ``cost_usd`` (float | None): cost of the call (profile prices, else litellm's price map):
   cached input tokens, cache writes and reasoning tokens at their own prices where the prices
-  have them, the rest at the input and output prices.
+  have them, the rest at the input and output prices; a batched call at the batch prices
+  (``cost_per_1k_batch``, else the map's ``*_batches`` keys, else half the live prices).
 - ``judge_cost_usd`` (float | None): USD spent on this item's judge calls (``None`` when no judge
   call had a known cost).
 - ``judge_tokens`` (int): input + output tokens of this item's judge calls.
@@ -113,6 +115,12 @@ Fields (``None`` where a value does not apply or was not measured):
   conversation's is its last reply's; ``None`` for an agent (why its loop ended is
   ``agent_stopped``), a log-likelihood item (nothing generated) and a solver.
 - ``cached`` (bool): the answer came from the response cache (no call was made this run).
+- ``batched`` (bool): the item's answer came through a provider's batch API (``--batch``): its
+  ``latency_s``, ``ttft_s`` and ``tokens_per_s`` are ``None``, its latency and TTFT checks
+  unchecked, and it is left out of the latency columns and the timed gates. A judge's batched
+  verdict does not make the item batched (its cost is in ``judge_cost_usd``, at the batch price).
+- ``batch_id`` (str | None): the provider's id of the batch that answered it.
+- ``batch_wait_s`` (float | None): seconds from that batch's creation to its answer being read.
 - ``rate_limit_wait_s`` (float): seconds the call waited for rate limits (429 backoff,
   requests/tokens per minute).
 - ``error`` (str | None): the error message, secrets redacted.
@@ -234,6 +242,9 @@ FIELDS: tuple[str, ...] = (
     "streamed",
     "finish_reason",
     "cached",
+    "batched",
+    "batch_id",
+    "batch_wait_s",
     "rate_limit_wait_s",
     "error",
     "error_kind",
@@ -279,6 +290,7 @@ ATTEMPT_FIELDS: tuple[str, ...] = (
     "judge_cost_usd",
     "transport_retries",
     "cached",
+    "batched",
     "worker",
     "started_at",
 )
@@ -301,6 +313,7 @@ _DEFAULTS: dict[str, Any] = {
     "shimmed": False,
     "streamed": False,
     "cached": False,
+    "batched": False,
     "rate_limit_wait_s": 0.0,
     "messages": [],
     "assertions": [],

@@ -71,6 +71,8 @@ class CallMeasures:
     reasoning_tokens_estimated: bool = False  #: counted from the thinking's text
     cached_input_tokens: int | None = None  #: of the input tokens, those read from a cache
     cached: bool = False  #: the answer came from the response cache (no call was timed)
+    #: the answer came through a provider's batch API (its wait says nothing of the model)
+    batched: bool = False
     finish_reason: str | None = None  #: why the model stopped, as the provider said
 
     @classmethod
@@ -90,6 +92,7 @@ class CallMeasures:
             reasoning_tokens_estimated=completion.reasoning_tokens_estimated,
             cached_input_tokens=completion.cached_input_tokens,
             cached=completion.cached,
+            batched=completion.batched,
             finish_reason=completion.finish_reason,
         )
 

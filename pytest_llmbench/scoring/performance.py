@@ -3,8 +3,9 @@
 They read the item's :class:`~.base.CallMeasures`, not the answer text. Each is an upper bound
 (the value passes when at most the limit), takes a ``weight`` like any assertion and no ``not-``
 prefix (a lower bound on latency or cost guards nothing). A value that was not measured makes
-the verdict *unchecked* (:class:`~.base.NotMeasured`), never a pass: a cached answer's latency
-(no call was timed), a TTFT of a call that was not streamed, a cost without a price.
+the verdict *unchecked* (:class:`~.base.NotMeasured`), never a pass: a batched answer's latency
+and TTFT (:data:`BATCHED`), a cached answer's (no call was timed), a TTFT of a call that was not
+streamed, a cost without a price.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ PERFORMANCE_KEYS: dict[str, tuple[str, dict[str, tuple[Any, ...]]]] = {
     "tokens": ("max", {"which": ("output", "input", "total", "reasoning", "cached")}),
 }
 PERFORMANCE_TYPES = frozenset(PERFORMANCE_KEYS)
+#: Why a batched answer's latency and TTFT are unchecked: the batch API answered it hours later.
+BATCHED = "batched: latency says nothing of the model"
 
 
 def parse_performance(raw: Mapping[str, Any], type_name: str) -> Assertion:
@@ -96,6 +99,8 @@ def check_latency(
     """The call's total time (``metric: total``) or time to first token (``ttft``)."""
     measures = _measures(context)
     metric = assertion.options["metric"]
+    if measures.batched:
+        raise NotMeasured(BATCHED)
     if measures.cached:
         raise NotMeasured("the answer came from the response cache: no call was timed")
     seconds = measures.latency_s if metric == "total" else measures.ttft_s

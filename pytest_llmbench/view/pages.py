@@ -6,6 +6,7 @@ link; a run still going reloads itself every few seconds, as its records arrive.
 
 from __future__ import annotations
 
+import datetime as dt
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from ..report import (
     CONVERSATION_STYLE,
     Cells,
+    batch_note,
     case_flags,
     cell_status,
     first_failing_turn,
@@ -104,6 +106,7 @@ def run_page(run: Run, params: Mapping[str, str]) -> str:
     parts = [_facts(run)]
     if run.status == "running" and run.progress:
         parts.append(f'<p class="progress" id="progress">{text(run.progress.get("line", ""))}</p>')
+        parts.append(batches_table(run.progress.get("batches")))
     if run.records:
         summary = summarize(run.records)
         parts.append("<h2>Leaderboard</h2>" + leaderboard_table(summary.board))
@@ -134,6 +137,35 @@ def _facts(run: Run) -> str:
         facts["command"] = "pytest " + " ".join(str(arg) for arg in run.info["args"])
     rows = "".join(f"<tr><th>{text(k)}</th><td>{text(v)}</td></tr>" for k, v in facts.items())
     return f'<table class="facts">{rows}</table>'
+
+
+#: progress.json's ``batches`` block: each count's key and how the page heads it
+_BATCH_COUNTS = (
+    ("submitted", "batches submitted"),
+    ("in_progress", "in progress"),
+    ("done", "done"),
+    ("failed", "failed"),
+    ("lines", "calls sent"),
+    ("items_written", "answers read"),
+)
+
+
+def batches_table(batches: Any) -> str:
+    """progress.json's ``batches`` block while a run waits on batch APIs (empty without one):
+    the batches by state, the calls sent and answered, and when the oldest was created."""
+    if not isinstance(batches, Mapping):
+        return ""
+    head = "".join(f"<th>{label}</th>" for _, label in _BATCH_COUNTS)
+    cells = "".join(f"<td>{text(batches.get(key, '-'))}</td>" for key, _ in _BATCH_COUNTS)
+    oldest = batches.get("oldest_created_at")
+    since = "-"
+    if isinstance(oldest, (int, float)) and not isinstance(oldest, bool):
+        created = dt.datetime.fromtimestamp(float(oldest), dt.timezone.utc)
+        since = created.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (
+        f'<table class="batches" id="batches"><tr>{head}<th>oldest created</th></tr>'
+        f"<tr>{cells}<td>{text(since)}</td></tr></table>"
+    )
 
 
 _SHOW = {"": "all cases", "failures": "with a failure", "errors": "with an error",
@@ -263,6 +295,8 @@ def _short(record: Record) -> str:
 
 
 def item_page(run: Run, record: Record) -> str:
+    batched = batch_note(record)
+    untimed = ("latency_s", "ttft_s") if batched else ()  # a batch's wait, not the model's
     facts = {
         name: record.get(name)
         for name in (
@@ -291,8 +325,10 @@ def item_page(run: Run, record: Record) -> str:
             "error_kind",
             "error",
         )
-        if record.get(name) is not None
+        if record.get(name) is not None and name not in untimed
     }
+    if batched:
+        facts["answered"] = batched
     rows = "".join(
         f"<tr><th>{text(k)}</th><td>{text(f'{v:.4g}' if isinstance(v, float) else v)}</td></tr>"
         for k, v in facts.items()

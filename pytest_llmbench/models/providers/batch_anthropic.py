@@ -39,6 +39,7 @@ from .batch_backend import (
     IN_PROGRESS,
     BatchBackend,
     BatchLine,
+    BatchResults,
     BatchState,
     Results,
 )
@@ -61,13 +62,6 @@ MAX_BYTES = int(256 * 1024 * 1024 * 0.95)
 _NOT_SENT = frozenset({"stream", "stream_options"})
 #: The provider's processing statuses of a batch not yet ended.
 _RUNNING = frozenset({"in_progress", "canceling"})
-
-
-class AnthropicResults(dict[str, "Completion | BatchError"]):
-    """A finished batch's answers by custom_id, and the errors of lines that belong to no call
-    sent (``line_errors``: not JSON, no or an unknown custom_id), which no call may take."""
-
-    line_errors: tuple[BatchError, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -518,14 +512,14 @@ def read_results(
     *,
     wait_s: float | None = None,
     secret: str | None = None,
-) -> AnthropicResults:
+) -> BatchResults:
     """A results file (JSONL, any order) read strictly: each custom_id of ``sent`` gets its
     answer, or a :class:`BatchError` naming the batch and line (errored, canceled, expired, an
     answer that cannot be read, a custom_id seen twice: neither line is trusted), or one saying
     no line came for it. A line that is not JSON, has no custom_id or one not sent belongs to
-    no call: its error is in ``line_errors`` (and named in the errors of calls with no line).
+    no call: its error is in ``problems`` (and named in the errors of calls with no line).
     ``secret`` (the key) is in no message, whatever the provider's words."""
-    found = AnthropicResults()
+    found = BatchResults()
     first_line: dict[str, int] = {}
     orphans: list[BatchError] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
@@ -559,7 +553,7 @@ def read_results(
             found[custom_id] = BatchError(
                 f"batch {batch_id}: no results line for custom_id {custom_id}{also}"
             )
-    found.line_errors = tuple(_redacted(error, secret) for error in orphans)
+    found.problems = tuple(_redacted(error, secret).message for error in orphans)
     for custom_id, result in found.items():
         if isinstance(result, BatchError):
             found[custom_id] = _redacted(result, secret)
@@ -619,7 +613,6 @@ __all__ = [
     "MAX_BYTES",
     "MAX_LINES",
     "AnthropicBatches",
-    "AnthropicResults",
     "Translated",
     "base_url",
     "batch_requests",

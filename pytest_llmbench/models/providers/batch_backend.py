@@ -64,8 +64,16 @@ class BatchState:
         return self.status in TERMINAL
 
 
-#: What reading a finished batch gives: each custom_id sent, with its answer or its error.
-Results = Mapping[str, "Completion | BatchError"]
+class BatchResults(dict[str, "Completion | BatchError"]):
+    """What reading a finished batch gives: each custom_id sent, with its answer or its error;
+    and ``problems``, the lines of the batch's files that belong to no call sent (not JSON, no
+    custom_id, one not sent), each naming the batch and the line: no call may take them."""
+
+    problems: tuple[str, ...] = ()
+
+
+#: What reading a finished batch gives (the engine reads it as a mapping).
+Results = BatchResults
 
 
 class BatchBackend(Protocol):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..item_errors import BatchError
-from .batch_backend import BatchLine
+from .batch_backend import BatchLine, BatchResults
 from .completion import Completion
 from .openai_compatible import (
     AnswerError,
@@ -122,14 +122,6 @@ class FileAnswers:
     answers: dict[str, tuple[int, Completion | BatchError]] = field(default_factory=dict)
     repeated: dict[str, list[int]] = field(default_factory=dict)
     stray: list[str] = field(default_factory=list)
-
-
-class BatchResults(dict[str, "Completion | BatchError"]):
-    """Each call's answer or error (a :data:`.batch_backend.Results`), and ``problems``: the
-    lines of the batch's files that belong to no call sent (not JSON, no custom_id, one not
-    sent), each naming the batch and the line."""
-
-    problems: tuple[str, ...] = ()
 
 
 def parse_output(

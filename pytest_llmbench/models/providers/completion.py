@@ -11,6 +11,18 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
+class PricesPer1k:
+    """A profile's prices in USD per 1,000 tokens of each part of a call (None: the input or
+    output price)."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+    cache_write: float | None = None
+    reasoning: float | None = None
+
+
+@dataclass(frozen=True)
 class CallTarget:
     """Everything a client needs to reach one model, resolved at run time.
 
@@ -31,6 +43,9 @@ class CallTarget:
     cost_per_1k_cached_input: float | None = None
     cost_per_1k_cache_write: float | None = None
     cost_per_1k_reasoning: float | None = None
+    #: the profile's prices of a call answered through a batch API (``cost_per_1k_batch``);
+    #: None: the price map's batch prices, else half the live ones
+    cost_per_1k_batch: PricesPer1k | None = None
     #: ``auto`` (the lean client for OpenAI-compatible endpoints) or ``litellm`` (always)
     client: str = "auto"
     #: the embedded default model: its server listens on a new port each run, so the response
@@ -182,6 +197,19 @@ class Completion:
         if not self.output_tokens or generation <= 0:
             return None
         return self.output_tokens / generation
+
+
+def batch_fields(calls: Iterable[Completion]) -> dict[str, Any]:
+    """An item's ``batched``, ``batch_id`` and ``batch_wait_s`` over its calls, as one
+    completion: batched when any call was (its time is then no model's), the first batched
+    call's batch, the longest wait."""
+    batched = [call for call in calls if call.batched]
+    waits = [call.batch_wait_s for call in batched if call.batch_wait_s is not None]
+    return {
+        "batched": bool(batched),
+        "batch_id": batched[0].batch_id if batched else None,
+        "batch_wait_s": max(waits) if waits else None,
+    }
 
 
 def whole_answer(

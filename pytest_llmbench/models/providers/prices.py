@@ -93,15 +93,18 @@ class Rates:
     per_tokens: int = 1
 
 
-def rates(target: CallTarget) -> Rates | None:
+def rates(target: CallTarget, batched: bool = False) -> Rates | None:
     """The prices of ``target``'s calls: the profile's ``cost_per_1k``, else the map's, else
-    None (unknown).
+    None (unknown); ``batched``: of a call answered through a provider's batch API
+    (:func:`batch_rates`).
 
     A part without a price of its own costs what litellm charges for it: cached input and
     cache writes the input price, reasoning the output price. From the map they are
     ``cache_read_input_token_cost``, ``cache_creation_input_token_cost`` and
     ``output_cost_per_reasoning_token``; from a profile ``cached_input``, ``cache_write`` and
     ``reasoning``."""
+    if batched:
+        return batch_rates(target)[0]
     if target.cost_per_1k_input is not None and target.cost_per_1k_output is not None:
         given, out = target.cost_per_1k_input, target.cost_per_1k_output
         return Rates(
@@ -128,6 +131,78 @@ def rates(target: CallTarget) -> Rates | None:
     )
 
 
+#: the price map's batch key of each part of a call, and the live key it halves without one
+_BATCH_KEYS = (
+    ("input_cost_per_token_batches", "input"),
+    ("output_cost_per_token_batches", "output"),
+    ("cache_read_input_token_cost_batches", "cached_input"),
+    ("cache_creation_input_token_cost_batches", "cache_write"),
+    ("output_cost_per_reasoning_token_batches", "reasoning"),
+)
+
+
+def batch_rates(target: CallTarget) -> tuple[Rates | None, bool]:
+    """The prices of ``target``'s calls answered through a batch API, and whether they are
+    estimated by litellm's rule (half the live price) for want of a batch price.
+
+    The profile's ``cost_per_1k_batch`` wins (a part it leaves out costs its batch input or
+    output price, as in ``cost_per_1k``). A profile with only ``cost_per_1k`` prices its batch
+    calls at half of those (the profile's prices replace the map's). Else the map's
+    ``*_batches`` keys of the entry that prices the model (:func:`priced_entry`), read as
+    litellm's ``batch_cost_calculator`` reads them: with a batch input price, cached input and
+    cache writes without batch keys of their own cost that price; without one, each part
+    costs half its live price; output without a batch key costs half the live output price,
+    and reasoning tokens the batch output price. Estimated when the input or output price is
+    halved so. None: no live price either."""
+    given = target.cost_per_1k_batch
+    if given is not None:
+        return (
+            Rates(
+                given.input,
+                given.output,
+                _or(given.cached_input, given.input),
+                _or(given.cache_write, given.input),
+                _or(given.reasoning, given.output),
+                per_tokens=1000,
+            ),
+            False,
+        )
+    live = rates(target)
+    if live is None:
+        return None, False
+    entry = priced_entry(target.model_id) if live.per_tokens == 1 else None  # the map's
+    if entry is None:
+        return dataclasses.replace(live, per_tokens=live.per_tokens * 2), True
+    found = {part: _map_rate(entry, key) for key, part in _BATCH_KEYS}
+
+    def part(name: str) -> float:
+        value = found[name]
+        return float(getattr(live, name)) / 2 if value is None else value
+
+    # As litellm's batch_cost_calculator: with a batch input price, cached input and cache
+    # writes without batch keys of their own are input at that price; without one, every part
+    # costs half its live price.
+    batch_input = found["input"]
+    output = part("output")
+    reasoning = found["reasoning"]
+    prices = Rates(
+        part("input"),
+        output,
+        _or(found["cached_input"], batch_input)
+        if batch_input is not None
+        else part("cached_input"),
+        _or(found["cache_write"], batch_input) if batch_input is not None else part("cache_write"),
+        output if reasoning is None else reasoning,
+    )
+    return prices, found["input"] is None or found["output"] is None
+
+
+def batch_price_estimated(target: CallTarget) -> bool:
+    """Whether ``target``'s batch price is litellm's rule (half the live price): neither the
+    profile (``cost_per_1k_batch``) nor the price map gives one."""
+    return batch_rates(target)[1]
+
+
 def _or(value: float | None, fallback: float) -> float:
     return fallback if value is None else value
 
@@ -148,7 +223,8 @@ def cost_usd(
     *,
     batched: bool = False,
 ) -> float | None:
-    """USD of a call of that size: the profile's prices, else the map's, else None (unknown).
+    """USD of a call of that size: the profile's prices, else the map's, else None (unknown);
+    ``batched``: answered through a batch API, at the batch prices (:func:`batch_rates`).
 
     The parts in ``details`` are priced at their own rates (:func:`rates`) and the rest at the
     input and output prices: cached input tokens and cache writes are part of the input
@@ -156,11 +232,9 @@ def cost_usd(
     larger than its whole is cut to it)."""
     if input_tokens is None or output_tokens is None:
         return None
-    prices = rates(target)
+    prices = rates(target, batched)
     if prices is None:
         return None
-    if batched:  # litellm's rule where no batch price is known: half the live price
-        prices = dataclasses.replace(prices, per_tokens=prices.per_tokens * 2)
     return priced(prices, input_tokens, output_tokens, details or TokenDetails())
 
 
