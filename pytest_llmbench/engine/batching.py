@@ -495,6 +495,8 @@ class Batches:
             done=state.done,
             failed=state.failed,
             errors=list(state.errors),
+            # lines of its files that belong to no call sent (not JSON, unknown custom_id)
+            problems=list(getattr(results, "problems", ())),
         )
         for key, completion in answered.items():
             self._resolve(key, completion)
