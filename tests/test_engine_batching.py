@@ -191,7 +191,10 @@ def test_failed_polls_are_retried_then_fail_the_calls_naming_the_cause(tmp_path:
     batches = _batches(tmp_path / "second", backend, clock, {})
     (error,) = _run(batches, backend, [_line(2)])
     assert isinstance(error, BatchError) and error.kind == "batch"
-    assert "batch batch_1: 10 polls in a row failed, the last: connection reset" in str(error)
+    assert (
+        "batch batch_1: polling or reading it failed 10 times in a row, the last: connection reset"
+        in str(error)
+    )
 
 
 def test_the_timeout_leaves_the_batch_running_and_says_how_to_collect_it(
@@ -618,3 +621,25 @@ cases:
     live = [r for r in bench.server.requests if r.path.endswith(("/embeddings", "/completions"))]
     assert live == []  # the answer and the embeddings both came in batches
     assert bench.server.creates == 2 and sorted(bench.server.lines_received.values()) == [1, 1]
+
+
+def test_a_cache_that_refuses_the_answers_fails_the_calls_naming_it(tmp_path: Path) -> None:
+    backend, clock = MemoryBatches(), Clock()
+
+    def refuse(key: str, completion: Completion) -> None:
+        raise OSError("disk full")
+
+    batches = Batches(
+        BatchSettings(run_id="run", send_delay_s=0.01),
+        BatchLedger(tmp_path / "batches.sqlite"),
+        None,
+        refuse,
+        route=lambda target, kind: backend,
+        clock=clock.time,
+        sleep=clock.sleep,
+    )
+    (error,) = _run(batches, backend, [_line(1)])
+    assert isinstance(error, BatchError)
+    assert str(error).startswith(
+        "batch batch_1: polling or reading it failed 10 times in a row, the last: disk full"
+    )

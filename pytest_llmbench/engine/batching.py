@@ -228,8 +228,8 @@ class Batches:
         return queue
 
     def spawn(self, work: Awaitable[None]) -> None:
-        """Run ``work`` on the loop, kept until it ends; an error it lets through fails its
-        calls (it never vanishes with the task)."""
+        """Run ``work`` on the loop, kept until it ends (each one fails its own calls on an
+        error it does not expect: none waits on a task that died)."""
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -317,7 +317,7 @@ class Batches:
     def _follow(self, backend: BatchBackend, holder: str, keys: list[str]) -> None:
         """Wait on the batch ``holder`` for ``keys`` (a pending one until it has an id)."""
         if holder.startswith(PENDING):
-            self.spawn(self._follow_pending(backend, holder, keys))
+            self.spawn(self._guarded(self._follow_pending(backend, holder, keys), holder, keys))
         else:
             self._ledger.touch(holder, self.settings.run_id)
             self._watch(backend, holder, keys)
@@ -371,6 +371,8 @@ class Batches:
     def _requeue_or_follow(self, backend: BatchBackend, keys: list[str]) -> None:
         """Each key: to the batch that holds it now, or queued to be sent again."""
         for key in keys:
+            if key not in self._waiting:  # answered or failed meanwhile
+                continue
             holder = self._ledger.holder(key)
             if holder is None:
                 waiting = self._waiting[key]
@@ -399,8 +401,18 @@ class Batches:
         or fails to answer ten polls in a row."""
         try:
             await self._poll_until_done(watch)
+        except Exception as exc:  # the ledger, the cache: the calls fail, naming the cause
+            error = BatchError(f"batch {watch.batch_id}: {type(exc).__name__}: {exc}")
+            self._fail(sorted(watch.keys), error)
         finally:
             self._watches.pop(watch.batch_id, None)
+
+    async def _guarded(self, work: Awaitable[None], batch_id: str, keys: Sequence[str]) -> None:
+        """``work``, whose unexpected error fails ``keys`` naming the batch and the cause."""
+        try:
+            await work
+        except Exception as exc:
+            self._fail(keys, BatchError(f"batch {batch_id}: {type(exc).__name__}: {exc}"))
 
     async def _poll_until_done(self, watch: _Watch) -> None:
         settings = self.settings
@@ -417,8 +429,9 @@ class Batches:
                 failures += 1
                 if failures >= settings.max_poll_failures:
                     message = (
-                        f"batch {watch.batch_id}: {failures} polls in a row failed, the last: "
-                        f"{exc}; the batch keeps running: rerun with --resume-batch "
+                        f"batch {watch.batch_id}: polling or reading it failed {failures} times "
+                        f"in a row, the last: {exc}; the batch keeps running: rerun with "
+                        "--resume-batch "
                         f"{settings.results_dir or '<results folder>'} to collect it"
                     )
                     self._fail(sorted(watch.keys), BatchError(message))
