@@ -298,6 +298,8 @@ _ADDED_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("finish_reason", "streamed", None),
     ("reasoning", "response", None),
     ("effort", "temperature", None),
+    ("samples_planned", "repeat", None),
+    ("stopped_early", "samples_planned", False),
 )
 
 

@@ -44,9 +44,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Settled = Literal["pass", "fail"]
 
@@ -269,3 +269,52 @@ def _flip_chance(
     """P(all N repeats give another verdict than ``verdict``, declared after c passes, f fails)."""
     full_pass = _chance(passes, c, f, r, p)
     return max(0.0, 1.0 - full_pass) if verdict == "pass" else full_pass
+
+
+#: What pass@k, pass^k and the CIs mean under ``--stop-early``, said wherever they are shown.
+STOPPED_NOTE = (
+    "pass@k, pass^k and CIs computed on the samples taken "
+    "(early stopping: conditional on the stopping rule)"
+)
+
+
+@dataclass(frozen=True)
+class StoppedSummary:
+    """What ``--stop-early`` spared a run: repeats not run of those planned, and their cost."""
+
+    #: repeats planned over the repeated cases (their records)
+    planned: int
+    #: repeats skipped by early stopping
+    not_run: int
+    #: the estimated cost of those: each one at the mean cost (answer and judges) of its case's
+    #: repeats taken; None when none of them had a known cost
+    saved_usd: float | None
+
+    def line(self) -> str:
+        """``early stopping: 2 of 9 repeats not run, ≈ $0.0012 saved``."""
+        saved = "" if self.saved_usd is None else f", ≈ ${self.saved_usd:.4g} saved"
+        return f"early stopping: {self.not_run} of {self.planned} repeats not run{saved}"
+
+
+def stopped_summary(records: Iterable[Mapping[str, Any]]) -> StoppedSummary:
+    """Count the repeats planned and stopped early in ``records``, and estimate the saving."""
+    planned = stopped = 0
+    costs: dict[tuple[str, str, str], list[float]] = {}
+    skipped: dict[tuple[str, str, str], int] = {}
+    for record in records:
+        if record.get("samples_planned") is None:
+            continue
+        planned += 1
+        key = (str(record.get("model")), str(record.get("suite")), str(record.get("case_id")))
+        if record.get("stopped_early"):
+            stopped += 1
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        cost = record.get("cost_usd")
+        if record.get("outcome") != "skipped" and isinstance(cost, (int, float)):
+            judges = record.get("judge_cost_usd")
+            extra = judges if isinstance(judges, (int, float)) else 0.0
+            costs.setdefault(key, []).append(float(cost) + float(extra))
+    saved = [count * math.fsum(costs[key]) / len(costs[key]) for key, count in skipped.items()
+             if costs.get(key)]  # fmt: skip
+    return StoppedSummary(planned, stopped, math.fsum(saved) if saved else None)
