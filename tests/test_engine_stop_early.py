@@ -107,7 +107,18 @@ def test_settled_cases_stop_and_skipped_repeats_send_no_request(bench: Bench, wo
     ]
     assert all(r["outcome"] == "skipped" for r in records if r["stopped_early"])
     assert all(r["cost_usd"] is None for r in records if r["stopped_early"])
-    stopped.stdout.fnmatch_lines(["*early stopping: 2 of 9 repeats not run*saved*"])
+    stopped.stdout.fnmatch_lines(
+        [
+            "*llmbench leaderboard*",
+            "pass@k, pass^k and CIs computed on the samples taken (early stopping: conditional "
+            "on the stopping rule); 2 repeat(s) not run",
+            "*early stopping: 2 of 9 repeats not run, ≈ $* saved (exact stopping rule)",
+        ]
+    )
+    report = bench.out("report.html").read_text(encoding="utf-8")
+    assert "computed on the samples taken (early stopping: conditional" in report
+    (board,) = _rows(bench, "leaderboard.csv")
+    assert board["n_stopped_early"] == "2" and board["n_skipped"] == "2"
     run_info = json.loads(bench.out("run.json").read_text(encoding="utf-8"))
     assert run_info["stop_early"]["repeats_planned"] == 9
     assert run_info["stop_early"]["repeats_not_run"] == 2
@@ -122,16 +133,32 @@ def test_pass_at_k_keeps_the_floor_as_its_k(bench: Bench) -> None:
     taken = Counter(r["case_id"] for r in records if r["outcome"] in ("passed", "failed"))
     # all: right needs all 4; wrong stops at the floor of 3 answered; flaky fails at 3 too
     assert taken == {"right": 4, "wrong": 3, "flaky": 3}
-    aggregate = _aggregate(bench)
-    assert aggregate["k"] == "3"  # the floor, not 1 or 2
+    (board,) = _rows(bench, "leaderboard.csv")
+    assert board["k"] == "3"  # the floor, not 1 or 2
 
 
-def _aggregate(bench: Bench) -> dict[str, Any]:
+def _rows(bench: Bench, name: str) -> list[dict[str, str]]:
     import csv
 
-    with bench.out("leaderboard.csv").open(newline="", encoding="utf-8") as handle:
-        (row,) = list(csv.DictReader(handle))
-    return row
+    with bench.out(name).open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_ini_key_turns_the_predictive_rule_on(bench: Bench) -> None:
+    bench.eval_file("stability", STABILITY)
+    bench.pytester.makeini("[pytest]\nllmbench_stop_early = 0.95\n")
+    _answers(bench)
+    bench.run("--models=fake", "--repeat=3", "--repeat-policy=majority")
+    run_info = json.loads(bench.out("run.json").read_text(encoding="utf-8"))
+    assert run_info["config"]["stop_early"] == 0.95
+    assert run_info["stop_early"]["rule"] == "95% predictive"
+    # at N = 3 the predictive rule stops where the exact one does
+    assert run_info["stop_early"]["repeats_not_run"] == 2
+    reasons = {r["error"] for r in bench.records() if r["stopped_early"]}
+    assert reasons == {
+        "stopped early: pass settled after 2 of 3 repeats (95% predictive)",
+        "stopped early: fail settled after 2 of 3 repeats (95% predictive)",
+    }
 
 
 @pytest.mark.parametrize(
