@@ -242,3 +242,23 @@ def test_errors_neither_pass_nor_fail_and_do_not_count_towards_the_floor() -> No
     assert gate.verdict(plans[2]) is None  # one answered repeat: under the floor of 2
     _report(gate, plans[2], "passed")
     assert gate.verdict(plans[3]) == "fail"
+
+
+def test_held_repeats_do_not_narrow_the_window_nor_cost_a_request(bench: Bench) -> None:
+    """Many cases, a small look-ahead: every repeat taken is one request, none is sent twice
+    or for a repeat then skipped, whatever the window lets start ahead."""
+    cases = "".join(
+        f"  - {{id: right{i}, prompt: 'Capital of France? ({i})', expected: Paris, "
+        "assert: [contains]}\n"
+        f"  - {{id: wrong{i}, prompt: 'Capital of Japan? ({i})', expected: Tokyo, "
+        "assert: [contains]}\n"
+        for i in range(4)
+    )
+    bench.eval_file("many", f"model_params: {{temperature: 0}}\ncases:\n{cases}")
+    _answers(bench)
+    args = ("--models=fake", "--repeat=5", "--repeat-policy=majority", "--stop-early")
+    bench.run(*args, "--concurrency=2").assert_outcomes(passed=12, failed=12, skipped=16)
+    # a majority of 5 is settled by 3 like answers: 3 of 5 taken per case
+    assert sum(_requests_by_case(bench).values()) == 24
+    taken = Counter(r["case_id"] for r in bench.records() if not r["stopped_early"])
+    assert set(taken.values()) == {3}

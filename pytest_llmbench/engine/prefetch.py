@@ -45,6 +45,9 @@ class Prefetcher:
         self._gate: StopEarly | None = None
         #: without xdist: positions in the window whose repeat waited on earlier ones
         self._held: dict[int, None] = {}
+        #: without xdist: positions passed over for that (held, or settled to be skipped):
+        #: the window reaches that many items further
+        self._idle: set[int] = set()
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -93,9 +96,14 @@ class Prefetcher:
         before the window (items skipped before their setup) or after it (``--maxfail`` allows
         fewer now) are cancelled; the items newly in the window are started a batch at a time
         (:attr:`~.scheduler.CallScheduler.refill`), so the engine's thread wakes once per batch
-        while every slot stays busy."""
+        while every slot stays busy. Under ``--stop-early`` the repeats that may not start yet
+        (:meth:`.stop_early.StopEarly.may_start`) do not count in the window, so that other
+        cases' calls keep it full (unless ``-x``/``--maxfail`` narrow it)."""
         position = self._positions.get(nodeid, 0)
-        last = position + ahead
+        stretch = self._gate is not None and ahead == scheduler.lookahead
+        if self._idle:
+            self._idle = {index for index in self._idle if index >= position}
+        last = position + ahead + (len(self._idle) if stretch else 0)
         positions = self._positions
         started = scheduler.started()
         past = []  # before the current item: skipped, they will not run
@@ -121,9 +129,14 @@ class Prefetcher:
             if plan is not None:
                 if gate is None or gate.may_start(plan):
                     plans.append(plan)
-                elif gate.held(plan):
-                    self._held[self._next] = None
+                else:
+                    if gate.held(plan):
+                        self._held[self._next] = None
+                    if stretch and self._next not in self._idle:
+                        self._idle.add(self._next)  # no call of its own now: one more item
+                        last += 1
             self._next += 1
+        self._last = last
         scheduler.prefetch(plans)
 
     def _released(self, gate: StopEarly, position: int, last: int, room: int) -> list[CallPlan]:
