@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .request import Answer, ConversationRun, Reply
     from .runtime import Runtime, terminal_notice, wait_notice_s
     from .session import session_state
+    from .stop_early import STOP_EARLY_KEY, STOPPED_KEY, StopEarly
     from .targets import clients_line
     from .watch import WorkerWatch
     from .workdirs import WorkdirError, seed, take_prepared
@@ -97,6 +98,9 @@ _FACE: dict[str, str] = {
     "terminal_notice": "runtime",
     "wait_notice_s": "runtime",
     "session_state": "session",
+    "STOP_EARLY_KEY": "stop_early",
+    "STOPPED_KEY": "stop_early",
+    "StopEarly": "stop_early",
     "clients_line": "targets",
     "WorkerWatch": "watch",
     "WorkdirError": "workdirs",
@@ -111,6 +115,8 @@ __all__ = [
     "EVAL_FILES_KEY",
     "PLANS_KEY",
     "RUNTIME_KEY",
+    "STOPPED_KEY",
+    "STOP_EARLY_KEY",
     "Answer",
     "BudgetExceeded",
     "CacheError",
@@ -129,6 +135,7 @@ __all__ = [
     "Runtime",
     "SandboxWarning",
     "Settling",
+    "StopEarly",
     "WorkdirError",
     "WorkerWatch",
     "cache_path",
