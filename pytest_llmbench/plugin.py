@@ -71,6 +71,12 @@ def pytest_configure(config: pytest.Config) -> None:
         # On every process (workers deselect alike); the controller refuses a bad DIR now.
         start_retry(config)
     run = _config.get_run_config(config) if _config.explicitly_configured(config) else None
+    if run is not None and run.stop_early is not None:
+        from .engine import StopEarly
+        from .results import StopRule
+
+        rule = StopRule(run.repeat_policy, run.repeat, run.stop_early, run.stop_early_min)
+        config.pluginmanager.register(StopEarly(config, rule), "llmbench-stop-early")
     checking = run is not None and run.check_models
     if hasattr(config, "workerinput"):
         if checking:

@@ -303,6 +303,8 @@ _ADDED_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("batched", "cached", False),
     ("batch_id", "batched", None),
     ("batch_wait_s", "batch_id", None),
+    ("samples_planned", "repeat", None),
+    ("stopped_early", "samples_planned", False),
 )
 
 

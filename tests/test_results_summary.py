@@ -174,9 +174,11 @@ def test_metric_columns_order() -> None:
         "pass_hat_k",
         "k",
     )
-    assert (
-        len(lb.METRIC_COLUMNS) == 49
-    )  # with reasoning and cached input tokens' total and mean, batched_items
+    # with reasoning and cached input tokens' total and mean, batched_items, n_stopped_early
+    assert len(lb.METRIC_COLUMNS) == 50
+    # The repeats --stop-early spared, beside the skipped items they are among.
+    skipped = lb.METRIC_COLUMNS.index("n_skipped")
+    assert lb.METRIC_COLUMNS[skipped + 1] == "n_stopped_early"
 
 
 def test_counts_and_rates_count_errors_as_failures_by_default() -> None:

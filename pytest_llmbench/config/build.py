@@ -45,6 +45,8 @@ def build_run_config(config: pytest.Config) -> RunConfig:
     latency_only = flag_setting(config, "latency_only")
     from ..shard import parse_shard, split_budgets
 
+    repeat = _number(config, "repeat", int, minimum=1)
+    stop_early = _stop_early(config, repeat)
     resume_batch = _resume_batch(config)
     batch = resume_batch is not None or flag_setting(config, "batch")
     if batch and latency_only:
@@ -54,7 +56,9 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         )
     run = RunConfig(
         models=chosen.models,
-        repeat=_number(config, "repeat", int, minimum=1),
+        repeat=repeat,
+        stop_early=stop_early,
+        stop_early_min=_number(config, "stop_early_min", int, minimum=1),
         limit=None if setting(config, "limit") is None else _number(config, "limit", int, 1),
         prom_push=_push_url(config),
         results_dir=_results_dir(config),
@@ -236,6 +240,30 @@ def _repeat_policy(config: pytest.Config) -> str:
         return parse_repeat_policy(raw)
     except ValueError as exc:
         raise pytest.UsageError(f"llmbench: {exc}") from None
+
+
+def _stop_early(config: pytest.Config, repeat: int) -> float | None:
+    """``--stop-early[=CONFIDENCE]``: a confidence in (0, 1] (the flag alone: 1, exact), only
+    with ``--repeat N`` above 1; anything else is a ``UsageError`` naming the option."""
+    raw = setting(config, "stop_early")
+    if raw is None or raw.lower() in ("", "false", "no", "off"):
+        return None
+    if raw.lower() in ("true", "yes", "on", "exact"):
+        raw = "1.0"
+    try:
+        confidence = float(raw)
+    except ValueError:
+        confidence = math.nan
+    if not 0.0 < confidence <= 1.0:  # NaN too
+        raise pytest.UsageError(
+            f"llmbench: --stop-early takes a confidence in (0, 1] (1: exact, the default), "
+            f"written --stop-early=0.95; got {raw!r}"
+        )
+    if repeat < 2:
+        raise pytest.UsageError(
+            "llmbench: --stop-early needs --repeat N with N > 1: it stops a case's repeats"
+        )
+    return confidence
 
 
 def _baseline(config: pytest.Config) -> Path | None:

@@ -28,6 +28,8 @@ class Setting:
     help: str
     #: the value when neither the command line nor the ini file gives one (a string, as typed)
     default: str | None = None
+    #: the value of the option given without one (``--stop-early``); None: it needs a value
+    const: str | None = None
 
     @property
     def flag(self) -> str:
@@ -119,6 +121,12 @@ SETTINGS: tuple[Setting, ...] = (
      'list (e.g. "brand voice, empathy")', None),
     Setting("repeat_policy", "When a case run several times (--repeat) "
         "passes: all (default), majority, any or at-least:K of its repeats", "all"),
+    Setting("stop_early", "With --repeat N: stop running a case's repeats once its verdict "
+        "under --repeat-policy cannot change: --stop-early (exact: never a different verdict) "
+        "or --stop-early=0.95 (a different verdict at most 5% of the time per case, fewer "
+        "repeats); give a value with =", None, const="1.0"),
+    Setting("stop_early_min", "With --stop-early: answered repeats every case takes before "
+        "it may stop (default 2; pass@k is computed for k = the fewest taken)", "2"),
     Setting("baseline", "A saved results folder to compare this run with "
         "(regressions listed in the summary)", None),
     Setting("temperature_variations", "Add K temperatures around "
@@ -164,7 +172,13 @@ def add_options(parser: pytest.Parser) -> None:
     """Register the llmbench command-line options and ini keys."""
     group = parser.getgroup("llmbench", "LLM evals (pytest-llmbench)")
     for option in SETTINGS:
-        group.addoption(option.flag, dest=option.name, default=None, help=option.help)
+        if option.const is None:
+            group.addoption(option.flag, dest=option.name, default=None, help=option.help)
+        else:
+            group.addoption(
+                option.flag, dest=option.name, default=None, help=option.help, nargs="?",
+                const=option.const, metavar="VALUE",
+            )  # fmt: skip
         parser.addini(option.name, option.help, default=None)
     group.addoption(
         "--profiles", dest="llmbench_profiles", action="append", default=None,

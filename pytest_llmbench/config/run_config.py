@@ -39,6 +39,11 @@ class RunConfig:
     judge_metrics: tuple[str, ...] = ()
     #: when a repeated case passes: all, majority, any or at-least:K
     repeat_policy: str = "all"
+    #: ``--stop-early``: the confidence a case's repeats stop at (1.0: exact curtailment);
+    #: None: every repeat runs
+    stop_early: float | None = None
+    #: ``--stop-early-min``: answered repeats every case takes before it may stop
+    stop_early_min: int = 2
     #: a saved results folder to compare with
     baseline: Path | None = None
     fail_on_regression: bool = False
@@ -118,6 +123,8 @@ class RunConfig:
             "judges": [profile.name for profile in self.judges],
             "judge_metrics": list(self.judge_metrics),
             "repeat_policy": self.repeat_policy,
+            "stop_early": self.stop_early,
+            "stop_early_min": self.stop_early_min if self.stop_early is not None else None,
             "baseline": str(self.baseline) if self.baseline else None,
             "fail_on_regression": self.fail_on_regression,
             "temperature_variations": self.temperature_variations,

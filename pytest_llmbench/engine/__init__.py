@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .request import Answer, ConversationRun, Reply
     from .runtime import Runtime, terminal_notice, wait_notice_s
     from .session import results_dir, session_state
+    from .stop_early import STOP_EARLY_KEY, STOPPED_KEY, StopEarly
     from .targets import batch_lines, clients_line
     from .watch import WorkerWatch
     from .workdirs import WorkdirError, seed, take_prepared
@@ -101,6 +102,9 @@ _FACE: dict[str, str] = {
     "wait_notice_s": "runtime",
     "results_dir": "session",
     "session_state": "session",
+    "STOP_EARLY_KEY": "stop_early",
+    "STOPPED_KEY": "stop_early",
+    "StopEarly": "stop_early",
     "batch_lines": "targets",
     "clients_line": "targets",
     "WorkerWatch": "watch",
@@ -116,6 +120,8 @@ __all__ = [
     "EVAL_FILES_KEY",
     "PLANS_KEY",
     "RUNTIME_KEY",
+    "STOPPED_KEY",
+    "STOP_EARLY_KEY",
     "Answer",
     "BudgetExceeded",
     "CacheError",
@@ -134,6 +140,7 @@ __all__ = [
     "Runtime",
     "SandboxWarning",
     "Settling",
+    "StopEarly",
     "WorkdirError",
     "WorkerWatch",
     "batch_lines",

@@ -22,6 +22,7 @@ from .lifetime import eval_files_collected
 if TYPE_CHECKING:
     from .plan import CallPlan
     from .scheduler import CallScheduler
+    from .stop_early import StopEarly
 
 
 class Prefetcher:
@@ -40,6 +41,13 @@ class Prefetcher:
         #: without xdist: the next position whose call may be started, and the window's end
         self._next = 0
         self._last = -1
+        #: ``--stop-early``: it says which repeats may start ahead (:mod:`.stop_early`)
+        self._gate: StopEarly | None = None
+        #: without xdist: positions in the window whose repeat waited on earlier ones
+        self._held: dict[int, None] = {}
+        #: without xdist: positions passed over for that (held, or settled to be skipped):
+        #: the window reaches that many items further
+        self._idle: set[int] = set()
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -54,6 +62,9 @@ class Prefetcher:
         self._positions = {nodeid: index for index, nodeid in enumerate(self._order)}
         self._active = bool(collected.plans)
         self._contests = bool(collected.contests)
+        from .stop_early import STOP_EARLY_KEY
+
+        self._gate = self.config.stash.get(STOP_EARLY_KEY, None)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -75,7 +86,9 @@ class Prefetcher:
         ]
         keep = set(upcoming)
         scheduler.forget([nodeid for nodeid in scheduler.started() if nodeid not in keep])
-        scheduler.prefetch(_prefetchable(self._prefetchable, upcoming))
+        plans = _prefetchable(self._prefetchable, upcoming)
+        gate = self._gate
+        scheduler.prefetch(plans if gate is None else [p for p in plans if gate.may_start(p)])
 
     def _in_order(self, scheduler: CallScheduler, nodeid: str, ahead: int) -> None:
         """Without xdist the items run in collection order: the window of items whose calls may
@@ -83,9 +96,14 @@ class Prefetcher:
         before the window (items skipped before their setup) or after it (``--maxfail`` allows
         fewer now) are cancelled; the items newly in the window are started a batch at a time
         (:attr:`~.scheduler.CallScheduler.refill`), so the engine's thread wakes once per batch
-        while every slot stays busy."""
+        while every slot stays busy. Under ``--stop-early`` the repeats that may not start yet
+        (:meth:`.stop_early.StopEarly.may_start`) do not count in the window, so that other
+        cases' calls keep it full (unless ``-x``/``--maxfail`` narrow it)."""
         position = self._positions.get(nodeid, 0)
-        last = position + ahead
+        stretch = self._gate is not None and ahead == scheduler.lookahead
+        if self._idle:
+            self._idle = {index for index in self._idle if index >= position}
+        last = position + ahead + (len(self._idle) if stretch else 0)
         positions = self._positions
         started = scheduler.started()
         past = []  # before the current item: skipped, they will not run
@@ -104,14 +122,38 @@ class Prefetcher:
         batch = scheduler.refill if ahead == scheduler.lookahead else 1
         if room < batch and self._next > position:
             return  # the current item's call is started (or not prefetchable): wait for more room
-        order, prefetchable = self._order, self._prefetchable
-        plans: list[CallPlan] = []
+        order, prefetchable, gate = self._order, self._prefetchable, self._gate
+        plans = [] if gate is None else self._released(gate, position, last, room)
         while self._next <= last and self._next < len(order) and len(plans) < room:
             plan = prefetchable.get(order[self._next])
             if plan is not None:
-                plans.append(plan)
+                if gate is None or gate.may_start(plan):
+                    plans.append(plan)
+                else:
+                    if gate.held(plan):
+                        self._held[self._next] = None
+                    if stretch and self._next not in self._idle:
+                        self._idle.add(self._next)  # no call of its own now: one more item
+                        last += 1
             self._next += 1
+        self._last = last
         scheduler.prefetch(plans)
+
+    def _released(self, gate: StopEarly, position: int, last: int, room: int) -> list[CallPlan]:
+        """``--stop-early``: the held repeats in the window whose earlier repeats are now
+        scored; those settled (they will be skipped) or passed are dropped."""
+        released: list[CallPlan] = []
+        held: dict[int, None] = {}
+        for index in self._held:
+            if index < position:
+                continue  # its item ran (its call taken then) or was skipped
+            plan = self._prefetchable[self._order[index]]
+            if index <= last and len(released) < room and gate.may_start(plan):
+                released.append(plan)
+            elif gate.held(plan):
+                held[index] = None
+        self._held = held
+        return released
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -18,7 +18,14 @@ from .. import face_attribute
 if TYPE_CHECKING:
     from .ci import CIOutputs
     from .github_comment import SavedRun, pull_request_comment
-    from .markup import INCOMPLETE_NOTE, board_html, board_markdown, coverage_cell, has_incomplete
+    from .markup import (
+        INCOMPLETE_NOTE,
+        board_html,
+        board_markdown,
+        coverage_cell,
+        has_incomplete,
+        stopped_note,
+    )
     from .progress import RunProgress, progress_every_s
     from .terminal_summary import TerminalSummary
 
@@ -32,6 +39,7 @@ _FACE: dict[str, str] = {
     "board_markdown": "markup",
     "coverage_cell": "markup",
     "has_incomplete": "markup",
+    "stopped_note": "markup",
     "RunProgress": "progress",
     "progress_every_s": "progress",
     "TerminalSummary": "terminal_summary",
@@ -49,6 +57,7 @@ __all__ = [
     "has_incomplete",
     "progress_every_s",
     "pull_request_comment",
+    "stopped_note",
 ]
 
 

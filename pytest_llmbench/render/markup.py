@@ -9,7 +9,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..results import is_missing
+from ..results import STOPPED_NOTE, is_missing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,6 +29,8 @@ def board_markdown(board: pd.DataFrame, key: str = "model") -> str:
     lines += [_md_row(row) for row in rows]
     if has_incomplete(board):
         lines += ["", md_cell(INCOMPLETE_NOTE)]
+    if stopped_note(board):
+        lines += ["", md_cell(stopped_note(board))]
     return "\n".join(lines) + "\n"
 
 
@@ -75,6 +77,8 @@ def board_html(board: pd.DataFrame, key: str = "model") -> str:
         "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
     )
     note = f"<p>{html.escape(INCOMPLETE_NOTE)}</p>" if has_incomplete(board) else ""
+    if stopped_note(board):
+        note += f"<p>{html.escape(stopped_note(board))}</p>"
     return _PAGE.format(head=head, body=body, note=note)
 
 
@@ -109,6 +113,17 @@ thead {{ background: #f3f3f3; }}
 INCOMPLETE_NOTE = (
     "! incomplete: more than 10% of the items errored, so the row's rates rest on fewer answers"
 )
+
+
+def stopped_note(board: pd.DataFrame) -> str:
+    """The note under a board some of whose repeats ``--stop-early`` spared (its pass@k, pass^k
+    and CIs are then over the samples taken); empty otherwise."""
+    if "n_stopped_early" not in board.columns:
+        return ""
+    stopped = int(board["n_stopped_early"].fillna(0).sum())
+    if stopped <= 0:
+        return ""
+    return f"{STOPPED_NOTE}; {stopped} repeat(s) not run"
 
 
 def coverage_cell(row: Mapping[Any, Any] | pd.Series) -> str:

@@ -23,7 +23,13 @@ from ..results import (
     judge_usage,
     judged_dimensions,
 )
-from .markup import INCOMPLETE_NOTE, coverage_cell, has_incomplete, incomplete_mark
+from .markup import (
+    INCOMPLETE_NOTE,
+    coverage_cell,
+    has_incomplete,
+    incomplete_mark,
+    stopped_note,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,6 +82,8 @@ def format_leaderboard(
         lines.append(f"... {len(board) - len(shown)} more model(s)")
     if has_incomplete(board):
         lines.append(INCOMPLETE_NOTE)
+    if stopped_note(board):
+        lines.append(stopped_note(board))
     return lines
 
 

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config import get_run_config
-from ..results import BUDGET_EXIT_CODE, GATES_KEY, RECORDER_KEY, optimization_counts, over_budget
+from ..results import (
+    BUDGET_EXIT_CODE,
+    GATES_KEY,
+    RECORDER_KEY,
+    optimization_counts,
+    over_budget,
+    stop_early_info,
+)
 from ..results_folder import CASE_VERDICTS_FILE
 
 if TYPE_CHECKING:
@@ -75,6 +82,10 @@ class TerminalSummary:
             counts = ", ".join(f"{count} {status}" for status, count in optimized.items())
             where = recorder.optimization_log or "(no log)"
             text = f"llmbench: items with an optimized prompt: {counts}; rewrites in {where}"
+            notes.append((text, {}))
+        stopped = stop_early_info(run, records)
+        if stopped is not None:
+            text = f"llmbench: {stopped['summary']} ({stopped['rule']} stopping rule)"
             notes.append((text, {}))
         cached = sum(1 for record in records if record.get("cached"))
         if cached:

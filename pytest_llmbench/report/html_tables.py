@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..render import INCOMPLETE_NOTE, coverage_cell, has_incomplete
+from ..render import INCOMPLETE_NOTE, coverage_cell, has_incomplete, stopped_note
 from ..results import CONVERSATION_COLUMNS, is_missing
 from ..results_folder import RESULTS_FILE
 from .charts import task_type
@@ -104,6 +104,8 @@ def leaderboard_table(board: pd.DataFrame, key: str = "model", latency: bool = F
     )
     css = "leaderboard" if key == "model" else f"grouped by-{text(anchor(key))}"
     note = f'<p class="note">{text(INCOMPLETE_NOTE)}</p>' if has_incomplete(board) else ""
+    if stopped_note(board):
+        note += f'<p class="note">{text(stopped_note(board))}</p>'
     return f'<table class="{css}"><tr>{header}</tr>{rows}</table>{note}'
 
 

@@ -96,6 +96,7 @@ if TYPE_CHECKING:
         gate_inputs,
         optimization_counts,
         over_budget,
+        stop_early_info,
     )
     from .retry_errors import start_retry
     from .state import (
@@ -109,6 +110,7 @@ if TYPE_CHECKING:
     )
     from .stats import NO_MODEL, CaseChange, CaseVerdict, Comparison
     from .stats.agreement import DimensionAgreement, dimension_order, judge_entries
+    from .stats.stopping import STOPPED_NOTE, StopRule
     from .summary import (
         ALL_SUITES,
         RunSummary,
@@ -188,6 +190,7 @@ _FACE: dict[str, str] = {
     "gate_inputs": "recorder",
     "optimization_counts": "recorder",
     "over_budget": "recorder",
+    "stop_early_info": "recorder",
     "start_retry": "retry_errors",
     "ChatLog": "state",
     "EVAL_RESULT_KEY": "state",
@@ -203,6 +206,8 @@ _FACE: dict[str, str] = {
     "DimensionAgreement": "stats.agreement",
     "dimension_order": "stats.agreement",
     "judge_entries": "stats.agreement",
+    "STOPPED_NOTE": "stats.stopping",
+    "StopRule": "stats.stopping",
     "ALL_SUITES": "summary",
     "RunSummary": "summary",
     "all_metrics": "summary",
@@ -241,6 +246,7 @@ __all__ = [
     "PLAIN_STATE_KEY",
     "RECORDER_KEY",
     "SELECT_BEST",
+    "STOPPED_NOTE",
     "SUMMARY_KEY",
     "TOKEN_FIELDS",
     "VERDICT_COLUMNS",
@@ -258,6 +264,7 @@ __all__ = [
     "RepeatOutcome",
     "ResultsRecorder",
     "RunSummary",
+    "StopRule",
     "Tables",
     "WinRate",
     "WrittenFiles",
@@ -309,6 +316,7 @@ __all__ = [
     "ranked",
     "records_frame",
     "start_retry",
+    "stop_early_info",
     "summarize",
     "switch_models",
     "top_comparisons",

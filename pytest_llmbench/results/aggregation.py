@@ -8,7 +8,8 @@ Counting rules:
 
 - ``skipped`` items count in ``n_items`` and ``n_skipped`` and nowhere else, but for what an
   answered item with nothing to check (``error_kind: unchecked``) spent: its tokens and cost
-  count in the totals.
+  count in the totals. ``n_stopped_early`` counts the skipped repeats ``--stop-early`` spared
+  (their case's verdict was settled): every other statistic is then over the samples taken.
 - ``error`` items count in ``n_errors`` and ``error_rate``. They are *graded* (the ``graded_*``
   columns of the records frame, see :func:`grade_errors`) as ``--errors-count-as`` says: by
   default as failures scored 0, so ``pass_rate``, ``score_mean``/``score_std``, their CIs,
@@ -88,6 +89,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "n_failed",
     "n_errors",
     "n_skipped",
+    "n_stopped_early",
     "error_rate",
     "pass_rate",
     # Answered / items run, and whether too many errored for the row's numbers to compare.
@@ -139,6 +141,7 @@ _INT_COLUMNS: tuple[str, ...] = (
     "n_failed",
     "n_errors",
     "n_skipped",
+    "n_stopped_early",
     *TOKEN_TOTALS,
     "ttft_n",
     "tool_call_count_total",
@@ -218,6 +221,7 @@ def metrics(
         "n_cases": len(group[["suite", "case_id"]].drop_duplicates()),
         "n_repeats": None if math.isnan(repeats) else int(repeats) + 1,
         **counts,
+        "n_stopped_early": _stopped_early(group),
         "error_rate": error_rate,
         "pass_rate": _ratio(int((graded[GRADED_OUTCOME] == "passed").sum()), len(graded)),
         "coverage": _ratio(len(answered), len(spent)),
@@ -233,6 +237,13 @@ def metrics(
         **custom_means(answered, custom),
         **(conversation_latency(answered) if conversations else {}),
     }
+
+
+def _stopped_early(group: pd.DataFrame) -> int:
+    """The repeats ``--stop-early`` skipped (among ``n_skipped``)."""
+    if "stopped_early" not in group:
+        return 0
+    return int((group["stopped_early"] == True).sum())  # noqa: E712  (None in old records)
 
 
 def _choice_stats(answered: pd.DataFrame) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..engine import RUNTIME_KEY
+from ..engine import RUNTIME_KEY, STOPPED_KEY
 from ..models import ItemError, Usage
 from .item_record import completion_fields, eval_record
 from .record import build_record, file_field, utc_now, worker_id
@@ -124,8 +124,15 @@ def _eval_record(
     if report.when == "teardown":
         return None
     outcome, error = _eval_outcome(result, call, report)
+    repeat = runtime.run.repeat
     record = eval_record(
-        result, outcome, error, root=item.config.rootpath, worker=worker_id(item.config)
+        result,
+        outcome,
+        error,
+        root=item.config.rootpath,
+        worker=worker_id(item.config),
+        samples_planned=repeat if repeat > 1 else None,
+        stopped_early=outcome == "skipped" and STOPPED_KEY in item.stash,
     )
     return runtime.redactor.value(record)
 

@@ -27,10 +27,19 @@ __all__ = [
 
 
 def eval_record(
-    result: EvalResult, outcome: str, error: str | None, *, root: Path, worker: str
+    result: EvalResult,
+    outcome: str,
+    error: str | None,
+    *,
+    root: Path,
+    worker: str,
+    samples_planned: int | None = None,
+    stopped_early: bool = False,
 ) -> dict[str, Any]:
     """The record of an eval item that ended with ``outcome`` (not yet redacted): the fields
-    every item has, and those its case kind fills (:meth:`~..engine.kinds.CaseKind.record_fields`)."""
+    every item has, and those its case kind fills (:meth:`~..engine.kinds.CaseKind.record_fields`);
+    a repeated case's ``samples_planned`` (``--repeat N``), and whether ``--stop-early`` skipped
+    this repeat."""
     from ..engine import kind_of
     from ..spec import last_user_text
 
@@ -46,6 +55,8 @@ def eval_record(
         model_id=plan.model.model,
         **_variant_fields(result, root),
         repeat=plan.repeat,
+        samples_planned=samples_planned,
+        stopped_early=stopped_early,
         tags=list(case.tags),
         task=dict(case.task) if case.task else None,
         outcome=outcome,

@@ -48,6 +48,11 @@ Fields (``None`` where a value does not apply or was not measured):
   ``tokens`` and ``lengths`` per option, the letters ``chosen`` (acc) and ``chosen_norm``
   (acc_norm), the ``answer`` letter, and ``acc``/``acc_norm`` (1.0 or 0.0, also in ``metrics``).
 - ``repeat`` (int): repeat index, 0-based.
+- ``samples_planned`` (int | None): the repeats planned for the case (``--repeat N``) when N > 1;
+  ``--stop-early`` may run fewer (the case's records with an outcome other than ``skipped``).
+- ``stopped_early`` (bool): ``--stop-early`` skipped this repeat, its case's verdict being
+  settled (``outcome`` ``skipped``, ``error`` the reason: ``stopped early: pass settled after 3
+  of 10 repeats (exact)``).
 - ``tags`` (list[str]): the case's tags.
 - ``task`` (dict | None): the case's ``{"task_type", "task_criteria"}``, if any.
 - ``outcome`` (str): ``passed``, ``failed``, ``error`` or ``skipped``.
@@ -212,6 +217,8 @@ FIELDS: tuple[str, ...] = (
     "eval_type",
     "model_tags",
     "repeat",
+    "samples_planned",
+    "stopped_early",
     "tags",
     "task",
     "outcome",
@@ -311,6 +318,7 @@ _DEFAULTS: dict[str, Any] = {
     "timeline": [],
     "tool_calls": [],
     "shimmed": False,
+    "stopped_early": False,
     "streamed": False,
     "cached": False,
     "batched": False,

@@ -28,6 +28,7 @@ from ..results_folder import ResultsFolder, record_line
 from .record import attempt_fields, utc_now
 
 if TYPE_CHECKING:
+    from ..config import RunConfig
     from .gates import GateFailure, GateNote, RepeatOutcome, RunState
     from .stats import CaseVerdict
     from .summary import RunSummary
@@ -260,6 +261,7 @@ class ResultsRecorder:
             "judge_agreement": [asdict(row) for row in agreement],
             "prompt_optimizations": optimization_counts(self.records),
             "max_cost": self._budget_summary(),
+            "stop_early": stop_early_info(runtime.run, self.records),
             "check_models": check_summary(self.config),
             "config": runtime.run.to_dict(),
             "versions": _versions(),
@@ -296,6 +298,26 @@ def _items_selected(config: pytest.Config) -> int | None:
     progress = config.pluginmanager.get_plugin("llmbench-progress")
     total = getattr(getattr(progress, "tally", None), "total", None)
     return total if isinstance(total, int) else None
+
+
+def stop_early_info(run: RunConfig, records: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """``--stop-early`` for run.json: the rule, and the repeats it spared with their estimated
+    cost; None without it."""
+    if run.stop_early is None:
+        return None
+    from .stats.stopping import STOPPED_NOTE, rule_name, stopped_summary
+
+    spared = stopped_summary(records)
+    return {
+        "rule": rule_name(run.stop_early),
+        "confidence": run.stop_early,
+        "min_repeats": run.stop_early_min,
+        "repeats_planned": spared.planned,
+        "repeats_not_run": spared.not_run,
+        "saved_usd": spared.saved_usd,
+        "summary": spared.line(),
+        "note": STOPPED_NOTE,
+    }
 
 
 def over_budget(records: Iterable[Mapping[str, Any]]) -> int:
