@@ -138,8 +138,8 @@ def _worker_watch(config: pytest.Config) -> Any:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """Say, before anything runs, how many workers ``-n auto`` started and when a litellm id
-    on the command line is a profile."""
+    """Say, before anything runs, how many workers ``-n auto`` started, when a litellm id
+    on the command line is a profile, and under ``--batch`` which models are batched."""
     if hasattr(config, "workerinput"):
         return []
     from .workers import AUTO_KEY
@@ -147,6 +147,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines = [config.stash[AUTO_KEY]] if AUTO_KEY in config.stash else []
     if _config.explicitly_configured(config):
         lines += _config.shadowed_model_notes(config)
+    from .engine import batch_asked
+
+    if batch_asked(config):  # here, not at collection: the xdist controller collects nothing
+        from .engine import batch_lines
+
+        judges = bool(config.getoption("llmbench_judges") or config.getini("llmbench_judges"))
+        lines += batch_lines(_config.get_run_config(config), judges)
     return lines
 
 
@@ -231,13 +238,10 @@ def _say_clients(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or hasattr(config, "workerinput") or config.option.verbose < 0:
         return
-    from .engine import batch_lines, clients_line
+    from .engine import clients_line
 
     judges = bool(config.getoption("llmbench_judges") or config.getini("llmbench_judges"))
-    run = _config.get_run_config(config)
-    reporter.write_line(clients_line(run, judges))
-    for line in batch_lines(run, judges):
-        reporter.write_line(line)
+    reporter.write_line(clients_line(_config.get_run_config(config), judges))
 
 
 @pytest.hookimpl(wrapper=True)

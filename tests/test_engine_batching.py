@@ -344,8 +344,7 @@ def test_items_and_judges_are_batched_each_call_once(
     events = [event["event"] for event in journal]
     assert events.count("creating") == events.count("created") == len(state["batches"])
     assert events.count("ended") >= len(state["batches"])
-    if workers == "0":  # (under xdist the controller collects nothing: no header lines)
-        result.stdout.fnmatch_lines(["*llmbench: batch: fake: batched (fakebatch)*"])
+    result.stdout.fnmatch_lines(["*llmbench: batch: fake: batched (fakebatch)*"])
     # A rerun: every answer from the cache, nothing sent, no batch polled.
     creates = state["creates"]
     rerun = bench.run_subprocess(*args) if workers != "0" else bench.run(*args)
@@ -430,7 +429,10 @@ def test_pytest_timeout_does_not_cut_the_wait_on_a_batch(
     assert batched.snapshot()["polls"] == 6
 
 
-def test_progress_shows_the_batches_while_they_run(bench: Bench, batched: FileBatches) -> None:
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_progress_shows_the_batches_while_they_run(
+    bench: Bench, batched: FileBatches, workers: str
+) -> None:
     import os
     import signal
     import subprocess
@@ -441,16 +443,17 @@ def test_progress_shows_the_batches_while_they_run(bench: Bench, batched: FileBa
     bench.eval_file("capitals", TWO_CAPITALS)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--results-dir=out"]
-    command += ["--models=fake", "--batch", "--batch-poll=0.05", "--cache-dir=c"]
+    command += ["--models=fake", "--batch", "--batch-poll=0.05", "--cache-dir=c", f"-n{workers}"]
     run = subprocess.Popen(
         command, cwd=bench.pytester.path, env=env, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     progress = bench.out("progress.json")
     state: dict[str, Any] = {}
+    sent = 1 if workers == "0" else 2  # each worker batches its own item
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and "batches" not in state:
+        while time.monotonic() < deadline and state.get("batches", {}).get("submitted") != sent:
             time.sleep(0.2)
             if progress.exists():
                 try:
@@ -460,11 +463,11 @@ def test_progress_shows_the_batches_while_they_run(bench: Bench, batched: FileBa
     finally:
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
-    assert state["batches"]["submitted"] == 1 and state["batches"]["in_progress"] == 1
+    assert state["batches"]["submitted"] == sent and state["batches"]["in_progress"] == sent
     assert state["batches"]["lines"] == 2 and state["batches"]["items_written"] == 0
     assert state["batches"]["done"] == state["batches"]["failed"] == 0
     assert isinstance(state["batches"]["oldest_created_at"], float)
-    assert "batches: 1 in progress, 0 done · 0/2 calls answered" in state["line"]
+    assert f"batches: {sent} in progress, 0 done · 0/2 calls answered" in state["line"]
 
 
 def test_waiting_notices_are_rarer_under_batch(pytester: pytest.Pytester) -> None:
@@ -562,8 +565,7 @@ def test_openai_batches_answer_items_and_judges_each_line_once(bench: Bench, wor
     journal = [json.loads(line) for line in bench.out("batches.jsonl").read_text().splitlines()]
     created = [event["batch_id"] for event in journal if event["event"] == "created"]
     assert len(created) == server.creates
-    if workers == "0":
-        result.stdout.fnmatch_lines(["*llmbench: batch: batched: batched (openai batch API at*"])
+    result.stdout.fnmatch_lines(["*llmbench: batch: batched: batched (openai batch API at*"])
     rerun = bench.run_subprocess(*args) if workers != "0" else bench.run(*args)
     rerun.assert_outcomes(passed=2, failed=1)
     assert sum(server.lines_received.values()) == 4 and server.chat_requests() == []

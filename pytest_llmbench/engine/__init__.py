@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     )
     from .request import Answer, ConversationRun, Reply
     from .runtime import Runtime, terminal_notice, wait_notice_s
-    from .session import results_dir, session_state
+    from .session import batch_asked, results_dir, session_state
     from .stop_early import STOP_EARLY_KEY, STOPPED_KEY, StopEarly
     from .targets import batch_lines, clients_line
     from .watch import WorkerWatch
@@ -100,6 +100,7 @@ _FACE: dict[str, str] = {
     "shutdown": "lifetime",
     "terminal_notice": "runtime",
     "wait_notice_s": "runtime",
+    "batch_asked": "session",
     "results_dir": "session",
     "session_state": "session",
     "STOP_EARLY_KEY": "stop_early",
@@ -143,6 +144,7 @@ __all__ = [
     "StopEarly",
     "WorkdirError",
     "WorkerWatch",
+    "batch_asked",
     "batch_lines",
     "batch_progress",
     "cache_path",

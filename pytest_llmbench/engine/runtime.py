@@ -18,7 +18,7 @@ import pytest
 from ..config import RunConfig, get_run_config
 from ..redact import Redactor
 from .event_loop import Engine
-from .session import results_dir, run_id, session_state
+from .session import batch_asked, results_dir, run_id, session_state
 from .targets import Targets
 
 if TYPE_CHECKING:
@@ -165,12 +165,7 @@ def wait_notice_s(config: pytest.Config) -> float:
 
     raw = config.getini("llmbench_wait_notice_s")
     # Read from the options, not the run's config: the controller asks at configure time.
-    batch = config.getoption("llmbench_batch", None) or config.getoption(
-        "llmbench_resume_batch", None
-    )
-    if batch is None:
-        batch = config.getini("llmbench_batch") or config.getini("llmbench_resume_batch")
-    default = BATCH_NOTICE_EVERY_S if batch else NOTICE_EVERY_S
+    default = BATCH_NOTICE_EVERY_S if batch_asked(config) else NOTICE_EVERY_S
     try:
         value = float(raw) if raw not in (None, "") else default
     except ValueError:

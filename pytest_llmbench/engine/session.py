@@ -69,3 +69,15 @@ def _new_results_dir(config: pytest.Config) -> Path:
     while candidate.exists():
         candidate, counter = base / f"{stamp}-{counter}", counter + 1
     return candidate
+
+
+def batch_asked(config: pytest.Config) -> bool:
+    """Whether ``--batch`` or ``--resume-batch`` (or their ini keys) was given, read from the
+    options without building the run's config (the xdist controller, which collects no eval
+    file, asks too)."""
+    given = config.getoption("llmbench_batch", None) or config.getoption(
+        "llmbench_resume_batch", None
+    )
+    if given is None:
+        given = config.getini("llmbench_batch") or config.getini("llmbench_resume_batch")
+    return bool(given)

@@ -252,14 +252,11 @@ class RunProgress:
 
 
 def _batching(config: pytest.Config) -> bool:
-    """Whether the run sends batches (its config is only read once it has eval items)."""
-    from ..engine import eval_files_collected
+    """Whether the run sends batches (asked of the options: the xdist controller collects no
+    eval file)."""
+    from ..engine import batch_asked
 
-    if not eval_files_collected(config):
-        return False
-    from ..config import get_run_config
-
-    return get_run_config(config).batch
+    return batch_asked(config)
 
 
 def progress_every_s(config: pytest.Config) -> float:
