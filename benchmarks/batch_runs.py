@@ -59,7 +59,7 @@ models:
     if judged:
         rubric = "\n".join(
             f"  - {{id: j{i:05d}, prompt: 'Essay {i}: say ok.', "
-            "assert: [{type: llm-rubric, value: the answer says ok, judge: mini}]}"
+            "assert: [{type: llm-rubric, value: the answer says ok, judges: [mini]}]}"
             for i in range(judged)
         )
         (work / "judged.eval.yaml").write_text(f"cases:\n{rubric}\n")
