@@ -59,7 +59,7 @@ models:
     if judged:
         rubric = "\n".join(
             f"  - {{id: j{i:05d}, prompt: 'Essay {i}: say ok.', "
-            "assert: [{type: llm-rubric, value: the answer says ok, judges: [mini]}]}"
+            "assert: [{type: llm-rubric, value: RUBRIC the answer says ok, judges: [mini]}]}"
             for i in range(judged)
         )
         (work / "judged.eval.yaml").write_text(f"cases:\n{rubric}\n")
@@ -123,7 +123,8 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="run in this (new) folder and keep it")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="llmbench-batch-"))
-    with FakeLLMServer([Rule(reply="ok")], batch=BatchScript(polls=args.polls)) as server:
+    rules = [Rule(match_any="RUBRIC", reply='{"score": 1, "reason": "it says ok"}'), Rule(reply="ok")]
+    with FakeLLMServer(rules, batch=BatchScript(polls=args.polls)) as server:
         _project(work, server.base_url, args.items, args.judged)
         live = _run(work, server, "live", [])
         batched = _run(work, server, "batch", ["--batch", f"--batch-poll={args.batch_poll}"])
