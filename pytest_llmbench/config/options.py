@@ -123,7 +123,7 @@ SETTINGS: tuple[Setting, ...] = (
         "passes: all (default), majority, any or at-least:K of its repeats", "all"),
     Setting("stop_early", "With --repeat N: stop running a case's repeats once its verdict "
         "under --repeat-policy cannot change: --stop-early (exact: never a different verdict) "
-        "or --stop-early=0.95 (a different verdict at most 5% of the time per case, fewer "
+        "or --stop-early=0.95 (a different verdict with chance at most 0.05 per case, fewer "
         "repeats); give a value with =", None, const="1.0"),
     Setting("stop_early_min", "With --stop-early: answered repeats every case takes before "
         "it may stop (default 2; pass@k is computed for k = the fewest taken)", "2"),
