@@ -83,7 +83,9 @@ def _run(work: Path, server: FakeLLMServer, label: str, extra: list[str]) -> dic
     rates = BATCH if "--batch" in extra else LIVE
     by_hand = 0.0
     for record in records:
-        by_hand += (record["input_tokens"] or 0) * rates[0] + (record["output_tokens"] or 0) * rates[1]
+        by_hand += (record["input_tokens"] or 0) * rates[0] + (
+            record["output_tokens"] or 0
+        ) * rates[1]
         for judge in record.get("judges") or ():
             tokens = (judge.get("input_tokens") or 0, judge.get("output_tokens") or 0)
             by_hand += tokens[0] * rates[0] + tokens[1] * rates[1]
@@ -123,7 +125,10 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="run in this (new) folder and keep it")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="llmbench-batch-"))
-    rules = [Rule(match_any="RUBRIC", reply='{"score": 1, "reason": "it says ok"}'), Rule(reply="ok")]
+    rules = [
+        Rule(match_any="RUBRIC", reply='{"score": 1, "reason": "it says ok"}'),
+        Rule(reply="ok"),
+    ]
     with FakeLLMServer(rules, batch=BatchScript(polls=args.polls)) as server:
         _project(work, server.base_url, args.items, args.judged)
         live = _run(work, server, "live", [])
@@ -133,7 +138,9 @@ def main() -> int:
         print(json.dumps(result, indent=1, default=str))
         failed |= result["exit"] != 0 or bool(result["key_in_results"])
         failed |= abs(result["cost_records"] - result["cost_by_hand"]) > 1e-9
-    failed |= batched["lines_sent_twice"] > 0 or batched["batched_items"] != args.items + args.judged
+    failed |= (
+        batched["lines_sent_twice"] > 0 or batched["batched_items"] != args.items + args.judged
+    )
     print(
         f"\nlive: {live['http_requests']} requests, {live['cost_records']:.6f} USD, "
         f"{live['wall_s']:.1f} s; batch: {batched['http_requests']} requests "
