@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..item_errors import BatchError, ProviderError
-from . import prices, tokens
 from .batch_backend import (
     CANCELLED,
     COMPLETED,
@@ -47,7 +46,6 @@ from .completion import CallTarget, Completion, Timeouts
 from .errors import missing_key_error, provider_error
 from .litellm_client import use_local_tables
 from .openai_compatible import LITELLM_SETTINGS, _checked, _post, _session, proxy_for
-from .reasoning import split_leading_thinking
 from .reasoning_params import adapted
 
 ANTHROPIC_BASE = "https://api.anthropic.com"
@@ -185,10 +183,9 @@ def completion_of(
     reason, tokens and cache tokens), priced at the batch price of the line's target."""
     import httpx
 
-    from .litellm_client import _read_response, _token_counts, _tool_calls, import_litellm
+    from .litellm_client import completion_of, import_litellm, whole_reply
 
     litellm = import_litellm()
-    target = line.target
     call = translated(line.target, line.messages, line.params)
     raw = httpx.Response(
         200,
@@ -208,33 +205,10 @@ def completion_of(
         encoding=None,
         json_mode=call.json_mode,
     )
-    text, _, finish, usage, thinking = _read_response(response)
-    tool_calls = _tool_calls(response)
-    text, thinking = split_leading_thinking(text, thinking)
-    counted = _token_counts(litellm, target, line.messages, text + thinking, usage)
-    input_tokens, output_tokens, estimated = counted
-    parts = tokens.details(target.model_id, usage, thinking, output_tokens)
-    return Completion(
-        text=text,
-        model_id=target.model_id,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        tokens_estimated=estimated,
-        ttft_s=None,
-        latency_s=0.0,
-        cost_usd=prices.cost_usd(target, input_tokens, output_tokens, parts, batched=True),
-        retries=0,
-        streamed=False,
-        finish_reason=finish,
-        tool_calls=tool_calls,
-        reasoning=thinking,
-        reasoning_tokens=parts.reasoning_tokens,
-        cached_input_tokens=parts.cached_input_tokens,
-        cache_write_tokens=parts.cache_write_tokens,
-        reasoning_tokens_estimated=parts.reasoning_tokens_estimated,
-        batched=True,
-        batch_id=batch_id,
-        batch_wait_s=wait_s,
+    measured = {"ttft_s": None, "latency_s": 0.0, "retries": 0, "streamed": False}
+    batch = {"batched": True, "batch_id": batch_id, "batch_wait_s": wait_s}
+    return completion_of(
+        litellm, line.target, line.messages, whole_reply(response), **measured, **batch
     )
 
 

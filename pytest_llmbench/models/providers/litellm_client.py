@@ -187,30 +187,66 @@ async def chat_once(
     kwargs = _request_kwargs(target, messages, params, stream, limits)
     started = time.perf_counter()
     response = await litellm.acompletion(**kwargs)
+    ttft: float | None = None
     if stream:
         text, ttft, finish, usage, tool_calls, thinking = await _consume_stream(response, started)
+        reply = Reply(text, finish, usage, tool_calls, thinking)
     else:
-        text, ttft, finish, usage, thinking = _read_response(response)
-        tool_calls = _tool_calls(response)
+        reply = whole_reply(response)
     latency = time.perf_counter() - started
-    text, thinking = split_leading_thinking(text, thinking)
+    measured = {"ttft_s": ttft, "latency_s": latency, "retries": retries, "streamed": stream}
+    return completion_of(litellm, target, messages, reply, **measured)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """What an answer read by litellm gives: its text, finish reason, usage, tool calls and the
+    thinking it gave apart."""
+
+    text: str
+    finish: str | None
+    usage: Any
+    tool_calls: tuple[dict[str, Any], ...]
+    thinking: str
+
+
+def whole_reply(response: Any) -> Reply:
+    """A whole (not streamed) answer's :class:`Reply`."""
+    text, _, finish, usage, thinking = _read_response(response)
+    return Reply(text, finish, usage, _tool_calls(response), thinking)
+
+
+def completion_of(
+    litellm: Any,
+    target: CallTarget,
+    messages: Sequence[dict[str, Any]],
+    reply: Reply,
+    **measured: Any,
+) -> Completion:
+    """The :class:`Completion` of ``reply`` to ``messages``: a leading thinking block split
+    off, tokens counted (or estimated), priced; ``measured`` gives the call's own fields
+    (``ttft_s``, ``latency_s``, ``retries``, ``streamed``, and for a batch's answer
+    ``batched``, ``batch_id``, ``batch_wait_s``: priced then at the batch price)."""
+    text, thinking = split_leading_thinking(reply.text, reply.thinking)
     said = text + thinking
-    input_tokens, output_tokens, estimated = _token_counts(litellm, target, messages, said, usage)
-    parts = tokens.details(target.model_id, usage, thinking, output_tokens)
+    counts = _token_counts(litellm, target, messages, said, reply.usage)
+    input_tokens, output_tokens, estimated = counts
+    parts = tokens.details(target.model_id, reply.usage, thinking, output_tokens)
+    if measured.get("batched"):
+        cost = prices.cost_usd(target, input_tokens, output_tokens, parts, batched=True)
+    else:
+        cost = cost_of(litellm, target, input_tokens, output_tokens, parts)
     return Completion(
         text=text,
         model_id=target.model_id,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         tokens_estimated=estimated,
-        ttft_s=ttft,
-        latency_s=latency,
-        cost_usd=cost_of(litellm, target, input_tokens, output_tokens, parts),
-        retries=retries,
-        streamed=stream,
-        finish_reason=finish,
-        tool_calls=tool_calls,
+        cost_usd=cost,
+        finish_reason=reply.finish,
+        tool_calls=reply.tool_calls,
         reasoning=thinking,
+        **measured,
         **dataclasses.asdict(parts),  # the token details, under the same names
     )
 
