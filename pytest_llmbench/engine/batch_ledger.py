@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cache import BUSY_TIMEOUT_MS, execute_when_unlocked
+from .shared_sqlite import SharedSqlite, execute_when_unlocked
 
 #: The ledger's file name inside the response cache's folder.
 LEDGER_FILE = "batches.sqlite"
@@ -104,14 +104,8 @@ class Claim:
     held: Mapping[str, str]  #: key -> the batch id (or pending id) that holds it
 
 
-class BatchLedger:
+class BatchLedger(SharedSqlite):
     """The ledger file, opened on first use; one connection per thread."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
 
     # -- claims ----------------------------------------------------------------------------
     def claim(
@@ -262,14 +256,6 @@ class BatchLedger:
                 [(key, batch.batch_id, SENT) for key in keys],
             )
 
-    def close(self) -> None:
-        """Close every thread's connection."""
-        with self._lock:
-            connections, self._connections = self._connections, []
-            self._local = threading.local()
-        for connection in connections:
-            connection.close()
-
     # -- internals ---------------------------------------------------------------------------
     def _holders(self, connection: sqlite3.Connection, keys: Sequence[str]) -> Iterator[Any]:
         for start in range(0, len(keys), 500):  # SQLite's bound on variables
@@ -312,41 +298,12 @@ class BatchLedger:
         )
         connection.execute("UPDATE lines SET batch_id = ? WHERE batch_id = ?", (new, old))
 
-    def _execute(self, sql: str, parameters: Sequence[Any] = ()) -> sqlite3.Cursor:
-        try:
-            return self._connection().execute(sql, parameters)
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
-
     def _transaction(self) -> _Transaction:
         return _Transaction(self)
 
-    def _connection(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = self._open()
-            self._local.connection = connection
-        return connection
-
-    def _open(self) -> sqlite3.Connection:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(
-                self.path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            execute_when_unlocked(connection, "PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
-            for statement in _SCHEMA:
-                execute_when_unlocked(connection, statement)
-        except (OSError, sqlite3.Error) as exc:
-            raise self._error(exc) from exc
-        with self._lock:
-            self._connections.append(connection)
-        return connection
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        for statement in _SCHEMA:
+            execute_when_unlocked(connection, statement)
 
     def _error(self, exc: Exception) -> LedgerError:
         return LedgerError(

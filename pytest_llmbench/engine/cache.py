@@ -25,9 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import random
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,12 +36,12 @@ from ..config import format_age as format_age  # re-exported: pacing, tests
 from ..config import parse_age as parse_age  # re-exported: tests
 from ..models import Completion
 from ..yamlguard import json_text
+from .shared_sqlite import SharedSqlite, execute_when_unlocked
 
 #: Bumped when the key's layout changes, so old entries stop matching instead of lying.
 _KEY_VERSION = 1
 #: Call parameters that change how an answer is fetched, not what it is.
 _IGNORED_PARAMS = frozenset({"timeout", "max_retries", "stream", "stream_options", "api_key"})
-BUSY_TIMEOUT_MS = 30_000
 
 #: The cache's file name inside its folder (``--cache-dir``).
 CACHE_FILE = "responses.sqlite"
@@ -115,18 +113,12 @@ class CacheError(Exception):
     """The cache file cannot be used (not a SQLite database, unreadable, locked too long)."""
 
 
-class ResponseCache:
+class ResponseCache(SharedSqlite):
     """Completions by ``cache_key``, in one SQLite file that many processes may share.
 
     Nothing touches the disk until the first ``get``, ``put`` or ``len``. Each thread gets its
     own connection; ``close`` closes them all and a later use opens new ones.
     """
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
 
     def get(self, key: str) -> Completion | None:
         """The stored completion for ``key``, or None when there is none."""
@@ -187,77 +179,16 @@ class ResponseCache:
     def __len__(self) -> int:
         return int(self._execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
-    def close(self) -> None:
-        """Close every thread's connection."""
-        with self._lock:
-            connections, self._connections = self._connections, []
-            self._local = threading.local()
-        for connection in connections:
-            connection.close()
-
-    def _execute(self, sql: str, parameters: Sequence[Any] = ()) -> sqlite3.Cursor:
-        try:
-            return self._connection().execute(sql, parameters)
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
-
-    def _connection(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = self._open()
-            self._local.connection = connection
-        return connection
-
-    def _open(self) -> sqlite3.Connection:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # check_same_thread=False only so close() may close other threads' connections;
-            # each connection is used by the thread that opened it alone.
-            connection = sqlite3.connect(
-                self.path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except (OSError, sqlite3.Error) as exc:
-            raise self._error(exc) from exc
-        try:
-            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            execute_when_unlocked(connection, "PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
-            execute_when_unlocked(connection, _SCHEMA)
-            _add_model_column(connection)
-            _add_column(connection, "run")
-        except sqlite3.Error as exc:
-            connection.close()
-            raise self._error(exc) from exc
-        with self._lock:
-            self._connections.append(connection)
-        return connection
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        execute_when_unlocked(connection, _SCHEMA)
+        _add_model_column(connection)
+        _add_column(connection, "run")
 
     def _error(self, exc: Exception) -> CacheError:
         return CacheError(
             f"{self.path}: cannot use this file as the llmbench response cache ({exc}); "
             "delete it or choose another cache path"
         )
-
-
-def execute_when_unlocked(connection: sqlite3.Connection, sql: str) -> None:
-    """Run a setup statement, retrying while other processes hold the lock it needs.
-
-    Several processes opening a new file at once all switch it to WAL; SQLite answers "database
-    is locked" to all but one at once, without waiting on the busy timeout, to avoid a deadlock.
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            connection.execute(sql)
-            return
-        except sqlite3.OperationalError as exc:
-            locked = "locked" in str(exc) or "busy" in str(exc)
-            if not locked or time.monotonic() > deadline:
-                raise
-            time.sleep(random.uniform(0.005, 0.05))  # jittered, so the waiters do not collide
 
 
 def _read_entry(connection: sqlite3.Connection, key: str) -> CacheEntry | None:

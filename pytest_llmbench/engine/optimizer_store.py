@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..results_folder import OPTIMIZATIONS_FILE
-from .cache import BUSY_TIMEOUT_MS, execute_when_unlocked
+from .shared_sqlite import BUSY_TIMEOUT_MS, execute_when_unlocked
 
 if TYPE_CHECKING:
     import pytest
