@@ -344,7 +344,7 @@ def test_items_and_judges_are_batched_each_call_once(
     events = [event["event"] for event in journal]
     assert events.count("creating") == events.count("created") == len(state["batches"])
     assert events.count("ended") >= len(state["batches"])
-    result.stdout.fnmatch_lines(["*llmbench: batch: fake: batched (fakebatch)*"])
+    result.stdout.fnmatch_lines(["*llmbench: batch: fake: batched (fakebatch batch API at 127.0.0.1:*)*"])
     # A rerun: every answer from the cache, nothing sent, no batch polled.
     creates = state["creates"]
     rerun = bench.run_subprocess(*args) if workers != "0" else bench.run(*args)
@@ -363,7 +363,7 @@ def test_a_model_without_a_batch_api_stays_live_and_the_header_says_why(
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
-            "*llmbench: batch: fake: batched (fakebatch)*",
+            "*llmbench: batch: fake: batched (fakebatch batch API at 127.0.0.1:*)*",
             "*llmbench: batch: fake2: live (no /batches endpoint at 127.0.0.1)*",
         ]
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..models import CallTarget, missing_key_error
 
@@ -81,15 +81,7 @@ def clients_line(run: RunConfig, judges: bool) -> str:
     when ``judges``: the panel was chosen, not the default)."""
     from ..models import describe
 
-    targets = Targets(Path(), 0, run.client)
-    chosen = (*run.models, *(run.judges if judges else ()))
-    profiles = {profile.name: profile for profile in chosen}
-    # The embedded server's address is known once it starts; any endpoint routes the same.
-    shown = [
-        targets.unresolved(profile, "http://127.0.0.1" if profile.embedded else None)
-        for profile in profiles.values()
-    ]
-    return f"llmbench: clients: {describe(shown)}"
+    return f"llmbench: clients: {describe(_header_targets(run, judges))}"
 
 
 def batch_lines(run: RunConfig, judges: bool) -> list[str]:
@@ -97,25 +89,27 @@ def batch_lines(run: RunConfig, judges: bool) -> list[str]:
     when ``judges``), through which batch API its batchable calls go, or why they stay live."""
     if not run.batch:
         return []
-    targets = Targets(Path(), 0, run.client)
-    chosen = (*run.models, *(run.judges if judges else ()))
-    profiles = {profile.name: profile for profile in chosen}
-    shown = [
-        targets.unresolved(profile, "http://127.0.0.1" if profile.embedded else None)
-        for profile in profiles.values()
-    ]
     from ..models import describe_batch
     from . import batching
 
-    if batching.ROUTE_FOR_TESTS is None:
-        lines = describe_batch(shown)
-    else:  # a test's batch API
-        lines = []
-        for target in shown:
-            route = batching.batch_backend(target, "chat")
-            said = route if isinstance(route, str) else f"{target.name}: batched ({route.name})"
-            lines.append(said)
+    def route(target: CallTarget) -> Any:
+        return batching.batch_backend(target, "chat")
+
+    lines = describe_batch(_header_targets(run, judges), route)
     return [f"llmbench: batch: {line}" for line in lines]
+
+
+def _header_targets(run: RunConfig, judges: bool) -> list[CallTarget]:
+    """The run's models (and judges, when ``judges``: the panel was chosen, not the default)
+    as the session header shows them, before any endpoint starts: the embedded server's
+    address is known once it starts, and any endpoint routes the same."""
+    targets = Targets(Path(), 0, run.client)
+    chosen = (*run.models, *(run.judges if judges else ()))
+    profiles = {profile.name: profile for profile in chosen}
+    return [
+        targets.unresolved(profile, "http://127.0.0.1" if profile.embedded else None)
+        for profile in profiles.values()
+    ]
 
 
 def _check_key(target: CallTarget) -> None:

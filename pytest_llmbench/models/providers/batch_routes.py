@@ -15,7 +15,7 @@ shared by every model there) or the reason its calls stay live, which the sessio
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import routes
@@ -96,12 +96,15 @@ def _anthropic(target: CallTarget, kind: str) -> BatchBackend | str:
     return backend
 
 
-def describe_batch(targets: Sequence[CallTarget]) -> list[str]:
+def describe_batch(
+    targets: Sequence[CallTarget],
+    route: Callable[[CallTarget], BatchBackend | str] = batch_route,
+) -> list[str]:
     """The session header's lines under ``--batch``: one per model, batched through which
-    API (and where), or live and why."""
+    API (and where), or live and why (as ``route`` routes a model's chat calls)."""
     lines = []
     for target in targets:
-        chosen = batch_route(target)
+        chosen = route(target)
         if isinstance(chosen, str):
             lines.append(chosen)
             continue
