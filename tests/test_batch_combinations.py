@@ -3,7 +3,8 @@ fake servers on 127.0.0.1 (pytest-xdist for real where ``-n 2``):
 
 - an Anthropic model under ``--batch`` (Message Batches, through the fake of its API);
 - ``--stop-early`` with ``--batch`` and ``--repeat``: the repeats go in waves, a stopped repeat
-  sends no line;
+  sends no line, a replay takes and stops the same repeats; killed with SIGKILL mid-batch and
+  resumed with ``--resume-batch``, each line is still sent once;
 - ``--batch`` then ``--cache=replay`` on the same cache: nothing sent, the records still batched;
 - plain, judged and conversation files in one ``--batch -n 2`` run: the conversation live, the
   rest batched, each line once;
@@ -199,23 +200,22 @@ def test_stop_early_under_batch_sends_only_the_repeats_taken_in_waves(
 ) -> None:
     _openai_batches(bench)
     bench.eval_file("stability", STABILITY)
-    base = ("--models=batched", "--repeat=4", "--repeat-policy=majority", "--batch", POLL)
-    base += ("-n", workers)
+    base = ("--models=batched", "--repeat=4", "--repeat-policy=majority")
     run = bench.run if workers == "0" else bench.run_subprocess
     _stability_answers(bench)
-    run(*base, "--cache-dir=full").assert_outcomes(passed=6, failed=6)
+    # the full run and the replay in-process: only the stopped run needs the workers
+    bench.run(*base, "--batch", POLL, "--cache-dir=full").assert_outcomes(passed=6, failed=6)
     full = _verdicts(bench)
     assert sorted(bench.server.lines_received.values()) == [1] * 12
 
     _stability_answers(bench)
     _forget_batches(bench)
-    result = run(*base, "--cache-dir=stopped", "--stop-early")
+    result = run(*base, "--batch", POLL, "--cache-dir=stopped", "--stop-early", "-n", workers)
     records = bench.records()
     taken = [record for record in records if not record["stopped_early"]]
     stopped = [record for record in records if record["stopped_early"]]
     by_case = Counter(record["case_id"] for record in taken)
-    # stable cases stop after the floor; the flaky one (2 yes, 2 no) runs all four
-    # majority of 4: three passes settle a pass, two fails a fail; flaky (yes, no, yes, no)
+    # stable cases stop once settled: majority of 4: three passes settle a pass, two fails a fail; flaky (yes, no, yes, no)
     # runs all four
     assert by_case == {"right": 3, "wrong": 2, "flaky": 4}
     assert {record["case_id"] for record in stopped} == {"right", "wrong"}
@@ -238,6 +238,53 @@ def test_stop_early_under_batch_sends_only_the_repeats_taken_in_waves(
     assert all(record["batched"] for record in taken)
     assert all(record["batch_id"] is None for record in stopped)
     assert _verdicts(bench) == full
+    # replayed from the cache: the same repeats taken and stopped, and nothing sent
+    said = sorted((r["case_id"], r["repeat"], r["outcome"], r["batch_id"]) for r in records)
+    bench.server.reset()
+    bench.run(*base, "--cache-dir=stopped", "--stop-early", "--cache=replay")
+    again = sorted(
+        (r["case_id"], r["repeat"], r["outcome"], r["batch_id"]) for r in bench.records()
+    )
+    assert again == said and bench.server.requests == []
+    assert _verdicts(bench) == full
+
+
+def test_a_stop_early_run_killed_mid_batch_resumes_sending_each_line_once(bench: Bench) -> None:
+    import os
+    import signal
+
+    from fakeserver import BatchScript
+    from test_engine_batch_resume import _popen, _wait_for
+
+    _openai_batches(bench)
+    bench.eval_file("stability", STABILITY)
+    args = ("--models=batched", "--repeat=4", "--repeat-policy=majority", "--stop-early")
+    args += ("--batch", POLL, "--cache-dir=c")
+    _stability_answers(bench)
+    bench.server.batch = BatchScript(polls=10**9)  # in progress until the script changes
+    killed = _popen(bench, *args, "--results-dir=first")
+    try:
+        _wait_for(bench.pytester.path / "first" / "batches.jsonl", "created", killed, 1)
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait()
+    journal = bench.pytester.path / "first" / "batches.jsonl"
+    created = {e["batch_id"] for e in map(json.loads, journal.read_text().splitlines())
+               if e["event"] == "created"}  # fmt: skip
+    first_wave = dict(bench.server.lines_received)
+    assert set(first_wave.values()) == {1} and len(first_wave) <= 6  # at most the floors
+    bench.server.batch = BatchScript()  # it completes at the provider meanwhile
+    bench.run(*args, "--resume-batch=first").assert_outcomes(passed=5, failed=4, skipped=3)
+    server = bench.server
+    assert sorted(server.lines_received.values()) == [1] * 9 and server.chat_requests() == []
+    records = bench.records()
+    taken = Counter(r["case_id"] for r in records if not r["stopped_early"])
+    assert taken == {"right": 3, "wrong": 2, "flaky": 4}
+    assert Counter(_case_of(body) for body in _sent_lines(bench).values()) == taken
+    assert all(r["batched"] for r in records if not r["stopped_early"])
+    # the killed run's batches answered the resumed run: none was made again
+    answered_by = {r["batch_id"] for r in records if not r["stopped_early"]}
+    assert created <= answered_by <= set(server._batches.batches)
 
 
 # -- 3. --batch, then --cache=replay on the same cache -----------------------------------------
