@@ -129,14 +129,14 @@ def test_the_journal_reads_back_into_a_new_ledger(tmp_path: Path) -> None:
     assert ledger.keys("batch_1") == KEYS[:2]
 
 
-def test_a_refresh_claims_keys_another_runs_batch_answered(tmp_path: Path) -> None:
+def test_a_key_another_runs_batch_answered_is_claimed_anew(tmp_path: Path) -> None:
     ledger = BatchLedger(tmp_path / "b.sqlite")
     claim = ledger.claim(KEYS[:2], run_id="r1", **WHERE)
     assert claim.pending_id is not None
     ledger.created(claim.pending_id, "batch_1")
     ledger.mark(KEYS[:1], DONE)
-    again = ledger.claim(KEYS[:2], run_id="r2", fresh=True, **WHERE)
+    again = ledger.claim(KEYS[:2], run_id="r2", **WHERE)
     # The answered key is sampled again; the one still running is still that batch's.
     assert again.claimed == (KEYS[0],) and again.held == {KEYS[1]: "batch_1"}
-    same_run = ledger.claim(KEYS[:1], run_id="r2", fresh=True, **WHERE)
+    same_run = ledger.claim(KEYS[:1], run_id="r2", **WHERE)
     assert same_run.pending_id is None and again.pending_id in same_run.held.values()

@@ -4,7 +4,6 @@ backend per endpoint and key, and a reason naming the model and the cause for ev
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,6 @@ from pytest_llmbench.models.providers.batch_routes import (
     forget_backends,
 )
 from pytest_llmbench.models.providers.completion import CallTarget
-
-ANTHROPIC_MODULE = "pytest_llmbench.models.providers.batch_anthropic"
 
 
 @pytest.fixture(autouse=True)
@@ -154,24 +151,44 @@ def test_a_kind_without_batch_endpoint_stays_live() -> None:
     )
 
 
-def test_anthropic_goes_to_its_own_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_anthropic_goes_to_its_own_backend() -> None:
+    from pytest_llmbench.models.providers.batch_anthropic import AnthropicBatches
+
     target = _target("anthropic/claude-haiku-4-5")
     assert batch_route(target, "embed") == (
         "m: live (anthropic batches answer chat calls only, not embed)"
     )
     chosen = batch_route(target)
-    try:
-        from pytest_llmbench.models.providers.batch_anthropic import (  # type: ignore[import-not-found,unused-ignore]
-            AnthropicBatches,
-        )
-    except ImportError:  # that module comes from another branch
-        assert chosen == "m: live (anthropic: its batch backend is not installed)"
-    else:
-        assert isinstance(chosen, AnthropicBatches)
-        assert batch_route(_target("anthropic/claude-sonnet-4-5", name="o")) is chosen
-    forget_backends()
-    monkeypatch.setitem(sys.modules, ANTHROPIC_MODULE, None)  # the module cannot be imported
-    assert batch_route(target) == "m: live (anthropic: its batch backend is not installed)"
+    assert isinstance(chosen, AnthropicBatches)
+    assert batch_route(_target("anthropic/claude-sonnet-4-5", name="o")) is chosen
+    # an anthropic-beta header goes on the batch request; any other keeps the call live
+    beta = {"extra_headers": {"anthropic-beta": "context-1m-2025-08-07"}}
+    assert batch_route(target, "chat", beta) is chosen
+    other = {"extra_headers": {"X-Trace": "1"}}
+    assert batch_route(target, "chat", other) == (
+        "m: live (its call sends extra_headers other than anthropic-beta, which a batch line "
+        "cannot carry)"
+    )
+    assert batch_route(_target("anthropic/claude-haiku-4-5", params=other)) == (
+        "m: live (its profile sends extra_headers other than anthropic-beta, which a batch "
+        "line cannot carry)"
+    )
+    assert batch_route(_target("anthropic/claude-haiku-4-5", extra={"num_retries": 2})) == (
+        "m: live (its profile passes litellm settings, which a batch cannot carry)"
+    )
+
+
+def test_a_password_in_an_endpoints_url_is_shown_nowhere() -> None:
+    base = "https://bob:hunter2pass@proxy.example.com:8443/v1"
+    target = _target(name="p", api_base=base, batch=True)
+    (line,) = describe_batch([target])
+    assert line == "p: batched (openai batch API at proxy.example.com:8443)"
+    chosen = batch_route(target)
+    assert not isinstance(chosen, str)
+    # what its errors name the provider by
+    assert chosen._target.name == "openai batch API (proxy.example.com:8443)"  # type: ignore[attr-defined]
+    local = _target("openai/fake", name="l", api_base="http://u:hunter2pass@127.0.0.1:9/v1")
+    assert "hunter2pass" not in str(batch_route(local))
 
 
 def test_the_session_header_says_how_each_model_is_called() -> None:

@@ -116,19 +116,22 @@ class BatchLedger(SharedSqlite):
         endpoint: str,
         kind: str,
         run_id: str | None,
-        fresh: bool = False,
     ) -> Claim:
         """Claim ``keys`` at once: the free ones go to a new pending batch of this process,
         the others are answered with the batch that holds them (never sent again).
-        ``fresh`` (``--cache=refresh``): a key another run's batch answered already is
-        claimed anew (sampled again), not collected from that batch."""
+
+        A key another run's batch already answered is claimed anew (sampled again), not
+        collected from that batch: a call reaches the ledger only when the response cache gave
+        no answer it may use (``--cache=off``, ``refresh``, an entry past ``--cache-ttl``, or
+        another cache folder), and an earlier run's answer is then not this run's. A key
+        still waiting in a batch (this run's, another worker's, a killed run's) is that
+        batch's."""
         unique = list(dict.fromkeys(keys))
         with self._transaction() as connection:
             held = dict(self._holders(connection, unique))
-            if fresh:
-                for key in self._answered_by_others(connection, list(held), run_id):
-                    connection.execute("DELETE FROM lines WHERE custom_id = ?", (key,))
-                    del held[key]
+            for key in self._answered_by_others(connection, list(held), run_id):
+                connection.execute("DELETE FROM lines WHERE custom_id = ?", (key,))
+                del held[key]
             free = [key for key in unique if key not in held]
             if not free:
                 return Claim(None, (), held)

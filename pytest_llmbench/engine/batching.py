@@ -86,8 +86,6 @@ class BatchSettings:
     run_id: str | None = None
     #: the results folder, as the timeout's error names it for ``--resume-batch``
     results_dir: str | None = None
-    #: ``--cache=refresh``: a call another run's batch answered is sent again, not collected
-    fresh: bool = False
     poll_cap_s: float = POLL_CAP_S
     max_poll_failures: int = MAX_POLL_FAILURES
 
@@ -251,10 +249,9 @@ class Batches:
         claim = self._ledger.claim(
             keys,
             backend=backend.name,
-            endpoint=first.target.api_base or "",
+            endpoint=_endpoint(first.target),
             kind=first.kind,
             run_id=self.settings.run_id,
-            fresh=self.settings.fresh,
         )
         held: dict[str, list[str]] = {}
         for key, holder in claim.held.items():
@@ -293,7 +290,7 @@ class Batches:
             pending_id=pending_id,
             input_sha256=sha,
             backend=backend.name,
-            endpoint=target.api_base or "",
+            endpoint=_endpoint(target),
             model=target.model_id,
             kind=lines[0].kind,
             custom_ids=keys,
@@ -609,3 +606,11 @@ def batch_progress(config: Any) -> dict[str, Any] | None:
         return batch_counts(ledger, run_id(config))
     finally:
         ledger.close()
+
+
+def _endpoint(target: CallTarget) -> str:
+    """The endpoint the ledger and the journal keep for a batch: its address without the user
+    and password a URL may carry."""
+    from ..models import without_userinfo
+
+    return without_userinfo(target.api_base or "")

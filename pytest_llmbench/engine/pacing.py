@@ -91,7 +91,6 @@ class PacerSettings:
                 timeout_s=run.batch_timeout_s,
                 run_id=run_id,
                 results_dir=None if results_dir is None else str(results_dir),
-                fresh=run.cache_mode == "refresh",
             )
         journal = None
         if run.batch and results_dir is not None:

@@ -62,7 +62,14 @@ if TYPE_CHECKING:
     from .providers.litellm_client import missing_api_keys, warmed_up
     from .providers.loglikelihood import aloglikelihood
     from .providers.prices import batch_price_estimated, cost_usd, rates, supports_vision
-    from .providers.routes import LEAN_PROVIDERS, check_key, describe, route, speaks_openai
+    from .providers.routes import (
+        LEAN_PROVIDERS,
+        check_key,
+        describe,
+        route,
+        speaks_openai,
+        without_userinfo,
+    )
     from .providers.thinking import (
         ThinkingRule,
         merged_rule,
@@ -123,6 +130,7 @@ _FACE: dict[str, str] = {
     "check_key": "providers.routes",
     "speaks_openai": "providers.routes",
     "describe": "providers.routes",
+    "without_userinfo": "providers.routes",
     "route": "providers.routes",
     "prompt_tokens": "providers.tokens",
     "use_bundled_tokenizers": "providers.tokens",
@@ -181,6 +189,7 @@ __all__ = [
     "unfinished_thinking",
     "use_bundled_tokenizers",
     "warmed_up",
+    "without_userinfo",
 ]
 
 

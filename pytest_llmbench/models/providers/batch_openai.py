@@ -96,7 +96,7 @@ class OpenAIBatches:
         self.endpoint = endpoint
         self.limits = limits or Timeouts(call_s=600.0)
         self.max_retries = max_retries
-        host = urllib.parse.urlsplit(endpoint.base_url).netloc
+        host = routes.shown_host(endpoint.base_url)
         #: what errors name (and redact the key of)
         self._target = CallTarget(
             name=f"{self.name} batch API ({host})",

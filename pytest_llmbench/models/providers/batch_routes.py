@@ -14,7 +14,6 @@ shared by every model there) or the reason its calls stay live, which the sessio
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +53,7 @@ def batch_route(
         return f"{name}: live (the embedded model's server has no batch API)"
     provider = routes.split_model(target.model_id)[0]
     if provider == "anthropic":
-        return _anthropic(target, kind)
+        return _anthropic(target, kind, params)
     chosen = routes.route(target)
     if chosen.client != "lean":
         if routes.speaks_openai(target):
@@ -68,7 +67,7 @@ def batch_route(
         return f"{name}: live ({' or '.join(missing)} is not set)"
     at = routes.endpoint(target)
     if routes.is_local(at.base_url) and target.batch is not True:
-        host = urllib.parse.urlsplit(at.base_url).netloc
+        host = routes.shown_host(at.base_url)
         return (
             f"{name}: live ({provider} at {host} is a local endpoint, which has no /batches "
             "API; a profile's batch: true sends its calls there)"
@@ -82,18 +81,37 @@ def batch_route(
     return backend
 
 
-def _anthropic(target: CallTarget, kind: str) -> BatchBackend | str:
+def _anthropic(
+    target: CallTarget, kind: str, params: Mapping[str, Any] | None
+) -> BatchBackend | str:
+    """Anthropic's Message Batches, or why a call stays live: a batch request carries one set
+    of headers (``anthropic-beta`` values alone are merged onto it), and litellm settings in
+    a profile are for litellm's live call."""
+    name = target.name
     if kind != "chat":
-        return f"{target.name}: live (anthropic batches answer chat calls only, not {kind})"
+        return f"{name}: live (anthropic batches answer chat calls only, not {kind})"
+    if target.extra:
+        return f"{name}: live (its profile passes litellm settings, which a batch cannot carry)"
+    for where, given in (("profile", target.params), ("call", params or {})):
+        if _other_headers(given.get("extra_headers")):
+            return (
+                f"{name}: live (its {where} sends extra_headers other than anthropic-beta, "
+                "which a batch line cannot carry)"
+            )
+    from .batch_anthropic import AnthropicBatches
+
     key = ("anthropic", target.api_base, target.api_key)
     backend = _backends.get(key)
     if backend is None:
-        try:
-            from .batch_anthropic import AnthropicBatches  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            return f"{target.name}: live (anthropic: its batch backend is not installed)"
         backend = _backends[key] = AnthropicBatches(target)
     return backend
+
+
+def _other_headers(headers: Any) -> bool:
+    """Whether ``headers`` (a call's ``extra_headers``) hold any but ``anthropic-beta``."""
+    if not isinstance(headers, Mapping):
+        return bool(headers)
+    return any(str(name).lower() != "anthropic-beta" for name in headers)
 
 
 def describe_batch(
@@ -111,7 +129,7 @@ def describe_batch(
         where = getattr(chosen, "endpoint", None)
         base = getattr(where, "base_url", None) or getattr(chosen, "base", None)
         base = base if isinstance(base, str) else target.api_base
-        at = f" at {urllib.parse.urlsplit(base).netloc}" if base else ""
+        at = f" at {routes.shown_host(base)}" if base else ""
         lines.append(f"{target.name}: batched ({chosen.name} batch API{at})")
     return lines
 

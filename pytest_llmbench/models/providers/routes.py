@@ -231,3 +231,23 @@ def describe(targets: Sequence[CallTarget]) -> str:
         why = f" ({'; '.join(said)})" if said else ""
         shown.append(f"{target.name} {chosen.client}{why}")
     return ", ".join(shown)
+
+
+def shown_host(url: str) -> str:
+    """``host[:port]`` of ``url`` as messages and headers show it: never the user and
+    password a URL may carry (``https://user:secret@proxy/v1``)."""
+    parts = urllib.parse.urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or ""
+    return f"{host}:{port}" if port else host
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without the user and password it may carry, as files may keep it."""
+    parts = urllib.parse.urlsplit(url.strip())
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=shown_host(url)))
