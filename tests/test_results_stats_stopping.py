@@ -34,8 +34,11 @@ def full_passes(policy: str, passed: int, failed: int, errors: int = 0) -> bool:
 
 
 def brute(policy: str, planned: int, c: int, f: int, e: int) -> str | None:
-    """The verdict every future of the remaining repeats agrees on, or None."""
-    remaining = planned - c - f - e
+    """The verdict every future of the remaining repeats agrees on, or None; a repeat that
+    ended in an error may yet pass or fail (``--retry-errors`` runs it again)."""
+    if c + f + e == planned:
+        return "pass" if full_passes(policy, c, f) else "fail"
+    remaining = planned - c - f
     finals = {
         full_passes(policy, c + x, f + y)
         for x in range(remaining + 1)
@@ -77,9 +80,11 @@ def test_exact_rule_is_the_brute_force_over_every_future(policy: str) -> None:
         ("majority", (5, 0, 0), None),
         ("majority", (0, 5, 0), "fail"),
         ("majority", (4, 3, 0), None),
-        # errors count as the policy counts them: neither pass nor fail; r shrinks
-        ("majority", (4, 0, 3), "pass"),  # r = 3: 4 > 0 + 3
-        ("majority", (3, 0, 4), None),  # r = 3: 3 > 3 is false, 3 + 3 <= 0 too
+        # an errored repeat may pass or fail on a retry: it counts as open, like one not run
+        ("majority", (4, 0, 3), None),  # open 6: 4 > 0 + 6 is false, 4 + 6 <= 0 too
+        ("majority", (7, 0, 2), "pass"),  # open 3: 7 > 0 + 3
+        ("majority", (0, 5, 2), "fail"),  # open 5: 0 + 5 <= 5
+        ("majority", (4, 0, 6), "pass"),  # none remains: the policy's verdict
     ],
 )
 def test_closed_forms_at_ten_repeats(

@@ -73,7 +73,9 @@ def settled(
 
     ``planned`` is ``N``; ``passed``, ``failed`` and ``errors`` count the repeats taken. When no
     repeat remains the verdict is the policy's. Before ``min_repeats`` answered repeats nothing
-    is settled (unless none remains).
+    is settled (unless none remains). A repeat that ended in an error counts as still open, as
+    one not run yet: ``--retry-errors`` may run it again and it may pass or fail then, so a
+    verdict settled here stays that of all ``N`` repeats after any retry.
     """
     remaining = planned - passed - failed - errors
     if min(passed, failed, errors) < 0 or remaining < 0:
@@ -88,13 +90,14 @@ def settled(
         return "pass" if passes(passed, failed) else "fail"
     if passed + failed < min_repeats:
         return None
-    if passes(passed, failed + remaining):
+    unsettled = remaining + errors  # an errored repeat may yet pass or fail on a retry
+    if passes(passed, failed + unsettled):
         return "pass"
-    if not passes(passed + remaining, failed):
+    if not passes(passed + unsettled, failed):
         return "fail"
     if confidence >= EXACT:
         return None
-    return _predictive(policy.lower(), planned, passed, failed, remaining, 1.0 - confidence)
+    return _predictive(policy.lower(), planned, passed, failed, unsettled, 1.0 - confidence)
 
 
 @dataclass(frozen=True)
