@@ -249,6 +249,39 @@ def test_stop_early_under_batch_sends_only_the_repeats_taken_in_waves(
     assert _verdicts(bench) == full
 
 
+WAVES = "cases:\n" + "".join(
+    f"  - {{id: c{i}, prompt: 'What is the capital of France? ({i})', expected: Paris, "
+    "assert: [contains]}\n"
+    for i in range(6)
+)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_stop_early_under_batch_sends_one_batch_per_wave_not_per_case(
+    bench: Bench, workers: str
+) -> None:
+    # Under "all", a passing case is never settled before its last repeat: every repeat runs.
+    # In case order, each case's repeats past the floor would be a batch of one line each
+    # (6 cases x 2 = 12 batches after the first); in waves, one batch per repeat past the
+    # floor, per process.
+    _openai_batches(bench)
+    _capitals(bench)
+    bench.eval_file("waves", WAVES)
+    run = bench.run if workers == "0" else bench.run_subprocess
+    args = ("--models=batched", "--repeat=4", "--repeat-policy=all", "--stop-early")
+    result = run(*args, "--batch", POLL, "-n", workers)
+    result.assert_outcomes(passed=24)
+    assert sorted(bench.server.lines_received.values()) == [1] * 24
+    processes = 1 if workers == "0" else 2
+    # the floor's wave (repeats 0 and 1), then repeat 2's, then repeat 3's: three per process
+    assert bench.server.creates <= 3 * processes
+    waves = {}
+    for record in bench.records():
+        waves.setdefault(record["repeat"], set()).add(record["batch_id"])
+    assert len(waves[2] & waves[3]) == 0  # repeat 3 went after repeat 2 was scored
+    assert all(len(ids) <= processes for ids in waves.values())
+
+
 def test_a_stop_early_run_killed_mid_batch_resumes_sending_each_line_once(bench: Bench) -> None:
     import os
     import signal

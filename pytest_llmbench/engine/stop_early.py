@@ -88,6 +88,16 @@ class StopEarly:
         config.stash[STOP_EARLY_KEY] = self
 
     @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Run the repeats in waves: every case's first repeat, then every case's second, and
+        so on (each in collection order). A repeat past the floor starts once its case's
+        earlier repeats are scored; in case order, the next case's repeats would wait on the
+        one running now, one call (under ``--batch``: one batch) at a time. In waves, a whole
+        wave's calls start together: one batch per wave under ``--batch``. The same order in
+        every process (xdist's workers compare their collections)."""
+        items.sort(key=_repeat_of)  # stable: collection order within each wave
+
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Learn this process's repeats from the plans the shell stashed."""
         if not eval_files_collected(self.config):
@@ -168,3 +178,10 @@ class StopEarly:
         elif outcome == "error":
             tally.errors += 1
         tally.reported.add(plan.repeat)
+
+
+def _repeat_of(item: pytest.Item) -> int:
+    """An eval item's repeat (0 for any other test, which keeps its place among the first)."""
+    plan = getattr(item, "plan", None)
+    repeat = getattr(plan, "repeat", 0)
+    return repeat if isinstance(repeat, int) else 0

@@ -144,6 +144,7 @@ class LookaheadScheduling(LoadScheduling):  # type: ignore[misc]  # xdist ships 
                     taken.add(other)
                     self.pending.remove(other)
                     chosen.append(other)
+        chosen.sort()  # run in collection order (--stop-early's waves: repeat by repeat)
         self.node2pending[node].extend(chosen)
         node.send_runtest_some(chosen)
 
