@@ -28,7 +28,9 @@ def test_free_keys_are_claimed_and_held_keys_name_their_batch(tmp_path: Path) ->
     assert first.pending_id is not None and first.pending_id.startswith(PENDING)
     row = one.batch(first.pending_id)
     assert row is not None and row.pending and row.lines == 4
-    assert row.input_sha256 == input_sha256(KEYS[:4])
+    assert row.input_sha256 == input_sha256(KEYS[:4], first.pending_id)
+    # the same calls in another attempt are another input: a look-up by hash never mixes them
+    assert input_sha256(KEYS[:4], "pending-other") != row.input_sha256
     # Another process: the keys held by the pending batch are not its to send.
     second = other.claim(KEYS[2:], run_id="r1", **WHERE)
     assert second.claimed == tuple(KEYS[4:])
@@ -65,8 +67,11 @@ def test_a_killed_runs_pending_batch_is_adopted_once(tmp_path: Path) -> None:
     assert claim.pending_id is not None
     assert ledger.adopt(claim.pending_id, "killed") is None  # its own run: not adopted
     adopted = ledger.adopt(claim.pending_id, "resumed")
-    assert adopted is not None and adopted.input_sha256 == input_sha256(KEYS[:2])
+    assert adopted is not None and adopted.input_sha256 == input_sha256(KEYS[:2], claim.pending_id)
     assert ledger.adopt(claim.pending_id, "resumed") is None  # a second worker: not again
+    ledger.disown(claim.pending_id, "resumed")  # its recovery failed: another may try
+    again = ledger.adopt(claim.pending_id, "resumed")
+    assert again is not None and again.batch_id == claim.pending_id
 
 
 def _claim_in_a_process(path: str, keys: list[str], out: str) -> None:
@@ -107,7 +112,7 @@ def test_the_journal_reads_back_into_a_new_ledger(tmp_path: Path) -> None:
         ("pending-2", None, KEYS[2:4]),
     ):
         journal.write(
-            "creating", pending_id=pending, input_sha256=input_sha256(keys), custom_ids=keys,
+            "creating", pending_id=pending, input_sha256=input_sha256(keys, pending), custom_ids=keys,
             backend="fakebatch", endpoint="e", kind="chat",
         )  # fmt: skip
         if batch_id:
@@ -124,7 +129,7 @@ def test_the_journal_reads_back_into_a_new_ledger(tmp_path: Path) -> None:
     assert ledger.holder(KEYS[0]) == "batch_1" and ledger.keys("batch_1") == KEYS[:2]
     pending = ledger.batch("pending-2")
     assert pending is not None and pending.pending and pending.run_id is None
-    assert pending.input_sha256 == input_sha256(KEYS[2:4])
+    assert pending.input_sha256 == input_sha256(KEYS[2:4], "pending-2")
     assert load_journal(journal.path, ledger) == 2  # read twice: nothing doubled
     assert ledger.keys("batch_1") == KEYS[:2]
 
@@ -140,3 +145,21 @@ def test_a_key_another_runs_batch_answered_is_claimed_anew(tmp_path: Path) -> No
     assert again.claimed == (KEYS[0],) and again.held == {KEYS[1]: "batch_1"}
     same_run = ledger.claim(KEYS[:1], run_id="r2", **WHERE)
     assert same_run.pending_id is None and again.pending_id in same_run.held.values()
+
+
+def test_a_call_sent_again_is_the_newer_batchs_on_resume(tmp_path: Path) -> None:
+    # batch_1 expired without KEYS[1]'s answer; a retry sent it again in batch_2, then died
+    journal = BatchJournal(tmp_path / "out" / "batches.jsonl")
+    for pending, batch_id, keys in (
+        ("pending-1", "batch_1", KEYS[:2]),
+        ("pending-2", "batch_2", KEYS[1:2]),
+    ):
+        journal.write(
+            "creating", pending_id=pending, input_sha256=input_sha256(keys, pending),
+            custom_ids=keys, backend="fakebatch", endpoint="e", kind="chat",
+        )  # fmt: skip
+        journal.write("created", pending_id=pending, batch_id=batch_id)
+    journal.write("ended", batch_id="batch_1", status="expired")
+    ledger = BatchLedger(tmp_path / "cache" / "batches.sqlite")
+    assert load_journal(journal.path, ledger) == 2
+    assert ledger.holder(KEYS[1]) == "batch_2" and ledger.holder(KEYS[0]) == "batch_1"

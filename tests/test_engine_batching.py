@@ -6,6 +6,7 @@ live with its reason in the header."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 from collections.abc import Mapping, Sequence
@@ -197,6 +198,55 @@ def test_failed_polls_are_retried_then_fail_the_calls_naming_the_cause(tmp_path:
     )
 
 
+def test_an_outage_backs_off_and_fails_the_calls_only_after_a_quarter_hour(tmp_path: Path) -> None:
+    # 12 failed polls a second apart would end the calls at the 10th: backing off (x1.5 a
+    # failure), the 13th poll comes and answers
+    backend, clock = MemoryBatches(), Clock()
+    backend.fail_polls = 12
+    batches = _batches(tmp_path, backend, clock, {}, poll_s=1.0)
+    (answer,) = _run(batches, backend, [_line(1)])
+    assert isinstance(answer, Completion)
+    waits = clock.sleeps[:12]
+    assert all(later > earlier for earlier, later in itertools.pairwise(waits))
+    # a longer outage: the calls fail once polls have failed for a quarter hour
+    backend, clock = MemoryBatches(), Clock()
+    backend.fail_polls = 10**6
+    batches = _batches(tmp_path / "long", backend, clock, {}, poll_s=1.0)
+    (error,) = _run(batches, backend, [_line(2)])
+    assert isinstance(error, BatchError) and "times in a row, the last: connection reset" in str(
+        error
+    )
+    assert 900 <= sum(clock.sleeps[1:]) <= 900 + 300 * 1.2
+    assert len(clock.sleeps) > 10
+
+
+class _Refused(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}: No such Batch object")
+        self.status_code = status
+
+
+@pytest.mark.parametrize("status", [404, 401])
+def test_a_batch_the_provider_refuses_fails_its_calls_at_once(tmp_path: Path, status: int) -> None:
+    backend, clock = MemoryBatches(), Clock()
+
+    async def refuse(batch_id: str) -> BatchState:
+        try:
+            raise _Refused(status)
+        except _Refused as exc:
+            raise RuntimeError("openai batch API: NotFoundError") from exc
+
+    backend.poll = refuse  # type: ignore[method-assign]
+    batches = _batches(tmp_path, backend, clock, {})
+    (error,) = _run(batches, backend, [_line(1)])
+    assert isinstance(error, BatchError)
+    assert str(error).startswith(f"batch batch_1: the provider refuses it (HTTP {status})")
+    ledger = BatchLedger(tmp_path / "batches.sqlite")
+    # 404: freed, the next run sends the call anew; 401: kept, a rerun with the key collects it
+    assert ledger.holder(_line(1).custom_id) == (None if status == 404 else "batch_1")
+    assert len(clock.sleeps) == 0
+
+
 def test_the_timeout_leaves_the_batch_running_and_says_how_to_collect_it(
     tmp_path: Path,
 ) -> None:
@@ -344,7 +394,9 @@ def test_items_and_judges_are_batched_each_call_once(
     events = [event["event"] for event in journal]
     assert events.count("creating") == events.count("created") == len(state["batches"])
     assert events.count("ended") >= len(state["batches"])
-    result.stdout.fnmatch_lines(["*llmbench: batch: fake: batched (fakebatch batch API at 127.0.0.1:*)*"])
+    result.stdout.fnmatch_lines(
+        ["*llmbench: batch: fake: batched (fakebatch batch API at 127.0.0.1:*)*"]
+    )
     # A rerun: every answer from the cache, nothing sent, no batch polled.
     creates = state["creates"]
     rerun = bench.run_subprocess(*args) if workers != "0" else bench.run(*args)

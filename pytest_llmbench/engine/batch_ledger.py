@@ -62,14 +62,17 @@ def ledger_path(cache_dir: Path) -> Path:
     return Path(cache_dir) / LEDGER_FILE
 
 
-def input_sha256(custom_ids: Sequence[str]) -> str:
-    """A batch's input hash: the sha256 of its custom_ids in the order sent, one a line.
+def input_sha256(custom_ids: Sequence[str], attempt: str) -> str:
+    """A batch's input hash: the sha256 of the attempt's id (its pending id) and its
+    custom_ids in the order sent, one a line.
 
     A custom_id is the call's response-cache key, a digest of everything the call sends, so
-    this names the batch's input as well as a hash of the uploaded file would, and is the same
-    whichever backend writes the file.
+    this names the batch's input as well as a hash of the uploaded file would, whichever
+    backend writes the file. The attempt makes it this attempt's alone: the same calls sent
+    again (an earlier batch of them failed or expired) are another batch, which a look-up by
+    hash (after a create whose answer was lost) must not take for this one.
     """
-    return hashlib.sha256("\n".join(custom_ids).encode("ascii")).hexdigest()
+    return hashlib.sha256("\n".join([attempt, *custom_ids]).encode("ascii")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ class BatchLedger(SharedSqlite):
             connection.execute(
                 "INSERT INTO batches (batch_id, backend, endpoint, kind, input_sha256, "
                 "created_at, status, run_id, lines) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
-                (pending, backend, endpoint, kind, input_sha256(free), time.time(), run_id,
+                (pending, backend, endpoint, kind, input_sha256(free, pending), time.time(), run_id,
                  len(free)),
             )  # fmt: skip
             connection.executemany(
@@ -174,6 +177,15 @@ class BatchLedger(SharedSqlite):
                 "UPDATE batches SET run_id = ? WHERE batch_id = ?", (run_id, pending_id)
             )
         return row
+
+    def disown(self, pending_id: str, run_id: str | None) -> None:
+        """Give back a pending batch ``run_id`` adopted and could not recover (the provider
+        did not answer): the next follower adopts it and asks again."""
+        with self._transaction() as connection:
+            connection.execute(
+                "UPDATE batches SET run_id = NULL WHERE batch_id = ? AND run_id IS ?",
+                (pending_id, run_id),
+            )
 
     # -- states ------------------------------------------------------------------------------
     def polled(self, batch_id: str, status: str, done: int) -> None:
@@ -395,7 +407,8 @@ def load_journal(path: Path, ledger: BatchLedger) -> int:
 
     A batch the journal saw created goes in by its id; one it saw only ``creating`` (the run
     was killed before the id came back) goes in as a pending batch of no run, which the run
-    adopts: the provider is asked for it by its input hash, else its calls are sent anew.
+    adopts: the provider is asked for it by its input hash, else its calls are sent anew. A
+    call in several batches is the newest one's.
     """
     creating: dict[str, dict[str, Any]] = {}
     created: dict[str, str] = {}
@@ -410,7 +423,9 @@ def load_journal(path: Path, ledger: BatchLedger) -> int:
             creating.pop(pending, None)
         elif event["event"] == "ended":
             ended[str(event["batch_id"])] = str(event.get("status"))
-    for pending, event in creating.items():
+    # Newest first: a call sent again (its earlier batch ended without its answer, then a
+    # retry sent it) is the newer batch's, never collected from the older one and sent anew.
+    for pending, event in reversed(creating.items()):
         batch_id = created.get(pending, pending)
         row = BatchRow(
             batch_id=batch_id,

@@ -47,6 +47,9 @@ __all__ = ["BatchQueue", "BatchSettings", "Batches", "batch_backend"]
 
 #: The longest wait between two polls of a batch, seconds.
 POLL_CAP_S = 300.0
+#: How long polls must have failed (and at least ``max_poll_failures`` of them) before a
+#: batch's calls fail: an outage of the provider's API outlives a few polls.
+MIN_FAILING_S = 900.0
 #: The back-off factor of a poll that showed no progress.
 POLL_FACTOR = 1.5
 #: Jitter of each wait: ±20%.
@@ -342,7 +345,13 @@ class Batches:
             if row.run_id != self.settings.run_id:
                 adopted = self._ledger.adopt(pending_id, self.settings.run_id)
                 if adopted is not None:
-                    await self._recover(backend, pending_id, adopted.input_sha256, keys)
+                    try:
+                        await self._recover(backend, pending_id, adopted.input_sha256, keys)
+                    except BaseException:
+                        # Let another follower adopt it and ask again (a 503 on resume), not
+                        # wait on this run's adoption until --batch-timeout.
+                        self._ledger.disown(pending_id, self.settings.run_id)
+                        raise
                     return
             await self._sleep(min(1.0, self.settings.poll_s))
 
@@ -415,6 +424,7 @@ class Batches:
         settings = self.settings
         deadline = self._clock() + settings.timeout_s
         delay, failures, seen = settings.poll_s, 0, None
+        failing_since: float | None = None
         while True:
             try:
                 state = await watch.backend.poll(watch.batch_id)
@@ -423,8 +433,12 @@ class Batches:
                     await self._finish(watch, state, resend=seen is None and not watch.sent_here)
                     return
             except Exception as exc:
+                if self._refused(watch, exc):
+                    return
                 failures += 1
-                if failures >= settings.max_poll_failures:
+                failing_since = self._clock() if failing_since is None else failing_since
+                failing_for = self._clock() - failing_since
+                if failures >= settings.max_poll_failures and failing_for >= MIN_FAILING_S:
                     message = (
                         f"batch {watch.batch_id}: polling or reading it failed {failures} times "
                         f"in a row, the last: {exc}; the batch keeps running: rerun with "
@@ -433,7 +447,9 @@ class Batches:
                     )
                     self._fail(sorted(watch.keys), BatchError(message))
                     return
+                delay *= POLL_FACTOR  # an outage: wait longer each time, up to the cap
             else:
+                failing_since = None
                 failures = 0
                 watch.state = state
                 self._ledger.polled(watch.batch_id, state.status, state.done)
@@ -447,6 +463,23 @@ class Batches:
             wait = min(delay, settings.poll_cap_s)
             wait *= 1 + self._rng.uniform(-POLL_JITTER, POLL_JITTER)
             await self._sleep(max(0.0, min(wait, deadline - now)))
+
+    def _refused(self, watch: _Watch, exc: Exception) -> bool:
+        """Fail ``watch``'s calls at once when the provider refuses the batch for good: HTTP
+        404 (not this key's, or gone: its calls are freed, the next run sends them anew) or
+        401/403 (the key: a rerun with the right one collects it). Whether it did."""
+        status = _http_status(exc)
+        if status not in (401, 403, 404):
+            return False
+        keys = sorted(watch.keys)
+        if status == 404:
+            self._ledger.forget_lines(watch.batch_id, keys)
+            then = "its calls are freed: the next run sends them anew"
+        else:
+            then = "a rerun with a key that may read it collects it"
+        message = f"batch {watch.batch_id}: the provider refuses it (HTTP {status}): {exc}; {then}"
+        self._fail(keys, BatchError(message))
+        return True
 
     def _timed_out(self, watch: _Watch) -> None:
         from ..config import format_age
@@ -614,3 +647,16 @@ def _endpoint(target: CallTarget) -> str:
     from ..models import without_userinfo
 
     return without_userinfo(target.api_base or "")
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status an error carries, or the error it was raised from."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return None
+        status = getattr(seen, "status_code", None)
+        if isinstance(status, int):
+            return status
+        seen = seen.__cause__ or seen.__context__
+    return None
