@@ -552,9 +552,19 @@ class Batches:
                 "answering them",
             )
             self._requeue_or_follow(watch.backend, sorted(errors))
+            await self._finish_late(watch, state, keys, resend=resend)
             return
         for key, error in errors.items():
             self._fail([key], error)
+        await self._finish_late(watch, state, keys, resend=resend)
+
+    async def _finish_late(
+        self, watch: _Watch, state: BatchState, read: Sequence[str], *, resend: bool
+    ) -> None:
+        """Answer the calls that began to follow the batch while its results were read (a
+        resumed call finding it held): read again for them, or they would wait for good."""
+        if any(key in self._waiting and key not in read for key in watch.keys):
+            await self._finish(watch, state, resend=resend)
 
     # -- answering ---------------------------------------------------------------------------
     def _resolve(self, key: str, completion: Completion) -> None:
