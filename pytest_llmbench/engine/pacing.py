@@ -271,7 +271,7 @@ class CallPacer:
             kind = "embed" if request.embed else "chat"
             backend = batches.backend(request.target, kind, request.params)
             if backend is not None:
-                return await self._batched(batches, backend, request, key)
+                return await self._batched(batches, backend, request, key, kind)
 
         if route(request.target).client == "litellm":
             from ..models import warmed_up
@@ -322,15 +322,15 @@ class CallPacer:
         return dataclasses.replace(completion, rate_limit_wait_s=wait)
 
     async def _batched(
-        self, batches: Batches, backend: BatchBackend, request: Request, key: str | None
+        self, batches: Batches, backend: BatchBackend, request: Request, key: str | None, kind: str
     ) -> Completion:
-        """``request``'s answer from a batch: its custom_id is its cache key (computed here
-        when the cache is off), its estimated cost checked against the budget first."""
+        """``request``'s answer from a batch of ``kind``: its custom_id is its cache key
+        (computed here when the cache is off), its estimated cost checked against the budget
+        first."""
         from ..models import BatchLine
 
         self._check_budget()
         custom_id = key or self._key(request)
-        kind = "embed" if request.embed else "chat"
         line = BatchLine(custom_id, request.target, request.messages, request.params, kind)
         completion = await batches.submit(backend, line, self._batch_estimate(request))
         self._spent += completion.cost_usd or 0.0
@@ -499,10 +499,7 @@ class CallPacer:
 
     def _check_budget(self) -> None:
         if self._budget is not None and self._spent >= self._budget:
-            limit = self._run.max_cost
-            raise BudgetExceeded(
-                f"--max-cost {limit:g} USD reached; no new model calls are started"
-            )
+            raise self._over_budget()
 
     def close(self) -> None:
         """Close the response cache (and the batch ledger)."""
