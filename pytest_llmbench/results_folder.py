@@ -33,6 +33,8 @@ PROGRESS_FILE = "progress.json"
 OPTIMIZATIONS_FILE = "prompt_optimizations.jsonl"
 #: The journal of the run's provider batches (--batch): created, ended, recovered.
 BATCHES_FILE = "batches.jsonl"
+#: People's labels of items and judged assertions (``llmbench view``, ``llmbench reviews``).
+REVIEWS_FILE = "reviews.jsonl"
 #: The run's metrics in the Prometheus text format.
 METRICS_FILE = "metrics.prom"
 #: The aggregate CSVs: the leaderboard, every metric, per-case verdicts, model comparisons,
@@ -50,7 +52,7 @@ BENCHMARK_BIGGER_FILE = "benchmark-bigger.json"
 BENCHMARK_SMALLER_FILE = "benchmark-smaller.json"
 #: Every fixed name above, the default root too (tests/test_layout.py keeps them out of other modules).
 FILE_NAMES = (DEFAULT_ROOT, RESULTS_FILE, RUN_FILE, REPORT_FILE, PROGRESS_FILE, OPTIMIZATIONS_FILE,
-              BATCHES_FILE, METRICS_FILE, LEADERBOARD_FILE, ALL_METRICS_FILE, CASE_VERDICTS_FILE,
+              BATCHES_FILE, REVIEWS_FILE, METRICS_FILE, LEADERBOARD_FILE, ALL_METRICS_FILE, CASE_VERDICTS_FILE,
               COMPARISONS_FILE, JUDGE_AGREEMENT_FILE, BY_EFFORT_FILE, AGGREGATE_FILE, BENCHMARK_BIGGER_FILE,
               BENCHMARK_SMALLER_FILE)  # fmt: skip
 #: The files `llmbench view` serves from a run's folder.

@@ -8,6 +8,7 @@ here, or raise :class:`CheckFailed` when the check cannot be made.
 from __future__ import annotations
 
 import dataclasses
+import json
 import numbers
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -53,6 +54,16 @@ class Assertion:
     def engine_graded(self) -> bool:
         """True when a model call grades this assertion (a judge panel or an embedding)."""
         return self.graded is not None
+
+    @property
+    def criterion(self) -> str | None:
+        """What a judge is asked, as text (a rubric, criteria, a grader's prompt name), for
+        telling one judged assertion from another in calibration; None when it has no value."""
+        if self.value is None:
+            return None
+        if isinstance(self.value, str):
+            return self.value
+        return json.dumps(self.value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +149,9 @@ class Verdict:
     unchecked: bool = False
     #: the 1-based turn of a conversation whose reply it checked (None outside conversations)
     turn: int | None = None
+    #: a judged assertion's rubric or criteria as text (what a judge was asked), for telling
+    #: judges apart in calibration; None for other checks
+    criterion: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as JSON primitives, for the wire record (``unchecked`` and ``turn`` only
@@ -153,6 +167,8 @@ class Verdict:
             fields["unchecked"] = True
         if self.turn is not None:
             fields["turn"] = self.turn
+        if self.criterion is not None:
+            fields["criterion"] = self.criterion
         return fields
 
 

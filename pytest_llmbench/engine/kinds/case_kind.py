@@ -13,6 +13,7 @@ protocols they satisfy (:class:`~pytest_llmbench.results.state.EvalResult` is a
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -120,7 +121,7 @@ class Checking:
 
         graded = self.result.graded.get(index) if assertion.engine_graded else None
         if graded is not None and graded.verdict is not None:
-            return graded.verdict
+            return dataclasses.replace(graded.verdict, criterion=assertion.criterion)
         if text is None:
             assert self.result.completion is not None
             text = self.result.completion.text
