@@ -59,6 +59,8 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         repeat=repeat,
         stop_early=stop_early,
         stop_early_min=_number(config, "stop_early_min", int, minimum=1),
+        reviews_dir=option_path(config, "reviews_dir"),
+        ignore_reviews=flag_setting(config, "ignore_reviews"),
         limit=None if setting(config, "limit") is None else _number(config, "limit", int, 1),
         prom_push=_push_url(config),
         results_dir=_results_dir(config),

@@ -127,6 +127,9 @@ SETTINGS: tuple[Setting, ...] = (
         "repeats); give a value with =", None, const="1.0"),
     Setting("stop_early_min", "With --stop-early: answered repeats every case takes before "
         "it may stop (default 2; pass@k is computed for k = the fewest taken)", "2"),
+    Setting("reviews_dir", "A folder of people's labels (reviews.jsonl) shared by every run, "
+        "e.g. committed in the repository: a label overrides the machine's verdict on the same "
+        "case, model, repeat and answer; read beside the results folder's own", None),
     Setting("baseline", "A saved results folder to compare this run with "
         "(regressions listed in the summary)", None),
     Setting("temperature_variations", "Add K temperatures around "
@@ -152,6 +155,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("batch", "Send the independent calls (plain items, judges, graders, RAG metrics, "
         "embeddings) through the providers' batch APIs (about half the price, answered within "
         "hours); the rest, and models without a batch API, stay live (the header says why)"),
+    Flag("ignore_reviews", "Leave people's labels out: every verdict is the machine's "
+        "(the labels stay on disk)"),
     Flag("check_models", "Before the run, make one minimal call per model, in parallel, and "
         "report those that cannot be reached"),
     Flag("skip_unavailable", "With --check-models: leave unreachable models out of the run "

@@ -91,6 +91,10 @@ class RunConfig:
     batch_poll_s: float = 15.0
     #: the results folder whose batches this run resumes (``--resume-batch``)
     resume_batch: Path | None = None
+    #: the shared folder of people's labels (``--reviews-dir``), read beside the results folder's
+    reviews_dir: Path | None = None
+    #: ``--ignore-reviews``: every verdict is the machine's
+    ignore_reviews: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -125,6 +129,8 @@ class RunConfig:
             "repeat_policy": self.repeat_policy,
             "stop_early": self.stop_early,
             "stop_early_min": self.stop_early_min if self.stop_early is not None else None,
+            "reviews_dir": str(self.reviews_dir) if self.reviews_dir else None,
+            "ignore_reviews": self.ignore_reviews,
             "baseline": str(self.baseline) if self.baseline else None,
             "fail_on_regression": self.fail_on_regression,
             "temperature_variations": self.temperature_variations,
