@@ -1,0 +1,262 @@
+"""People's labels in `llmbench view`: the label form's lines, the review queue and its filters,
+blind mode, a broken labels file, the calibration page, a forged form, concurrent writes, and
+the whole flow by keyboard and mouse in a real Chromium over a run made against the fake server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Bench, Rule
+
+from pytest_llmbench.results.reviews import (
+    Review,
+    ReviewKey,
+    answer_digest,
+    append_review,
+    load_labels,
+    read_reviews,
+)
+from pytest_llmbench.results_folder import REVIEWS_FILE
+from pytest_llmbench.view.app import ViewSettings, create_app
+from pytest_llmbench.view.review import (
+    QueueFilter,
+    judges_split,
+    label_disagrees,
+    queue_items,
+)
+from pytest_llmbench.view.runs import Run, load_run
+
+RUBRIC = """
+cases:
+  - {id: one, prompt: "Question one?", assert: [{type: llm-rubric, value: is a good answer}]}
+  - {id: two, prompt: "Question two?", assert: [{type: llm-rubric, value: is a good answer}]}
+  - {id: three, prompt: "Question three?", assert: [{type: llm-rubric, value: is a good answer}]}
+  - {id: four, prompt: "Question four?", expected: answer,
+     assert: [contains, {type: llm-rubric, value: is polite}]}
+  - {id: plain, prompt: "Question five?", expected: answer, assert: [contains]}
+"""
+
+
+def script(bench: Bench) -> None:
+    server = bench.server
+    server.reset()
+    server.add_rule(
+        Rule(model="fake-model-2", match="bad answer", reply='{"score": 0.1, "reason": "bad"}')
+    )
+    server.add_rule(Rule(model="fake-model-2", reply='{"score": 0.9, "reason": "fine work"}'))
+    server.add_rule(Rule(match="three", reply="a bad answer"))
+    server.add_rule(Rule(reply="a good answer"))
+
+
+@pytest.fixture
+def judged_run(bench: Bench) -> tuple[Bench, Path]:
+    """One finished run under results/r: four judged items (three passed, one failed) and a
+    plain one, judged by fake2."""
+    bench.eval_file("rubric", RUBRIC)
+    script(bench)
+    root = bench.pytester.path / "results"
+    result = bench.pytester.runpytest(
+        "-p", "no:cacheprovider", f"--results-dir={root / 'r'}", "--models=fake", "--judges=fake2"
+    )  # fmt: skip
+    assert (root / "r" / "run.json").is_file(), result.stdout.str()[-3000:]
+    return bench, root
+
+
+@pytest.fixture
+def client(judged_run: tuple[Bench, Path]) -> Iterator[Any]:
+    from starlette.testclient import TestClient
+
+    bench, root = judged_run
+    settings = ViewSettings(
+        roots=[root], project=bench.pytester.path, allowed_hosts=("testserver",)
+    )
+    with TestClient(create_app(settings), follow_redirects=False) as test_client:
+        yield test_client
+
+
+def record_of(root: Path, case: str) -> dict[str, Any]:
+    run = load_run([root], "0/r")
+    return next(dict(r) for r in run.records if r["case_id"] == case)
+
+
+def test_a_label_form_writes_its_line_with_key_digest_and_machine_verdict(
+    client: Any, judged_run: tuple[Bench, Path]
+) -> None:
+    _, root = judged_run
+    three = record_of(root, "three")
+    assert three["outcome"] == "failed"
+    form = {"nodeid": three["nodeid"], "target": "0", "label": "pass", "comment": "<b>fine</b>"}
+    answer = client.post("/run/0/r/label", data=form)
+    assert answer.status_code == 303
+    assert answer.headers["location"].startswith("/run/0/r/item?nodeid=")
+    client.post("/run/0/r/label", data={**form, "target": "item", "label": "fail", "comment": ""})
+    lines = [json.loads(line) for line in (root / "r" / REVIEWS_FILE).read_text().splitlines()]
+    assert len(lines) == 2
+    first, second = lines
+    assert (first["case"], first["model"], first["repeat"]) == (three["case_hash"], "fake", 0)
+    assert first["assertion"] == 0 and second["assertion"] is None
+    assert first["answer"] == answer_digest(three) == second["answer"]
+    assert first["label"] == "pass" and first["comment"] == "<b>fine</b>"
+    assert first["machine"] == {
+        "passed": False, "type": "llm-rubric", "judges": ["fake2"],
+        "criterion": "is a good answer",
+    }  # fmt: skip
+    assert second["machine"]["passed"] is False and second["label"] == "fail"
+    assert first["nodeid"] == three["nodeid"] and first["run"] == "r" and first["at"]
+    # The item page shows both labels, the comment escaped, and the machine beside.
+    page = client.get("/run/0/r/item", params={"nodeid": three["nodeid"]}).text
+    assert "&lt;b&gt;fine&lt;/b&gt;" in page and "<b>fine</b>" not in page
+    assert page.count('data-label="pass"') == 1 and page.count('data-label="fail"') == 1
+    # clear takes the assertion's label back
+    client.post("/run/0/r/label", data={**form, "label": "clear"})
+    labels = load_labels([root / "r" / REVIEWS_FILE])
+    assert labels.for_record(three, 0) is None and labels.for_record(three, None) is not None
+    # A form that is no label is refused, nothing written
+    bad = client.post("/run/0/r/label", data={**form, "label": "maybe"})
+    assert bad.status_code == 400 and "maybe" in bad.text
+    assert len(read_reviews(root / "r" / REVIEWS_FILE)) == 3
+
+
+def test_a_forged_form_from_another_site_writes_no_label(
+    client: Any, judged_run: tuple[Bench, Path]
+) -> None:
+    _, root = judged_run
+    one = record_of(root, "one")
+    form = {"nodeid": one["nodeid"], "target": "item", "label": "fail"}
+    refused = client.post("/run/0/r/label", data=form, headers={"origin": "http://evil.example"})
+    assert refused.status_code == 403
+    assert not (root / "r" / REVIEWS_FILE).exists()
+    ours = client.post("/run/0/r/label", data=form, headers={"origin": "http://testserver"})
+    assert ours.status_code == 303 and len(read_reviews(root / "r" / REVIEWS_FILE)) == 1
+
+
+def test_labels_go_to_the_reviews_dir_when_given(judged_run: tuple[Bench, Path]) -> None:
+    from starlette.testclient import TestClient
+
+    bench, root = judged_run
+    shared = bench.pytester.path / "labels"
+    settings = ViewSettings([root], bench.pytester.path, ("testserver",), reviews_dir=shared)
+    one = record_of(root, "one")
+    with TestClient(create_app(settings), follow_redirects=False) as client:
+        form = {"nodeid": one["nodeid"], "target": "item", "label": "fail"}
+        assert client.post("/run/0/r/label", data=form).status_code == 303
+        assert not (root / "r" / REVIEWS_FILE).exists()
+        assert [r.label for r in read_reviews(shared / REVIEWS_FILE)] == ["fail"]
+        # the queue counts it as labelled, the calibration page reads it
+        assert "3 of 4 left" in client.get("/review").text
+        calibration = client.get("/calibration").text
+        assert "too few labels (1 &lt; 50)" in calibration and "fake2" in calibration
+
+
+def test_a_broken_labels_file_is_shown_with_its_line_and_blocks_writing(
+    client: Any, judged_run: tuple[Bench, Path]
+) -> None:
+    _, root = judged_run
+    one = record_of(root, "one")
+    path = root / "r" / REVIEWS_FILE
+    good = Review(ReviewKey(one["case_hash"], "fake", 0), answer_digest(one), "pass")
+    append_review(path, good)
+    path.write_text(path.read_text() + '{"case": "x", "label": "pass",\n')  # an edit gone wrong
+    before = path.read_text()
+    for url in ("/run/0/r/item?nodeid=" + one["nodeid"], "/review", "/calibration"):
+        page = client.get(url)
+        assert page.status_code == 200, url
+        assert f"{path}:2: not JSON" in page.text, url
+    item = client.get("/run/0/r/item", params={"nodeid": one["nodeid"]}).text
+    assert 'value="pass" disabled' in item  # no label can be given
+    refused = client.post(
+        "/run/0/r/label", data={"nodeid": one["nodeid"], "target": "item", "label": "fail"}
+    )
+    assert refused.status_code == 409 and f"{path}:2:" in refused.text
+    assert path.read_text() == before
+
+
+def test_the_queue_walks_unlabelled_judged_items_with_its_filters(
+    client: Any, judged_run: tuple[Bench, Path]
+) -> None:
+    _, root = judged_run
+    page = client.get("/run/0/r/review").text
+    assert "4 of 4 left" in page  # the plain item is not judged
+    assert page.count("<tr data-nodeid=") == 4 and "plain" not in page
+    failed = client.get("/review", params={"verdict": "failed"}).text
+    assert failed.count("<tr data-nodeid=") == 1 and "three" in failed
+    passed = client.get("/review", params={"verdict": "passed", "blind": "1"}).text
+    assert passed.count("<tr data-nodeid=") == 3 and ">hidden<" in passed
+    assert client.get("/review", params={"model": "nope"}).text.count("<tr data-nodeid=") == 0
+    # Label one through the queue: the next unlabelled item opens, and the count drops.
+    one = record_of(root, "one")
+    form = {"nodeid": one["nodeid"], "target": "item", "label": "pass", "queue": "1"}
+    answer = client.post("/run/0/r/label", data=form)
+    assert "queue=1" in answer.headers["location"] and "two" in answer.headers["location"]
+    assert "3 of 4 left" in client.get("/review").text
+    assert client.get("/review", params={"labelled": "1"}).text.count("labelled</td>") == 1
+    # Blind: after the label the same item, now revealed with agree / disagree.
+    three = record_of(root, "three")
+    blind = {"nodeid": three["nodeid"], "target": "item", "queue": "1", "blind": "1"}
+    page = client.get("/run/0/r/item", params=blind).text
+    assert 'id="blind"' in page and "fine work" not in page and 'table class="judges"' not in page
+    assert "machine:" not in page and ">failed<" not in page
+    answer = client.post("/run/0/r/label", data={**blind, "label": "pass"})
+    assert "three" in answer.headers["location"] and "blind=1" in answer.headers["location"]
+    page = client.get(answer.headers["location"]).text
+    assert 'id="blind"' not in page and 'data-agree="0"' in page and "you disagree" in page
+    assert 'class="judges"' in page
+
+
+def _record(case: str, model: str, repeat: int, scores: list[float], passed: bool) -> dict:
+    judges = [
+        {"assertion": 0, "judge": f"j{i}", "scores": {"rubric": s}, "error": None}
+        for i, s in enumerate(scores)
+    ]
+    return {
+        "nodeid": f"e.eval.yaml::{case}[{model}-{repeat}]", "case_hash": case, "case_id": case,
+        "model": model, "repeat": repeat, "response": f"{case} {repeat}",
+        "outcome": "passed" if passed else "failed",
+        "assertions": [{"type": "llm-rubric", "passed": passed, "criterion": "ok"}],
+        "judges": judges,
+    }  # fmt: skip
+
+
+def test_disagreement_is_judges_split_or_a_label_elsewhere_saying_otherwise(
+    tmp_path: Path,
+) -> None:
+    split = _record("a", "m1", 0, [0.8, 0.2], True)
+    agree = _record("b", "m1", 0, [0.8, 0.6], True)
+    jury = _record("c", "m2", 0, [4.0, 2.0], False)  # 1..5: 0.75 and 0.25
+    again = _record("b", "m1", 1, [0.9], True)
+    assert judges_split(split) and not judges_split(agree) and judges_split(jury)
+    path = tmp_path / REVIEWS_FILE
+    # A person failed repeat 1 of case b: repeat 0, passed by the judge, now disagrees.
+    append_review(path, Review(ReviewKey("b", "m1", 1), answer_digest(again), "fail"))
+    labels = load_labels([path])
+    assert label_disagrees(agree, labels) and not label_disagrees(split, labels)
+    run = Run("0/x", tmp_path, [split, agree, jury, again], None, None)
+    chosen = QueueFilter(disagreement=True)
+    kept = [item.record["case_id"] for item in queue_items([(run, labels)], chosen)]
+    assert kept == ["a", "b", "c"]  # b repeat 1 is labelled
+    by_model = queue_items([(run, labels)], QueueFilter(model="m2"))
+    assert [item.record["case_id"] for item in by_model] == ["c"]
+    assert len(queue_items([(run, labels)], QueueFilter(include_labelled=True))) == 4
+
+
+def test_two_threads_appending_labels_lose_none(tmp_path: Path) -> None:
+    path = tmp_path / REVIEWS_FILE
+
+    def write(who: str) -> None:
+        for i in range(200):
+            key = ReviewKey(f"case-{i}", who, 0)
+            append_review(path, Review(key, "0" * 16, "pass", comment="x" * 300, reviewer=who))
+
+    threads = [threading.Thread(target=write, args=(who,)) for who in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    reviews = read_reviews(path)  # every line whole: a torn one would raise
+    assert len(reviews) == 400 and len(load_labels([path])) == 400
