@@ -260,3 +260,86 @@ def test_two_threads_appending_labels_lose_none(tmp_path: Path) -> None:
         thread.join()
     reviews = read_reviews(path)  # every line whole: a torn one would raise
     assert len(reviews) == 400 and len(load_labels([path])) == 400
+
+
+def _screenshots_module() -> Any:
+    """benchmarks/review_screenshots.py, loaded by its path."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "review_screenshots.py"
+    spec = importlib.util.spec_from_file_location("review_screenshots", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_review_by_keyboard_and_mouse_blind_in_two_tabs(judged_run: tuple[Bench, Path]) -> None:
+    """In Chromium, `llmbench view --reviews-dir`: the screenshots script opens the blind
+    queue's first item and labels it by key; then j, 1, c (a comment typed with the letters of
+    shortcuts), Esc, f; n and a mouse click; two tabs posting at once; every label's line."""
+    from browser import chromium_page, serving
+
+    bench, root = judged_run
+    shared = bench.pytester.path / "labels"
+    path = shared / REVIEWS_FILE
+    records = {r["case_id"]: r for r in load_run([root], "0/r").records}
+    with serving(bench, root, "--reviews-dir", str(shared)) as url, chromium_page() as page:
+        # 1. The screenshots (blind item, revealed after "p", queue, calibration).
+        pngs = _screenshots_module().screenshots(page, url, bench.pytester.path / "img")
+        assert [p.read_bytes()[:4] for p in pngs] == [b"\x89PNG"] * 4
+        assert [r.label for r in read_reviews(path)] == ["pass"]
+        # 2. Back to the blind queue: item two, the judges hidden until labelled.
+        page.goto(url + "review?blind=1")
+        assert "3 of 4 left" in page.inner_text("#left")
+        page.click("#start")
+        assert page.locator("#blind").is_visible() and page.locator("table.judges").count() == 0
+        assert "fine work" not in page.content()
+        assert "two" in page.url
+        page.keyboard.press("k")  # previous: item one, labelled, so revealed
+        page.wait_for_url(lambda u: "one" in u)
+        assert page.locator("[data-agree='1']").count() == 1 and page.locator("#blind").count() == 0
+        page.keyboard.press("j")
+        page.wait_for_url(lambda u: "two" in u)
+        page.keyboard.press("1")  # the judged assertion
+        assert page.get_attribute("form.label.chosen", "data-target") == "0"
+        page.keyboard.press("c")
+        page.keyboard.type("judge: far past pfuj kind")  # shortcuts are off while typing
+        page.keyboard.press("Escape")
+        with page.expect_navigation():
+            page.keyboard.press("f")
+        assert page.locator("[data-agree='0']").count() == 1  # revealed: the judge passed it
+        assert page.locator("table.judges").count() == 1
+        # 3. Next (n) is item three; the mouse labels it unsure.
+        page.keyboard.press("n")
+        page.wait_for_url(lambda u: "three" in u)
+        with page.expect_navigation():
+            page.click("form.label[data-target=item] button[value=unsure]")
+        # 4. Two tabs (two browser contexts), each labelling another item at once.
+        browser = page.context.browser
+        tabs = [browser.new_context().new_page(), browser.new_context().new_page()]
+        for tab, case in zip(tabs, ("four", "plain"), strict=True):
+            tab.goto(url + "run/0/r/item?nodeid=" + records[case]["nodeid"])
+        for tab in tabs:
+            tab.click("form.label[data-target=item] button[value=fail]", no_wait_after=True)
+        for tab in tabs:
+            tab.wait_for_selector("[data-label=fail]")
+        page.goto(url + "review")
+        assert "0 of 4 left" in page.inner_text("#left") and page.locator("#done").count() == 1
+    reviews = read_reviews(path)
+    assert not (root / "r" / REVIEWS_FILE).exists()  # --reviews-dir took them
+    made = {(r.case_id, r.key.assertion, r.label, r.comment) for r in reviews}
+    assert made == {
+        ("one", None, "pass", ""),
+        ("two", 0, "fail", "judge: far past pfuj kind"),
+        ("three", None, "unsure", ""),
+        ("four", None, "fail", ""),
+        ("plain", None, "fail", ""),
+    }
+    for review in reviews:
+        record = records[review.case_id]
+        assert review.key.case == record["case_hash"] and review.answer == answer_digest(record)
+    two = next(r for r in reviews if r.case_id == "two")
+    assert two.machine is not None and two.machine.passed is True
+    assert two.machine.judges == ("fake2",) and two.machine.criterion == "is a good answer"

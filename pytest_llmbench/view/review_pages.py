@@ -332,7 +332,7 @@ def calibration_page(
     )
     body = (
         f"{labels_error(error) if error else ''}"
-        f'<p class="note">{labels} labels in force over every run shown and the shared labels '
+        f'<p class="note">{labels} label{"" if labels == 1 else "s"} in force over every run shown and the shared labels '
         "folder. Pass is positive: TPR is the share of answers people passed that the judges "
         "passed, FPR the share people failed that they passed; FP: the judges passed what the "
         f"person failed. Fewer than {MIN_LABELS} labels: too few to trust.</p>{table}"
