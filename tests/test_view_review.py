@@ -6,6 +6,7 @@ the whole flow by keyboard and mouse in a real Chromium over a run made against 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -343,3 +344,22 @@ def test_review_by_keyboard_and_mouse_blind_in_two_tabs(judged_run: tuple[Bench,
     two = next(r for r in reviews if r.case_id == "two")
     assert two.machine is not None and two.machine.passed is True
     assert two.machine.judges == ("fake2",) and two.machine.criterion == "is a good answer"
+
+
+def test_the_panel_lists_judged_assertions_first_and_the_others_folded(
+    client: Any, judged_run: tuple[Bench, Path]
+) -> None:
+    _, root = judged_run
+    four = record_of(root, "four")  # 0: contains (not judged), 1: llm-rubric
+    page = client.get("/run/0/r/item", params={"nodeid": four["nodeid"]}).text
+    targets = re.findall(r'<form class="label"[^>]*data-target="(\w+)"><b>(\d)</b>', page)
+    assert targets == [("item", "0"), ("1", "1"), ("0", "2")]
+    assert page.index('<details class="others">') < page.index('data-target="0"')
+    assert "assertion 1 (llm-rubric: is polite)" in page
+    form = {"nodeid": four["nodeid"], "target": "0", "label": "fail"}
+    assert client.post("/run/0/r/label", data=form).status_code == 303
+    (line,) = read_reviews(root / "r" / REVIEWS_FILE)
+    assert line.key.assertion == 0 and line.machine is not None
+    assert (line.machine.type, line.machine.judges, line.machine.passed) == ("contains", (), True)
+    bad = client.post("/run/0/r/label", data={**form, "target": "7"})
+    assert bad.status_code == 400 and "is not one of this item" in bad.text

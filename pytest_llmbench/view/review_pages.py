@@ -41,6 +41,8 @@ _KEYS_JS = """
     if (i < 0 || i >= forms.length) return;
     chosen = i;
     forms.forEach(function (f, j) { f.classList.toggle("chosen", j === i); });
+    var folded = forms[i].closest("details");
+    if (folded) folded.open = true;
   }
   choose(0);
   document.addEventListener("keydown", function (e) {
@@ -67,7 +69,7 @@ _KEYS_JS = """
 _KEYS_HELP = (
     '<p class="keys" id="keys">Keys: <kbd>p</kbd> pass, <kbd>f</kbd> fail, <kbd>u</kbd> unsure '
     "(for the chosen line), <kbd>c</kbd> comment (<kbd>Esc</kbd> leaves it), <kbd>1</kbd>..<kbd>9"
-    "</kbd> choose a judged assertion, <kbd>0</kbd> the whole item, <kbd>j</kbd> or <kbd>n</kbd> "
+    "</kbd> choose an assertion (the judged ones first), <kbd>0</kbd> the whole item, <kbd>j</kbd> or <kbd>n</kbd> "
     "next item, <kbd>k</kbd> previous item.</p>"
 )
 
@@ -126,6 +128,7 @@ def _label_form(
     target: int | None,
     review: Review | None,
     *,
+    number: int,
     hidden: Mapping[str, str],
     disabled: bool,
     reveal: bool,
@@ -133,14 +136,14 @@ def _label_form(
 ) -> str:
     entries = record.get("assertions") or []
     if target is None:
-        number, what = 0, "the whole item"
+        what = "the whole item"
         machine = machine_verdict(record, None).passed
     else:
         entry = entries[target] if isinstance(entries[target], Mapping) else {}
-        number = judged(record).index(target) + 1
-        criterion = entry.get("criterion") or entry.get("reason") or ""
+        criterion = entry.get("criterion") or ""  # the rubric: shown, blind or not
         what = f"assertion {target} ({entry.get('type')}"
-        what += f": {str(criterion)[:80]})" if criterion and not blind else ")"
+        what = what if target in judged(record) else f"{what}, not judged"
+        what += f": {str(criterion)[:80]})" if criterion else ")"
         machine = machine_verdict(record, target).passed
     fields = "".join(
         f'<input type="hidden" name="{text(k)}" value="{text(v)}">' for k, v in hidden.items()
@@ -175,20 +178,30 @@ def review_panel(
     nav: Mapping[str, str] | None = None,
     left: tuple[int, int] | None = None,
 ) -> str:
-    """The review panel of an item page: a form per target (the whole item, then each judged
-    assertion), the label in force on each, the keys; ``labels`` None: the file is broken."""
+    """The review panel of an item page: a form per target (the whole item, each judged
+    assertion, then folded the other assertions), the label in force on each, the keys;
+    ``labels`` None: the file is broken."""
     chosen = chosen or QueueFilter()
     hidden = {"queue": "1", **chosen.query()} if nav is not None else chosen.query()
     reveal = labels is not None and _labelled_here(record, labels)
     blind = chosen.blind
-    targets: list[int | None] = [None, *judged(record)]
-    forms = "".join(
+    judged_ones = judged(record)
+    others = [i for i in range(len(record.get("assertions") or [])) if i not in judged_ones]
+    targets: list[int | None] = [None, *judged_ones, *others]
+    made = [
         _label_form(
             run, record, target, labels.for_record(record, target) if labels else None,
-            hidden=hidden, disabled=labels is None, reveal=reveal, blind=blind,
+            number=number, hidden=hidden, disabled=labels is None, reveal=reveal, blind=blind,
         )
-        for target in targets
-    )  # fmt: skip
+        for number, target in enumerate(targets)
+    ]  # fmt: skip
+    cut = 1 + len(judged_ones)
+    forms = "".join(made[:cut])
+    if made[cut:]:
+        forms += (
+            '<details class="others"><summary>the other assertions (not judged)</summary>'
+            f"{''.join(made[cut:])}</details>"
+        )
     links = ""
     if nav is not None:
         parts = [f'<a id="{name}" href="{text(url)}">{name}</a>' for name, url in nav.items()]
