@@ -10,9 +10,9 @@ answer: a changed answer's label no longer holds). The review queue walks the ju
 
 - the judges of one assertion fall on both sides of its pass line: one judge's mean score
   (a 1..5 scale mapped onto 0..1) is at or above 0.5 and another's below;
-- a label in force on the same case and model (another repeat, or an earlier answer) says
-  otherwise than the machine's verdict on this item (item label against the item's outcome,
-  assertion label against that assertion's verdict).
+- a label in force on the same case and model (this item's, another repeat's, an earlier
+  answer's) says otherwise than the machine's verdict on this item (an item label against the
+  item's outcome, an assertion label against that assertion's verdict).
 
 A labels file that cannot be read (a line edited by hand) is :class:`ReviewsError`, its message
 naming ``path:line``; the pages show it and refuse to write until the file is fixed.
@@ -108,20 +108,33 @@ def judges_split(record: Record) -> bool:
     return False
 
 
-def label_disagrees(record: Record, labels: Labels) -> bool:
+def label_disagrees(
+    record: Record,
+    labels: Labels,
+    index: Mapping[tuple[str, str, int | None], list[str]] | None = None,
+) -> bool:
     """A label in force on the same case and model (any repeat, any answer) says otherwise
-    than the machine's verdict on ``record``."""
+    than the machine's verdict on ``record``. ``index``: :func:`labels_by_case` of ``labels``
+    (made here when not given)."""
+    index = labels_by_case(labels) if index is None else index
     key = review_key(record)
     for target in [None, *judged(record)]:
         machine = machine_verdict(record, target).passed
         if machine is None:
             continue
-        for other, review in labels.current.items():
-            if (other.case, other.model, other.assertion) != (key.case, key.model, target):
-                continue
-            if review.label in ("pass", "fail") and (review.label == "pass") != machine:
-                return True
+        said = index.get((key.case, key.model, target), [])
+        if any((label == "pass") != machine for label in said):
+            return True
     return False
+
+
+def labels_by_case(labels: Labels) -> dict[tuple[str, str, int | None], list[str]]:
+    """The pass and fail labels in force by (case, model, assertion), every repeat together."""
+    index: dict[tuple[str, str, int | None], list[str]] = {}
+    for key, review in labels.current.items():
+        if review.label in ("pass", "fail"):
+            index.setdefault((key.case, key.model, key.assertion), []).append(review.label)
+    return index
 
 
 def judge_verdict(record: Record) -> bool | None:
@@ -188,6 +201,7 @@ def queue_items(runs: Sequence[tuple[Run, Labels]], chosen: QueueFilter) -> list
     """The judged items of ``runs`` that ``chosen`` keeps, in run then file order."""
     items = []
     for run, labels in runs:
+        index = labels_by_case(labels) if chosen.disagreement else {}
         for record in run.records:
             if not judged(record) or record.get("outcome") == "error":
                 continue
@@ -202,7 +216,7 @@ def queue_items(runs: Sequence[tuple[Run, Labels]], chosen: QueueFilter) -> list
             if chosen.verdict and (verdict is None or verdict != (chosen.verdict == "passed")):
                 continue
             if chosen.disagreement and not (
-                judges_split(record) or label_disagrees(record, labels)
+                judges_split(record) or label_disagrees(record, labels, index)
             ):
                 continue
             items.append(QueueItem(run, record, done))

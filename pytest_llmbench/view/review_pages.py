@@ -281,7 +281,7 @@ def queue_page(
     note = (
         '<p class="note">Judged items (an assertion decided by judges) without a label. '
         "Disagreement: the judges of one assertion fall on both sides of its pass line (mean "
-        "score 0.5 of 1), or a label on the same case and model (another repeat or answer) says "
+        "score 0.5 of 1), or a label on the same case and model (this item's, another repeat's or answer's) says "
         "otherwise than the machine.</p>"
     )
     body = (
