@@ -363,3 +363,24 @@ def test_the_panel_lists_judged_assertions_first_and_the_others_folded(
     assert (line.machine.type, line.machine.judges, line.machine.passed) == ("contains", (), True)
     bad = client.post("/run/0/r/label", data={**form, "target": "7"})
     assert bad.status_code == 400 and "is not one of this item" in bad.text
+
+
+def test_blind_mode_hides_a_conversations_verdicts_too() -> None:
+    from pytest_llmbench.report import transcript
+    from pytest_llmbench.view.review_pages import blinded
+
+    verdict = {"type": "llm-rubric", "passed": False, "score": 0.1, "reason": "rude reply"}
+    record = {
+        "outcome": "failed", "score": 0.1, "conversation_stopped": "failed",
+        "assertions": [{**verdict, "turn": 1}], "judges": [{"assertion": 0, "scores": {}}],
+        "conversation": [
+            {"turn": 1, "role": "user", "content": "hello", "generated": False},
+            {"turn": 1, "role": "assistant", "content": "go away", "generated": True,
+             "assertions": [verdict]},
+        ],
+    }  # fmt: skip
+    assert "rude reply" in transcript(record)
+    shown = transcript(blinded(record))
+    assert "go away" in shown and "hello" in shown
+    assert "rude reply" not in shown and "stop_on_fail" not in shown and "0.1" not in shown
+    assert record["conversation"][1]["assertions"] == [verdict]  # the record is left whole

@@ -89,6 +89,8 @@ def blinded(record: Record) -> dict[str, Any]:
     hidden = ("outcome", "score", "threshold", "dimensions", "error", "error_kind")
     shown = {key: value for key, value in record.items() if key not in hidden}
     shown["assertions"], shown["judges"] = [], []
+    if shown.get("conversation_stopped") == "failed":  # a stop_on_fail check failed: a verdict
+        shown["conversation_stopped"] = None
     if isinstance(record.get("conversation"), list):
         shown["conversation"] = [
             {k: v for k, v in entry.items() if k != "assertions"} if isinstance(entry, Mapping)
