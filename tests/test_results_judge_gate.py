@@ -284,3 +284,33 @@ def test_gate_lines_name_each_decision() -> None:
         "to unchecked",
     ]
     assert gate_lines(None) == []
+
+
+TALK = """
+cases:
+  - id: talk
+    turns:
+      - user: Hello TURN-ONE
+        assert:
+          - {type: llm-rubric, value: TURN-RUBRIC greets back, judges: [fake2]}
+      - user: Bye TURN-TWO
+        assert:
+          - {type: contains, value: ok}
+"""
+
+
+def test_a_conversation_turns_judged_verdict_is_demoted_too(bench: Bench) -> None:
+    bench.server.add_rule(Rule(model="fake-model", reply="ok"))
+    reply = json.dumps({"score": 0.9, "reason": "greets"})
+    bench.server.add_rule(Rule(model="fake-model-2", match_any="TURN-RUBRIC", reply=reply))
+    bench.eval_file("talk", TALK)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    _label(bench, agree=False, count=1)
+    result = bench.run("--models=fake", "--reviews-dir=labels", "--judge-gate=min_labels=1")
+    result.assert_outcomes(passed=1)  # the second turn's own check passes it
+    (record,) = bench.records()
+    first, second = record["assertions"]
+    assert first["turn"] == 1 and first["demoted"] is True and first["unchecked"] is True
+    assert "kappa 0.00 [0.00, 0.00] < 0.6 on 1 labels" in first["reason"]
+    assert second["turn"] == 2 and "judge_gate" not in second
+    assert _run_json(bench)["judge_gate"]["groups"][0]["judges"] == ["fake2"]
