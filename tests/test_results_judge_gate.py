@@ -79,7 +79,8 @@ def _first_run(bench: Bench, rubric: str) -> None:
 
 
 def _run_json(bench: Bench) -> dict[str, Any]:
-    return json.loads(bench.out("run.json").read_text())
+    info: dict[str, Any] = json.loads(bench.out("run.json").read_text())
+    return info
 
 
 def test_a_judge_people_disagree_with_has_its_verdicts_demoted(bench: Bench) -> None:
@@ -314,3 +315,37 @@ def test_a_conversation_turns_judged_verdict_is_demoted_too(bench: Bench) -> Non
     assert "kappa 0.00 [0.00, 0.00] < 0.6 on 1 labels" in first["reason"]
     assert second["turn"] == 2 and "judge_gate" not in second
     assert _run_json(bench)["judge_gate"]["groups"][0]["judges"] == ["fake2"]
+
+
+def test_decide_fails_a_run_with_a_failing_judge_and_keeps_a_worse_status() -> None:
+    from types import SimpleNamespace
+
+    from pytest_llmbench.results.gates import RunState, decide
+
+    run: Any = SimpleNamespace(
+        min_pass_rate=None,
+        repeat_policy="all",
+        fail_on_regression=False,
+        max_latency_p95=None,
+        max_ttft_p50=None,
+        max_cost_per_item=None,
+    )
+    entry = {"type": "llm-rubric", "passed": True, "criterion": "polite", "judge_gate": "failing"}
+    record = {
+        "model": "m",
+        "outcome": "passed",
+        "assertions": [entry],
+        "judges": [{"assertion": 0, "judge": "j", "model_id": "x/j", "error": None}],
+    }
+    ok = RunState(exitstatus=0, other_failures=0, cut_short=False)
+    decision = decide(ok, run, board=None, repeats=None, records=[record])
+    assert decision.exitstatus == pytest.ExitCode.TESTS_FAILED
+    (failure,) = decision.failures
+    assert failure.describe() == (
+        'judge gate: j llm-rubric "polite" disagrees with people (1 verdict(s))'
+    )
+    worse = RunState(exitstatus=pytest.ExitCode.INTERRUPTED, other_failures=0, cut_short=True)
+    decided = decide(worse, run, board=None, repeats=None, records=[record])
+    assert decided.exitstatus == pytest.ExitCode.INTERRUPTED
+    fine = {**record, "assertions": [{**entry, "judge_gate": "ok"}]}
+    assert decide(ok, run, board=None, repeats=None, records=[fine]).exitstatus == 0
