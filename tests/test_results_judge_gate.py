@@ -349,3 +349,18 @@ def test_decide_fails_a_run_with_a_failing_judge_and_keeps_a_worse_status() -> N
     assert decided.exitstatus == pytest.ExitCode.INTERRUPTED
     fine = {**record, "assertions": [{**entry, "judge_gate": "ok"}]}
     assert decide(ok, run, board=None, repeats=None, records=[fine]).exitstatus == 0
+
+
+def test_a_label_on_a_demoted_verdict_still_sees_what_the_judge_said() -> None:
+    entry = {"type": "llm-rubric", "passed": True, "unchecked": True, "criterion": "polite"}
+    record = {
+        "case_hash": "h",
+        "model": "m",
+        "assertions": [{**entry, "demoted": True, "judge_gate": "demoted"}, entry],
+        "judges": [
+            {"assertion": 0, "judge": "j", "error": None},
+            {"assertion": 1, "judge": "j", "error": None},
+        ],
+    }
+    assert machine_verdict(record, 0).passed is True  # demoted: the judge's verdict
+    assert machine_verdict(record, 1).passed is None  # otherwise unchecked: nothing decided
