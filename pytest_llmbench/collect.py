@@ -25,6 +25,7 @@ from .spec import PromptVariantWarning, Variant
 
 if TYPE_CHECKING:
     from .config import RunConfig
+    from .engine import JudgeRulings
     from .models import ModelProfile
     from .spec import EvalCase, EvalFileError, LoadedEval
 
@@ -58,6 +59,7 @@ class EvalFile(pytest.File):
             # a collector cannot end the run as a usage error, but it can spare the traceback.
             raise self.CollectError(str(exc)) from None
         interpreter = self._shim_interpreter(loaded)
+        judge_gate = self._judge_gate(loaded, run)
         items = []
         for case in loaded.cases[: run.limit]:  # --limit N: the file's first N cases
             graded = () if run.latency_only else self._graded(loaded, case)
@@ -83,10 +85,25 @@ class EvalFile(pytest.File):
                             functions=case.functions or loaded.functions,
                             kind=loaded.kind,
                             thinking=loaded.thinking,
+                            judge_gate=judge_gate,
                         )
                         items.append(self._item(plan))
         self._check_contests(items)
         return items
+
+    def _judge_gate(self, loaded: LoadedEval, run: RunConfig) -> JudgeRulings | None:
+        """The judge gate's rulings for the file's items (``--judge-gate``, its own
+        ``judge_gate:`` over it); None without a gate. A broken labels file is a collection
+        error naming its line (at configure already, under ``--judge-gate``)."""
+        from .results import file_gate, gate_calibrations, rulings
+
+        gate = file_gate(run, loaded.judge_gate)
+        if gate is None or run.latency_only:
+            return None
+        try:
+            return rulings(gate_calibrations(self.config), gate)
+        except pytest.UsageError as exc:
+            raise self.CollectError(str(exc)) from None
 
     def _check_contests(self, items: Sequence[EvalItem]) -> None:
         """A select-best assertion needs two contestants (models or variants) per case, and

@@ -77,6 +77,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
         rule = StopRule(run.repeat_policy, run.repeat, run.stop_early, run.stop_early_min)
         config.pluginmanager.register(StopEarly(config, rule), "llmbench-stop-early")
+    if run is not None and run.judge_gate is not None and not run.latency_only:
+        from .results import gate_calibrations
+
+        gate_calibrations(config)  # a broken labels file is a usage error now, on every process
     checking = run is not None and run.check_models
     if hasattr(config, "workerinput"):
         if checking:

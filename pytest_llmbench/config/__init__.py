@@ -51,13 +51,21 @@ from .run_config import RunConfig
 if TYPE_CHECKING:
     from .build import build_run_config
     from .envfile import env_text_values
-    from .option_values import format_age, parse_age, parse_repeat_policy
+    from .option_values import (
+        JudgeGate,
+        format_age,
+        parse_age,
+        parse_judge_gate,
+        parse_repeat_policy,
+    )
 
 #: Names loaded on first use (module by name): not needed to start pytest.
 _LAZY = {
     "build_run_config": "build",
     "env_text_values": "envfile",
     "format_age": "option_values",
+    "JudgeGate": "option_values",
+    "parse_judge_gate": "option_values",
     "parse_age": "option_values",
     "parse_repeat_policy": "option_values",
 }
@@ -85,6 +93,7 @@ __all__ = [
     "SETTINGS",
     "STREAM_MODES",
     "Flag",
+    "JudgeGate",
     "RunConfig",
     "Setting",
     "add_options",
@@ -98,6 +107,7 @@ __all__ = [
     "get_run_config",
     "option_path",
     "parse_age",
+    "parse_judge_gate",
     "parse_repeat_policy",
     "setting",
     "shadowed_model_notes",

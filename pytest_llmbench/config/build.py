@@ -18,7 +18,7 @@ import pytest
 
 from ..results_folder import RESULTS_FILE, ResultsFolder
 from .envfile import load_env_file
-from .option_values import parse_age, parse_repeat_policy
+from .option_values import JudgeGate, parse_age, parse_repeat_policy
 from .options import (
     CACHE_MODES,
     CLIENT_CHOICES,
@@ -61,6 +61,8 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         stop_early_min=_number(config, "stop_early_min", int, minimum=1),
         reviews_dir=option_path(config, "reviews_dir"),
         ignore_reviews=flag_setting(config, "ignore_reviews"),
+        judge_gate=_judge_gate(config),
+        judge_gate_fail=flag_setting(config, "judge_gate_fail"),
         limit=None if setting(config, "limit") is None else _number(config, "limit", int, 1),
         prom_push=_push_url(config),
         results_dir=_results_dir(config),
@@ -234,6 +236,19 @@ def _optimize_mode(config: pytest.Config) -> str | None:
     if raw.lower() not in ("only", "both"):
         raise pytest.UsageError(f"llmbench: --optimize-prompts must be only or both, got {raw!r}")
     return raw.lower()
+
+
+def _judge_gate(config: pytest.Config) -> JudgeGate | None:
+    """``--judge-gate`` (and ``--judge-gate-fail``); a bad value is a ``UsageError`` naming it."""
+    from .option_values import parse_judge_gate
+
+    raw = setting(config, "judge_gate")
+    if raw is None or not raw.strip():
+        return None  # --judge-gate-fail alone applies to eval files' own judge_gate:
+    try:
+        return parse_judge_gate(raw, fail=flag_setting(config, "judge_gate_fail"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"llmbench: {exc}") from None
 
 
 def _repeat_policy(config: pytest.Config) -> str:

@@ -130,6 +130,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("reviews_dir", "A folder of people's labels (its labels file) shared by every run, "
         "e.g. committed in the repository: a label overrides the machine's verdict on the same "
         "case, model, repeat and answer; read beside the results folder's own", None),
+    Setting("judge_gate", "Gate on judges against people's labels: min_kappa=K,min_labels=N "
+        "(defaults 0.6 and 50): a judge with N labels or more whose Cohen's kappa is below K "
+        "has its verdicts demoted to unchecked (--judge-gate-fail: fails the run); an eval "
+        "file's judge_gate: overrides it for that file", None),
     Setting("baseline", "A saved results folder to compare this run with "
         "(regressions listed in the summary)", None),
     Setting("temperature_variations", "Add K temperatures around "
@@ -157,6 +161,8 @@ FLAGS: tuple[Flag, ...] = (
         "hours); the rest, and models without a batch API, stay live (the header says why)"),
     Flag("ignore_reviews", "Leave people's labels out: every verdict is the machine's "
         "(the labels stay on disk)"),
+    Flag("judge_gate_fail", "With --judge-gate: a judge below the gate fails the run "
+        "(its verdicts stand) instead of having its verdicts demoted"),
     Flag("check_models", "Before the run, make one minimal call per model, in parallel, and "
         "report those that cannot be reached"),
     Flag("skip_unavailable", "With --check-models: leave unreachable models out of the run "

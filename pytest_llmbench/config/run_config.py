@@ -10,6 +10,7 @@ from .options import DEFAULT_CACHE_DIR
 
 if TYPE_CHECKING:
     from ..models import ModelProfile, ProfileRegistry
+    from .option_values import JudgeGate
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,11 @@ class RunConfig:
     reviews_dir: Path | None = None
     #: ``--ignore-reviews``: every verdict is the machine's
     ignore_reviews: bool = False
+    #: ``--judge-gate``: the gate on judges against people's labels; None: no gate (an eval
+    #: file's ``judge_gate:`` may still set one for its items)
+    judge_gate: JudgeGate | None = None
+    #: ``--judge-gate-fail``: a judge below an eval file's own gate fails the run
+    judge_gate_fail: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -131,6 +137,7 @@ class RunConfig:
             "stop_early_min": self.stop_early_min if self.stop_early is not None else None,
             "reviews_dir": str(self.reviews_dir) if self.reviews_dir else None,
             "ignore_reviews": self.ignore_reviews,
+            "judge_gate": self.judge_gate.to_dict() if self.judge_gate else None,
             "baseline": str(self.baseline) if self.baseline else None,
             "fail_on_regression": self.fail_on_regression,
             "temperature_variations": self.temperature_variations,

@@ -36,7 +36,15 @@ if TYPE_CHECKING:
     from .lifetime import EVAL_FILES_KEY, RUNTIME_KEY, eval_files_collected, get_runtime, shutdown
     from .optimizer import store_path, write_log
     from .pacing import BudgetExceeded
-    from .plan import DESELECTED_KEY, PLANS_KEY, CallPlan, CollectedPlans, GradedSpec
+    from .plan import (
+        DESELECTED_KEY,
+        PLANS_KEY,
+        CallPlan,
+        CollectedPlans,
+        GradedSpec,
+        JudgeRuling,
+        JudgeRulings,
+    )
     from .prefetch import Prefetcher
     from .preflight import (
         ModelChecker,
@@ -82,6 +90,8 @@ _FACE: dict[str, str] = {
     "CollectedPlans": "plan",
     "DESELECTED_KEY": "plan",
     "GradedSpec": "plan",
+    "JudgeRuling": "plan",
+    "JudgeRulings": "plan",
     "PLANS_KEY": "plan",
     "Prefetcher": "prefetch",
     "ModelChecker": "preflight",
@@ -134,6 +144,8 @@ __all__ = [
     "CostEstimator",
     "EntryInfo",
     "GradedSpec",
+    "JudgeRuling",
+    "JudgeRulings",
     "ModelChecker",
     "Prefetcher",
     "Reply",

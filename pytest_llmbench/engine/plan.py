@@ -36,6 +36,35 @@ class GradedSpec:
     judges: tuple[ModelProfile, ...]  #: the panel, or the one embedding model
 
 
+#: A judge group as the judge gate names it: the judges that decided (sorted, failed ones out),
+#: the assertion type as written and its criterion (the same as the results' ``JudgeGroup``).
+JudgeKey = tuple[tuple[str, ...], str, "str | None"]
+
+
+@dataclass(frozen=True)
+class JudgeRuling:
+    """The judge gate's decision on one judge group, for the items of one eval file."""
+
+    decision: str  #: ``ok``, ``demoted``, ``failing`` or ``too_few_labels``
+    reason: str = ""  #: a demoted verdict's reason (the judge's kappa against the gate)
+
+
+#: A judge group without labels under a gate: nothing to gate it on.
+NO_LABELS = JudgeRuling("too_few_labels")
+
+
+@dataclass(frozen=True)
+class JudgeRulings:
+    """The judge gate of one eval file's items, as plain data: the ruling per judge group
+    with labels (computed by the results stage at collection); a group without is
+    :data:`NO_LABELS`."""
+
+    rulings: Mapping[JudgeKey, JudgeRuling] = field(default_factory=dict)
+
+    def ruling(self, key: JudgeKey) -> JudgeRuling:
+        return self.rulings.get(key, NO_LABELS)
+
+
 @dataclass(frozen=True)
 class CallPlan:
     """One item's call: one case x model x variant x repeat of an eval file."""
@@ -67,6 +96,8 @@ class CallPlan:
     #: the file's ``thinking:`` rule as written (None: not given); :attr:`thinking_rule` is
     #: the one a reply is read by
     thinking: ThinkingRule | None = None
+    #: the judge gate's rulings under the file's gate; None: no gate
+    judge_gate: JudgeRulings | None = None
 
     def __post_init__(self) -> None:
         # Frozen: the kind is resolved once, here, at collection.

@@ -97,6 +97,10 @@ class TerminalSummary:
                 "unchecked and left out of the latency columns and gates"
             )
             notes.append((text, {}))
+        from ..results import gate_lines
+
+        for line in gate_lines(recorder.judge_gate_block()):
+            notes.append((f"llmbench: {line}", {"yellow": "demoted" in line}))
         for failure in recorder.gate_failures:
             text = f"llmbench gate FAILED: {failure.describe()}"
             notes.append((text, {"red": True, "bold": True}))

@@ -77,6 +77,7 @@ if TYPE_CHECKING:
         ranked,
         varied_axes,
     )
+    from .judge_gate import file_gate, gate_calibrations, gate_lines, rulings
     from .merge import (
         differences,
         gate_settings,
@@ -175,6 +176,10 @@ _FACE: dict[str, str] = {
     "BUDGET_EXIT_CODE": "gates",
     "GATES_KEY": "gates",
     "RepeatOutcome": "gates",
+    "file_gate": "judge_gate",
+    "gate_calibrations": "judge_gate",
+    "gate_lines": "judge_gate",
+    "rulings": "judge_gate",
     "GROUP_AXES": "grouping",
     "LATENCY_ONLY": "grouping",
     "NO_VALUE": "grouping",
@@ -314,8 +319,11 @@ __all__ = [
     "dimension_columns",
     "dimension_means",
     "dimension_order",
+    "file_gate",
     "format_comparison",
+    "gate_calibrations",
     "gate_inputs",
+    "gate_lines",
     "gate_settings",
     "grouped",
     "grouped_file_name",
@@ -351,6 +359,7 @@ __all__ = [
     "records_frame",
     "review_key",
     "review_paths",
+    "rulings",
     "start_retry",
     "stop_early_info",
     "summarize",

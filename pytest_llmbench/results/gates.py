@@ -8,7 +8,8 @@ passed by a gate (what never ran cannot pass one), and a worse status (interrupt
 error) is kept. With ``--min-pass-rate``, single cases do not fail the run by themselves,
 whatever the repeat policy. Last, a run that ``--max-cost`` stopped (items that did not run for
 lack of budget) exits with :data:`BUDGET_EXIT_CODE` instead of 0 or 1: it is incomplete, whatever
-its scores.
+its scores. A judge below the judge gate (``--judge-gate`` or a file's ``judge_gate:``) in
+``fail`` mode fails the run too, named (:mod:`.judge_gate`).
 
 The limits on latency and cost (``--max-latency-p95``, ``--max-ttft-p50``,
 ``--max-cost-per-item``) are judged per model over its answered (passed or failed) records, the
@@ -156,6 +157,10 @@ def decide(
     if above:
         failures += above
         status = _failed(status)
+    judges = _failing_judges(records)
+    if judges:
+        failures += [GateNote(line) for line in judges]
+        status = _failed(status)
     regression = bool(regressed) and run.fail_on_regression
     if regression:
         status = _failed(status)
@@ -247,6 +252,20 @@ class Limit:
         if self.field == "ttft_s":
             return "no answered item was streamed uncached (TTFT is measured on streamed calls)"
         return "every answered item came from the response cache (no call was timed)"
+
+
+def _failing_judges(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The judges below the judge gate under ``on_fail: fail`` (their verdicts stand: the run
+    fails instead), one line each; none without a gate."""
+    if not any(
+        isinstance(entry, Mapping) and entry.get("judge_gate") == "failing"
+        for record in records
+        for entry in record.get("assertions") or []
+    ):
+        return []
+    from .judge_gate import failing_judges
+
+    return failing_judges(records)
 
 
 def _limit_judges(run: RunConfig) -> list[Limit]:

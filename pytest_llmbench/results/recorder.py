@@ -259,6 +259,7 @@ class ResultsRecorder:
             GATE_INPUTS: gate_inputs(self.gate_state) if self.gate_state else None,
             "repeat_policy": self.repeats.summary() if self.repeats else None,
             "judge_agreement": [asdict(row) for row in agreement],
+            "judge_gate": self.judge_gate_block(),
             "prompt_optimizations": optimization_counts(self.records),
             "max_cost": self._budget_summary(),
             "stop_early": stop_early_info(runtime.run, self.records),
@@ -271,6 +272,26 @@ class ResultsRecorder:
         if self.retry is not None:
             data = self.retry.run_info(data)
         ResultsFolder(self.out_dir).write_run_info(runtime.redactor.value(data))
+
+    def judge_gate_block(self) -> dict[str, Any] | None:
+        """run.json's ``judge_gate`` (see :mod:`.judge_gate`), made once; None without a
+        gated verdict."""
+        if not hasattr(self, "_judge_gate"):
+            from .judge_gate import gate_block, gate_calibrations
+
+            gated = any(
+                isinstance(entry, Mapping) and "judge_gate" in entry
+                for record in self.records
+                for entry in record.get("assertions") or []
+            )
+            self._judge_gate = (
+                gate_block(
+                    get_run_config(self.config), self.records, gate_calibrations(self.config)
+                )
+                if gated
+                else None
+            )
+        return self._judge_gate
 
     def moved(self, old: Path, new: Path) -> None:
         """The results folder was moved from ``old`` to ``new`` (a retry swapped it in): the

@@ -155,7 +155,10 @@ def machine_verdict(record: Mapping[str, Any], assertion: int | None = None) -> 
         if assertion >= len(entries):
             return MachineVerdict(None)
         entry = entries[assertion]
-        passed = None if entry.get("unchecked") else bool(entry.get("passed"))
+        # A verdict the judge gate demoted is unchecked but keeps its judge's pass or fail:
+        # a label on it still calibrates that judge.
+        undecided = entry.get("unchecked") and not entry.get("demoted")
+        passed = None if undecided else bool(entry.get("passed"))
         return MachineVerdict(
             passed, entry.get("type"), judges_of(record, assertion), entry.get("criterion")
         )

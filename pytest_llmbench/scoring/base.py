@@ -152,6 +152,15 @@ class Verdict:
     #: a judged assertion's rubric or criteria as text (what a judge was asked), for telling
     #: judges apart in calibration; None for other checks
     criterion: str | None = None
+    #: the judge gate's decision on a judged verdict (``ok``, ``demoted``, ``failing``,
+    #: ``too_few_labels``); None when no gate applies. A demoted verdict is unchecked and keeps
+    #: ``passed`` as its judge said it (people's labels still calibrate that judge)
+    judge_gate: str | None = None
+
+    @property
+    def demoted(self) -> bool:
+        """The judge gate demoted it: its judge disagrees with people (unchecked)."""
+        return self.judge_gate == "demoted"
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as JSON primitives, for the wire record (``unchecked`` and ``turn`` only
@@ -169,6 +178,10 @@ class Verdict:
             fields["turn"] = self.turn
         if self.criterion is not None:
             fields["criterion"] = self.criterion
+        if self.judge_gate is not None:
+            fields["judge_gate"] = self.judge_gate
+        if self.demoted:
+            fields["demoted"] = True
         return fields
 
 

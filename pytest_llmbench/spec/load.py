@@ -72,6 +72,7 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
         kind=spec.kind,
         efforts=tuple(spec.effort or ()),
         thinking=spec.thinking,
+        judge_gate=spec.judge_gate.model_dump(exclude_none=True) if spec.judge_gate else None,
     )
 
 

@@ -238,6 +238,8 @@ class LoadedEval:
     efforts: tuple[str | int, ...] = ()
     #: the file's ``thinking:`` rule (its keys override each model profile's), or None
     thinking: ThinkingRule | None = None
+    #: the file's ``judge_gate:`` keys as given (min_kappa, min_labels, on_fail), or None
+    judge_gate: Mapping[str, Any] | None = None
 
 
 def suite_name(path: Path) -> str:

@@ -267,6 +267,21 @@ class CaseSpec(_Strict):
     _validate_context = field_validator("context", mode="before")(context_chunks)
 
 
+class JudgeGateSpec(_Strict):
+    """An eval file's ``judge_gate:``: the gate on its judges against people's labels, over
+    ``--judge-gate`` (keys left out keep the run's, else the defaults)."""
+
+    min_kappa: float | None = Field(
+        None, ge=-1, le=1, description="Cohen's kappa a judge needs against people (0.6)"
+    )
+    min_labels: int | None = Field(
+        None, ge=1, description="Labels a judge needs before it is gated (50)"
+    )
+    on_fail: Literal["demote", "fail"] | None = Field(
+        None, description="demote: its verdicts become unchecked; fail: the run fails"
+    )
+
+
 class EvalSpec(_Strict):
     """A whole ``*.eval.yaml`` file."""
 
@@ -342,6 +357,11 @@ class EvalSpec(_Strict):
     )
     loglikelihood: LoglikelihoodSpec | None = Field(
         None, description="Score options by log-probability (lm-eval's multiple_choice)"
+    )
+    judge_gate: JudgeGateSpec | None = Field(
+        None,
+        description="Gate on the file's judges against people's labels: min_kappa, min_labels, "
+        "on_fail (demote or fail); over --judge-gate",
     )
     thinking: ThinkingRule | None = Field(
         None,

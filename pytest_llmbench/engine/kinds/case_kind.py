@@ -121,11 +121,35 @@ class Checking:
 
         graded = self.result.graded.get(index) if assertion.engine_graded else None
         if graded is not None and graded.verdict is not None:
-            return dataclasses.replace(graded.verdict, criterion=assertion.criterion)
+            verdict = dataclasses.replace(graded.verdict, criterion=assertion.criterion)
+            return gated(verdict, assertion, graded, self.result.plan)
         if text is None:
             assert self.result.completion is not None
             text = self.result.completion.text
         return evaluate(assertion, text, context or self.context)
+
+
+def gated(
+    verdict: Verdict, assertion: Assertion, graded: GradedAssertion, plan: CallPlan
+) -> Verdict:
+    """A judged ``verdict`` under the judge gate of ``plan``'s file: marked with the ruling on
+    its judge group (the judges that decided, failed ones out; its type; its criterion), and
+    unchecked when the gate demotes that judge (``passed`` kept as the judge said). An
+    embedding's similarity, and a verdict no judge decided, are no judge's: left alone."""
+    from ...scoring import EmbeddingSpec
+
+    gate = plan.judge_gate
+    if gate is None or verdict.unchecked or isinstance(assertion.graded, EmbeddingSpec):
+        return verdict
+    judges = tuple(sorted({call.judge or call.model_id for call in graded.calls if not call.error}))
+    if not judges:
+        return verdict
+    ruling = gate.ruling((judges, verdict.type, verdict.criterion))
+    if ruling.decision != "demoted":
+        return dataclasses.replace(verdict, judge_gate=ruling.decision)
+    said = "pass" if verdict.passed else "fail"
+    reason = f"{ruling.reason} (the judge said {said}: {verdict.reason})"
+    return dataclasses.replace(verdict, unchecked=True, reason=reason, judge_gate="demoted")
 
 
 def call_measures(result: KindResult, completion: Completion | None = None) -> CallMeasures:

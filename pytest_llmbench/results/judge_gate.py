@@ -1,0 +1,213 @@
+"""The judge gate: judges that disagree with people, on the labels available, are demoted (their
+verdicts become unchecked) or fail the run.
+
+At configure (every process alike), the labels that apply to the run (the results folder's and
+``--reviews-dir``'s, unless ``--ignore-reviews``) are calibrated per judge group
+(:func:`~.stats.calibration.calibrate`). Each eval file's gate (``--judge-gate``, over which its
+``judge_gate:`` keys go) rules on every group, as plain data the engine reads
+(:class:`~pytest_llmbench.engine.JudgeRulings`): a group with at least ``min_labels`` labels and
+a kappa of ``min_kappa`` or more is ``ok``; below it (or with no kappa, people and judge all on
+one side) ``demoted``, or ``failing`` under ``on_fail: fail``; with fewer labels
+``too_few_labels``. Each judged verdict is marked with its group's ruling at run time
+(:func:`pytest_llmbench.engine.kinds.case_kind.gated`); the controller reads the marks back from
+the records for run.json's ``judge_gate`` block, the summary's lines and the exit status
+(:mod:`.gates`), so that a run with xdist decides as one without.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from ..config import JudgeGate, RunConfig
+    from ..engine import JudgeRuling, JudgeRulings
+    from .stats.calibration import Calibration, JudgeGroup
+
+#: The calibrations of the labels that apply to the run, made once per process.
+CALIBRATIONS_KEY = pytest.StashKey["dict[JudgeGroup, Calibration]"]()
+#: The decisions from best to worst: a group ruled two ways (two files' gates) shows the worst.
+DECISIONS = ("ok", "too_few_labels", "demoted", "failing")
+
+
+def gate_calibrations(config: pytest.Config) -> dict[JudgeGroup, Calibration]:
+    """The run's labels calibrated per judge group, read once per process (none under
+    ``--ignore-reviews``); a broken labels file is a ``UsageError`` naming ``path:line``."""
+    found = config.stash.get(CALIBRATIONS_KEY, None)
+    if found is None:
+        from ..config import get_run_config
+
+        found = calibrations_of(get_run_config(config))
+        config.stash[CALIBRATIONS_KEY] = found
+    return found
+
+
+def calibrations_of(run: RunConfig) -> dict[JudgeGroup, Calibration]:
+    """The calibrations of the labels that apply to ``run``."""
+    from .reviews import ReviewsError, load_labels, review_paths
+    from .stats.calibration import calibrate
+
+    if run.ignore_reviews:
+        return {}
+    try:
+        labels = load_labels(review_paths(run.results_dir, run.reviews_dir))
+    except ReviewsError as exc:
+        raise pytest.UsageError(f"llmbench: judge gate: {exc}") from None
+    return calibrate(labels)
+
+
+def file_gate(run: RunConfig, keys: Mapping[str, Any] | None) -> JudgeGate | None:
+    """The gate of an eval file's items: ``--judge-gate`` with the file's ``judge_gate:`` keys
+    over it (``--judge-gate-fail`` making ``fail`` the mode the file does not name); None
+    when neither sets one."""
+    from ..config import JudgeGate
+
+    if keys is None:
+        return run.judge_gate
+    base = run.judge_gate or JudgeGate(fail=run.judge_gate_fail)
+    return base.overridden(keys)
+
+
+def rulings(calibrations: Mapping[JudgeGroup, Calibration], gate: JudgeGate) -> JudgeRulings:
+    """``gate``'s ruling on every calibrated group, as the engine reads it."""
+    from ..engine import JudgeRulings
+
+    return JudgeRulings(
+        {(g.judges, g.type, g.criterion): rule(c, gate) for g, c in calibrations.items()}
+    )
+
+
+def rule(calibration: Calibration, gate: JudgeGate) -> JudgeRuling:
+    """The gate's decision on one group, with a demoted verdict's reason."""
+    from ..engine import JudgeRuling
+
+    if calibration.n < gate.min_labels:
+        return JudgeRuling("too_few_labels")
+    kappa = calibration.kappa
+    if kappa is not None and kappa >= gate.min_kappa:
+        return JudgeRuling("ok")
+    decision = "failing" if gate.fail else "demoted"
+    return JudgeRuling(decision, f"demoted: {below_gate(calibration, gate.min_kappa)}")
+
+
+def below_gate(calibration: Calibration, min_kappa: float) -> str:
+    """``judge <group> kappa 0.31 [0.12, 0.50] < 0.6 on 57 labels (lenient)``."""
+    return f"judge {calibration.group.label()} {kappa_text(calibration)} < {min_kappa:g} on " + (
+        f"{calibration.n} labels ({calibration.leaning})"
+    )
+
+
+def kappa_text(calibration: Calibration) -> str:
+    """``kappa 0.31 [0.12, 0.50]``; ``kappa undefined`` when people or the judge never
+    changed their verdict (chance agreement is 1)."""
+    if calibration.kappa is None:
+        return "kappa undefined"
+    ci = calibration.kappa_ci
+    interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+    return f"kappa {calibration.kappa:.2f}{interval}"
+
+
+# -- the controller: the records' marks -------------------------------------------------------
+def gated_verdicts(records: Sequence[Mapping[str, Any]]) -> dict[JudgeGroup, dict[str, int]]:
+    """Per judge group, how many of the records' judged verdicts each ruling marked."""
+    from .reviews import judges_of
+    from .stats.calibration import JudgeGroup
+
+    found: dict[JudgeGroup, dict[str, int]] = {}
+    for record in records:
+        for index, entry in enumerate(record.get("assertions") or []):
+            if not isinstance(entry, Mapping) or entry.get("judge_gate") not in DECISIONS:
+                continue
+            group = JudgeGroup(
+                judges_of(record, index), str(entry.get("type")), entry.get("criterion")
+            )
+            counts = found.setdefault(group, {})
+            counts[entry["judge_gate"]] = counts.get(entry["judge_gate"], 0) + 1
+    return found
+
+
+def worst(counts: Mapping[str, int]) -> str:
+    """The worst decision among a group's marks."""
+    return max(counts, key=DECISIONS.index)
+
+
+def gate_block(
+    run: RunConfig,
+    records: Sequence[Mapping[str, Any]],
+    calibrations: Mapping[JudgeGroup, Calibration],
+) -> dict[str, Any] | None:
+    """run.json's ``judge_gate``: the settings and, per judge group that judged in the run
+    under a gate, its labels (n), kappa with its interval, decision and verdicts demoted;
+    None when no verdict was gated."""
+    marked = gated_verdicts(records)
+    if not marked:
+        return None
+    groups = []
+    for group in sorted(marked):
+        counts = marked[group]
+        calibration = calibrations.get(group)
+        groups.append(
+            {
+                "judges": list(group.judges),
+                "type": group.type,
+                "criterion": group.criterion,
+                "n": calibration.n if calibration else 0,
+                "kappa": calibration.kappa if calibration else None,
+                "ci": list(calibration.kappa_ci) if calibration and calibration.kappa_ci else None,
+                "leaning": calibration.leaning if calibration else None,
+                "decision": worst(counts),
+                "verdicts": sum(counts.values()),
+                "verdicts_demoted": counts.get("demoted", 0),
+            }
+        )
+    settings = run.judge_gate.to_dict() if run.judge_gate else None
+    return {"settings": settings, "fail_mode": run.judge_gate_fail, "groups": groups}
+
+
+def gate_lines(block: Mapping[str, Any] | None) -> list[str]:
+    """The summary's lines of the judge gate: demoted and failing judges, groups with too
+    few labels (one line each)."""
+    if not block:
+        return []
+    from .stats.calibration import JudgeGroup
+
+    lines = []
+    for entry in block["groups"]:
+        group = JudgeGroup(tuple(entry["judges"]), entry["type"], entry["criterion"])
+        decision = entry["decision"]
+        kappa = _kappa_words(entry)
+        if decision == "demoted":
+            lines.append(
+                f"judge gate: {group.label()}: {kappa} on {entry['n']} labels: "
+                f"{entry['verdicts_demoted']} verdict(s) demoted to unchecked"
+            )
+        elif decision == "failing":
+            lines.append(
+                f"judge gate: {group.label()}: {kappa} on {entry['n']} labels: below the gate, "
+                "fails the run"
+            )
+        elif decision == "too_few_labels":
+            needed = (block.get("settings") or {}).get("min_labels")
+            few = f"{entry['n']} labels < {needed}" if needed else f"{entry['n']} labels, too few"
+            lines.append(f"judge gate: {group.label()}: {few}, not gated")
+    return lines
+
+
+def failing_judges(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The judge groups below the gate under ``on_fail: fail``, one line each (for the exit
+    status, :mod:`.gates`)."""
+    return [
+        f"judge gate: {group.label()} disagrees with people ({counts['failing']} verdict(s))"
+        for group, counts in sorted(gated_verdicts(records).items())
+        if counts.get("failing")
+    ]
+
+
+def _kappa_words(entry: Mapping[str, Any]) -> str:
+    if entry.get("kappa") is None:
+        return "kappa undefined"
+    ci = entry.get("ci")
+    interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+    return f"kappa {entry['kappa']:.2f}{interval} ({entry.get('leaning')})"
