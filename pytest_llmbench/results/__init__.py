@@ -77,6 +77,14 @@ if TYPE_CHECKING:
         ranked,
         varied_axes,
     )
+    from .judge_calibration import (
+        GROUP_PARTS,
+        MIN_LABELS,
+        calibration_rows,
+        regroup,
+        run_calibration,
+        write_calibration,
+    )
     from .merge import (
         differences,
         gate_settings,
@@ -99,6 +107,16 @@ if TYPE_CHECKING:
         stop_early_info,
     )
     from .retry_errors import start_retry
+    from .review_io import (
+        REVIEW_FORMATS,
+        RecordIndex,
+        export_text,
+        format_of,
+        import_reviews,
+        pair_with_records,
+        read_rows,
+    )
+    from .reviews import ReviewsError, append_review, load_labels, review_paths
     from .state import (
         EVAL_RESULT_KEY,
         PLAIN_STATE_KEY,
@@ -110,6 +128,7 @@ if TYPE_CHECKING:
     )
     from .stats import NO_MODEL, CaseChange, CaseVerdict, Comparison
     from .stats.agreement import DimensionAgreement, dimension_order, judge_entries
+    from .stats.calibration import calibrate
     from .stats.stopping import STOPPED_NOTE, StopRule
     from .summary import (
         ALL_SUITES,
@@ -127,6 +146,24 @@ if TYPE_CHECKING:
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
+    "GROUP_PARTS": "judge_calibration",
+    "MIN_LABELS": "judge_calibration",
+    "calibration_rows": "judge_calibration",
+    "regroup": "judge_calibration",
+    "run_calibration": "judge_calibration",
+    "write_calibration": "judge_calibration",
+    "REVIEW_FORMATS": "review_io",
+    "RecordIndex": "review_io",
+    "export_text": "review_io",
+    "format_of": "review_io",
+    "import_reviews": "review_io",
+    "pair_with_records": "review_io",
+    "read_rows": "review_io",
+    "ReviewsError": "reviews",
+    "append_review": "reviews",
+    "load_labels": "reviews",
+    "review_paths": "reviews",
+    "calibrate": "stats.calibration",
     "ANSWERED": "column_families",
     "CONVERSATION_COLUMNS": "column_families",
     "METRIC_COLUMNS": "aggregation",
@@ -239,12 +276,15 @@ __all__ = [
     "GATES_KEY",
     "GATE_INPUTS",
     "GROUP_AXES",
+    "GROUP_PARTS",
     "LATENCY_ONLY",
     "METRIC_COLUMNS",
+    "MIN_LABELS",
     "NO_MODEL",
     "NO_VALUE",
     "PLAIN_STATE_KEY",
     "RECORDER_KEY",
+    "REVIEW_FORMATS",
     "SELECT_BEST",
     "STOPPED_NOTE",
     "SUMMARY_KEY",
@@ -261,8 +301,10 @@ __all__ = [
     "ModelComparison",
     "Pair",
     "PlainTestState",
+    "RecordIndex",
     "RepeatOutcome",
     "ResultsRecorder",
+    "ReviewsError",
     "RunSummary",
     "StopRule",
     "Tables",
@@ -271,9 +313,12 @@ __all__ = [
     "aggregate",
     "agreement_frame",
     "all_metrics",
+    "append_review",
     "attach_record",
     "axis_column",
     "axis_values",
+    "calibrate",
+    "calibration_rows",
     "case_order",
     "check_results_dir",
     "compare_runs",
@@ -282,18 +327,22 @@ __all__ = [
     "dimension_columns",
     "dimension_means",
     "dimension_order",
+    "export_text",
     "format_comparison",
+    "format_of",
     "gate_inputs",
     "gate_settings",
     "grouped",
     "grouped_file_name",
     "has_judges",
+    "import_reviews",
     "is_latency_only",
     "is_missing",
     "judge_entries",
     "judge_usage",
     "judged_dimensions",
     "leaderboard",
+    "load_labels",
     "load_results",
     "load_run_info",
     "load_shards",
@@ -310,11 +359,16 @@ __all__ = [
     "models_of",
     "optimization_counts",
     "over_budget",
+    "pair_with_records",
     "pairing_note",
     "pairs",
     "plain_state",
     "ranked",
+    "read_rows",
     "records_frame",
+    "regroup",
+    "review_paths",
+    "run_calibration",
     "start_retry",
     "stop_early_info",
     "summarize",
@@ -325,6 +379,7 @@ __all__ = [
     "verdicts_frame",
     "win_matrix",
     "write_aggregates",
+    "write_calibration",
     "write_csvs",
 ]
 
