@@ -188,19 +188,7 @@ def read_rows(path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]]:
         raise ReviewsError(f"{path}: cannot read: {exc}") from None
     rows: list[tuple[str, dict[str, Any]]] = []
     if fmt == "csv":
-        reader = csv.DictReader(io.StringIO(text))
-        if not reader.fieldnames or "label" not in [f.strip() for f in reader.fieldnames]:
-            raise ReviewsError(f"{path}:1: the header has no 'label' column")
-        line = 1
-        for row in reader:
-            where = f"{path}:{line + 1}"
-            line = reader.line_num
-            cells = {str(k).strip(): v for k, v in row.items() if k is not None}
-            if None in row:
-                raise ReviewsError(f"{where}: more cells than the header has columns")
-            if any((v or "").strip() for v in cells.values()):
-                rows.append((where, cells))
-        return rows
+        return _csv_rows(path, text)
     for number, line_text in enumerate(text.splitlines(), start=1):
         if not line_text.strip():
             continue
@@ -212,6 +200,35 @@ def read_rows(path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]]:
         if not isinstance(data, dict):
             raise ReviewsError(f"{where}: not a JSON object")
         rows.append((where, data))
+    return rows
+
+
+def _csv_rows(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
+    """The rows of a CSV file by the header's names, each with the line it starts on (a
+    quoted cell may span lines; blank lines are skipped)."""
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
+    rows: list[tuple[str, dict[str, Any]]] = []
+    while True:
+        start = reader.line_num + 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise ReviewsError(f"{path}:{start}: not CSV: {exc}") from None
+        if not any(cell.strip() for cell in cells):
+            continue
+        if header is None:
+            header = [cell.strip() for cell in cells]
+            if "label" not in header:
+                raise ReviewsError(f"{path}:{start}: the header has no 'label' column")
+            continue
+        if len(cells) > len(header):
+            raise ReviewsError(f"{path}:{start}: more cells than the header has columns")
+        rows.append((f"{path}:{start}", dict(zip(header, cells, strict=False))))
+    if header is None:
+        raise ReviewsError(f"{path}:1: the header has no 'label' column")
     return rows
 
 
