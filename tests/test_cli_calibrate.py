@@ -160,6 +160,19 @@ def test_the_run_writes_judge_calibration_csv_and_a_report_section(bench: Bench)
     assert "Judges against people" not in bench.out("report.html").read_text()
 
 
+def test_a_broken_labels_file_is_told_at_the_end_of_the_run(bench: Bench) -> None:
+    labels = bench.pytester.path / "labels"
+    labels.mkdir()
+    (labels / "reviews.jsonl").write_text('{"case": "x", "model": 3}\n', encoding="utf-8")
+    result = judged_run(bench, "--reviews-dir=labels")
+    result.stdout.fnmatch_lines(
+        [
+            "llmbench: judge calibration not written: */labels/reviews.jsonl:1: field 'label' is missing"
+        ]
+    )
+    assert not bench.out("judge_calibration.csv").exists()
+
+
 # -- export and import ------------------------------------------------------------------------
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_export_then_import_gives_the_same_labels(
