@@ -49,13 +49,13 @@ def viewing(bench: Bench, run: str) -> Iterator[str]:
 
 
 @contextmanager
-def serving(bench: Bench, root: Path) -> Iterator[str]:
-    """``llmbench view`` on 127.0.0.1 serving the runs under ``root`` for ``bench``'s project:
-    its base URL; the server is stopped afterwards."""
+def serving(bench: Bench, root: Path, *extra: str) -> Iterator[str]:
+    """``llmbench view`` on 127.0.0.1 serving the runs under ``root`` for ``bench``'s project
+    (``extra``: more of its options): its base URL; the server is stopped afterwards."""
     env = {**os.environ, FAKE_KEY_ENV: FAKE_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     process = subprocess.Popen(
         [sys.executable, "-m", "pytest_llmbench.cli", "view", str(root), "--project",
-         str(bench.pytester.path)],
+         str(bench.pytester.path), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         cwd=bench.pytester.path,
     )  # fmt: skip

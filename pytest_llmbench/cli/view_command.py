@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..results_folder import DEFAULT_ROOT
+from ..results_folder import DEFAULT_ROOT, REVIEWS_FILE
 from ..spec import UsageFailure
 
 
@@ -23,6 +23,12 @@ def add_view_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     view.add_argument(
         "--project", type=Path, default=Path("."),
         help="Where launched runs run and eval files are found (default: here)",
+    )  # fmt: skip
+    view.add_argument(
+        "--reviews-dir", type=Path, default=None, metavar="DIR",
+        help=f"A shared folder of people's labels (its {REVIEWS_FILE}, e.g. committed to the "
+        "repository): read after each run's labels, and where labels given here are written "
+        "(default: each run's own folder)",
     )  # fmt: skip
     view.set_defaults(command=_view_command)
 
@@ -41,8 +47,12 @@ def _view_command(args: argparse.Namespace) -> int:
         root.mkdir(parents=True, exist_ok=True)
     if not args.project.is_dir():
         raise UsageFailure(f"--project {args.project}: not a folder")
+    reviews_dir = args.reviews_dir.resolve() if args.reviews_dir is not None else None
+    if reviews_dir is not None and reviews_dir.exists() and not reviews_dir.is_dir():
+        raise UsageFailure(f"--reviews-dir {args.reviews_dir}: not a folder")
+    settings = ViewSettings(roots=roots, project=args.project.resolve(), reviews_dir=reviews_dir)
     try:
-        serve(ViewSettings(roots=roots, project=args.project.resolve()), args.host, args.port)
+        serve(settings, args.host, args.port)
     except KeyboardInterrupt:
         return 0
     except OSError as exc:  # the port is taken, say

@@ -127,7 +127,7 @@ SETTINGS: tuple[Setting, ...] = (
         "repeats); give a value with =", None, const="1.0"),
     Setting("stop_early_min", "With --stop-early: answered repeats every case takes before "
         "it may stop (default 2; pass@k is computed for k = the fewest taken)", "2"),
-    Setting("reviews_dir", "A folder of people's labels (reviews.jsonl) shared by every run, "
+    Setting("reviews_dir", "A folder of people's labels (its labels file) shared by every run, "
         "e.g. committed in the repository: a label overrides the machine's verdict on the same "
         "case, model, repeat and answer; read beside the results folder's own", None),
     Setting("baseline", "A saved results folder to compare this run with "

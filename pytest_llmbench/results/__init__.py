@@ -116,7 +116,17 @@ if TYPE_CHECKING:
         pair_with_records,
         read_rows,
     )
-    from .reviews import ReviewsError, append_review, load_labels, review_paths
+    from .reviews import (
+        Labels,
+        Review,
+        ReviewsError,
+        answer_digest,
+        append_review,
+        load_labels,
+        machine_verdict,
+        review_key,
+        review_paths,
+    )
     from .state import (
         EVAL_RESULT_KEY,
         PLAIN_STATE_KEY,
@@ -128,7 +138,7 @@ if TYPE_CHECKING:
     )
     from .stats import NO_MODEL, CaseChange, CaseVerdict, Comparison
     from .stats.agreement import DimensionAgreement, dimension_order, judge_entries
-    from .stats.calibration import calibrate
+    from .stats.calibration import Calibration, JudgeGroup, calibrate
     from .stats.stopping import STOPPED_NOTE, StopRule
     from .summary import (
         ALL_SUITES,
@@ -159,11 +169,6 @@ _FACE: dict[str, str] = {
     "import_reviews": "review_io",
     "pair_with_records": "review_io",
     "read_rows": "review_io",
-    "ReviewsError": "reviews",
-    "append_review": "reviews",
-    "load_labels": "reviews",
-    "review_paths": "reviews",
-    "calibrate": "stats.calibration",
     "ANSWERED": "column_families",
     "CONVERSATION_COLUMNS": "column_families",
     "METRIC_COLUMNS": "aggregation",
@@ -229,6 +234,15 @@ _FACE: dict[str, str] = {
     "over_budget": "recorder",
     "stop_early_info": "recorder",
     "start_retry": "retry_errors",
+    "Labels": "reviews",
+    "Review": "reviews",
+    "ReviewsError": "reviews",
+    "answer_digest": "reviews",
+    "append_review": "reviews",
+    "load_labels": "reviews",
+    "machine_verdict": "reviews",
+    "review_key": "reviews",
+    "review_paths": "reviews",
     "ChatLog": "state",
     "EVAL_RESULT_KEY": "state",
     "EvalFailure": "state",
@@ -243,6 +257,9 @@ _FACE: dict[str, str] = {
     "DimensionAgreement": "stats.agreement",
     "dimension_order": "stats.agreement",
     "judge_entries": "stats.agreement",
+    "Calibration": "stats.calibration",
+    "JudgeGroup": "stats.calibration",
+    "calibrate": "stats.calibration",
     "STOPPED_NOTE": "stats.stopping",
     "StopRule": "stats.stopping",
     "ALL_SUITES": "summary",
@@ -291,6 +308,7 @@ __all__ = [
     "TOKEN_FIELDS",
     "VERDICT_COLUMNS",
     "BaselineGate",
+    "Calibration",
     "CaseChange",
     "CaseVerdict",
     "ChatLog",
@@ -298,12 +316,15 @@ __all__ = [
     "DimensionAgreement",
     "EvalFailure",
     "EvalResult",
+    "JudgeGroup",
+    "Labels",
     "ModelComparison",
     "Pair",
     "PlainTestState",
     "RecordIndex",
     "RepeatOutcome",
     "ResultsRecorder",
+    "Review",
     "ReviewsError",
     "RunSummary",
     "StopRule",
@@ -313,6 +334,7 @@ __all__ = [
     "aggregate",
     "agreement_frame",
     "all_metrics",
+    "answer_digest",
     "append_review",
     "attach_record",
     "axis_column",
@@ -346,6 +368,7 @@ __all__ = [
     "load_results",
     "load_run_info",
     "load_shards",
+    "machine_verdict",
     "merged_decision",
     "merged_info",
     "merged_records",
@@ -367,6 +390,7 @@ __all__ = [
     "read_rows",
     "records_frame",
     "regroup",
+    "review_key",
     "review_paths",
     "run_calibration",
     "start_retry",

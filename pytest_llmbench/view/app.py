@@ -28,6 +28,8 @@ class ViewSettings:
     project: Path  #: where launched runs run (their eval files are under it)
     #: host names a request may be addressed to (DNS rebinding: another name is refused)
     allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "[::1]")
+    #: ``--reviews-dir``: the shared labels folder (read after each run's, and written to)
+    reviews_dir: Path | None = None
 
 
 def create_app(settings: ViewSettings) -> Any:
@@ -66,7 +68,36 @@ def create_app(settings: ViewSettings) -> Any:
         record = next((r for r in found.records if r.get("nodeid") == nodeid), None)
         if record is None:
             return not_found(f"no item {nodeid} in this run")
-        return html(pages.item_page(found, record))
+        from .review_routes import item_page
+
+        return html(item_page(roots, settings.reviews_dir, found, record, request.query_params))
+
+    async def label(request: Any) -> Response:
+        from .review_routes import post_label
+
+        try:
+            found = load_run(roots, request.path_params["key"])
+        except KeyError:
+            return not_found("no such run")
+        raw = (await request.body()).decode("utf-8", errors="replace")
+        form = {k: v[-1] for k, v in urllib.parse.parse_qs(raw, keep_blank_values=True).items()}
+        where, body, status = post_label(roots, settings.reviews_dir, found, form)
+        if where:
+            return RedirectResponse(where, status_code=303)
+        return html(body, status)
+
+    async def review(request: Any) -> Response:
+        from .review_routes import queue_page
+
+        params = dict(request.query_params)
+        if "key" in request.path_params:
+            params["run"] = request.path_params["key"]
+        return html(queue_page(roots, settings.reviews_dir, params))
+
+    async def calibration(request: Any) -> Response:
+        from .review_routes import calibration_page
+
+        return html(calibration_page(roots, settings.reviews_dir))
 
     async def file(request: Any) -> Response:
         try:
@@ -119,6 +150,10 @@ def create_app(settings: ViewSettings) -> Any:
         routes=[
             Route("/", runs),
             Route("/run/{key:path}/item", item),
+            Route("/run/{key:path}/label", label, methods=["POST"]),
+            Route("/run/{key:path}/review", review),
+            Route("/review", review),
+            Route("/calibration", calibration),
             Route("/file/{key:path}/{name}", file),
             Route("/run/{key:path}", run),
             Route("/compare", compare),

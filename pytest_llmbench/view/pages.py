@@ -56,7 +56,8 @@ def layout(title: str, body: str, *, refresh_s: int | None = None) -> str:
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{refresh}'
         f"<title>{text(title)} - llmbench view</title><style>{_STYLE}{CONVERSATION_STYLE}</style>"
         "</head><body>"
-        '<header><a href="/">Runs</a><a href="/launch">Launch</a></header>'
+        '<header><a href="/">Runs</a><a href="/review">Review</a><a href="/calibration">Calibration</a>'
+        '<a href="/launch">Launch</a></header>'
         f"<main><h1>{text(title)}</h1>{body}</main></body></html>"
     )
 
@@ -294,7 +295,9 @@ def _short(record: Record) -> str:
 # -- an item -------------------------------------------------------------------------------------
 
 
-def item_page(run: Run, record: Record) -> str:
+def item_page(run: Run, record: Record, panel: str = "", blind: bool = False) -> str:
+    """An item: its facts, answer, verdicts and judges; ``panel`` (the review's) after its
+    facts; ``blind``: ``record`` comes without its verdicts, and its judges are not shown."""
     batched = batch_note(record)
     untimed = ("latency_s", "ttft_s") if batched else ()  # a batch's wait, not the model's
     facts = {
@@ -336,10 +339,13 @@ def item_page(run: Run, record: Record) -> str:
     parts = [
         f'<p><a href="{text(link("/run/" + run.key))}">back to the run</a></p>',
         f'<table class="facts">{rows}</table>',
+        panel,
         _thinking(record),
-        "<h2>Conversation, answer and verdicts</h2>",
+        "<h2>Conversation and answer</h2>"
+        if blind
+        else "<h2>Conversation, answer and verdicts</h2>",
         transcript(record),
-        _judges(record),
+        "" if blind else _judges(record),
         _timeline(record),
         _attempts(record),
     ]
