@@ -44,6 +44,8 @@ ALL_METRICS_FILE = "all_metrics.csv"
 CASE_VERDICTS_FILE = "case_verdicts.csv"
 COMPARISONS_FILE = "comparisons.csv"
 JUDGE_AGREEMENT_FILE = "judge_agreement.csv"
+#: Each judge group against people's labels (a run with labels only).
+JUDGE_CALIBRATION_FILE = "judge_calibration.csv"
 #: Each model's reasoning efforts side by side (a run with the effort axis only).
 BY_EFFORT_FILE = "by_effort.csv"
 AGGREGATE_FILE = "aggregate_metrics.csv"
@@ -53,7 +55,7 @@ BENCHMARK_SMALLER_FILE = "benchmark-smaller.json"
 #: Every fixed name above, the default root too (tests/test_layout.py keeps them out of other modules).
 FILE_NAMES = (DEFAULT_ROOT, RESULTS_FILE, RUN_FILE, REPORT_FILE, PROGRESS_FILE, OPTIMIZATIONS_FILE,
               BATCHES_FILE, REVIEWS_FILE, METRICS_FILE, LEADERBOARD_FILE, ALL_METRICS_FILE, CASE_VERDICTS_FILE,
-              COMPARISONS_FILE, JUDGE_AGREEMENT_FILE, BY_EFFORT_FILE, AGGREGATE_FILE, BENCHMARK_BIGGER_FILE,
+              COMPARISONS_FILE, JUDGE_AGREEMENT_FILE, JUDGE_CALIBRATION_FILE, BY_EFFORT_FILE, AGGREGATE_FILE, BENCHMARK_BIGGER_FILE,
               BENCHMARK_SMALLER_FILE)  # fmt: skip
 #: The files `llmbench view` serves from a run's folder.
 SERVED_FILES = (REPORT_FILE, RESULTS_FILE, LEADERBOARD_FILE, RUN_FILE)

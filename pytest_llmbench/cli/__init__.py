@@ -4,7 +4,8 @@
 ``run.json``) that a pytest run wrote; ``merge`` joins the folders of a run's shards into one;
 ``validate`` checks eval and profile files; ``init`` writes a starter project (or, with
 ``--ci``, a sharded CI workflow); ``view`` serves the local dashboard; ``cache`` sees and trims
-the response cache. None calls a model or imports litellm. Exit codes: 0 fine, 1 a significant
+the response cache; ``calibrate`` sets judges against people's labels, ``reviews`` exports and
+imports those labels. None calls a model or imports litellm. Exit codes: 0 fine, 1 a significant
 regression (``compare``), an invalid file (``validate``), a file ``init`` will not overwrite or a
 failed gate (``merge``), 2 bad usage or input, with a one-line ``llmbench: ...`` message on
 stderr and no traceback.
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from ..results_folder import ResultsError
 from ..spec import UsageFailure
 from .cache_command import add_cache_command
+from .calibrate_command import add_calibrate_command
 from .compare_command import COMPARE_FORMATS, add_compare_command
 from .init_command import (
     CI_TEMPLATES,
@@ -33,6 +35,7 @@ from .init_command import (
 from .leaderboard_command import FORMATS, add_leaderboard_command, board_csv, merge_runs
 from .merge_command import add_merge_command
 from .report_command import add_report_command
+from .reviews_command import add_reviews_command
 from .validate_command import add_validate_command
 from .view_command import add_view_command
 
@@ -105,6 +108,8 @@ _COMMANDS = (
     add_view_command,
     add_merge_command,
     add_cache_command,
+    add_calibrate_command,
+    add_reviews_command,
 )
 
 

@@ -44,7 +44,11 @@ class ReportWriter:
             from .standalone import write_report
 
             self.path = write_report(
-                recorder.records, recorder.out_dir, run_info=run_info, summary=summary
+                recorder.records,
+                recorder.out_dir,
+                run_info=run_info,
+                summary=summary,
+                calibration=recorder.calibration,
             )
         except Exception as exc:  # a broken report must not change the run's exit status
             self.error = f"{type(exc).__name__}: {exc}"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..results import model_of, utc_now
 from ..results_folder import ResultsFolder
+from .calibration_html import CALIBRATION_SECTION, calibration_table
 from .charts import Chart, ChartInput, build_sections, grouped_chart
 from .conversation_html import CONVERSATION_STYLE
 from .html_tables import (
@@ -72,16 +73,20 @@ def write_report(
     title: str | None = None,
     run_info: Mapping[str, Any] | None = None,
     summary: RunSummary | None = None,
+    calibration: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """Write ``out_dir/report.html`` for ``records`` and return its path.
 
     ``run_info`` is the run's ``run.json`` (start and finish time, arguments, versions);
     ``summary`` the records' :func:`~pytest_llmbench.results.summary.summarize`, when the
-    caller has it (else it is computed here, once).
+    caller has it (else it is computed here, once); ``calibration`` the rows of
+    ``judge_calibration.csv`` (a "Judges against people" section when there are any).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = ResultsFolder(out_dir).report
-    page = render_report(records, title=title, run_info=run_info, summary=summary)
+    page = render_report(
+        records, title=title, run_info=run_info, summary=summary, calibration=calibration
+    )
     path.write_text(page, encoding="utf-8")
     return path
 
@@ -92,6 +97,7 @@ def render_report(
     title: str | None = None,
     run_info: Mapping[str, Any] | None = None,
     summary: RunSummary | None = None,
+    calibration: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The report's HTML text (see :func:`write_report`)."""
     heading = title or DEFAULT_TITLE
@@ -100,6 +106,8 @@ def render_report(
 
         summary = summarize(records)
     sections = _sections(summary, heading, run_info or {})
+    if calibration and summary is not None:  # before the matrix and the cases
+        sections.insert(len(sections) - 2, (CALIBRATION_SECTION, calibration_table(calibration)))
     nav = " ".join(f'<a href="#{anchor(name)}">{text(name)}</a>' for name, _ in sections)
     body = "".join(
         f'<section id="{anchor(name)}"><h2>{text(name)}</h2>{content}</section>'

@@ -77,6 +77,14 @@ if TYPE_CHECKING:
         ranked,
         varied_axes,
     )
+    from .judge_calibration import (
+        GROUP_PARTS,
+        MIN_LABELS,
+        calibration_rows,
+        regroup,
+        run_calibration,
+        write_calibration,
+    )
     from .judge_gate import file_gate, gate_calibrations, gate_lines, rulings
     from .merge import (
         differences,
@@ -100,6 +108,15 @@ if TYPE_CHECKING:
         stop_early_info,
     )
     from .retry_errors import start_retry
+    from .review_io import (
+        REVIEW_FORMATS,
+        RecordIndex,
+        export_text,
+        format_of,
+        import_reviews,
+        pair_with_records,
+        read_rows,
+    )
     from .reviews import (
         Labels,
         Review,
@@ -140,6 +157,19 @@ if TYPE_CHECKING:
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
+    "GROUP_PARTS": "judge_calibration",
+    "MIN_LABELS": "judge_calibration",
+    "calibration_rows": "judge_calibration",
+    "regroup": "judge_calibration",
+    "run_calibration": "judge_calibration",
+    "write_calibration": "judge_calibration",
+    "REVIEW_FORMATS": "review_io",
+    "RecordIndex": "review_io",
+    "export_text": "review_io",
+    "format_of": "review_io",
+    "import_reviews": "review_io",
+    "pair_with_records": "review_io",
+    "read_rows": "review_io",
     "ANSWERED": "column_families",
     "CONVERSATION_COLUMNS": "column_families",
     "METRIC_COLUMNS": "aggregation",
@@ -268,12 +298,15 @@ __all__ = [
     "GATES_KEY",
     "GATE_INPUTS",
     "GROUP_AXES",
+    "GROUP_PARTS",
     "LATENCY_ONLY",
     "METRIC_COLUMNS",
+    "MIN_LABELS",
     "NO_MODEL",
     "NO_VALUE",
     "PLAIN_STATE_KEY",
     "RECORDER_KEY",
+    "REVIEW_FORMATS",
     "SELECT_BEST",
     "STOPPED_NOTE",
     "SUMMARY_KEY",
@@ -293,6 +326,7 @@ __all__ = [
     "ModelComparison",
     "Pair",
     "PlainTestState",
+    "RecordIndex",
     "RepeatOutcome",
     "ResultsRecorder",
     "Review",
@@ -311,6 +345,7 @@ __all__ = [
     "axis_column",
     "axis_values",
     "calibrate",
+    "calibration_rows",
     "case_order",
     "check_results_dir",
     "compare_runs",
@@ -319,8 +354,10 @@ __all__ = [
     "dimension_columns",
     "dimension_means",
     "dimension_order",
+    "export_text",
     "file_gate",
     "format_comparison",
+    "format_of",
     "gate_calibrations",
     "gate_inputs",
     "gate_lines",
@@ -328,6 +365,7 @@ __all__ = [
     "grouped",
     "grouped_file_name",
     "has_judges",
+    "import_reviews",
     "is_latency_only",
     "is_missing",
     "judge_entries",
@@ -352,14 +390,18 @@ __all__ = [
     "models_of",
     "optimization_counts",
     "over_budget",
+    "pair_with_records",
     "pairing_note",
     "pairs",
     "plain_state",
     "ranked",
+    "read_rows",
     "records_frame",
+    "regroup",
     "review_key",
     "review_paths",
     "rulings",
+    "run_calibration",
     "start_retry",
     "stop_early_info",
     "summarize",
@@ -370,6 +412,7 @@ __all__ = [
     "verdicts_frame",
     "win_matrix",
     "write_aggregates",
+    "write_calibration",
     "write_csvs",
 ]
 

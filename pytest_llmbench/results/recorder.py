@@ -83,6 +83,9 @@ class ResultsRecorder:
         #: ``prompt_optimizations.jsonl``, written under --optimize-prompts
         self.optimization_log: Path | None = None
         self.aggregate_error: str | None = None
+        #: ``judge_calibration.csv``'s rows (empty: no label on this run's judges)
+        self.calibration: list[dict[str, Any]] = []
+        self.calibration_error: str | None = None
         self.repeats: RepeatOutcome | None = None
         #: What the gates read besides the records (None until they decided).
         self.gate_state: RunState | None = None
@@ -167,6 +170,7 @@ class ResultsRecorder:
             ResultsFolder(self.out_dir).write_records(self.records)
         self._write_optimization_log()
         self.summary = self._summarize()
+        self._calibrate_judges()
         self._decide_gates(session)
         self._write_run_json(session)
 
@@ -193,6 +197,20 @@ class ResultsRecorder:
             self.aggregate_error = f"{type(exc).__name__}: {exc}"
             return None
         return summary
+
+    def _calibrate_judges(self) -> None:
+        """``judge_calibration.csv``: the run's judges against the labels that apply to it."""
+        from .judge_calibration import run_calibration, write_calibration
+        from .reviews import ReviewsError
+
+        assert self.out_dir is not None
+        run = get_run_config(self.config)
+        try:
+            if not run.ignore_reviews:
+                self.calibration = run_calibration(self.records, self.out_dir, run.reviews_dir)
+            write_calibration(self.calibration, self.out_dir)
+        except ReviewsError as exc:  # told where the labels are applied; the run goes on
+            self.calibration_error = str(exc)
 
     def _decide_gates(self, session: pytest.Session) -> None:
         """Every gate at once (see :mod:`.gates`); session.exitstatus becomes the final one."""

@@ -194,8 +194,14 @@ def calibrate(labels: Labels | Iterable[Review]) -> dict[JudgeGroup, Calibration
     grouped: dict[JudgeGroup, list[LabelPair]] = {}
     for pair in pairs:
         grouped.setdefault(pair.group, []).append(pair)
-    groups = sorted(set(grouped) | set(unsure))
+    # Not ``sorted(groups)``: a criterion of None beside text for the same judges and type
+    # (a per-turn verdict without one) cannot be compared.
+    groups = sorted(set(grouped) | set(unsure), key=_group_order)
     return {g: calibrate_group(g, grouped.get(g, ()), unsure.get(g, 0)) for g in groups}
+
+
+def _group_order(group: JudgeGroup) -> tuple[tuple[str, ...], str, bool, str]:
+    return group.judges, group.type, group.criterion is not None, group.criterion or ""
 
 
 def calibration_row(calibration: Calibration) -> Mapping[str, object]:
