@@ -205,7 +205,8 @@ def viewing(root: Path, runs: Path, labels: Path) -> tuple[subprocess.Popen[str]
     process = subprocess.Popen(
         [sys.executable, "-m", "pytest_llmbench.cli", "view", str(runs), "--project", str(root),
          "--reviews-dir", str(labels)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment(), cwd=root,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=root,
+        env={**environment(), "LOGNAME": "reviewer"},  # a label names the login: not this machine's
     )  # fmt: skip
     assert process.stdout is not None
     line = process.stdout.readline()
@@ -223,6 +224,7 @@ def gate_lines(output: str, code: int) -> str:
     keep = re.compile(r"judge gate|gate FAILED|^=+ .*(passed|failed|skipped)|^(SKIPPED|FAILED) ")
     where = re.compile(r"^(SKIPPED \[\d+\]) \S+:\d+: ")  # the plugin's file and line
     lines = [where.sub(r"\1 ", line) for line in output.splitlines() if keep.search(line)]
+    lines = [re.sub(r" in [\d.]+s (=+)$", r" \1", line) for line in lines]  # times vary
     return "\n".join([*lines, f"exit code {code}"]) + "\n"
 
 
