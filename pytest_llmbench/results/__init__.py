@@ -63,6 +63,7 @@ if TYPE_CHECKING:
         verdicts_frame,
         write_csvs,
     )
+    from .effective import reviews_line
     from .gates import BUDGET_EXIT_CODE, GATES_KEY, RepeatOutcome
     from .grouping import (
         GROUP_AXES,
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
         stop_early_info,
     )
     from .retry_errors import start_retry
+    from .review_run import labels_worker_input, load_run_labels
     from .state import (
         EVAL_RESULT_KEY,
         PLAIN_STATE_KEY,
@@ -192,6 +194,9 @@ _FACE: dict[str, str] = {
     "over_budget": "recorder",
     "stop_early_info": "recorder",
     "start_retry": "retry_errors",
+    "labels_worker_input": "review_run",
+    "load_run_labels": "review_run",
+    "reviews_line": "effective",
     "ChatLog": "state",
     "EVAL_RESULT_KEY": "state",
     "EvalFailure": "state",
@@ -293,9 +298,11 @@ __all__ = [
     "judge_entries",
     "judge_usage",
     "judged_dimensions",
+    "labels_worker_input",
     "leaderboard",
     "load_results",
     "load_run_info",
+    "load_run_labels",
     "load_shards",
     "merged_decision",
     "merged_info",
@@ -315,6 +322,7 @@ __all__ = [
     "plain_state",
     "ranked",
     "records_frame",
+    "reviews_line",
     "start_retry",
     "stop_early_info",
     "summarize",
