@@ -331,3 +331,99 @@ def _comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_review_key_is_what_the_label_is_about() -> None:
     record = _record("failed", [_assertion(False)])
     assert review_key(record, 0) == ReviewKey("abcd" * 4, "fake", 0, 0)
+
+
+# -- readers after the run ------------------------------------------------------------------
+def _csv(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with path.open(newline="", encoding="utf-8") as stream:
+        return list(csv.DictReader(stream))
+
+
+def test_llmbench_report_applies_labels_given_after_the_run(
+    labelled: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_llmbench.cli import main
+
+    bench = labelled
+    out = bench.out("")
+    written = bench.out("results.jsonl").read_bytes()
+    japan = _by_case(bench.records())["japan"]
+    append_review(
+        out / REVIEWS_FILE,
+        Review(
+            key=review_key(japan),
+            answer=answer_digest(japan),
+            label="pass",
+            comment="<b>Kyoto</b> was the capital",
+            reviewer="ana",
+        ),
+    )
+    assert main(["report", str(out)]) == 0
+    verdicts = {row["case_id"]: row for row in _csv(bench.out("case_verdicts.csv"))}
+    assert (verdicts["japan"]["verdict"], verdicts["japan"]["verdict_source"]) == (
+        "passed",
+        "human",
+    )
+    assert (verdicts["japan"]["human_verdicts"], verdicts["france"]["verdict_source"]) == (
+        "1",
+        "machine",
+    )
+    (board,) = _csv(bench.out("leaderboard.csv"))
+    assert (board["human_verdicts"], board["n_passed"]) == ("1", "2")
+    info = json.loads(bench.out("run.json").read_text())
+    assert info["reviews"]["overrides"] == {"to_pass": 1, "to_fail": 0}
+    page = bench.out("report.html").read_text()
+    assert 'class="person"' in page
+    assert "&lt;b&gt;Kyoto&lt;/b&gt; was the capital" in page and "<b>Kyoto</b>" not in page
+    assert bench.out("results.jsonl").read_bytes() == written  # the run's own file is kept
+    # --ignore-reviews: the machine's verdicts everywhere again.
+    assert main(["report", str(out), "--ignore-reviews"]) == 0
+    verdicts = {row["case_id"]: row for row in _csv(bench.out("case_verdicts.csv"))}
+    assert (verdicts["japan"]["verdict"], verdicts["japan"]["verdict_source"]) == (
+        "failed",
+        "machine",
+    )
+    assert json.loads(bench.out("run.json").read_text())["reviews"]["ignored"] is True
+    assert 'class="person"' not in bench.out("report.html").read_text()
+    capsys.readouterr()
+
+
+def test_merge_and_baselines_apply_labels_given_after_the_run(
+    labelled: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_llmbench.cli import main
+    from pytest_llmbench.results import load_labelled
+
+    bench = labelled
+    out = bench.out("")
+    shared = bench.pytester.path / "shared"
+    _write_label(shared, _by_case(bench.records())["japan"], "pass")
+    merged = bench.pytester.path / "merged"
+    assert main(["merge", str(out), "-o", str(merged), "--reviews-dir", str(shared)]) == 0
+    records = [json.loads(line) for line in (merged / "results.jsonl").read_text().splitlines()]
+    japan = _by_case(records)["japan"]
+    assert (japan["outcome"], japan["verdict_source"]) == ("passed", "human")
+    info = json.loads((merged / "run.json").read_text())
+    assert (info["exitstatus"], info["reviews"]["applied"]) == (0, 1)
+    assert (merged / REVIEWS_FILE).is_file()  # the merged run keeps the labels it applied
+    again = bench.pytester.path / "again"
+    assert main(["merge", str(out), "-o", str(again), "--reviews-dir", str(shared),
+                 "--ignore-reviews"]) == 1  # fmt: skip
+    # A baseline is read with its labels (and --reviews-dir's) applied, or without.
+    assert _by_case(load_labelled(out, shared))["japan"]["outcome"] == "passed"
+    assert _by_case(load_labelled(out, shared, ignore=True))["japan"]["outcome"] == "failed"
+    assert _by_case(load_labelled(merged))["japan"]["verdict_source"] == "human"
+    capsys.readouterr()
+
+
+def test_a_broken_labels_file_stops_a_reader(
+    labelled: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_llmbench.cli import main
+
+    bench = labelled
+    bench.out(REVIEWS_FILE).write_text("not json\n")
+    assert main(["report", str(bench.out(""))]) == 2
+    assert f"{bench.out(REVIEWS_FILE)}:1: not JSON" in capsys.readouterr().err

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
         verdicts_frame,
         write_csvs,
     )
-    from .effective import reviews_line
+    from .effective import keep_labels, load_labelled, read_labels, reviews_line
     from .gates import BUDGET_EXIT_CODE, GATES_KEY, RepeatOutcome
     from .grouping import (
         GROUP_AXES,
@@ -86,6 +86,7 @@ if TYPE_CHECKING:
         merged_info,
         merged_records,
         merged_state,
+        relabel_shards,
     )
     from .record import utc_now
     from .recorder import (
@@ -183,6 +184,7 @@ _FACE: dict[str, str] = {
     "merged_info": "merge",
     "merged_records": "merge",
     "merged_state": "merge",
+    "relabel_shards": "merge",
     "utc_now": "record",
     "GATE_INPUTS": "recorder",
     "RECORDER_KEY": "recorder",
@@ -197,6 +199,9 @@ _FACE: dict[str, str] = {
     "labels_worker_input": "review_run",
     "load_run_labels": "review_run",
     "reviews_line": "effective",
+    "load_labelled": "effective",
+    "keep_labels": "effective",
+    "read_labels": "effective",
     "ChatLog": "state",
     "EVAL_RESULT_KEY": "state",
     "EvalFailure": "state",
@@ -298,8 +303,10 @@ __all__ = [
     "judge_entries",
     "judge_usage",
     "judged_dimensions",
+    "keep_labels",
     "labels_worker_input",
     "leaderboard",
+    "load_labelled",
     "load_results",
     "load_run_info",
     "load_run_labels",
@@ -321,7 +328,9 @@ __all__ = [
     "pairs",
     "plain_state",
     "ranked",
+    "read_labels",
     "records_frame",
+    "relabel_shards",
     "reviews_line",
     "start_retry",
     "stop_early_info",

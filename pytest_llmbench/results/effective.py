@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..results_folder import REVIEWS_FILE
 from .reviews import Labels, Review, current_labels, load_labels, review_paths
 
 #: ``verdict_source`` of a record (and an assertion) decided by a person's label.
@@ -263,6 +264,41 @@ def labels_for_run(
     paths += review_paths(None, reviews_dir)
     found = [path for path in dict.fromkeys(paths) if path.is_file()]
     return RunLabels(load_labels(found), tuple(str(path) for path in found), False)
+
+
+def read_labels(folders: Sequence[Path], reviews_dir: Path | None, ignore: bool) -> RunLabels:
+    """:func:`labels_for_run` for a reader of saved runs: a broken labels file is a
+    :class:`...results_folder.ResultsError` naming ``path:line`` (the commands' error)."""
+    from ..results_folder import ResultsError
+    from .reviews import ReviewsError
+
+    try:
+        return labels_for_run(folders, reviews_dir, ignore)
+    except ReviewsError as exc:
+        raise ResultsError(f"people's labels: {exc}") from None
+
+
+def load_labelled(
+    folder: Path, reviews_dir: Path | None = None, ignore: bool = False
+) -> list[dict[str, Any]]:
+    """The records of the results folder ``folder`` with their effective verdicts: its own
+    labels and ``reviews_dir``'s applied (none under ``ignore``). ResultsError as
+    :meth:`...results_folder.ResultsFolder.read_records` raises it, or for a broken labels file."""
+    from ..results_folder import ResultsFolder
+
+    records = ResultsFolder(folder).read_records()
+    return read_labels([folder], reviews_dir, ignore).apply(records).records
+
+
+def keep_labels(labels: RunLabels, folder: Path) -> None:
+    """Write the labels in force into ``folder``'s ``reviews.jsonl`` (a merged run's folder),
+    so that its later readers apply them; nothing under ``--ignore-reviews``."""
+    from .reviews import append_review
+
+    if labels.ignored:
+        return
+    for review in labels.labels.current.values():
+        append_review(folder / REVIEWS_FILE, review)
 
 
 def reviews_line(block: Mapping[str, Any]) -> str | None:
