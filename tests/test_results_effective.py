@@ -124,6 +124,16 @@ def test_an_assertion_label_re_decides_by_the_threshold() -> None:
     assert (out["outcome"], out["score"]) == ("failed", 0.25)
 
 
+def test_a_conversation_is_re_decided_turn_by_turn() -> None:
+    turns = [{**_assertion(True), "turn": 1}, {**_assertion(False), "turn": 2}]
+    record = _record("failed", turns, threshold=0.5)  # score 0.5, but turn 2 fails alone
+    out = effective_record(record, current_labels([_label(record, "pass", assertion=1)]))
+    assert (out["outcome"], out["score"]) == ("passed", 1.0)
+    failing = _record("passed", [{**t, "passed": True, "score": 1.0} for t in turns])
+    out = effective_record(failing, current_labels([_label(failing, "fail", assertion=0)]))
+    assert out["outcome"] == "failed"  # turn 1 fails whatever the whole's score
+
+
 def test_an_item_label_wins_over_assertion_labels() -> None:
     record = _record("failed", [_assertion(False)])
     labels = current_labels([_label(record, "pass", assertion=0), _label(record, "fail")])

@@ -11,7 +11,7 @@ from typing import Any
 from ..config import OPTIONS, parse_repeat_policy
 from ..render import board_markdown
 from ..results import compare_runs, keep_labels, load_labelled, load_results, pairing_note
-from ..results_folder import ResultsFolder
+from ..results_folder import REVIEWS_FILE, ResultsFolder
 from ..spec import UsageFailure
 
 #: The merge's per-model limits, a run's options (``--max-latency-p95`` ...): dest -> what it
@@ -51,7 +51,7 @@ def add_merge_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 def add_review_options(parser: argparse.ArgumentParser) -> None:
     """``--reviews-dir`` and ``--ignore-reviews`` of a command reading saved runs."""
     parser.add_argument("--reviews-dir", type=Path, metavar="DIR",
-                        help="A shared folder of people's labels (reviews.jsonl), applied with "
+                        help=f"A shared folder of people's labels ({REVIEWS_FILE}), applied with "
                         "each results folder's own")  # fmt: skip
     parser.add_argument("--ignore-reviews", action="store_true",
                         help="Leave people's labels out: every verdict is the machine's")  # fmt: skip

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from ..results import load_results, load_run_info, read_labels
-from ..results_folder import REPORT_FILE, ResultsFolder
+from ..results_folder import REPORT_FILE, RUN_FILE, ResultsFolder
 from .merge_command import add_review_options
 
 
@@ -21,7 +21,7 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     report.add_argument("dir", type=Path, metavar="DIR", help="Results folder")
     report.add_argument("--output", type=Path, metavar="FILE",
                         help=f"Write the report there alone (default: DIR/{REPORT_FILE}, with "
-                        "the CSVs and run.json's reviews block)")  # fmt: skip
+                        f"the CSVs and {RUN_FILE}'s reviews block)")  # fmt: skip
     add_review_options(report)
     report.set_defaults(command=_report_command)
 

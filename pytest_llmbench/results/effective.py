@@ -304,9 +304,7 @@ def keep_labels(labels: RunLabels, folder: Path) -> None:
 def reviews_line(block: Mapping[str, Any]) -> str | None:
     """The terminal's line on a run's labels (None when there were none): ``reviews: 3 verdicts
     by people (2 fail->pass, 1 pass->fail), 1 label stale (answer changed)``."""
-    if block.get("ignored"):
-        return "reviews: ignored (--ignore-reviews): every verdict is the machine's"
-    if not block.get("labels"):
+    if block.get("ignored") or not block.get("labels"):
         return None
     applied = int(block.get("applied") or 0)
     overrides = block.get("overrides") or {}
