@@ -49,7 +49,9 @@ def attach_record(
         record = _plain_record(item, call, report, runtime)
     if record is not None:
         # People's labels that hold for its answer decide its verdict (and the report's).
-        record = apply_labels(item.config, record, report)
+        labelled = apply_labels(item.config, record, report)
+        if labelled is not record:  # a label's comment is text typed by a person
+            record = runtime.redactor.value(labelled)
         report.llmbench_record = record  # type: ignore[attr-defined]
         _add_properties(item, report, record)
         activity = runtime.activity()
