@@ -71,6 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # On every process (workers deselect alike); the controller refuses a bad DIR now.
         start_retry(config)
     run = _config.get_run_config(config) if _config.explicitly_configured(config) else None
+    if run is not None:
+        _load_labels(config, run)
     if run is not None and run.stop_early is not None:
         from .engine import StopEarly
         from .results import StopRule
@@ -129,6 +131,20 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_XdistBridge(), "llmbench-xdist")
         if config.getoption("dist", "no") != "no":
             config.pluginmanager.register(_worker_watch(config), "llmbench-worker-watch")
+
+
+def _load_labels(config: pytest.Config, run: Any) -> None:
+    """Read people's labels once on each process (a broken file is a usage error now): the
+    controller's from the run's results folder and ``--reviews-dir``, a worker's from the files
+    the controller named."""
+    from .results import load_run_labels
+
+    folder = None
+    if not hasattr(config, "workerinput") and not run.ignore_reviews:
+        from .engine import results_dir
+
+        folder = results_dir(config)
+    load_run_labels(config, folder, run.reviews_dir, run.ignore_reviews)
 
 
 def _worker_watch(config: pytest.Config) -> Any:
@@ -278,6 +294,10 @@ class _XdistBridge:
         node.workerinput["llmbench_dist"] = dist_mode(node.config)
         # The models --check-models --skip-unavailable left out, checked before nodes start.
         node.workerinput.update(worker_input(node.config))
+        from .results import labels_worker_input
+
+        # The labels files the controller read: every worker applies the same labels.
+        node.workerinput.update(labels_worker_input(node.config))
 
     @pytest.hookimpl(optionalhook=True, wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

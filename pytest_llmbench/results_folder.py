@@ -309,6 +309,11 @@ _ADDED_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("batch_wait_s", "batch_id", None),
     ("samples_planned", "repeat", None),
     ("stopped_early", "samples_planned", False),
+    # people's labels (results/effective.py): an older record's verdicts are the machine's
+    ("verdict_source", "passed", "machine"),
+    ("machine_outcome", "verdict_source", None),
+    ("machine_score", "machine_outcome", None),
+    ("review", "machine_score", None),
 )
 
 

@@ -832,6 +832,8 @@ def test_case_verdicts_csv_and_flaky_section(bench: Bench) -> None:
             "pass_at_k": "1.0",
             "pass_hat_k": "1.0",
             "verdict": "passed",
+            "human_verdicts": "0",
+            "verdict_source": "machine",
         },
         {
             "model": "fake",
@@ -846,6 +848,8 @@ def test_case_verdicts_csv_and_flaky_section(bench: Bench) -> None:
             "pass_at_k": "1.0",
             "pass_hat_k": "0.0",
             "verdict": "flaky",
+            "human_verdicts": "0",
+            "verdict_source": "machine",
         },
     ]
     result.stdout.fnmatch_lines(

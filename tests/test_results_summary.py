@@ -174,8 +174,9 @@ def test_metric_columns_order() -> None:
         "pass_hat_k",
         "k",
     )
-    # with reasoning and cached input tokens' total and mean, batched_items, n_stopped_early
-    assert len(lb.METRIC_COLUMNS) == 50
+    # with reasoning and cached input tokens' total and mean, batched_items, n_stopped_early,
+    # human_verdicts
+    assert len(lb.METRIC_COLUMNS) == 51
     # The repeats --stop-early spared, beside the skipped items they are among.
     skipped = lb.METRIC_COLUMNS.index("n_skipped")
     assert lb.METRIC_COLUMNS[skipped + 1] == "n_stopped_early"

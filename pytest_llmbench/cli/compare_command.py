@@ -12,7 +12,7 @@ from typing import Any
 from ..results import (
     compare_runs,
     format_comparison,
-    load_results,
+    load_labelled,
     load_run_info,
     model_of,
     models_of,
@@ -20,6 +20,7 @@ from ..results import (
     switch_models,
 )
 from ..spec import UsageFailure
+from .merge_command import add_review_options
 from .output import emit
 
 #: ``llmbench compare --format``: the terminal's text, or a pull request comment's Markdown.
@@ -43,11 +44,14 @@ def add_compare_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )  # fmt: skip
     compare.add_argument("--output", type=Path, metavar="FILE",
                          help="With --format github-comment: write here, not to stdout")  # fmt: skip
+    add_review_options(compare)
     compare.set_defaults(command=_compare_command)
 
 
 def _compare_command(args: argparse.Namespace) -> int:
-    baseline, new = load_results(args.baseline), load_results(args.new)
+    # Each run's verdicts as people's labels (its own, --reviews-dir's) decide them.
+    baseline = load_labelled(args.baseline, args.reviews_dir, args.ignore_reviews)
+    new = load_labelled(args.new, args.reviews_dir, args.ignore_reviews)
     if args.model is not None and "=" in args.model:
         baseline, new, args.model = switch_models(baseline, new, args.model)
     old_models, new_models = models_of(baseline), models_of(new)

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import ERRORS_COUNT_AS, OPTIONS
 from ..render import board_html, board_markdown
-from ..results import load_results, model_of, models_of
+from ..results import load_labelled, model_of, models_of
 from ..spec import UsageFailure
+from .merge_command import add_review_options
 from .output import emit
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ def add_leaderboard_command(commands: argparse._SubParsersAction[argparse.Argume
         default="fail",
         help="An errored item is a failure scored 0 (fail, the default) or left out (skip)",
     )
+    add_review_options(board)
     board.set_defaults(command=_leaderboard_command)
 
 
@@ -48,7 +50,10 @@ def _leaderboard_command(args: argparse.Namespace) -> int:
         key = axis_column(args.group_by)
     except ValueError as exc:
         raise UsageFailure(f"--group-by: {exc}") from None
-    runs = [(folder, load_results(folder)) for folder in args.dirs]
+    runs = [
+        (folder, load_labelled(folder, args.reviews_dir, args.ignore_reviews))
+        for folder in args.dirs
+    ]
     records = merge_runs(runs)
     if args.group_by.startswith("tag:"):
         _check_tag(args.group_by.removeprefix("tag:"), records)

@@ -10,8 +10,8 @@ from typing import Any
 
 from ..config import OPTIONS, parse_repeat_policy
 from ..render import board_markdown
-from ..results import compare_runs, load_results, pairing_note
-from ..results_folder import ResultsFolder
+from ..results import compare_runs, keep_labels, load_labelled, load_results, pairing_note
+from ..results_folder import REVIEWS_FILE, ResultsFolder
 from ..spec import UsageFailure
 
 #: The merge's per-model limits, a run's options (``--max-latency-p95`` ...): dest -> what it
@@ -44,16 +44,36 @@ def add_merge_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
                        help="A saved results folder to compare the merged run with")  # fmt: skip
     merge.add_argument("--fail-on-regression", action="store_true", default=None,
                        help="With --baseline: fail on a significant regression")  # fmt: skip
+    add_review_options(merge)
     merge.set_defaults(command=_merge_command)
 
 
+def add_review_options(parser: argparse.ArgumentParser) -> None:
+    """``--reviews-dir`` and ``--ignore-reviews`` of a command reading saved runs."""
+    parser.add_argument("--reviews-dir", type=Path, metavar="DIR",
+                        help=f"A shared folder of people's labels ({REVIEWS_FILE}), applied with "
+                        "each results folder's own")  # fmt: skip
+    parser.add_argument("--ignore-reviews", action="store_true",
+                        help="Leave people's labels out: every verdict is the machine's")  # fmt: skip
+
+
 def _merge_command(args: argparse.Namespace) -> int:
-    from ..results import differences, gate_settings, load_shards, merged_records
+    from ..results import (
+        differences,
+        gate_settings,
+        load_shards,
+        merged_records,
+        read_labels,
+        relabel_shards,
+    )
 
     _check_merge_options(args)
     if args.output.resolve() in {folder.resolve() for folder in args.dirs}:
         raise UsageFailure(f"-o {args.output}: a shard's own folder (the merge would replace it)")
     shards = load_shards(args.dirs)
+    # Each shard's labels and --reviews-dir's decide its records' verdicts (later line wins).
+    labels = read_labels([shard.folder for shard in shards], args.reviews_dir, args.ignore_reviews)
+    relabel_shards(shards, labels)
     different = differences(shards)
     if different and not args.force:
         raise UsageFailure(
@@ -66,6 +86,8 @@ def _merge_command(args: argparse.Namespace) -> int:
         # as a run takes it: from the folder it runs in (named so in the gate's note)
         "baseline": None if args.baseline is None else Path.cwd() / args.baseline,
         "fail_on_regression": args.fail_on_regression,
+        "reviews_dir": args.reviews_dir,
+        "ignore_reviews": bool(args.ignore_reviews),
         **{dest: getattr(args, dest) for dest in _MERGE_LIMITS},
     }
     settings = gate_settings(shards, given)
@@ -79,6 +101,8 @@ def _merge_command(args: argparse.Namespace) -> int:
             "llmbench merge: a shard is missing: the merged run is incomplete (--force to accept)"
         )
     summary, info = _write_merged(records, coverage, shards, args.output, settings)
+    info["reviews"] = labels.apply(records).block()
+    keep_labels(labels, args.output)
     status, notes = _merge_gates(summary, info, shards, settings)
     if coverage.missing and not args.force:
         status = max(status, 1)
@@ -134,7 +158,8 @@ def _merge_gates(
     info[GATE_INPUTS] = gate_inputs(merged_state(shards, list(summary.records)))
     info["repeat_policy"] = repeats.summary()
     if settings.baseline is not None:
-        results = compare_runs(load_results(settings.baseline), list(summary.records))
+        baseline = load_labelled(settings.baseline, settings.reviews_dir, settings.ignore_reviews)
+        results = compare_runs(baseline, list(summary.records))
         note = pairing_note(results)
         if note:
             print(f"llmbench merge: warning: {note}", file=sys.stderr)

@@ -18,6 +18,7 @@ from ..results import (
     RECORDER_KEY,
     optimization_counts,
     over_budget,
+    reviews_line,
     stop_early_info,
 )
 from ..results_folder import CASE_VERDICTS_FILE
@@ -105,6 +106,9 @@ class TerminalSummary:
 
         for line in gate_lines(recorder.judge_gate_block()):
             notes.append((f"llmbench: {line}", {"yellow": "demoted" in line}))
+        reviewed = reviews_line(recorder.reviews) if recorder.reviews else None
+        if reviewed:
+            notes.append((f"llmbench: {reviewed}", {}))
         for failure in recorder.gate_failures:
             text = f"llmbench gate FAILED: {failure.describe()}"
             notes.append((text, {"red": True, "bold": True}))

@@ -262,12 +262,26 @@ def _case_row(record: Mapping[str, Any]) -> str:
         f"<td>{text(record.get('suite'))}</td><td>{text(record.get('case_id'))}</td>"
         f"<td>{text(record.get('model'))}</td>{_td(text(record.get('repeat')), 'd')}"
         f"<td>{text(task_type(record.get('task')))}</td>"
-        f'<td class="{text(outcome)}">{text(outcome)}</td>'
+        f'<td class="{text(outcome)}">{text(outcome)}{human_badge(record)}</td>'
         f"{_td(_format(record.get('score'), '.3f'), 'f')}"
     )
     return (
         f"<tr>{cells}<td><details><summary>show</summary>{transcript(record)}</details></td></tr>"
     )
+
+
+def human_badge(record: Mapping[str, Any]) -> str:
+    """A ``person`` badge after the outcome of an item a person's label decided, with the
+    reviewer, the machine's verdict and the comment (escaped: it is user text); empty else."""
+    review = record.get("review")
+    if record.get("verdict_source") != "human" or not isinstance(review, Mapping):
+        return ""
+    who = review.get("reviewer") or "a person"
+    comment = str(review.get("comment") or "")
+    where = f" (assertion {review['assertion']})" if review.get("assertion") is not None else ""
+    title = f"decided by {who}{where}; the machine said {record.get('machine_outcome')}"
+    badge = f' <span class="person" title="{text(title)}">person</span>'
+    return badge + (f'<div class="review-comment">{text(comment)}</div>' if comment else "")
 
 
 def transcript(record: Mapping[str, Any]) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results import model_of, utc_now
+from ..results import model_of, reviews_line, utc_now
 from ..results_folder import ResultsFolder
 from .calibration_html import CALIBRATION_SECTION, calibration_table
 from .charts import Chart, ChartInput, build_sections, grouped_chart
@@ -60,6 +60,8 @@ dl.facts dt{font-weight:600}dl.facts dd{margin:0}
 figure.chart{margin:12px 0}figure.chart h3{margin:8px 0 0}
 p.note{color:#666;font-style:italic}
 pre{white-space:pre-wrap;word-break:break-word;background:#f4f4f4;padding:6px;margin:4px 0}
+.person{font-size:.75em;background:#ddf4ff;color:#0969da;border-radius:4px;padding:0 4px}
+.review-comment{font-size:.85em;color:#444;font-style:italic}
 .passed{color:#1a7f37}.failed{color:#cf222e}.error{color:#9a6700}.skipped{color:#666}
 .significant{font-weight:600}
 details summary{cursor:pointer;color:#0969da}
@@ -193,10 +195,19 @@ def _facts(records: Sequence[Mapping[str, Any]], title: str, info: Mapping[str, 
         ("Items", f"{len(records)} ({counts})"),
         ("Cases", f"{len(cases)} in {len(suites)} suite(s)"),
         ("Gate failures", "; ".join(map(str, info.get("gate_failures") or [])) or None),
+        ("People's labels", _reviews(info.get("reviews"))),
         ("Versions", _versions(info.get("versions"))),
     ]
     items = "".join(_fact(name, value) for name, value in rows if value not in (None, ""))
     return f'<dl class="facts">{items}</dl>'
+
+
+def _reviews(block: Any) -> str | None:
+    """run.json's ``reviews`` block in words (None when no label was read)."""
+    if not isinstance(block, Mapping):
+        return None
+    line = reviews_line(block)
+    return line.removeprefix("reviews: ") if line else None
 
 
 def _fact(name: str, value: Any) -> str:

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
         verdicts_frame,
         write_csvs,
     )
+    from .effective import keep_labels, load_labelled, read_labels, reviews_line
     from .gates import BUDGET_EXIT_CODE, GATES_KEY, RepeatOutcome
     from .grouping import (
         GROUP_AXES,
@@ -94,6 +95,7 @@ if TYPE_CHECKING:
         merged_info,
         merged_records,
         merged_state,
+        relabel_shards,
     )
     from .record import utc_now
     from .recorder import (
@@ -117,6 +119,7 @@ if TYPE_CHECKING:
         pair_with_records,
         read_rows,
     )
+    from .review_run import labels_worker_input, load_run_labels
     from .reviews import (
         Labels,
         Review,
@@ -228,6 +231,7 @@ _FACE: dict[str, str] = {
     "merged_info": "merge",
     "merged_records": "merge",
     "merged_state": "merge",
+    "relabel_shards": "merge",
     "utc_now": "record",
     "GATE_INPUTS": "recorder",
     "RECORDER_KEY": "recorder",
@@ -248,6 +252,12 @@ _FACE: dict[str, str] = {
     "machine_verdict": "reviews",
     "review_key": "reviews",
     "review_paths": "reviews",
+    "labels_worker_input": "review_run",
+    "load_run_labels": "review_run",
+    "reviews_line": "effective",
+    "load_labelled": "effective",
+    "keep_labels": "effective",
+    "read_labels": "effective",
     "ChatLog": "state",
     "EVAL_RESULT_KEY": "state",
     "EvalFailure": "state",
@@ -371,10 +381,14 @@ __all__ = [
     "judge_entries",
     "judge_usage",
     "judged_dimensions",
+    "keep_labels",
+    "labels_worker_input",
     "leaderboard",
+    "load_labelled",
     "load_labels",
     "load_results",
     "load_run_info",
+    "load_run_labels",
     "load_shards",
     "machine_verdict",
     "merged_decision",
@@ -395,11 +409,14 @@ __all__ = [
     "pairs",
     "plain_state",
     "ranked",
+    "read_labels",
     "read_rows",
     "records_frame",
     "regroup",
+    "relabel_shards",
     "review_key",
     "review_paths",
+    "reviews_line",
     "rulings",
     "run_calibration",
     "start_retry",

@@ -10,6 +10,9 @@ Counting rules:
   answered item with nothing to check (``error_kind: unchecked``) spent: its tokens and cost
   count in the totals. ``n_stopped_early`` counts the skipped repeats ``--stop-early`` spared
   (their case's verdict was settled): every other statistic is then over the samples taken.
+- ``human_verdicts`` counts the items whose verdict a person's label decided
+  (``verdict_source: human``, :mod:`.effective`): every other column counts their effective
+  verdict.
 - ``error`` items count in ``n_errors`` and ``error_rate``. They are *graded* (the ``graded_*``
   columns of the records frame, see :func:`grade_errors`) as ``--errors-count-as`` says: by
   default as failures scored 0, so ``pass_rate``, ``score_mean``/``score_std``, their CIs,
@@ -90,6 +93,8 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "n_errors",
     "n_skipped",
     "n_stopped_early",
+    # Items whose verdict a person's label decided (``verdict_source: human``).
+    "human_verdicts",
     "error_rate",
     "pass_rate",
     # Answered / items run, and whether too many errored for the row's numbers to compare.
@@ -142,6 +147,7 @@ _INT_COLUMNS: tuple[str, ...] = (
     "n_errors",
     "n_skipped",
     "n_stopped_early",
+    "human_verdicts",
     *TOKEN_TOTALS,
     "ttft_n",
     "tool_call_count_total",
@@ -222,6 +228,7 @@ def metrics(
         "n_repeats": None if math.isnan(repeats) else int(repeats) + 1,
         **counts,
         "n_stopped_early": _stopped_early(group),
+        "human_verdicts": _human_verdicts(group),
         "error_rate": error_rate,
         "pass_rate": _ratio(int((graded[GRADED_OUTCOME] == "passed").sum()), len(graded)),
         "coverage": _ratio(len(answered), len(spent)),
@@ -244,6 +251,13 @@ def _stopped_early(group: pd.DataFrame) -> int:
     if "stopped_early" not in group:
         return 0
     return int((group["stopped_early"] == True).sum())  # noqa: E712  (None in old records)
+
+
+def _human_verdicts(group: pd.DataFrame) -> int:
+    """The items whose verdict a person's label decided."""
+    if "verdict_source" not in group:
+        return 0
+    return int((group["verdict_source"] == "human").sum())
 
 
 def _choice_stats(answered: pd.DataFrame) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from ..engine import RUNTIME_KEY, STOPPED_KEY
 from ..models import ItemError, Usage
 from .item_record import completion_fields, eval_record
 from .record import build_record, file_field, utc_now, worker_id
+from .review_run import apply_labels
 from .state import (
     EVAL_RESULT_KEY,
     PLAIN_STATE_KEY,
@@ -47,6 +48,10 @@ def attach_record(
     else:
         record = _plain_record(item, call, report, runtime)
     if record is not None:
+        # People's labels that hold for its answer decide its verdict (and the report's).
+        labelled = apply_labels(item.config, record, report)
+        if labelled is not record:  # a label's comment is text typed by a person
+            record = runtime.redactor.value(labelled)
         report.llmbench_record = record  # type: ignore[attr-defined]
         _add_properties(item, report, record)
         activity = runtime.activity()

@@ -45,13 +45,15 @@ class BaselineGate:
         """Read the baseline; a missing or unreadable one is a usage error naming the path."""
         if not explicitly_configured(config):
             return
-        self.baseline_dir = get_run_config(config).baseline
+        run = get_run_config(config)
+        self.baseline_dir = run.baseline
         if self.baseline_dir is None:
             return
-        from .baseline import load_results
+        from .effective import load_labelled
 
         try:
-            self.baseline = load_results(self.baseline_dir)
+            # People's labels decide the baseline's verdicts as they do the run's.
+            self.baseline = load_labelled(self.baseline_dir, run.reviews_dir, run.ignore_reviews)
         except ResultsError as exc:
             raise pytest.UsageError(f"llmbench: --baseline: {exc}") from None
         config.stash[BASELINE_KEY] = self

@@ -114,6 +114,8 @@ VERDICT_COLUMNS: tuple[str, ...] = (
     "pass_at_k",
     "pass_hat_k",
     "verdict",
+    "human_verdicts",
+    "verdict_source",
 )
 
 
@@ -134,6 +136,7 @@ def verdicts_frame(verdicts: Iterable[CaseVerdict]) -> pd.DataFrame:
     for verdict in verdicts:
         # Every field is a plain value: no deep copy (``asdict``) per case.
         row: dict[str, Any] = {name: getattr(verdict, name) for name in _VERDICT_FIELDS}
+        row["verdict_source"] = verdict_source(verdict.human_verdicts, verdict.n)
         k = k_of.get(verdict.model)
         if k and verdict.n:
             row.update(
@@ -144,6 +147,14 @@ def verdicts_frame(verdicts: Iterable[CaseVerdict]) -> pd.DataFrame:
         rows.append(row)
     frame = pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
     return frame.astype({"pass_rate": "float64", "pass_at_k": "float64", "pass_hat_k": "float64"})
+
+
+def verdict_source(humans: int, answered: int) -> str:
+    """Who decided a case's answered repeats: ``machine``, ``human`` (a person, each), or
+    ``mixed``."""
+    if humans == 0:
+        return "machine"
+    return "human" if humans >= answered else "mixed"
 
 
 #: Columns of ``comparisons.csv``.

@@ -30,6 +30,7 @@ from .record import utc_now
 
 if TYPE_CHECKING:
     from ..config import RunConfig
+    from .effective import RunLabels
     from .gates import GateDecision, RepeatOutcome, RunState
     from .summary import RunSummary
 
@@ -240,6 +241,22 @@ def merged_state(shards: Sequence[Shard], records: Sequence[Mapping[str, Any]]) 
     )
 
 
+def relabel_shards(shards: Sequence[Shard], labels: RunLabels) -> None:
+    """Give each shard's records the verdicts ``labels`` decide (:mod:`.effective`), and its
+    gate inputs the exit status pytest would have given them: a shard that failed only on
+    verdicts people have passed since passes (a crash or an interrupt stays)."""
+    from .recorder import GATE_INPUTS
+
+    for shard in shards:
+        shard.records = labels.apply(shard.records).records
+        found = shard.info.get(GATE_INPUTS)
+        if not isinstance(found, dict) or found.get("exitstatus") not in (0, 1):
+            continue
+        failed = any(record.get("outcome") in ("failed", "error") for record in shard.records)
+        failed = failed or bool(found.get("other_failures"))
+        shard.info[GATE_INPUTS] = {**found, "exitstatus": 1 if failed else 0}
+
+
 def shard_inputs(shard: Shard) -> dict[str, Any]:
     from .recorder import GATE_INPUTS
 
@@ -295,14 +312,16 @@ def merged_decision(
 ) -> tuple[GateDecision, RepeatOutcome]:
     """The merged run's exit status and failed gates, decided by :func:`.gates.decide` as a
     run's are."""
-    from .baseline import compare_runs, load_results
+    from .baseline import compare_runs
+    from .effective import load_labelled
     from .gates import decide, judge_repeats
 
     records = list(summary.records)
     repeats = judge_repeats(summary.verdicts, settings.repeat_policy)
     regressed: list[str] = []
     if settings.baseline is not None:
-        results = compare_runs(load_results(settings.baseline), records)
+        baseline = load_labelled(settings.baseline, settings.reviews_dir, settings.ignore_reviews)
+        results = compare_runs(baseline, records)
         regressed = [result.model for result in results if result.significant_regression]
     decision = decide(
         merged_state(shards, records),

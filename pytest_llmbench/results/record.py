@@ -60,6 +60,16 @@ Fields (``None`` where a value does not apply or was not measured):
   the case has no assertion.
 - ``threshold`` (float): the score a case needs to pass.
 - ``passed`` (bool): ``outcome == "passed"``.
+- ``verdict_source`` (str): ``machine``, or ``human`` when a person's label (``reviews.jsonl``,
+  :mod:`.effective`) holds for this answer and decided its verdict: ``outcome``, ``passed`` and
+  ``score`` are then the effective ones (the label's), and the machine's are kept beside.
+- ``machine_outcome`` (str | None): the machine's outcome when ``verdict_source`` is ``human``
+  (None otherwise); ``machine_score`` (float | None) its score.
+- ``review`` (dict | None): the label that decided: ``label`` (pass, fail), ``comment``,
+  ``reviewer``, ``at`` and, for a label on one assertion, ``assertion`` (its index; the first
+  such when several). An assertion a person labelled has ``verdict_source: human``,
+  ``machine_passed``, ``machine_score`` and ``review`` in its entry of ``assertions``, its
+  ``passed`` and ``score`` (1.0 or 0.0) the label's.
 - ``ttft_s``, ``latency_s`` (float | None): time to first token and total call time, seconds;
   ``None`` for a batched answer (``batched``: the batch's wait says nothing of the model).
 - ``input_tokens``, ``output_tokens`` (int | None): token usage reported by the provider
@@ -225,6 +235,10 @@ FIELDS: tuple[str, ...] = (
     "score",
     "threshold",
     "passed",
+    "verdict_source",
+    "machine_outcome",
+    "machine_score",
+    "review",
     "ttft_s",
     "latency_s",
     "input_tokens",
@@ -306,6 +320,7 @@ _DEFAULTS: dict[str, Any] = {
     "schema": SCHEMA_VERSION,
     "optimized": False,
     "eval_type": "quality",
+    "verdict_source": "machine",
     "model_tags": {},
     "images": [],
     "tags": [],

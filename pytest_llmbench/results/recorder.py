@@ -26,6 +26,7 @@ from ..config import get_run_config
 from ..engine import get_runtime
 from ..results_folder import ResultsFolder, record_line
 from .record import attempt_fields, utc_now
+from .review_run import LABELS_KEY
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -93,6 +94,8 @@ class ResultsRecorder:
         self._attempts: dict[str, list[dict[str, Any]]] = {}
         #: ``--retry-errors DIR``: the run this one completes (see :mod:`.retry_errors`)
         self.retry = config.stash.get(COMPLETION_KEY, None)
+        #: run.json's ``reviews`` block: what people's labels did (None: none were read)
+        self.reviews: dict[str, Any] | None = None
 
     # -- as items finish -------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -163,11 +166,17 @@ class ResultsRecorder:
             self._stream.close()
         if not self.records or self.out_dir is None:
             return
+        labels = self.config.stash.get(LABELS_KEY, None)
         if self.retry is not None:
             # From here on, the run is the completed one: the retried folder's records with
             # this run's in place of the errored ones, written as a run writes them.
             self.records = self.retry.combined(self.records)
+            if labels is not None:  # the records carried over get the labels too
+                self.records = labels.apply(self.records).records
             ResultsFolder(self.out_dir).write_records(self.records)
+        if labels is not None:
+            # The records have their effective verdicts already: applying again only counts.
+            self.reviews = labels.apply(self.records).block()
         self._write_optimization_log()
         self.summary = self._summarize()
         self._calibrate_judges()
@@ -278,6 +287,7 @@ class ResultsRecorder:
             "repeat_policy": self.repeats.summary() if self.repeats else None,
             "judge_agreement": [asdict(row) for row in agreement],
             "judge_gate": self.judge_gate_block(),
+            "reviews": self.reviews,
             "prompt_optimizations": optimization_counts(self.records),
             "max_cost": self._budget_summary(),
             "stop_early": stop_early_info(runtime.run, self.records),

@@ -20,7 +20,7 @@ from .. import face_attribute
 
 if TYPE_CHECKING:
     from .agent import AgentOutcome, SandboxFailure, evaluate_agent
-    from .assertions import evaluate, parse_assertion, score_verdicts
+    from .assertions import case_failure, evaluate, parse_assertion, score_verdicts
     from .base import (
         Assertion,
         AssertionContext,
@@ -92,6 +92,7 @@ _FACE: dict[str, str] = {
     "AgentOutcome": "agent",
     "SandboxFailure": "agent",
     "evaluate_agent": "agent",
+    "case_failure": "assertions",
     "evaluate": "assertions",
     "parse_assertion": "assertions",
     "score_verdicts": "assertions",
@@ -202,6 +203,7 @@ __all__ = [
     "baseline_answer",
     "call_line",
     "call_name",
+    "case_failure",
     "check_contestants",
     "choice_outcome",
     "choice_prompt",

@@ -282,6 +282,18 @@ def score_verdicts(verdicts: Sequence[Verdict]) -> float | None:
     return sum(verdict.score * verdict.weight for verdict in verdicts) / total
 
 
+def case_failure(checked: Sequence[Verdict], score: float | None, threshold: float) -> str | None:
+    """Why a case fails, or None: it passes when every checked verdict passes, or on partial
+    credit when its weighted ``score`` reaches ``threshold``. The one rule of an item's verdict,
+    used when it runs and when people's labels re-decide it after (:mod:`...results.effective`).
+    """
+    if all(verdict.passed for verdict in checked):
+        return None
+    if score is not None and score < threshold:
+        return f"score {score:.3f} < threshold {threshold:g}"
+    return None
+
+
 def _resolve(assertion: Assertion, context: AssertionContext) -> tuple[TypeSpec, Any]:
     spec = TYPES.get(assertion.base_type)
     if spec is None:

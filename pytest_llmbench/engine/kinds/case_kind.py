@@ -237,12 +237,9 @@ class CaseKind(abc.ABC):
         """Why the item fails, or None. Graded checks (judges, similarity, python scores) pass
         at their own thresholds with a score below 1: a case passes when every assertion
         passes, or on partial credit when its weighted score reaches the case's threshold."""
-        if all(verdict.passed for verdict in checked):
-            return None
-        threshold = result.plan.case.threshold
-        if result.score is not None and result.score < threshold:
-            return f"score {result.score:.3f} < threshold {threshold:g}"
-        return None
+        from ...scoring import case_failure
+
+        return case_failure(checked, result.score, result.plan.case.threshold)
 
     def shown(self, result: KindResult, width: int) -> list[str] | None:
         """The lines a failure shows in place of the prompt's (None: the prompt's)."""

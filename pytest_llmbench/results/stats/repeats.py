@@ -69,6 +69,8 @@ class CaseVerdict:
     #: ``passed`` (every answered repeat passed), ``failed`` (none), ``flaky`` (some),
     #: ``error`` (no answered repeat, only errors).
     verdict: str
+    #: Answered repeats whose verdict a person's label decided (``verdict_source: human``).
+    human_verdicts: int = 0
 
 
 def case_verdicts(records: Iterable[Mapping[str, Any]]) -> list[CaseVerdict]:
@@ -92,7 +94,8 @@ def _verdict(key: CaseKey, repeats: Repeats) -> CaseVerdict:
         verdict = "passed"
     else:
         verdict = "failed" if passed == 0 else "flaky"
-    return CaseVerdict(*key, n, passed, errors, passed / n if n else None, verdict)
+    rate = passed / n if n else None
+    return CaseVerdict(*key, n, passed, errors, rate, verdict, repeats.humans)
 
 
 def case_key(record: Mapping[str, Any]) -> CaseKey:
@@ -127,12 +130,13 @@ def policy_passes(verdict: CaseVerdict, policy: str) -> bool:
 class Repeats:
     """What a case's repeats gave: scores and 1.0/0.0 passes of the answered ones, errors."""
 
-    __slots__ = ("errors", "passes", "scores")
+    __slots__ = ("errors", "humans", "passes", "scores")
 
     def __init__(self) -> None:
         self.scores: list[float] = []
         self.passes: list[float] = []
         self.errors = 0
+        self.humans = 0  #: answered repeats a person's label decided
 
 
 def repeats_by_case(records: Iterable[Mapping[str, Any]]) -> dict[CaseKey, Repeats]:
@@ -149,6 +153,8 @@ def repeats_by_case(records: Iterable[Mapping[str, Any]]) -> dict[CaseKey, Repea
             repeats.errors += 1
             continue
         repeats.passes.append(1.0 if outcome == "passed" else 0.0)
+        if record.get("verdict_source") == "human":
+            repeats.humans += 1
         score = _number(record.get("score"))
         if score is not None:
             repeats.scores.append(score)
