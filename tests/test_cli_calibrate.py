@@ -160,16 +160,13 @@ def test_the_run_writes_judge_calibration_csv_and_a_report_section(bench: Bench)
     assert "Judges against people" not in bench.out("report.html").read_text()
 
 
-def test_a_broken_labels_file_is_told_at_the_end_of_the_run(bench: Bench) -> None:
+def test_a_broken_labels_file_stops_the_run_before_anything_is_written(bench: Bench) -> None:
     labels = bench.pytester.path / "labels"
     labels.mkdir()
     (labels / "reviews.jsonl").write_text('{"case": "x", "model": 3}\n', encoding="utf-8")
     result = judged_run(bench, "--reviews-dir=labels")
-    result.stdout.fnmatch_lines(
-        [
-            "llmbench: judge calibration not written: */labels/reviews.jsonl:1: field 'label' is missing"
-        ]
-    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*/labels/reviews.jsonl:1: field 'label' is missing*"])
     assert not bench.out("judge_calibration.csv").exists()
 
 

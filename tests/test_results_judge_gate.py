@@ -5,6 +5,7 @@ then a second run is gated on those labels."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -58,16 +59,17 @@ def _write(bench: Bench, rubric: str, gate: str = "") -> None:
 
 def _label(bench: Bench, agree: bool, count: int = 6) -> Path:
     """Label the first run's first ``count`` items: the judge's verdict when ``agree``, the
-    opposite otherwise; in ./labels/reviews.jsonl."""
+    opposite otherwise; in ./labels/reviews.jsonl. The labels are keyed to another model's
+    answers (an earlier model's, judged by the same judge): they calibrate the judge but decide
+    none of the gated run's items (a label on an item of the run would: a person's verdict)."""
     path = bench.pytester.path / "labels" / "reviews.jsonl"
     records = sorted(bench.records(), key=lambda r: r["case_id"])[:count]
     for record in records:
         passed = machine_verdict(record, 0).passed
         assert passed is not None
         label = "pass" if passed == agree else "fail"
-        review = Review(
-            review_key(record, 0), answer_digest(record), label, machine=machine_verdict(record, 0)
-        )
+        key = dataclasses.replace(review_key(record, 0), model="earlier-model")
+        review = Review(key, answer_digest(record), label, machine=machine_verdict(record, 0))
         append_review(path, review)
     return path
 
@@ -219,7 +221,7 @@ def test_a_broken_labels_file_is_a_usage_error_naming_its_line(bench: Bench) -> 
     bench.pytester.makefile(".jsonl", **{"labels/reviews": "{not json\n"})
     result = bench.run("--models=fake", "--reviews-dir=labels", "--judge-gate=min_kappa=0.5")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*judge gate: *labels/reviews.jsonl:1: not JSON*"])
+    result.stderr.fnmatch_lines(["*labels/reviews.jsonl:1: not JSON*"])
 
 
 # -- the rulings, directly ------------------------------------------------------------------------
