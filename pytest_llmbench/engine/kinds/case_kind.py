@@ -133,7 +133,8 @@ def gated(
     verdict: Verdict, assertion: Assertion, graded: GradedAssertion, plan: CallPlan
 ) -> Verdict:
     """A judged ``verdict`` under the judge gate of ``plan``'s file: marked with the ruling on
-    its judge group (the judges that decided, failed ones out; its type; its criterion), and
+    its judge group (the judges called on it, a failed one included, as
+    :func:`~pytest_llmbench.results.reviews.judges_of` reads them; its type; its criterion), and
     unchecked when the gate demotes that judge (``passed`` kept as the judge said). An
     embedding's similarity, and a verdict no judge decided, are no judge's: left alone."""
     from ...scoring import EmbeddingSpec
@@ -141,7 +142,7 @@ def gated(
     gate = plan.judge_gate
     if gate is None or verdict.unchecked or isinstance(assertion.graded, EmbeddingSpec):
         return verdict
-    judges = tuple(sorted({call.judge or call.model_id for call in graded.calls if not call.error}))
+    judges = tuple(sorted({call.judge or call.model_id for call in graded.calls}))
     if not judges:
         return verdict
     ruling = gate.ruling((judges, verdict.type, verdict.criterion))
