@@ -7,14 +7,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from conftest import Bench
 from fakeserver import Rule
 
-from pytest_llmbench.config import JudgeGate, parse_judge_gate
-from pytest_llmbench.results.judge_gate import below_gate, gate_lines, rule
+from pytest_llmbench.config import JudgeGate, RunConfig, parse_judge_gate
+from pytest_llmbench.engine import JudgeRuling
+from pytest_llmbench.results.judge_gate import (
+    below_gate,
+    failing_judges,
+    gate_block,
+    gate_lines,
+    rule,
+)
 from pytest_llmbench.results.reviews import (
     Review,
     answer_digest,
@@ -245,12 +253,14 @@ def test_rule_decides_on_labels_then_kappa() -> None:
     assert rule(low, JudgeGate(0.6, 10, fail=True)).decision == "failing"
     good = calibrate_group(GROUP, _pairs(tp=8, fp=0, fn=0, tn=8))
     assert rule(good, gate).decision == "ok"
-    # people and judge always passing: kappa undefined, not trusted
-    same = calibrate_group(GROUP, _pairs(tp=12, fp=0, fn=0, tn=0))
-    assert same.kappa is None
-    assert rule(same, gate).reason.startswith(
-        'demoted: judge j llm-rubric "polite" kappa undefined'
-    )
+    # people and judge always passing: kappa undefined, which is no evidence against the judge
+    same = calibrate_group(GROUP, _pairs(tp=60))
+    assert (same.kappa, same.agreement) == (None, 1.0)
+    assert rule(same, gate) == JudgeRuling("kappa_undefined")
+    # the kappa paradox: 59 of 60 agree, yet kappa is 0 (the judge never failed): demoted
+    paradox = calibrate_group(GROUP, _pairs(tp=59, fp=1))
+    assert paradox.kappa == 0.0 and paradox.kappa_ci == pytest.approx((0.0, 0.0), abs=1e-6)
+    assert rule(paradox, gate).decision == "demoted"
 
 
 def _pairs(**cells: int) -> list[Any]:
@@ -277,12 +287,33 @@ def test_gate_lines_name_each_decision() -> None:
              "ci": [0.1, 0.3], "leaning": "strict", "decision": "demoted", "verdicts_demoted": 4},
             {"judges": ["m"], "type": "t", "criterion": None, "n": 60, "kappa": 0.9,
              "ci": [0.8, 1.0], "leaning": "balanced", "decision": "ok", "verdicts_demoted": 0},
+            {"judges": ["u"], "type": "t", "criterion": None, "n": 60, "kappa": None,
+             "agreement": 1.0, "decision": "kappa_undefined", "verdicts_demoted": 0},
         ],
     }  # fmt: skip
     assert gate_lines(block) == [
         "judge gate: j t: 3 labels < 50, not gated",
         "judge gate: k t: kappa 0.20 [0.10, 0.30] (strict) on 60 labels: 4 verdict(s) demoted "
         "to unchecked",
+        "judge gate: u t: kappa undefined: people and the judge each gave one verdict only on 60 "
+        "labels (agreement 100%), not gated",
+    ]
+
+
+def _gated_record(criterion: str | None, decision: str) -> dict[str, Any]:
+    entry = {"type": "factuality", "passed": True, "criterion": criterion, "judge_gate": decision}
+    return {"assertions": [entry], "judges": [{"assertion": 0, "judge": "j", "error": None}]}
+
+
+def test_groups_with_and_without_a_criterion_sort_in_the_block_and_the_failures() -> None:
+    records = [_gated_record(None, "failing"), _gated_record("Paris", "failing")]
+    run = SimpleNamespace(judge_gate=JudgeGate(0.6, 2), judge_gate_fail=False)
+    block = gate_block(cast(RunConfig, run), records, {})
+    assert block is not None
+    assert [g["criterion"] for g in block["groups"]] == [None, "Paris"]
+    assert failing_judges(records) == [
+        "judge gate: j factuality disagrees with people (1 verdict(s))",
+        'judge gate: j factuality "Paris" disagrees with people (1 verdict(s))',
     ]
     assert gate_lines(None) == []
 
