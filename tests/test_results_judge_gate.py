@@ -5,6 +5,7 @@ then a second run is gated on those labels."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -155,6 +156,24 @@ def test_a_judge_people_agree_with_is_untouched(bench: Bench) -> None:
     assert group["decision"] == "ok" and group["kappa"] == pytest.approx(1.0)
     assert group["verdicts_demoted"] == 0
     assert "judge gate:" not in result.stdout.str()
+
+
+def test_labels_without_a_machine_verdict_count_as_in_the_calibration_csv(bench: Bench) -> None:
+    # imported labels keep no machine verdict: paired with the records of the run they were
+    # given on (the results folder's), the gate counts them as judge_calibration.csv does
+    _first_run(bench, "BAD-RUBRIC")
+    path = _label(bench, agree=False)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    bench.out("reviews.jsonl").write_text(
+        "".join(json.dumps({**line, "machine": None}) + "\n" for line in lines)
+    )
+    path.unlink()
+    result = bench.run("--models=fake", "--judge-gate=min_kappa=0.6,min_labels=5")
+    result.assert_outcomes(passed=1, skipped=5)
+    (group,) = _run_json(bench)["judge_gate"]["groups"]
+    assert (group["decision"], group["n"]) == ("demoted", 6)
+    (row,) = list(csv.DictReader(bench.out("judge_calibration.csv").open()))
+    assert row["n"] == "6"
 
 
 def test_too_few_labels_says_so_and_gates_nothing(bench: Bench) -> None:

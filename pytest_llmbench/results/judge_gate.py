@@ -17,6 +17,7 @@ the records for run.json's ``judge_gate`` block, the summary's lines and the exi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -38,24 +39,35 @@ def gate_calibrations(config: pytest.Config) -> dict[JudgeGroup, Calibration]:
     found = config.stash.get(CALIBRATIONS_KEY, None)
     if found is None:
         from ..config import get_run_config
+        from .retry_errors import retry_path
 
-        found = calibrations_of(get_run_config(config))
+        run = get_run_config(config)
+        # --retry-errors DIR completes DIR: its labels are the run's (as the recorder reads them)
+        folder = run.results_dir if run.results_dir is not None else retry_path(config)
+        found = calibrations_of(run, folder)
         config.stash[CALIBRATIONS_KEY] = found
     return found
 
 
-def calibrations_of(run: RunConfig) -> dict[JudgeGroup, Calibration]:
-    """The calibrations of the labels that apply to ``run``."""
+def calibrations_of(run: RunConfig, folder: Path | None) -> dict[JudgeGroup, Calibration]:
+    """The calibrations of the labels that apply to ``run`` (those of ``folder``, its results
+    folder, and of ``--reviews-dir``). A label that keeps no machine verdict (imported) takes
+    it from the record of its answer in ``folder`` (the run it was given on), as
+    ``judge_calibration.csv`` and ``llmbench calibrate`` pair it
+    (:func:`~.judge_calibration.labelled_reviews`)."""
+    from ..results_folder import ResultsFolder
+    from .judge_calibration import labelled_reviews
     from .reviews import ReviewsError, load_labels, review_paths
     from .stats.calibration import calibrate
 
     if run.ignore_reviews:
         return {}
     try:
-        labels = load_labels(review_paths(run.results_dir, run.reviews_dir))
+        labels = load_labels(review_paths(folder, run.reviews_dir))
     except ReviewsError as exc:
         raise pytest.UsageError(f"llmbench: judge gate: {exc}") from None
-    return calibrate(labels)
+    records = ResultsFolder(folder).read_records_so_far() if folder is not None else []
+    return calibrate(labelled_reviews(labels, [("", records)]))
 
 
 def file_gate(run: RunConfig, keys: Mapping[str, Any] | None) -> JudgeGate | None:
