@@ -17,6 +17,7 @@ from pytest_llmbench.results.reviews import (
     answer_digest,
     append_review,
     current_labels,
+    judges_of,
     load_labels,
     machine_verdict,
     read_reviews,
@@ -96,6 +97,16 @@ def test_the_machine_snapshot_names_the_judges_that_decided() -> None:
     alone = record(assertions=[{**rec["assertions"][0], "unchecked": True}, rec["assertions"][1]])
     assert machine_verdict(alone).judges == panel
     assert machine_verdict(rec, 7).passed is None
+
+
+def test_an_assertions_own_judges_decide_over_the_judge_entries_positions() -> None:
+    rec = record()
+    # a record whose verdicts name their judges: the judge entries' ``assertion`` (the case's
+    # index, another position in a conversation) is not read
+    own = [rec["assertions"][0], {**rec["assertions"][1], "judges": ["judge-z"]}]
+    moved = record(assertions=own, judges=[{"assertion": 0, "judge": "judge-a", "error": None}])
+    assert (judges_of(moved, 0), judges_of(moved, 1)) == ((), ("judge-z",))
+    assert judges_of(moved, 5) == ()
 
 
 def test_the_snapshot_is_the_machines_verdict_under_a_human_one() -> None:

@@ -178,7 +178,16 @@ def judges_of(record: Mapping[str, Any], assertion: int) -> tuple[str, ...]:
     """The judge group's judges of assertion ``assertion`` of ``record``: every judge called on
     it (their names as configured, else model ids), sorted. A judge that failed on this item
     stays in: a group is the panel as configured, so that one judge's error does not move the
-    item's verdict into another group (the gate and calibration read the same rule)."""
+    item's verdict into another group (the gate and calibration read the same rule).
+
+    The assertion's own ``judges`` (written since judged verdicts carry them) decide: a
+    conversation's verdicts stand at other positions than the case's assertions the judge
+    entries' ``assertion`` counts, and a select-best contestant's judge calls are recorded on
+    another contestant. Older records fall back on the judge entries."""
+    entries = [a if isinstance(a, Mapping) else {} for a in record.get("assertions") or []]
+    if any("judges" in entry for entry in entries):
+        own = entries[assertion].get("judges") if 0 <= assertion < len(entries) else None
+        return tuple(sorted(str(name) for name in own)) if isinstance(own, list) else ()
     names = {
         str(entry.get("judge") or entry.get("model_id"))
         for entry in record.get("judges") or []
