@@ -414,3 +414,21 @@ def test_a_label_on_a_demoted_verdict_still_sees_what_the_judge_said() -> None:
     }
     assert machine_verdict(record, 0).passed is True  # demoted: the judge's verdict
     assert machine_verdict(record, 1).passed is None  # otherwise unchecked: nothing decided
+
+
+def test_a_judge_that_failed_on_an_item_stays_in_its_panels_group() -> None:
+    # one rule for the gate, judges_of and calibration: the panel as configured
+    from pytest_llmbench.judging.panel import GradedAssertion, JudgeCall
+    from pytest_llmbench.scoring import Verdict
+
+    verdict = Verdict("llm-rubric", True, 1.0, 1.0, "ok")
+    calls = (
+        JudgeCall(0, "llm-rubric", "b", "openai/b"),
+        JudgeCall(0, "llm-rubric", "a", "openai/a", error="timeout"),
+    )
+    assert GradedAssertion(0, verdict, calls).judges == ("a", "b")
+    record = {
+        "assertions": [verdict.to_dict()],
+        "judges": [call.to_dict() for call in calls],
+    }
+    assert machine_verdict(record, 0).judges == ("a", "b")
