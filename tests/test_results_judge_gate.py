@@ -432,3 +432,25 @@ def test_a_judge_that_failed_on_an_item_stays_in_its_panels_group() -> None:
         "judges": [call.to_dict() for call in calls],
     }
     assert machine_verdict(record, 0).judges == ("a", "b")
+
+
+def test_a_retry_of_errors_is_gated_on_the_completed_runs_labels(bench: Bench) -> None:
+    # --retry-errors DIR without --results-dir: DIR's reviews.jsonl is the run's
+    bench.server.add_rule(Rule(model="fake-model", match="question Q6", status=500))
+    _judge(bench)
+    _write(bench, "BAD-RUBRIC")
+    gate = "--judge-gate=min_kappa=0.6,min_labels=5"
+    bench.run("--models=fake", "--max-retries=0", gate).assert_outcomes(
+        passed=3, failed=2, errors=1
+    )
+    labels = _label(bench, agree=False, count=5)
+    bench.out("reviews.jsonl").write_text(labels.read_text())
+    labels.unlink()
+    bench.server.reset()
+    _judge(bench)
+    bench.pytester.runpytest(
+        "-p", "no:cacheprovider", "--models=fake", "--retry-errors=out", "--max-retries=0", gate
+    )  # fmt: skip
+    records = {r["case_id"]: r for r in bench.records()}
+    entry = records["q6"]["assertions"][0]
+    assert (entry["judge_gate"], entry["unchecked"]) == ("demoted", True)
