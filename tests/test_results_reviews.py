@@ -17,6 +17,7 @@ from pytest_llmbench.results.reviews import (
     answer_digest,
     append_review,
     current_labels,
+    judged_positions,
     judges_of,
     load_labels,
     machine_verdict,
@@ -107,6 +108,7 @@ def test_an_assertions_own_judges_decide_over_the_judge_entries_positions() -> N
     moved = record(assertions=own, judges=[{"assertion": 0, "judge": "judge-a", "error": None}])
     assert (judges_of(moved, 0), judges_of(moved, 1)) == ((), ("judge-z",))
     assert judges_of(moved, 5) == ()
+    assert judged_positions(moved) == [1] and judged_positions(rec) == [1]
 
 
 def test_the_snapshot_is_the_machines_verdict_under_a_human_one() -> None:

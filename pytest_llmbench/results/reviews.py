@@ -196,6 +196,12 @@ def judges_of(record: Mapping[str, Any], assertion: int) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+def judged_positions(record: Mapping[str, Any]) -> list[int]:
+    """The positions in ``record["assertions"]`` of the verdicts judges decided (those with a
+    judge group, :func:`judges_of`): what a label on a judged assertion may target."""
+    return [i for i in range(len(record.get("assertions") or [])) if judges_of(record, i)]
+
+
 def review_paths(folder: Path | None, reviews_dir: Path | None) -> list[Path]:
     """The labels files that apply to a run: its folder's, then the shared folder's."""
     paths = []
