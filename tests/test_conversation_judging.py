@@ -316,3 +316,19 @@ def test_scope_conversation_changes_the_case_hash_and_scope_turn_does_not(tmp_pa
     plain = case_hash("{type: llm-rubric, value: polite}")
     assert case_hash("{type: llm-rubric, value: polite, scope: turn}") == plain
     assert case_hash("{type: llm-rubric, value: polite, scope: conversation}") != plain
+
+
+def test_a_case_judge_after_a_turns_check_is_named_at_its_own_position(bench: Bench) -> None:
+    # record["assertions"]: turn 2's check, then the case's rubric on the last turn; the
+    # rubric's judge belongs to the rubric's position whatever the case's index of it
+    from pytest_llmbench.results.reviews import judges_of, machine_verdict
+
+    script(bench)
+    rubric = "{type: llm-rubric, value: remembers the name, judges: [fake2]}"
+    bench.eval_file("talk", talk(case_assert=rubric, turn2_assert="{type: contains, value: Bot}"))
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    kinds = [(entry["type"], entry["turn"]) for entry in record["assertions"]]
+    assert kinds == [("contains", 2), ("llm-rubric", 3)]
+    assert (judges_of(record, 0), judges_of(record, 1)) == ((), ("fake2",))
+    assert machine_verdict(record, 1).criterion == "remembers the name"

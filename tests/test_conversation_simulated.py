@@ -413,3 +413,36 @@ cases:
     # Three calls of at most 10 tokens; call k reads k replies and k + 1 user messages, each
     # unwritten message at the budget: 10 + 30 + 50 in.
     assert row[1:4] == ["1", "90", "30"]
+
+
+RUBRIC_TALK = """
+cases:
+  - id: curious
+    simulated_user:
+      model: fake2
+      instructions: Ask questions.
+      max_turns: 3
+      assert: [{type: icontains, value: answer}]
+    assert: [{type: llm-rubric, value: is helpful, judges: [fake2]}]
+"""
+
+
+def test_a_case_level_judge_is_named_at_its_verdicts_position(bench: Bench) -> None:
+    # record["assertions"] holds a turn check per reply, then the case's rubric: the rubric's
+    # judge belongs to the rubric's position, not to the case's index of it
+    from pytest_llmbench.results.reviews import judges_of, machine_verdict
+
+    bench.server.add_rule(Rule(model=MODEL, reply="Here is your answer."))
+    rubric = json.dumps({"score": 0.9, "reason": "ok"})
+    bench.server.add_rule(Rule(model=USER, match_any="is helpful", reply=rubric))
+    bench.server.add_rule(Rule(model=USER, reply="One more question."))
+    bench.eval_file("talk", RUBRIC_TALK)
+    bench.run("--models=fake", "--judge-gate=min_labels=1").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    types = [entry["type"] for entry in record["assertions"]]
+    assert types == ["icontains"] * 3 + ["llm-rubric"]
+    assert [judges_of(record, i) for i in range(4)] == [(), (), (), ("fake2",)]
+    assert machine_verdict(record, 3).criterion == "is helpful"
+    assert [entry.get("judge_gate") for entry in record["assertions"]] == [None] * 3 + [
+        "too_few_labels"
+    ]

@@ -5,17 +5,26 @@ then a second run is gated on those labels."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from conftest import Bench
 from fakeserver import Rule
 
-from pytest_llmbench.config import JudgeGate, parse_judge_gate
-from pytest_llmbench.results.judge_gate import below_gate, gate_lines, rule
+from pytest_llmbench.config import JudgeGate, RunConfig, parse_judge_gate
+from pytest_llmbench.engine import JudgeRuling
+from pytest_llmbench.results.judge_gate import (
+    below_gate,
+    failing_judges,
+    gate_block,
+    gate_lines,
+    rule,
+)
 from pytest_llmbench.results.reviews import (
     Review,
     answer_digest,
@@ -151,6 +160,24 @@ def test_a_judge_people_agree_with_is_untouched(bench: Bench) -> None:
     assert "judge gate:" not in result.stdout.str()
 
 
+def test_labels_without_a_machine_verdict_count_as_in_the_calibration_csv(bench: Bench) -> None:
+    # imported labels keep no machine verdict: paired with the records of the run they were
+    # given on (the results folder's), the gate counts them as judge_calibration.csv does
+    _first_run(bench, "BAD-RUBRIC")
+    path = _label(bench, agree=False)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    bench.out("reviews.jsonl").write_text(
+        "".join(json.dumps({**line, "machine": None}) + "\n" for line in lines)
+    )
+    path.unlink()
+    result = bench.run("--models=fake", "--judge-gate=min_kappa=0.6,min_labels=5")
+    result.assert_outcomes(passed=1, skipped=5)
+    (group,) = _run_json(bench)["judge_gate"]["groups"]
+    assert (group["decision"], group["n"]) == ("demoted", 6)
+    (row,) = list(csv.DictReader(bench.out("judge_calibration.csv").open()))
+    assert row["n"] == "6"
+
+
 def test_too_few_labels_says_so_and_gates_nothing(bench: Bench) -> None:
     _first_run(bench, "BAD-RUBRIC")
     _label(bench, agree=False, count=4)
@@ -247,12 +274,14 @@ def test_rule_decides_on_labels_then_kappa() -> None:
     assert rule(low, JudgeGate(0.6, 10, fail=True)).decision == "failing"
     good = calibrate_group(GROUP, _pairs(tp=8, fp=0, fn=0, tn=8))
     assert rule(good, gate).decision == "ok"
-    # people and judge always passing: kappa undefined, not trusted
-    same = calibrate_group(GROUP, _pairs(tp=12, fp=0, fn=0, tn=0))
-    assert same.kappa is None
-    assert rule(same, gate).reason.startswith(
-        'demoted: judge j llm-rubric "polite" kappa undefined'
-    )
+    # people and judge always passing: kappa undefined, which is no evidence against the judge
+    same = calibrate_group(GROUP, _pairs(tp=60))
+    assert (same.kappa, same.agreement) == (None, 1.0)
+    assert rule(same, gate) == JudgeRuling("kappa_undefined")
+    # the kappa paradox: 59 of 60 agree, yet kappa is 0 (the judge never failed): demoted
+    paradox = calibrate_group(GROUP, _pairs(tp=59, fp=1))
+    assert paradox.kappa == 0.0 and paradox.kappa_ci == pytest.approx((0.0, 0.0), abs=1e-6)
+    assert rule(paradox, gate).decision == "demoted"
 
 
 def _pairs(**cells: int) -> list[Any]:
@@ -279,12 +308,33 @@ def test_gate_lines_name_each_decision() -> None:
              "ci": [0.1, 0.3], "leaning": "strict", "decision": "demoted", "verdicts_demoted": 4},
             {"judges": ["m"], "type": "t", "criterion": None, "n": 60, "kappa": 0.9,
              "ci": [0.8, 1.0], "leaning": "balanced", "decision": "ok", "verdicts_demoted": 0},
+            {"judges": ["u"], "type": "t", "criterion": None, "n": 60, "kappa": None,
+             "agreement": 1.0, "decision": "kappa_undefined", "verdicts_demoted": 0},
         ],
     }  # fmt: skip
     assert gate_lines(block) == [
         "judge gate: j t: 3 labels < 50, not gated",
         "judge gate: k t: kappa 0.20 [0.10, 0.30] (strict) on 60 labels: 4 verdict(s) demoted "
         "to unchecked",
+        "judge gate: u t: kappa undefined: people and the judge each gave one verdict only on 60 "
+        "labels (agreement 100%), not gated",
+    ]
+
+
+def _gated_record(criterion: str | None, decision: str) -> dict[str, Any]:
+    entry = {"type": "factuality", "passed": True, "criterion": criterion, "judge_gate": decision}
+    return {"assertions": [entry], "judges": [{"assertion": 0, "judge": "j", "error": None}]}
+
+
+def test_groups_with_and_without_a_criterion_sort_in_the_block_and_the_failures() -> None:
+    records = [_gated_record(None, "failing"), _gated_record("Paris", "failing")]
+    run = SimpleNamespace(judge_gate=JudgeGate(0.6, 2), judge_gate_fail=False)
+    block = gate_block(cast(RunConfig, run), records, {})
+    assert block is not None
+    assert [g["criterion"] for g in block["groups"]] == [None, "Paris"]
+    assert failing_judges(records) == [
+        "judge gate: j factuality disagrees with people (1 verdict(s))",
+        'judge gate: j factuality "Paris" disagrees with people (1 verdict(s))',
     ]
     assert gate_lines(None) == []
 
@@ -366,3 +416,43 @@ def test_a_label_on_a_demoted_verdict_still_sees_what_the_judge_said() -> None:
     }
     assert machine_verdict(record, 0).passed is True  # demoted: the judge's verdict
     assert machine_verdict(record, 1).passed is None  # otherwise unchecked: nothing decided
+
+
+def test_a_judge_that_failed_on_an_item_stays_in_its_panels_group() -> None:
+    # one rule for the gate, judges_of and calibration: the panel as configured
+    from pytest_llmbench.judging.panel import GradedAssertion, JudgeCall
+    from pytest_llmbench.scoring import Verdict
+
+    verdict = Verdict("llm-rubric", True, 1.0, 1.0, "ok")
+    calls = (
+        JudgeCall(0, "llm-rubric", "b", "openai/b"),
+        JudgeCall(0, "llm-rubric", "a", "openai/a", error="timeout"),
+    )
+    assert GradedAssertion(0, verdict, calls).judges == ("a", "b")
+    record = {
+        "assertions": [verdict.to_dict()],
+        "judges": [call.to_dict() for call in calls],
+    }
+    assert machine_verdict(record, 0).judges == ("a", "b")
+
+
+def test_a_retry_of_errors_is_gated_on_the_completed_runs_labels(bench: Bench) -> None:
+    # --retry-errors DIR without --results-dir: DIR's reviews.jsonl is the run's
+    bench.server.add_rule(Rule(model="fake-model", match="question Q6", status=500))
+    _judge(bench)
+    _write(bench, "BAD-RUBRIC")
+    gate = "--judge-gate=min_kappa=0.6,min_labels=5"
+    bench.run("--models=fake", "--max-retries=0", gate).assert_outcomes(
+        passed=3, failed=2, errors=1
+    )
+    labels = _label(bench, agree=False, count=5)
+    bench.out("reviews.jsonl").write_text(labels.read_text())
+    labels.unlink()
+    bench.server.reset()
+    _judge(bench)
+    bench.pytester.runpytest(
+        "-p", "no:cacheprovider", "--models=fake", "--retry-errors=out", "--max-retries=0", gate
+    )  # fmt: skip
+    records = {r["case_id"]: r for r in bench.records()}
+    entry = records["q6"]["assertions"][0]
+    assert (entry["judge_gate"], entry["unchecked"]) == ("demoted", True)

@@ -17,6 +17,8 @@ from pytest_llmbench.results.reviews import (
     answer_digest,
     append_review,
     current_labels,
+    judged_positions,
+    judges_of,
     load_labels,
     machine_verdict,
     read_reviews,
@@ -87,13 +89,49 @@ def test_a_key_is_the_case_hash_or_a_plain_tests_node_id() -> None:
 def test_the_machine_snapshot_names_the_judges_that_decided() -> None:
     rec = record()
     snap = machine_verdict(rec, 1)
-    assert (snap.passed, snap.type, snap.judges) == (False, "llm-rubric", ("judge-a", "judge-b"))
+    # the panel as configured: judge-c failed on this item and stays in its group
+    panel = ("judge-a", "judge-b", "judge-c")
+    assert (snap.passed, snap.type, snap.judges) == (False, "llm-rubric", panel)
     assert snap.criterion == "mentions evaporation"
     # The item was decided by two checks: its label names no judge.
     assert machine_verdict(rec).judges == () and machine_verdict(rec).passed is False
     alone = record(assertions=[{**rec["assertions"][0], "unchecked": True}, rec["assertions"][1]])
-    assert machine_verdict(alone).judges == ("judge-a", "judge-b")
+    assert machine_verdict(alone).judges == panel
     assert machine_verdict(rec, 7).passed is None
+
+
+def test_an_assertions_own_judges_decide_over_the_judge_entries_positions() -> None:
+    rec = record()
+    # a record whose verdicts name their judges: the judge entries' ``assertion`` (the case's
+    # index, another position in a conversation) is not read
+    own = [rec["assertions"][0], {**rec["assertions"][1], "judges": ["judge-z"]}]
+    moved = record(assertions=own, judges=[{"assertion": 0, "judge": "judge-a", "error": None}])
+    assert (judges_of(moved, 0), judges_of(moved, 1)) == ((), ("judge-z",))
+    assert judges_of(moved, 5) == ()
+    assert judged_positions(moved) == [1] and judged_positions(rec) == [1]
+
+
+def test_the_snapshot_is_the_machines_verdict_under_a_human_one() -> None:
+    rec = record()
+    rubric = {**rec["assertions"][1], "passed": True, "verdict_source": "human"}
+    labelled = record(
+        outcome="passed",
+        machine_outcome="failed",
+        verdict_source="human",
+        assertions=[rec["assertions"][0], {**rubric, "machine_passed": False}],
+    )
+    assert machine_verdict(labelled, 1).passed is False
+    assert machine_verdict(labelled).passed is False
+
+
+def test_a_comment_with_unicode_line_separators_keeps_its_line(tmp_path: Path) -> None:
+    path = tmp_path / REVIEWS_FILE
+    rec = record()
+    comment = "one\u2028two\u2029three\x85four\rfive"
+    append_review(path, label(rec, "fail", comment=comment))
+    append_review(path, label(rec, "pass", 1))
+    first, second = read_reviews(path)
+    assert first.comment == comment and second.key.assertion == 1
 
 
 def test_the_last_line_wins_and_clear_takes_a_label_back(tmp_path: Path) -> None:

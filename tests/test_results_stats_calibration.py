@@ -151,3 +151,15 @@ def test_calibrate_groups_by_criterion_even_beside_one_without_criterion() -> No
         1,
         None,
     )
+
+
+def test_one_answer_counts_once_per_group_the_assertions_label_winning() -> None:
+    machine = MachineVerdict(False, "llm-rubric", ("judge-a",), "Is polite")
+    on_item = Review(ReviewKey("case1", "m", 0, None), "d", "pass", machine=machine)
+    on_rubric = Review(ReviewKey("case1", "m", 0, 0), "d", "fail", machine=machine)
+    other = Review(ReviewKey("case2", "m", 0, None), "d", "pass", machine=machine)
+    (found,) = calibrate([on_item, on_rubric, other]).values()
+    assert (found.n, found.confusion) == (2, Confusion(fn=1, tn=1))
+    # alone, the item's label pairs
+    (alone,) = calibrate([on_item]).values()
+    assert alone.confusion == Confusion(fn=1)

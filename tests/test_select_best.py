@@ -588,3 +588,33 @@ def test_a_judge_that_picks_by_position_decides_nothing(contest: Bench, rotate: 
         (call,) = [j for r in contest.records() for j in r["judges"]]
         assert call["details"][0]["picked"] == call["details"][0]["shown"][0]
         assert len(judge_requests(contest)) == 1
+
+
+def test_the_judge_gate_demotes_every_contestants_verdict_of_a_gated_contest(
+    contest: Bench,
+) -> None:
+    # the contest's judge calls are recorded on one contestant only: every contestant's
+    # verdict still names the contest's judge, and the gate demotes them all
+    from pytest_llmbench.results.reviews import (
+        MachineVerdict,
+        Review,
+        ReviewKey,
+        append_review,
+        judges_of,
+    )
+
+    path = contest.pytester.path / "labels" / "reviews.jsonl"
+    criterion = "the most informative answer"
+    for case, label, said in (("x1", "fail", True), ("x2", "pass", False)):
+        machine = MachineVerdict(said, "select-best", ("fake2",), criterion)
+        append_review(path, Review(ReviewKey(case, "m", 0, 0), "d", label, machine=machine))
+    contest.eval_file("best", contest_file("seed: 7"))
+    judge_picks(contest, BEST)
+    result = contest.run(MODELS, "--reviews-dir=labels", "--judge-gate=min_kappa=0.6,min_labels=2")
+    result.assert_outcomes(skipped=3)
+    records = contest.records()
+    assert sum(bool(r["judges"]) for r in records) == 1  # the calls recorded once
+    for record in records:
+        entry = record["assertions"][0]
+        assert (entry["judge_gate"], entry["unchecked"]) == ("demoted", True)
+        assert judges_of(record, 0) == ("fake2",)

@@ -247,7 +247,8 @@ async def _again(contest: _Contest, plan: CallPlan, entry: JudgedEntry) -> Grade
     if graded.verdict is None:
         return graded
     reason = f"{graded.verdict.reason} (judged on this item's first attempt)"
-    return replace(graded, verdict=replace(graded.verdict, reason=reason), calls=())
+    verdict = replace(graded.verdict, reason=reason)
+    return replace(graded, verdict=verdict, calls=(), judged_elsewhere=graded.judges)
 
 
 def _member_verdict(
@@ -286,7 +287,7 @@ def _member_verdict(
 def _unbilled(graded: GradedAssertion, owner: str) -> GradedAssertion:
     """A contestant's verdict without the contest's judge calls, recorded on ``owner``'s."""
     if graded.verdict is not None:
-        return replace(graded, calls=())
+        return replace(graded, calls=(), judged_elsewhere=graded.judges)
     errors = "; ".join(f"{call.judge}: {call.error}" for call in graded.calls)
     why = f"every judge of the contest failed ({errors}; recorded on {_short(owner)})"
     return replace(graded, calls=(), failed_elsewhere=why)

@@ -45,7 +45,7 @@ JudgeKey = tuple[tuple[str, ...], str, "str | None"]
 class JudgeRuling:
     """The judge gate's decision on one judge group, for the items of one eval file."""
 
-    decision: str  #: ``ok``, ``demoted``, ``failing`` or ``too_few_labels``
+    decision: str  #: ``ok``, ``demoted``, ``failing``, ``too_few_labels`` or ``kappa_undefined``
     reason: str = ""  #: a demoted verdict's reason (the judge's kappa against the gate)
 
 

@@ -110,6 +110,17 @@ class GradedAssertion:
     #: why there is no verdict, when the failed calls are recorded on another item (a
     #: select-best contest's, on its first contestant)
     failed_elsewhere: str | None = None
+    #: the judges of the verdict when its calls are recorded on another item (a select-best
+    #: contest's, on its first contestant); else read from ``calls``
+    judged_elsewhere: tuple[str, ...] = ()
+
+    @property
+    def judges(self) -> tuple[str, ...]:
+        """The verdict's judge group: every judge called on it (a failed one included; names
+        as configured, else model ids), sorted."""
+        if self.judged_elsewhere:
+            return self.judged_elsewhere
+        return tuple(sorted({call.judge or call.model_id for call in self.calls}))
 
     @property
     def failure(self) -> str | None:

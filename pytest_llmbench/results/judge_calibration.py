@@ -18,7 +18,7 @@ from typing import Any
 
 from ..results_folder import JUDGE_CALIBRATION_FILE, ResultsFolder
 from .review_io import RecordIndex, machine_record, pair_with_records
-from .reviews import MachineVerdict, Review, load_labels, machine_verdict, review_paths
+from .reviews import Labels, MachineVerdict, Review, load_labels, machine_verdict, review_paths
 from .stats.calibration import Calibration, JudgeGroup, calibrate, calibration_row
 
 #: Fewer paired labels than this and a group's figures say "too few labels".
@@ -37,6 +37,17 @@ def run_groups(records: Iterable[Mapping[str, Any]]) -> set[JudgeGroup]:
             if verdict.judges and verdict.type is not None:
                 groups.add(JudgeGroup(verdict.judges, verdict.type, verdict.criterion))
     return groups
+
+
+def labelled_reviews(
+    labels: Labels, runs: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
+) -> list[Review]:
+    """The labels in force as calibration counts them, each with its machine verdict: one
+    that keeps none (imported without one) takes it from its record in ``runs`` (name,
+    records), else calibrates nothing. The judge gate and ``judge_calibration.csv`` pair
+    labels through it (``llmbench calibrate`` through the same ``pair_with_records``)."""
+    reviews, _ = pair_with_records(labels.current.values(), RecordIndex.of(runs))
+    return reviews
 
 
 def regroup(reviews: Iterable[Review], by: Sequence[str]) -> list[Review]:
@@ -80,9 +91,8 @@ def run_calibration(
     labels = load_labels(review_paths(folder, reviews_dir))
     if not len(labels):
         return []
-    reviews, _ = pair_with_records(labels.current.values(), RecordIndex.of([("", records)]))
     groups = run_groups(records)
-    found = calibrate(reviews)
+    found = calibrate(labelled_reviews(labels, [("", records)]))
     return calibration_rows([c for g, c in found.items() if g in groups], min_labels)
 
 

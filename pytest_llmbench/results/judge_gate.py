@@ -6,9 +6,9 @@ At configure (every process alike), the labels that apply to the run (the result
 (:func:`~.stats.calibration.calibrate`). Each eval file's gate (``--judge-gate``, over which its
 ``judge_gate:`` keys go) rules on every group, as plain data the engine reads
 (:class:`~pytest_llmbench.engine.JudgeRulings`): a group with at least ``min_labels`` labels and
-a kappa of ``min_kappa`` or more is ``ok``; below it (or with no kappa, people and judge all on
-one side) ``demoted``, or ``failing`` under ``on_fail: fail``; with fewer labels
-``too_few_labels``. Each judged verdict is marked with its group's ruling at run time
+a kappa of ``min_kappa`` or more is ``ok``; below it ``demoted``, or ``failing`` under
+``on_fail: fail``; with fewer labels ``too_few_labels``; with enough labels but no kappa (people
+and the judge each gave one verdict only) ``kappa_undefined``, not gated either. Each judged verdict is marked with its group's ruling at run time
 (:func:`pytest_llmbench.engine.kinds.case_kind.gated`); the controller reads the marks back from
 the records for run.json's ``judge_gate`` block, the summary's lines and the exit status
 (:mod:`.gates`), so that a run with xdist decides as one without.
@@ -17,6 +17,7 @@ the records for run.json's ``judge_gate`` block, the summary's lines and the exi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 #: The calibrations of the labels that apply to the run, made once per process.
 CALIBRATIONS_KEY = pytest.StashKey["dict[JudgeGroup, Calibration]"]()
 #: The decisions from best to worst: a group ruled two ways (two files' gates) shows the worst.
-DECISIONS = ("ok", "too_few_labels", "demoted", "failing")
+DECISIONS = ("ok", "kappa_undefined", "too_few_labels", "demoted", "failing")
 
 
 def gate_calibrations(config: pytest.Config) -> dict[JudgeGroup, Calibration]:
@@ -38,24 +39,35 @@ def gate_calibrations(config: pytest.Config) -> dict[JudgeGroup, Calibration]:
     found = config.stash.get(CALIBRATIONS_KEY, None)
     if found is None:
         from ..config import get_run_config
+        from .retry_errors import retry_path
 
-        found = calibrations_of(get_run_config(config))
+        run = get_run_config(config)
+        # --retry-errors DIR completes DIR: its labels are the run's (as the recorder reads them)
+        folder = run.results_dir if run.results_dir is not None else retry_path(config)
+        found = calibrations_of(run, folder)
         config.stash[CALIBRATIONS_KEY] = found
     return found
 
 
-def calibrations_of(run: RunConfig) -> dict[JudgeGroup, Calibration]:
-    """The calibrations of the labels that apply to ``run``."""
+def calibrations_of(run: RunConfig, folder: Path | None) -> dict[JudgeGroup, Calibration]:
+    """The calibrations of the labels that apply to ``run`` (those of ``folder``, its results
+    folder, and of ``--reviews-dir``). A label that keeps no machine verdict (imported) takes
+    it from the record of its answer in ``folder`` (the run it was given on), as
+    ``judge_calibration.csv`` and ``llmbench calibrate`` pair it
+    (:func:`~.judge_calibration.labelled_reviews`)."""
+    from ..results_folder import ResultsFolder
+    from .judge_calibration import labelled_reviews
     from .reviews import ReviewsError, load_labels, review_paths
     from .stats.calibration import calibrate
 
     if run.ignore_reviews:
         return {}
     try:
-        labels = load_labels(review_paths(run.results_dir, run.reviews_dir))
+        labels = load_labels(review_paths(folder, run.reviews_dir))
     except ReviewsError as exc:
         raise pytest.UsageError(f"llmbench: judge gate: {exc}") from None
-    return calibrate(labels)
+    records = ResultsFolder(folder).read_records_so_far() if folder is not None else []
+    return calibrate(labelled_reviews(labels, [("", records)]))
 
 
 def file_gate(run: RunConfig, keys: Mapping[str, Any] | None) -> JudgeGate | None:
@@ -86,6 +98,10 @@ def rule(calibration: Calibration, gate: JudgeGate) -> JudgeRuling:
     if calibration.n < gate.min_labels:
         return JudgeRuling("too_few_labels")
     kappa = calibration.kappa
+    if kappa is None:
+        # People and the judge each gave one verdict only: chance agreement is 1, and kappa
+        # says nothing either way (a judge agreeing on every label is no evidence against it).
+        return JudgeRuling("kappa_undefined")
     if kappa is not None and kappa >= gate.min_kappa:
         return JudgeRuling("ok")
     decision = "failing" if gate.fail else "demoted"
@@ -141,11 +157,13 @@ def gate_block(
     """run.json's ``judge_gate``: the settings and, per judge group that judged in the run
     under a gate, its labels (n), kappa with its interval, decision and verdicts demoted;
     None when no verdict was gated."""
+    from .stats.calibration import group_order
+
     marked = gated_verdicts(records)
     if not marked:
         return None
     groups = []
-    for group in sorted(marked):
+    for group in sorted(marked, key=group_order):
         counts = marked[group]
         calibration = calibrations.get(group)
         groups.append(
@@ -157,6 +175,7 @@ def gate_block(
                 "kappa": calibration.kappa if calibration else None,
                 "ci": list(calibration.kappa_ci) if calibration and calibration.kappa_ci else None,
                 "leaning": calibration.leaning if calibration else None,
+                "agreement": calibration.agreement if calibration else None,
                 "decision": worst(counts),
                 "verdicts": sum(counts.values()),
                 "verdicts_demoted": counts.get("demoted", 0),
@@ -192,17 +211,31 @@ def gate_lines(block: Mapping[str, Any] | None) -> list[str]:
             needed = (block.get("settings") or {}).get("min_labels")
             few = f"{entry['n']} labels < {needed}" if needed else f"{entry['n']} labels, too few"
             lines.append(f"judge gate: {group.label()}: {few}, not gated")
+        elif decision == "kappa_undefined":
+            lines.append(
+                f"judge gate: {group.label()}: kappa undefined: people and the judge each gave "
+                f"one verdict only on {entry['n']} labels ({_agreement_words(entry)}), not gated"
+            )
     return lines
 
 
 def failing_judges(records: Sequence[Mapping[str, Any]]) -> list[str]:
     """The judge groups below the gate under ``on_fail: fail``, one line each (for the exit
     status, :mod:`.gates`)."""
+    from .stats.calibration import group_order
+
     return [
         f"judge gate: {group.label()} disagrees with people ({counts['failing']} verdict(s))"
-        for group, counts in sorted(gated_verdicts(records).items())
+        for group, counts in sorted(
+            gated_verdicts(records).items(), key=lambda i: group_order(i[0])
+        )
         if counts.get("failing")
     ]
+
+
+def _agreement_words(entry: Mapping[str, Any]) -> str:
+    agreement = entry.get("agreement")
+    return "no agreement" if agreement is None else f"agreement {agreement:.0%}"
 
 
 def _kappa_words(entry: Mapping[str, Any]) -> str:

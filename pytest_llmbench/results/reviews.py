@@ -157,12 +157,15 @@ def machine_verdict(record: Mapping[str, Any], assertion: int | None = None) -> 
         entry = entries[assertion]
         # A verdict the judge gate demoted is unchecked but keeps its judge's pass or fail:
         # a label on it still calibrates that judge.
+        # A human label applied to the record (``machine_passed``) is not the machine's.
         undecided = entry.get("unchecked") and not entry.get("demoted")
-        passed = None if undecided else bool(entry.get("passed"))
+        said = entry["machine_passed"] if "machine_passed" in entry else entry.get("passed")
+        passed = None if undecided else bool(said)
         return MachineVerdict(
             passed, entry.get("type"), judges_of(record, assertion), entry.get("criterion")
         )
-    outcome = record.get("outcome")
+    # A human label applied to the record (``machine_outcome``) is not the machine's.
+    outcome = record.get("machine_outcome") or record.get("outcome")
     passed = True if outcome == "passed" else False if outcome == "failed" else None
     checked = [i for i, entry in enumerate(entries) if not entry.get("unchecked")]
     if len(checked) == 1 and (judges := judges_of(record, checked[0])):
@@ -172,16 +175,31 @@ def machine_verdict(record: Mapping[str, Any], assertion: int | None = None) -> 
 
 
 def judges_of(record: Mapping[str, Any], assertion: int) -> tuple[str, ...]:
-    """The judges (their names as configured, else model ids) whose verdicts decided assertion
-    ``assertion`` of ``record``, sorted; judges that failed are left out."""
+    """The judge group's judges of assertion ``assertion`` of ``record``: every judge called on
+    it (their names as configured, else model ids), sorted. A judge that failed on this item
+    stays in: a group is the panel as configured, so that one judge's error does not move the
+    item's verdict into another group (the gate and calibration read the same rule).
+
+    The assertion's own ``judges`` (written since judged verdicts carry them) decide: a
+    conversation's verdicts stand at other positions than the case's assertions the judge
+    entries' ``assertion`` counts, and a select-best contestant's judge calls are recorded on
+    another contestant. Older records fall back on the judge entries."""
+    entries = [a if isinstance(a, Mapping) else {} for a in record.get("assertions") or []]
+    if any("judges" in entry for entry in entries):
+        own = entries[assertion].get("judges") if 0 <= assertion < len(entries) else None
+        return tuple(sorted(str(name) for name in own)) if isinstance(own, list) else ()
     names = {
         str(entry.get("judge") or entry.get("model_id"))
         for entry in record.get("judges") or []
-        if isinstance(entry, Mapping)
-        and entry.get("assertion") == assertion
-        and not entry.get("error")
+        if isinstance(entry, Mapping) and entry.get("assertion") == assertion
     }
     return tuple(sorted(names))
+
+
+def judged_positions(record: Mapping[str, Any]) -> list[int]:
+    """The positions in ``record["assertions"]`` of the verdicts judges decided (those with a
+    judge group, :func:`judges_of`): what a label on a judged assertion may target."""
+    return [i for i in range(len(record.get("assertions") or [])) if judges_of(record, i)]
 
 
 def review_paths(folder: Path | None, reviews_dir: Path | None) -> list[Path]:
@@ -209,7 +227,8 @@ def read_reviews(path: Path) -> list[Review]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ReviewsError(f"{path}: cannot read: {exc}") from None
     reviews = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # "\n" only: a comment may hold U+2028, U+2029 or U+0085 raw, which splitlines() splits on.
+    for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             reviews.append(parse_review(line, f"{path}:{number}"))
     return reviews

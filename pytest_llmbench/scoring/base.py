@@ -153,9 +153,14 @@ class Verdict:
     #: judges apart in calibration; None for other checks
     criterion: str | None = None
     #: the judge gate's decision on a judged verdict (``ok``, ``demoted``, ``failing``,
-    #: ``too_few_labels``); None when no gate applies. A demoted verdict is unchecked and keeps
-    #: ``passed`` as its judge said it (people's labels still calibrate that judge)
+    #: ``too_few_labels``, ``kappa_undefined``); None when no gate applies. A demoted verdict
+    #: is unchecked and keeps ``passed`` as its judge said it (labels still calibrate it)
     judge_gate: str | None = None
+    #: a judged verdict's judge group: the judges called on it (names as configured, else
+    #: model ids; one that failed included), sorted; () for other checks. Kept on the verdict
+    #: so that it names its judges wherever it stands (a conversation's turns, a select-best
+    #: contestant whose judge calls are recorded on another contestant)
+    judges: tuple[str, ...] = ()
 
     @property
     def demoted(self) -> bool:
@@ -178,6 +183,8 @@ class Verdict:
             fields["turn"] = self.turn
         if self.criterion is not None:
             fields["criterion"] = self.criterion
+        if self.judges:
+            fields["judges"] = list(self.judges)
         if self.judge_gate is not None:
             fields["judge_gate"] = self.judge_gate
         if self.demoted:

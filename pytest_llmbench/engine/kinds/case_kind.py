@@ -121,7 +121,9 @@ class Checking:
 
         graded = self.result.graded.get(index) if assertion.engine_graded else None
         if graded is not None and graded.verdict is not None:
-            verdict = dataclasses.replace(graded.verdict, criterion=assertion.criterion)
+            verdict = dataclasses.replace(
+                graded.verdict, criterion=assertion.criterion, judges=graded.judges
+            )
             return gated(verdict, assertion, graded, self.result.plan)
         if text is None:
             assert self.result.completion is not None
@@ -133,7 +135,8 @@ def gated(
     verdict: Verdict, assertion: Assertion, graded: GradedAssertion, plan: CallPlan
 ) -> Verdict:
     """A judged ``verdict`` under the judge gate of ``plan``'s file: marked with the ruling on
-    its judge group (the judges that decided, failed ones out; its type; its criterion), and
+    its judge group (``graded.judges``: those called on it, a failed one included, as
+    :func:`~pytest_llmbench.results.reviews.judges_of` reads them; its type; its criterion), and
     unchecked when the gate demotes that judge (``passed`` kept as the judge said). An
     embedding's similarity, and a verdict no judge decided, are no judge's: left alone."""
     from ...scoring import EmbeddingSpec
@@ -141,10 +144,9 @@ def gated(
     gate = plan.judge_gate
     if gate is None or verdict.unchecked or isinstance(assertion.graded, EmbeddingSpec):
         return verdict
-    judges = tuple(sorted({call.judge or call.model_id for call in graded.calls if not call.error}))
-    if not judges:
+    if not graded.judges:
         return verdict
-    ruling = gate.ruling((judges, verdict.type, verdict.criterion))
+    ruling = gate.ruling((graded.judges, verdict.type, verdict.criterion))
     if ruling.decision != "demoted":
         return dataclasses.replace(verdict, judge_gate=ruling.decision)
     said = "pass" if verdict.passed else "fail"

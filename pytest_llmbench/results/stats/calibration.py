@@ -175,16 +175,34 @@ def label_pairs(reviews: Iterable[Review]) -> tuple[list[LabelPair], dict[JudgeG
     sides), and the ``unsure`` labels per group."""
     pairs: list[LabelPair] = []
     unsure: dict[JudgeGroup, int] = {}
-    for review in reviews:
+    judged = [(r, g) for r in reviews if (g := review_group(r)) is not None]
+    # One answer counts once per group: a label on its judged assertion wins over a label on
+    # the whole item that the same assertion decided.
+    on_assertion = {_answer_of(r, g) for r, g in judged if r.key.assertion is not None}
+    for review, group in judged:
+        if review.key.assertion is None and _answer_of(review, group) in on_assertion:
+            continue
         machine = review.machine
-        if machine is None or not machine.judges or machine.type is None:
-            continue  # not a judge's verdict (or the item was not decided by one judge)
-        group = JudgeGroup(machine.judges, machine.type, machine.criterion)
+        assert machine is not None
         if review.label == "unsure":
             unsure[group] = unsure.get(group, 0) + 1
         elif review.label in ("pass", "fail") and machine.passed is not None:
             pairs.append(LabelPair(group, review.label == "pass", machine.passed, review.nodeid))
     return pairs, unsure
+
+
+def review_group(review: Review) -> JudgeGroup | None:
+    """The judge group a label's machine verdict belongs to; None when no judge decided it
+    (no snapshot, or an item not decided by one judged assertion)."""
+    machine = review.machine
+    if machine is None or not machine.judges or machine.type is None:
+        return None
+    return JudgeGroup(machine.judges, machine.type, machine.criterion)
+
+
+def _answer_of(review: Review, group: JudgeGroup) -> tuple[str, str, int, str, JudgeGroup]:
+    key = review.key
+    return key.case, key.model, key.repeat, review.answer, group
 
 
 def calibrate(labels: Labels | Iterable[Review]) -> dict[JudgeGroup, Calibration]:
@@ -196,11 +214,13 @@ def calibrate(labels: Labels | Iterable[Review]) -> dict[JudgeGroup, Calibration
         grouped.setdefault(pair.group, []).append(pair)
     # Not ``sorted(groups)``: a criterion of None beside text for the same judges and type
     # (a per-turn verdict without one) cannot be compared.
-    groups = sorted(set(grouped) | set(unsure), key=_group_order)
+    groups = sorted(set(grouped) | set(unsure), key=group_order)
     return {g: calibrate_group(g, grouped.get(g, ()), unsure.get(g, 0)) for g in groups}
 
 
-def _group_order(group: JudgeGroup) -> tuple[tuple[str, ...], str, bool, str]:
+def group_order(group: JudgeGroup) -> tuple[tuple[str, ...], str, bool, str]:
+    """A sort key of judge groups (``sorted(groups)`` fails on a criterion of None beside
+    text for the same judges and type)."""
     return group.judges, group.type, group.criterion is not None, group.criterion or ""
 
 
