@@ -111,6 +111,7 @@ if TYPE_CHECKING:
     from .review_io import (
         REVIEW_FORMATS,
         RecordIndex,
+        append_reviews,
         export_text,
         format_of,
         import_reviews,
@@ -165,6 +166,7 @@ _FACE: dict[str, str] = {
     "write_calibration": "judge_calibration",
     "REVIEW_FORMATS": "review_io",
     "RecordIndex": "review_io",
+    "append_reviews": "review_io",
     "export_text": "review_io",
     "format_of": "review_io",
     "import_reviews": "review_io",
@@ -341,6 +343,7 @@ __all__ = [
     "all_metrics",
     "answer_digest",
     "append_review",
+    "append_reviews",
     "attach_record",
     "axis_column",
     "axis_values",
