@@ -472,3 +472,39 @@ def test_the_calibration_page_pairs_imported_labels_with_the_runs_records(tmp_pa
     assert f"too few labels (1 &lt; {MIN_LABELS})" in row
     assert "0 / 0 / 1 / 0" in row  # the judge failed what the person passed: a false negative
     assert 'id="unpaired">1 label keeps no machine verdict' in page
+
+
+def test_a_label_keeps_the_machines_verdict_not_one_a_label_put_on_the_record(
+    tmp_path: Path,
+) -> None:
+    # a run applied a label: outcome and passed are the person's, machine_* the machine's
+    overridden = {**JUDGED, "outcome": "failed", "machine_outcome": "passed",
+                  "verdict_source": "human",
+                  "assertions": [{**JUDGED["assertions"][0], "passed": False,
+                                  "machine_passed": True, "verdict_source": "human"}]}  # fmt: skip
+    with hand_client(tmp_path, overridden) as client:
+        for target in ("0", "item"):
+            form = {"nodeid": JUDGED["nodeid"], "target": target, "label": "fail"}
+            assert client.post("/run/0/r/label", data=form).status_code == 303
+        page = client.get("/run/0/r/item", params={"nodeid": JUDGED["nodeid"]}).text
+    lines = read_reviews(tmp_path / "r" / REVIEWS_FILE)
+    assert [line.machine.passed if line.machine else None for line in lines] == [True, True]
+    assert page.count("<i>machine: pass</i>") == 2 and 'data-agree="0"' in page
+
+
+def test_the_judged_assertion_is_the_one_its_judges_name() -> None:
+    # a conversation: turn checks first, the case's rubric last; the judge entry counts the
+    # case's assertions (1), the verdicts name their own judges
+    from pytest_llmbench.view.review import judged
+
+    record = {
+        "assertions": [
+            {"type": "icontains", "passed": True, "turn": 1},
+            {"type": "icontains", "passed": True, "turn": 2},
+            {"type": "llm-rubric", "passed": False, "judges": ["j"], "criterion": "kind"},
+        ],
+        "judges": [{"assertion": 1, "judge": "j", "scores": {"score": 0.2}}],
+    }
+    for entry in record["assertions"][:2]:
+        entry["judges"] = []
+    assert judged(record) == [2]

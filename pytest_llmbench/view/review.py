@@ -32,6 +32,7 @@ from ..results import (
     Review,
     answer_digest,
     append_review,
+    judges_of,
     load_labels,
     machine_verdict,
     review_key,
@@ -66,14 +67,9 @@ def run_labels(run: Run, reviews_dir: Path | None) -> Labels:
 
 
 def judged(record: Record) -> list[int]:
-    """The indices of ``record``'s assertions that judges decided."""
-    count = len(record.get("assertions") or [])
-    found = {
-        entry.get("assertion")
-        for entry in record.get("judges") or []
-        if isinstance(entry, Mapping) and not entry.get("error")
-    }
-    return sorted(i for i in found if isinstance(i, int) and 0 <= i < count)
+    """The indices of ``record``'s assertions that judges decided (by the store's one mapping
+    from judges to assertions, :func:`judges_of`: what a label on it calibrates)."""
+    return [i for i in range(len(record.get("assertions") or [])) if judges_of(record, i)]
 
 
 def reviewable(record: Record) -> bool:
