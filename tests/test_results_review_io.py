@@ -12,6 +12,7 @@ from pytest_llmbench.report.calibration_html import calibration_table
 from pytest_llmbench.results.judge_calibration import regroup, run_calibration, write_calibration
 from pytest_llmbench.results.review_io import (
     RecordIndex,
+    append_reviews,
     export_text,
     format_of,
     import_reviews,
@@ -22,9 +23,11 @@ from pytest_llmbench.results.review_io import (
 from pytest_llmbench.results.reviews import (
     MachineVerdict,
     Review,
+    ReviewKey,
     ReviewsError,
     answer_digest,
     append_review,
+    read_reviews,
     review_key,
 )
 
@@ -174,3 +177,62 @@ def test_regroup_pools_by_the_parts_asked_for() -> None:
     pooled = {r.machine for r in regroup(reviews, ["judge"])}
     assert pooled == {MachineVerdict(True, "*", ("j",), None)}
     assert regroup(reviews, ["judge", "type", "criterion"]) == reviews
+
+
+def test_a_comment_with_unicode_line_separators_stays_in_its_row(tmp_path: Path) -> None:
+    # JSON keeps U+2028, U+2029 and U+0085 raw in a string: only "\n" ends a row
+    comment = "one\u2028two\u2029three\x85four"
+    review = Review(review_key(RECORDS[0], 0), "d", "pass", comment=comment)
+    path = tmp_path / "labels.jsonl"
+    path.write_text(export_text([review], "jsonl"), encoding="utf-8")
+    ((where, row),) = read_rows(path, "jsonl")
+    assert where == f"{path}:1" and row["comment"] == comment
+    (back,) = import_reviews([(where, row)], INDEX)
+    assert back.comment == comment
+
+
+@pytest.mark.parametrize("criterion", ["", "  ", "0", " Is polite?\n", None])
+def test_jsonl_gives_back_the_very_criterion(tmp_path: Path, criterion: str | None) -> None:
+    # another criterion is another judge group: an empty one must not come back as none
+    machine = MachineVerdict(True, "llm-rubric", ("j",), criterion)
+    review = Review(ReviewKey("h", "m", 0, 0), "d", "pass", machine=machine)
+    path = tmp_path / "labels.jsonl"
+    path.write_text(export_text([review], "jsonl"), encoding="utf-8")
+    (back,) = import_reviews(read_rows(path, "jsonl"), RecordIndex.of([]))
+    assert back.machine == machine
+
+
+@pytest.mark.parametrize("criterion", ["  ", "0", " Is polite?\n", None])
+def test_csv_gives_back_the_criterion_and_an_empty_cell_is_none(
+    tmp_path: Path, criterion: str | None
+) -> None:
+    machine = MachineVerdict(False, "llm-rubric", ("a", "b"), criterion)
+    review = Review(ReviewKey("h", "m", 0, 0), "d", "fail", machine=machine)
+    path = tmp_path / "labels.csv"
+    path.write_text(export_text([review], "csv"), encoding="utf-8")
+    (back,) = import_reviews(read_rows(path, "csv"), RecordIndex.of([]))
+    assert back.machine == machine
+
+
+def test_an_import_is_appended_whole_and_not_onto_a_broken_file(tmp_path: Path) -> None:
+    path = tmp_path / "reviews.jsonl"
+    good = [Review(ReviewKey(f"h{n}", "m", 0, None), "d", "pass") for n in range(3)]
+    append_reviews(path, good[:1])
+    path.write_text(path.read_text(encoding="utf-8").rstrip("\n"), encoding="utf-8")
+    append_reviews(path, good[1:])  # the last line gets its newline back first
+    assert [r.key.case for r in read_reviews(path)] == ["h0", "h1", "h2"]
+    broken = path.read_text(encoding="utf-8") + "{not json\n"
+    path.write_text(broken, encoding="utf-8")
+    with pytest.raises(ReviewsError, match=r"reviews.jsonl:4: not JSON"):
+        append_reviews(path, good)
+    assert path.read_text(encoding="utf-8") == broken
+
+
+def test_a_label_reading_would_refuse_is_not_written(tmp_path: Path) -> None:
+    # a record of no model (a plain test that called none) gives a key reading refuses
+    path = tmp_path / "reviews.jsonl"
+    fine = Review(ReviewKey("h", "m", 0, None), "d", "pass")
+    modelless = Review(ReviewKey("t.py::test", "", 0, None), "d", "pass", source="s.csv:3")
+    with pytest.raises(ReviewsError, match=r"s.csv:3: cannot be written as a label"):
+        append_reviews(path, [fine, modelless])
+    assert not path.exists()

@@ -179,7 +179,7 @@ def test_browse_filter_open_items_and_compare(page: Any, viewer: tuple[str, Benc
     assert "model call 1" in timeline and "tool write_file (step 1)" in timeline
     assert "model call 2" in timeline and re.search(r"\d+ in / \d+ out tokens", timeline)
     assert "wrote" in timeline  # the tool's result
-    page.click("details summary")
+    page.click("details:has(ol.transcript) summary")  # not the review panel's folded forms
     assert "All done." in page.inner_text("ol.transcript")
     # Compare a (baseline) with b (new): Japan regressed, listed first.
     page.goto(url)

@@ -384,3 +384,127 @@ def test_blind_mode_hides_a_conversations_verdicts_too() -> None:
     assert "go away" in shown and "hello" in shown
     assert "rude reply" not in shown and "stop_on_fail" not in shown and "0.1" not in shown
     assert record["conversation"][1]["assertions"] == [verdict]  # the record is left whole
+
+
+# -- runs written by hand (no model called) ------------------------------------------------------
+JUDGED = {
+    "nodeid": "e.eval.yaml::one[fake]", "case_id": "one", "case_hash": "h1", "model": "fake",
+    "outcome": "failed", "passed": False, "score": 0.1, "repeat": 0, "response": "RESPONSE-TEXT",
+    "metrics": {"llm-rubric": 0.123456},
+    "attempts": [{"outcome": "failed", "score": 0.654321, "error": "ATTEMPT-ERR"}],
+    "assertions": [{"type": "llm-rubric", "passed": False, "score": 0.1, "criterion": "c"}],
+    "judges": [{"assertion": 0, "judge": "j", "type": "llm-rubric", "scores": {"score": 0.1},
+                "reasons": {"score": "JUDGE-REASON"}}],
+}  # fmt: skip
+PLAIN = {"nodeid": "test_x.py::test_plain", "model": None, "outcome": "passed", "repeat": 0,
+         "assertions": [], "judges": []}  # fmt: skip
+
+
+def hand_client(root: Path, *records: dict[str, Any]) -> Any:
+    """A test client over one run ``root/r`` of ``records``."""
+    from starlette.testclient import TestClient
+
+    run = root / "r"
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run / "run.json").write_text(json.dumps({"started_at": "2026-01-01T00:00:00"}))
+    settings = ViewSettings(roots=[root], project=root, allowed_hosts=("testserver",))
+    return TestClient(create_app(settings), follow_redirects=False)
+
+
+def test_an_item_that_called_no_model_gets_no_form_and_no_label(tmp_path: Path) -> None:
+    # its key would have no model: a line reading refuses, breaking the whole labels file
+    with hand_client(tmp_path, PLAIN, JUDGED) as client:
+        page = client.get("/run/0/r/item", params={"nodeid": PLAIN["nodeid"]}).text
+        assert 'id="not-reviewable"' in page and 'class="label"' not in page
+        form = {"nodeid": PLAIN["nodeid"], "target": "item", "label": "pass"}
+        refused = client.post("/run/0/r/label", data=form)
+        assert refused.status_code == 400 and "called no model" in refused.text
+        assert not (tmp_path / "r" / REVIEWS_FILE).exists()
+        form = {"nodeid": JUDGED["nodeid"], "target": "0", "label": "fail"}
+        assert client.post("/run/0/r/label", data=form).status_code == 303
+    assert len(read_reviews(tmp_path / "r" / REVIEWS_FILE)) == 1
+
+
+@pytest.mark.parametrize("target", ["²", "\u0661", "0" * 5000 + "1", "9" * 5000, "-1", " 0"])
+def test_a_target_that_is_no_index_is_refused_not_a_server_error(
+    tmp_path: Path, target: str
+) -> None:
+    with hand_client(tmp_path, JUDGED) as client:
+        form = {"nodeid": JUDGED["nodeid"], "target": target, "label": "pass"}
+        answer = client.post("/run/0/r/label", data=form)
+    assert answer.status_code == 400 and "is not one of this item" in answer.text
+
+
+def test_blind_mode_hides_earlier_attempts_and_every_figure_of_the_verdict(
+    tmp_path: Path,
+) -> None:
+    overridden = {**JUDGED, "machine_outcome": "passed", "verdict_source": "human",
+                  "review": {"label": "fail", "comment": "LABEL-NOTE"}}  # fmt: skip
+    with hand_client(tmp_path, overridden) as client:
+        params = {"nodeid": JUDGED["nodeid"], "blind": "1", "queue": "1"}
+        page = client.get("/run/0/r/item", params=params).text
+    assert "RESPONSE-TEXT" in page and 'id="blind"' in page
+    for shown in ("JUDGE-REASON", "0.123", "0.654", "ATTEMPT-ERR", "Earlier attempts",
+                  "LABEL-NOTE", "human", ">failed<", ">passed<"):  # fmt: skip
+        assert shown not in page, shown
+
+
+def test_the_judges_table_is_shown_once(tmp_path: Path) -> None:
+    with hand_client(tmp_path, JUDGED) as client:
+        page = client.get("/run/0/r/item", params={"nodeid": JUDGED["nodeid"]}).text
+    assert page.count("JUDGE-REASON") == 1
+    assert page.count('class="judges"') == 1 and "llmbench-judges" not in page
+    assert "<td>j</td><td>0</td><td>llm-rubric</td><td>score</td>" in page
+
+
+def test_the_calibration_page_pairs_imported_labels_with_the_runs_records(tmp_path: Path) -> None:
+    from pytest_llmbench.results import MIN_LABELS
+
+    imported = Review(ReviewKey("h1", "fake", 0, 0), answer_digest(JUDGED), "pass")  # no machine
+    lost = Review(ReviewKey("h9", "fake", 0, 0), "other", "fail")
+    append_review(tmp_path / "r" / REVIEWS_FILE, imported)
+    append_review(tmp_path / "r" / REVIEWS_FILE, lost)
+    with hand_client(tmp_path, JUDGED) as client:
+        page = client.get("/calibration").text
+    (row,) = re.findall(r'<tr class="group">(.*?)</tr>', page)
+    assert row.startswith("<td>j</td><td>llm-rubric</td><td>c</td><td>1 ")
+    assert f"too few labels (1 &lt; {MIN_LABELS})" in row
+    assert "0 / 0 / 1 / 0" in row  # the judge failed what the person passed: a false negative
+    assert 'id="unpaired">1 label keeps no machine verdict' in page
+
+
+def test_a_label_keeps_the_machines_verdict_not_one_a_label_put_on_the_record(
+    tmp_path: Path,
+) -> None:
+    # a run applied a label: outcome and passed are the person's, machine_* the machine's
+    overridden = {**JUDGED, "outcome": "failed", "machine_outcome": "passed",
+                  "verdict_source": "human",
+                  "assertions": [{**JUDGED["assertions"][0], "passed": False,
+                                  "machine_passed": True, "verdict_source": "human"}]}  # fmt: skip
+    with hand_client(tmp_path, overridden) as client:
+        for target in ("0", "item"):
+            form = {"nodeid": JUDGED["nodeid"], "target": target, "label": "fail"}
+            assert client.post("/run/0/r/label", data=form).status_code == 303
+        page = client.get("/run/0/r/item", params={"nodeid": JUDGED["nodeid"]}).text
+    lines = read_reviews(tmp_path / "r" / REVIEWS_FILE)
+    assert [line.machine.passed if line.machine else None for line in lines] == [True, True]
+    assert page.count("<i>machine: pass</i>") == 2 and 'data-agree="0"' in page
+
+
+def test_the_judged_assertion_is_the_one_its_judges_name() -> None:
+    # a conversation: turn checks first, the case's rubric last; the judge entry counts the
+    # case's assertions (1), the verdicts name their own judges
+    from pytest_llmbench.view.review import judged
+
+    record = {
+        "assertions": [
+            {"type": "icontains", "passed": True, "turn": 1},
+            {"type": "icontains", "passed": True, "turn": 2},
+            {"type": "llm-rubric", "passed": False, "judges": ["j"], "criterion": "kind"},
+        ],
+        "judges": [{"assertion": 1, "judge": "j", "scores": {"score": 0.2}}],
+    }
+    for entry in record["assertions"][:2]:
+        entry["judges"] = []
+    assert judged(record) == [2]

@@ -10,7 +10,7 @@ from ..results import (
     REVIEW_FORMATS,
     RecordIndex,
     ReviewsError,
-    append_review,
+    append_reviews,
     export_text,
     format_of,
     import_reviews,
@@ -72,7 +72,9 @@ def _import_command(args: argparse.Namespace) -> int:
     except ReviewsError as exc:
         raise UsageFailure(str(exc)) from None
     target = review_paths(args.into, None) if args.into else review_paths(None, args.reviews_dir)
-    for review in reviews:
-        append_review(target[0], review)
+    try:
+        append_reviews(target[0], reviews)
+    except ReviewsError as exc:
+        raise UsageFailure(f"nothing imported: {exc}") from None
     print(f"llmbench: imported {len(reviews)} label(s) into {target[0]}")
     return 0

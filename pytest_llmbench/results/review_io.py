@@ -5,7 +5,8 @@ An export row is one label in force, with its key (case hash, model, repeat, ass
 answer digest, the label, comment, reviewer and time, where it was given (node id, case id, eval
 file, run) and the machine verdict it was compared with (``machine``: pass, fail, ``none`` when
 the machine decided nothing, empty when the label keeps no verdict; the assertion's type, judges
-and criterion). Importing an export gives the same labels in force.
+and criterion). Importing an export gives the same labels in force (in CSV an empty cell is
+no value: a criterion that is the empty text comes back as none; JSONL keeps it).
 
 A row made elsewhere (a spreadsheet) may give only a node id (and an assertion index) and a label:
 its key, answer digest and machine verdict are then filled from the records of the runs given.
@@ -16,8 +17,10 @@ whole file (nothing is half imported). Labels are read case-insensitively: see :
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +34,8 @@ from .reviews import (
     ReviewsError,
     answer_digest,
     machine_verdict,
+    read_reviews,
+    review_from,
     review_key,
 )
 
@@ -181,7 +186,8 @@ def format_of(path: Path, given: str | None) -> str:
 
 
 def read_rows(path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]]:
-    """(``path:line``, row) of every row of ``path``; broken JSON raises :class:`ReviewsError`."""
+    """(``path:line``, row) of every row of ``path``; broken JSON raises :class:`ReviewsError`.
+    An empty CSV cell is None (as JSONL's null)."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -189,7 +195,9 @@ def read_rows(path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]]:
     rows: list[tuple[str, dict[str, Any]]] = []
     if fmt == "csv":
         return _csv_rows(path, text)
-    for number, line_text in enumerate(text.splitlines(), start=1):
+    # "\n" only: str.splitlines() also splits on U+2028, U+2029 and U+0085, which JSON keeps
+    # raw inside a string (a comment may hold them).
+    for number, line_text in enumerate(text.split("\n"), start=1):
         if not line_text.strip():
             continue
         where = f"{path}:{number}"
@@ -226,7 +234,8 @@ def _csv_rows(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
             continue
         if len(cells) > len(header):
             raise ReviewsError(f"{path}:{start}: more cells than the header has columns")
-        rows.append((f"{path}:{start}", dict(zip(header, cells, strict=False))))
+        values = [cell if cell else None for cell in cells]
+        rows.append((f"{path}:{start}", dict(zip(header, values, strict=False))))
     if header is None:
         raise ReviewsError(f"{path}:1: the header has no 'label' column")
     return rows
@@ -342,9 +351,46 @@ def _row_machine(row: Mapping[str, Any]) -> MachineVerdict | None:
     if word.lower() not in verdicts:
         raise ValueError(f"machine {word!r} is none of pass, fail, none")
     judges = _cell(row, "judges") or ""
+    criterion = row.get("criterion")
+    if criterion is not None and not isinstance(criterion, str):
+        raise TypeError("criterion must be text")
     return MachineVerdict(
         verdicts[word.lower()],
         _cell(row, "assertion_type"),
         tuple(sorted(j for j in judges.split("+") if j)),
-        _cell(row, "criterion", strip=False),
+        criterion,  # as written: an empty or blank rubric is a judge group of its own
     )
+
+
+def append_reviews(path: Path, reviews: Sequence[Review]) -> None:
+    """Append ``reviews`` to the labels file ``path`` all at once: under one exclusive lock, in
+    one write, synced to disk (an import is never half done, nor interleaved with a label
+    given in the viewer meanwhile).
+
+    Refused (:class:`ReviewsError`, nothing written) when ``path`` cannot be read already (a
+    broken line: the person fixes it first), or when a label would make a line that reading
+    refuses (its ``source`` named). A last line without its newline gets one first.
+    """
+    lines = []
+    for review in reviews:
+        line = review.to_line()
+        try:
+            review_from(json.loads(json.dumps(line)))
+        except (KeyError, TypeError, ValueError) as exc:
+            where = review.source or review.nodeid or review.key.case
+            why = f"field {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else str(exc)
+            raise ReviewsError(f"{where}: cannot be written as a label: {why}") from None
+        lines.append(json.dumps(line, ensure_ascii=False) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        read_reviews(path)  # a broken file is told before anything is added to it
+        size = os.fstat(fd).st_size
+        data = "".join(lines)
+        if data and size and os.pread(fd, 1, size - 1) != b"\n":
+            data = "\n" + data
+        os.write(fd, data.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # closing releases the lock

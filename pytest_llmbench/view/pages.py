@@ -344,7 +344,8 @@ def item_page(run: Run, record: Record, panel: str = "", blind: bool = False) ->
         "<h2>Conversation and answer</h2>"
         if blind
         else "<h2>Conversation, answer and verdicts</h2>",
-        transcript(record),
+        # the judges once, in their own section: not again inside the transcript
+        transcript({**record, "judges": None}),
         "" if blind else _judges(record),
         _timeline(record),
         _attempts(record),
@@ -371,15 +372,16 @@ def _judges(record: Record) -> str:
         reasons = judge.get("reasons") or {}
         for dimension in sorted(set(scores) | set(reasons)):
             rows.append(
-                f"<tr><td>{text(judge.get('judge'))}</td><td>{text(judge.get('type'))}</td>"
-                f"<td>{text(dimension)}</td><td>{text(scores.get(dimension))}</td>"
-                f"<td>{text(reasons.get(dimension))}</td></tr>"
+                f"<tr><td>{text(judge.get('judge'))}</td><td>{text(judge.get('assertion'))}</td>"
+                f"<td>{text(judge.get('type'))}</td><td>{text(dimension)}</td>"
+                f"<td>{text(scores.get(dimension))}</td><td>{text(reasons.get(dimension))}</td>"
+                "</tr>"
             )
         if judge.get("error"):
-            rows.append(f'<tr><td>{text(judge.get("judge"))}</td><td colspan="4" class="bad">'
-                        f"{text(judge['error'])}</td></tr>")  # fmt: skip
+            rows.append(f'<tr><td>{text(judge.get("judge"))}</td><td>{text(judge.get("assertion"))}'
+                        f'</td><td colspan="4" class="bad">{text(judge["error"])}</td></tr>')  # fmt: skip
     return (
-        '<h2>Judges</h2><table class="judges"><tr><th>judge</th><th>assertion</th>'
+        '<h2>Judges</h2><table class="judges"><tr><th>judge</th><th>assertion</th><th>type</th>'
         f"<th>dimension</th><th>score</th><th>reasoning</th></tr>{''.join(rows)}</table>"
     )
 

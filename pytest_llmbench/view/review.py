@@ -32,6 +32,7 @@ from ..results import (
     Review,
     answer_digest,
     append_review,
+    judges_of,
     load_labels,
     machine_verdict,
     review_key,
@@ -66,14 +67,16 @@ def run_labels(run: Run, reviews_dir: Path | None) -> Labels:
 
 
 def judged(record: Record) -> list[int]:
-    """The indices of ``record``'s assertions that judges decided."""
-    count = len(record.get("assertions") or [])
-    found = {
-        entry.get("assertion")
-        for entry in record.get("judges") or []
-        if isinstance(entry, Mapping) and not entry.get("error")
-    }
-    return sorted(i for i in found if isinstance(i, int) and 0 <= i < count)
+    """The indices of ``record``'s assertions that judges decided (by the store's one mapping
+    from judges to assertions, :func:`judges_of`: what a label on it calibrates)."""
+    return [i for i in range(len(record.get("assertions") or [])) if judges_of(record, i)]
+
+
+def reviewable(record: Record) -> bool:
+    """A label can be given on ``record``: it names a case and a model (a plain test that
+    called no model has none, and a label line needs both)."""
+    key = review_key(record)
+    return bool(key.case and key.model)
 
 
 def labelled(record: Record, labels: Labels) -> bool:
@@ -242,10 +245,18 @@ def form_review(record: Record, run: Run, form: Mapping[str, str]) -> Review:
     label = form.get("label", "")
     if label not in FORM_LABELS:
         raise LabelFormError(f"label {label!r} is none of {', '.join(FORM_LABELS)}")
+    if not reviewable(record):
+        raise LabelFormError(
+            f"{record.get('nodeid')} called no model: a label needs a case and a model"
+        )
     target = form.get("target", "item")
     assertion: int | None = None
     if target != "item":
-        if not target.isdigit() or int(target) >= len(record.get("assertions") or []):
+        count = len(record.get("assertions") or [])
+        # ASCII digits only ("²".isdigit() is true and int() refuses it), and few of them
+        # (int() refuses over 4300)
+        index = target.isascii() and target.isdigit() and len(target) <= 6
+        if not index or int(target) >= count:
             raise LabelFormError(f"target {target!r} is not one of this item's assertions")
         assertion = int(target)
     return Review(
@@ -259,6 +270,8 @@ def form_review(record: Record, run: Run, form: Mapping[str, str]) -> Review:
         eval_file=eval_file_of(record),
         case_id=str(record.get("case_id") or ""),
         run=run.folder.name,
+        # the record as it is: machine_verdict reads the machine's own verdict from a record
+        # whose verdict a label overrode (machine_outcome, an assertion's machine_passed)
         machine=machine_verdict(record, assertion),
     )
 

@@ -12,14 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..report import text
-from ..results import Calibration, JudgeGroup, Labels, Review, machine_verdict
+from ..results import MIN_LABELS, Calibration, JudgeGroup, Labels, Review, machine_verdict
 from .pages import layout, link
-from .review import QueueFilter, QueueItem, eval_file_of, judge_verdict, judged
+from .review import QueueFilter, QueueItem, eval_file_of, judge_verdict, judged, reviewable
 from .runs import Run
 
 Record = Mapping[str, Any]
-#: Fewer labels than this and a judge's calibration is marked "too few labels".
-MIN_LABELS = 50
 
 REVIEW_STYLE = """
 .review { border: 1px solid #dadce0; border-radius: 4px; padding: 0.5em 1em; margin: 0.8em 0; }
@@ -83,11 +81,18 @@ def labels_error(message: str) -> str:
     )
 
 
+#: A record's fields blind mode leaves out: the verdict, its figures, earlier attempts' (their
+#: outcomes and errors), a label's (an effective verdict).
+BLIND_HIDDEN = (
+    "outcome", "passed", "score", "threshold", "dimensions", "metrics", "error", "error_kind",
+    "attempts", "machine_outcome", "verdict_source", "review",
+)  # fmt: skip
+
+
 def blinded(record: Record) -> dict[str, Any]:
-    """``record`` without anything of the machine's verdict: outcome, score, assertions'
-    verdicts, judges, dimensions (blind mode, before the person has labelled it)."""
-    hidden = ("outcome", "score", "threshold", "dimensions", "error", "error_kind")
-    shown = {key: value for key, value in record.items() if key not in hidden}
+    """``record`` without anything of the machine's verdict (:data:`BLIND_HIDDEN`, assertions'
+    verdicts, judges; blind mode, before the person has labelled it)."""
+    shown = {key: value for key, value in record.items() if key not in BLIND_HIDDEN}
     shown["assertions"], shown["judges"] = [], []
     if shown.get("conversation_stopped") == "failed":  # a stop_on_fail check failed: a verdict
         shown["conversation_stopped"] = None
@@ -183,6 +188,11 @@ def review_panel(
     """The review panel of an item page: a form per target (the whole item, each judged
     assertion, then folded the other assertions), the label in force on each, the keys;
     ``labels`` None: the file is broken."""
+    if not reviewable(record):
+        return (
+            '<section class="review" id="review"><p class="note" id="not-reviewable">This item '
+            "called no model: there is no answer to label.</p></section>"
+        )
     chosen = chosen or QueueFilter()
     hidden = {"queue": "1", **chosen.query()} if nav is not None else chosen.query()
     reveal = labels is not None and _labelled_here(record, labels)
@@ -317,9 +327,15 @@ def _number(value: float | None) -> str:
 
 
 def calibration_page(
-    calibrations: Mapping[JudgeGroup, Calibration], labels: int, error: str = ""
+    calibrations: Mapping[JudgeGroup, Calibration],
+    labels: int,
+    error: str = "",
+    *,
+    unpaired: int = 0,
 ) -> str:
-    """Each judge group's agreement with people, "too few labels" marked."""
+    """Each judge group's agreement with people, "too few labels" marked (fewer than
+    results' ``MIN_LABELS``, the run's and ``llmbench calibrate``'s mark); ``unpaired``: labels
+    that keep no machine verdict and match no record of the runs shown."""
     rows = []
     for group, c in calibrations.items():
         few = (
@@ -350,6 +366,15 @@ def calibration_page(
         f'<p class="note">{labels} label{"" if labels == 1 else "s"} in force over every run shown and the shared labels '
         "folder. Pass is positive: TPR is the share of answers people passed that the judges "
         "passed, FPR the share people failed that they passed; FP: the judges passed what the "
-        f"person failed. Fewer than {MIN_LABELS} labels: too few to trust.</p>{table}"
+        f"person failed. Fewer than {MIN_LABELS} labels: too few to trust.</p>"
+        + (
+            f'<p class="note" id="unpaired">{unpaired} '
+            f"{'label keeps' if unpaired == 1 else 'labels keep'} "
+            "no machine verdict and match no record of the runs shown (same key and "
+            "answer, or node id): not calibrated.</p>"
+            if unpaired
+            else ""
+        )
+        + table
     )
     return layout("Judges against people", body)

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from ..report import text
-from ..results import Labels, ReviewsError, calibrate, load_labels, review_paths
+from ..results import (
+    Labels,
+    RecordIndex,
+    ReviewsError,
+    calibrate,
+    load_labels,
+    pair_with_records,
+    review_paths,
+)
 from . import pages, review_pages
 from .review import (
     LabelFormError,
@@ -133,11 +141,16 @@ def queue_page(roots: Sequence[Path], reviews_dir: Path | None, params: Mapping[
 
 
 def calibration_page(roots: Sequence[Path], reviews_dir: Path | None) -> str:
-    """The judges' calibration over the labels of every run shown and ``--reviews-dir``."""
-    files = [path for run in find_runs(roots) for path in review_paths(run.folder, None)]
+    """The judges' calibration over the labels of every run shown and ``--reviews-dir``; a
+    label that keeps no machine verdict (an import) is paired with its record in the runs
+    shown, as ``llmbench calibrate`` does."""
+    runs = find_runs(roots)
+    files = [path for run in runs for path in review_paths(run.folder, None)]
     files += review_paths(None, reviews_dir)
     try:
         labels = load_labels(files)
     except ReviewsError as exc:
         return review_pages.calibration_page({}, 0, str(exc))
-    return review_pages.calibration_page(calibrate(labels), len(labels))
+    index = RecordIndex.of((run.folder.name, run.records) for run in runs)
+    reviews, unpaired = pair_with_records(labels.current.values(), index)
+    return review_pages.calibration_page(calibrate(reviews), len(labels), unpaired=unpaired)
