@@ -166,12 +166,15 @@ def test_labels_without_a_machine_verdict_count_as_in_the_calibration_csv(bench:
     _first_run(bench, "BAD-RUBRIC")
     path = _label(bench, agree=False)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
+    # keyed to the run's own items (the records they pair with): each is then a person's
+    # verdict on its item too, people saying the opposite of the judge
     bench.out("reviews.jsonl").write_text(
-        "".join(json.dumps({**line, "machine": None}) + "\n" for line in lines)
+        "".join(json.dumps({**line, "model": "fake", "machine": None}) + "\n" for line in lines)
     )
     path.unlink()
     result = bench.run("--models=fake", "--judge-gate=min_kappa=0.6,min_labels=5")
-    result.assert_outcomes(passed=1, skipped=5)
+    result.assert_outcomes(passed=3, failed=3)
+    assert {r["verdict_source"] for r in bench.records()} == {"human"}
     (group,) = _run_json(bench)["judge_gate"]["groups"]
     assert (group["decision"], group["n"]) == ("demoted", 6)
     (row,) = list(csv.DictReader(bench.out("judge_calibration.csv").open()))

@@ -63,7 +63,13 @@ if TYPE_CHECKING:
         verdicts_frame,
         write_csvs,
     )
-    from .effective import keep_labels, load_labelled, read_labels, reviews_line
+    from .effective import (
+        keep_labels,
+        labels_for_run,
+        load_labelled,
+        read_labels,
+        reviews_line,
+    )
     from .gates import BUDGET_EXIT_CODE, GATES_KEY, RepeatOutcome
     from .grouping import (
         GROUP_AXES,
@@ -127,6 +133,7 @@ if TYPE_CHECKING:
         ReviewsError,
         answer_digest,
         append_review,
+        judged_positions,
         judges_of,
         load_labels,
         machine_verdict,
@@ -253,6 +260,7 @@ _FACE: dict[str, str] = {
     "append_review": "reviews",
     "load_labels": "reviews",
     "judges_of": "reviews",
+    "judged_positions": "reviews",
     "machine_verdict": "reviews",
     "review_key": "reviews",
     "review_paths": "reviews",
@@ -260,6 +268,7 @@ _FACE: dict[str, str] = {
     "load_run_labels": "review_run",
     "reviews_line": "effective",
     "load_labelled": "effective",
+    "labels_for_run": "effective",
     "keep_labels": "effective",
     "read_labels": "effective",
     "ChatLog": "state",
@@ -386,8 +395,10 @@ __all__ = [
     "judge_entries",
     "judge_usage",
     "judged_dimensions",
+    "judged_positions",
     "judges_of",
     "keep_labels",
+    "labels_for_run",
     "labels_worker_input",
     "leaderboard",
     "load_labelled",

@@ -145,10 +145,11 @@ def _apply(base: dict[str, Any], labels: Labels) -> tuple[dict[str, Any], list[R
     else:
         review = labelled[0]
         out["review"] = _review_entry(review, review.key.assertion)
-        if not unchecked_skip:
-            score, failed = redecide(new_entries, base.get("threshold"))
-            out["score"] = score
-            out["outcome"] = "failed" if failed else "passed"
+        # A labelled assertion is checked (by a person), so an item nothing else checked (its
+        # judge demoted by the gate, say) is decided too.
+        score, failed = redecide(new_entries, base.get("threshold"))
+        out["score"] = score
+        out["outcome"] = "failed" if failed else "passed"
     out["passed"] = out["outcome"] == "passed"
     return out, held
 

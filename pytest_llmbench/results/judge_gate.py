@@ -39,12 +39,11 @@ def gate_calibrations(config: pytest.Config) -> dict[JudgeGroup, Calibration]:
     found = config.stash.get(CALIBRATIONS_KEY, None)
     if found is None:
         from ..config import get_run_config
-        from .retry_errors import retry_path
+        from ..engine import results_dir
 
-        run = get_run_config(config)
-        # --retry-errors DIR completes DIR: its labels are the run's (as the recorder reads them)
-        folder = run.results_dir if run.results_dir is not None else retry_path(config)
-        found = calibrations_of(run, folder)
+        # The run's results folder on every process (--retry-errors DIR completes DIR: its
+        # labels are the run's, as the recorder and the run-time labels read them).
+        found = calibrations_of(get_run_config(config), results_dir(config))
         config.stash[CALIBRATIONS_KEY] = found
     return found
 

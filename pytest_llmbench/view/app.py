@@ -50,18 +50,18 @@ def create_app(settings: ViewSettings) -> Any:
         return html(pages.layout("Not found", f"<p>{text(what)}</p>"), 404)
 
     async def runs(request: Any) -> Response:
-        return html(pages.runs_page(find_runs(roots)))
+        return html(pages.runs_page(find_runs(roots, settings.reviews_dir)))
 
     async def run(request: Any) -> Response:
         try:
-            found = load_run(roots, request.path_params["key"])
+            found = load_run(roots, request.path_params["key"], settings.reviews_dir)
         except KeyError:
             return not_found("no such run")
         return html(pages.run_page(found, dict(request.query_params)))
 
     async def item(request: Any) -> Response:
         try:
-            found = load_run(roots, request.path_params["key"])
+            found = load_run(roots, request.path_params["key"], settings.reviews_dir)
         except KeyError:
             return not_found("no such run")
         nodeid = request.query_params.get("nodeid", "")
@@ -76,7 +76,7 @@ def create_app(settings: ViewSettings) -> Any:
         from .review_routes import post_label
 
         try:
-            found = load_run(roots, request.path_params["key"])
+            found = load_run(roots, request.path_params["key"], settings.reviews_dir)
         except KeyError:
             return not_found("no such run")
         raw = (await request.body()).decode("utf-8", errors="replace")
@@ -101,7 +101,7 @@ def create_app(settings: ViewSettings) -> Any:
 
     async def file(request: Any) -> Response:
         try:
-            found = load_run(roots, request.path_params["key"])
+            found = load_run(roots, request.path_params["key"], settings.reviews_dir)
         except KeyError:
             return not_found("no such run")
         name = request.path_params["name"]
@@ -115,8 +115,8 @@ def create_app(settings: ViewSettings) -> Any:
 
         params = request.query_params
         try:
-            baseline = load_run(roots, params.get("a", ""))
-            new = load_run(roots, params.get("b", ""))
+            baseline = load_run(roots, params.get("a", ""), settings.reviews_dir)
+            new = load_run(roots, params.get("b", ""), settings.reviews_dir)
         except KeyError:
             body = '<p class="bad">Pick two runs on the runs page (a: baseline, b: new).</p>'
             return html(pages.layout("Compare", body), 400)

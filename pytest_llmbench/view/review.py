@@ -32,6 +32,7 @@ from ..results import (
     Review,
     answer_digest,
     append_review,
+    judged_positions,
     judges_of,
     load_labels,
     machine_verdict,
@@ -67,9 +68,9 @@ def run_labels(run: Run, reviews_dir: Path | None) -> Labels:
 
 
 def judged(record: Record) -> list[int]:
-    """The indices of ``record``'s assertions that judges decided (by the store's one mapping
-    from judges to assertions, :func:`judges_of`: what a label on it calibrates)."""
-    return [i for i in range(len(record.get("assertions") or [])) if judges_of(record, i)]
+    """The positions of ``record``'s assertions that judges decided: what a label on a judged
+    assertion may target (the store's one mapping, :func:`judged_positions`)."""
+    return judged_positions(record)
 
 
 def reviewable(record: Record) -> bool:
@@ -86,11 +87,24 @@ def labelled(record: Record, labels: Labels) -> bool:
 
 
 def judge_scores(record: Record, assertion: int) -> list[float]:
-    """Each judge's mean score on ``assertion``, on 0..1 (a 1..5 scale mapped)."""
+    """Each judge's mean score on the verdict at position ``assertion``, on 0..1 (a 1..5 scale
+    mapped). A judge entry names its assertion by the case's index, which is not the position
+    in a simulated user's conversation (its turn checks come first): the entries read are those
+    of the verdict's judges and type, at that index when any is."""
+    entries = [e for e in record.get("assertions") or []]
+    if assertion >= len(entries) or not isinstance(entries[assertion], Mapping):
+        return []
+    kind, names = entries[assertion].get("type"), set(judges_of(record, assertion))
+    mine = [
+        entry
+        for entry in record.get("judges") or []
+        if isinstance(entry, Mapping)
+        and entry.get("type", kind) == kind
+        and str(entry.get("judge") or entry.get("model_id")) in names
+    ]
+    at = [entry for entry in mine if entry.get("assertion") == assertion]
     means = []
-    for entry in record.get("judges") or []:
-        if not isinstance(entry, Mapping) or entry.get("assertion") != assertion:
-            continue
+    for entry in at or mine:
         scores = [
             float(v)
             for v in (entry.get("scores") or {}).values()

@@ -46,13 +46,13 @@ def _labels(run: Run, reviews_dir: Path | None) -> tuple[Labels | None, str]:
         return None, str(exc)
 
 
-def _scope(roots: Sequence[Path], chosen: QueueFilter) -> list[Run]:
+def _scope(roots: Sequence[Path], reviews_dir: Path | None, chosen: QueueFilter) -> list[Run]:
     if chosen.run:
         try:
-            return [load_run(roots, chosen.run)]
+            return [load_run(roots, chosen.run, reviews_dir)]
         except KeyError:
             return []
-    return find_runs(roots)
+    return find_runs(roots, reviews_dir)
 
 
 def _queue(
@@ -61,7 +61,7 @@ def _queue(
     """Every item the filters keep (labelled ones too), the runs with their labels, and the
     first broken labels file's message (its run then counted as unlabelled)."""
     runs, error = [], ""
-    for run in _scope(roots, chosen):
+    for run in _scope(roots, reviews_dir, chosen):
         labels, broken = _labels(run, reviews_dir)
         error = error or broken
         runs.append((run, labels if labels is not None else Labels({})))
@@ -144,7 +144,7 @@ def calibration_page(roots: Sequence[Path], reviews_dir: Path | None) -> str:
     """The judges' calibration over the labels of every run shown and ``--reviews-dir``; a
     label that keeps no machine verdict (an import) is paired with its record in the runs
     shown, as ``llmbench calibrate`` does."""
-    runs = find_runs(roots)
+    runs = find_runs(roots, reviews_dir)
     files = [path for run in runs for path in review_paths(run.folder, None)]
     files += review_paths(None, reviews_dir)
     try:

@@ -66,20 +66,23 @@ class Run:
         )
 
 
-def find_runs(roots: Sequence[Path]) -> list[Run]:
-    """Every run under ``roots``, newest first."""
+def find_runs(roots: Sequence[Path], reviews_dir: Path | None = None) -> list[Run]:
+    """Every run under ``roots``, newest first, with people's labels applied (its own and
+    ``reviews_dir``'s)."""
     runs = []
     for index, root in enumerate(roots):
         for folder in _result_folders(root):
+            key = f"{index}/{folder.relative_to(root).as_posix()}"
             try:
-                runs.append(load_run(roots, f"{index}/{folder.relative_to(root).as_posix()}"))
+                runs.append(load_run(roots, key, reviews_dir))
             except KeyError:  # gone since it was listed
                 continue
     return sorted(runs, key=lambda run: run.started_at, reverse=True)
 
 
-def load_run(roots: Sequence[Path], key: str) -> Run:
-    """The run ``key`` names; KeyError for one outside the roots or without results."""
+def load_run(roots: Sequence[Path], key: str, reviews_dir: Path | None = None) -> Run:
+    """The run ``key`` names, its records' verdicts the effective ones (people's labels in its
+    folder and ``reviews_dir`` applied); KeyError for one outside the roots or without results."""
     index, _, relative = key.partition("/")
     if not index.isdigit() or int(index) >= len(roots):
         raise KeyError(key)
@@ -93,10 +96,24 @@ def load_run(roots: Sequence[Path], key: str) -> Run:
     return Run(
         key=key,
         folder=folder,
-        records=read_records(results),
+        records=_labelled(folder, read_records(results), reviews_dir),
         info=results.read_json(RUN_FILE),
         progress=results.read_json(PROGRESS_FILE),
     )
+
+
+def _labelled(
+    folder: Path, records: list[dict[str, Any]], reviews_dir: Path | None
+) -> list[dict[str, Any]]:
+    """``records`` with the labels that apply to them; as written when there are none, or when
+    a labels file is broken (the review pages name its line; the machine's verdicts show)."""
+    from ..results import ReviewsError, labels_for_run
+
+    try:
+        labels = labels_for_run([folder], reviews_dir, False)
+    except ReviewsError:
+        return records
+    return labels.apply(records).records if labels.files else records
 
 
 def read_records(folder: ResultsFolder) -> list[dict[str, Any]]:
