@@ -145,6 +145,12 @@ def _load_labels(config: pytest.Config, run: Any) -> None:
 
         folder = results_dir(config)
     load_run_labels(config, folder, run.reviews_dir, run.ignore_reviews)
+    if folder is not None:
+        from .results import gate_reviews
+
+        # Before this run rewrites the folder's records: the gate pairs labels kept without a
+        # machine verdict with them (its workers get what the controller paired).
+        gate_reviews(config)
 
 
 def _worker_watch(config: pytest.Config) -> Any:
@@ -294,10 +300,12 @@ class _XdistBridge:
         node.workerinput["llmbench_dist"] = dist_mode(node.config)
         # The models --check-models --skip-unavailable left out, checked before nodes start.
         node.workerinput.update(worker_input(node.config))
-        from .results import labels_worker_input
+        from .results import gate_worker_input, labels_worker_input
 
-        # The labels files the controller read: every worker applies the same labels.
+        # The labels files the controller read: every worker applies the same labels, and the
+        # judge gate rules on the labels the controller paired.
         node.workerinput.update(labels_worker_input(node.config))
+        node.workerinput.update(gate_worker_input(node.config))
 
     @pytest.hookimpl(optionalhook=True, wrapper=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -257,9 +257,12 @@ def test_labels_and_a_demoting_gate_across_kinds_rescored_and_under_xdist(bench:
         ("fake:terse", "failed", "human"),
         ("fake:polite", "passed", "machine"),
     }
-    for case in ("paris", "chore"):
+    # The RAG item's label keeps no machine verdict, so it is paired with its record: its
+    # faithfulness judge is calibrated on that one label (kappa 0) and demoted by the gate; the
+    # machine's outcome was then skipped (nothing else checked), the person's failed.
+    for case, machine in (("paris", "skipped"), ("chore", "passed")):
         record = again[(case, "fake")]
-        assert (record["outcome"], record["machine_outcome"]) == ("failed", "passed"), case
+        assert (record["outcome"], record["machine_outcome"]) == ("failed", machine), case
         assert record["review"]["label"] == "fail"
     assert again[("paris", "fake")]["assertions"][0]["type"] == "faithfulness"
     assert again[("chore", "fake")]["workdir"]  # an agent ran in a work folder
@@ -268,8 +271,10 @@ def test_labels_and_a_demoting_gate_across_kinds_rescored_and_under_xdist(bench:
         "demoted",
         2,
     )
-    assert groups["faithfulness"]["decision"] == "too_few_labels"  # an item label: no snapshot
-    # talk1's label agrees with the gated machine's outcome: no override counted for it
+    faithful = groups["faithfulness"]
+    assert (faithful["decision"], faithful["n"], faithful["kappa"]) == ("demoted", 1, 0.0)
+    # talk1's label agrees with the gated machine's outcome: no override counted for it; the
+    # terse variant, the RAG item (skipped by the machine) and the agent are overridden to fail
     assert _run_json(bench)["reviews"]["overrides"] == {"to_pass": 0, "to_fail": 3}
     alone = _comparable(bench.records())
     parallel = bench.run_subprocess(*args, "-n", "2")
@@ -326,13 +331,9 @@ def test_a_label_on_a_simulated_conversations_rubric_re_decides_it(bench: Bench)
     assert all("verdict_source" not in a for a in again["assertions"][:3])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reviewer defect 2: a simulated user's case-level judge is recorded at the case's "
-    "assertion index (1, an icontains), not at the rubric's position in record['assertions'] "
-    "(3), so a label on the rubric snapshots no judge and calibrates a phantom group",
-)
 def test_a_label_on_a_simulated_conversations_rubric_names_its_judge(bench: Bench) -> None:
+    # The case-level rubric comes after the turns' checks in record["assertions"]: its judge is
+    # named at its position (3), not at the case's assertion index (1, an icontains).
     record = _simulated(bench)
     assert machine_verdict(record, 3).judges == ("fake2",)
     assert machine_verdict(record, 1).judges == ()

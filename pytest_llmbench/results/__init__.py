@@ -92,7 +92,14 @@ if TYPE_CHECKING:
         run_calibration,
         write_calibration,
     )
-    from .judge_gate import file_gate, gate_calibrations, gate_lines, rulings
+    from .judge_gate import (
+        file_gate,
+        gate_calibrations,
+        gate_lines,
+        gate_reviews,
+        gate_worker_input,
+        rulings,
+    )
     from .merge import (
         differences,
         gate_settings,
@@ -221,6 +228,8 @@ _FACE: dict[str, str] = {
     "RepeatOutcome": "gates",
     "file_gate": "judge_gate",
     "gate_calibrations": "judge_gate",
+    "gate_reviews": "judge_gate",
+    "gate_worker_input": "judge_gate",
     "gate_lines": "judge_gate",
     "rulings": "judge_gate",
     "GROUP_AXES": "grouping",
@@ -385,7 +394,9 @@ __all__ = [
     "gate_calibrations",
     "gate_inputs",
     "gate_lines",
+    "gate_reviews",
     "gate_settings",
+    "gate_worker_input",
     "grouped",
     "grouped_file_name",
     "has_judges",

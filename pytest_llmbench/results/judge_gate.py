@@ -25,48 +25,78 @@ import pytest
 if TYPE_CHECKING:
     from ..config import JudgeGate, RunConfig
     from ..engine import JudgeRuling, JudgeRulings
+    from .reviews import Review
     from .stats.calibration import Calibration, JudgeGroup
 
 #: The calibrations of the labels that apply to the run, made once per process.
 CALIBRATIONS_KEY = pytest.StashKey["dict[JudgeGroup, Calibration]"]()
+#: The labels the gate counts, read once per process (the controller's handed to the workers).
+GATE_REVIEWS_KEY = pytest.StashKey["list[Review]"]()
+#: The xdist worker input holding them.
+GATE_REVIEWS_INPUT = "llmbench_gate_reviews"
 #: The decisions from best to worst: a group ruled two ways (two files' gates) shows the worst.
 DECISIONS = ("ok", "kappa_undefined", "too_few_labels", "demoted", "failing")
 
 
 def gate_calibrations(config: pytest.Config) -> dict[JudgeGroup, Calibration]:
-    """The run's labels calibrated per judge group, read once per process (none under
+    """The run's labels calibrated per judge group, once per process (none under
     ``--ignore-reviews``); a broken labels file is a ``UsageError`` naming ``path:line``."""
     found = config.stash.get(CALIBRATIONS_KEY, None)
     if found is None:
-        from ..config import get_run_config
-        from ..engine import results_dir
+        from .stats.calibration import calibrate
 
-        # The run's results folder on every process (--retry-errors DIR completes DIR: its
-        # labels are the run's, as the recorder and the run-time labels read them).
-        found = calibrations_of(get_run_config(config), results_dir(config))
-        config.stash[CALIBRATIONS_KEY] = found
+        found = config.stash[CALIBRATIONS_KEY] = calibrate(gate_reviews(config))
     return found
 
 
-def calibrations_of(run: RunConfig, folder: Path | None) -> dict[JudgeGroup, Calibration]:
-    """The calibrations of the labels that apply to ``run`` (those of ``folder``, its results
-    folder, and of ``--reviews-dir``). A label that keeps no machine verdict (imported) takes
-    it from the record of its answer in ``folder`` (the run it was given on), as
-    ``judge_calibration.csv`` and ``llmbench calibrate`` pair it
+def gate_reviews(config: pytest.Config) -> list[Review]:
+    """The labels the gate counts, each with its machine verdict. The controller reads them
+    (at configure, before this run rewrites its folder's records: a label kept without a
+    machine verdict takes it from the record of its answer there) and hands them to the xdist
+    workers, so every process rules on the same labels."""
+    found = config.stash.get(GATE_REVIEWS_KEY, None)
+    if found is not None:
+        return found
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and GATE_REVIEWS_INPUT in workerinput:
+        from .reviews import review_from
+
+        found = [review_from(line) for line in workerinput[GATE_REVIEWS_INPUT]]
+    else:
+        from ..config import get_run_config
+        from ..engine import results_dir
+
+        # The run's results folder (--retry-errors DIR completes DIR: its labels are the run's,
+        # as the recorder and the run-time labels read them).
+        found = reviews_of(get_run_config(config), results_dir(config))
+    config.stash[GATE_REVIEWS_KEY] = found
+    return found
+
+
+def gate_worker_input(config: pytest.Config) -> dict[str, Any]:
+    """What a worker needs to rule on the controller's labels."""
+    return {GATE_REVIEWS_INPUT: [review.to_line() for review in gate_reviews(config)]}
+
+
+def reviews_of(run: RunConfig, folder: Path | None) -> list[Review]:
+    """The labels that apply to ``run`` (those of ``folder``, its results folder, and of
+    ``--reviews-dir``) as calibration counts them: a label that keeps no machine verdict
+    (imported) takes it from the record of its answer in ``folder`` (the run it was given on),
+    as ``judge_calibration.csv`` and ``llmbench calibrate`` pair it
     (:func:`~.judge_calibration.labelled_reviews`)."""
     from ..results_folder import ResultsFolder
     from .judge_calibration import labelled_reviews
     from .reviews import ReviewsError, load_labels, review_paths
-    from .stats.calibration import calibrate
 
     if run.ignore_reviews:
-        return {}
+        return []
     try:
         labels = load_labels(review_paths(folder, run.reviews_dir))
     except ReviewsError as exc:
         raise pytest.UsageError(f"llmbench: judge gate: {exc}") from None
-    records = ResultsFolder(folder).read_records_so_far() if folder is not None else []
-    return calibrate(labelled_reviews(labels, [("", records)]))
+    bare = any(review.machine is None for review in labels.current.values())
+    records = ResultsFolder(folder).read_records_so_far() if folder and bare else []
+    return labelled_reviews(labels, [("", records)])
 
 
 def file_gate(run: RunConfig, keys: Mapping[str, Any] | None) -> JudgeGate | None:

@@ -167,11 +167,25 @@ def machine_verdict(record: Mapping[str, Any], assertion: int | None = None) -> 
     # A human label applied to the record (``machine_outcome``) is not the machine's.
     outcome = record.get("machine_outcome") or record.get("outcome")
     passed = True if outcome == "passed" else False if outcome == "failed" else None
-    checked = [i for i, entry in enumerate(entries) if not entry.get("unchecked")]
+    checked = [i for i, entry in enumerate(entries) if _machine_checked(entry)]
     if len(checked) == 1 and (judges := judges_of(record, checked[0])):
         entry = entries[checked[0]]
+        if passed is None and entry.get("demoted"):
+            # The item was left unchecked because the gate demoted its one judged verdict:
+            # what the judge said of the answer is the verdict a label on it is set against.
+            passed = bool(entry.get("machine_passed", entry.get("passed")))
         return MachineVerdict(passed, entry.get("type"), judges, entry.get("criterion"))
     return MachineVerdict(passed)
+
+
+def _machine_checked(entry: Mapping[str, Any]) -> bool:
+    """The machine checked this verdict (a person's label on it aside), or the judge gate
+    demoted what its judge said."""
+    if entry.get("demoted"):
+        return True
+    if entry.get("verdict_source") == "human":
+        return not entry.get("machine_unchecked")
+    return not entry.get("unchecked")
 
 
 def judges_of(record: Mapping[str, Any], assertion: int) -> tuple[str, ...]:
