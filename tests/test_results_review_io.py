@@ -16,7 +16,6 @@ from pytest_llmbench.results.review_io import (
     export_text,
     format_of,
     import_reviews,
-    machine_record,
     pair_with_records,
     read_rows,
 )
@@ -126,18 +125,6 @@ def test_export_writes_the_machine_verdict_and_escapes_nothing_it_should_not() -
     assert text.splitlines()[0].startswith("nodeid,case_id,eval_file,model,repeat,assertion,")
     assert ",none," in text and '"say ""hi"", then\nbye"' in text
     assert '"machine": "none"' in export_text([review], "jsonl")
-
-
-def test_a_human_verdict_is_read_back_as_the_machines() -> None:
-    # a record whose verdicts a label overrode keeps the machine's in machine_outcome and
-    # machine_passed: calibration compares people with the machine, not with themselves
-    overridden = record("a", True, outcome="failed", machine_outcome="passed")
-    overridden["assertions"][0].update(passed=False, machine_passed=True)
-    back = machine_record(overridden)
-    assert back["outcome"] == "passed" and back["assertions"][0]["passed"] is True
-    assert overridden["assertions"][0]["passed"] is False  # the record itself is untouched
-    plain = record("b", False)
-    assert machine_record(plain) is plain
 
 
 def test_labels_without_a_snapshot_pair_by_key_and_answer_only() -> None:

@@ -22,12 +22,11 @@ from ..results import (
     GROUP_PARTS,
     MIN_LABELS,
     RecordIndex,
-    ReviewsError,
     calibrate,
     calibration_rows,
-    load_labels,
     load_results,
     pair_with_records,
+    read_labels,
     regroup,
     review_paths,
 )
@@ -69,14 +68,14 @@ def _calibrate_command(args: argparse.Namespace) -> int:
     if args.min_labels < 1:
         raise UsageFailure(f"--min-labels {args.min_labels}: give a whole number >= 1")
     runs = [(str(run), load_results(run)) for run in args.runs]
-    paths = [path for run in args.runs for path in review_paths(run, None)]
-    paths += review_paths(None, args.reviews_dir)
-    try:
-        labels = load_labels(paths)
-    except ReviewsError as exc:
-        raise UsageFailure(str(exc)) from None
+    read = read_labels(args.runs, args.reviews_dir, False)
+    labels = read.labels
     if not len(labels):
-        raise UsageFailure(f"no labels in {', '.join(map(str, paths))}")
+        paths = [
+            *(review_paths(run, None) for run in args.runs),
+            review_paths(None, args.reviews_dir),
+        ]
+        raise UsageFailure(f"no labels in {', '.join(str(p) for ps in paths for p in ps)}")
     reviews, unpaired = pair_with_records(labels.current.values(), RecordIndex.of(runs))
     rows = calibration_rows(calibrate(regroup(reviews, by)).values(), args.min_labels)
     unjudged = len(reviews) - unpaired - sum(int(r["n"]) + int(r["unsure"]) for r in rows)

@@ -14,8 +14,8 @@ from ..results import (
     export_text,
     format_of,
     import_reviews,
-    load_labels,
     load_results,
+    read_labels,
     read_rows,
     review_paths,
 )
@@ -51,12 +51,7 @@ def add_reviews_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
 def _export_command(args: argparse.Namespace) -> int:
     for run in args.runs:
         load_results(run)  # a folder that is no run is told now
-    paths = [path for run in args.runs for path in review_paths(run, None)]
-    paths += review_paths(None, args.reviews_dir)
-    try:
-        labels = load_labels(paths)
-    except ReviewsError as exc:
-        raise UsageFailure(str(exc)) from None
+    labels = read_labels(args.runs, args.reviews_dir, False).labels
     emit(export_text(labels.current.values(), args.format), args.output)
     return 0
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..results_folder import JUDGE_CALIBRATION_FILE, ResultsFolder
-from .review_io import RecordIndex, machine_record, pair_with_records
+from .effective import machine_record
+from .review_io import RecordIndex, pair_with_records
 from .reviews import Labels, MachineVerdict, Review, load_labels, machine_verdict, review_paths
 from .stats.calibration import Calibration, JudgeGroup, calibrate, calibration_row
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .effective import machine_record
 from .reviews import (
     CLEAR,
     MachineVerdict,
@@ -54,25 +55,6 @@ EXPORT_COLUMNS = (
 )  # fmt: skip
 #: ``--format`` of export and import.
 REVIEW_FORMATS = ("csv", "jsonl")
-
-
-def machine_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``record`` as the machine decided it: a record whose verdict a label overrode
-    (``machine_outcome``, an assertion's ``machine_passed``) gets the machine's back."""
-    if "machine_outcome" not in record and not any(
-        isinstance(a, Mapping) and "machine_passed" in a for a in record.get("assertions") or []
-    ):
-        return record
-    copy = dict(record)
-    if record.get("machine_outcome") is not None:
-        copy["outcome"] = record["machine_outcome"]
-    copy["assertions"] = [
-        {**a, "passed": a["machine_passed"]}
-        if isinstance(a, Mapping) and "machine_passed" in a
-        else a
-        for a in record.get("assertions") or []
-    ]
-    return copy
 
 
 @dataclass(frozen=True)
