@@ -236,8 +236,8 @@ def read_reviews(path: Path) -> list[Review]:
     """
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
+    except (FileNotFoundError, NotADirectoryError):
+        return []  # no labels yet (a folder not made, or something else in its place)
     except (OSError, UnicodeDecodeError) as exc:
         raise ReviewsError(f"{path}: cannot read: {exc}") from None
     reviews = []
