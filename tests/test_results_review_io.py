@@ -12,7 +12,6 @@ from pytest_llmbench.report.calibration_html import calibration_table
 from pytest_llmbench.results.judge_calibration import regroup, run_calibration, write_calibration
 from pytest_llmbench.results.review_io import (
     RecordIndex,
-    append_reviews,
     export_text,
     format_of,
     import_reviews,
@@ -26,6 +25,7 @@ from pytest_llmbench.results.reviews import (
     ReviewsError,
     answer_digest,
     append_review,
+    append_reviews,
     read_reviews,
     review_key,
 )

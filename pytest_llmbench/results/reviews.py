@@ -372,20 +372,39 @@ def load_labels(paths: Sequence[Path]) -> Labels:
 
 # -- writing ----------------------------------------------------------------------------------
 def append_review(path: Path, review: Review) -> None:
-    """Append ``review`` to ``path`` as one line, under an exclusive lock, synced to disk.
+    """Append ``review`` to ``path`` as one line: :func:`append_reviews` of one label."""
+    append_reviews(path, [review])
 
-    A file whose last line lacks its newline (an edit by hand) gets one first, so the new line
-    never joins it. The folder is made when missing.
+
+def append_reviews(path: Path, reviews: Sequence[Review]) -> None:
+    """Append ``reviews`` to the labels file ``path`` all at once: under one exclusive lock, in
+    one write, synced to disk (an import is never half done, nor interleaved with a label
+    given in the viewer meanwhile).
+
+    Refused (:class:`ReviewsError`, nothing written) when ``path`` cannot be read already (a
+    broken line: the person fixes it first), or when a label would make a line that reading
+    refuses (its ``source`` named). A last line without its newline gets one first.
     """
+    lines = []
+    for review in reviews:
+        line = review.to_line()
+        try:
+            review_from(json.loads(json.dumps(line)))
+        except (KeyError, TypeError, ValueError) as exc:
+            where = review.source or review.nodeid or review.key.case
+            why = f"field {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else str(exc)
+            raise ReviewsError(f"{where}: cannot be written as a label: {why}") from None
+        lines.append(json.dumps(line, ensure_ascii=False) + "\n")
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(review.to_line(), ensure_ascii=False) + "\n"
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        read_reviews(path)  # a broken file is told before anything is added to it
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = "\n" + line
-        os.write(fd, line.encode("utf-8"))
+        data = "".join(lines)
+        if data and size and os.pread(fd, 1, size - 1) != b"\n":
+            data = "\n" + data
+        os.write(fd, data.encode("utf-8"))
         os.fsync(fd)
     finally:
         os.close(fd)  # closing releases the lock
