@@ -26,6 +26,7 @@ from pytest_llmbench.results.reviews import (
     answer_digest,
     append_review,
     append_reviews,
+    load_labels,
     read_reviews,
     review_key,
 )
@@ -144,7 +145,7 @@ def test_a_runs_rows_keep_its_own_judge_groups_and_the_csv_goes_with_them(tmp_pa
     other = MachineVerdict(True, "llm-rubric", ("judge-z",), "other")
     append_review(tmp_path / "reviews.jsonl", Review(review_key(record("z", True), 0), "d",
                                                       "pass", machine=other))  # fmt: skip
-    (row,) = run_calibration(RECORDS, tmp_path, None)
+    (row,) = run_calibration(RECORDS, load_labels([tmp_path / "reviews.jsonl"]))
     assert (row["judges"], row["tp"], row["fn"], row["note"]) == ("judge-a", 1, 1, "too few labels")
     path = write_calibration([row], tmp_path)
     assert path is not None and path.read_text().startswith("judges,type,criterion,n,")

@@ -62,10 +62,6 @@ class TerminalSummary:
                 write(line)
         if recorder.aggregate_error:
             write(f"llmbench: aggregates not written: {recorder.aggregate_error}", red=True)
-        if recorder.calibration_error:  # a broken labels file: its path and line
-            write(
-                f"llmbench: judge calibration not written: {recorder.calibration_error}", red=True
-            )
         write(f"llmbench: {len(recorder.records)} records in {recorder.out_dir}")
         for line, colour in self._notes(recorder):
             write(line, **colour)

@@ -19,7 +19,7 @@ from typing import Any
 from ..results_folder import JUDGE_CALIBRATION_FILE, ResultsFolder
 from .effective import machine_record
 from .review_io import RecordIndex, pair_with_records
-from .reviews import Labels, MachineVerdict, Review, load_labels, machine_verdict, review_paths
+from .reviews import Labels, MachineVerdict, Review, machine_verdict
 from .stats.calibration import Calibration, JudgeGroup, calibrate, calibration_row
 
 #: Fewer paired labels than this and a group's figures say "too few labels".
@@ -81,15 +81,10 @@ def calibration_rows(
 
 
 def run_calibration(
-    records: Sequence[Mapping[str, Any]],
-    folder: Path,
-    reviews_dir: Path | None,
-    *,
-    min_labels: int = MIN_LABELS,
+    records: Sequence[Mapping[str, Any]], labels: Labels, *, min_labels: int = MIN_LABELS
 ) -> list[dict[str, Any]]:
-    """The rows of the run's judge groups that people labelled (empty without such labels).
-    A broken labels file raises :class:`~pytest_llmbench.results.reviews.ReviewsError`."""
-    labels = load_labels(review_paths(folder, reviews_dir))
+    """The rows of the run's judge groups that people labelled in ``labels`` (the labels the
+    run read at configure); empty without such labels."""
     if not len(labels):
         return []
     groups = run_groups(records)

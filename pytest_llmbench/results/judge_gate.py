@@ -25,7 +25,7 @@ import pytest
 if TYPE_CHECKING:
     from ..config import JudgeGate, RunConfig
     from ..engine import JudgeRuling, JudgeRulings
-    from .reviews import Review
+    from .reviews import Labels, Review
     from .stats.calibration import Calibration, JudgeGroup
 
 #: The calibrations of the labels that apply to the run, made once per process.
@@ -63,12 +63,13 @@ def gate_reviews(config: pytest.Config) -> list[Review]:
 
         found = [review_from(line) for line in workerinput[GATE_REVIEWS_INPUT]]
     else:
-        from ..config import get_run_config
         from ..engine import results_dir
+        from .review_run import LABELS_KEY
 
-        # The run's results folder (--retry-errors DIR completes DIR: its labels are the run's,
-        # as the recorder and the run-time labels read them).
-        found = reviews_of(get_run_config(config), results_dir(config))
+        # The labels the run read at configure (its results folder's, which --retry-errors DIR
+        # makes DIR's, and --reviews-dir's; none under --ignore-reviews): read once.
+        loaded = config.stash.get(LABELS_KEY, None)
+        found = reviews_of(loaded.labels, results_dir(config)) if loaded is not None else []
     config.stash[GATE_REVIEWS_KEY] = found
     return found
 
@@ -78,22 +79,14 @@ def gate_worker_input(config: pytest.Config) -> dict[str, Any]:
     return {GATE_REVIEWS_INPUT: [review.to_line() for review in gate_reviews(config)]}
 
 
-def reviews_of(run: RunConfig, folder: Path | None) -> list[Review]:
-    """The labels that apply to ``run`` (those of ``folder``, its results folder, and of
-    ``--reviews-dir``) as calibration counts them: a label that keeps no machine verdict
-    (imported) takes it from the record of its answer in ``folder`` (the run it was given on),
-    as ``judge_calibration.csv`` and ``llmbench calibrate`` pair it
+def reviews_of(labels: Labels, folder: Path | None) -> list[Review]:
+    """``labels`` as calibration counts them: a label that keeps no machine verdict (imported)
+    takes it from the record of its answer in ``folder`` (the run it was given on), as
+    ``judge_calibration.csv`` and ``llmbench calibrate`` pair it
     (:func:`~.judge_calibration.labelled_reviews`)."""
     from ..results_folder import ResultsFolder
     from .judge_calibration import labelled_reviews
-    from .reviews import ReviewsError, load_labels, review_paths
 
-    if run.ignore_reviews:
-        return []
-    try:
-        labels = load_labels(review_paths(folder, run.reviews_dir))
-    except ReviewsError as exc:
-        raise pytest.UsageError(f"llmbench: judge gate: {exc}") from None
     bare = any(review.machine is None for review in labels.current.values())
     records = ResultsFolder(folder).read_records_so_far() if folder and bare else []
     return labelled_reviews(labels, [("", records)])

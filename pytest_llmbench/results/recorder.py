@@ -86,7 +86,6 @@ class ResultsRecorder:
         self.aggregate_error: str | None = None
         #: ``judge_calibration.csv``'s rows (empty: no label on this run's judges)
         self.calibration: list[dict[str, Any]] = []
-        self.calibration_error: str | None = None
         self.repeats: RepeatOutcome | None = None
         #: What the gates read besides the records (None until they decided).
         self.gate_state: RunState | None = None
@@ -210,16 +209,12 @@ class ResultsRecorder:
     def _calibrate_judges(self) -> None:
         """``judge_calibration.csv``: the run's judges against the labels that apply to it."""
         from .judge_calibration import run_calibration, write_calibration
-        from .reviews import ReviewsError
 
         assert self.out_dir is not None
-        run = get_run_config(self.config)
-        try:
-            if not run.ignore_reviews:
-                self.calibration = run_calibration(self.records, self.out_dir, run.reviews_dir)
-            write_calibration(self.calibration, self.out_dir)
-        except ReviewsError as exc:  # told where the labels are applied; the run goes on
-            self.calibration_error = str(exc)
+        labels = self.config.stash.get(LABELS_KEY, None)  # none read under --ignore-reviews
+        if labels is not None:
+            self.calibration = run_calibration(self.records, labels.labels)
+        write_calibration(self.calibration, self.out_dir)
 
     def _decide_gates(self, session: pytest.Session) -> None:
         """Every gate at once (see :mod:`.gates`); session.exitstatus becomes the final one."""
