@@ -30,11 +30,12 @@ from typing import Any
 from ..results import (
     Labels,
     Review,
+    ReviewsError,
     answer_digest,
     append_review,
     judged_positions,
     judges_of,
-    load_labels,
+    labels_for_run,
     machine_verdict,
     review_key,
     review_paths,
@@ -63,8 +64,13 @@ def write_path(run: Run, reviews_dir: Path | None) -> Path:
 
 
 def run_labels(run: Run, reviews_dir: Path | None) -> Labels:
-    """The labels in force on ``run`` (ReviewsError for a broken file)."""
-    return load_labels(labels_paths(run, reviews_dir))
+    """The labels in force on ``run``, as it was loaded with them (ReviewsError for a broken
+    file); read now for a run made without them."""
+    if run.labels_error:
+        raise ReviewsError(run.labels_error)
+    if run.labels is not None:
+        return run.labels
+    return labels_for_run([run.folder], reviews_dir, False).labels
 
 
 def judged(record: Record) -> list[int]:

@@ -11,9 +11,12 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..results_folder import PROGRESS_FILE, RUN_FILE, ResultsFolder
+
+if TYPE_CHECKING:
+    from ..results import Labels
 
 #: How deep under a root results folders are looked for (root/llmbench-results/<stamp>).
 _DEPTH = 3
@@ -28,6 +31,10 @@ class Run:
     records: list[dict[str, Any]]
     info: dict[str, Any] | None  #: run.json, once the run finished
     progress: dict[str, Any] | None  #: progress.json, written while it runs
+    #: the labels in force on it (its folder's and --reviews-dir's), read once with it
+    labels: Labels | None = None
+    #: why they could not be read (a broken labels file: ``path:line: why``)
+    labels_error: str = ""
     status: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -93,27 +100,18 @@ def load_run(roots: Sequence[Path], key: str, reviews_dir: Path | None = None) -
     results = ResultsFolder(folder)
     if not results.has_results():
         raise KeyError(key)
-    return Run(
-        key=key,
-        folder=folder,
-        records=_labelled(folder, read_records(results), reviews_dir),
-        info=results.read_json(RUN_FILE),
-        progress=results.read_json(PROGRESS_FILE),
-    )
-
-
-def _labelled(
-    folder: Path, records: list[dict[str, Any]], reviews_dir: Path | None
-) -> list[dict[str, Any]]:
-    """``records`` with the labels that apply to them; as written when there are none, or when
-    a labels file is broken (the review pages name its line; the machine's verdicts show)."""
+    records = read_records(results)
     from ..results import ReviewsError, labels_for_run
 
     try:
         labels = labels_for_run([folder], reviews_dir, False)
-    except ReviewsError:
-        return records
-    return labels.apply(records).records if labels.files else records
+    except ReviewsError as exc:  # the review pages name the line; the machine's verdicts show
+        return Run(key, folder, records, results.read_json(RUN_FILE),
+                   results.read_json(PROGRESS_FILE), labels_error=str(exc))  # fmt: skip
+    if labels.files:
+        records = labels.apply(records).records
+    return Run(key, folder, records, results.read_json(RUN_FILE),
+               results.read_json(PROGRESS_FILE), labels=labels.labels)  # fmt: skip
 
 
 def read_records(folder: ResultsFolder) -> list[dict[str, Any]]:
