@@ -124,6 +124,27 @@ def test_a_label_form_writes_its_line_with_key_digest_and_machine_verdict(
     assert len(read_reviews(root / "r" / REVIEWS_FILE)) == 3
 
 
+def test_the_viewer_shows_a_persons_verdict_and_the_machines_when_labels_break(
+    client: Any, judged_run: tuple[Bench, Path]
+) -> None:
+    _, root = judged_run
+    three = record_of(root, "three")
+    form = {"nodeid": three["nodeid"], "target": "item", "label": "pass", "comment": ""}
+    assert client.post("/run/0/r/label", data=form).status_code == 303
+    shown = record_of(root, "three")
+    assert (shown["outcome"], shown["verdict_source"], shown["machine_outcome"]) == (
+        "passed",
+        "human",
+        "failed",
+    )
+    assert load_run([root], "0/r").labels is not None
+    labels_file = root / "r" / REVIEWS_FILE
+    labels_file.write_text(labels_file.read_text() + "{broken\n")
+    broken = load_run([root], "0/r")
+    assert broken.labels is None and ":2: not JSON" in broken.labels_error
+    assert next(r for r in broken.records if r["case_id"] == "three")["outcome"] == "failed"
+
+
 def test_a_forged_form_from_another_site_writes_no_label(
     client: Any, judged_run: tuple[Bench, Path]
 ) -> None:
