@@ -44,7 +44,7 @@ lint: venv
 
 # Re-resolve the lock file (needs uv on PATH); review the diff before committing.
 lock:
-	uv pip compile pyproject.toml --extra local --extra datasets --extra html --extra view --extra dev --extra docs --generate-hashes --python-version 3.11 \
+	uv pip compile pyproject.toml --extra local --extra datasets --extra html --extra view --extra otel --extra dev --extra docs --generate-hashes --python-version 3.11 \
 		--no-header -o requirements.lock
 
 # Rebuild report.html's partial plotly.js bundle (needs node and npm; versions locked with hashes

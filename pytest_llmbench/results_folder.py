@@ -35,6 +35,9 @@ OPTIMIZATIONS_FILE = "prompt_optimizations.jsonl"
 BATCHES_FILE = "batches.jsonl"
 #: People's labels of items and judged assertions (``llmbench view``, ``llmbench reviews``).
 REVIEWS_FILE = "reviews.jsonl"
+#: `llmbench trend`'s append-only index of runs: one line per run folder it read, so that CI
+#: keeps the index instead of every run.
+TREND_FILE = "trend.jsonl"
 #: The run's metrics in the Prometheus text format.
 METRICS_FILE = "metrics.prom"
 #: The aggregate CSVs: the leaderboard, every metric, per-case verdicts, model comparisons,
@@ -54,7 +57,7 @@ BENCHMARK_BIGGER_FILE = "benchmark-bigger.json"
 BENCHMARK_SMALLER_FILE = "benchmark-smaller.json"
 #: Every fixed name above, the default root too (tests/test_layout.py keeps them out of other modules).
 FILE_NAMES = (DEFAULT_ROOT, RESULTS_FILE, RUN_FILE, REPORT_FILE, PROGRESS_FILE, OPTIMIZATIONS_FILE,
-              BATCHES_FILE, REVIEWS_FILE, METRICS_FILE, LEADERBOARD_FILE, ALL_METRICS_FILE, CASE_VERDICTS_FILE,
+              BATCHES_FILE, REVIEWS_FILE, TREND_FILE, METRICS_FILE, LEADERBOARD_FILE, ALL_METRICS_FILE, CASE_VERDICTS_FILE,
               COMPARISONS_FILE, JUDGE_AGREEMENT_FILE, JUDGE_CALIBRATION_FILE, BY_EFFORT_FILE, AGGREGATE_FILE, BENCHMARK_BIGGER_FILE,
               BENCHMARK_SMALLER_FILE)  # fmt: skip
 #: The files `llmbench view` serves from a run's folder.
@@ -314,6 +317,8 @@ _ADDED_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("machine_outcome", "verdict_source", None),
     ("machine_score", "machine_outcome", None),
     ("review", "machine_score", None),
+    # the item's OpenTelemetry spans (--otel); an older run exported none
+    ("trace", "started_at", None),
 )
 
 

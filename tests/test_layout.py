@@ -19,8 +19,8 @@ ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 #: The stages in the order a record flows: each may import only the ones before it.
 #: ``config`` reads profiles and judge dimensions, and the engine on reads the run's config.
 STAGES = (
-    "models", "agent", "scoring", "judging", "spec", "config", "engine", "results", "render",
-    "report", "view",
+    "models", "agent", "scoring", "judging", "spec", "config", "engine", "results", "telemetry",
+    "render", "report", "view",
 )  # fmt: skip
 #: Modules on top that any stage may import, and that import no stage: the results folder's
 #: files and utilities.

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         parse_judge_gate,
         parse_repeat_policy,
     )
+    from .otel import OtelSettings
 
 #: Names loaded on first use (module by name): not needed to start pytest.
 _LAZY = {
@@ -68,6 +69,7 @@ _LAZY = {
     "parse_judge_gate": "option_values",
     "parse_age": "option_values",
     "parse_repeat_policy": "option_values",
+    "OtelSettings": "otel",
 }
 
 
@@ -94,6 +96,7 @@ __all__ = [
     "STREAM_MODES",
     "Flag",
     "JudgeGate",
+    "OtelSettings",
     "RunConfig",
     "Setting",
     "add_options",

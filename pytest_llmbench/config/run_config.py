@@ -11,6 +11,7 @@ from .options import DEFAULT_CACHE_DIR
 if TYPE_CHECKING:
     from ..models import ModelProfile, ProfileRegistry
     from .option_values import JudgeGate
+    from .otel import OtelSettings
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,9 @@ class RunConfig:
     judge_gate: JudgeGate | None = None
     #: ``--judge-gate-fail``: a judge below an eval file's own gate fails the run
     judge_gate_fail: bool = False
+    #: ``--otel`` or the ``OTEL_EXPORTER_OTLP_*`` variables: where the run's spans go; None:
+    #: no export (nothing of OpenTelemetry is imported, no span is timed)
+    otel: OtelSettings | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for run.json: names of key variables only, never values."""
@@ -138,6 +142,7 @@ class RunConfig:
             "reviews_dir": str(self.reviews_dir) if self.reviews_dir else None,
             "ignore_reviews": self.ignore_reviews,
             "judge_gate": self.judge_gate.to_dict() if self.judge_gate else None,
+            "otel": self.otel.to_dict() if self.otel else None,
             "baseline": str(self.baseline) if self.baseline else None,
             "fail_on_regression": self.fail_on_regression,
             "temperature_variations": self.temperature_variations,

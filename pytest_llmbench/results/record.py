@@ -189,6 +189,13 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``metrics`` (dict[str, float]): extra numeric metrics recorded by a test (``record_score``).
 - ``worker`` (str): ``main`` or the xdist worker id.
 - ``started_at`` (str): ISO-8601 UTC time the item started (a prefetched call starts earlier).
+- ``trace`` (dict | None): the item's place in the run's OpenTelemetry trace, when the run
+  exports one (``--otel``; None otherwise): ``trace_id`` (32 hex digits), ``span_id`` (the
+  item's span, 16 hex digits: :func:`pytest_llmbench.engine.call_spans.item_span_id`),
+  ``parent_id`` (the run's span), ``start_ns`` and ``end_ns`` (the item's span, nanoseconds
+  since the epoch: from its first call, which look-ahead may start before the item, to its
+  report) and ``calls``: the item's timed model, judge, simulated-user, tool, MCP and sandbox
+  calls, each a call span as :mod:`pytest_llmbench.engine.call_spans` documents it.
 - ``attempts`` (list[dict]): the earlier attempts of an item that pytest-rerunfailures ran again,
   or whose errored record a ``--retry-errors`` run replaced, oldest first, each with the
   :data:`ATTEMPT_FIELDS` of its own record; empty when the item ran once. The record's other
@@ -292,6 +299,7 @@ FIELDS: tuple[str, ...] = (
     "metrics",
     "worker",
     "started_at",
+    "trace",
     "attempts",
 )
 
