@@ -34,6 +34,7 @@ from .run_config import RunConfig
 
 if TYPE_CHECKING:
     from ..models import ModelProfile, ProfileRegistry
+    from .otel import OtelSettings
 
 
 def build_run_config(config: pytest.Config) -> RunConfig:
@@ -63,6 +64,7 @@ def build_run_config(config: pytest.Config) -> RunConfig:
         ignore_reviews=flag_setting(config, "ignore_reviews"),
         judge_gate=_judge_gate(config),
         judge_gate_fail=flag_setting(config, "judge_gate_fail"),
+        otel=_otel(config),
         limit=None if setting(config, "limit") is None else _number(config, "limit", int, 1),
         prom_push=_push_url(config),
         results_dir=_results_dir(config),
@@ -247,6 +249,20 @@ def _judge_gate(config: pytest.Config) -> JudgeGate | None:
         return None  # --judge-gate-fail alone applies to eval files' own judge_gate:
     try:
         return parse_judge_gate(raw, fail=flag_setting(config, "judge_gate_fail"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"llmbench: {exc}") from None
+
+
+def _otel(config: pytest.Config) -> OtelSettings | None:
+    """``--otel``, ``--otel-content`` and the ``OTEL_*`` variables (after ``.env`` is read);
+    a malformed variable is a ``UsageError`` naming it."""
+    import os
+
+    from .otel import otel_settings
+
+    on, content = flag_setting(config, "otel"), flag_setting(config, "otel_content")
+    try:
+        return otel_settings(on, content, os.environ)
     except ValueError as exc:
         raise pytest.UsageError(f"llmbench: {exc}") from None
 

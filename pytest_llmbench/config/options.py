@@ -159,6 +159,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("batch", "Send the independent calls (plain items, judges, graders, RAG metrics, "
         "embeddings) through the providers' batch APIs (about half the price, answered within "
         "hours); the rest, and models without a batch API, stay live (the header says why)"),
+    Flag("otel", "Send the run's spans to an OpenTelemetry collector over OTLP/HTTP (the "
+        "standard OTEL_EXPORTER_OTLP_* variables say where; needs the otel extra)"),
+    Flag("otel_content", "With --otel: put prompts and answers on the spans, secrets redacted"),
     Flag("ignore_reviews", "Leave people's labels out: every verdict is the machine's "
         "(the labels stay on disk)"),
     Flag("judge_gate_fail", "With --judge-gate: a judge below the gate fails the run "
