@@ -40,7 +40,7 @@ def add_trend_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     trend.add_argument("runs_dirs", nargs="*", type=Path, metavar="RUNS_DIR",
                        help="Folders holding runs (searched 3 levels deep)")  # fmt: skip
     trend.add_argument("--index", type=Path, metavar="PATH",
-                       help=f"The index to update and read (default: RUNS_DIR/{TREND_FILE}); "
+                       help=f"The index to update and read (default: the first RUNS_DIR's {TREND_FILE}); "
                        "alone, without RUNS_DIR, it is only read")  # fmt: skip
     trend.add_argument("--fail-on-drift", action="store_true",
                        help="Exit 1 when a series' pass rate drifted down")  # fmt: skip

@@ -115,8 +115,8 @@ def update_index(
     skipped: list[SkippedFolder] = []
     new: list[dict[str, Any]] = []
     for folder in run_folders(roots, skipped):
-        entry = _run_entry(folder, reviews_dir, ignore_reviews, skipped)
-        if entry is not None and entry_key(entry) not in known:
+        entry = _run_entry(folder, known, reviews_dir, ignore_reviews, skipped)
+        if entry is not None:
             known.add(entry_key(entry))
             new.append(entry)
     new.sort(key=lambda entry: (str(entry["started_at"]), str(entry["run"])))
@@ -175,10 +175,15 @@ def _walk(folder: Path, depth: int, found: list[Path], skipped: list[SkippedFold
 
 
 def _run_entry(
-    folder: Path, reviews_dir: Path | None, ignore_reviews: bool, skipped: list[SkippedFolder]
+    folder: Path,
+    known: set[tuple[str, str]],
+    reviews_dir: Path | None,
+    ignore_reviews: bool,
+    skipped: list[SkippedFolder],
 ) -> dict[str, Any] | None:
-    """The index line of the run in ``folder``; None (and ``skipped`` told why) for a run
-    that has not finished or cannot be read."""
+    """The index line of the run in ``folder``; None for a run the index holds (``known``:
+    its records are not read again), and (``skipped`` told why) for one that has not finished
+    or cannot be read."""
     from .effective import read_labels
 
     results = ResultsFolder(folder)
@@ -191,6 +196,8 @@ def _run_entry(
         started_at = info.get("started_at")
         if not isinstance(started_at, str) or not started_at:
             raise ResultsError(f"{results.run_file}: no started_at")
+        if (folder.name, started_at) in known:
+            return None
         records = results.read_records()
         records = read_labels([folder], reviews_dir, ignore_reviews).apply(records).records
     except ResultsError as exc:
