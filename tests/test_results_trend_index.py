@@ -199,3 +199,15 @@ def test_an_indexed_run_is_not_read_again(tmp_path: Path) -> None:
     update = update_index([runs], index)
     assert (update.added, update.skipped) == ((), ())
     assert update.entries[0]["items"][0]["outcome"] == "passed"
+
+
+def test_scanning_runs_writes_no_index_and_gives_the_same_entries(tmp_path: Path) -> None:
+    from pytest_llmbench.results import scan_runs
+
+    runs = tmp_path / "runs"
+    _run(runs / "one", "2026-11-01T00:00:00Z", [_record("x", True)])
+    (runs / "junk").mkdir()
+    scanned = scan_runs([runs])
+    assert not (runs / "trend.jsonl").exists()
+    assert scanned == update_index([runs], runs / "trend.jsonl")
+    assert [Path(s.path).name for s in scanned.skipped] == ["junk"]
