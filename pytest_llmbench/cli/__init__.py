@@ -5,10 +5,11 @@
 ``validate`` checks eval and profile files; ``init`` writes a starter project (or, with
 ``--ci``, a sharded CI workflow); ``view`` serves the local dashboard; ``cache`` sees and trims
 the response cache; ``calibrate`` sets judges against people's labels, ``reviews`` exports and
-imports those labels. None calls a model or imports litellm. Exit codes: 0 fine, 1 a significant
-regression (``compare``), an invalid file (``validate``), a file ``init`` will not overwrite or a
-failed gate (``merge``), 2 bad usage or input, with a one-line ``llmbench: ...`` message on
-stderr and no traceback.
+imports those labels; ``trend`` follows pass rates over many runs (``trend.jsonl``). None calls a
+model or imports litellm. Exit codes: 0 fine, 1 a significant regression (``compare``), an
+invalid file (``validate``), a file ``init`` will not overwrite, a failed gate (``merge``) or a
+pass rate that drifted down (``trend --fail-on-drift``), 2 bad usage or input, with a one-line
+``llmbench: ...`` message on stderr and no traceback.
 
 One module per command (``<command>_command.py``), each adding its parser and running it; this
 one assembles them and is the console script's entry point (:func:`main`).
@@ -36,6 +37,7 @@ from .leaderboard_command import FORMATS, add_leaderboard_command, board_csv, me
 from .merge_command import add_merge_command
 from .report_command import add_report_command
 from .reviews_command import add_reviews_command
+from .trend_command import add_trend_command
 from .validate_command import add_validate_command
 from .view_command import add_view_command
 
@@ -110,6 +112,7 @@ _COMMANDS = (
     add_cache_command,
     add_calibrate_command,
     add_reviews_command,
+    add_trend_command,
 )
 
 

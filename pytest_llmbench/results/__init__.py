@@ -70,7 +70,7 @@ if TYPE_CHECKING:
         read_labels,
         reviews_line,
     )
-    from .gates import BUDGET_EXIT_CODE, GATES_KEY, RepeatOutcome
+    from .gates import BUDGET_EXIT_CODE, DRIFT_EXIT_CODE, GATES_KEY, RepeatOutcome, trend_status
     from .grouping import (
         GROUP_AXES,
         LATENCY_ONLY,
@@ -159,6 +159,7 @@ if TYPE_CHECKING:
     from .stats import NO_MODEL, CaseChange, CaseVerdict, Comparison
     from .stats.agreement import DimensionAgreement, dimension_order, judge_entries
     from .stats.calibration import Calibration, JudgeGroup, calibrate
+    from .stats.drift import DEFAULT_PARAMS, DriftParams, page_hinkley
     from .stats.stopping import STOPPED_NOTE, StopRule
     from .summary import (
         ALL_SUITES,
@@ -172,6 +173,9 @@ if TYPE_CHECKING:
         top_comparisons,
         write_aggregates,
     )
+    from .trend import CaseHistory, Drift, RunPoint, Series, SkippedFolder, TrendReport
+    from .trend_index import IndexUpdate, read_index, update_index
+    from .trend_series import build_trend, case_verdict
     from .winrates import BASELINE, SELECT_BEST, Pair, WinRate, model_win_rates, pairs, win_matrix
 
 #: Each name of the face, by the module of the stage that defines it.
@@ -226,6 +230,8 @@ _FACE: dict[str, str] = {
     "BUDGET_EXIT_CODE": "gates",
     "GATES_KEY": "gates",
     "RepeatOutcome": "gates",
+    "DRIFT_EXIT_CODE": "gates",
+    "trend_status": "gates",
     "file_gate": "judge_gate",
     "gate_calibrations": "judge_gate",
     "gate_reviews": "judge_gate",
@@ -297,6 +303,9 @@ _FACE: dict[str, str] = {
     "Calibration": "stats.calibration",
     "JudgeGroup": "stats.calibration",
     "calibrate": "stats.calibration",
+    "DEFAULT_PARAMS": "stats.drift",
+    "DriftParams": "stats.drift",
+    "page_hinkley": "stats.drift",
     "STOPPED_NOTE": "stats.stopping",
     "StopRule": "stats.stopping",
     "ALL_SUITES": "summary",
@@ -309,6 +318,17 @@ _FACE: dict[str, str] = {
     "summarize": "summary",
     "top_comparisons": "summary",
     "write_aggregates": "summary",
+    "CaseHistory": "trend",
+    "Drift": "trend",
+    "RunPoint": "trend",
+    "Series": "trend",
+    "SkippedFolder": "trend",
+    "TrendReport": "trend",
+    "IndexUpdate": "trend_index",
+    "read_index": "trend_index",
+    "update_index": "trend_index",
+    "build_trend": "trend_series",
+    "case_verdict": "trend_series",
     "BASELINE": "winrates",
     "Pair": "winrates",
     "SELECT_BEST": "winrates",
@@ -326,6 +346,8 @@ __all__ = [
     "BUDGET_EXIT_CODE",
     "COMPARISON_COLUMNS",
     "CONVERSATION_COLUMNS",
+    "DEFAULT_PARAMS",
+    "DRIFT_EXIT_CODE",
     "EVAL_RESULT_KEY",
     "GATES_KEY",
     "GATE_INPUTS",
@@ -347,12 +369,16 @@ __all__ = [
     "BaselineGate",
     "Calibration",
     "CaseChange",
+    "CaseHistory",
     "CaseVerdict",
     "ChatLog",
     "Comparison",
     "DimensionAgreement",
+    "Drift",
+    "DriftParams",
     "EvalFailure",
     "EvalResult",
+    "IndexUpdate",
     "JudgeGroup",
     "Labels",
     "ModelComparison",
@@ -363,9 +389,13 @@ __all__ = [
     "ResultsRecorder",
     "Review",
     "ReviewsError",
+    "RunPoint",
     "RunSummary",
+    "Series",
+    "SkippedFolder",
     "StopRule",
     "Tables",
+    "TrendReport",
     "WinRate",
     "WrittenFiles",
     "aggregate",
@@ -377,9 +407,11 @@ __all__ = [
     "attach_record",
     "axis_column",
     "axis_values",
+    "build_trend",
     "calibrate",
     "calibration_rows",
     "case_order",
+    "case_verdict",
     "check_results_dir",
     "compare_runs",
     "comparisons_frame",
@@ -432,11 +464,13 @@ __all__ = [
     "models_of",
     "optimization_counts",
     "over_budget",
+    "page_hinkley",
     "pair_with_records",
     "pairing_note",
     "pairs",
     "plain_state",
     "ranked",
+    "read_index",
     "read_labels",
     "read_rows",
     "records_frame",
@@ -452,6 +486,8 @@ __all__ = [
     "summarize",
     "switch_models",
     "top_comparisons",
+    "trend_status",
+    "update_index",
     "utc_now",
     "varied_axes",
     "verdicts_frame",

@@ -17,6 +17,9 @@ timings over the uncached, live ones only (a cached answer's latency is an old c
 batched answer's the batch's wait, nothing of the model's): a model above
 one fails the run, whatever the other gates said; a model with nothing to measure is listed as
 not gated (:attr:`GateDecision.unmeasured`), never passed silently.
+
+``llmbench trend`` decides its exit status here too (:func:`trend_status`): with
+``--fail-on-drift``, a series whose pass rate drifted down exits :data:`DRIFT_EXIT_CODE`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 
     from ..config import RunConfig
     from .stats import CaseVerdict
+    from .trend import TrendReport
 
 
 #: The exit status of a run that ``--max-cost`` stopped: outside pytest's own codes (0-5), so
@@ -340,3 +344,23 @@ def _gated(status: int, failed: bool, state: RunState) -> int:
 def _failed(status: int) -> int:
     """A failed run's status: an OK run fails; a worse one (interrupted, internal) is kept."""
     return pytest.ExitCode.TESTS_FAILED if status == pytest.ExitCode.OK else status
+
+
+#: ``llmbench trend --fail-on-drift``'s exit status when a series' pass rate drifted down.
+DRIFT_EXIT_CODE = 1
+
+
+def trend_status(report: TrendReport, fail_on_drift: bool) -> tuple[int, list[str]]:
+    """``llmbench trend``'s exit status and the lines saying why it is not 0.
+
+    Only a downward drift fails, and only under ``fail_on_drift``: a pass rate that rose is
+    reported, never failed; without the flag the trend only reports."""
+    drops = [
+        f"{series.model} on {series.eval_file}: pass rate drifted down at {series.drift.at_run}"
+        f" (since {series.drift.since_run or 'the first run'})"
+        for series in report.series
+        if series.drift.detected and series.drift.direction == "down"
+    ]
+    if fail_on_drift and drops:
+        return DRIFT_EXIT_CODE, drops
+    return 0, []

@@ -11,8 +11,10 @@ seeded. numpy is imported inside the bootstrap only; there is no scipy: the t qu
 binomial tail are computed here.
 
 The code lives in :mod:`~pytest_llmbench.results.stats.intervals` (intervals and the t distribution),
-:mod:`~pytest_llmbench.results.stats.repeats` (verdicts per case, pass@k) and
-:mod:`~pytest_llmbench.results.stats.comparisons` (paired comparisons); callers import it from here.
+:mod:`~pytest_llmbench.results.stats.repeats` (verdicts per case, pass@k),
+:mod:`~pytest_llmbench.results.stats.comparisons` (paired comparisons) and
+:mod:`~pytest_llmbench.results.stats.drift` (the trend's Page-Hinkley drift test); callers import
+it from here.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .comparisons import (
     mcnemar_exact,
     paired_bootstrap,
 )
+from .drift import DEFAULT_PARAMS, PAGE_HINKLEY, DriftParams, page_hinkley
 from .intervals import Interval, clustered_mean, t_cdf, t_quantile, wilson
 from .repeats import (
     NO_MODEL,
@@ -45,12 +48,15 @@ from .repeats import (
 )
 
 __all__ = [
+    "DEFAULT_PARAMS",
     "NO_MODEL",
+    "PAGE_HINKLEY",
     "VERDICTS",
     "CaseChange",
     "CaseKey",
     "CaseVerdict",
     "Comparison",
+    "DriftParams",
     "Interval",
     "PassAtK",
     "RepeatSummary",
@@ -61,6 +67,7 @@ __all__ = [
     "compare",
     "mcnemar_exact",
     "mean_pass_at_k",
+    "page_hinkley",
     "paired_bootstrap",
     "pass_at_k",
     "pass_clusters",

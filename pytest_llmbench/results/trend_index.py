@@ -1,0 +1,212 @@
+"""``trend.jsonl``: the append-only index of the runs a runs folder held, all a trend needs.
+
+:func:`update_index` walks the runs folder(s) as ``llmbench view`` finds runs (a folder holding
+``results.jsonl``, up to three levels deep; hidden folders are passed over) and appends one
+line per finished run that the index does not hold yet (keyed by the run folder's name and its
+``started_at``), oldest first. A line (an *entry*) holds::
+
+    {"run": "<folder name>", "folder": "<path as found>", "started_at": "<run.json's>",
+     "commit": "<run.json's source.git.commit>" | null,
+     "items": [{"eval_file", "suite", "model", "model_id", "case_id", "case_hash", "repeat",
+                "outcome", "score"}, ...]}
+
+Each item's verdict is the effective one (people's labels in the run's folder, and
+``--reviews-dir``'s, applied as ``llmbench report`` applies them) at the time the run was
+indexed: a line is never rewritten, so a label given later does not reach an indexed run.
+
+A run without ``run.json`` has not finished: it is skipped (listed) and indexed once it has
+finished. A folder that is no readable run (broken JSON, a bad record line) and a folder that
+holds no run at all (foreign) are skipped and listed with why; neither stops the walk. A broken
+line of the index itself is an error naming ``index:line``: the index is all CI keeps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..results_folder import RESULTS_FILE, RUN_FILE, ResultsError, ResultsFolder
+from .trend import SkippedFolder
+
+#: How deep under a root runs are looked for (root/llmbench-results/<stamp>), as the viewer does.
+_DEPTH = 3
+#: The facts an entry keeps of each item.
+ITEM_FIELDS = (
+    "eval_file",
+    "suite",
+    "model",
+    "model_id",
+    "case_id",
+    "case_hash",
+    "repeat",
+    "outcome",
+    "score",
+)
+#: Why a folder without any run is skipped.
+_FOREIGN = f"foreign: no run in it (no {RESULTS_FILE} at any depth)"
+#: The keys every entry has.
+_ENTRY_KEYS = ("run", "started_at", "items")
+
+
+@dataclass(frozen=True)
+class IndexUpdate:
+    """What :func:`update_index` did: the index's entries after it, and what it passed over."""
+
+    entries: tuple[dict[str, Any], ...]  #: every entry of the index, in file order
+    added: tuple[str, ...]  #: the runs appended this time, oldest first
+    skipped: tuple[SkippedFolder, ...]
+
+
+def entry_key(entry: Mapping[str, Any]) -> tuple[str, str]:
+    """What identifies a run in the index: its folder's name and its ``started_at``."""
+    return (str(entry.get("run")), str(entry.get("started_at")))
+
+
+def read_index(path: Path) -> list[dict[str, Any]]:
+    """The entries of the index at ``path`` (none when there is no file yet).
+
+    A line that is no entry raises :class:`ResultsError` ``path:line: why``; blank lines are
+    passed over."""
+    if not path.exists():
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: cannot read the trend index: {exc}") from None
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            entries.append(_entry(path, number, line))
+    return entries
+
+
+def _entry(path: Path, number: int, line: str) -> dict[str, Any]:
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
+    if not isinstance(entry, dict):
+        raise ResultsError(f"{path}:{number}: not a JSON object")
+    missing = [key for key in _ENTRY_KEYS if key not in entry]
+    if missing:
+        raise ResultsError(f"{path}:{number}: not a trend entry (no {', '.join(missing)})")
+    items = entry["items"]
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ResultsError(f"{path}:{number}: not a trend entry (items is no list of objects)")
+    return entry
+
+
+def update_index(
+    roots: Sequence[Path],
+    index_path: Path,
+    reviews_dir: Path | None = None,
+    ignore_reviews: bool = False,
+) -> IndexUpdate:
+    """Append to the index at ``index_path`` every finished run under ``roots`` it lacks.
+
+    The index is read first (a broken line raises :class:`ResultsError`), so nothing is
+    appended to an index that cannot be read. The new entries are appended in ``started_at``
+    order; the file is made (with its folder) when missing."""
+    entries = read_index(index_path)
+    known = {entry_key(entry) for entry in entries}
+    skipped: list[SkippedFolder] = []
+    new: list[dict[str, Any]] = []
+    for folder in run_folders(roots, skipped):
+        entry = _run_entry(folder, reviews_dir, ignore_reviews, skipped)
+        if entry is not None and entry_key(entry) not in known:
+            known.add(entry_key(entry))
+            new.append(entry)
+    new.sort(key=lambda entry: (str(entry["started_at"]), str(entry["run"])))
+    if new:
+        _append(index_path, new)
+    skipped.sort(key=lambda folder: folder.path)
+    return IndexUpdate(tuple(entries + new), tuple(str(e["run"]) for e in new), tuple(skipped))
+
+
+def _append(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(entry, ensure_ascii=False, default=str) + "\n" for entry in entries)
+    with open(path, "a", encoding="utf-8") as stream:
+        if stream.tell() and not path.read_bytes().endswith(b"\n"):
+            stream.write("\n")  # a line cut short by an interrupted write stays its own line
+        stream.write(text)
+
+
+def run_folders(roots: Sequence[Path], skipped: list[SkippedFolder]) -> list[Path]:
+    """The folders holding ``results.jsonl`` under ``roots`` (a root may be a run itself), in
+    path order. A root that is no folder, and a folder that holds no run at any depth
+    (foreign) beside runs or at a root's top, are added to ``skipped``."""
+    found: list[Path] = []
+    for root in roots:
+        if not root.is_dir():
+            skipped.append(SkippedFolder(str(root), "no such folder"))
+            continue
+        _walk(root, 0, found, skipped)
+    return found
+
+
+def _walk(folder: Path, depth: int, found: list[Path], skipped: list[SkippedFolder]) -> bool:
+    """Add the runs under ``folder`` to ``found``; whether there was any, or any broken one."""
+    if ResultsFolder(folder).has_results():
+        found.append(folder)
+        return True
+    if ResultsFolder(folder).run_file.is_file():
+        skipped.append(SkippedFolder(str(folder), f"broken: {RUN_FILE} without {RESULTS_FILE}"))
+        return True
+    if depth >= _DEPTH:
+        return False
+    try:
+        children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError as exc:
+        skipped.append(SkippedFolder(str(folder), f"cannot be listed: {exc}"))
+        return True
+    held = {child: _walk(child, depth + 1, found, skipped)
+            for child in children if not child.name.startswith(".")}  # fmt: skip
+    if depth == 0 or any(held.values()):
+        # A folder beside runs, or at the top, that holds none is listed (its own subfolders
+        # are not listed again).
+        for child, has_run in held.items():
+            if not has_run:
+                skipped.append(SkippedFolder(str(child), _FOREIGN))
+    return any(held.values())
+
+
+def _run_entry(
+    folder: Path, reviews_dir: Path | None, ignore_reviews: bool, skipped: list[SkippedFolder]
+) -> dict[str, Any] | None:
+    """The index line of the run in ``folder``; None (and ``skipped`` told why) for a run
+    that has not finished or cannot be read."""
+    from .effective import read_labels
+
+    results = ResultsFolder(folder)
+    try:
+        info = results.read_run_info()
+        if info is None:
+            reason = f"unfinished: no {RUN_FILE} yet (indexed once the run has finished)"
+            skipped.append(SkippedFolder(str(folder), reason))
+            return None
+        started_at = info.get("started_at")
+        if not isinstance(started_at, str) or not started_at:
+            raise ResultsError(f"{results.run_file}: no started_at")
+        records = results.read_records()
+        records = read_labels([folder], reviews_dir, ignore_reviews).apply(records).records
+    except ResultsError as exc:
+        skipped.append(SkippedFolder(str(folder), f"broken: {exc}"))
+        return None
+    return {
+        "run": folder.name,
+        "folder": str(folder),
+        "started_at": started_at,
+        "commit": _commit(info),
+        "items": [{name: record.get(name) for name in ITEM_FIELDS} for record in records],
+    }
+
+
+def _commit(info: Mapping[str, Any]) -> str | None:
+    source = info.get("source")
+    git = source.get("git") if isinstance(source, Mapping) else None
+    commit = git.get("commit") if isinstance(git, Mapping) else None
+    return str(commit) if commit else None

@@ -1,0 +1,199 @@
+"""The trend computed from index entries: series of unchanged cases, marks, case histories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_llmbench.results import build_trend, case_verdict, trend_status
+from pytest_llmbench.results.stats import wilson
+
+
+def _item(case: str, outcome: str, **extra: Any) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "eval_file": "qa.eval.yaml",
+        "suite": "qa",
+        "model": "m",
+        "model_id": "openai/m",
+        "case_id": case,
+        "case_hash": f"h-{case}",
+        "repeat": 0,
+        "outcome": outcome,
+        "score": {"passed": 1.0, "failed": 0.0}.get(outcome),
+    }
+    item.update(extra)
+    return item
+
+
+def _entry(
+    run: str, day: int, items: list[dict[str, Any]], commit: str | None = "c1"
+) -> dict[str, Any]:
+    return {
+        "run": run,
+        "folder": f"runs/{run}",
+        "started_at": f"2026-11-{day:02d}T10:00:00Z",
+        "commit": commit,
+        "items": items,
+    }
+
+
+def test_a_series_has_one_point_per_run_oldest_first_with_its_intervals() -> None:
+    entries = [
+        _entry("b", 2, [_item("x", "passed"), _item("y", "failed"), _item("z", "error")]),
+        _entry("a", 1, [_item("x", "passed"), _item("y", "passed"), _item("z", "passed")]),
+    ]
+    report = build_trend(entries)
+    assert report.runs == ("a", "b")
+    (series,) = report.series
+    assert (series.model, series.eval_file) == ("m", "qa.eval.yaml")
+    first, second = series.points
+    assert (first.run_id, first.n, first.passed, first.pass_rate) == ("a", 3, 3, 1.0)
+    assert (second.run_id, second.n, second.passed, second.errors) == ("b", 2, 1, 1)
+    assert (second.pass_low, second.pass_high) == pytest.approx(wilson(0.5, 2))
+    assert second.score == 0.5 and second.score_low == 0.0 and second.score_high == 1.0
+    assert first.score_low == first.score_high == 1.0  # no spread: a zero-width t interval
+    assert second.started_at == "2026-11-02T10:00:00Z" and second.commit == "c1"
+
+
+def test_only_cases_whose_hash_is_the_latest_are_counted_the_rest_left_out() -> None:
+    entries = [
+        _entry("a", 1, [_item("x", "passed", case_hash="old"), _item("y", "passed")]),
+        _entry("b", 2, [_item("x", "failed", case_hash="new"), _item("y", "passed")]),
+    ]
+    first, second = build_trend(entries).series[0].points
+    assert (first.n, first.left_out, first.pass_rate) == (1, 1, 1.0)
+    assert (second.n, second.left_out, second.pass_rate) == (2, 0, 0.5)
+    histories = {case.case_id: case for case in build_trend(entries).cases}
+    assert histories["x"].verdicts == (("a", "changed"), ("b", "fail"))
+    assert histories["x"].case_hash == "new" and histories["x"].flips == 0
+
+
+def test_marks_say_when_the_commit_or_the_model_version_changed() -> None:
+    entries = [
+        _entry("a", 1, [_item("x", "passed")], commit="c1"),
+        _entry("b", 2, [_item("x", "passed")], commit="c2"),
+        _entry("c", 3, [_item("x", "passed", model_id="openai/m-2")], commit="c2"),
+        _entry("d", 4, [_item("x", "passed", model_id="openai/m-2")], commit=None),
+    ]
+    points = build_trend(entries).series[0].points
+    assert [point.marks for point in points] == [(), ("commit",), ("model",), ()]
+    assert points[2].model_versions == ("openai/m-2",)
+
+
+def test_a_run_without_an_eval_file_has_no_point_in_its_series() -> None:
+    other = {"eval_file": "math.eval.yaml", "suite": "math"}
+    entries = [
+        _entry("a", 1, [_item("x", "passed"), _item("p", "passed", **other)]),
+        _entry("b", 2, [_item("x", "failed")]),
+        _entry("c", 3, [_item("x", "passed"), _item("p", "failed", **other)]),
+    ]
+    report = build_trend(entries)
+    by_file = {series.eval_file: series for series in report.series}
+    assert [p.run_id for p in by_file["math.eval.yaml"].points] == ["a", "c"]
+    assert [p.run_id for p in by_file["qa.eval.yaml"].points] == ["a", "b", "c"]
+    only = build_trend(entries, eval_file="math.eval.yaml")
+    assert [s.eval_file for s in only.series] == ["math.eval.yaml"]
+    assert {case.eval_file for case in only.cases} == {"math.eval.yaml"}
+    assert build_trend(entries, model="nobody").series == ()
+
+
+def test_case_histories_give_state_since_and_flips() -> None:
+    outcomes = {
+        "steady": ["passed", "passed", "passed", "passed"],
+        "broke": ["passed", "passed", "failed", "failed"],
+        "wobbly": ["passed", "failed", "passed", "failed"],
+    }
+    entries = [
+        _entry(f"r{run}", run + 1, [_item(case, seq[run]) for case, seq in outcomes.items()])
+        for run in range(4)
+    ]
+    cases = {case.case_id: case for case in build_trend(entries).cases}
+    assert (cases["steady"].state, cases["steady"].since, cases["steady"].flips) == (
+        "passing",
+        "r0",
+        0,
+    )
+    assert (cases["broke"].state, cases["broke"].since, cases["broke"].flips) == (
+        "failing",
+        "r2",
+        1,
+    )
+    assert (cases["wobbly"].state, cases["wobbly"].since, cases["wobbly"].flips) == (
+        "failing",
+        "r3",
+        3,
+    )
+    assert cases["broke"].verdicts == (
+        ("r0", "pass"),
+        ("r1", "pass"),
+        ("r2", "fail"),
+        ("r3", "fail"),
+    )
+
+
+def test_repeats_reduce_to_one_verdict_per_run_flaky_since_when_it_began() -> None:
+    def repeats(case: str, *outcomes: str) -> list[dict[str, Any]]:
+        return [_item(case, outcome, repeat=index) for index, outcome in enumerate(outcomes)]
+
+    entries = [
+        _entry("a", 1, repeats("x", "passed", "passed", "passed")),
+        _entry("b", 2, repeats("x", "passed", "failed", "passed")),
+        _entry("c", 3, repeats("x", "failed", "passed", "skipped")),
+    ]
+    (case,) = build_trend(entries).cases
+    assert case.verdicts == (("a", "pass"), ("b", "flaky"), ("c", "flaky"))
+    assert (case.state, case.since, case.flips) == ("flaky", "b", 1)
+    # items, not cases, are counted in a point (repeats included, skips left out)
+    assert [point.n for point in build_trend(entries).series[0].points] == [3, 3, 2]
+
+
+def test_case_verdict_follows_the_repeat_rules() -> None:
+    assert case_verdict(["passed", "passed"]) == "pass"
+    assert case_verdict(["failed", "error"]) == "fail"
+    assert case_verdict(["failed", "passed"]) == "flaky"
+    assert case_verdict(["error", "error"]) == "error"
+    assert case_verdict(["skipped"]) is None
+
+
+def test_an_error_run_is_the_state_error() -> None:
+    entries = [_entry("a", 1, [_item("x", "passed")]), _entry("b", 2, [_item("x", "error")])]
+    (case,) = build_trend(entries).cases
+    assert (case.state, case.since) == ("error", "b")
+    (point,) = build_trend(entries).series[0].points[1:]
+    assert (point.n, point.pass_rate, point.errors) == (0, None, 1)
+
+
+def test_a_drop_over_runs_is_a_drift_and_fails_only_with_the_flag() -> None:
+    rates = [10] * 6 + [5] * 4  # passed of 10, run by run
+    entries = [
+        _entry(
+            f"r{run}",
+            run + 1,
+            [_item(f"c{i}", "passed" if i < passed else "failed") for i in range(10)],
+        )
+        for run, passed in enumerate(rates)
+    ]
+    report = build_trend(entries)
+    drift = report.series[0].drift
+    assert drift.detected and drift.direction == "down" and drift.since_run == "r5"
+    assert trend_status(report, fail_on_drift=False) == (0, [])
+    status, why = trend_status(report, fail_on_drift=True)
+    assert status == 1 and why == [
+        f"m on qa.eval.yaml: pass rate drifted down at {drift.at_run} (since r5)"
+    ]
+
+
+def test_a_rise_never_fails_the_trend() -> None:
+    rates = [5] * 6 + [10] * 4
+    entries = [
+        _entry(
+            f"r{run}",
+            run + 1,
+            [_item(f"c{i}", "passed" if i < passed else "failed") for i in range(10)],
+        )
+        for run, passed in enumerate(rates)
+    ]
+    report = build_trend(entries)
+    assert report.series[0].drift.direction == "up"
+    assert trend_status(report, fail_on_drift=True) == (0, [])

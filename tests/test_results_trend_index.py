@@ -1,0 +1,190 @@
+"""trend.jsonl: the append-only index of the runs under a runs folder."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmbench.results import build_trend, read_index, update_index
+from pytest_llmbench.results.record import build_record
+from pytest_llmbench.results_folder import ResultsError
+
+
+def _record(case: str, passed: bool, **extra: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "nodeid": f"qa.eval.yaml::{case}[m-r0]",
+        "suite": "qa",
+        "eval_file": "qa.eval.yaml",
+        "case_id": case,
+        "case_hash": f"h-{case}",
+        "model": "m",
+        "model_id": "openai/m",
+        "repeat": 0,
+        "outcome": "passed" if passed else "failed",
+        "score": 1.0 if passed else 0.0,
+        "threshold": 1.0,
+    }
+    values.update(extra)
+    return build_record(**values)
+
+
+def _run(
+    folder: Path,
+    started_at: str | None,
+    records: list[dict[str, Any]],
+    commit: str | None = "abc123",
+) -> Path:
+    folder.mkdir(parents=True)
+    text = "".join(json.dumps(record) + "\n" for record in records)
+    (folder / "results.jsonl").write_text(text, encoding="utf-8")
+    if started_at is not None:
+        info = {"started_at": started_at, "source": {"git": {"commit": commit, "dirty": False}}}
+        (folder / "run.json").write_text(json.dumps(info), encoding="utf-8")
+    return folder
+
+
+def test_runs_several_levels_deep_are_indexed_oldest_first_with_their_facts(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _run(runs / "b" / "llmbench-results" / "late", "2026-11-02T00:00:00Z", [_record("x", False)])
+    _run(runs / "a-early", "2026-11-01T00:00:00Z", [_record("x", True)], commit=None)
+    index = tmp_path / "cache" / "trend.jsonl"
+    update = update_index([runs], index)
+    assert update.added == ("a-early", "late")
+    lines = [json.loads(line) for line in index.read_text().splitlines()]
+    assert [line["run"] for line in lines] == ["a-early", "late"]
+    assert lines[0]["commit"] is None and lines[1]["commit"] == "abc123"
+    assert lines[1]["folder"] == str(runs / "b" / "llmbench-results" / "late")
+    assert lines[1]["items"] == [
+        {"eval_file": "qa.eval.yaml", "suite": "qa", "model": "m", "model_id": "openai/m",
+         "case_id": "x", "case_hash": "h-x", "repeat": 0, "outcome": "failed", "score": 0.0}
+    ]  # fmt: skip
+    assert update.skipped == ()
+
+
+def test_a_second_update_appends_only_new_runs_and_keeps_the_lines_as_they_were(
+    tmp_path: Path,
+) -> None:
+    runs = tmp_path / "runs"
+    _run(runs / "one", "2026-11-01T00:00:00Z", [_record("x", True)])
+    index = runs / "trend.jsonl"
+    update_index([runs], index)
+    before = index.read_text()
+    assert update_index([runs], index).added == ()
+    assert index.read_text() == before
+    _run(runs / "two", "2026-11-02T00:00:00Z", [_record("x", False)])
+    update = update_index([runs], index)
+    assert update.added == ("two",)
+    assert index.read_text().startswith(before)
+    assert [entry["run"] for entry in update.entries] == ["one", "two"]
+
+
+def test_an_unfinished_run_is_listed_then_indexed_once_it_has_finished(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    live = _run(runs / "live", None, [_record("x", True)])
+    index = runs / "trend.jsonl"
+    update = update_index([runs], index)
+    assert update.added == ()
+    assert [(s.path, s.reason.split(":")[0]) for s in update.skipped] == [(str(live), "unfinished")]
+    (live / "run.json").write_text(json.dumps({"started_at": "2026-11-03T00:00:00Z"}))
+    assert update_index([runs], index).added == ("live",)
+
+
+def test_broken_and_foreign_folders_are_listed_with_why_and_the_rest_indexed(
+    tmp_path: Path,
+) -> None:
+    runs = tmp_path / "runs"
+    _run(runs / "good", "2026-11-01T00:00:00Z", [_record("x", True)])
+    bad_line = _run(runs / "bad-line", "2026-11-02T00:00:00Z", [_record("x", True)])
+    with open(bad_line / "results.jsonl", "a", encoding="utf-8") as stream:
+        stream.write("{not json\n")
+    bad_info = _run(runs / "bad-info", None, [_record("x", True)])
+    (bad_info / "run.json").write_text("[1, 2")
+    orphan = runs / "orphan"
+    orphan.mkdir()
+    (orphan / "run.json").write_text("{}")
+    foreign = runs / "photos" / "2025"
+    foreign.mkdir(parents=True)
+    (foreign / "cat.jpg").write_bytes(b"\xff\xd8")
+    (runs / ".hidden").mkdir()
+    update = update_index([runs], runs / "trend.jsonl")
+    assert update.added == ("good",)
+    reasons = {Path(skipped.path).name: skipped.reason for skipped in update.skipped}
+    assert set(reasons) == {"bad-line", "bad-info", "orphan", "photos"}
+    assert (
+        reasons["bad-line"].startswith("broken: ")
+        and "results.jsonl:2: not valid JSON" in reasons["bad-line"]
+    )
+    assert (
+        reasons["bad-info"].startswith("broken: ")
+        and "run.json: not a JSON file" in reasons["bad-info"]
+    )
+    assert reasons["orphan"] == "broken: run.json without results.jsonl"
+    assert reasons["photos"].startswith("foreign: ")
+
+
+def test_people_s_labels_in_the_run_s_folder_decide_the_indexed_verdict(tmp_path: Path) -> None:
+    from pytest_llmbench.results import Review, answer_digest, append_review, review_key
+
+    runs = tmp_path / "runs"
+    record = _record("x", False, response="Lyon")
+    folder = _run(runs / "one", "2026-11-01T00:00:00Z", [record])
+    label = Review(review_key(record), answer_digest(record), "pass", reviewer="ann")
+    append_review(folder / "reviews.jsonl", label)
+    (entry,) = update_index([runs], tmp_path / "with.jsonl").entries
+    assert entry["items"][0]["outcome"] == "passed"
+    (entry,) = update_index([runs], tmp_path / "without.jsonl", ignore_reviews=True).entries
+    assert entry["items"][0]["outcome"] == "failed"
+
+
+def test_the_index_alone_gives_the_trend_once_the_runs_are_gone(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for day, passed in ((1, True), (2, False)):
+        _run(runs / f"r{day}", f"2026-11-0{day}T00:00:00Z", [_record("x", passed)])
+    index = tmp_path / "trend.jsonl"
+    first = build_trend(update_index([runs], index).entries)
+    for day in (1, 2):
+        for path in (runs / f"r{day}").iterdir():
+            path.unlink()
+        (runs / f"r{day}").rmdir()
+    again = build_trend(read_index(index))
+    assert again == first
+    assert [case.verdicts for case in again.cases] == [(("r1", "pass"), ("r2", "fail"))]
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("{broken", "not valid JSON"),
+        ("[1]", "not a JSON object"),
+        ('{"run": "a", "started_at": "x"}', "not a trend entry (no items)"),
+        (
+            '{"run": "a", "started_at": "x", "items": [1]}',
+            "not a trend entry (items is no list of objects)",
+        ),
+    ],
+)
+def test_a_broken_index_line_is_an_error_naming_index_and_line(
+    tmp_path: Path, line: str, why: str
+) -> None:
+    index = tmp_path / "trend.jsonl"
+    good = json.dumps({"run": "a", "started_at": "2026", "commit": None, "items": []})
+    index.write_text(f"{good}\n\n{line}\n")
+    with pytest.raises(ResultsError, match=f"^{re.escape(str(index))}:3: {re.escape(why)}"):
+        read_index(index)
+    with pytest.raises(ResultsError, match=":3: "):
+        update_index([tmp_path], index)  # nothing is appended to an index that cannot be read
+    assert index.read_text() == f"{good}\n\n{line}\n"
+
+
+def test_a_line_cut_short_stays_its_own_line_and_is_named(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _run(runs / "one", "2026-11-01T00:00:00Z", [_record("x", True)])
+    index = tmp_path / "trend.jsonl"
+    good = json.dumps({"run": "old", "started_at": "2026-10-01", "commit": None, "items": []})
+    index.write_text(good + "\n" + '{"run": "cut')  # an interrupted append
+    with pytest.raises(ResultsError, match=":2: not valid JSON"):
+        update_index([runs], index)
