@@ -4,7 +4,14 @@ folders, escaping; in process on hand-built trends, and through the viewer on re
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import chromium_page, serving
+from conftest import Bench, Rule
 
 from pytest_llmbench.results.trend import (
     CaseHistory,
@@ -14,6 +21,7 @@ from pytest_llmbench.results.trend import (
     SkippedFolder,
     TrendReport,
 )
+from pytest_llmbench.results_folder import TREND_FILE
 from pytest_llmbench.view.trends import trends_page
 
 RUNS = ("r1", "r2", "r3", "r4")
@@ -48,8 +56,9 @@ def hand_report() -> TrendReport:
     return TrendReport(RUNS, (qa, agent), cases, skipped)
 
 
-def section(page: str, model: str) -> str:
-    found = re.search(rf'<section class="series" data-model="{model}".*?</section>', page, re.S)
+def section(page: str, model: str, eval_file: str = r"[^\"]*") -> str:
+    pattern = rf'<section class="series" data-model="{model}" data-file="{eval_file}".*?</section>'
+    found = re.search(pattern, page, re.S)
     assert found, page
     return found.group(0)
 
@@ -113,3 +122,130 @@ def test_skipped_folders_are_listed_with_why_and_user_strings_are_escaped() -> N
     assert skipped and "runs/notes" in skipped.group(0) and "not a run" in skipped.group(0)
     empty = trends_page(TrendReport((), (), (), ()), {}, {})
     assert "No finished runs here yet" in empty and 'id="skipped"' not in empty
+
+
+# -- on real runs --------------------------------------------------------------------------------
+
+QA = """
+cases:
+  - {id: france, prompt: "PROMPT", expected: Paris, assert: [contains]}
+  - {id: japan, prompt: "Capital of Japan?", expected: Tokyo, assert: [contains]}
+"""
+MATH = """
+cases:
+  - {id: two, prompt: "What is 1 + 1?", expected: "2", assert: [contains]}
+"""
+
+
+def real_run(bench: Bench, root: Path, name: str, *, japan: str, france: str) -> None:
+    """A run of fake on qa (france asked as ``france``) and math into ``root/name``."""
+    bench.eval_file("qa", QA.replace("PROMPT", france))
+    bench.eval_file("math", MATH)
+    bench.server.reset()
+    bench.server.add_rule(Rule(match="France", reply="Paris"))
+    bench.server.add_rule(Rule(match="Japan", reply=japan))
+    bench.server.add_rule(Rule(match="1 + 1", reply="2"))
+    result = bench.pytester.runpytest(
+        "-p", "no:cacheprovider", f"--results-dir={root / name}", "--models=fake"
+    )  # fmt: skip
+    assert (root / name / "run.json").is_file(), result.stdout.str()[-3000:]
+
+
+@pytest.fixture
+def three_runs(bench: Bench) -> tuple[Bench, Path]:
+    """results/r1 (japan right), r2 and r3 (japan wrong; france's prompt edited since r1), and
+    a folder that holds no run."""
+    root = bench.pytester.path / "results"
+    real_run(bench, root, "r1", japan="Tokyo", france="Capital of France?")
+    for name in ("r2", "r3"):
+        real_run(bench, root, name, japan="Kyoto", france="The capital of France?")
+    (root / "notes").mkdir()
+    (root / "notes" / "todo.txt").write_text("not a run\n")
+    return bench, root
+
+
+def viewer_client(bench: Bench, root: Path) -> Any:
+    from starlette.testclient import TestClient
+
+    from pytest_llmbench.view.app import ViewSettings, create_app
+
+    settings = ViewSettings(roots=[root], project=bench.pytester.path,
+                            allowed_hosts=("testserver",))  # fmt: skip
+    return TestClient(create_app(settings))
+
+
+def files_under(root: Path) -> dict[str, int]:
+    return {
+        str(path.relative_to(root)): path.stat().st_mtime_ns
+        for path in root.rglob("*")
+        if ".llmbench-view" not in path.parts
+    }
+
+
+def test_the_trends_page_draws_real_runs_and_writes_nothing(
+    three_runs: tuple[Bench, Path],
+) -> None:
+    bench, root = three_runs
+    before = files_under(root)
+    with viewer_client(bench, root) as client:
+        page = client.get("/trends").text
+        filtered = client.get("/trends", params={"file": "math.eval.yaml"}).text
+    assert files_under(root) == before and not (root / TREND_FILE).exists()
+    assert '<a href="/trends">Trends</a>' in page
+    qa = section(page, "fake", "qa.eval.yaml")
+    assert re.findall(r'<circle class="point" data-run="(\w+)"', qa) == ["r1", "r2", "r3"]
+    rows = dict(re.findall(r'<tr data-run="(\w+)">(.*?)</tr>', qa))
+    assert '<a href="/run/0/r1">r1</a>' in rows["r1"]
+    assert "<td>1</td><td>100.0%" in rows["r1"]  # france's old prompt is left out of r1
+    assert re.search(r"<td>50\.0% \[[\d.]+%, [\d.]+%\]</td>", rows["r3"])
+    assert 'failing since <a href="/run/0/r2">r2</a>' in page
+    skipped = re.search(r'<table class="skipped".*?</table>', page, re.S)
+    assert skipped and str(root / "notes") in skipped.group(0)
+    assert 'data-file="math.eval.yaml"' in filtered and 'data-file="qa.eval.yaml"' not in filtered
+    assert 'data-case="japan"' not in filtered
+
+
+def test_an_index_keeps_runs_whose_folders_are_gone_and_a_broken_one_is_named(
+    three_runs: tuple[Bench, Path],
+) -> None:
+    from pytest_llmbench.results import update_index
+
+    bench, root = three_runs
+    update_index([root], root / TREND_FILE)
+    shutil.rmtree(root / "r1")
+    with viewer_client(bench, root) as client:
+        page = client.get("/trends").text
+        qa = section(page, "fake", "qa.eval.yaml")
+        assert re.findall(r'<circle class="point" data-run="(\w+)"', qa) == ["r1", "r2", "r3"]
+        assert '<tr data-run="r1"><td>r1</td>' in qa  # its folder is gone: no link
+        assert f"3 of them from {root / TREND_FILE}" in page
+        with open(root / TREND_FILE, "a") as index:
+            index.write("{not json\n")
+        page = client.get("/trends").text
+    qa = section(page, "fake", "qa.eval.yaml")
+    assert re.findall(r'<circle class="point" data-run="(\w+)"', qa) == ["r2", "r3"]
+    assert f"{root / TREND_FILE}:4: not valid JSON" in page
+
+
+@pytest.mark.slow
+def test_the_trends_page_in_a_browser_filters_by_eval_file(
+    three_runs: tuple[Bench, Path],
+) -> None:
+    bench, root = three_runs
+    with serving(bench, root) as url, chromium_page() as page:
+        page.goto(url)
+        page.click("header >> text=Trends")
+        qa = page.locator('section.series[data-file="qa.eval.yaml"]')
+        assert qa.locator("svg.trend circle.point").count() == 3
+        assert qa.locator("svg.trend circle.point").first.bounding_box()["height"] > 0
+        japan = page.locator('#cases tr[data-case="japan"]')
+        assert japan.locator("td.state").inner_text() == "failing since r2"
+        assert japan.locator("span.cell").evaluate_all("cells => cells.map(c => c.className)") == [
+            "cell pass", "cell fail", "cell fail"
+        ]  # fmt: skip
+        page.select_option('select[name="file"]', "math.eval.yaml")
+        with page.expect_navigation():
+            page.click("#filters button")
+        assert "file=math.eval.yaml" in page.url
+        assert page.locator("section.series").count() == 1
+        assert page.locator('section.series[data-file="math.eval.yaml"]').count() == 1

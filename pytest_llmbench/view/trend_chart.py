@@ -10,7 +10,7 @@ was detected. Every text in it (run ids, commits) is escaped; nothing needs Java
 from __future__ import annotations
 
 from ..report import text
-from ..results.trend import CaseHistory, Drift, RunPoint, Series
+from ..results import CaseHistory, Drift, RunPoint, Series
 
 #: The chart's size and its margins (left for the % axis, bottom for the run labels).
 WIDTH, HEIGHT = 720, 240
@@ -29,6 +29,8 @@ svg.trend .mark-model { stroke: #a142f4; } svg.trend .drift-at { fill: none; str
 svg.trend .mark-label { font-size: 9px; fill: #5f6368; }
 span.badge { padding: 0.1em 0.5em; border-radius: 3px; font-size: 0.85em; margin-left: 0.5em; }
 span.badge.drift { background: #fce8e6; color: #c5221f; } span.badge.steady { background: #e6f4ea; }
+table.points td { white-space: nowrap; }
+p.legend { font-size: 0.85em; margin: 0.2em 0 0.6em; }
 span.cells { display: inline-flex; gap: 2px; }
 span.cell { display: inline-block; width: 14px; height: 14px; border: 1px solid #dadce0; }
 span.cell.pass { background: #81c995; } span.cell.fail { background: #ee675c; }
@@ -156,6 +158,14 @@ def _run_labels(points: tuple[RunPoint, ...]) -> list[str]:
             f'transform="rotate(-25 {x:.1f} {y})">{text(shown)}</text>'
         )
     return labels
+
+
+#: What the chart's marks mean, under each chart.
+LEGEND = (
+    '<p class="note legend">Each point: a run\'s pass rate, with its 95% interval (Wilson). '
+    "Dashed lines: the commit (grey) or the model version (purple) changed before that run. "
+    "Red ring: the run where the drift test found a change.</p>"
+)
 
 
 def drift_badge(drift: Drift) -> str:
