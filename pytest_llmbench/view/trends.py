@@ -112,6 +112,8 @@ def trends_page(
         f'<p class="note" id="count">{len(series)} of {len(report.series)} series, '
         f"{len(report.runs)} runs</p>"
     )
+    if series:
+        parts.append(LEGEND)
     parts += [_series_section(s, run_links) for s in series]
     parts.append(_cases_section(report, params, run_links))
     parts.append(_skipped_section(report))
@@ -159,7 +161,7 @@ def _series_section(series: Series, run_links: Mapping[str, str]) -> str:
     return (
         f'<section class="series" data-model="{text(series.model)}" '
         f'data-file="{text(series.eval_file)}"><h2>{title}{drift_badge(series.drift)}</h2>'
-        f"{chart(series)}{LEGEND}"
+        f"{chart(series)}"
         '<details class="points"><summary>The runs, newest first</summary>'
         '<table class="points"><tr><th>run</th><th>date</th><th>commit</th><th>model versions</th>'
         "<th>n</th><th>pass rate [95% CI]</th><th>score [95% CI]</th><th>left out</th>"
