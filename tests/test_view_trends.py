@@ -21,7 +21,7 @@ from pytest_llmbench.results.trend import (
     SkippedFolder,
     TrendReport,
 )
-from pytest_llmbench.results_folder import TREND_FILE
+from pytest_llmbench.results_folder import REVIEWS_FILE, TREND_FILE
 from pytest_llmbench.view.trends import trends_page
 
 RUNS = ("r1", "r2", "r3", "r4")
@@ -249,3 +249,18 @@ def test_the_trends_page_in_a_browser_filters_by_eval_file(
         assert "file=math.eval.yaml" in page.url
         assert page.locator("section.series").count() == 1
         assert page.locator('section.series[data-file="math.eval.yaml"]').count() == 1
+
+
+def test_the_trend_is_read_again_only_when_a_file_it_came_from_changed(
+    three_runs: tuple[Bench, Path],
+) -> None:
+    from pytest_llmbench.view.trend_source import read_trend
+
+    _, root = three_runs
+    first = read_trend([root], None)
+    assert read_trend([root], None) is first  # a filter chosen: nothing read again
+    shutil.rmtree(root / "r1")
+    second = read_trend([root], None)
+    assert second is not first and second[0].runs == ("r2", "r3")
+    (root / "r3" / REVIEWS_FILE).write_text("")  # a labels file appears
+    assert read_trend([root], None) is not second

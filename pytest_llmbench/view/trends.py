@@ -4,20 +4,18 @@ Per model x eval file, the pass rate run after run (:func:`.trend_chart.chart`),
 test's finding and a table of the points; then the cases failing or flaky in their latest run
 with their verdicts run by run; then the folders that are not readable runs, with why. Filters
 are query parameters (``model``, ``file``, ``cases``), so every view is a link. A run still
-under the viewer's roots links to its page. Every case id, file name, run id and commit is
-escaped: they are user data.
+under the viewer's roots links to its page (:mod:`.trend_source` reads the runs). Every case
+id, file name, run id and commit is escaped: they are user data.
 """
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..report import text
 from ..results import CaseHistory, RunPoint, Series, TrendReport
-from ..results_folder import TREND_FILE, ResultsError, ResultsFolder
 from .pages import layout, link
 from .trend_chart import CHART_STYLE, LEGEND, cells, chart, drift_badge
 
@@ -35,60 +33,10 @@ def trends_of_roots(
     roots: Sequence[Path], reviews_dir: Path | None, query: Mapping[str, Any]
 ) -> str:
     """The page over the runs under ``roots`` (filtered by ``query``)."""
+    from .trend_source import read_trend
+
     report, links, note = read_trend(roots, reviews_dir)
     return trends_page(report, page_params(query), links, note=note)
-
-
-def read_trend(
-    roots: Sequence[Path], reviews_dir: Path | None
-) -> tuple[TrendReport, dict[str, str], str]:
-    """The trend of the runs under ``roots``, the viewer's key of each run still there, and a
-    line saying what was read.
-
-    Each root's ``trend.jsonl`` is read when there is one (it may hold runs whose folders are
-    gone), and the finished runs it lacks are read from their folders, as ``llmbench trend``
-    does; but nothing is written under the roots: the index is brought up to date in a copy in
-    a temporary folder. A broken index is named (``path:line``) in the line, and left out.
-    """
-    from ..results import build_trend, read_index, update_index
-
-    kept, problems = [], []
-    for path in (root / TREND_FILE for root in roots):
-        if not path.is_file():
-            continue
-        try:
-            read_index(path)  # a broken line is named in the root's index, not in the copy
-            kept.append((path, path.read_text(encoding="utf-8")))
-        except (ResultsError, OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{exc} (left out: only the runs' folders are read)")
-    with tempfile.TemporaryDirectory(prefix="llmbench-view-trend-") as temp:
-        copy = Path(temp) / TREND_FILE
-        copy.write_text("".join(body.rstrip("\n") + "\n" for _, body in kept), encoding="utf-8")
-        update = update_index(roots, copy, reviews_dir)
-    entries = {(str(e.get("run")), str(e.get("started_at"))): e for e in update.entries}
-    report = build_trend(entries.values(), skipped=update.skipped)
-    indexed = len(update.entries) - len(update.added)
-    note = f"{len(report.runs)} finished runs under {', '.join(str(r) for r in roots)}"
-    if kept:
-        note += f", {indexed} of them from {', '.join(str(path) for path, _ in kept)}"
-    note = ". ".join([note, *problems]) + "."
-    return report, run_links(roots, entries.values()), note
-
-
-def run_links(roots: Sequence[Path], entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """The viewer's key of each run whose folder is still under ``roots``, by run id (an
-    index may name folders that are gone, or were on another machine)."""
-    links: dict[str, str] = {}
-    for entry in entries:
-        folder = Path(str(entry.get("folder", "")))
-        if not folder.is_absolute() or not ResultsFolder(folder).has_results():
-            continue
-        for index, root in enumerate(roots):
-            if root in folder.parents:
-                key = f"{index}/{folder.relative_to(root).as_posix()}"
-                links.setdefault(str(entry.get("run")), key)
-                break
-    return links
 
 
 def trends_page(
