@@ -27,6 +27,7 @@ from pytest_llmbench.view.trends import trends_page
 RUNS = ("r1", "r2", "r3", "r4")
 STEADY = Drift("page-hinkley", False, None, None, None, 0.4, 5.0)
 DOWN = Drift("page-hinkley", True, "down", "r4", "r2", 6.5, 5.0)
+STEADY_SERIES = Series("fake", "qa.eval.yaml", (), STEADY)
 
 
 def point(run: str, passed: int, n: int = 10, *, marks: tuple[str, ...] = (),
@@ -80,6 +81,14 @@ def test_a_series_is_drawn_with_one_point_per_run_its_interval_marks_and_drift()
     assert [run for run, _ in rows] == ["r4", "r3", "r2", "r1"]
     assert "<td>40.0% [20.0%, 60.0%]</td><td>0.400 [0.300, 0.500]</td><td>1</td>" in rows[0][1]
     assert "<td>abc1234def</td>" in rows[0][1] and "<td>model</td>" in rows[1][1]
+    # a run where nothing was counted (every case changed since) is a hollow mark on the axis
+    nothing = replace(point("r1", 0), n=0, passed=0, pass_rate=None, pass_low=None, pass_high=None)
+    drawn = trends_page(replace(hand_report(), series=(replace(STEADY_SERIES, points=(
+        nothing, point("r2", 5))),)), {}, {})  # fmt: skip
+    assert re.findall(r'<circle class="(\w+)" data-run="(\w+)"', drawn) == [
+        ("empty", "r1"), ("point", "r2")
+    ]  # fmt: skip
+    assert "r1: nothing counted (n=0, 1 left out, 0 errors)" in drawn
 
 
 def test_failing_and_flaky_cases_show_since_when_with_a_cell_per_run() -> None:

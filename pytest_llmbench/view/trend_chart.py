@@ -23,7 +23,7 @@ svg.trend { background: white; border: 1px solid #dadce0; }
 svg.trend .grid { stroke: #f1f3f4; } svg.trend .axis { fill: #5f6368; font-size: 10px; }
 svg.trend .line { fill: none; stroke: #1a73e8; stroke-width: 1.5; }
 svg.trend .ci { stroke: #8ab4f8; stroke-width: 2; }
-svg.trend .point { fill: #1a73e8; } svg.trend .mark-commit { stroke: #9aa0a6; }
+svg.trend .point { fill: #1a73e8; } svg.trend .empty { fill: white; stroke: #9aa0a6; } svg.trend .mark-commit { stroke: #9aa0a6; }
 svg.trend .mark-model { stroke: #a142f4; } svg.trend .drift-at { fill: none; stroke: #c5221f;
   stroke-width: 2.5; }
 svg.trend .mark-label { font-size: 9px; fill: #5f6368; }
@@ -80,7 +80,14 @@ def chart(series: Series) -> str:
                 f'<line class="ci" x1="{x:.1f}" x2="{x:.1f}" y1="{_y(point.pass_low):.1f}" '
                 f'y2="{_y(point.pass_high):.1f}"/>'
             )
-        if point.pass_rate is not None:
+        if point.pass_rate is None:  # nothing counted: a hollow mark on the axis
+            counted = f"n=0, {point.left_out} left out, {point.errors} errors"
+            title = f"{point.run_id}: nothing counted ({counted})"
+            parts.append(
+                f'<circle class="empty" data-run="{text(point.run_id)}" cx="{x:.1f}" '
+                f'cy="{_y(0.0):.1f}" r="3.5"><title>{text(title)}</title></circle>'
+            )
+        else:
             parts.append(
                 f'<circle class="point" data-run="{text(point.run_id)}" cx="{x:.1f}" '
                 f'cy="{_y(point.pass_rate):.1f}" r="3.5"><title>{text(_point_title(point))}'

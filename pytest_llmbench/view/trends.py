@@ -86,13 +86,8 @@ def _filters(report: TrendReport, params: Mapping[str, str]) -> str:
 
     models = sorted({s.model for s in report.series} | {c.model for c in report.cases})
     files = sorted({s.eval_file for s in report.series} | {c.eval_file for c in report.cases})
-    keep = "".join(
-        f'<input type="hidden" name="{name}" value="{text(params[name])}">'
-        for name in ("root",)
-        if params.get(name)
-    )
     return (
-        f'<form class="filters" method="get" id="filters">{keep}'
+        '<form class="filters" method="get" id="filters">'
         f"{select('model', {'': 'every model', **{m: m for m in models}})}"
         f"{select('file', {'': 'every eval file', **{f: f for f in files}})}"
         f"{select('cases', _CASES)}"
@@ -216,4 +211,4 @@ def _skipped_section(report: TrendReport) -> str:
 
 def page_params(query: Mapping[str, Any]) -> dict[str, str]:
     """The page's query parameters as plain strings (unknown ones dropped)."""
-    return {name: str(query[name]) for name in ("model", "file", "cases", "root") if name in query}
+    return {name: str(query[name]) for name in ("model", "file", "cases") if name in query}
