@@ -142,6 +142,18 @@ def _hand_run(folder: Path, day: int, outcome: str, eval_file: str = "qa.eval.ya
     (folder / "run.json").write_text(json.dumps({"started_at": f"2026-11-{day:02d}T00:00:00Z"}))
 
 
+def test_the_drift_parameters_are_the_command_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for day, outcome in enumerate(["passed"] * 3 + ["failed"], 1):
+        _hand_run(tmp_path / "runs" / f"r{day}", day, outcome)
+    code, out, _ = _call(capsys, "trend", tmp_path / "runs", "--fail-on-drift")
+    assert code == 0 and "drift: none (Page-Hinkley statistic 0.700, threshold 0.4)" in out
+    argv = ["trend", tmp_path / "runs", "--fail-on-drift", "--drift-min-runs", "4"]
+    code, out, _ = _call(capsys, *argv, "--drift-threshold", "0.5", "--drift-delta", "0")
+    assert code == 1 and "drift: down at r4, after r3 (Page-Hinkley statistic 0.750" in out
+
+
 def test_model_and_eval_file_pick_a_series_and_unknown_ones_are_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -160,8 +172,13 @@ def test_model_and_eval_file_pick_a_series_and_unknown_ones_are_named(
         ([], "llmbench: trend: give a runs folder (RUNS_DIR), or --index PATH to read\n"),
         (["--index", "{tmp}/none.jsonl"], "llmbench: --index {tmp}/none.jsonl: no such index\n"),
         (["{tmp}/nowhere"], "llmbench: {tmp}/nowhere: no such runs folder\n"),
+        (
+            ["{tmp}", "--drift-threshold", "0"],
+            "llmbench: trend: drift parameters need delta >= 0, threshold > 0 and min_runs >= 1,"
+            " got delta=0.05, threshold=0.0, min_runs=5\n",
+        ),
     ],
-    ids=["nothing", "missing-index", "missing-runs"],
+    ids=["nothing", "missing-index", "missing-runs", "bad-threshold"],
 )
 def test_usage_errors_exit_2_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str

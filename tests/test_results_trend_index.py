@@ -188,3 +188,26 @@ def test_a_line_cut_short_stays_its_own_line_and_is_named(tmp_path: Path) -> Non
     index.write_text(good + "\n" + '{"run": "cut')  # an interrupted append
     with pytest.raises(ResultsError, match=":2: not valid JSON"):
         update_index([runs], index)
+
+
+def test_an_indexed_run_is_not_read_again(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    folder = _run(runs / "one", "2026-11-01T00:00:00Z", [_record("x", True)])
+    index = runs / "trend.jsonl"
+    update_index([runs], index)
+    (folder / "results.jsonl").write_text("{damaged later\n")
+    update = update_index([runs], index)
+    assert (update.added, update.skipped) == ((), ())
+    assert update.entries[0]["items"][0]["outcome"] == "passed"
+
+
+def test_scanning_runs_writes_no_index_and_gives_the_same_entries(tmp_path: Path) -> None:
+    from pytest_llmbench.results import scan_runs
+
+    runs = tmp_path / "runs"
+    _run(runs / "one", "2026-11-01T00:00:00Z", [_record("x", True)])
+    (runs / "junk").mkdir()
+    scanned = scan_runs([runs])
+    assert not (runs / "trend.jsonl").exists()
+    assert scanned == update_index([runs], runs / "trend.jsonl")
+    assert [Path(s.path).name for s in scanned.skipped] == ["junk"]

@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..results import DEFAULT_PARAMS
 from ..results_folder import TREND_FILE
 from ..spec import UsageFailure
 from .merge_command import add_review_options
@@ -39,10 +40,19 @@ def add_trend_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     trend.add_argument("runs_dirs", nargs="*", type=Path, metavar="RUNS_DIR",
                        help="Folders holding runs (searched 3 levels deep)")  # fmt: skip
     trend.add_argument("--index", type=Path, metavar="PATH",
-                       help=f"The index to update and read (default: RUNS_DIR/{TREND_FILE}); "
+                       help=f"The index to update and read (default: the first RUNS_DIR's {TREND_FILE}); "
                        "alone, without RUNS_DIR, it is only read")  # fmt: skip
     trend.add_argument("--fail-on-drift", action="store_true",
                        help="Exit 1 when a series' pass rate drifted down")  # fmt: skip
+    trend.add_argument("--drift-delta", type=float, default=DEFAULT_PARAMS.delta, metavar="D",
+                       help="The drift test's tolerance, in pass-rate units (default: "
+                       f"{DEFAULT_PARAMS.delta})")  # fmt: skip
+    trend.add_argument("--drift-threshold", type=float, default=DEFAULT_PARAMS.threshold,
+                       metavar="LAMBDA", help="The drift test's threshold (default: "
+                       f"{DEFAULT_PARAMS.threshold})")  # fmt: skip
+    trend.add_argument("--drift-min-runs", type=int, default=DEFAULT_PARAMS.min_runs, metavar="N",
+                       help="No drift before this many runs (default: "
+                       f"{DEFAULT_PARAMS.min_runs})")  # fmt: skip
     trend.add_argument("--model", metavar="M", help="Only this model's series and cases")
     trend.add_argument("--eval-file", metavar="F", help="Only this eval file's series and cases")
     trend.add_argument("--json", action="store_true", help="Print the trend as JSON")
@@ -51,7 +61,12 @@ def add_trend_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _trend_command(args: argparse.Namespace) -> int:
-    from ..results import build_trend, read_index, trend_status, update_index
+    from ..results import DriftParams, build_trend, read_index, trend_status, update_index
+
+    try:
+        params = DriftParams(args.drift_delta, args.drift_threshold, args.drift_min_runs)
+    except ValueError as exc:
+        raise UsageFailure(f"trend: {exc}") from None
 
     roots: list[Path] = args.runs_dirs
     if not roots and args.index is None:
@@ -68,7 +83,9 @@ def _trend_command(args: argparse.Namespace) -> int:
             raise UsageFailure(f"--index {index}: no such index")
         entries, skipped = read_index(index), []
     _check_filters(entries, args.model, args.eval_file)
-    report = build_trend(entries, model=args.model, eval_file=args.eval_file, skipped=skipped)
+    report = build_trend(
+        entries, model=args.model, eval_file=args.eval_file, skipped=skipped, params=params
+    )
     if args.json:
         sys.stdout.write(json.dumps(asdict(report), indent=2) + "\n")
     else:

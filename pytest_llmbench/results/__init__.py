@@ -174,7 +174,7 @@ if TYPE_CHECKING:
         write_aggregates,
     )
     from .trend import CaseHistory, Drift, RunPoint, Series, SkippedFolder, TrendReport
-    from .trend_index import IndexUpdate, read_index, update_index
+    from .trend_index import IndexUpdate, read_index, run_entry, scan_runs, update_index
     from .trend_series import build_trend, case_verdict
     from .winrates import BASELINE, SELECT_BEST, Pair, WinRate, model_win_rates, pairs, win_matrix
 
@@ -326,6 +326,8 @@ _FACE: dict[str, str] = {
     "TrendReport": "trend",
     "IndexUpdate": "trend_index",
     "read_index": "trend_index",
+    "run_entry": "trend_index",
+    "scan_runs": "trend_index",
     "update_index": "trend_index",
     "build_trend": "trend_series",
     "case_verdict": "trend_series",
@@ -481,6 +483,8 @@ __all__ = [
     "reviews_line",
     "rulings",
     "run_calibration",
+    "run_entry",
+    "scan_runs",
     "start_retry",
     "stop_early_info",
     "summarize",

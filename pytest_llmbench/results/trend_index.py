@@ -111,19 +111,47 @@ def update_index(
     appended to an index that cannot be read. The new entries are appended in ``started_at``
     order; the file is made (with its folder) when missing."""
     entries = read_index(index_path)
+    update = scan_runs(roots, reviews_dir, ignore_reviews, entries)
+    new = update.entries[len(entries) :]
+    if new:
+        _append(index_path, new)
+    return update
+
+
+def scan_runs(
+    roots: Sequence[Path],
+    reviews_dir: Path | None = None,
+    ignore_reviews: bool = False,
+    entries: Sequence[dict[str, Any]] = (),
+) -> IndexUpdate:
+    """``entries`` and, after them, an entry for each finished run under ``roots`` that they
+    lack (oldest first), without reading or writing any index (a reader that writes nothing,
+    such as the viewer, builds its trend from this)."""
     known = {entry_key(entry) for entry in entries}
     skipped: list[SkippedFolder] = []
     new: list[dict[str, Any]] = []
     for folder in run_folders(roots, skipped):
-        entry = _run_entry(folder, reviews_dir, ignore_reviews, skipped)
-        if entry is not None and entry_key(entry) not in known:
+        entry = _run_entry(folder, known, reviews_dir, ignore_reviews, skipped)
+        if entry is not None:
             known.add(entry_key(entry))
             new.append(entry)
     new.sort(key=lambda entry: (str(entry["started_at"]), str(entry["run"])))
-    if new:
-        _append(index_path, new)
     skipped.sort(key=lambda folder: folder.path)
-    return IndexUpdate(tuple(entries + new), tuple(str(e["run"]) for e in new), tuple(skipped))
+    return IndexUpdate((*entries, *new), tuple(str(entry["run"]) for entry in new), tuple(skipped))
+
+
+def run_entry(
+    folder: Path, info: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The index line of the finished run in ``folder``: ``info`` its run.json, ``records``
+    its records with their effective verdicts."""
+    return {
+        "run": folder.name,
+        "folder": str(folder),
+        "started_at": info.get("started_at"),
+        "commit": _commit(info),
+        "items": [{name: record.get(name) for name in ITEM_FIELDS} for record in records],
+    }
 
 
 def _append(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:
@@ -175,10 +203,15 @@ def _walk(folder: Path, depth: int, found: list[Path], skipped: list[SkippedFold
 
 
 def _run_entry(
-    folder: Path, reviews_dir: Path | None, ignore_reviews: bool, skipped: list[SkippedFolder]
+    folder: Path,
+    known: set[tuple[str, str]],
+    reviews_dir: Path | None,
+    ignore_reviews: bool,
+    skipped: list[SkippedFolder],
 ) -> dict[str, Any] | None:
-    """The index line of the run in ``folder``; None (and ``skipped`` told why) for a run
-    that has not finished or cannot be read."""
+    """The index line of the run in ``folder``; None for a run the index holds (``known``:
+    its records are not read again), and (``skipped`` told why) for one that has not finished
+    or cannot be read."""
     from .effective import read_labels
 
     results = ResultsFolder(folder)
@@ -191,18 +224,14 @@ def _run_entry(
         started_at = info.get("started_at")
         if not isinstance(started_at, str) or not started_at:
             raise ResultsError(f"{results.run_file}: no started_at")
+        if (folder.name, started_at) in known:
+            return None
         records = results.read_records()
         records = read_labels([folder], reviews_dir, ignore_reviews).apply(records).records
     except ResultsError as exc:
         skipped.append(SkippedFolder(str(folder), f"broken: {exc}"))
         return None
-    return {
-        "run": folder.name,
-        "folder": str(folder),
-        "started_at": started_at,
-        "commit": _commit(info),
-        "items": [{name: record.get(name) for name in ITEM_FIELDS} for record in records],
-    }
+    return run_entry(folder, info, records)
 
 
 def _commit(info: Mapping[str, Any]) -> str | None:

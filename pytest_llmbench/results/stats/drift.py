@@ -16,14 +16,17 @@ series that rose, then fell, reports the fall).
 
 The parameters (:class:`DriftParams`), in pass-rate units (0..1):
 
-- ``delta`` (0.05): the tolerance. A change of the mean smaller than it is never declared,
-  however long it lasts; each run's own noise is absorbed by it too.
-- ``threshold`` (``lambda``, 0.4): how much evidence a change needs. A lasting drop of ``d``
-  (above ``delta``) is declared after roughly ``lambda / (d - delta)`` runs, a little later as
-  the running mean follows the new values: simulated, a fall from 80% to 60% is declared
-  two or three runs after it, while a steady 80% over 30 runs raises no alarm at 50 items a run
-  (200 seeds) and a false one in about 1 of 20 series at 20 items a run.
+- ``delta`` (0.05): the tolerance. Each run adds ``delta`` back to the sum, so a change of
+  the mean much smaller than it is never declared, however long it lasts; each run's own noise
+  is absorbed by it too.
+- ``threshold`` (``lambda``, 0.4): how much evidence a change needs.
 - ``min_runs`` (5): no alarm before this many runs: a short series says nothing.
+
+What the defaults find (steady 90% before the drop; simulated, ``docs/trends.md`` has the
+table): a sudden drop of 20 points is declared 4 runs after it (6 after only 5 steady runs),
+30 points after 2, 50 points at once; a drop of 10 points is not declared (``delta`` 0.02 with
+``lambda`` 0.5 finds it after about 12 runs). A steady 80% over 30 runs raises no alarm at 50
+items a run and a false one in about 1 series of 50 at 20 items a run.
 
 Pure and deterministic: no clock, no randomness, nothing imported beyond the standard library.
 """
