@@ -2,15 +2,14 @@
 
 Each root's ``trend.jsonl`` is read when there is one (it may hold runs whose folders are gone),
 and the finished runs it lacks are read from their folders, as ``llmbench trend`` does; but
-nothing is written under the roots: the index is brought up to date in a copy in a temporary
-folder. The trend is kept until a file it was read from changes (a run added, finished or
-removed, a label given, the index updated), so that choosing a filter reads nothing again.
+nothing is written under the roots: the index is read, never brought up to date. The trend is
+kept until a file it was read from changes (a run added, finished or removed, a label given,
+the index updated), so that choosing a filter reads nothing again.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,27 +83,26 @@ def _files(folder: Path) -> tuple[Any, ...]:
 def _read(roots: Sequence[Path], reviews_dir: Path | None) -> Trend:
     """The trend read afresh (see the module's docstring); a broken index is named (``path:line``)
     in the line, and left out."""
-    from ..results import build_trend, read_index, update_index
+    from ..results import build_trend, read_index, scan_runs
 
-    kept, problems = [], []
+    indexed: list[dict[str, Any]] = []
+    read, problems = [], []
     for path in (root / TREND_FILE for root in roots):
         if not path.is_file():
             continue
         try:
-            read_index(path)  # a broken line is named in the root's index, not in the copy
-            kept.append((path, path.read_text(encoding="utf-8")))
-        except (ResultsError, OSError, UnicodeDecodeError) as exc:
+            indexed += read_index(path)
+        except ResultsError as exc:
             problems.append(f"{exc} (left out: only the runs' folders are read)")
-    with tempfile.TemporaryDirectory(prefix="llmbench-view-trend-") as temp:
-        copy = Path(temp) / TREND_FILE
-        copy.write_text("".join(body.rstrip("\n") + "\n" for _, body in kept), encoding="utf-8")
-        update = update_index(roots, copy, reviews_dir)
+        else:
+            read.append(path)
+    update = scan_runs(roots, reviews_dir, entries=indexed)
     entries = {(str(e.get("run")), str(e.get("started_at"))): e for e in update.entries}
     report = build_trend(entries.values(), skipped=update.skipped)
-    indexed = len(update.entries) - len(update.added)
     note = f"{len(report.runs)} finished runs under {', '.join(str(r) for r in roots)}"
-    if kept:
-        note += f", {indexed} of them from {', '.join(str(path) for path, _ in kept)}"
+    if read:
+        from_index = len(entries) - len(update.added)
+        note += f", {from_index} of them from {', '.join(str(path) for path in read)}"
     note = ". ".join([note, *problems]) + "."
     return report, run_links(roots, entries.values()), note
 
