@@ -99,6 +99,11 @@ def create_app(settings: ViewSettings) -> Any:
 
         return html(calibration_page(roots, settings.reviews_dir))
 
+    async def trends(request: Any) -> Response:
+        from .trends import trends_of_roots
+
+        return html(trends_of_roots(roots, settings.reviews_dir, request.query_params))
+
     async def file(request: Any) -> Response:
         try:
             found = load_run(roots, request.path_params["key"], settings.reviews_dir)
@@ -154,6 +159,7 @@ def create_app(settings: ViewSettings) -> Any:
             Route("/run/{key:path}/review", review),
             Route("/review", review),
             Route("/calibration", calibration),
+            Route("/trends", trends),
             Route("/file/{key:path}/{name}", file),
             Route("/run/{key:path}", run),
             Route("/compare", compare),

@@ -57,7 +57,7 @@ def layout(title: str, body: str, *, refresh_s: int | None = None) -> str:
         f"<title>{text(title)} - llmbench view</title><style>{_STYLE}{CONVERSATION_STYLE}</style>"
         "</head><body>"
         '<header><a href="/">Runs</a><a href="/review">Review</a><a href="/calibration">Calibration</a>'
-        '<a href="/launch">Launch</a></header>'
+        '<a href="/trends">Trends</a><a href="/launch">Launch</a></header>'
         f"<main><h1>{text(title)}</h1>{body}</main></body></html>"
     )
 
