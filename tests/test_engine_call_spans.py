@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import FAKE2, PLAIN, SHOUT, SOLVER, answer_of, answerer, loaded, plan_of
+from engine_support import (
+    FAKE2,
+    PLAIN,
+    SHOUT,
+    SIMULATED,
+    SOLVER,
+    answer_of,
+    answerer,
+    loaded,
+    plan_of,
+)
 from fakeserver import FakeLLMServer, Rule
 from test_engine_pacing_direct import NODE, ask, hide_secret, profile, run, settings
 
@@ -434,3 +444,16 @@ def test_the_litellm_path_sends_the_traceparent_as_an_extra_header(
     assert header_parent(sent.headers) == (spans.ids.trace_id, span["span_id"])
     assert "traceparent" not in sent.body  # a header, never a parameter of the call
     pacer.close()
+
+
+def test_a_simulated_users_calls_are_user_sim_spans(
+    tmp_path: Path, server: FakeLLMServer, spans: CallSpans
+) -> None:
+    from pytest_llmbench.spec.schema import DEFAULT_STOP_MARKER
+
+    server.add_rule(Rule(model="fake-model-2", reply=DEFAULT_STOP_MARKER))
+    plan = plan_of(loaded(tmp_path, SIMULATED))
+    answer_of(answerer(tmp_path, server.base_url), plan)
+    found = spans.take(plan.nodeid)
+    assert [span["kind"] for span in found] == ["chat", "user_sim"]
+    assert found[1]["attributes"]["model"] == "fake2"
