@@ -457,3 +457,48 @@ def test_a_simulated_users_calls_are_user_sim_spans(
     found = spans.take(plan.nodeid)
     assert [span["kind"] for span in found] == ["chat", "user_sim"]
     assert found[1]["attributes"]["model"] == "fake2"
+
+
+class McpLike:
+    """A toolbox whose one tool an MCP server serves (``agent.mcp.McpToolbox``'s shape)."""
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [{"type": "function", "function": {"name": "files_read", "parameters": {}}}]
+
+    async def acall(self, name: str, arguments: Any) -> str:
+        return "error: no such file" if arguments.get("path") == "gone" else "contents"
+
+    def recorded_name(self, name: str) -> str:
+        return "mcp:files/read"
+
+
+def test_an_mcp_servers_tool_calls_are_mcp_spans_with_their_errors(
+    spans: CallSpans,
+) -> None:
+    from test_agent_loop import Script, completion
+
+    from pytest_llmbench.agent import run_agent
+
+    script = Script(
+        completion(calls=[("files_read", {"path": "a"}), ("files_read", {"path": "gone"})]),
+        completion("done"),
+    )
+
+    async def main() -> None:
+        CURRENT_NODEID.set(NODE)
+        await run_agent(
+            script,
+            McpLike(),
+            [{"role": "user", "content": "read"}],
+            max_turns=3,
+            limit_seconds=None,
+            limit_tokens=None,
+            shim=False,
+            tool_names=["files_read"],
+        )
+
+    asyncio.run(main())
+    found, gone = spans.take(NODE)  # the scripted model's calls are not the pacer's: no spans
+    assert (found["kind"], found["name"], found["error"]) == ("mcp", "mcp:files/read", None)
+    assert found["attributes"] == {"tool": "mcp:files/read", "call_id": "c0"}
+    assert (gone["error"], gone["attributes"]["call_id"]) == ("no such file", "c1")
