@@ -336,6 +336,10 @@ def test_a_solver_is_given_its_items_traceparent_when_export_is_on(
         call_spans.disable()
     item = item_span_id(spans.ids.trace_id, plan.nodeid)
     assert on.completion.text == traceparent(spans.ids.trace_id, item)
+    found = spans.take(plan.nodeid)
+    assert sorted(span["kind"] for span in found) == ["chat", "solver"]
+    solver = next(span for span in found if span["kind"] == "solver")
+    assert (solver["name"], solver["parent_id"], solver["error"]) == ("shout:solve", None, None)
 
 
 # -- the agent's tools and their commands ---------------------------------------------------------
