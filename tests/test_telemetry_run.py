@@ -100,8 +100,13 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: Our warning made an error: the run still passes, and says it on the terminal instead.
+STRICT = ("-W", "error::pytest_llmbench.telemetry.TraceExportWarning")
+
+
+@pytest.mark.parametrize("strict", [False, True])
 def test_an_unreachable_collector_warns_once_and_the_run_ends_promptly(
-    bench: Bench, monkeypatch: pytest.MonkeyPatch
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, strict: bool
 ) -> None:
     bench.server.add_rule(Rule(match="France", reply="Paris"))
     bench.server.add_rule(Rule(match="Japan", reply="Tokyo"))
@@ -112,9 +117,9 @@ def test_an_unreachable_collector_warns_once_and_the_run_ends_promptly(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")
     bench.eval_file("capitals", TWO_CAPITALS)
     started = time.monotonic()
-    result = bench.run("--models=fake", "-W", "default")
+    result = bench.run("--models=fake", *(STRICT if strict else ()))
     elapsed = time.monotonic() - started
-    result.assert_outcomes(passed=2, warnings=1)
+    result.assert_outcomes(passed=2, warnings=0 if strict else 1)
     assert result.ret == 0
     output = result.stdout.str()
     assert output.count("the run's trace was not fully exported") == 1
