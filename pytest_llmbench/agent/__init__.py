@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         shim_tool_result,
         with_shim_prompt,
     )
+    from .tool_spans import SpanNotes, use_span_notes
     from .tools import Toolbox, ToolRefusal, resolve_inside
 
 #: Each name of the face, by the module of the stage that defines it.
@@ -58,6 +59,8 @@ _FACE: dict[str, str] = {
     "parse_calls_reply": "shim",
     "shim_tool_result": "shim",
     "with_shim_prompt": "shim",
+    "SpanNotes": "tool_spans",
+    "use_span_notes": "tool_spans",
     "ToolRefusal": "tools",
     "Toolbox": "tools",
     "resolve_inside": "tools",
@@ -72,6 +75,7 @@ __all__ = [
     "Sandbox",
     "SandboxLimits",
     "SandboxUnavailable",
+    "SpanNotes",
     "ToolCall",
     "ToolRefusal",
     "Toolbox",
@@ -85,6 +89,7 @@ __all__ = [
     "run_agent",
     "run_post_process",
     "shim_tool_result",
+    "use_span_notes",
     "with_shim_prompt",
 ]
 

@@ -26,6 +26,7 @@ from .shim import (
     shim_tool_result,
     with_shim_prompt,
 )
+from .tool_spans import span_notes, timed
 
 __all__ = [
     "MAX_RESULT_CHARS",
@@ -42,6 +43,8 @@ _TIMELINE_RESULT_CHARS = 300
 #: The most characters of one tool result the model is shown (and the transcript keeps).
 MAX_RESULT_CHARS = 4000
 _NOTE_ROOM = 60  # room kept for the note that says how much was cut
+#: The characters of a failed tool call's error its span keeps (the transcript has it whole).
+_SPAN_ERROR_CHARS = 300
 
 #: One model call: the conversation so far and extra call parameters (tools, response format).
 CompleteFn = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[Completion]]
@@ -424,21 +427,40 @@ async def _run_tool(
     name = request.name
     if isinstance(toolbox, AsyncToolboxLike):
         name = toolbox.recorded_name(request.name)
-    if request.problem is not None:
-        result = f"error: {request.problem}"
-    elif isinstance(toolbox, AsyncToolboxLike):
-        result = await toolbox.acall(request.name, request.arguments)
-    else:
-        try:
-            # Tools block (files, subprocesses); a thread keeps other items' calls moving.
-            result = await asyncio.to_thread(toolbox.call, request.name, request.arguments)
-        except Exception as exc:  # custom tools are user code; the model sees what went wrong
-            result = f"error: {request.name} failed: {type(exc).__name__}: {exc}"
+    kind = "mcp" if name.startswith("mcp:") else "tool"
+    with timed(kind, name, {"tool": name, "call_id": request.call_id}) as span:
+        result = await _tool_result(toolbox, request)
+        if span is not None:
+            _describe_tool(span, request, result)
     shown = _truncate(result)
     seconds = time.perf_counter() - started
     failed = result.startswith("error: ")
     readable = request.problem is None  # a problem is arguments that could not be read
     return ToolCall(turn, name, request.arguments, shown, failed, seconds, readable)
+
+
+async def _tool_result(toolbox: ToolboxLike | AsyncToolboxLike, request: _Request) -> str:
+    """What the tool call ``request`` returns (``"error: ..."`` when it failed)."""
+    if request.problem is not None:
+        return f"error: {request.problem}"
+    if isinstance(toolbox, AsyncToolboxLike):
+        return await toolbox.acall(request.name, request.arguments)
+    try:
+        # Tools block (files, subprocesses); a thread keeps other items' calls moving.
+        return await asyncio.to_thread(toolbox.call, request.name, request.arguments)
+    except Exception as exc:  # custom tools are user code; the model sees what went wrong
+        return f"error: {request.name} failed: {type(exc).__name__}: {exc}"
+
+
+def _describe_tool(span: dict[str, Any], request: _Request, result: str) -> None:
+    """A tool call's span: whether it failed (and why, in short); its arguments and result
+    only when the run's spans carry content (they may hold data)."""
+    failed = result.startswith("error: ")
+    span["error"] = result.removeprefix("error: ")[:_SPAN_ERROR_CHARS] if failed else None
+    notes = span_notes()
+    if notes is not None and notes.content:
+        span["input"] = json.dumps(request.arguments, ensure_ascii=False, default=str)
+        span["output"] = result
 
 
 def _truncate(result: str) -> str:

@@ -25,6 +25,7 @@ import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .bwrap import (
     View,
@@ -40,6 +41,7 @@ from .limits import (
 )
 from .process import CommandResult, command_slot, not_run, run_captured
 from .process_cap import PidsCgroup, pids_cgroup_parent
+from .tool_spans import span_notes, timed
 
 # What other modules import from here.
 __all__ = [
@@ -161,7 +163,15 @@ class Sandbox:
         return self._bwrap is not None
 
     def run(self, command: str) -> CommandResult:
-        """Run ``command`` with ``/bin/sh -c``; blocks (callers use ``asyncio.to_thread``)."""
+        """Run ``command`` with ``/bin/sh -c``; blocks (callers use ``asyncio.to_thread``).
+        Timed as a ``sandbox`` span when the run exports a trace (:mod:`.tool_spans`)."""
+        with timed("sandbox", program_of(command), {}) as span:
+            result = self._run(command)
+            if span is not None:
+                _describe_command(span, command, result)
+        return result
+
+    def _run(self, command: str) -> CommandResult:
         if self.refusal is not None:
             return self._failure(self.refusal)
         if not self.workdir.is_dir():
@@ -236,3 +246,21 @@ class Sandbox:
 
     def _failure(self, error: str, overrun: str | None = None) -> CommandResult:
         return not_run(error, self.sandboxed, overrun)
+
+
+def program_of(command: str) -> str:
+    """The program a shell command line starts: its first word (``sh`` when it has none);
+    what a span names a command by, without its arguments (they may hold data)."""
+    words = command.split()
+    return words[0].rpartition("/")[2] if words else "sh"
+
+
+def _describe_command(span: dict[str, Any], command: str, result: CommandResult) -> None:
+    """A command's span: its program and exit code, why it did not finish; the whole
+    command line only when the run's spans carry content."""
+    span.update(program=program_of(command), exit_code=result.exit_code)
+    span["timed_out"] = result.timed_out or None
+    span["error"] = result.error or ("timed out" if result.timed_out else None)
+    notes = span_notes()
+    if notes is not None and notes.content:
+        span["command"] = command

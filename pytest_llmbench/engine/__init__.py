@@ -26,6 +26,7 @@ from .. import face_attribute
 if TYPE_CHECKING:
     from .batching import batch_progress, progress_words
     from .cache import CacheError, EntryInfo, ResponseCache, cache_path
+    from .call_spans import item_trace
     from .contests import contest_groups, contest_key, is_contestant
     from .conversation_calls import reply_messages
     from .estimate import CostEstimator
@@ -70,6 +71,7 @@ _FACE: dict[str, str] = {
     "EntryInfo": "cache",
     "ResponseCache": "cache",
     "cache_path": "cache",
+    "item_trace": "call_spans",
     "contest_groups": "contests",
     "contest_key": "contests",
     "is_contestant": "contests",
@@ -172,6 +174,7 @@ __all__ = [
     "eval_files_collected",
     "get_runtime",
     "is_contestant",
+    "item_trace",
     "kind_of",
     "make_scheduler",
     "progress_words",

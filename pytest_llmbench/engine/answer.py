@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..models import Completion, ItemError, ProviderError
+from .call_spans import CURRENT_NODEID
+from .call_spans import active as active_spans
 from .conversation_calls import Progress, grade_turns
 from .grading import HelperCalls, HelperTargets, grade
 from .kinds import CaseKind, KindCall, kind_of
@@ -86,7 +88,27 @@ class Answerer:
         (seconds) without blocking the engine loop, and a missing key is the item's setup error.
         Images come first: a model known not to take them fails before any server starts.
         A cached answer is read here too: a fully cached run never wakes the engine's thread.
+        When the run exports a trace, every call made for the answer (here, or on the engine
+        loop, ahead of the item or not) is kept as one of the item's call spans.
         """
+        keyed = active_spans() is not None
+        token = CURRENT_NODEID.set(plan.nodeid) if keyed else None
+        try:
+            found = self._answering(plan, workdir, stream)
+        finally:
+            if token is not None:
+                CURRENT_NODEID.reset(token)
+        if isinstance(found, Answer):
+            return found
+        answering = _keyed(plan.nodeid, found) if keyed else found
+        if self._helpers.contests.members(plan.nodeid):
+            return self._contesting(plan, answering)
+        return answering()
+
+    def _answering(
+        self, plan: CallPlan, workdir: Path | None, stream: bool
+    ) -> Answer | Callable[[], Coroutine[Any, Any, Answer]]:
+        """``plan``'s cached answer, else what makes the coroutine answering it."""
         kind = kind_of(plan)
         request = self._request(kind, plan, stream)
         if kind.one_call and not (plan.variant.optimized or plan.graded):
@@ -100,9 +122,7 @@ class Answerer:
         def answering() -> Coroutine[Any, Any, Answer]:
             return self._answer(kind, plan, request, targets, made)
 
-        if self._helpers.contests.members(plan.nodeid):
-            return self._contesting(plan, answering)
-        return answering()
+        return answering
 
     def claim(self, plan: CallPlan, answer: Answer) -> Answer:
         """``answer`` as ``plan``'s item reports it: a select-best contest's judge calls on one
@@ -179,7 +199,9 @@ class Answerer:
             model_name=model.name,
             nodeid=nodeid,
         )
-        return self._pacer.paced(request)
+        if active_spans() is None:
+            return self._pacer.paced(request)
+        return _keyed(nodeid, lambda: self._pacer.paced(request))()
 
     def _helper_target(self, judge: ModelProfile) -> CallTarget | ItemError:
         """A judge's target, or why it cannot be called: that judge alone is then excluded."""
@@ -263,7 +285,9 @@ class Answerer:
         assert optimizer is not None
 
         async def complete(messages: list[dict[str, str]], params: dict[str, Any]) -> Completion:
-            request = self._helpers.request(plan, optimizer, targets, messages, params)
+            request = self._helpers.request(
+                plan, optimizer, targets, messages, params, role="optimizer"
+            )
             if not isinstance(request, ItemError):
                 # One rewrite per prompt and model, whichever repeat asks first.
                 nodeid = f"{plan.nodeid} (optimizer {optimizer.name})"
@@ -309,6 +333,20 @@ class Answerer:
         self._pacer.close()
         if self._mcp_pool is not None:
             self._mcp_pool.close()
+
+
+def _keyed(
+    nodeid: str, make: Callable[[], Coroutine[Any, Any, T]]
+) -> Callable[[], Coroutine[Any, Any, T]]:
+    """What makes ``make``'s coroutine run as item ``nodeid``'s work: the call spans of its
+    calls (and of the tasks it starts) are that item's. (The work's coroutine is made when it
+    starts: none is left unawaited when it is cancelled unstarted.)"""
+
+    async def keyed() -> T:
+        CURRENT_NODEID.set(nodeid)  # the task's own context: nothing to reset
+        return await make()
+
+    return keyed
 
 
 def _answered(kind: CaseKind, plan: CallPlan, request: Request, completion: Completion) -> Answer:

@@ -26,6 +26,18 @@ A call span is a plain dict (it crosses xdist inside the record):
   ``telemetry`` maps them to the GenAI semantic conventions' names. Unknown or None values are
   left out. With ``--otel-content``: ``input`` (the messages sent, JSON) and ``output`` (the
   reply's text), both redacted.
+
+Who notes what: every model call passes :meth:`.pacing.CallPacer.paced` (:mod:`.model_spans`):
+``chat``, ``judge``, ``user_sim`` or ``embeddings`` by the request's ``role`` (a shim
+interpreter's call is ``chat`` and an optimizer's ``judge``, with a ``role`` attribute), plus
+``batched``, ``batch_id``, ``retries`` and ``streamed`` when they apply, and a failed call's
+``error_kind``; an answer from the response cache is a span with ``cache_hit`` true and no
+``ttft_s``. The agent stage (earlier than this one) notes ``tool`` and ``mcp`` spans of its tool
+calls and ``sandbox`` spans of the commands they run (``program``, ``exit_code``,
+``timed_out``; ``command``, the whole line, only with content), each command's ``parent_id``
+the tool call's span, through the :class:`~pytest_llmbench.agent.tool_spans.SpanNotes` that
+:func:`enable` hands it. The engine sets :data:`CURRENT_NODEID` around each item's answer (on
+the calling thread, and in the task that answers it, look-ahead or not).
 """
 
 from __future__ import annotations
@@ -37,13 +49,18 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..models import OUTGOING_TRACEPARENT
+
 __all__ = [
     "CURRENT_NODEID",
     "CallSpans",
     "TraceIds",
     "active",
+    "disable",
     "enable",
     "item_span_id",
+    "item_trace",
+    "item_traceparent",
     "new_span_id",
     "note_call",
     "outgoing_traceparent",
@@ -57,10 +74,8 @@ CURRENT_NODEID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "llmbench_current_nodeid", default=None
 )
 #: The ``traceparent`` an outgoing provider request carries (the call span's own), set around
-#: the call by the engine and read by the clients.
-_OUTGOING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "llmbench_outgoing_traceparent", default=None
-)
+#: the call by the engine and read by the clients (it lives with them, in the models stage).
+_OUTGOING: contextvars.ContextVar[str | None] = OUTGOING_TRACEPARENT
 
 
 @dataclass(frozen=True)
@@ -111,6 +126,17 @@ class CallSpans:
         with self._lock:
             self._by_item.setdefault(nodeid, []).append(span)
 
+    def note(self, span: dict[str, Any]) -> None:
+        """Keep ``span`` for the item whose answer the running task computes (none: dropped)."""
+        owner = CURRENT_NODEID.get()
+        if owner is not None:
+            self.add(owner, span)
+
+    @staticmethod
+    def new_span_id() -> str:
+        """A fresh span id (:func:`new_span_id`)."""
+        return new_span_id()
+
     def take(self, nodeid: str) -> list[dict[str, Any]]:
         """The item's call spans in start order, forgotten here."""
         with self._lock:
@@ -123,15 +149,23 @@ _ACTIVE: CallSpans | None = None
 
 def enable(ids: TraceIds, content: bool) -> CallSpans:
     """Start keeping call spans in this process (once per run, at configure)."""
+    from ..agent import use_span_notes
+
     global _ACTIVE
     _ACTIVE = CallSpans(ids, content)
+    use_span_notes(_ACTIVE)  # the agent's tool calls and sandbox commands
     return _ACTIVE
 
 
 def disable() -> None:
     """Stop keeping call spans (the run ended)."""
     global _ACTIVE
+    if _ACTIVE is None:
+        return
+    from ..agent import use_span_notes
+
     _ACTIVE = None
+    use_span_notes(None)
 
 
 def active() -> CallSpans | None:
@@ -144,6 +178,35 @@ def note_call(nodeid: str | None, span: dict[str, Any]) -> None:
     spans, owner = _ACTIVE, nodeid or CURRENT_NODEID.get()
     if spans is not None and owner is not None:
         spans.add(owner, span)
+
+
+def item_trace(nodeid: str, start_ns: int, end_ns: int) -> dict[str, Any] | None:
+    """The record's ``trace`` of item ``nodeid``, whose report spans ``start_ns`` to
+    ``end_ns`` (its calls, taken from this process's spans, may start before it: look-ahead),
+    or None when the run exports no trace."""
+    spans = _ACTIVE
+    if spans is None:
+        return None
+    calls = spans.take(nodeid)
+    trace_id = spans.ids.trace_id
+    return {
+        "trace_id": trace_id,
+        "span_id": item_span_id(trace_id, nodeid),
+        "parent_id": spans.ids.run_span_id,
+        "start_ns": min([start_ns, *(call["start_ns"] for call in calls)]),
+        "end_ns": max([end_ns, *(call["end_ns"] for call in calls)]),
+        "calls": calls,
+    }
+
+
+def item_traceparent(nodeid: str) -> str | None:
+    """The ``traceparent`` naming item ``nodeid``'s span (a solver's, for the app's own spans),
+    or None when the run exports no trace."""
+    spans = _ACTIVE
+    if spans is None:
+        return None
+    trace_id = spans.ids.trace_id
+    return traceparent(trace_id, item_span_id(trace_id, nodeid))
 
 
 def outgoing_traceparent() -> contextvars.ContextVar[str | None]:

@@ -98,10 +98,12 @@ class HelperCalls:
         embed: bool = False,
         *,
         batchable: bool = False,
+        role: str = "judge",
     ) -> Request | ItemError:
         """A judge's (or an embedding model's) call, on that model's own lane; ``batchable``:
         an independent verdict (a judge's, a grader's, a RAG metric's, an embedding), which
-        ``--batch`` may send in a batch."""
+        ``--batch`` may send in a batch; ``role``: who asks, for the run's trace (a judge, the
+        tool shim's ``interpreter``, the ``optimizer``, a simulated user: ``user_sim``)."""
         target = targets[judge.name]
         if isinstance(target, ItemError):
             return target
@@ -119,6 +121,7 @@ class HelperCalls:
             nodeid=f"{plan.nodeid} (judge {judge.name})",
             embed=embed,
             batchable=batchable,
+            role=role,
         )
 
     async def call(self, request: Request | ItemError) -> Completion:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models import Completion, ItemError
+from .call_spans import active as active_spans
 from .ratelimit import AdaptiveConcurrency, ModelLane, ProcessSlot, RateLimiter
 from .sharing import Settled, SingleFlight, Takers, as_hit
 from .streaming import digest
@@ -229,8 +230,17 @@ class CallPacer:
 
         A request identical to one in flight (the same cache key, the cache used or
         refreshed) waits for that one and takes its answer as a cache hit, instead of calling
-        again: both continue from the one answer the cache keeps.
+        again: both continue from the one answer the cache keeps. When the run exports a
+        trace, the call is timed as a call span (:mod:`.model_spans`).
         """
+        spans = active_spans()
+        if spans is None:
+            return await self._paced(request)
+        from .model_spans import traced
+
+        return await traced(spans, self._redacted(request), self._paced, self._shown)
+
+    async def _paced(self, request: Request) -> Completion:
         request = self._redacted(request)
         key, answer = (request.missed_key, None) if request.missed_key else self._lookup(request)
         # A hit never calls: a fully cached run never imports a client (litellm: seconds).
@@ -424,6 +434,10 @@ class CallPacer:
             reasoning=shown["reasoning"],
         )
 
+    def _shown(self, completion: Completion) -> str:
+        """The reply's text as a span may carry it (``--otel-content``): redacted."""
+        return self._redacted_answer(completion).text
+
     def _redacted(self, request: Request) -> Request:
         if self._redact is None:
             return request
@@ -444,6 +458,11 @@ class CallPacer:
         except ItemError:
             return request  # a replay that misses: the engine's call raises it, as ever
         if hit is not None:
+            spans = active_spans()
+            if spans is not None:
+                from .model_spans import note_cached
+
+                note_cached(spans, request, hit, self._shown)
             return hit
         return dataclasses.replace(request, missed_key=key) if key else request
 

@@ -131,6 +131,9 @@ class Request:
     #: an independent single-shot call (an item's answer, a judge's or grader's verdict, a RAG
     #: metric's): under ``--batch`` it may go to the provider's batch API instead of live
     batchable: bool = False
+    #: who asks, for the run's trace: ``chat`` (the model under test), ``interpreter`` (a tool
+    #: shim's), ``judge`` (a judge, grader or RAG metric), ``optimizer`` or ``user_sim``
+    role: str = "chat"
 
 
 def with_images(plan: CallPlan, messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:

@@ -43,6 +43,11 @@ class Runtime:
 
         use_bundled_tokenizers()  # here, on the main thread: the engine's may read the env
         self._scheduler: CallScheduler | None = None
+        otel = self.run.otel
+        if otel is not None:  # the run exports a trace: keep its items' call spans
+            from .call_spans import enable, trace_ids
+
+            enable(trace_ids(run_id(config)), otel.content)
         # The llm fixture's acomplete calls the scheduler from several threads at once: one
         # scheduler (one pacer, one set of lanes) for all of them.
         self._scheduler_lock = threading.RLock()
@@ -136,6 +141,10 @@ class Runtime:
         if self._scheduler is not None:
             self._scheduler.close()
         self.engine.close()
+        if self.run.otel is not None:
+            from .call_spans import disable
+
+            disable()
 
 
 def terminal_notice(config: pytest.Config) -> Callable[[str], None]:

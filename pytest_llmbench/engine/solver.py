@@ -58,6 +58,9 @@ class SolverCase:
     choices: tuple[str, ...] | None  #: a multiple choice case's choices
     model: str  #: the model's name in this run
     context: tuple[str, ...] | None = None  #: the case's ``context`` chunks, if any
+    #: the W3C ``traceparent`` of the item's span when the run exports a trace (``--otel``),
+    #: for the app's own spans to nest under the item; None when it exports none
+    traceparent: str | None = None
 
 
 class SolverClient:

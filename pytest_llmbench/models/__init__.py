@@ -78,6 +78,7 @@ if TYPE_CHECKING:
         unfinished_thinking,
     )
     from .providers.tokens import prompt_tokens, use_bundled_tokenizers
+    from .providers.trace_header import OUTGOING_TRACEPARENT
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
@@ -134,11 +135,13 @@ _FACE: dict[str, str] = {
     "route": "providers.routes",
     "prompt_tokens": "providers.tokens",
     "use_bundled_tokenizers": "providers.tokens",
+    "OUTGOING_TRACEPARENT": "providers.trace_header",
 }
 
 __all__ = [
     "EFFORT_LEVELS",
     "LEAN_PROVIDERS",
+    "OUTGOING_TRACEPARENT",
     "PROFILE_SUFFIXES",
     "BatchBackend",
     "BatchError",

@@ -139,6 +139,7 @@ def _eval_record(
         samples_planned=repeat if repeat > 1 else None,
         stopped_early=outcome == "skipped" and STOPPED_KEY in item.stash,
     )
+    record["trace"] = _trace(item, call, runtime)
     return runtime.redactor.value(record)
 
 
@@ -203,7 +204,18 @@ def _plain_record(
         started_at=state.started_at or utc_now(),
         **_summed(state),
     )
+    record["trace"] = _trace(item, call, runtime)
     return runtime.redactor.value(record)
+
+
+def _trace(item: pytest.Item, call: pytest.CallInfo[None], runtime: Runtime) -> Any:
+    """The record's ``trace``: the item's span and its calls, when the run exports a trace
+    (else None). The phase's times bound the span; its calls may start earlier (look-ahead)."""
+    if runtime.run.otel is None:
+        return None
+    from ..engine import item_trace
+
+    return item_trace(item.nodeid, int(call.start * 1e9), int(call.stop * 1e9))
 
 
 def _chat_entries(chats: list[ChatLog]) -> list[dict[str, Any]]:

@@ -144,7 +144,9 @@ async def _loop(engine: Engine, call: KindCall) -> AgentRun:
     if interpreter is not None:
 
         async def interpret(messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
-            asked = engine.helpers.request(plan, interpreter, targets, messages, params)
+            asked = engine.helpers.request(
+                plan, interpreter, targets, messages, params, role="interpreter"
+            )
             said = await engine.helpers.call(asked)
             return read_reply(said, merged_rule(interpreter.thinking, None))
 

@@ -35,7 +35,7 @@ class SimulatedUserKind(ConversationKind):
         complete = self.turn_call(engine, plan, request)
 
         async def ask(messages: list[dict[str, str]], turn: int) -> Completion:
-            asked = engine.helpers.request(plan, profile, targets, messages, {})
+            asked = engine.helpers.request(plan, profile, targets, messages, {}, role="user_sim")
             if isinstance(asked, ItemError):
                 raise asked
             nodeid = f"{plan.nodeid} (simulated user {profile.name})"

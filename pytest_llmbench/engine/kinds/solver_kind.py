@@ -51,6 +51,7 @@ class SolverKind(CaseKind):
 async def _solve(engine: Engine, call: KindCall) -> SolverRun:
     """The file's ``solver`` answers the case, its model calls paced like the item's."""
     from ...spec import last_user_text
+    from ..call_spans import item_traceparent
     from ..solver import SolverCase, run_solver
 
     plan, request = call.plan, call.request
@@ -80,6 +81,7 @@ async def _solve(engine: Engine, call: KindCall) -> SolverRun:
         choices=plan.case.choices,
         model=plan.model.name,
         context=plan.case.context,
+        traceparent=item_traceparent(plan.nodeid),
     )
     return await run_solver(plan.solver, plan.base_dir, case, complete)
 

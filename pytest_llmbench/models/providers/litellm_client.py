@@ -26,6 +26,7 @@ from .reasoning import reasoning_of, split_leading_thinking, usage_details
 from .reasoning_params import adapted
 from .tokens import reported
 from .tool_deltas import StreamedToolCalls
+from .trace_header import with_traceparent
 from .transport_retry import IncompleteStreamError, Timeouts, cut_stream_message
 
 
@@ -313,6 +314,9 @@ def call_kwargs(target: CallTarget, limits: Timeouts, **fields: Any) -> dict[str
     }
     if target.api_base:
         kwargs["api_base"] = target.api_base
+    headers = with_traceparent(kwargs.get("extra_headers"))
+    if headers:  # the call span's traceparent, when the run exports a trace
+        kwargs["extra_headers"] = headers
     key = routes.litellm_key(target)
     if key:
         kwargs["api_key"] = key

@@ -25,6 +25,7 @@ from .errors import HTTPStatusError, body_message
 from .reasoning import reasoning_of, split_leading_thinking
 from .reasoning_params import adapted
 from .tool_deltas import StreamedToolCalls
+from .trace_header import with_traceparent
 from .transport_retry import IncompleteStreamError, Timeouts, cut_stream_message
 
 if TYPE_CHECKING:
@@ -173,7 +174,9 @@ def _post(
 ) -> Any:
     import aiohttp
 
-    headers = {"Content-Type": "application/json", **(extra_headers or {}), **endpoint.headers}
+    # The call span's traceparent, when the run exports a trace (never the profile's to set).
+    sent = with_traceparent(extra_headers) or {}
+    headers = {"Content-Type": "application/json", **sent, **endpoint.headers}
     timeout = aiohttp.ClientTimeout(total=None, connect=limits.connect_bound_s)
     url = f"{endpoint.base_url}/{path}"
     proxy = proxy_for(endpoint.base_url)
