@@ -61,7 +61,13 @@ def traced_record(**changes: Any) -> dict[str, Any]:
             "start_ns": 3_000,
             "end_ns": 3_500,
             "error": None,
-            "attributes": {"tool": "search", "call_id": "call_1", "server": "docs"},
+            "attributes": {
+                "tool": "search",
+                "call_id": "call_1",
+                "server": "docs",
+                "input": '{"q": "capital"}',
+                "output": f"found {SECRET}",
+            },
         },
         {
             "span_id": "1000000000000004",
@@ -197,6 +203,8 @@ def test_tool_and_sandbox_calls_nest_as_recorded() -> None:
     assert sandbox.attributes["process.executable.name"] == "grep"
     assert sandbox.attributes["process.exit.code"] == 1
     assert "process.command_line" not in sandbox.attributes
+    assert "gen_ai.tool.call.arguments" not in tool.attributes
+    assert "gen_ai.tool.call.result" not in tool.attributes
 
 
 def test_without_content_no_prompt_or_answer_is_on_any_span() -> None:
@@ -208,7 +216,7 @@ def test_without_content_no_prompt_or_answer_is_on_any_span() -> None:
 
 
 def test_with_content_prompts_and_answers_arrive_redacted() -> None:
-    item, chat, *_, sandbox = item_spans(traced_record(), content=True, redactor=redactor())
+    item, chat, _, tool, sandbox = item_spans(traced_record(), content=True, redactor=redactor())
     sent = json.loads(str(item.attributes["gen_ai.input.messages"]))
     assert sent == [
         {
@@ -222,6 +230,8 @@ def test_with_content_prompts_and_answers_arrive_redacted() -> None:
     assert SECRET not in repr([span.attributes for span in (item, chat)])
     assert item.events[0].attributes["gen_ai.evaluation.explanation"] == "found"
     assert sandbox.attributes["process.command_line"] == "grep x file"
+    assert tool.attributes["gen_ai.tool.call.arguments"] == '{"q": "capital"}'
+    assert tool.attributes["gen_ai.tool.call.result"] == "found [REDACTED:SOME_API_KEY]"
 
 
 def test_the_run_span_is_the_root_with_the_commit_and_counts() -> None:

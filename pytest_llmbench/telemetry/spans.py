@@ -254,6 +254,8 @@ def _call_span(
                 "llmbench.role": kind,
             }
         )
+        if content:
+            attributes.update(_tool_content(raw.get("input"), raw.get("output"), redact))
     elif kind == "sandbox":
         span_name, span_kind = f"sandbox {name}", "internal"
         attributes = _scalars(
@@ -335,6 +337,16 @@ def _call_content(sent: Any, reply: Any, redact: Redactor) -> dict[str, Attribut
             found["gen_ai.input.messages"] = redact.text(_messages_json(messages))
     if isinstance(reply, str):
         found["gen_ai.output.messages"] = redact.text(_reply_json(reply))
+    return found
+
+
+def _tool_content(arguments: Any, result: Any, redact: Redactor) -> dict[str, AttributeValue]:
+    """A tool call's arguments (JSON) and result, as ``gen_ai.tool.call.*``."""
+    found: dict[str, AttributeValue] = {}
+    if isinstance(arguments, str):
+        found["gen_ai.tool.call.arguments"] = redact.text(arguments)
+    if isinstance(result, str):
+        found["gen_ai.tool.call.result"] = redact.text(result)
     return found
 
 
