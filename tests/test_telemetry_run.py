@@ -44,7 +44,10 @@ def one_trace(receiver: OtlpReceiver, items: int) -> tuple[ReceivedSpan, list[Re
     item_ids = {span.span_id for span in item_spans}
     calls = [span for span in spans if span not in item_spans and span is not run]
     assert calls, "every item made a model call"
-    assert all(call.parent_id in item_ids for call in calls)
+    # A call nests under its item, or under another call of it (a command under its tool).
+    call_ids = {call.span_id for call in calls}
+    assert all(call.parent_id in item_ids | call_ids for call in calls)
+    assert any(call.parent_id in item_ids for call in calls)
     return run, item_spans
 
 
@@ -92,6 +95,37 @@ def test_under_two_workers_every_span_joins_the_run_trace(
     run, item_spans = one_trace(otlp_receiver, items=2)
     check_items(run, item_spans, otlp_receiver)
     assert {span.attributes["llmbench.worker"] for span in item_spans} <= {"gw0", "gw1"}
+
+
+def test_judge_tool_and_sandbox_calls_nest_under_their_items(
+    bench: Bench,
+    otlp_receiver: OtlpReceiver,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from test_trace_capture import script
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_receiver.base_url)
+    script(bench)  # a plain case, a judged one, an agent's command
+    bench.run("--models=fake", "--otel").assert_outcomes(passed=3)
+    _, item_spans = one_trace(otlp_receiver, items=3)
+    items = {span.attributes["llmbench.case_id"]: span for span in item_spans}
+    (judge,) = otlp_receiver.by_name("chat openai/fake-model-2")
+    assert judge.parent_id == items["judged"].span_id
+    assert judge.attributes["llmbench.role"] == "judge"
+    assert judge.attributes["llmbench.model"] == "fake2"
+    (verdict,) = items["judged"].events
+    assert verdict.attributes["gen_ai.evaluation.name"] == "llm-rubric"
+    assert verdict.attributes["gen_ai.evaluation.score.value"] == 0.9
+    (tool,) = otlp_receiver.by_name("execute_tool ")
+    assert (tool.name, tool.parent_id) == ("execute_tool run_command", items["command"].span_id)
+    assert tool.attributes["gen_ai.tool.type"] == "function"
+    assert tool.attributes["gen_ai.tool.call.id"]
+    (command,) = otlp_receiver.by_name("sandbox ")
+    assert (command.name, command.parent_id) == ("sandbox echo", tool.span_id)
+    assert command.attributes["process.exit.code"] == 0
+    assert tool.start_ns <= command.start_ns <= command.end_ns <= tool.end_ns
+    steps = [s for s in otlp_receiver.by_name("chat ") if s.parent_id == items["command"].span_id]
+    assert len(steps) == 2  # the agent's two model steps, around the tool call
 
 
 def closed_port() -> int:
