@@ -21,7 +21,7 @@ from .spans import SpanSpec
 if TYPE_CHECKING:
     from ..config import OtelSettings
 
-__all__ = ["SpanSender", "open_sender"]
+__all__ = ["SpanSender", "import_exporter", "open_sender"]
 
 #: The SDK's loggers that report a failed export; the sender says it once instead.
 _QUIET_LOGGERS = (
@@ -109,6 +109,18 @@ def open_sender(
     # The guard is an exporter by its methods (a subclass would import the SDK at import).
     processor = BatchSpanProcessor(cast("Any", guard))
     return SpanSender(processor, guard, resource, scope)
+
+
+def import_exporter() -> None:
+    """Import what :func:`open_sender` needs (the SDK, the exporter and its HTTP client),
+    ahead of it; an import that fails is left for :func:`open_sender` to report."""
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter
+        import opentelemetry.sdk.resources
+        import opentelemetry.sdk.trace.export  # noqa: F401
+        import requests  # noqa: F401 - the exporter's transport imports it when made
+    except Exception:  # the extra is missing: open_sender says so
+        return
 
 
 def _otlp_exporter(settings: OtelSettings) -> Any:

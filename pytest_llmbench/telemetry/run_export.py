@@ -12,6 +12,7 @@ collector.
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from collections import Counter
@@ -52,10 +53,31 @@ class TraceExport:
         self._redactor: Redactor | None = None
         self._broken: str | None = None
         self._off = False  #: the run's config says export is off
+        self._warming: threading.Thread | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The run's span starts with the session."""
         self.start_ns = time.time_ns()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """In a process that runs eval items, import the exporter (half a second) on a thread
+        once the first calls wait on the network, instead of at the first record."""
+        if self.settings is None or not any(
+            item.get_closest_marker("llmbench") for item in session.items
+        ):
+            return
+        from ..engine import get_runtime
+
+        get_runtime(session.config).engine.when_calling(self._warm_up)
+
+    def _warm_up(self) -> None:
+        from .export import import_exporter
+
+        if self._warming is None:
+            self._warming = threading.Thread(
+                target=import_exporter, name="llmbench-otel-warm-up", daemon=True
+            )
+            self._warming.start()
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -79,6 +101,8 @@ class TraceExport:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Send the run's span, wait (bounded) for the collector, say once if spans were lost."""
+        if self._warming is not None:
+            self._warming.join(timeout=CLOSE_WAIT_S)  # never outlives the session
         sender = self._sender
         if sender is None or self.ids is None:
             self._warn(self._broken)
