@@ -169,8 +169,10 @@ def _register_trace_export(config: pytest.Config, run: Any) -> None:
         return
     if run is None and not any(os.environ.get(name, "").strip() for name in _OTEL_ENDPOINT_VARS):
         return
-    from .telemetry import TraceExport
+    from .telemetry import TraceExport, missing_extra
 
+    if run is not None and (missing := missing_extra()) is not None:
+        raise pytest.UsageError(missing)
     config.pluginmanager.register(
         TraceExport(config, None if run is None else run.otel), "llmbench-trace-export"
     )

@@ -3,6 +3,8 @@ without building the run's config in a run that has no eval file."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 PROBE = """
@@ -16,7 +18,13 @@ def pytest_sessionfinish(session):
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+def project(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, litellm_loaded: Any
+) -> pytest.Pytester:
+    """A plain project (one passing test, no eval file). ``litellm_loaded``: what a run loads
+    is loaded before pytester's snapshot of ``sys.modules``, as for the eval runs after it
+    (a module loaded first inside an in-process run is unloaded after it, and a later run would
+    load a second copy of yaml beside the first's loader)."""
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
     pytester.makeconftest(PROBE)
@@ -57,3 +65,20 @@ def test_with_llmbench_options_the_config_decides(
 ) -> None:
     result = project.runpytest("-s", "-p", "no:cacheprovider", "--repeat=1", *flags)
     assert probe(result) == (f"EXPORT {registered}", "RUN-CONFIG True")
+
+
+def test_a_missing_otel_extra_is_named_with_its_install_command() -> None:
+    from pytest_llmbench.telemetry import missing_extra
+
+    assert missing_extra() is None  # installed here
+
+    def without_sdk(name: str) -> object:
+        if name.startswith("opentelemetry.sdk"):
+            raise ModuleNotFoundError(name)
+        return object()
+
+    message = missing_extra(without_sdk)
+    assert message is not None
+    assert "opentelemetry.sdk is not installed" in message
+    assert "pip install 'pytest-llmbench[otel]'" in message
+    assert missing_extra(lambda name: None) is not None

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 from .. import face_attribute
 
 if TYPE_CHECKING:
-    from .run_export import TraceExport, TraceExportWarning
+    from .run_export import TraceExport, TraceExportWarning, missing_extra
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
     "TraceExport": "run_export",
     "TraceExportWarning": "run_export",
+    "missing_extra": "run_export",
 }
 
 
@@ -31,4 +32,4 @@ def __getattr__(name: str) -> Any:
     return face_attribute(globals(), _FACE, name)
 
 
-__all__ = ["TraceExport", "TraceExportWarning"]
+__all__ = ["TraceExport", "TraceExportWarning", "missing_extra"]

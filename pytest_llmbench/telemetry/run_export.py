@@ -16,6 +16,7 @@ import threading
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -27,10 +28,30 @@ if TYPE_CHECKING:
     from ..redact import Redactor
     from .export import SpanSender
 
-__all__ = ["CLOSE_WAIT_S", "TraceExport", "TraceExportWarning"]
+__all__ = ["CLOSE_WAIT_S", "MISSING_EXTRA", "TraceExport", "TraceExportWarning", "missing_extra"]
 
 #: The longest the run's end waits for the collector to take the last spans (seconds).
 CLOSE_WAIT_S = 5.0
+
+
+#: What a run exporting its trace without the SDK is told.
+MISSING_EXTRA = "exporting a trace needs the otel extra: pip install 'pytest-llmbench[otel]'"
+
+
+def missing_extra(find_spec: Callable[[str], object] | None = None) -> str | None:
+    """Why this environment cannot export (the ``otel`` extra is not installed), or None;
+    looked up without importing it."""
+    from importlib.util import find_spec as importlib_find_spec
+
+    find = find_spec or importlib_find_spec
+    for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+        try:
+            found = find(name)
+        except ModuleNotFoundError:  # a parent package is missing
+            found = None
+        if found is None:
+            return f"llmbench: {MISSING_EXTRA} ({name} is not installed)"
+    return None
 
 
 class TraceExportWarning(UserWarning):
@@ -54,6 +75,8 @@ class TraceExport:
         self._broken: str | None = None
         self._off = False  #: the run's config says export is off
         self._warming: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._ended = False  #: the session end began: no import thread starts
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The run's span starts with the session."""
@@ -71,13 +94,15 @@ class TraceExport:
         get_runtime(session.config).engine.when_calling(self._warm_up)
 
     def _warm_up(self) -> None:
+        """On the engine's thread: start the imports, unless the session end began."""
         from .export import import_exporter
 
-        if self._warming is None:
-            self._warming = threading.Thread(
-                target=import_exporter, name="llmbench-otel-warm-up", daemon=True
-            )
-            self._warming.start()
+        with self._lock:
+            if self._warming is None and not self._ended:
+                self._warming = threading.Thread(
+                    target=import_exporter, name="llmbench-otel-warm-up", daemon=True
+                )
+                self._warming.start()
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -101,14 +126,16 @@ class TraceExport:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Send the run's span, wait (bounded) for the collector, say once if spans were lost."""
-        if self._warming is not None:
-            self._warming.join(timeout=CLOSE_WAIT_S)  # never outlives the session
-        sender = self._sender
-        if sender is None or self.ids is None:
+        with self._lock:
+            self._ended, warming = True, self._warming
+        if warming is not None:
+            warming.join(timeout=CLOSE_WAIT_S)  # never outlives the session
+        sender, ids = self._sender, self.ids
+        if sender is None or ids is None:
             self._warn(self._broken)
             return
         try:
-            sender.send([self._run_span(int(session.exitstatus))])
+            sender.send([self._run_span(ids, int(session.exitstatus))])
         except Exception as exc:
             self._broken = self._broken or f"the run's span could not be made ({exc!r})"
         sender.close(CLOSE_WAIT_S)
@@ -119,7 +146,9 @@ class TraceExport:
             try:
                 self._sender = self._new_sender()
                 self._off = self._sender is None
-            except Exception as exc:  # a missing extra, a bad endpoint
+            except ImportError as exc:
+                self._broken = f"{MISSING_EXTRA} ({exc})"
+            except Exception as exc:  # a bad endpoint
                 self._broken = f"the exporter could not start ({type(exc).__name__}: {exc})"
         return self._sender
 
@@ -138,15 +167,13 @@ class TraceExport:
         self._redactor = Redactor.from_environ(os.environ, [var for var in key_vars if var])
         return open_sender(settings, _version())
 
-    def _run_span(self, exit_status: int) -> Any:
+    def _run_span(self, ids: tuple[str, str], exit_status: int) -> Any:
+        from ..engine import session_state
         from ..provenance import git_info
 
-        assert self.ids is not None
-        from ..engine import session_state
-
         return run_span(
-            trace_id=self.ids[0],
-            span_id=self.ids[1],
+            trace_id=ids[0],
+            span_id=ids[1],
             run_id=session_state(self.config)[0].name,
             start_ns=self.start_ns,
             end_ns=time.time_ns(),
