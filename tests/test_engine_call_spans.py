@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import FAKE2, PLAIN, SHOUT, SOLVER, answer_of, answerer, loaded, plan_of
+from engine_support import (
+    FAKE2,
+    PLAIN,
+    SHOUT,
+    SIMULATED,
+    SOLVER,
+    answer_of,
+    answerer,
+    loaded,
+    plan_of,
+)
 from fakeserver import FakeLLMServer, Rule
 from test_engine_pacing_direct import NODE, ask, hide_secret, profile, run, settings
 
@@ -326,6 +336,10 @@ def test_a_solver_is_given_its_items_traceparent_when_export_is_on(
         call_spans.disable()
     item = item_span_id(spans.ids.trace_id, plan.nodeid)
     assert on.completion.text == traceparent(spans.ids.trace_id, item)
+    found = spans.take(plan.nodeid)
+    assert sorted(span["kind"] for span in found) == ["chat", "solver"]
+    solver = next(span for span in found if span["kind"] == "solver")
+    assert (solver["name"], solver["parent_id"], solver["error"]) == ("shout:solve", None, None)
 
 
 # -- the agent's tools and their commands ---------------------------------------------------------
@@ -434,3 +448,61 @@ def test_the_litellm_path_sends_the_traceparent_as_an_extra_header(
     assert header_parent(sent.headers) == (spans.ids.trace_id, span["span_id"])
     assert "traceparent" not in sent.body  # a header, never a parameter of the call
     pacer.close()
+
+
+def test_a_simulated_users_calls_are_user_sim_spans(
+    tmp_path: Path, server: FakeLLMServer, spans: CallSpans
+) -> None:
+    from pytest_llmbench.spec.schema import DEFAULT_STOP_MARKER
+
+    server.add_rule(Rule(model="fake-model-2", reply=DEFAULT_STOP_MARKER))
+    plan = plan_of(loaded(tmp_path, SIMULATED))
+    answer_of(answerer(tmp_path, server.base_url), plan)
+    found = spans.take(plan.nodeid)
+    assert [span["kind"] for span in found] == ["chat", "user_sim"]
+    assert found[1]["attributes"]["model"] == "fake2"
+
+
+class McpLike:
+    """A toolbox whose one tool an MCP server serves (``agent.mcp.McpToolbox``'s shape)."""
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [{"type": "function", "function": {"name": "files_read", "parameters": {}}}]
+
+    async def acall(self, name: str, arguments: Any) -> str:
+        return "error: no such file" if arguments.get("path") == "gone" else "contents"
+
+    def recorded_name(self, name: str) -> str:
+        return "mcp:files/read"
+
+
+def test_an_mcp_servers_tool_calls_are_mcp_spans_with_their_errors(
+    spans: CallSpans,
+) -> None:
+    from test_agent_loop import Script, completion
+
+    from pytest_llmbench.agent import run_agent
+
+    script = Script(
+        completion(calls=[("files_read", {"path": "a"}), ("files_read", {"path": "gone"})]),
+        completion("done"),
+    )
+
+    async def main() -> None:
+        CURRENT_NODEID.set(NODE)
+        await run_agent(
+            script,
+            McpLike(),
+            [{"role": "user", "content": "read"}],
+            max_turns=3,
+            limit_seconds=None,
+            limit_tokens=None,
+            shim=False,
+            tool_names=["files_read"],
+        )
+
+    asyncio.run(main())
+    found, gone = spans.take(NODE)  # the scripted model's calls are not the pacer's: no spans
+    assert (found["kind"], found["name"], found["error"]) == ("mcp", "mcp:files/read", None)
+    assert found["attributes"] == {"tool": "mcp:files/read", "call_id": "c0"}
+    assert (gone["error"], gone["attributes"]["call_id"]) == ("no such file", "c1")

@@ -131,3 +131,25 @@ def test_an_in_process_run_with_export_stops_keeping_spans_when_it_ends(
     (record,) = bench.records()
     assert [call["kind"] for call in record["trace"]["calls"]] == ["chat"]
     assert call_spans.active() is None  # disabled at the run's end
+
+
+def test_a_plain_tests_calls_are_its_records_spans(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{unused_port()}")
+    bench.pytester.makepyfile(
+        test_plain="""
+        def test_ask(llm):
+            assert llm.complete("Say hi").text == "ok"
+            assert llm.complete("Say bye").text == "ok"
+        """
+    )
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    trace = record["trace"]
+    assert trace["span_id"] == item_span_id(trace["trace_id"], record["nodeid"])
+    assert [call["kind"] for call in trace["calls"]] == ["chat", "chat"]
+    sent = {
+        request.headers["traceparent"].split("-")[2] for request in bench.server.chat_requests()
+    }
+    assert sent == {call["span_id"] for call in trace["calls"]}

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         shim_tool_result,
         with_shim_prompt,
     )
-    from .tool_spans import SpanNotes, use_span_notes
+    from .tool_spans import SpanNotes, timed, use_span_notes
     from .tools import Toolbox, ToolRefusal, resolve_inside
 
 #: Each name of the face, by the module of the stage that defines it.
@@ -60,6 +60,7 @@ _FACE: dict[str, str] = {
     "shim_tool_result": "shim",
     "with_shim_prompt": "shim",
     "SpanNotes": "tool_spans",
+    "timed": "tool_spans",
     "use_span_notes": "tool_spans",
     "ToolRefusal": "tools",
     "Toolbox": "tools",
@@ -89,6 +90,7 @@ __all__ = [
     "run_agent",
     "run_post_process",
     "shim_tool_result",
+    "timed",
     "use_span_notes",
     "with_shim_prompt",
 ]

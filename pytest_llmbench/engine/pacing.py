@@ -238,7 +238,9 @@ class CallPacer:
             return await self._paced(request)
         from .model_spans import traced
 
-        return await traced(spans, self._redacted(request), self._paced, self._shown)
+        # The span shows the messages as sent (redacted) only when it carries content.
+        shown = self._redacted(request) if spans.content else request
+        return await traced(spans, shown, self._paced, self._shown)
 
     async def _paced(self, request: Request) -> Completion:
         request = self._redacted(request)

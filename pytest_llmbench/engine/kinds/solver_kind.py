@@ -50,6 +50,7 @@ class SolverKind(CaseKind):
 
 async def _solve(engine: Engine, call: KindCall) -> SolverRun:
     """The file's ``solver`` answers the case, its model calls paced like the item's."""
+    from ...agent import timed
     from ...spec import last_user_text
     from ..call_spans import item_traceparent
     from ..solver import SolverCase, run_solver
@@ -83,7 +84,9 @@ async def _solve(engine: Engine, call: KindCall) -> SolverRun:
         context=plan.case.context,
         traceparent=item_traceparent(plan.nodeid),
     )
-    return await run_solver(plan.solver, plan.base_dir, case, complete)
+    # The solver's own run is a span of the item too (beside its model calls), when exported.
+    with timed("solver", plan.solver, {"solver": plan.solver}):
+        return await run_solver(plan.solver, plan.base_dir, case, complete)
 
 
 def _check_context(plan: CallPlan, retrieved: tuple[str, ...] | None) -> None:
