@@ -256,3 +256,22 @@ def test_the_run_span_is_the_root_with_the_commit_and_counts() -> None:
     clean = run_span(TRACE_ID, RUN_SPAN, "r", 10, 99, None, {}, 0)
     assert clean.status == "ok"
     assert "vcs.ref.head.revision" not in clean.attributes
+
+
+def test_a_solver_run_is_an_internal_span_of_its_item() -> None:
+    solver = {
+        "span_id": "1000000000000009",
+        "parent_id": None,
+        "kind": "solver",
+        "name": "app.rag:solve",
+        "start_ns": 600,
+        "end_ns": 3_900,
+        "error": None,
+        "attributes": {"solver": "app.rag:solve"},
+    }
+    record = traced_record()
+    record["trace"]["calls"] = [solver]
+    _, span = item_spans(record, content=False, redactor=redactor())
+    assert (span.name, span.kind, span.parent_id) == ("solver app.rag:solve", "internal", ITEM_SPAN)
+    assert span.attributes["llmbench.role"] == "solver"
+    assert span.attributes["llmbench.solver"] == "app.rag:solve"
