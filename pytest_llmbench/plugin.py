@@ -111,6 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
         RunProgress(config, progress_every_s(config)), "llmbench-progress"
     )
     config.pluginmanager.register(ResultsRecorder(config), RECORDER_NAME)
+    _register_trace_export(config, run)
     # The recorder summarizes the run once and decides the gates (asking the baseline plugin);
     # after it (trylast) the report and CI outputs read that summary; the terminal prints it.
     # Each imports its heavy parts (pandas) only when the run has records.
@@ -151,6 +152,30 @@ def _load_labels(config: pytest.Config, run: Any) -> None:
         # Before this run rewrites the folder's records: the gate pairs labels kept without a
         # machine verdict with them (its workers get what the controller paired).
         gate_reviews(config)
+
+
+#: The variables that turn span export on without ``--otel`` (:mod:`.config.otel`).
+_OTEL_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+def _register_trace_export(config: pytest.Config, run: Any) -> None:
+    """The controller's span export, when the run exports a trace (``RunConfig.otel``). With
+    llmbench options given the run's config is read now; without, only an endpoint variable
+    can turn export on, and the exporter reads the config from the first traced record (a run
+    without eval files builds none)."""
+    import os
+
+    if run is not None and run.otel is None:
+        return
+    if run is None and not any(os.environ.get(name, "").strip() for name in _OTEL_ENDPOINT_VARS):
+        return
+    from .telemetry import TraceExport, missing_extra
+
+    if run is not None and (missing := missing_extra()) is not None:
+        raise pytest.UsageError(missing)
+    config.pluginmanager.register(
+        TraceExport(config, None if run is None else run.otel), "llmbench-trace-export"
+    )
 
 
 def _worker_watch(config: pytest.Config) -> Any:

@@ -13,16 +13,23 @@ module when first asked for, so that importing the stage loads nothing more.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import face_attribute
 
+if TYPE_CHECKING:
+    from .run_export import TraceExport, TraceExportWarning, missing_extra
+
 #: Each name of the face, by the module of the stage that defines it.
-_FACE: dict[str, str] = {}
+_FACE: dict[str, str] = {
+    "TraceExport": "run_export",
+    "TraceExportWarning": "run_export",
+    "missing_extra": "run_export",
+}
 
 
 def __getattr__(name: str) -> Any:
     return face_attribute(globals(), _FACE, name)
 
 
-__all__: list[str] = []
+__all__ = ["TraceExport", "TraceExportWarning", "missing_extra"]
