@@ -137,6 +137,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, object]:
                 if run.returncode != 0 or records != args.n:
                     raise SystemExit(f"run {label} {index} failed: {outcomes}\n{run.tail()}")
                 row[f"{label}_s"] = run.wall_s
+                row[f"{label}_cpu_s"] = run.cpu_s
                 row[f"{label}_spans"] = spans
                 row[f"{label}_exports"] = requests
             row["ratio"] = float(row["on_s"]) / float(row["off_s"])
@@ -176,13 +177,15 @@ def markdown(args: argparse.Namespace, found: dict[str, object]) -> str:
         "pytest process with `--cache=off`, without export (off) and with `--otel` into an "
         "OTLP/HTTP receiver on 127.0.0.1 that decodes every request (on), in turn.",
         "",
-        "| pair | off (s) | on (s) | on / off | spans received | export requests |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| pair | off (s) | on (s) | on / off | CPU off (s) | CPU on (s) | spans received | "
+        "export requests |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for number, row in enumerate(pairs, 1):
         lines.append(
             f"| {number} | {float(row['off_s']):.2f} | {float(row['on_s']):.2f} | "
-            f"{float(row['ratio']):.3f} | {row['on_spans']} | {row['on_exports']} |"
+            f"{float(row['ratio']):.3f} | {float(row['off_cpu_s']):.2f} | "
+            f"{float(row['on_cpu_s']):.2f} | {row['on_spans']} | {row['on_exports']} |"
         )
     verdict = "met" if median < 1.05 else "NOT met"
     lines += [
