@@ -1121,6 +1121,9 @@ class FakeLLMServer:
         #: a text completion's logprob of each word (default -1.0)
         self.word_logprobs: dict[str, float] = {}
         self.default_reply = default_reply
+        #: the chat answers' "model" (whole, streamed, batched): the version a provider says it
+        #: served (``gpt-4o-2024-08-06``); None: the request's "model", echoed
+        self.served_model: str | None = None
         self.chunk_size = chunk_size
         self.token_delay_s = token_delay_s
         self.requests: list[RecordedRequest] = []
@@ -1287,6 +1290,7 @@ class FakeLLMServer:
         if prompt_details:
             usage["prompt_tokens_details"] = prompt_details
         model = body.get("model") if isinstance(body.get("model"), str) else "fake-model"
+        model = self.served_model or model
         return _ChatAnswer(
             cid=self._next_id(),
             created=int(time.time()),

@@ -186,6 +186,16 @@ def test_a_bad_output_line_is_an_error_never_an_answer(lines: list[Any], said: s
     assert answer.batch_id == BATCH
 
 
+def test_a_batched_answer_keeps_the_version_its_body_names() -> None:
+    sent = {"a": _line("a"), "b": _line("b")}
+    named = {**_body(), "model": "fake-model-2026-11-01"}
+    read = parse_output(BATCH, _jsonl(_ok("a", named), _ok("b")), sent, created_at=1.0, now=2.0)
+    answers = collected(BATCH, "completed", sent, [read])
+    served = {key: answer.response_model for key, answer in answers.items()
+              if isinstance(answer, Completion)}  # fmt: skip
+    assert served == {"a": "fake-model-2026-11-01", "b": None}  # b's body names no model
+
+
 def test_lines_for_no_call_are_reported_with_the_results() -> None:
     data = _jsonl(_ok("a"), _ok("b"), b"garbage", _ok("stranger"))
     results = collected(BATCH, "completed", SENT, [parse_output(BATCH, data, SENT)])

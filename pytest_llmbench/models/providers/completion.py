@@ -170,6 +170,9 @@ class Completion:
     batch_id: str | None = None
     #: seconds from the batch's creation to its answer being read (None: answered live)
     batch_wait_s: float | None = None
+    #: the model version the provider said answered (the answer's ``model``, e.g.
+    #: ``gpt-4o-2024-08-06``); None: it said none, or the answer was cached before this was kept
+    response_model: str | None = None
 
     def __post_init__(self) -> None:
         # A cached completion comes back from JSON with a list here.
@@ -235,6 +238,11 @@ def whole_answer(
         streamed=False,
         finish_reason="stop",
     )
+
+
+def served_model(value: Any) -> str | None:
+    """An answer's ``model`` as the served version: a non-empty string, else None."""
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 def add_known(total: Any, value: Any) -> Any:

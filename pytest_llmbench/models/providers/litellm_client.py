@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import prices, routes, tokens
-from .completion import CallTarget, Completion, TokenDetails, whole_answer
+from .completion import CallTarget, Completion, TokenDetails, served_model, whole_answer
 from .openai_compatible import vector
 from .reasoning import reasoning_of, split_leading_thinking, usage_details
 from .reasoning_params import adapted
@@ -190,8 +190,9 @@ async def chat_once(
     response = await litellm.acompletion(**kwargs)
     ttft: float | None = None
     if stream:
+        watched = _watch_models(response)
         text, ttft, finish, usage, tool_calls, thinking = await _consume_stream(response, started)
-        reply = Reply(text, finish, usage, tool_calls, thinking)
+        reply = Reply(text, finish, usage, tool_calls, thinking, watched.served)
     else:
         reply = whole_reply(response)
     latency = time.perf_counter() - started
@@ -201,20 +202,22 @@ async def chat_once(
 
 @dataclasses.dataclass(frozen=True)
 class Reply:
-    """What an answer read by litellm gives: its text, finish reason, usage, tool calls and the
-    thinking it gave apart."""
+    """What an answer read by litellm gives: its text, finish reason, usage, tool calls, the
+    thinking it gave apart and the model version it names (``response.model``)."""
 
     text: str
     finish: str | None
     usage: Any
     tool_calls: tuple[dict[str, Any], ...]
     thinking: str
+    served: str | None = None
 
 
 def whole_reply(response: Any) -> Reply:
     """A whole (not streamed) answer's :class:`Reply`."""
     text, _, finish, usage, thinking = _read_response(response)
-    return Reply(text, finish, usage, _tool_calls(response), thinking)
+    served = served_model(getattr(response, "model", None))
+    return Reply(text, finish, usage, _tool_calls(response), thinking, served)
 
 
 def completion_of(
@@ -247,6 +250,7 @@ def completion_of(
         finish_reason=reply.finish,
         tool_calls=reply.tool_calls,
         reasoning=thinking,
+        response_model=reply.served,
         **measured,
         **dataclasses.asdict(parts),  # the token details, under the same names
     )
@@ -363,6 +367,42 @@ async def _consume_stream(
         if details is not None:
             details.reasoning_tokens = None
     return "".join(parts), ttft, finish, usage, calls.calls(), "".join(thought)
+
+
+class _ModelWatch:
+    """The provider's stream, passed through as is, noting the model version its chunks name
+    (the last one named): litellm writes the requested model into every chunk it gives."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._chunks: Any = None
+        self.served: str | None = None
+
+    def __aiter__(self) -> _ModelWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._chunks is None:
+            self._chunks = self._stream.__aiter__()
+        chunk = await self._chunks.__anext__()
+        getter = getattr(chunk, "get", None)
+        value = getter("model") if isinstance(chunk, dict) and callable(getter) else None
+        self.served = served_model(value or getattr(chunk, "model", None)) or self.served
+        return chunk
+
+    def __getattr__(self, name: str) -> Any:  # aclose, close, response: the stream's own
+        return getattr(self._stream, name)
+
+
+def _watch_models(response: Any) -> _ModelWatch:
+    """A watch on the provider's chunks under litellm's stream ``response`` (one that notes
+    nothing when litellm opens the stream later, or gives no async stream)."""
+    stream = getattr(response, "completion_stream", None)
+    if stream is None or not hasattr(stream, "__aiter__"):
+        return _ModelWatch(())
+    watch = _ModelWatch(stream)
+    response.completion_stream = watch
+    return watch
 
 
 def _provider_counted_reasoning(response: Any) -> bool:

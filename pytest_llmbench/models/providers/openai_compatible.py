@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import prices, tokens
-from .completion import CallTarget, Completion, whole_answer
+from .completion import CallTarget, Completion, served_model, whole_answer
 from .errors import HTTPStatusError, body_message
 from .reasoning import reasoning_of, split_leading_thinking
 from .reasoning_params import adapted
@@ -92,7 +92,7 @@ def reply_completion(
     """The completion of a reply read whole or streamed: thinking told apart, tokens counted
     (the provider's usage, else estimated), priced. ``batch``: (batch id, seconds waited) of a
     reply read from a batch's output, priced at the batch price."""
-    text, ttft, finish, usage, calls, thinking = reply
+    text, ttft, finish, usage, calls, thinking, served = reply
     text, thinking = split_leading_thinking(text, thinking)
     used = tokens.used(target.model_id, messages, text + thinking, usage)
     parts = tokens.details(target.model_id, usage, thinking, used.output_tokens)
@@ -115,14 +115,22 @@ def reply_completion(
         batched=batched,
         batch_id=batch[0] if batch else None,
         batch_wait_s=batch[1] if batch else None,
+        response_model=served,
         **dataclasses.asdict(parts),  # the token details, under the same names
     )
 
 
 #: What one answer read gives: (text, TTFT (streamed only), finish reason, the provider's
-#: usage, the tool calls, the thinking given apart from the text).
+#: usage, the tool calls, the thinking given apart from the text, the model version the
+#: answer names).
 Reply = tuple[
-    str, "float | None", "str | None", "dict[str, Any] | None", tuple[dict[str, Any], ...], str
+    str,
+    "float | None",
+    "str | None",
+    "dict[str, Any] | None",
+    tuple[dict[str, Any], ...],
+    str,
+    "str | None",
 ]
 
 
@@ -317,6 +325,7 @@ def read_whole(answer: Any) -> Reply:
         usage if isinstance(usage, dict) else None,
         _tool_calls(message.get("tool_calls") or []),
         reasoning_of(message),
+        served_model(answer.get("model")),
     )
 
 
@@ -340,7 +349,8 @@ def _tool_calls(calls: Sequence[Any]) -> tuple[dict[str, Any], ...]:
 
 async def _read_stream(response: Any, started: float) -> Reply:
     """Server-sent chunks read to the end: (text, TTFT, finish reason, the provider's usage,
-    the tool calls put together from their fragments, the thinking streamed apart).
+    the tool calls put together from their fragments, the thinking streamed apart, the model
+    version the chunks name: the last one named).
 
     The first chunk carrying text, thinking or a tool call's fragment is the first token. A body that
     ends before a finish reason is a cut stream, never an answer (one that breaks raises the
@@ -352,6 +362,7 @@ async def _read_stream(response: Any, started: float) -> Reply:
     ttft: float | None = None
     finish: str | None = None
     usage: dict[str, Any] | None = None
+    served: str | None = None
     async for line in _lines(response):
         if not line.startswith(b"data:"):
             continue  # blank separators, comments, event names
@@ -365,6 +376,7 @@ async def _read_stream(response: Any, started: float) -> Reply:
         if chunk.get("error"):
             raise _stream_error(chunk["error"])
         usage = chunk.get("usage") or usage
+        served = served_model(chunk.get("model")) or served
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
             content = delta.get("content")
@@ -380,7 +392,7 @@ async def _read_stream(response: Any, started: float) -> Reply:
     if finish is None:
         received = len("".join(parts)) + len("".join(thought)) + calls.received
         raise IncompleteStreamError(cut_stream_message(received))
-    return "".join(parts), ttft, finish, usage, calls.calls(), "".join(thought)
+    return "".join(parts), ttft, finish, usage, calls.calls(), "".join(thought), served
 
 
 async def _lines(response: Any) -> Any:
