@@ -319,6 +319,8 @@ _ADDED_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("review", "machine_score", None),
     # the item's OpenTelemetry spans (--otel); an older run exported none
     ("trace", "started_at", None),
+    # the model version the provider said answered; an older run kept none
+    ("response_model", "model_id", None),
 )
 
 

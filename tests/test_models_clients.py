@@ -67,6 +67,8 @@ cases:
     prompt: A garbled answer
     expected: x
 """
+#: The model version the fake server says served every chat answer.
+SERVED = "fake-model-2026-11-01"
 AGENT = """
 kind: agent
 tools: [write_file, read_file]
@@ -138,6 +140,8 @@ def suite(bench: Bench) -> Bench:
 
 @pytest.mark.parametrize("stream", ["all", "off"])
 def test_both_clients_give_the_same_records(suite: Bench, stream: str) -> None:
+    # The provider names the version it served, not the model asked for (an alias's snapshot).
+    suite.server.served_model = SERVED
     lean, lean_requests, lean_out = _run(suite, "lean", f"--stream={stream}")
     other, other_requests, other_out = _run(
         suite, "other", f"--stream={stream}", "--client=litellm"
@@ -150,6 +154,9 @@ def test_both_clients_give_the_same_records(suite: Bench, stream: str) -> None:
     assert by_case["plain"]["outcome"] == "passed" and by_case["image"]["outcome"] == "passed"
     assert by_case["json-mode"]["response"] == '{"answer": 42}'
     assert by_case["notes"]["outcome"] == "passed" and by_case["notes"]["tool_call_count"]
+    # the served version of a plain answer and of an agent's last step; none for an error
+    assert {by_case[case]["response_model"] for case in ("plain", "image", "notes")} == {SERVED}
+    assert by_case["server-error"]["response_model"] is None
     expected_kinds = {
         "rate-limited": "provider",
         "server-error": "provider",

@@ -121,6 +121,8 @@ class AgentRun:
     cache_write_tokens: int | None = None
     #: some step's reasoning tokens were counted from its thinking, not reported
     reasoning_tokens_estimated: bool = False
+    #: the model version the provider said served the last step that named one (None: none did)
+    response_model: str | None = None
 
     def timeline(self) -> list[dict[str, Any]]:
         """Each model call, then the tool calls it asked for, with their timing and results."""
@@ -172,6 +174,7 @@ class _Totals:
         self.cached_input_tokens: int | None = None
         self.cache_write_tokens: int | None = None
         self.reasoning_tokens_estimated = False
+        self.response_model: str | None = None
 
     def add(self, completion: Completion, *, turn: bool = True) -> None:
         """Add a call's usage; an interpreter's call costs but is not a model turn (nor is its
@@ -188,6 +191,7 @@ class _Totals:
                 self.cache_write_tokens, completion.cache_write_tokens
             )
             self.reasoning_tokens_estimated |= completion.reasoning_tokens_estimated
+            self.response_model = completion.response_model or self.response_model
         self.usage += completion.usage
         self.retries += completion.retries
         self.all_cached = self.all_cached and completion.cached
@@ -274,6 +278,7 @@ def _run(
         cached_input_tokens=totals.cached_input_tokens,
         cache_write_tokens=totals.cache_write_tokens,
         reasoning_tokens_estimated=totals.reasoning_tokens_estimated,
+        response_model=totals.response_model,
     )
 
 

@@ -75,6 +75,7 @@ class ConversationRun:
             cache_write_tokens=_summed_known(call.cache_write_tokens for call in calls),
             reasoning_tokens_estimated=any(call.reasoning_tokens_estimated for call in calls),
             unfinished=calls[-1].unfinished,
+            response_model=calls[-1].response_model,
         )
 
 
@@ -179,6 +180,7 @@ def agent_completion(run: AgentRun, model_id: str) -> Completion:
         cached_input_tokens=run.cached_input_tokens,
         cache_write_tokens=run.cache_write_tokens,
         reasoning_tokens_estimated=run.reasoning_tokens_estimated,
+        response_model=run.response_model,
     )
 
 

@@ -277,4 +277,5 @@ def solver_completion(run: SolverRun, model_id: str) -> Completion:
         cached=bool(run.calls) and all(call.cached for call in run.calls),
         **batch_fields(run.calls),
         rate_limit_wait_s=sum(call.rate_limit_wait_s for call in run.calls),
+        response_model=run.calls[-1].response_model if run.calls else None,
     )

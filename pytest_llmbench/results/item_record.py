@@ -208,6 +208,7 @@ def completion_fields(completion: Completion | None) -> dict[str, Any]:
         "cached_input_tokens": completion.cached_input_tokens,
         "cache_write_tokens": completion.cache_write_tokens,
         "finish_reason": completion.finish_reason,
+        "response_model": completion.response_model,
         "ttft_s": completion.ttft_s if timed else None,
         "latency_s": completion.latency_s if timed else None,
         "input_tokens": completion.input_tokens,

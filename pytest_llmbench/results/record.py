@@ -26,6 +26,11 @@ Fields (``None`` where a value does not apply or was not measured):
   under the effort axis (``smollm2:concise@t0.2``, ``gpt-5@high``). Without variants it is the
   model name.
 - ``model_id`` (str): the litellm model string actually called.
+- ``response_model`` (str | None): the model version the provider said answered: the answer's
+  ``model`` (``gpt-4o-2024-08-06`` for ``openai/gpt-4o``), streamed or whole, live, batched or
+  cached; a conversation's last reply's, an agent's last step's, a solver's last call's. None
+  when the provider named none, for an item with no model call, and for an answer cached before
+  this field was kept.
 - ``profile`` (str | None): the model name without variant suffixes (a deployment variant of a
   profile is its own profile, e.g. ``nova-pro_priority``).
 - ``prompt_variant`` (str | None): the eval file's ``prompts:`` variant, ``_optimized`` suffixed
@@ -225,6 +230,7 @@ FIELDS: tuple[str, ...] = (
     "case_hash",
     "model",
     "model_id",
+    "response_model",
     "profile",
     "prompt_variant",
     "temperature",
