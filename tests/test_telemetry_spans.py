@@ -38,6 +38,7 @@ def traced_record(**changes: Any) -> dict[str, Any]:
                 "ttft_s": 0.25,
                 "cache_hit": False,
                 "finish_reason": "stop",
+                "response_model": "fake-model-2026-11-01",
                 "cost_usd": 0.001,
                 "input": json.dumps([{"role": "user", "content": f"key {SECRET}"}]),
                 "output": "Paris",
@@ -179,6 +180,10 @@ def test_model_calls_follow_the_genai_conventions() -> None:
     assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 4
     assert chat.attributes["gen_ai.usage.cache_creation.input_tokens"] == 1
     assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    # the version the provider said served the call, beside the model id asked for
+    assert chat.attributes["gen_ai.response.model"] == "fake-model-2026-11-01"
+    assert "gen_ai.response.model" not in judge.attributes  # its provider named none
+    assert "llmbench.response_model" not in chat.attributes
     assert chat.attributes["gen_ai.response.time_to_first_chunk"] == 0.25
     assert chat.attributes["llmbench.ttft_s"] == 0.25
     assert chat.attributes["llmbench.cache_hit"] is False

@@ -22,7 +22,8 @@ A call span is a plain dict (it crosses xdist inside the record):
 - ``attributes`` (dict[str, str | int | float | bool]): what the call measured, in our own
   words (``model``, ``model_id``, ``provider``, ``input_tokens``, ``output_tokens``,
   ``reasoning_tokens``, ``cached_input_tokens``, ``cache_write_tokens``, ``ttft_s``,
-  ``cache_hit``, ``finish_reason``, ``cost_usd``, ``tool``, ``call_id``, ``exit_code``, ...);
+  ``cache_hit``, ``finish_reason``, ``response_model``, ``cost_usd``, ``tool``, ``call_id``,
+  ``exit_code``, ...);
   ``telemetry`` maps them to the GenAI semantic conventions' names. Unknown or None values are
   left out. With ``--otel-content``: ``input`` (the messages sent, JSON) and ``output`` (the
   reply's text), both redacted.

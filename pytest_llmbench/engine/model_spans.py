@@ -119,6 +119,7 @@ def _measured(
         "ttft_s": None if completion.cached else completion.ttft_s,
         "cache_hit": completion.cached,
         "finish_reason": completion.finish_reason,
+        "response_model": completion.response_model,
         "cost_usd": completion.cost_usd,
         "batched": completion.batched or None,
         "batch_id": completion.batch_id,

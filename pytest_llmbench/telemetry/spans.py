@@ -37,6 +37,7 @@ _MODEL_OPERATIONS = {
 #: Call attributes (our words) -> their GenAI semantic conventions' names, on model calls.
 _MODEL_ATTRIBUTES = {
     "provider": "gen_ai.provider.name",
+    "response_model": "gen_ai.response.model",
     "input_tokens": "gen_ai.usage.input_tokens",
     "output_tokens": "gen_ai.usage.output_tokens",
     "reasoning_tokens": "gen_ai.usage.reasoning.output_tokens",
