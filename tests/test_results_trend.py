@@ -81,6 +81,36 @@ def test_marks_say_when_the_commit_or_the_model_version_changed() -> None:
     assert points[2].model_versions == ("openai/m-2",)
 
 
+def test_the_model_mark_follows_the_versions_the_provider_served() -> None:
+    """The profile never changes (``openai/m``); the provider moves its alias to a new
+    snapshot between c and d. Runs a and b were indexed before served versions were kept."""
+    old, new = "m-2026-08-06", "m-2026-11-20"
+    entries = [
+        _entry("a", 1, [_item("x", "passed"), _item("y", "passed")]),
+        _entry("b", 2, [_item("x", "passed"), _item("y", "passed")]),
+        # the first run naming its served version: no change by itself
+        _entry("c", 3, [_item("x", "passed", response_model=old), _item("y", "error")]),
+        _entry("d", 4, [_item(case, "passed", response_model=new) for case in "xy"]),
+        _entry("e", 5, [_item("x", "passed", response_model=new)]),
+    ]
+    points = build_trend(entries).series[0].points
+    assert [point.marks for point in points] == [(), (), (), ("model",), ()]
+    # the served versions where known (an errored item's missing one adds nothing), else the id
+    assert [point.model_versions for point in points] == [
+        ("openai/m",), ("openai/m",), (old,), (new,), (new,)
+    ]  # fmt: skip
+
+
+def test_another_model_id_is_a_change_whatever_was_served() -> None:
+    entries = [
+        _entry("a", 1, [_item("x", "passed", response_model="m-1")]),
+        _entry("b", 2, [_item("x", "passed", model_id="openai/m-2")]),
+    ]
+    points = build_trend(entries).series[0].points
+    assert [point.marks for point in points] == [(), ("model",)]
+    assert points[1].model_versions == ("openai/m-2",)
+
+
 def test_a_run_without_an_eval_file_has_no_point_in_its_series() -> None:
     other = {"eval_file": "math.eval.yaml", "suite": "math"}
     entries = [

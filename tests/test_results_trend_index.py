@@ -49,7 +49,8 @@ def _run(
 
 def test_runs_several_levels_deep_are_indexed_oldest_first_with_their_facts(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    _run(runs / "b" / "llmbench-results" / "late", "2026-11-02T00:00:00Z", [_record("x", False)])
+    late = [_record("x", False, response_model="m-2026-10-01")]
+    _run(runs / "b" / "llmbench-results" / "late", "2026-11-02T00:00:00Z", late)
     _run(runs / "a-early", "2026-11-01T00:00:00Z", [_record("x", True)], commit=None)
     index = tmp_path / "cache" / "trend.jsonl"
     update = update_index([runs], index)
@@ -60,8 +61,10 @@ def test_runs_several_levels_deep_are_indexed_oldest_first_with_their_facts(tmp_
     assert lines[1]["folder"] == str(runs / "b" / "llmbench-results" / "late")
     assert lines[1]["items"] == [
         {"eval_file": "qa.eval.yaml", "suite": "qa", "model": "m", "model_id": "openai/m",
-         "case_id": "x", "case_hash": "h-x", "repeat": 0, "outcome": "failed", "score": 0.0}
+         "response_model": "m-2026-10-01", "case_id": "x", "case_hash": "h-x", "repeat": 0,
+         "outcome": "failed", "score": 0.0}
     ]  # fmt: skip
+    assert lines[0]["items"][0]["response_model"] is None  # the provider named no version
     assert update.skipped == ()
 
 

@@ -214,6 +214,23 @@ def test_the_trends_page_draws_real_runs_and_writes_nothing(
     assert 'data-case="japan"' not in filtered
 
 
+def test_the_versions_the_provider_served_are_shown_and_a_change_marked(bench: Bench) -> None:
+    """One profile (openai/fake-model) in both runs; the provider serves another snapshot in
+    r2: the model versions column shows what was served and r2 carries the model mark."""
+    root = bench.pytester.path / "results"
+    for name, version in (("r1", "fake-model-2026-08-06"), ("r2", "fake-model-2026-11-20")):
+        bench.server.served_model = version
+        real_run(bench, root, name, japan="Tokyo", france="Capital of France?")
+    with viewer_client(bench, root) as client:
+        page = client.get("/trends").text
+    qa = section(page, "fake", "qa.eval.yaml")
+    rows = dict(re.findall(r'<tr data-run="(\w+)">(.*?)</tr>', qa))
+    cells = {run: re.findall(r"<td>(.*?)</td>", row) for run, row in rows.items()}
+    assert cells["r1"][3] == "fake-model-2026-08-06" and cells["r1"][-1] == ""
+    assert cells["r2"][3] == "fake-model-2026-11-20" and cells["r2"][-1] == "model"
+    assert "openai/fake-model" not in qa  # the profile's id stands in only when none was served
+
+
 def test_an_index_keeps_runs_whose_folders_are_gone_and_a_broken_one_is_named(
     three_runs: tuple[Bench, Path],
 ) -> None:

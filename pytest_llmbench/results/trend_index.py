@@ -7,8 +7,11 @@ line per finished run that the index does not hold yet (keyed by the run folder'
 
     {"run": "<folder name>", "folder": "<path as found>", "started_at": "<run.json's>",
      "commit": "<run.json's source.git.commit>" | null,
-     "items": [{"eval_file", "suite", "model", "model_id", "case_id", "case_hash", "repeat",
-                "outcome", "score"}, ...]}
+     "items": [{"eval_file", "suite", "model", "model_id", "response_model", "case_id",
+                "case_hash", "repeat", "outcome", "score"}, ...]}
+
+``response_model`` is the model version the provider said answered (the record's); a line
+written before it was kept lacks it, and reads as None.
 
 Each item's verdict is the effective one (people's labels in the run's folder, and
 ``--reviews-dir``'s, applied as ``llmbench report`` applies them) at the time the run was
@@ -39,6 +42,7 @@ ITEM_FIELDS = (
     "suite",
     "model",
     "model_id",
+    "response_model",
     "case_id",
     "case_hash",
     "repeat",

@@ -8,7 +8,11 @@
   the model) has no point in that series. A point's pass rate is over its answered items
   (errors and skips apart) with a Wilson 95% interval, its score the mean of the scored items
   with a t 95% interval; ``marks`` say that the commit (``commit``) or the model versions
-  called (``model``) changed since the previous point;
+  (``model``) changed since the previous point. A point's model versions are, for each model id
+  its items called, the versions the provider said served them (the items' ``response_model``),
+  else the model id itself when none said (an older index line, a provider that names none).
+  The ``model`` mark follows the served versions where both points know them, else the model
+  ids: a run that starts recording served versions is no change by itself;
 - the drift test (:func:`.stats.drift.page_hinkley`) over each series' pass rates;
 - a history per case of each model: its verdict in each run that has it (repeats reduced as
   the run's repeat verdicts are: pass, fail, flaky, error; ``changed`` when the case's hash
@@ -95,8 +99,11 @@ def _series(
     params: DriftParams,
 ) -> Series:
     points: list[RunPoint] = []
+    called: _Called | None = None
     for index in sorted(by_run):
-        points.append(_point(runs[index], by_run[index], latest, points[-1] if points else None))
+        previous = (points[-1], called) if points and called is not None else None
+        called = _called(by_run[index])
+        points.append(_point(runs[index], by_run[index], latest, previous, called))
     rated = [point for point in points if point.pass_rate is not None]
     drift = page_hinkley(
         [point.pass_rate for point in rated if point.pass_rate is not None],
@@ -110,7 +117,8 @@ def _point(
     run: Mapping[str, Any],
     items: Sequence[Mapping[str, Any]],
     latest: Mapping[_CaseKey, Any],
-    previous: RunPoint | None,
+    previous: tuple[RunPoint, _Called] | None,
+    called: _Called,
 ) -> RunPoint:
     kept = [item for item in items if item.get("case_hash") == latest[_case_key(item)]]
     answered = [item for item in kept if item.get("outcome") in ("passed", "failed")]
@@ -120,12 +128,14 @@ def _point(
     scores = [float(s) for item in answered if isinstance(s := item.get("score"), (int, float))]
     score, score_low, score_high = _mean_interval(scores)
     commit = run.get("commit")
-    versions = tuple(sorted({str(item["model_id"]) for item in items if item.get("model_id")}))
+    versions = tuple(sorted({version for model_id in called for version in called[model_id]
+                             or (model_id,)}))  # fmt: skip
     marks: list[str] = []
     if previous is not None:
-        if commit and previous.commit and commit != previous.commit:
+        before, before_called = previous
+        if commit and before.commit and commit != before.commit:
             marks.append("commit")
-        if versions and previous.model_versions and versions != previous.model_versions:
+        if _versions_changed(before_called, called):
             marks.append("model")
     return RunPoint(
         run_id=str(run["run"]),
@@ -144,6 +154,33 @@ def _point(
         errors=sum(1 for item in kept if item.get("outcome") == "error"),
         marks=tuple(marks),
     )
+
+
+#: Each model id a point's items called, with the versions the provider said served them
+#: (empty: none said).
+_Called = dict[str, frozenset[str]]
+
+
+def _called(items: Iterable[Mapping[str, Any]]) -> _Called:
+    """The model ids ``items`` called, each with the served versions its items name."""
+    called: dict[str, set[str]] = {}
+    for item in items:
+        if item.get("model_id"):
+            served = called.setdefault(str(item["model_id"]), set())
+            if item.get("response_model"):
+                served.add(str(item["response_model"]))
+    return {model_id: frozenset(served) for model_id, served in called.items()}
+
+
+def _versions_changed(before: _Called, now: _Called) -> bool:
+    """Whether the model versions changed between two points (neither empty): other model ids
+    called, or a model id the provider served in other versions (compared only where both
+    points name the served versions)."""
+    if not before or not now:
+        return False
+    if set(before) != set(now):
+        return True
+    return any(before[key] and now[key] and before[key] != now[key] for key in now)
 
 
 def _mean_interval(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
