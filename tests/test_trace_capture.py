@@ -70,6 +70,7 @@ def test_each_record_carries_its_items_span_and_calls(
 ) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{unused_port()}")
     script(bench)
+    bench.server.served_model = "fake-model-2026-11-01"  # the version the provider says served
     result = bench.run_subprocess("-n", workers, "--models=fake", "--otel")
     assert result.ret == 0, result.stdout.str()
     records = by_case(bench.records())
@@ -94,6 +95,8 @@ def test_each_record_carries_its_items_span_and_calls(
     assert kinds("command") == ["chat", "tool", "sandbox", "chat"]
     judge = traces["judged"]["calls"][1]
     assert (judge["attributes"]["model"], judge["name"]) == ("fake2", "openai/fake-model-2")
+    served = {call["attributes"].get("response_model") for call in traces["judged"]["calls"]}
+    assert served == {"fake-model-2026-11-01"}  # the chat's and the judge's
     tool, command = traces["command"]["calls"][1:3]
     assert (tool["name"], tool["attributes"]["tool"]) == ("run_command", "run_command")
     assert command["parent_id"] == tool["span_id"]
