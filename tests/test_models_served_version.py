@@ -162,3 +162,16 @@ def test_a_provider_moving_to_another_version_is_a_model_mark_in_the_trend(
         ("r2", "-"),
         ("r3", "model"),
     ]
+
+
+def test_a_cached_answer_reports_the_version_that_answered_it(bench: Bench) -> None:
+    bench.eval_file("capitals", CAPITALS.split("  - id: river")[0])
+    bench.server.add_rule(Rule(match="France", reply="Paris."))
+    bench.server.served_model = "fake-model-2026-08-06"
+    cached = ("--models=fake", "--cache=use", "--cache-dir=c")
+    bench.run(*cached).assert_outcomes(passed=1)
+    bench.server.served_model = SERVED  # the provider moved on; the cache answers from before
+    bench.run(*cached).assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert (record["cached"], record["response_model"]) == (True, "fake-model-2026-08-06")
+    assert len(bench.server.chat_requests()) == 1
