@@ -300,7 +300,9 @@ def test_a_run_completed_in_place_is_indexed_again_and_its_newer_entry_counts(
     tmp_path: Path,
 ) -> None:
     """`llmbench retry-errors` swaps the completed run into the same folder, with the same
-    started_at and a new finished_at."""
+    started_at, a new finished_at and one more retry."""
+    from pytest_llmbench.results.retry_errors import RETRIES_KEY
+
     runs = tmp_path / "runs"
     folder = _run(runs / "one", "2026-11-01T00:00:00Z", [_record("x", False, outcome="error")])
     info = json.loads((folder / "run.json").read_text())
@@ -308,12 +310,15 @@ def test_a_run_completed_in_place_is_indexed_again_and_its_newer_entry_counts(
     index = runs / "trend.jsonl"
     assert update_index([runs], index).added == ("one",)
     (folder / "results.jsonl").write_text(json.dumps(_record("x", True)) + "\n")
-    retried = {**info, "finished_at": "2026-11-02T09:00:00Z", "retries": [{"items": 1}]}
+    retried = {**info, "finished_at": "2026-11-02T09:00:00Z", RETRIES_KEY: [{"items": 1}]}
     (folder / "run.json").write_text(json.dumps(retried))
     update = update_index([runs], index)
     assert update.added == ("one",)
     assert len(index.read_text().splitlines()) == 2
     assert update_index([runs], index).added == ()  # indexed once per completion
+    # a second retry finishing within the same second is a new completion too
+    (folder / "run.json").write_text(json.dumps({**retried, RETRIES_KEY: [{}, {}]}))
+    assert update_index([runs], index).added == ("one",)
     for entries in (update.entries, update.entries[::-1]):  # the later finish wins, in any order
         report = build_trend(entries)
         assert report.runs == ("one",)

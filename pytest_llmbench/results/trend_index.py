@@ -3,11 +3,12 @@
 :func:`update_index` walks the runs folder(s) as ``llmbench view`` finds runs (a folder holding
 ``results.jsonl``, up to three levels deep; hidden folders are passed over) and appends one
 line per finished run that the index does not hold yet (keyed by :func:`entry_key`: the run
-folder's name, its ``started_at`` and its ``finished_at``), oldest first. A line (an *entry*)
-holds::
+folder's name, its ``started_at``, its ``finished_at`` and its number of retries), oldest
+first. A line (an *entry*) holds::
 
     {"run": "<folder name>", "folder": "<path as found>", "started_at": "<run.json's>",
-     "finished_at": "<run.json's>", "commit": "<run.json's source.git.commit>" | null,
+     "finished_at": "<run.json's>", "retries": <run.json's retried_errors, counted>,
+     "commit": "<run.json's source.git.commit>" | null,
      "items": [{"eval_file", "suite", "model", "model_id", "case_id", "case_hash", "repeat",
                 "outcome", "score"}, ...]}
 
@@ -15,9 +16,9 @@ Each item's verdict is the effective one (people's labels in the run's folder, a
 ``--reviews-dir``'s, applied as ``llmbench report`` applies them) at the time the run was
 indexed: a line is never rewritten, so a label given later does not reach an indexed run.
 
-``llmbench retry-errors`` completes a run in place: its ``finished_at`` changes, so the run is
-indexed again, and :func:`latest_entries` keeps one entry per run (folder name and
-``started_at``), the latest finished, when a trend is computed. Duplicate lines (an index
+``llmbench retry-errors`` completes a run in place: its ``finished_at`` and its retries change,
+so the run is indexed again, and :func:`latest_entries` keeps one entry per run (folder name
+and ``started_at``), the latest finished, when a trend is computed. Duplicate lines (an index
 merged by hand) are counted once that way too. Lines written before ``finished_at`` was kept
 lack it: a run of theirs whose folder is still there is indexed once more, and replaces them.
 
@@ -69,6 +70,9 @@ _SHARD = "a shard: index its merge (`llmbench merge`), which holds its items"
 _CUT = "an unfinished last line (an append cut short): passed over"
 _CUT_OFF = "an unfinished last line (an append cut short): cut off before appending"
 _NL = b"\n"
+#: run.json's list of the ``llmbench retry-errors`` passes (``.retry_errors.RETRIES_KEY``; that
+#: module imports pytest, which ``llmbench trend`` does not need).
+_RETRIES_KEY = "retried_errors"
 
 _Entry = TypeVar("_Entry", bound=Mapping[str, Any])
 
@@ -82,23 +86,29 @@ class IndexUpdate:
     skipped: tuple[SkippedFolder, ...]
 
 
-def entry_key(entry: Mapping[str, Any]) -> tuple[str, str, str]:
-    """What identifies a run as indexed: its folder's name, ``started_at`` and ``finished_at``
-    (a run completed by ``llmbench retry-errors`` finished again)."""
-    return (str(entry.get("run")), str(entry.get("started_at")), str(entry.get("finished_at")))
+def entry_key(entry: Mapping[str, Any]) -> tuple[str, str, str, int]:
+    """What identifies a run as indexed: its folder's name, ``started_at``, ``finished_at`` and
+    retries (a run completed by ``llmbench retry-errors`` finished again, maybe within the
+    second ``finished_at`` is given to)."""
+    run = (str(entry.get("run")), str(entry.get("started_at")))
+    return (*run, *_finish(entry))
+
+
+def _finish(entry: Mapping[str, Any]) -> tuple[str, int]:
+    """When the run last finished, and after how many retries (an older entry has neither)."""
+    retries = entry.get("retries")
+    return str(entry.get("finished_at") or ""), retries if isinstance(retries, int) else 0
 
 
 def latest_entries(entries: Iterable[_Entry]) -> list[_Entry]:
     """One entry per run (its folder's name and ``started_at``), in first-seen order: the one
-    finished latest (``finished_at``; an entry without it is the oldest), the later one given
-    of equals. A trend counts each run once through this."""
+    finished latest (``finished_at``, then retries; an entry without them is the oldest), the
+    later one given of equals. A trend counts each run once through this."""
     chosen: dict[tuple[str, str], _Entry] = {}
     for entry in entries:
         run = (str(entry.get("run")), str(entry.get("started_at")))
         held = chosen.get(run)
-        if held is None or str(entry.get("finished_at") or "") >= str(
-            held.get("finished_at") or ""
-        ):
+        if held is None or _finish(entry) >= _finish(held):
             chosen[run] = entry
     return list(chosen.values())
 
@@ -210,10 +220,8 @@ def run_entry(
     """The index line of the finished run in ``folder``: ``info`` its run.json, ``records``
     its records with their effective verdicts."""
     return {
-        "run": folder.name,
+        **_run_facts(folder, info),
         "folder": str(folder),
-        "started_at": info.get("started_at"),
-        "finished_at": info.get("finished_at"),
         "commit": _commit(info),
         "items": [{name: record.get(name) for name in ITEM_FIELDS} for record in records],
     }
@@ -289,7 +297,7 @@ def _walk(folder: Path, depth: int, found: list[Path], skipped: list[SkippedFold
 
 def _run_entry(
     folder: Path,
-    known: set[tuple[str, str, str]],
+    known: set[tuple[str, str, str, int]],
     reviews_dir: Path | None,
     ignore_reviews: bool,
     skipped: list[SkippedFolder],
@@ -313,7 +321,7 @@ def _run_entry(
         if isinstance(config, Mapping) and config.get("shard"):
             skipped.append(SkippedFolder(str(folder), _SHARD))
             return None
-        if entry_key({**info, "run": folder.name}) in known:
+        if entry_key(_run_facts(folder, info)) in known:
             return None
         records = results.read_records()
         records = read_labels([folder], reviews_dir, ignore_reviews).apply(records).records
@@ -321,6 +329,17 @@ def _run_entry(
         skipped.append(SkippedFolder(str(folder), f"broken: {exc}"))
         return None
     return run_entry(folder, info, records)
+
+
+def _run_facts(folder: Path, info: Mapping[str, Any]) -> dict[str, Any]:
+    """What :func:`entry_key` reads of the run in ``folder`` (``info`` its run.json)."""
+    retries = info.get(_RETRIES_KEY)
+    return {
+        "run": folder.name,
+        "started_at": info.get("started_at"),
+        "finished_at": info.get("finished_at"),
+        "retries": len(retries) if isinstance(retries, list) else 0,
+    }
 
 
 def _commit(info: Mapping[str, Any]) -> str | None:
