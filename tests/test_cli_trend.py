@@ -258,3 +258,15 @@ def test_an_empty_runs_folder_says_so_and_passes(
     assert out == f"trend of 0 runs ({tmp_path / 'trend.jsonl'})\nno runs indexed yet\n"
     code, out, _ = _call(capsys, "--help")
     assert "trend" in out
+
+
+def test_reading_an_index_alone_says_an_append_cut_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--index`` without a runs folder passes over a last line cut mid-write, and says so."""
+    index = tmp_path / "trend.jsonl"
+    whole = '{"run": "a", "started_at": "2026-11-01T00:00:00+00:00", "items": []}\n'
+    index.write_text(whole + '{"run": "b", "sta')
+    code, out, _ = _call(capsys, "trend", "--index", index)
+    assert code == 0
+    assert f"{index}:2" in out
