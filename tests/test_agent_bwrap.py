@@ -91,3 +91,32 @@ def test_of_etc_only_the_allowlist_is_shown() -> None:
     assert etc and all(f in allowed or f.startswith("/etc/python3") for f in etc)
     assert "/etc/shadow" not in args and "/etc/ssl" not in " ".join(args)
     assert args[args.index("--dir") + 1] == "/etc"
+
+
+def test_a_virtualenv_reached_through_a_symlink_runs_at_its_linked_path(
+    bwrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sys.executable names the venv as it was reached (a .venv symlinked into a checkout,
+    pyenv-virtualenv's links): the sandbox shows it there too, not only at its real path."""
+    import subprocess
+    import sys
+
+    from pytest_llmbench.agent import bwrap as module
+
+    linked = tmp_path / "linked-venv"
+    linked.symlink_to(os.path.realpath(sys.prefix))
+    monkeypatch.setattr(sys, "prefix", str(linked))
+    monkeypatch.setattr(sys, "exec_prefix", str(linked))
+    module._python_dirs.cache_clear()
+    try:
+        assert str(linked) in module.shown_folders()
+        python = linked / "bin" / Path(sys.executable).name
+        work = tmp_path / "work"  # beside the link: the link itself is not shown
+        work.mkdir()
+        view = View(writable=(work,), cwd=work)
+        argv = bwrap_argv(bwrap, view, LIMITS, f"{python} -c 'import sys; print(sys.prefix)'")
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    finally:
+        module._python_dirs.cache_clear()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(linked)

@@ -443,3 +443,24 @@ def test_a_server_with_the_network_can_resolve_names_and_nothing_else_of_etc_is_
     host = [f for f in ("/etc/resolv.conf", "/etc/ssl/certs") if os.path.exists(f)]
     assert done.stdout.split() == (host if network else [])
     assert host  # the machine has them, so the check above can fail
+
+
+@pytest.mark.parametrize(
+    ("command", "program"),
+    [
+        ("OPENAI_API_KEY=sk-live-123 curl https://example.com", "curl"),
+        ("env -i DATABASE_URL=postgres://u:p@h/db /usr/bin/psql -c 'select 1'", "psql"),
+        ("timeout 5s pytest -q", "pytest"),
+        ("ls -la", "ls"),
+        ("$(cat secret.txt)", "sh"),
+        ("'unclosed", "sh"),
+        ("", "sh"),
+    ],
+)
+def test_a_command_is_named_by_its_program_never_by_what_precedes_it(
+    command: str, program: str
+) -> None:
+    """A span names a sandbox command: no variable set before it, no argument, no expansion."""
+    from pytest_llmbench.agent.sandbox import program_of
+
+    assert program_of(command) == program

@@ -133,6 +133,60 @@ def test_trend_of_real_runs_indexes_follows_gates_and_survives_the_runs(
     assert code == 1
 
 
+@pytest.mark.slow
+def test_a_run_completed_by_retry_errors_replaces_its_errors_in_the_trend(
+    bench: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real run whose provider failed on q1, trended, completed in place by --retry-errors,
+    trended again: the run is indexed again and only its completed entry counts."""
+    bench.eval_file("capitals", CAPITALS)
+    options = ("--models=fake", "--max-retries=0", "--results-dir=runs/r1")
+    bench.server.add_rule(Rule(match="Question 1:", status=500, error_message="overloaded"))
+    bench.server.add_rule(Rule(match="France", reply="Paris."))
+    assert bench.run(*options).ret != 0
+    capsys.readouterr()  # the run's own output
+    runs = bench.pytester.path / "runs"
+    code, out, _ = _call(capsys, "trend", runs)
+    assert code == 0 and "3 (+1 err)" in out
+    assert "  fake capitals.eval.yaml::q1: error since r1" in out
+    bench.server.reset()
+    bench.server.add_rule(Rule(match="France", reply="Paris."))
+    assert bench.run(*options, "--retry-errors=runs/r1").ret == 0
+    capsys.readouterr()  # the run's own output
+    code, out, _ = _call(capsys, "trend", runs, "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["runs"] == ["r1"]
+    ((point,),) = [series["points"] for series in report["series"]]
+    assert (point["n"], point["passed"], point["errors"]) == (N_CASES, N_CASES, 0)
+    assert {case["state"] for case in report["cases"]} == {"passing"}
+    assert len((runs / "trend.jsonl").read_text().splitlines()) == 2  # both kept, one counted
+
+
+def test_a_cut_index_line_and_shards_are_listed_and_the_trend_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = tmp_path / "runs"
+    _hand_run(runs / "a", 1, "passed")
+    index = runs / "trend.jsonl"
+    assert _call(capsys, "trend", runs)[0] == 0
+    with open(index, "a", encoding="utf-8") as stream:
+        stream.write('{"run": "b", "started_at": "2026-1')  # a job killed while it appended
+    shard = runs / "shard-1"
+    _hand_run(shard, 2, "failed")
+    info = json.loads((shard / "run.json").read_text())
+    (shard / "run.json").write_text(json.dumps({**info, "config": {"shard": {"index": 1}}}))
+    code, out, _ = _call(capsys, "trend", runs)
+    assert code == 0 and out.startswith("trend of 1 run ")
+    assert f"  {index}:2: an unfinished last line (an append cut short): passed over" in out
+    assert f"  {shard}: a shard: index its merge" in out
+    _hand_run(runs / "c", 3, "passed")
+    code, out, _ = _call(capsys, "trend", runs)
+    assert code == 0 and out.startswith("trend of 2 runs ")
+    assert f"  {index}:2: an unfinished last line (an append cut short): cut off" in out
+    assert [json.loads(line)["run"] for line in index.read_text().splitlines()] == ["a", "c"]
+
+
 def _hand_run(folder: Path, day: int, outcome: str, eval_file: str = "qa.eval.yaml") -> None:
     folder.mkdir(parents=True)
     record = {"schema": 2, "suite": "qa", "eval_file": eval_file, "case_id": "x", "case_hash": "h",
@@ -204,3 +258,15 @@ def test_an_empty_runs_folder_says_so_and_passes(
     assert out == f"trend of 0 runs ({tmp_path / 'trend.jsonl'})\nno runs indexed yet\n"
     code, out, _ = _call(capsys, "--help")
     assert "trend" in out
+
+
+def test_reading_an_index_alone_says_an_append_cut_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--index`` without a runs folder passes over a last line cut mid-write, and says so."""
+    index = tmp_path / "trend.jsonl"
+    whole = '{"run": "a", "started_at": "2026-11-01T00:00:00+00:00", "items": []}\n'
+    index.write_text(whole + '{"run": "b", "sta')
+    code, out, _ = _call(capsys, "trend", "--index", index)
+    assert code == 0
+    assert f"{index}:2" in out

@@ -325,8 +325,10 @@ def test_an_items_calls_started_ahead_on_another_task_are_still_its_own(
 def test_a_solver_is_given_its_items_traceparent_when_export_is_on(
     tmp_path: Path, server: FakeLLMServer
 ) -> None:
-    (tmp_path / "shout.py").write_text(SHOUT.replace("reply.text.upper()", "str(case.traceparent)"))
-    plan = plan_of(loaded(tmp_path, SOLVER))
+    # A module name of its own: another test's shout.py may be imported already.
+    solver = SHOUT.replace("reply.text.upper()", "str(case.traceparent)")
+    (tmp_path / "traceshout.py").write_text(solver)
+    plan = plan_of(loaded(tmp_path, SOLVER.replace("shout:solve", "traceshout:solve")))
     off = answer_of(answerer(tmp_path, server.base_url), plan)
     assert off.completion.text == "None"
     spans = call_spans.enable(trace_ids(RUN_ID), content=False)
@@ -339,7 +341,11 @@ def test_a_solver_is_given_its_items_traceparent_when_export_is_on(
     found = spans.take(plan.nodeid)
     assert sorted(span["kind"] for span in found) == ["chat", "solver"]
     solver = next(span for span in found if span["kind"] == "solver")
-    assert (solver["name"], solver["parent_id"], solver["error"]) == ("shout:solve", None, None)
+    assert (solver["name"], solver["parent_id"], solver["error"]) == (
+        "traceshout:solve",
+        None,
+        None,
+    )
 
 
 # -- the agent's tools and their commands ---------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_llmbench.results import build_trend, case_verdict, trend_status
-from pytest_llmbench.results.stats import wilson
+from pytest_llmbench.results.stats import clustered_mean, wilson
 
 
 def _item(case: str, outcome: str, **extra: Any) -> dict[str, Any]:
@@ -50,9 +50,12 @@ def test_a_series_has_one_point_per_run_oldest_first_with_its_intervals() -> Non
     first, second = series.points
     assert (first.run_id, first.n, first.passed, first.pass_rate) == ("a", 3, 3, 1.0)
     assert (second.run_id, second.n, second.passed, second.errors) == ("b", 2, 1, 1)
-    assert (second.pass_low, second.pass_high) == pytest.approx(wilson(0.5, 2))
-    assert second.score == 0.5 and second.score_low == 0.0 and second.score_high == 1.0
-    assert first.score_low == first.score_high == 1.0  # no spread: a zero-width t interval
+    # the report's intervals: each case a cluster, never narrower than Wilson's per case
+    spread = clustered_mean([[0.0], [1.0]])
+    assert spread is not None
+    assert (second.pass_low, second.pass_high) == pytest.approx((spread.low, spread.high))
+    assert second.score == 0.5 and (second.score_low, second.score_high) == (0.0, 1.0)
+    assert (first.score_low, first.score_high) == pytest.approx(wilson(1.0, 3))
     assert second.started_at == "2026-11-02T10:00:00Z" and second.commit == "c1"
 
 
@@ -227,3 +230,27 @@ def test_a_rise_never_fails_the_trend() -> None:
     report = build_trend(entries)
     assert report.series[0].drift.direction == "up"
     assert trend_status(report, fail_on_drift=True) == (0, [])
+
+
+def test_repeats_of_a_case_are_one_cluster_in_the_intervals_as_in_the_report() -> None:
+    """10 cases x 5 repeats, all passing: the interval is Wilson's over 10 cases (as the
+    report's), not over 50 independent items."""
+    from pytest_llmbench.results.stats.repeats import summarize_repeats
+
+    items = [
+        _item(f"c{case}", "passed", repeat=repeat, score=0.5 + case / 20)
+        for case in range(10)
+        for repeat in range(5)
+    ]
+    (point,) = build_trend([_entry("a", 1, items)]).series[0].points
+    assert point.n == 50 and point.pass_rate == 1.0
+    assert (point.pass_low, point.pass_high) == pytest.approx(wilson(1.0, 10))
+    assert point.pass_low < wilson(1.0, 50)[0] - 0.1
+    report = summarize_repeats(items)
+    assert report.pass_rate is not None and report.score is not None
+    assert (point.pass_low, point.pass_high) == pytest.approx(
+        (report.pass_rate.low, report.pass_rate.high)
+    )
+    assert (point.score, point.score_low, point.score_high) == pytest.approx(
+        (report.score.estimate, report.score.low, report.score.high)
+    )

@@ -133,9 +133,11 @@ def _remove_quietly(name: str) -> None:
 @functools.cache
 def _python_dirs() -> tuple[str, ...]:
     """The folders of the Python that runs pytest and of its virtualenv (outside the system
-    directories), for the ``python3`` first on a command's PATH."""
+    directories), for the ``python3`` first on a command's PATH. A folder reached through a
+    symlink (a virtualenv linked into a checkout, pyenv-virtualenv's) is shown at both paths:
+    ``sys.executable`` names the linked one."""
     prefixes = (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
-    found = [os.path.realpath(prefix) for prefix in prefixes]
+    found = [path for p in prefixes for path in (os.path.realpath(p), os.path.abspath(p))]
     # This plugin's own source too: pytest (in a `command` check, say) loads it by its entry
     # point, and an editable install keeps it in the checkout, which is not mounted.
     for package in _plugin_sources():

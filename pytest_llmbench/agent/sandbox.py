@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import threading
 from collections.abc import Sequence
@@ -249,10 +250,31 @@ class Sandbox:
 
 
 def program_of(command: str) -> str:
-    """The program a shell command line starts: its first word (``sh`` when it has none);
-    what a span names a command by, without its arguments (they may hold data)."""
-    words = command.split()
-    return words[0].rpartition("/")[2] if words else "sh"
+    """The program a shell command line starts, by its file name (``sh`` when none can be told);
+    what a span names a command by. Its arguments and the ``NAME=value`` words and wrappers
+    (``env``, ``sudo``...) before it are left out: they may hold data, keys included."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unclosed quote: the shell will say so; the span names none
+        words = command.split()
+    for word in words:
+        if _ASSIGNMENT.match(word) or word in _WRAPPERS or _SKIPPED.fullmatch(word):
+            continue
+        name = word.rpartition("/")[2]
+        return name if _PROGRAM.fullmatch(name) else "sh"
+    return "sh"
+
+
+#: ``NAME=value`` before a command (an environment variable set for it).
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+#: Words that run the next one: the program is that one.
+_WRAPPERS = frozenset({"env", "sudo", "exec", "nohup", "time", "command", "nice", "timeout"})
+#: A wrapper's option or duration (``-u``, ``5s``): not the program.
+_SKIPPED = re.compile(r"-.*|\d+(\.\d+)?[smhd]?")
+#: What a program's file name may look like on a span (anything else is named ``sh``).
+_PROGRAM = re.compile(r"[A-Za-z0-9._+-]{1,64}")
 
 
 def _describe_command(span: dict[str, Any], command: str, result: CommandResult) -> None:

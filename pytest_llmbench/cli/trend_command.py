@@ -81,7 +81,8 @@ def _trend_command(args: argparse.Namespace) -> int:
     else:
         if not index.is_file():
             raise UsageFailure(f"--index {index}: no such index")
-        entries, skipped = read_index(index), []
+        skipped = []  # an append cut short at the index's end is said, as on update
+        entries = read_index(index, skipped)
     _check_filters(entries, args.model, args.eval_file)
     report = build_trend(
         entries, model=args.model, eval_file=args.eval_file, skipped=skipped, params=params

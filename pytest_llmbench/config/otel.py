@@ -25,10 +25,16 @@ class OtelSettings:
     service_name: str = "pytest-llmbench"  #: the resource's ``service.name``
     content: bool = False  #: ``--otel-content``: prompts and answers (redacted) on spans
 
+    @property
+    def shown_endpoint(self) -> str:
+        """The endpoint as messages and run.json show it: without a user and password or a
+        query (credentials live there too)."""
+        return shown_url(self.endpoint)
+
     def to_dict(self) -> dict[str, object]:
         """run.json's summary: the endpoint and the header names, never their values."""
         return {
-            "endpoint": self.endpoint,
+            "endpoint": self.shown_endpoint,
             "headers": sorted(name for name, _ in self.headers),
             "timeout_s": self.timeout_s,
             "compression": self.compression,
@@ -85,21 +91,37 @@ def _specific(environ: Mapping[str, str], suffix: str) -> tuple[str, str] | None
     return None
 
 
+def shown_url(url: str) -> str:
+    """``url`` without its user, password, query and fragment: what a message may show."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<a malformed URL>"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
 def _endpoint(name: str | None, environ: Mapping[str, str]) -> str:
     from urllib.parse import urlsplit
 
     raw = environ[name].strip() if name else _DEFAULT_ENDPOINT
-    parts = urlsplit(raw)
+    try:
+        parts = urlsplit(raw)
+    except ValueError:
+        raise ValueError(f"{name} is not a URL: {shown_url(raw)!r}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         where = name or "the default endpoint"
-        raise ValueError(f"{where} must be an http:// or https:// URL with a host, got {raw!r}")
+        shown = shown_url(raw)
+        raise ValueError(f"{where} must be an http:// or https:// URL with a host, got {shown!r}")
     try:
         parts.port  # noqa: B018 - a bad port raises here
     except ValueError:
-        raise ValueError(f"{name} has a bad port: {raw!r}") from None
+        raise ValueError(f"{name} has a bad port: {shown_url(raw)!r}") from None
     if name == "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT":
         return raw
-    return raw.rstrip("/") + _TRACES_PATH
+    return parts._replace(path=parts.path.rstrip("/") + _TRACES_PATH).geturl()
 
 
 def _headers(environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

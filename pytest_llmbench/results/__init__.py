@@ -174,7 +174,14 @@ if TYPE_CHECKING:
         write_aggregates,
     )
     from .trend import CaseHistory, Drift, RunPoint, Series, SkippedFolder, TrendReport
-    from .trend_index import IndexUpdate, read_index, run_entry, scan_runs, update_index
+    from .trend_index import (
+        IndexUpdate,
+        latest_entries,
+        read_index,
+        run_entry,
+        scan_runs,
+        update_index,
+    )
     from .trend_series import build_trend, case_verdict
     from .winrates import BASELINE, SELECT_BEST, Pair, WinRate, model_win_rates, pairs, win_matrix
 
@@ -325,6 +332,7 @@ _FACE: dict[str, str] = {
     "SkippedFolder": "trend",
     "TrendReport": "trend",
     "IndexUpdate": "trend_index",
+    "latest_entries": "trend_index",
     "read_index": "trend_index",
     "run_entry": "trend_index",
     "scan_runs": "trend_index",
@@ -445,6 +453,7 @@ __all__ = [
     "keep_labels",
     "labels_for_run",
     "labels_worker_input",
+    "latest_entries",
     "leaderboard",
     "load_labelled",
     "load_labels",

@@ -6,34 +6,37 @@
   Only the items of cases whose ``case_hash`` equals the latest run's for that case are
   counted; the others are counted in the point's ``left_out``. A run without the eval file (or
   the model) has no point in that series. A point's pass rate is over its answered items
-  (errors and skips apart) with a Wilson 95% interval, its score the mean of the scored items
-  with a t 95% interval; ``marks`` say that the commit (``commit``) or the model versions
-  (``model``) changed since the previous point. A point's model versions are, for each model id
-  its items called, the versions the provider said served them (the items' ``response_model``),
-  else the model id itself when none said (an older index line, a provider that names none).
-  The ``model`` mark follows the served versions where both points know them, else the model
-  ids: a run that starts recording served versions is no change by itself;
+  (errors and skips apart), its score the mean of the scored items, each with the 95% interval
+  the report gives (:func:`.stats.intervals.clustered_mean`: a case's repeats are one cluster,
+  never narrower than Wilson's with one observation per case); ``marks`` say that the commit
+  (``commit``) or the model versions (``model``) changed since the previous point. A point's
+  model versions are, for each model id its items called, the versions the provider said
+  served them (the items' ``response_model``), else the model id itself when none said (an
+  older index line, a provider that names none). The ``model`` mark follows the served
+  versions where both points know them, else the model ids: a run that starts recording served
+  versions is no change by itself;
 - the drift test (:func:`.stats.drift.page_hinkley`) over each series' pass rates;
 - a history per case of each model: its verdict in each run that has it (repeats reduced as
   the run's repeat verdicts are: pass, fail, flaky, error; ``changed`` when the case's hash
   was not the latest one's), the latest state and the run since which it has held, and how
   many times it flipped.
 
-Pure: entries in, values out; runs are ordered by ``started_at``, then by name.
+Pure: entries in, values out; runs are ordered by ``started_at``, then by name, and each run
+is counted once (:func:`.trend_index.latest_entries`: duplicates and a retried run's older
+entry are passed over).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .stats.drift import DEFAULT_PARAMS, DriftParams, page_hinkley
-from .stats.intervals import t_quantile, wilson
-from .stats.repeats import NO_MODEL
+from .stats.intervals import clustered_mean
+from .stats.repeats import NO_MODEL, pass_clusters, score_clusters
 from .trend import CaseHistory, RunPoint, Series, SkippedFolder, TrendReport
+from .trend_index import latest_entries
 
 #: A case's verdict in a run, from its repeats' outcomes (see :func:`case_verdict`).
 PASS, FAIL, FLAKY, ERROR, CHANGED = "pass", "fail", "flaky", "error", "changed"
@@ -54,7 +57,9 @@ def build_trend(
 ) -> TrendReport:
     """The trend of ``entries`` (index lines, any order); only ``model``'s and ``eval_file``'s
     series and cases when given. ``skipped`` is passed on to the report."""
-    runs = sorted(entries, key=lambda entry: (str(entry.get("started_at")), str(entry["run"])))
+    runs = sorted(
+        latest_entries(entries), key=lambda entry: (str(entry.get("started_at")), str(entry["run"]))
+    )
     # Each series' and each case's items, run by run (runs by index, oldest first).
     by_series: dict[_SeriesKey, dict[int, list[Mapping[str, Any]]]] = {}
     by_case: dict[_CaseKey, dict[int, list[Mapping[str, Any]]]] = {}
@@ -124,9 +129,8 @@ def _point(
     answered = [item for item in kept if item.get("outcome") in ("passed", "failed")]
     passed = sum(1 for item in answered if item.get("outcome") == "passed")
     n = len(answered)
-    low, high = wilson(passed / n, n) if n else (None, None)
-    scores = [float(s) for item in answered if isinstance(s := item.get("score"), (int, float))]
-    score, score_low, score_high = _mean_interval(scores)
+    rate = clustered_mean(pass_clusters(answered))
+    score = clustered_mean(score_clusters(answered))
     commit = run.get("commit")
     versions = tuple(sorted({version for model_id in called for version in called[model_id]
                              or (model_id,)}))  # fmt: skip
@@ -145,11 +149,11 @@ def _point(
         n=n,
         passed=passed,
         pass_rate=passed / n if n else None,
-        pass_low=low,
-        pass_high=high,
-        score=score,
-        score_low=score_low,
-        score_high=score_high,
+        pass_low=None if rate is None else rate.low,
+        pass_high=None if rate is None else rate.high,
+        score=None if score is None else score.estimate,
+        score_low=None if score is None else score.low,
+        score_high=None if score is None else score.high,
         left_out=len(items) - len(kept),
         errors=sum(1 for item in kept if item.get("outcome") == "error"),
         marks=tuple(marks),
@@ -181,20 +185,6 @@ def _versions_changed(before: _Called, now: _Called) -> bool:
     if set(before) != set(now):
         return True
     return any(before[key] and now[key] and before[key] != now[key] for key in now)
-
-
-def _mean_interval(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
-    """The mean of ``values`` and its t 95% interval (no interval below 2 values), clamped to
-    [0, 1] when every value is in it (scores are)."""
-    if not values:
-        return None, None, None
-    mean = math.fsum(values) / len(values)
-    if len(values) < 2:
-        return mean, None, None
-    half = t_quantile(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    if all(0.0 <= value <= 1.0 for value in values):
-        return mean, max(mean - half, 0.0), min(mean + half, 1.0)
-    return mean, mean - half, mean + half
 
 
 def case_verdict(outcomes: Iterable[str]) -> str | None:

@@ -83,7 +83,7 @@ def _files(folder: Path) -> tuple[Any, ...]:
 def _read(roots: Sequence[Path], reviews_dir: Path | None) -> Trend:
     """The trend read afresh (see the module's docstring); a broken index is named (``path:line``)
     in the line, and left out."""
-    from ..results import build_trend, read_index, scan_runs
+    from ..results import build_trend, latest_entries, read_index, scan_runs
 
     indexed: list[dict[str, Any]] = []
     read, problems = [], []
@@ -97,14 +97,15 @@ def _read(roots: Sequence[Path], reviews_dir: Path | None) -> Trend:
         else:
             read.append(path)
     update = scan_runs(roots, reviews_dir, entries=indexed)
-    entries = {(str(e.get("run")), str(e.get("started_at"))): e for e in update.entries}
-    report = build_trend(entries.values(), skipped=update.skipped)
+    entries = latest_entries(update.entries)
+    report = build_trend(entries, skipped=update.skipped)
     note = f"{len(report.runs)} finished runs under {', '.join(str(r) for r in roots)}"
     if read:
-        from_index = len(entries) - len(update.added)
+        added = {id(entry) for entry in update.entries[len(indexed) :]}
+        from_index = sum(1 for entry in entries if id(entry) not in added)
         note += f", {from_index} of them from {', '.join(str(path) for path in read)}"
     note = ". ".join([note, *problems]) + "."
-    return report, run_links(roots, entries.values()), note
+    return report, run_links(roots, entries), note
 
 
 def run_links(roots: Sequence[Path], entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
