@@ -153,3 +153,80 @@ def test_a_span_that_cannot_be_built_is_a_failure_not_an_exception() -> None:
     sender.send([broken])
     sender.close(wait_s=5)
     assert sender.failure is not None and "could not be built" in sender.failure
+
+
+def test_a_collector_that_never_answers_holds_the_end_no_longer_than_the_wait() -> None:
+    """A collector that takes the connection and says nothing (20 s timeout): the end waits the
+    bound, then says the collector did not answer; it does not wait out the timeout."""
+    import threading
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])  # kept open, never answered
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/traces"
+        sender = open_sender(settings(endpoint, timeout_s=20.0), "1.0")
+        sender.send(specs())
+        started = time.monotonic()
+        sender.close(wait_s=1.0)
+        waited = time.monotonic() - started
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()
+    assert sender.failure is not None and "did not answer" in sender.failure
+    assert waited < 10.0  # the bound (1 s) and the exporter's stop, never the 20 s timeout
+
+
+class Slow:
+    """An exporter that takes its time over each batch (a slow collector)."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        import time
+
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        time.sleep(0.05)
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def test_spans_dropped_by_a_full_queue_are_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More spans than the processor may queue: those it drops are said, not lost silently."""
+    from pytest_llmbench.telemetry import export
+
+    monkeypatch.setattr(export, "MAX_QUEUED_SPANS", 16)
+    slow = Slow()
+    sender = open_sender(settings(), "1.0", exporter=slow)
+    one = specs()
+    for _ in range(40):
+        sender.send(one)
+    sender.close(wait_s=5)
+    sent = 40 * len(one)
+    assert slow.spans < sent
+    assert sender.failure is not None and "dropped" in sender.failure

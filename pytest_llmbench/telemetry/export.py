@@ -33,10 +33,25 @@ _QUIET_LOGGERS = (
 )
 
 
+#: Spans a run may have waiting for the collector before the processor drops new ones (the
+#: SDK's default, 2048, is a few hundred items: a slow collector lost spans of a large run).
+MAX_QUEUED_SPANS = 65_536
+
+
 class _Silence(logging.Filter):
-    """Drops every record of the loggers it is added to."""
+    """Drops every record of the loggers it is added to; one that says the processor's queue is
+    full marks the guard failed (those spans are lost, and the SDK says so only there)."""
+
+    def __init__(self, guard: _Guard) -> None:
+        super().__init__()
+        self._guard = guard
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("Queue full"):
+            self._guard.fail(
+                f"the collector at {self._guard.endpoint} took spans slower than the run made "
+                f"them: more than {MAX_QUEUED_SPANS} waited, and later ones were dropped"
+            )
         return False
 
 
@@ -48,7 +63,7 @@ class SpanSender:
         self._guard = guard
         self._resource = resource
         self._scope = scope
-        self._silence = _Silence()
+        self._silence = _Silence(guard)
         for name in _QUIET_LOGGERS:
             logging.getLogger(name).addFilter(self._silence)
 
@@ -68,21 +83,31 @@ class SpanSender:
             self._guard.fail(f"a span could not be built ({type(exc).__name__}: {exc})")
 
     def close(self, wait_s: float) -> None:
-        """Send what is queued, waiting at most ``wait_s`` seconds, then stop the exporter."""
-        # The processor's shutdown waits for its thread as long as exports take: past
-        # ``wait_s`` the guard gives up, which stops the exporter's retries and drops the rest.
+        """Send what is queued, waiting at most ``wait_s`` seconds (and a second for the
+        exporter to stop), then leave: an export still hanging on the collector is given up."""
+        # The processor's shutdown waits for its thread as long as an export takes (up to the
+        # OTLP timeout, retries included): it runs on a thread of its own, and past ``wait_s``
+        # the guard gives up, which stops the exporter's retries and drops the rest.
         timer = threading.Timer(wait_s, self._guard.give_up)
         timer.daemon = True
         timer.start()
+        closing = threading.Thread(target=self._shutdown, name="llmbench-otel-close", daemon=True)
+        closing.start()
+        closing.join(wait_s + 1.0)
+        timer.cancel()
+        if closing.is_alive():
+            self._guard.fail(
+                f"the collector at {self._guard.endpoint} did not answer before the run ended"
+            )
+        for name in _QUIET_LOGGERS:
+            logging.getLogger(name).removeFilter(self._silence)
+
+    def _shutdown(self) -> None:
         try:
             self._processor.shutdown()
             self._guard.settle(wait_s=1.0)
         except Exception as exc:  # never raise into the run's end
             self._guard.fail(f"the exporter did not shut down ({type(exc).__name__})")
-        finally:
-            timer.cancel()
-            for name in _QUIET_LOGGERS:
-                logging.getLogger(name).removeFilter(self._silence)
 
 
 def open_sender(
@@ -96,7 +121,7 @@ def open_sender(
 
     if exporter is None:
         exporter = _otlp_exporter(settings)
-    guard = _Guard(exporter, settings.endpoint)
+    guard = _Guard(exporter, settings.shown_endpoint)
     resource = Resource.create(
         {
             "service.name": settings.service_name,
@@ -107,7 +132,10 @@ def open_sender(
     )
     scope = InstrumentationScope("pytest_llmbench", service_version)
     # The guard is an exporter by its methods (a subclass would import the SDK at import).
-    processor = BatchSpanProcessor(cast("Any", guard))
+    queued = MAX_QUEUED_SPANS
+    processor = BatchSpanProcessor(
+        cast("Any", guard), max_queue_size=queued, max_export_batch_size=min(512, queued)
+    )
     return SpanSender(processor, guard, resource, scope)
 
 
@@ -145,7 +173,7 @@ class _Guard:
 
     def __init__(self, exporter: Any, endpoint: str) -> None:
         self._exporter = exporter
-        self._endpoint = endpoint
+        self.endpoint = endpoint  #: as messages show it (no user, password or query)
         self._lock = threading.Lock()
         self._idle = threading.Event()
         self._idle.set()
@@ -173,21 +201,21 @@ class _Guard:
         finally:
             self._idle.set()
         if result is not SpanExportResult.SUCCESS:
-            self.fail(f"the collector at {self._endpoint} did not take the spans{detail}")
+            self.fail(f"the collector at {self.endpoint} did not take the spans{detail}")
         return result
 
     def give_up(self) -> None:
         """The run's end waited long enough: spans not sent yet are lost."""
         if not self._idle.is_set():
-            self.fail(f"the collector at {self._endpoint} did not answer before the run ended")
+            self.fail(f"the collector at {self.endpoint} did not answer before the run ended")
         else:
-            self.fail(f"the spans for {self._endpoint} were not sent before the run ended")
+            self.fail(f"the spans for {self.endpoint} were not sent before the run ended")
         self.shutdown()
 
     def settle(self, wait_s: float) -> None:
         """After shutdown: an export still running lost its spans."""
         if not self._idle.wait(wait_s):
-            self.fail(f"the collector at {self._endpoint} did not answer before the run ended")
+            self.fail(f"the collector at {self.endpoint} did not answer before the run ended")
 
     def shutdown(self) -> None:
         """Stop the exporter (once: it also ends an export's retries)."""

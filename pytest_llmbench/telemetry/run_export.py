@@ -143,6 +143,10 @@ class TraceExport:
 
     def _open(self) -> SpanSender | None:
         if self._sender is None and self._broken is None and not self._off:
+            with self._lock:
+                warming = self._warming
+            if warming is not None:  # one import at a time: the warm-up's, then ours
+                warming.join(timeout=CLOSE_WAIT_S)
             try:
                 self._sender = self._new_sender()
                 self._off = self._sender is None
