@@ -280,3 +280,13 @@ def test_a_solver_run_is_an_internal_span_of_its_item() -> None:
     assert (span.name, span.kind, span.parent_id) == ("solver app.rag:solve", "internal", ITEM_SPAN)
     assert span.attributes["llmbench.role"] == "solver"
     assert span.attributes["llmbench.solver"] == "app.rag:solve"
+
+
+def test_an_item_span_says_whose_verdict_its_outcome_is() -> None:
+    """A person's label decided the outcome: the span says so beside it."""
+    labelled = traced_record(outcome="failed", verdict_source="human", machine_outcome="passed")
+    item = item_spans(labelled, content=False, redactor=redactor())[0]
+    assert item.attributes["llmbench.outcome"] == "failed"
+    assert item.attributes["llmbench.verdict_source"] == "human"
+    machine = item_spans(traced_record(verdict_source="machine"), False, redactor())[0]
+    assert machine.attributes["llmbench.verdict_source"] == "machine"

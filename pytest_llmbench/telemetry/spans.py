@@ -174,6 +174,7 @@ def _item_span(
             "gen_ai.request.model": record.get("model_id"),
             "llmbench.repeat": record.get("repeat"),
             "llmbench.outcome": outcome,
+            "llmbench.verdict_source": record.get("verdict_source"),
             "llmbench.score": record.get("score"),
             "llmbench.threshold": record.get("threshold"),
             "llmbench.worker": record.get("worker"),
