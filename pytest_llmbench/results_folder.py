@@ -13,7 +13,7 @@ imports nothing of the package and nothing heavier than ``json``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -384,13 +384,22 @@ def _live_record(line: str) -> dict[str, Any] | None:
 
 
 def _record(path: Path, number: int, line: str) -> dict[str, Any]:
+    return upgrade_record(object_line(path, number, line, _REQUIRED_KEYS, "a record"))
+
+
+def object_line(
+    path: Path, number: int, line: str, required: Sequence[str], what: str
+) -> dict[str, Any]:
+    """Line ``number`` of the JSON-lines file at ``path``: a JSON object holding every key of
+    ``required``, else :class:`ResultsError` ``path:line: why`` (``what`` names what it should
+    be: ``a record``)."""
     try:
-        record = json.loads(line)
+        value = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
-    if not isinstance(record, dict):
+    if not isinstance(value, dict):
         raise ResultsError(f"{path}:{number}: not a JSON object")
-    missing = [key for key in _REQUIRED_KEYS if key not in record]
+    missing = [key for key in required if key not in value]
     if missing:
-        raise ResultsError(f"{path}:{number}: not a record (no {', '.join(missing)})")
-    return upgrade_record(record)
+        raise ResultsError(f"{path}:{number}: not {what} (no {', '.join(missing)})")
+    return value

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..results_folder import RESULTS_FILE, RUN_FILE, ResultsError, ResultsFolder
+from ..results_folder import RESULTS_FILE, RUN_FILE, ResultsError, ResultsFolder, object_line
 from .trend import SkippedFolder
 
 #: How deep under a root runs are looked for (root/llmbench-results/<stamp>), as the viewer does.
@@ -155,15 +155,7 @@ def _entries(path: Path, data: bytes) -> tuple[list[dict[str, Any]], int | None]
 
 
 def _entry(path: Path, number: int, line: str) -> dict[str, Any]:
-    try:
-        entry = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
-    if not isinstance(entry, dict):
-        raise ResultsError(f"{path}:{number}: not a JSON object")
-    missing = [key for key in _ENTRY_KEYS if key not in entry]
-    if missing:
-        raise ResultsError(f"{path}:{number}: not a trend entry (no {', '.join(missing)})")
+    entry = object_line(path, number, line, _ENTRY_KEYS, "a trend entry")
     items = entry["items"]
     if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
         raise ResultsError(f"{path}:{number}: not a trend entry (items is no list of objects)")
