@@ -173,12 +173,15 @@ def check_fault_run(
     write_cases(pytester, FLAKY_CASES, failing_every=FAILING_EVERY)
     select = "flaky or (down and (" + " or ".join(DOWN_CASES) + "))"
     timeout = 120.0
+    # Each attempt's bound: 2 s where the "timeout" fault is dealt (it holds each attempt
+    # until the client gives up: short keeps the run short), else 10 s. An answer the fake
+    # sends in 0.05 s must never time out: on a loaded machine litellm's first calls (lazy
+    # imports) took over 2 s, were retried, and the request counts below were off by those.
+    attempt_s = "2" if "timeout" in faults else "10"
     result, _ = run_timed(
         pytester,
         "-p", "no:cacheprovider", "-rA", "--results-dir=out", "--models=flaky,down",
-        # 2 s: room for a loaded machine (litellm's first calls import more), still short for
-        # the "timeout" fault, which holds each attempt until the client gives up.
-        "-k", select, "--concurrency", "8", "--request-timeout", "2",
+        "-k", select, "--concurrency", "8", "--request-timeout", attempt_s,
         "--max-retries", str(MAX_RETRIES), *extra,
         timeout=timeout,
     )  # fmt: skip
