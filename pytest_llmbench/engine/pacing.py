@@ -233,17 +233,16 @@ class CallPacer:
         again: both continue from the one answer the cache keeps. When the run exports a
         trace, the call is timed as a call span (:mod:`.model_spans`).
         """
+        request = self._redacted(request)  # once: the span (with content) shows it as sent
         spans = active_spans()
         if spans is None:
             return await self._paced(request)
         from .model_spans import traced
 
-        # The span shows the messages as sent (redacted) only when it carries content.
-        shown = self._redacted(request) if spans.content else request
-        return await traced(spans, shown, self._paced, self._shown)
+        return await traced(spans, request, self._paced, self._shown)
 
     async def _paced(self, request: Request) -> Completion:
-        request = self._redacted(request)
+        """``paced``'s work for a ``request`` already redacted."""
         key, answer = (request.missed_key, None) if request.missed_key else self._lookup(request)
         # A hit never calls: a fully cached run never imports a client (litellm: seconds).
         if key is None or self._run.cache_mode not in _STORING:

@@ -195,17 +195,23 @@ def matrix(run: Run, params: Mapping[str, str]) -> str:
     )
 
 
+def select_field(name: str, choices: Mapping[str, str], params: Mapping[str, str]) -> str:
+    """A ``<select>`` of a filter form: ``choices`` (value -> label), the one in ``params``
+    (the page's query) selected."""
+    chosen = params.get(name, "")
+    options = "".join(
+        f'<option value="{text(value)}"{" selected" if value == chosen else ""}>'
+        f"{text(label)}</option>"
+        for value, label in choices.items()
+    )
+    return f'<select name="{name}">{options}</select>'
+
+
 def _filters(
     params: Mapping[str, str], suites: list[str], tags: list[str], models: list[str]
 ) -> str:
     def select(name: str, choices: Mapping[str, str]) -> str:
-        chosen = params.get(name, "")
-        options = "".join(
-            f'<option value="{text(value)}"{" selected" if value == chosen else ""}>'
-            f"{text(label)}</option>"
-            for value, label in choices.items()
-        )
-        return f'<select name="{name}">{options}</select>'
+        return select_field(name, choices, params)
 
     every = {"": "every suite", **{s: s for s in suites}}
     all_tags = {"": "every tag", **{t: t for t in tags}}

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..report import text
 from ..results import CaseHistory, RunPoint, Series, TrendReport
-from .pages import layout, link
+from .pages import layout, link, select_field
 from .trend_chart import CHART_STYLE, LEGEND, cells, chart, drift_badge
 
 #: At most this many runs in a case's row of cells (the latest).
@@ -76,13 +76,7 @@ def _chosen(model: str, eval_file: str, wanted_model: str, wanted_file: str) -> 
 
 def _filters(report: TrendReport, params: Mapping[str, str]) -> str:
     def select(name: str, choices: Mapping[str, str]) -> str:
-        chosen = params.get(name, "")
-        options = "".join(
-            f'<option value="{text(value)}"{" selected" if value == chosen else ""}>'
-            f"{text(label)}</option>"
-            for value, label in choices.items()
-        )
-        return f'<select name="{name}">{options}</select>'
+        return select_field(name, choices, params)
 
     models = sorted({s.model for s in report.series} | {c.model for c in report.cases})
     files = sorted({s.eval_file for s in report.series} | {c.eval_file for c in report.cases})
