@@ -60,6 +60,9 @@ FILE_NAMES = (DEFAULT_ROOT, RESULTS_FILE, RUN_FILE, REPORT_FILE, PROGRESS_FILE, 
               BATCHES_FILE, REVIEWS_FILE, TREND_FILE, METRICS_FILE, LEADERBOARD_FILE, ALL_METRICS_FILE, CASE_VERDICTS_FILE,
               COMPARISONS_FILE, JUDGE_AGREEMENT_FILE, JUDGE_CALIBRATION_FILE, BY_EFFORT_FILE, AGGREGATE_FILE, BENCHMARK_BIGGER_FILE,
               BENCHMARK_SMALLER_FILE)  # fmt: skip
+#: How deep under a root results folders are looked for (root/llmbench-results/<stamp>), by
+#: ``llmbench view`` and ``llmbench trend`` alike.
+RUNS_DEPTH = 3
 #: The files `llmbench view` serves from a run's folder.
 SERVED_FILES = (REPORT_FILE, RESULTS_FILE, LEADERBOARD_FILE, RUN_FILE)
 
@@ -403,3 +406,14 @@ def object_line(
     if missing:
         raise ResultsError(f"{path}:{number}: not {what} (no {', '.join(missing)})")
     return value
+
+
+def run_subfolders(folder: Path) -> list[Path]:
+    """The folders under ``folder`` a search for runs enters, in name order: not hidden, not
+    symlinks (a link could loop, or lead outside the root). Raises ``OSError`` when ``folder``
+    cannot be listed."""
+    return sorted(
+        child
+        for child in folder.iterdir()
+        if child.is_dir() and not child.is_symlink() and not child.name.startswith(".")
+    )

@@ -46,11 +46,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..results_folder import RESULTS_FILE, RUN_FILE, ResultsError, ResultsFolder, object_line
+from ..results_folder import (
+    RESULTS_FILE,
+    RUN_FILE,
+    RUNS_DEPTH,
+    ResultsError,
+    ResultsFolder,
+    object_line,
+    run_subfolders,
+)
 from .trend import SkippedFolder
 
-#: How deep under a root runs are looked for (root/llmbench-results/<stamp>), as the viewer does.
-_DEPTH = 3
 #: The facts an entry keeps of each item.
 ITEM_FIELDS = (
     "eval_file",
@@ -273,15 +279,14 @@ def _walk(folder: Path, depth: int, found: list[Path], skipped: list[SkippedFold
     if ResultsFolder(folder).run_file.is_file():
         skipped.append(SkippedFolder(str(folder), f"broken: {RUN_FILE} without {RESULTS_FILE}"))
         return True
-    if depth >= _DEPTH:
+    if depth >= RUNS_DEPTH:
         return False
     try:
-        children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+        children = run_subfolders(folder)
     except OSError as exc:
         skipped.append(SkippedFolder(str(folder), f"cannot be listed: {exc}"))
         return True
-    held = {child: _walk(child, depth + 1, found, skipped)
-            for child in children if not child.name.startswith(".")}  # fmt: skip
+    held = {child: _walk(child, depth + 1, found, skipped) for child in children}
     if depth == 0 or any(held.values()):
         # A folder beside runs, or at the top, that holds none is listed (its own subfolders
         # are not listed again).

@@ -13,13 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results_folder import PROGRESS_FILE, RUN_FILE, ResultsFolder
+from ..results_folder import PROGRESS_FILE, RUN_FILE, RUNS_DEPTH, ResultsFolder, run_subfolders
 
 if TYPE_CHECKING:
     from ..results import Labels
-
-#: How deep under a root results folders are looked for (root/llmbench-results/<stamp>).
-_DEPTH = 3
 
 
 @dataclass
@@ -150,13 +147,12 @@ def _result_folders(root: Path) -> Iterable[Path]:
         if ResultsFolder(folder).has_results():
             yield folder
             continue
-        if depth >= _DEPTH:
+        if depth >= RUNS_DEPTH:
             continue
         try:
-            children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+            pending += [(child, depth + 1) for child in run_subfolders(folder)]
         except OSError:
             continue
-        pending += [(child, depth + 1) for child in children if not child.name.startswith(".")]
 
 
 def _status(info: dict[str, Any] | None, progress: dict[str, Any] | None) -> str:

@@ -19,13 +19,13 @@ from ..results_folder import (
     RESULTS_FILE,
     REVIEWS_FILE,
     RUN_FILE,
+    RUNS_DEPTH,
     TREND_FILE,
     ResultsError,
     ResultsFolder,
+    run_subfolders,
 )
 
-#: How deep under a root run folders are looked for, as ``llmbench trend`` does.
-_DEPTH = 3
 #: The files whose change makes the trend read again.
 _WATCHED = (RESULTS_FILE, RUN_FILE, REVIEWS_FILE, TREND_FILE)
 
@@ -59,13 +59,12 @@ def _stamp(roots: Sequence[Path], reviews_dir: Path | None) -> tuple[Any, ...]:
     while pending:
         folder, depth = pending.pop()
         found.append(_files(folder))
-        if depth >= _DEPTH or (folder / RESULTS_FILE).is_file():
+        if depth >= RUNS_DEPTH or (folder / RESULTS_FILE).is_file():
             continue
         try:
-            children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+            pending += [(child, depth + 1) for child in run_subfolders(folder)]
         except OSError:
             continue
-        pending += [(child, depth + 1) for child in children if not child.name.startswith(".")]
     return tuple(found)
 
 
