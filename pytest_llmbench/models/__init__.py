@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         SolverError,
         ToolError,
         UserSimError,
+        EnvError,
     )
     from .profile_files import load_profiles
     from .profiles import (
@@ -109,6 +110,7 @@ _FACE: dict[str, str] = {
     "SolverError": "item_errors",
     "ToolError": "item_errors",
     "UserSimError": "item_errors",
+    "EnvError": "item_errors",
     "EFFORT_LEVELS": "providers.effort",
     "EffortError": "providers.effort",
     "effort_params": "providers.effort",
@@ -163,6 +165,7 @@ __all__ = [
     "ToolError",
     "Usage",
     "UserSimError",
+    "EnvError",
     "acomplete",
     "add_known",
     "aembed",

@@ -10,6 +10,8 @@ which part failed, so a handler catches what it can handle and the message names
 - :class:`SandboxError`: an agent's sandbox or workdir that cannot be made or run;
 - :class:`ToolError`: a tool server (MCP) that could not serve the item;
 - :class:`JudgeError`: every judge of a judged assertion failed: no verdict, not a failed one;
+- :class:`EnvError`: an agent's stateful tool environment that failed (its module raised on
+  import, a tool left a state that cannot be saved or read back, its process died);
 - :class:`UserSimError`: the simulated user of a conversation failed (its ``kind`` is the cause:
   ``provider`` for its own model's outage, ``malformed`` for an empty message);
 - :class:`SolverError`: a user's solver could not be imported, raised, or answered nothing usable;
@@ -23,6 +25,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "BatchError",
+    "EnvError",
     "ItemError",
     "JudgeError",
     "ProviderError",
@@ -89,6 +92,15 @@ class ToolError(ItemError):
 
     default_kind = "tool"
     part = "tool"
+
+
+class EnvError(ItemError):
+    """A stateful tool environment that could not serve the item: its module raised when
+    loaded, a tool left a state that is not JSON or could not be read back (a corrupted state
+    file), an expected action failed when replayed, or its process died."""
+
+    default_kind = "environment"
+    part = "environment"
 
 
 class JudgeError(ItemError):

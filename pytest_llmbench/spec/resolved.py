@@ -89,6 +89,41 @@ class SimulatedUser:
 
 
 @dataclass(frozen=True)
+class ExpectedAction:
+    """One tool call of a case's ``expected_actions:`` (tau-bench's ``actions``)."""
+
+    name: str  #: the environment tool it calls
+    arguments: Mapping[str, Any]  #: its arguments (a JSON object)
+    line: int = 0  #: where it is written, for errors that name it
+
+
+#: The state formats an environment keeps, by the state file's suffix (else JSON).
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A ``kind: agent`` file's ``environment:``, resolved: where its tools come from and where
+    its state lives. Exactly one of :attr:`module` and :attr:`server` is set."""
+
+    #: the Python file whose public functions taking ``state`` first are the tools (absolute)
+    module: Path | None
+    #: or the ``mcp_servers`` entry whose tools change the state file
+    server: str | None
+    #: the state file, relative to the workdir
+    state_file: str
+    #: the file's default seed: a JSON value (a mapping), SQL text for SQLite, or None (empty)
+    seed: Any
+    #: the module's tool names, read from its source without running it (empty for a server)
+    tool_names: tuple[str, ...] = ()
+
+    @property
+    def sqlite(self) -> bool:
+        """Whether the state is a SQLite database (else a JSON document)."""
+        return self.state_file.lower().endswith(SQLITE_SUFFIXES)
+
+
+@dataclass(frozen=True)
 class EvalCase:
     """A fully resolved case: what one item sends and how it is scored."""
 
@@ -139,6 +174,11 @@ class EvalCase:
     #: the function definitions offered with this case alone (a dataset's ``tools`` column);
     #: None: the file's, if any
     functions: FunctionTools | None = None
+    #: the state this case's environment starts from (``state:``, else the environment's
+    #: ``seed``): a JSON value, or SQL text for SQLite; None without an environment
+    state_seed: Any = None
+    #: the tool calls that solve the case (``expected_actions:``), in order
+    expected_actions: tuple[ExpectedAction, ...] = ()
 
     @property
     def conversational(self) -> bool:
@@ -186,6 +226,8 @@ class AgentSpec:
     shim_model: str | None = None
     #: the MCP servers the ``mcp:SERVER/GLOB`` entries of :attr:`tools` name
     mcp_servers: tuple[McpServer, ...] = ()
+    #: the stateful tool environment (``environment:``), or None
+    environment: Environment | None = None
 
     @property
     def local_tools(self) -> tuple[str, ...]:

@@ -220,6 +220,37 @@ class SimulatedUserSpec(_Strict):
     _validate_assertions = field_validator("assertions")(_check_turn_assertions)
 
 
+class ExpectedActionSpec(_Strict):
+    """One ``expected_actions:`` entry: a tool call of the environment, as tau-bench writes it."""
+
+    name: str = Field(description="The environment tool the action calls")
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, alias="kwargs", description="Its arguments (tau-bench: kwargs)"
+    )
+
+
+class EnvironmentSpec(_Strict):
+    """A ``kind: agent`` file's ``environment:``: tools that read and change a per-item state."""
+
+    module: str | None = Field(
+        None,
+        description="Python file next to the eval file whose functions (first parameter "
+        "`state`) are the tools; it runs in the sandbox",
+    )
+    server: str | None = Field(
+        None, description="Or an mcp_servers entry (stdio) whose tools change the state file"
+    )
+    state: str = Field(
+        "state.json",
+        description="The state file in the workdir: .json, or .db/.sqlite/.sqlite3 for SQLite",
+    )
+    seed: dict[str, Any] | str | None = Field(
+        None,
+        description="The state each case starts from: a mapping, or file://NAME (JSON; SQL "
+        "for SQLite); a case's `state:` replaces it",
+    )
+
+
 class CaseSpec(_Strict):
     """One inline case of an eval file."""
 
@@ -254,6 +285,16 @@ class CaseSpec(_Strict):
     images: list[str] = Field(default_factory=list, description="Images sent with the prompt")
     choices: list[str] | None = Field(None, description="Multiple choice options")
     answer: str | int | None = Field(None, description="The right choice: letter, index or text")
+    state: dict[str, Any] | str | None = Field(
+        None,
+        description="kind: agent with an environment: the state this case starts from "
+        "(a mapping or file://NAME), in place of the environment's seed",
+    )
+    expected_actions: list[ExpectedActionSpec] | None = Field(
+        None,
+        description="kind: agent with an environment: the tool calls that solve the case; "
+        "state-equals compares the final state with the state they produce",
+    )
     context: tuple[str, ...] | None = Field(
         None,
         description="Retrieved context: a string, or a list of chunks ([]: the retrieval found "
@@ -318,6 +359,11 @@ class EvalSpec(_Strict):
     )
     mcp_servers: dict[str, McpServerSpec] = Field(
         default_factory=dict, description="kind: agent: MCP servers, named; tools: mcp:NAME/GLOB"
+    )
+    environment: EnvironmentSpec | None = Field(
+        None,
+        description="kind: agent: a stateful tool environment (module or MCP server), seeded "
+        "per case, its final state checked by state-equals and state-subset",
     )
     max_steps: int | None = Field(
         None, ge=1, le=200, description="Model calls of an agent loop (default 10)"
