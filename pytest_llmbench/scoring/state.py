@@ -29,3 +29,17 @@ def state_diff(before: Any, after: Any) -> list[dict[str, Any]]:
 def subset_problems(expected: Any, actual: Any) -> list[str]:
     """Where ``actual`` lacks what ``expected`` gives (empty: ``expected`` is a subset)."""
     raise NotImplementedError
+
+
+def evaluate_state(assertion: Any, snapshot: Any) -> Any:
+    """The verdict (a :class:`~.base.Verdict`) of a ``state-equals`` or ``state-subset``
+    ``assertion`` on ``snapshot`` (an :class:`~pytest_llmbench.agent.environment.StateSnapshot`:
+    its ``final`` state, against the assertion's ``value`` or the snapshot's ``expected``)."""
+    raise NotImplementedError
+
+
+def state_record(snapshot: Any, file: str) -> dict[str, Any]:
+    """The record's ``state``: ``{"file", "diff" (seed -> final, :func:`state_diff`),
+    "diff_more" (changes cut), "expected_diff" (final -> expected, None without one),
+    "final" (None when its JSON passes 100 kB)}``."""
+    raise NotImplementedError
