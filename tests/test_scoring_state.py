@@ -20,7 +20,7 @@ from pytest_llmbench.scoring import (
 )
 from pytest_llmbench.scoring.state import MAX_DIFF_CHANGES, MAX_FINAL_CHARS, ignored
 
-SEED = {
+SEED: dict[str, Any] = {
     "orders": {
         "W1001": {"status": "pending", "total": 30, "items": [{"sku": "a", "qty": 1}]},
         "W1002": {"status": "delivered", "total": 12.5, "items": []},
