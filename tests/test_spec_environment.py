@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import Bench
 
 from pytest_llmbench.spec.load import load_spec
 from pytest_llmbench.spec.resolved import EvalFileError, LoadedEval
@@ -319,3 +320,27 @@ def test_the_seed_the_actions_and_the_module_change_a_case_hash(tmp_path: Path) 
     path = project(tmp_path)
     (tmp_path / "seed.json").write_text(json.dumps({"orders": {}}), encoding="utf-8")
     assert load_spec(path).cases[0].case_hash != first
+
+
+# --- through pytest --------------------------------------------------------------------------
+
+
+def test_collection_reports_an_unknown_action_at_its_line_and_collects_the_rest(
+    bench: Bench,
+) -> None:
+    bench.pytester.makepyfile(retail_env=MODULE)
+    (bench.pytester.path / "seed.json").write_text(json.dumps(SEED), encoding="utf-8")
+    (bench.pytester.path / "expected.json").write_text("{}", encoding="utf-8")
+    bench.eval_file("good", FILE)
+    bad = FILE.replace("{name: find_user,", "{name: find_users,")
+    bench.eval_file("bad", bad)
+    result = bench.pytester.runpytest(
+        "--collect-only", "-q", "-p", "no:cacheprovider", "--models=fake"
+    )
+    result.stdout.fnmatch_lines([
+        f"bad.eval.yaml:{line_of(bad, 'find_users')}: case 'cancel': expected_actions: "
+        "'find_users' is not a tool of retail_env.py (cancel_pending_order, find_user)",
+    ])  # fmt: skip
+    result.stdout.fnmatch_lines(
+        ["good.eval.yaml::cancel[[]fake-r0[]]", "good.eval.yaml::own-state*"]
+    )
