@@ -89,6 +89,14 @@ class CaseHasher:
         context = getattr(case, "context", None)
         if context is not None:  # as turns: only when given (its text may not be in a prompt)
             payload["context"] = list(context)
+        seed = getattr(case, "state_seed", None)
+        if seed is not None:  # as turns: only when given (an environment's starting state)
+            payload["state_seed"] = seed
+        actions = getattr(case, "expected_actions", ())
+        if actions:  # as turns; each action's line is naming, not outcome
+            payload["expected_actions"] = [
+                {"name": action.name, "arguments": action.arguments} for action in actions
+            ]
         # Here, not at the top: yamlguard loads yaml, which a run without eval files never needs
         # (this module loads with the plugin); once loaded, the import is a dictionary lookup.
         from .yamlguard import json_text

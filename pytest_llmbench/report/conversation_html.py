@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .function_calls import FUNCTION_CALLS_STYLE, function_calls_html
+from .state_html import STATE_STYLE
 
 if TYPE_CHECKING:
     from ..scoring import Verdict
@@ -30,8 +31,9 @@ ol.conversation .who{font-weight:600}ol.conversation .measures{color:#666;font-s
 ol.conversation ul.verdicts{margin:2px 0;padding-left:18px}
 ol.conversation .pass{color:#1a7f37}ol.conversation .fail{color:#cf222e}
 """
-#: The transcript's look with its replies' tool calls: the same in report.html and the viewer.
-CONVERSATION_STYLE = _TRANSCRIPT_STYLE + FUNCTION_CALLS_STYLE
+#: The transcript's look with its replies' tool calls and an agent's state: the same in
+#: report.html and the viewer.
+CONVERSATION_STYLE = _TRANSCRIPT_STYLE + FUNCTION_CALLS_STYLE + STATE_STYLE
 
 
 def entries(record: Record) -> list[Mapping[str, Any]]:

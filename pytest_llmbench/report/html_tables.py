@@ -285,9 +285,11 @@ def human_badge(record: Mapping[str, Any]) -> str:
 
 
 def transcript(record: Mapping[str, Any]) -> str:
-    """An item's messages, then (as in the pytest-html extras) its answer and every verdict."""
+    """An item's messages, then (as in the pytest-html extras) its answer and every verdict, and
+    an agent environment's state diff."""
     from .conversation_html import entries, opening
     from .html_columns import render_extra
+    from .state_html import state_block
 
     sent = _messages(record.get("messages"))
     talk = bool(entries(record))
@@ -299,7 +301,8 @@ def transcript(record: Mapping[str, Any]) -> str:
     )
     # The messages include the prompt: render_extra need not show it a second time.
     extra = render_extra({**record, "prompt": None if messages or talk else record.get("prompt")})
-    return f'<div class="transcript">{messages}{context_block(record)}{extra}</div>'
+    state = state_block(record)  # an agent environment's: after the verdicts that read it
+    return f'<div class="transcript">{messages}{context_block(record)}{extra}{state}</div>'
 
 
 def context_block(record: Mapping[str, Any]) -> str:

@@ -129,6 +129,13 @@ Fields (``None`` where a value does not apply or was not measured):
   from the reply's JSON) instead of native tool calls: an agent's, or a function-calling
   reply's on a model without tool calling (the embedded one); false for other items.
 - ``workdir`` (str | None): an agent item's folder (kept after the run, as pytest keeps tmp_path).
+- ``state`` (dict | None): an agent item's environment state (``environment:``): ``file`` (the
+  state file in the workdir), ``diff`` (seed to final state: ``{path, op, before, after}`` per
+  changed leaf, ``op`` ``added``/``removed``/``changed``, paths like ``orders/W1001/status``,
+  list items ``#0``; at most 200), ``diff_more`` (changes left out), ``expected_diff`` (final
+  to expected state: the case's ``expected_actions`` replayed, else a ``state-equals`` value;
+  None without one), ``expected_diff_more``, ``final`` (the final state; None past 100 kB).
+  ``None`` for other items.
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
 - ``finish_reason`` (str | None): why the model stopped, as the provider said: ``stop``,
   ``length`` (``max_tokens`` reached), ``tool_calls``, ``content_filter``, ...; a
@@ -292,6 +299,7 @@ FIELDS: tuple[str, ...] = (
     "tool_calls",
     "shimmed",
     "workdir",
+    "state",
     "images",
     "solver",
     "choice",

@@ -84,6 +84,7 @@ if TYPE_CHECKING:
         votes,
     )
     from .similarity import cosine
+    from .state import STATE_TYPES, evaluate_state, state_diff, state_record, subset_problems
     from .tool_calls import TOOL_CALL_TYPES, expected_names, expected_steps
     from .trajectory import ExpectedStep
 
@@ -160,6 +161,11 @@ _FACE: dict[str, str] = {
     "shuffled": "select_best",
     "votes": "select_best",
     "cosine": "similarity",
+    "STATE_TYPES": "state",
+    "evaluate_state": "state",
+    "state_diff": "state",
+    "state_record": "state",
+    "subset_problems": "state",
     "TOOL_CALL_TYPES": "tool_calls",
     "expected_names": "tool_calls",
     "expected_steps": "tool_calls",
@@ -177,6 +183,7 @@ __all__ = [
     "PAIRWISE_TYPE",
     "SELECT_BEST_SCORE_KEY",
     "SELECT_BEST_TYPE",
+    "STATE_TYPES",
     "TOOL_CALL_TYPES",
     "AgentOutcome",
     "Assertion",
@@ -217,6 +224,7 @@ __all__ = [
     "dimension_key",
     "evaluate",
     "evaluate_agent",
+    "evaluate_state",
     "expected_names",
     "expected_steps",
     "failed_turn",
@@ -238,6 +246,9 @@ __all__ = [
     "rotations",
     "score_verdicts",
     "shuffled",
+    "state_diff",
+    "state_record",
+    "subset_problems",
     "transcript_lines",
     "votes",
     "votes_text",

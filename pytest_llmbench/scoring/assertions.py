@@ -49,6 +49,7 @@ from .performance import (
     parse_performance,
 )
 from .python import check_choice, check_engine_graded, check_python, python_value
+from .state import STATE_TYPES, check_state_elsewhere, parse_state_assertion
 from .structured import NUMBER_POSITIONS, check_json, check_numeric, numeric_value, schema_value
 from .text import (
     check_equals,
@@ -109,6 +110,8 @@ def parse_assertion(raw: object) -> Assertion:
         raise AssertionSpecError(f"an assertion must be a type name or a mapping, got {kind}")
     if _base_name(raw.get("type")) in _agent_types():
         return _parse_agent(raw)
+    if _base_name(raw.get("type")) in STATE_TYPES:
+        return parse_state_assertion(raw)
     type_name, base = _split_type(raw.get("type"))
     if base in TOOL_CALL_TYPES:
         return parse_tool_call_assertion(raw, type_name, base)
@@ -359,6 +362,9 @@ TYPES: dict[str, TypeSpec] = {
     "tool-call-f1": TypeSpec(check_tool_call_f1, "required", hint="the expected calls"),
     "no-tool-call": TypeSpec(check_no_tool_call, "none"),
     "tool-calls": TypeSpec(check_tool_calls, "none"),
+    # checked on an agent's environment (state.evaluate_state), never on the answer
+    "state-equals": TypeSpec(check_state_elsewhere, "none"),
+    "state-subset": TypeSpec(check_state_elsewhere, "required", hint="the state's keys"),
 }
 
 #: The base assertion types; each may also be written with a ``not-`` prefix.

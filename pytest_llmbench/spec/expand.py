@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .expand_choices import Choices, case_choices
+from .expand_environment import with_case_state, with_row_state
 from .expand_place import Place, inline_id, safe_id
 from .expand_plain import plain_case
 from .expand_rows import dataset_files, dataset_rows, row_case
 from .expand_simulated import simulated_case
 from .expand_turns import row_turns_case, turns_case
 from .paths import resolve_eval_path
-from .resolved import EvalCase, EvalFileError
+from .resolved import Environment, EvalCase, EvalFileError
 from .schema import PromptVariantSpec
 from .variants import warn_unvaried_conversations
 
@@ -139,9 +140,11 @@ def expand_cases(
     document: LocatedDocument,
     variants: list[PromptVariant],
     roots: Sequence[Path] = (),
+    environment: Environment | None = None,
 ) -> list[EvalCase]:
     """The file's cases, per prompt variant; the paths it names must lead inside the eval file's
-    folder or ``roots`` (see :mod:`.paths`)."""
+    folder or ``roots`` (see :mod:`.paths`). With an ``environment``, each case starts from its
+    ``state:`` (else the environment's seed) and carries its ``expected_actions``."""
     cases: list[EvalCase] = []
     for variant in variants:
         # Each variant is the file with its own `prompt` (and `system`) template.
@@ -152,14 +155,16 @@ def expand_cases(
         sources = () if variant.file is None else (variant.file,)
         if spec.dataset is not None:
             place = Place(path, document, ("dataset",), tuple(roots))
-            rows = [_row_case(shaped, row, place) for row in dataset_rows(shaped, place)]
+            rows = [
+                _row_case(shaped, row, place, environment) for row in dataset_rows(shaped, place)
+            ]
             own.extend(
                 replace(row, sources=(*sources, *dataset_files(spec, place))) for row in rows
             )
         for index, case in enumerate(spec.cases):
             place = Place(path, document, ("cases", index), tuple(roots))
             _check_variant_case(variant, case, place)
-            own.append(_inline_case(shaped, case, place))
+            own.append(_inline_case(shaped, case, place, environment))
         if not own:
             raise EvalFileError(path, 1, "no cases: give a `cases:` list or a `dataset:`")
         _check_unique_ids(own, path)
@@ -188,23 +193,30 @@ def _check_variant_case(variant: PromptVariant, case: CaseSpec, place: Place) ->
         )
 
 
-def _inline_case(spec: EvalSpec, case: CaseSpec, place: Place) -> EvalCase:
-    """An inline case, expanded by its kind (its ``choices`` checked first, whatever it is)."""
+def _inline_case(
+    spec: EvalSpec, case: CaseSpec, place: Place, environment: Environment | None = None
+) -> EvalCase:
+    """An inline case, expanded by its kind (its ``choices`` checked first, whatever it is),
+    with its environment's starting state and expected actions."""
     case_id = inline_id(case, place)
     if case.prompt is not None and case.messages is not None:
         message = f"case {case_id!r}: give either `prompt` or `messages`, not both"
         raise place.error(message, "messages")
     choices = case_choices(spec, case, place, case_id)
-    return case_expansion(case).inline(spec, case, place, case_id, choices)
+    expanded = case_expansion(case).inline(spec, case, place, case_id, choices)
+    return with_case_state(expanded, environment, case, place)
 
 
-def _row_case(spec: EvalSpec, row: DatasetRow, place: Place) -> EvalCase:
-    """A dataset row, expanded by its kind."""
+def _row_case(
+    spec: EvalSpec, row: DatasetRow, place: Place, environment: Environment | None = None
+) -> EvalCase:
+    """A dataset row, expanded by its kind (its ``state`` and ``expected_actions`` columns
+    read with an environment)."""
     where = f"dataset row {row.id!r} ({row.where})"
     kind = case_expansion(row)
     if kind.row is None:  # pragma: no cover - a row has no key of such a kind
         raise place.error(f"{where}: a dataset row cannot give `{kind.key}`")
-    return kind.row(spec, row, place, where)
+    return with_row_state(kind.row(spec, row, place, where), environment, row, place, where)
 
 
 def _check_unique_ids(cases: list[EvalCase], path: Path) -> None:

@@ -16,7 +16,7 @@ from .datasets.rows import UNSAFE_ID
 from .resolved import EvalFileError
 
 if TYPE_CHECKING:
-    from .schema import CaseSpec
+    from .schema import CaseSpec, EvalSpec, RawAssertion
     from .yamlsource import LocatedDocument
 
 
@@ -69,3 +69,23 @@ def inline_id(case: CaseSpec, place: Place) -> str:
     if written is None or not written.strip():
         return f"case-{place.loc[-1] + 1}"
     return safe_id(written)
+
+
+def written_assertions(spec: EvalSpec) -> list[tuple[tuple[str | int, ...], RawAssertion]]:
+    """Every assertion written in the file (not a dataset's) with where it is written: the
+    file's ``assert:``, each case's, its turns' and its simulated user's (``stop_on_fail``, a
+    mark on the check and no key of it, taken off)."""
+    from .schema import without_stop_flag
+
+    written: list[tuple[tuple[str | int, ...], RawAssertion]]
+    written = [(("assert", n), raw) for n, raw in enumerate(spec.assertions)]
+    for c, case in enumerate(spec.cases):
+        written += [(("cases", c, "assert", n), raw) for n, raw in enumerate(case.assertions)]
+        for t, turn in enumerate(case.turns or ()):  # a conversation's turns check their reply
+            place = ("cases", c, "turns", t, "assert")
+            written += [((*place, n), raw) for n, raw in enumerate(turn.assertions)]
+        if case.simulated_user is not None:  # checked on every reply of the model
+            user: tuple[str | int, ...] = ("cases", c, "simulated_user", "assert")
+            checks = case.simulated_user.assertions
+            written += [((*user, n), without_stop_flag(raw)) for n, raw in enumerate(checks)]
+    return written

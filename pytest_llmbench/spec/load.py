@@ -21,13 +21,14 @@ from .functions import (
 from .resolved import (
     MCP_TOOL,
     AgentSpec,
+    Environment,
     EvalCase,
     EvalFileError,
     LoadedEval,
     McpServer,
     suite_name,
 )
-from .schema import AssertionItemError, EvalSpec, McpServerSpec, without_stop_flag
+from .schema import AssertionItemError, EvalSpec, McpServerSpec
 from .yamlsource import LocatedDocument, SourceError, load_located_file
 
 
@@ -49,10 +50,14 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
         first, *others = _schema_errors(path, document, exc)
         raise EvalFileError(first.path, first.line, first.message, others) from None
     from .expand import expand_cases, prompt_variants
+    from .expand_environment import resolve_environment
+    from .state_checks import checked_state_assertions
 
+    environment = resolve_environment(spec, path, document, roots)
     variants = prompt_variants(spec, path, document, roots)
-    cases = expand_cases(spec, path, document, variants, roots)
-    agent = _agent_spec(spec, path, document)
+    cases = expand_cases(spec, path, document, variants, roots, environment)
+    cases = checked_state_assertions(spec, cases, environment, path, document, roots)
+    agent = _agent_spec(spec, path, document, environment)
     functions = function_tools(spec, path, document, roots)
     _check_tool_call_names(spec, functions, path, document, _row_tool_names(cases))
     _check_solver(spec, path, document)
@@ -63,7 +68,9 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
         path,
         suite_name(path),
         spec.description,
-        _hashed(cases, path, _settings(spec, agent, functions)),
+        _hashed(
+            _with_sources(cases, environment), path, _settings(spec, agent, functions, path.parent)
+        ),
         spec.parallel_safe,
         agent,
         solver=spec.solver,
@@ -77,10 +84,10 @@ def load_spec(path: Path, roots: Sequence[Path] = ()) -> LoadedEval:
 
 
 def _settings(
-    spec: EvalSpec, agent: AgentSpec | None, functions: FunctionTools | None
+    spec: EvalSpec, agent: AgentSpec | None, functions: FunctionTools | None, base: Path
 ) -> dict[str, Any]:
     """The file's settings that decide its cases' outcomes (hashed into each case_hash)."""
-    settings: dict[str, Any] = {"solver": spec.solver, "agent": _agent_settings(agent)}
+    settings: dict[str, Any] = {"solver": spec.solver, "agent": _agent_settings(agent, base)}
     if functions is not None:  # only when given: other files' hashes stay what they were
         settings["functions"] = functions.request_params()
     if spec.thinking is not None:  # as functions: only when given
@@ -88,14 +95,50 @@ def _settings(
     return settings
 
 
-def _agent_settings(agent: AgentSpec | None) -> Any:
-    """The agent's settings to hash: its MCP servers only when given, so that other agent
-    files' hashes stay what they were."""
-    if agent is None or agent.mcp_servers:
-        return agent
+def _agent_settings(agent: AgentSpec | None, base: Path) -> Any:
+    """The agent's settings to hash: its MCP servers and its environment only when given, so
+    that other agent files' hashes stay what they were; the environment's module by its name
+    from the eval file's folder and its content."""
+    if agent is None:
+        return None
     from dataclasses import asdict
 
-    return {key: value for key, value in asdict(agent).items() if key != "mcp_servers"}
+    settings = asdict(agent)
+    if not agent.mcp_servers:
+        del settings["mcp_servers"]
+    if agent.environment is None:
+        del settings["environment"]
+    else:
+        settings["environment"] = _environment_settings(agent.environment, base)
+    return settings
+
+
+def _environment_settings(environment: Environment, base: Path) -> dict[str, Any]:
+    """What of an environment decides an outcome, besides each case's starting state (hashed
+    with the case): where its tools come from (a module's name and content) and its state file."""
+    import hashlib
+    import os
+
+    module = environment.module
+    return {
+        "module": None if module is None else os.path.relpath(module, base),
+        "module_sha256": None
+        if module is None
+        else hashlib.sha256(module.read_bytes()).hexdigest(),
+        "server": environment.server,
+        "state_file": environment.state_file,
+    }
+
+
+def _with_sources(cases: Sequence[EvalCase], environment: Environment | None) -> list[EvalCase]:
+    """The cases with the environment's module among the files they were read from (hashed
+    into run.json's ``source``)."""
+    if environment is None or environment.module is None:
+        return list(cases)
+    from dataclasses import replace
+
+    module = environment.module
+    return [replace(case, sources=(*case.sources, module)) for case in cases]
 
 
 def _hashed(
@@ -110,9 +153,11 @@ def _hashed(
     return tuple(replace(case, hasher=digest) for case in cases)
 
 
-def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentSpec | None:
+def _agent_spec(
+    spec: EvalSpec, path: Path, document: LocatedDocument, environment: Environment | None = None
+) -> AgentSpec | None:
     # plain tools: .functions
-    agent_keys = ("post_process", "limits", "tool_shim_model", "mcp_servers")
+    agent_keys = ("post_process", "limits", "tool_shim_model", "mcp_servers", "environment")
     if not file_kind(spec.kind).agent:
         written = [key for key in agent_keys if getattr(spec, key)]
         if written:
@@ -120,8 +165,8 @@ def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentS
             needs = kinds_allowing(lambda kind: kind.agent)
             raise EvalFileError(path, line, f"{written[0]!r} needs {needs}")
         return None
-    if not spec.tools:
-        message = f"`kind: {spec.kind}` needs `tools:`"
+    if not spec.tools and environment is None:  # an environment's tools are always offered
+        message = f"`kind: {spec.kind}` needs `tools:` (or an `environment:`)"
         raise EvalFileError(path, document.line_of(("kind",)), message)
     names = _agent_tool_names(spec.tools, path, document)
     return AgentSpec(
@@ -134,6 +179,7 @@ def _agent_spec(spec: EvalSpec, path: Path, document: LocatedDocument) -> AgentS
         post_process=spec.post_process,
         shim_model=spec.tool_shim_model,
         mcp_servers=_mcp_servers(spec, names, path, document),
+        environment=environment,
     )
 
 
@@ -209,18 +255,9 @@ def _check_tool_call_names(
     """A function-calling assertion needs the file's function definitions, and a tool it
     expects must be one of them (with ``dataset.tools``: of some row's, ``row_names``)."""
     from ..scoring import TOOL_CALL_TYPES, AssertionSpecError, expected_names, parse_assertion
+    from .expand_place import written_assertions
 
-    written: list[tuple[tuple[str | int, ...], Any]]
-    written = [(("assert", n), raw) for n, raw in enumerate(spec.assertions)]
-    for c, case in enumerate(spec.cases):
-        written += [(("cases", c, "assert", n), raw) for n, raw in enumerate(case.assertions)]
-        for t, turn in enumerate(case.turns or ()):  # a conversation's turns check their reply
-            place = ("cases", c, "turns", t, "assert")
-            written += [((*place, n), raw) for n, raw in enumerate(turn.assertions)]
-        if case.simulated_user is not None:  # checked on every reply of the model
-            user: tuple[str | int, ...] = ("cases", c, "simulated_user", "assert")
-            checks = case.simulated_user.assertions  # stop_on_fail marks the check, is no key
-            written += [((*user, n), without_stop_flag(raw)) for n, raw in enumerate(checks)]
+    written = written_assertions(spec)
     for loc, raw in written:
         type_name = raw if isinstance(raw, str) else raw.get("type")
         if str(type_name).removeprefix("not-") not in TOOL_CALL_TYPES:

@@ -102,6 +102,18 @@ SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
 @dataclass(frozen=True)
+class EnvironmentTool:
+    """One tool of an environment module, as its source declares it (read without running it),
+    so that a case's ``expected_actions`` are checked at collection."""
+
+    name: str  #: the function's name: the tool's
+    parameters: tuple[str, ...]  #: its parameters after ``state``, in order
+    required: tuple[str, ...]  #: those of :attr:`parameters` without a default
+    any_keyword: bool = False  #: it takes ``**kwargs``: any argument name is its
+    line: int = 0  #: where the module defines it
+
+
+@dataclass(frozen=True)
 class Environment:
     """A ``kind: agent`` file's ``environment:``, resolved: where its tools come from and where
     its state lives. Exactly one of :attr:`module` and :attr:`server` is set."""
@@ -116,6 +128,13 @@ class Environment:
     seed: Any
     #: the module's tool names, read from its source without running it (empty for a server)
     tool_names: tuple[str, ...] = ()
+    #: the module's tools with their parameters, in :attr:`tool_names`' order (empty for a
+    #: server)
+    tools: tuple[EnvironmentTool, ...] = ()
+
+    def tool(self, name: str) -> EnvironmentTool | None:
+        """The module's tool ``name``, or None (a server's tools are known only when it runs)."""
+        return next((tool for tool in self.tools if tool.name == name), None)
 
     @property
     def sqlite(self) -> bool:
