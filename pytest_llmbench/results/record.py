@@ -125,6 +125,9 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``tool_calls`` (list[dict]): the calls a function-calling reply asked for (a plain file's
   ``tools:``), recorded, never run: ``{id, name, arguments}`` each, arguments as sent (a JSON
   string); empty for other items.
+- ``state`` (dict | None): an agent item's stateful environment (``environment:``): its state
+  file, the diff from the seed to the final state, and from the final to the expected one
+  (:func:`pytest_llmbench.scoring.state.state_record` documents it); None for other items.
 - ``shimmed`` (bool): the tools went through the tool shim (JSON in the prompt, the calls read
   from the reply's JSON) instead of native tool calls: an agent's, or a function-calling
   reply's on a model without tool calling (the embedded one); false for other items.
@@ -290,6 +293,7 @@ FIELDS: tuple[str, ...] = (
     "transcript",
     "timeline",
     "tool_calls",
+    "state",
     "shimmed",
     "workdir",
     "images",

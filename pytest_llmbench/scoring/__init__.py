@@ -84,6 +84,7 @@ if TYPE_CHECKING:
         votes,
     )
     from .similarity import cosine
+    from .state import STATE_TYPES, evaluate_state, state_record
     from .tool_calls import TOOL_CALL_TYPES, expected_names, expected_steps
     from .trajectory import ExpectedStep
 
@@ -160,6 +161,9 @@ _FACE: dict[str, str] = {
     "shuffled": "select_best",
     "votes": "select_best",
     "cosine": "similarity",
+    "STATE_TYPES": "state",
+    "evaluate_state": "state",
+    "state_record": "state",
     "TOOL_CALL_TYPES": "tool_calls",
     "expected_names": "tool_calls",
     "expected_steps": "tool_calls",
@@ -177,6 +181,7 @@ __all__ = [
     "PAIRWISE_TYPE",
     "SELECT_BEST_SCORE_KEY",
     "SELECT_BEST_TYPE",
+    "STATE_TYPES",
     "TOOL_CALL_TYPES",
     "AgentOutcome",
     "Assertion",
@@ -217,6 +222,7 @@ __all__ = [
     "dimension_key",
     "evaluate",
     "evaluate_agent",
+    "evaluate_state",
     "expected_names",
     "expected_steps",
     "failed_turn",
@@ -238,6 +244,7 @@ __all__ = [
     "rotations",
     "score_verdicts",
     "shuffled",
+    "state_record",
     "transcript_lines",
     "votes",
     "votes_text",
