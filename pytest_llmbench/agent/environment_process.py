@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models import EnvError, SandboxError
-from .limits import disk_overrun
+from .limits import child_setup, disk_overrun
 from .mcp_io import StderrTail
 from .mcp_launch import server_cap, server_process
 from .sandbox import Sandbox, SandboxUnavailable
@@ -164,12 +164,16 @@ async def start_environment(
     except SandboxUnavailable as exc:
         raise SandboxError(f"environment {module.name} cannot start: {exc}") from None
     errlog = StderrTail()
+    # Unconfined as root, it drops every capability as a command does (else CAP_SYS_PTRACE
+    # reads this process's environment, its keys, through /proc).
+    root = not confined.sandboxed and os.geteuid() == 0
+    setup = child_setup([], None, drop_capabilities=True) if root else None
     with server_cap(confined) as cap:
         try:
             process = await asyncio.create_subprocess_exec(
                 *cap, *argv, env=env, cwd=confined.workdir, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=errlog.writer, start_new_session=True,
-                limit=_LINE_LIMIT,
+                limit=_LINE_LIMIT, preexec_fn=setup,
             )  # fmt: skip
         except OSError as exc:
             raise EnvError(f"environment {module.name} cannot start: {exc}") from None
