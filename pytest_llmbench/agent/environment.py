@@ -34,7 +34,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..models import EnvError
 from .environment_process import (
@@ -46,9 +46,34 @@ from .environment_process import (
 from .environment_runner import non_json
 
 if TYPE_CHECKING:
-    from ..spec import Environment, ExpectedAction
     from .loop import AsyncToolboxLike, ToolboxLike
     from .sandbox import Sandbox
+
+
+class Environment(Protocol):
+    """What the runtime needs of an environment (``spec.resolved.Environment``; the spec
+    stage comes after this one)."""
+
+    @property
+    def module(self) -> Path | None: ...
+    @property
+    def server(self) -> str | None: ...
+    @property
+    def state_file(self) -> str: ...  # relative to the workdir
+    @property
+    def sqlite(self) -> bool: ...
+
+
+class ExpectedAction(Protocol):
+    """What a replay needs of an expected action (``spec.resolved.ExpectedAction``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> Mapping[str, Any]: ...
+    @property
+    def line(self) -> int: ...
+
 
 T = TypeVar("T")
 #: The largest state file read back (a tool's file may be at most ``max_file_mb``, 64 MB).
