@@ -5,7 +5,9 @@ answers; :mod:`.shim` carries tool calls as JSON in plain text for models withou
 calling; :mod:`.tools` are the tools, confined to the item's workdir, whose shell commands run in
 :mod:`.sandbox` (the bubblewrap command line in :mod:`.bwrap`, the limits in :mod:`.limits` and
 :mod:`.process_cap`, the running in :mod:`.process`); :mod:`.mcp` adds an MCP server's tools
-(started by :mod:`.mcp_launch`, shared through :mod:`.mcp_pool`); :mod:`.post` runs an eval
+(started by :mod:`.mcp_launch`, shared through :mod:`.mcp_pool`); :mod:`.environment` serves a
+stateful environment's tools from a confined child (:mod:`.environment_runner`, driven by
+:mod:`.environment_process`) and seeds, reads and replays its state; :mod:`.post` runs an eval
 file's ``post_process`` command. What an agent left behind is checked in
 :mod:`pytest_llmbench.scoring.agent`.
 
@@ -21,6 +23,14 @@ from typing import TYPE_CHECKING, Any
 from .. import face_attribute
 
 if TYPE_CHECKING:
+    from .environment import (
+        StateSnapshot,
+        environment_tools,
+        open_environment,
+        read_state,
+        replay_actions,
+        seed_state,
+    )
     from .limits import SandboxLimits
     from .loop import AgentRun, AsyncToolboxLike, ToolboxLike, ToolCall, run_agent
     from .mcp import open_mcp_tools
@@ -40,6 +50,12 @@ if TYPE_CHECKING:
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
+    "StateSnapshot": "environment",
+    "environment_tools": "environment",
+    "open_environment": "environment",
+    "read_state": "environment",
+    "replay_actions": "environment",
+    "seed_state": "environment",
     "AgentRun": "loop",
     "AsyncToolboxLike": "loop",
     "ToolCall": "loop",
@@ -77,18 +93,24 @@ __all__ = [
     "SandboxLimits",
     "SandboxUnavailable",
     "SpanNotes",
+    "StateSnapshot",
     "ToolCall",
     "ToolRefusal",
     "Toolbox",
     "ToolboxLike",
     "calls_reply_text",
     "calls_response_format",
+    "environment_tools",
     "fallback_notice",
+    "open_environment",
     "open_mcp_tools",
     "parse_calls_reply",
+    "read_state",
+    "replay_actions",
     "resolve_inside",
     "run_agent",
     "run_post_process",
+    "seed_state",
     "shim_tool_result",
     "timed",
     "use_span_notes",

@@ -13,21 +13,71 @@ never a failed score: a module that raises when loaded, a state that is not JSON
 after a tool, a state file a tool corrupted, a process that died. A tool that raises is the
 model's to read (``error: ...``), as tau2-bench shows it to the agent.
 
-SKELETON: the interface every part of issue 42 codes against; bodies come with the runtime.
+The state file is read here without following links and only when it is a regular file:
+what an agent's command left there (a link to a host file, a pipe) is an EnvError, never read.
+A SQLite state reads as ``{table: [rows as objects]}``, tables and rows sorted (a ``bytes``
+value as its hex text), so that two states compare as JSON values do. The child's side is
+:mod:`.environment_runner`; starting it and the item's combined toolbox, :mod:`.environment_process`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+import json
+import os
+import sqlite3
+import stat
+import tempfile
+import urllib.parse
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from ..models import EnvError
+from .environment_process import (
+    STARTUP_TIMEOUT_S,
+    TOOL_TIMEOUT_S,
+    EnvironmentToolbox,
+    start_environment,
+)
+from .environment_runner import non_json
 
 if TYPE_CHECKING:
-    from ..spec import Environment, ExpectedAction
     from .loop import AsyncToolboxLike, ToolboxLike
     from .sandbox import Sandbox
+
+
+class Environment(Protocol):
+    """What the runtime needs of an environment (``spec.resolved.Environment``; the spec
+    stage comes after this one)."""
+
+    @property
+    def module(self) -> Path | None: ...
+    @property
+    def server(self) -> str | None: ...
+    @property
+    def state_file(self) -> str: ...  # relative to the workdir
+    @property
+    def sqlite(self) -> bool: ...
+
+
+class ExpectedAction(Protocol):
+    """What a replay needs of an expected action (``spec.resolved.ExpectedAction``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> Mapping[str, Any]: ...
+    @property
+    def line(self) -> int: ...
+
+
+T = TypeVar("T")
+#: The largest state file read back (a tool's file may be at most ``max_file_mb``, 64 MB).
+MAX_STATE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -40,16 +90,154 @@ class StateSnapshot:
     expected: Any = None  #: the seed after replaying ``expected_actions`` (tau-bench's rule)
 
 
+# --- the state file ------------------------------------------------------------------------------
+
+
+def _state_path(environment: Environment, workdir: Path) -> Path:
+    """The state file's path, inside ``workdir`` (EnvError when it would lead out)."""
+    root = workdir.resolve()
+    path = Path(os.path.normpath(root / environment.state_file))
+    if not path.is_relative_to(root) or path == root:
+        raise EnvError(f"the state file {environment.state_file!r} is not inside the workdir")
+    return path
+
+
 def seed_state(environment: Environment, seed: Any, workdir: Path) -> None:
-    """Write ``seed`` (a JSON value; SQL text for SQLite) as the item's state file in
-    ``workdir``, before the agent starts. An unusable seed is an EnvError."""
-    raise NotImplementedError
+    """Write ``seed`` as the item's state file in ``workdir``, before the agent starts.
+
+    JSON state: ``seed`` is a mapping (None: ``{}``). SQLite: SQL text run as a script, or a
+    mapping ``{table: [row objects]}`` (a table of untyped columns, the rows' keys), or None
+    (an empty database). With no seed, a state file the case's ``files:`` put there is kept.
+    An unusable seed is an EnvError.
+    """
+    path = _state_path(environment, workdir)
+    if seed is None and os.path.lexists(path):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.seed.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        temporary.unlink()
+    try:
+        if environment.sqlite:
+            _seed_sqlite(temporary, seed)
+        else:
+            temporary.write_text(_seed_json(seed), encoding="utf-8")
+        os.replace(temporary, path)  # a link planted at the path is replaced, not followed
+    except OSError as exc:
+        raise EnvError(f"cannot write the state file {environment.state_file}: {exc}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
 
 
-def read_state(environment: Environment, workdir: Path) -> Any:
+def _seed_json(seed: Any) -> str:
+    if seed is None:
+        seed = {}
+    if not isinstance(seed, Mapping):
+        raise EnvError(f"a JSON state's seed is a mapping, not {type(seed).__name__}")
+    problem = non_json(dict(seed))
+    if problem is not None:
+        raise EnvError(f"the seed is not JSON: {problem}")
+    return json.dumps(seed, ensure_ascii=False, indent=1)
+
+
+def _seed_sqlite(path: Path, seed: Any) -> None:
+    connection = sqlite3.connect(path)
+    try:
+        if isinstance(seed, str):
+            connection.executescript(seed)
+        elif isinstance(seed, Mapping):
+            _insert_tables(connection, seed)
+        elif seed is not None:
+            raise EnvError(
+                f"a SQLite state's seed is SQL text or {{table: [rows]}}, not {type(seed).__name__}"
+            )
+        connection.commit()
+    except sqlite3.Error as exc:
+        raise EnvError(f"the SQLite seed fails: {type(exc).__name__}: {exc}") from None
+    finally:
+        connection.close()
+
+
+def _insert_tables(connection: sqlite3.Connection, tables: Mapping[str, Any]) -> None:
+    """Each ``{table: [row objects]}`` as a table of the rows' keys (untyped columns)."""
+    for table, rows in tables.items():
+        if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
+            raise EnvError(f"the seed's table {table!r} is not a list of row objects")
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        if not columns:
+            raise EnvError(f"the seed's table {table!r} has no rows to take its columns from")
+        names = ", ".join(_quoted(c) for c in columns)
+        connection.execute(f"CREATE TABLE {_quoted(table)} ({names})")
+        marks = ", ".join("?" for _ in columns)
+        insert = f"INSERT INTO {_quoted(table)} ({names}) VALUES ({marks})"
+        connection.executemany(insert, [[_cell(row.get(c)) for c in columns] for row in rows])
+
+
+def _quoted(name: str) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _cell(value: Any) -> Any:
+    """A seed's value as SQLite stores it: nested values as their JSON text."""
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+def read_state(environment: Environment, workdir: Path, last_tool: str | None = None) -> Any:
     """The state file in ``workdir`` as a JSON value (SQLite: ``{table: [rows as objects]}``,
-    rows sorted): an EnvError naming the file when it cannot be read (a corrupted state)."""
-    raise NotImplementedError
+    rows sorted): an EnvError naming the file, and ``last_tool`` (the tool called last), when
+    it cannot be read (a corrupted state)."""
+    path = _state_path(environment, workdir)
+    after = f" (the last tool called: {last_tool})" if last_tool else ""
+    name = environment.state_file
+    try:
+        found = os.lstat(path)
+    except OSError as exc:
+        raise EnvError(f"the state file {name} is gone{after}: {exc.strerror}") from None
+    if not stat.S_ISREG(found.st_mode) or path.resolve() != path:
+        raise EnvError(f"the state file {name} is no longer a regular file{after}: not read")
+    if found.st_size > MAX_STATE_BYTES:
+        raise EnvError(f"the state file {name} is larger than {MAX_STATE_BYTES} bytes{after}")
+    try:
+        return _read_sqlite(path) if environment.sqlite else _read_json(path)
+    except (OSError, ValueError, sqlite3.Error) as exc:
+        raise EnvError(
+            f"the state file {name} cannot be read{after} (corrupted?): {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _read_json(path: Path) -> Any:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise ValueError("not a regular file")
+        return json.loads(file.read(MAX_STATE_BYTES + 1))
+
+
+def _read_sqlite(path: Path) -> dict[str, list[dict[str, Any]]]:
+    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+    connection = sqlite3.connect(uri, uri=True)
+    try:
+        listed = connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name"
+        ).fetchall()
+        return {table: _rows(connection, table) for (table,) in listed}
+    finally:
+        connection.close()
+
+
+def _rows(connection: sqlite3.Connection, table: str) -> list[dict[str, Any]]:
+    cursor = connection.execute(f"SELECT * FROM {_quoted(table)}")
+    columns = [column[0] for column in cursor.description]
+    rows = [
+        {c: (v.hex() if isinstance(v, bytes) else v) for c, v in zip(columns, row, strict=True)}
+        for row in cursor.fetchall()
+    ]
+    return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True, default=str))
+
+
+# --- the tools ------------------------------------------------------------------------------------
 
 
 @contextlib.asynccontextmanager
@@ -58,12 +246,26 @@ async def open_environment(
     workdir: Path,
     sandbox: Sandbox,
     inner: ToolboxLike | AsyncToolboxLike,
+    *,
+    timeout_s: float = TOOL_TIMEOUT_S,
 ) -> AsyncIterator[AsyncToolboxLike]:
     """The item's tools: ``environment``'s (its runner started confined by ``sandbox``, on the
     state file in ``workdir``) and ``inner``'s (the file's other tools), one toolbox; the
-    runner stopped on the way out. A runner that cannot start is an EnvError."""
-    raise NotImplementedError
-    yield  # pragma: no cover
+    runner stopped on the way out. A runner that cannot start is an EnvError; each call is
+    bounded by ``timeout_s`` (an MCP server's ``tool_timeout_s`` default)."""
+    module = _module(environment)
+    _state_path(environment, workdir)
+    async with start_environment(module, environment.state_file, sandbox) as running:
+        yield EnvironmentToolbox(running, inner, sandbox, timeout_s)
+
+
+def _module(environment: Environment) -> Path:
+    if environment.module is None:
+        raise EnvError(
+            f"the environment of MCP server {environment.server!r} has no module to run: its "
+            "tools come from the server"
+        )
+    return environment.module
 
 
 def replay_actions(
@@ -71,13 +273,68 @@ def replay_actions(
     seed: Any,
     actions: Sequence[ExpectedAction],
     sandbox: Sandbox,
+    *,
+    timeout_s: float = TOOL_TIMEOUT_S,
 ) -> Any:
     """The state ``seed`` becomes when ``actions`` run in order on a fresh copy (in a scratch
     folder, confined as the item's tools are): tau-bench's expected state. An action that
     fails (an unknown tool, a tool that raises) is an EnvError naming it."""
-    raise NotImplementedError
+    with tempfile.TemporaryDirectory(prefix="llmbench-replay-") as folder:
+        scratch = Path(folder)
+        seed_state(environment, seed, scratch)
+        box = sandbox.elsewhere(scratch)
+        _blocking(_replay(environment, actions, box, timeout_s))
+        return read_state(environment, scratch)
 
 
-def environment_tools(environment: Environment) -> Mapping[str, Any]:
-    """The module's tools as the model is offered them, by name (for docs and checks)."""
-    raise NotImplementedError
+async def _replay(
+    environment: Environment, actions: Sequence[ExpectedAction], box: Sandbox, timeout_s: float
+) -> None:
+    module = _module(environment)
+    async with start_environment(module, environment.state_file, box) as running:
+        for number, action in enumerate(actions, 1):
+            where = f"expected action {number} ({action.name}" + (
+                f", line {action.line})" if action.line else ")"
+            )
+            if action.name not in running.names:
+                raise EnvError(
+                    f"{where} names no tool of the environment {module.name} "
+                    f"(its tools: {', '.join(running.names)})"
+                )
+            said = await running.call(action.name, action.arguments, timeout_s)
+            if said.startswith("error: "):
+                raise EnvError(f"{where} failed when replayed: {said.removeprefix('error: ')}")
+
+
+def _blocking(work: Coroutine[Any, Any, T]) -> T:
+    """``work`` run to its end on an event loop of its own (a thread's: the caller may be
+    inside one)."""
+    with concurrent.futures.ThreadPoolExecutor(1, "llmbench-environment") as pool:
+        return pool.submit(asyncio.run, work).result()
+
+
+def environment_tools(environment: Environment, mode: str = "auto") -> Mapping[str, Any]:
+    """The module's tools as the model is offered them, by name (for docs and checks): its
+    runner started once, confined (``mode``: the sandbox's), in a scratch folder."""
+    from .limits import SandboxLimits
+    from .sandbox import Sandbox
+
+    async def listed(box: Sandbox) -> dict[str, Any]:
+        async with start_environment(_module(environment), environment.state_file, box) as run:
+            return {schema["function"]["name"]: schema for schema in run.schemas}
+
+    with tempfile.TemporaryDirectory(prefix="llmbench-env-tools-") as folder:
+        seed_state(environment, None, Path(folder))
+        return _blocking(listed(Sandbox(Path(folder), SandboxLimits(), mode)))
+
+
+__all__ = [
+    "STARTUP_TIMEOUT_S",
+    "TOOL_TIMEOUT_S",
+    "StateSnapshot",
+    "environment_tools",
+    "open_environment",
+    "read_state",
+    "replay_actions",
+    "seed_state",
+]

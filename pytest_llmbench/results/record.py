@@ -125,10 +125,6 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``tool_calls`` (list[dict]): the calls a function-calling reply asked for (a plain file's
   ``tools:``), recorded, never run: ``{id, name, arguments}`` each, arguments as sent (a JSON
   string); empty for other items.
-- ``shimmed`` (bool): the tools went through the tool shim (JSON in the prompt, the calls read
-  from the reply's JSON) instead of native tool calls: an agent's, or a function-calling
-  reply's on a model without tool calling (the embedded one); false for other items.
-- ``workdir`` (str | None): an agent item's folder (kept after the run, as pytest keeps tmp_path).
 - ``state`` (dict | None): an agent item's environment state (``environment:``): ``file`` (the
   state file in the workdir), ``diff`` (seed to final state: ``{path, op, before, after}`` per
   changed leaf, ``op`` ``added``/``removed``/``changed``, paths like ``orders/W1001/status``,
@@ -297,9 +293,9 @@ FIELDS: tuple[str, ...] = (
     "transcript",
     "timeline",
     "tool_calls",
+    "state",
     "shimmed",
     "workdir",
-    "state",
     "images",
     "solver",
     "choice",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ..agent import AgentRun, Sandbox
+    from ..agent import AgentRun, Sandbox, StateSnapshot
     from ..engine import CallPlan, ConversationRun, Reply
     from ..judging import GradedAssertion
     from ..models import Completion, ItemError, ModelProfile
@@ -61,6 +61,9 @@ class EvalResult:
     #: a scripted conversation's replies: all of them, or those before an error or the budget
     #: cut it short
     conversation: ConversationRun | None = None
+    #: an agent environment's states: seeded, left by the agent, expected (the record's
+    #: ``state``; the state assertions' input)
+    state_snapshot: StateSnapshot | None = None
 
 
 EVAL_RESULT_KEY = pytest.StashKey[EvalResult]()

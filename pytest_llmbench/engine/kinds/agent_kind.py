@@ -1,6 +1,8 @@
 """The agent kind (a file's ``kind: agent``): a tool loop in a sandboxed workdir, every turn a
 paced, cached, budgeted call of the model; then the file's ``post_process`` and the workdir
-checks, made in the item's setup; the record's steps, tool calls, transcript and timeline."""
+checks, made in the item's setup; the record's steps, tool calls, transcript and timeline.
+A file's stateful environment (its tools beside the others, its state seeded, snapshot and
+checked) is :mod:`.agent_state`'s."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ...models import Completion, ItemError, SandboxError
+from ...models import Completion, EnvError, ItemError, SandboxError
+from . import agent_state
 from .case_kind import CaseKind, Checking, Engine, KindCall, KindResult, Settling, sent_messages
 
 if TYPE_CHECKING:
@@ -54,6 +57,8 @@ class AgentKind(CaseKind):
         if sandbox.refusal is not None and _runs_commands(plan):
             # Before any model call: an agent that cannot run its commands is not measured.
             raise SandboxError(sandbox.refusal)
+        if agent.environment is not None:
+            agent_state.seed(plan, workdir)
         return toolbox
 
     async def answer(self, engine: Engine, call: KindCall) -> Answer:
@@ -81,10 +86,14 @@ class AgentKind(CaseKind):
             return
         _warn_sandbox_fallback()
         agent = result.plan.agent
+        if agent is not None and agent.environment is not None:
+            _snapshot(settling)
         if agent is not None and agent.post_process:
             _post_process(settling, agent.post_process)
         if not result.plan.latency_only:
             result.agent_verdicts = _agent_verdicts(settling)
+            if result.state_snapshot is not None:
+                result.agent_verdicts.update(agent_state.state_verdicts(result))
 
     def verdicts(self, checking: Checking) -> list[Verdict]:
         made = checking.result.agent_verdicts
@@ -107,6 +116,7 @@ class AgentKind(CaseKind):
             "transcript": [dict(message) for message in run.transcript],
             "timeline": run.timeline(),
             "shimmed": run.shimmed,
+            **agent_state.state_fields(result),
         }
 
     def spent(self, result: KindResult) -> Completion | None:
@@ -163,6 +173,15 @@ async def _loop(engine: Engine, call: KindCall) -> AgentRun:
             mcp = open_mcp_tools(servers, selections, call.prepared, engine.mcp_pool())
             tools = await sessions.enter_async_context(mcp)
             names = tools.names
+        environment = agent.environment
+        if environment is not None and environment.module is not None:
+            from ...agent import open_environment
+
+            # The environment's tools beside the others, its runner stopped with the loop.
+            box = call.prepared.sandbox
+            opened = open_environment(environment, box.workdir, box, tools)
+            tools = await sessions.enter_async_context(opened)
+            names = [schema["function"]["name"] for schema in tools.schemas()]
         return await run_agent(
             complete,
             tools,
@@ -185,7 +204,9 @@ def _runs_commands(plan: CallPlan) -> bool:
     commands = any(check is not None and check.base_type == "command" for check in checks)
     used = {server for server, _ in agent.mcp_selections}
     stdio = any(s.command is not None and s.name in used for s in agent.mcp_servers)
-    return "run_command" in agent.tools or commands or agent.post_process is not None or stdio
+    module = agent.environment is not None and agent.environment.module is not None
+    runs = "run_command" in agent.tools or commands or agent.post_process is not None
+    return runs or stdio or module
 
 
 def _warn_sandbox_fallback() -> None:
@@ -195,6 +216,19 @@ def _warn_sandbox_fallback() -> None:
     notice = fallback_notice()
     if notice is not None:
         warnings.warn(notice, SandboxWarning, stacklevel=2)
+
+
+def _snapshot(settling: Settling) -> None:
+    """The environment's states, kept on the result; one that cannot be read (or replayed)
+    is the item's error."""
+    result = settling.result
+    run = result.agent_run
+    assert run is not None
+    last = run.tool_calls[-1].name if run.tool_calls else None  # any tool: a command too
+    try:
+        result.state_snapshot = agent_state.snapshot(result, last)
+    except EnvError as exc:
+        settling.fail(EnvError(f"{result.plan.model.name}: {exc.message}"))
 
 
 def _post_process(settling: Settling, command: str) -> None:

@@ -24,7 +24,7 @@ from ...models import Completion, ItemError, total_usage
 from .tool_shim import read_shim, shim_offered
 
 if TYPE_CHECKING:
-    from ...agent import AgentRun, McpPool, Sandbox
+    from ...agent import AgentRun, McpPool, Sandbox, StateSnapshot
     from ...judging import GradedAssertion
     from ...scoring import Assertion, AssertionContext, CallMeasures, Verdict
     from ..conversation_calls import Progress
@@ -99,6 +99,7 @@ class KindResult(Protocol):
     loglikelihood: dict[str, Any] | None
     agent_verdicts: dict[int, Verdict]
     conversation: ConversationRun | None
+    state_snapshot: StateSnapshot | None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,406 @@
+"""Stateful tool environments (agent/environment.py and its runner): a JSON and a SQLite
+environment changed through the toolbox, the expected state replayed, and each way an
+environment fails as the item's EnvError (a tool that raises is the model's to read).
+
+The runner is a real subprocess, confined by bubblewrap where it works (else ``sandbox: off``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmbench.agent.bwrap import bwrap_path
+from pytest_llmbench.agent.environment import (
+    StateSnapshot,
+    environment_tools,
+    open_environment,
+    read_state,
+    replay_actions,
+    seed_state,
+)
+from pytest_llmbench.agent.limits import SandboxLimits
+from pytest_llmbench.agent.sandbox import Sandbox
+from pytest_llmbench.agent.tools import Toolbox
+from pytest_llmbench.models import EnvError
+from pytest_llmbench.spec import Environment, ExpectedAction
+
+MODE = "required" if bwrap_path() else "off"
+
+RETAIL = '''
+"""A small retail store."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Literal, Optional
+
+
+def cancel_pending_order(
+    state: dict, order_id: str, reason: Literal["no longer needed", "ordered by mistake"]
+) -> str:
+    """Cancel a pending order."""
+    order = state["orders"].get(order_id)
+    if order is None:
+        raise ValueError(f"order {order_id} not found")
+    print("a tool's print must not break the protocol")
+    order["status"] = "cancelled"
+    return f"order {order_id} cancelled"
+
+
+def get_order(state: dict, order_id: str, fields: Optional[list[str]] = None) -> dict:
+    """Look an order up."""
+    return state["orders"][order_id]
+
+
+def tag_order(state: dict, order_id: str) -> str:
+    """Tag an order (with a set: not JSON)."""
+    state["orders"][order_id]["tags"] = {"x"}
+    return "tagged"
+
+
+def scribble(state: dict) -> str:
+    """Write the state file itself, badly."""
+    with open("state.json", "w") as file:
+        file.write("{not json")
+    return "done"
+
+
+def die(state: dict) -> str:
+    """Exit the runner."""
+    os._exit(3)
+
+
+def nap(state: dict, seconds: float = 60) -> str:
+    """Sleep."""
+    time.sleep(seconds)
+    return "awake"
+
+
+def _private(state: dict) -> None:
+    """Not a tool: private."""
+
+
+def helper(x: int) -> int:
+    """Not a tool: no state."""
+    return x
+'''
+
+SHOP_SQL = '''
+"""A shop in SQLite."""
+import sqlite3
+
+
+def restock(state: sqlite3.Connection, sku: str, count: int) -> str:
+    """Add stock."""
+    done = state.execute("UPDATE items SET stock = stock + ? WHERE sku = ?", (count, sku))
+    if done.rowcount == 0:
+        raise KeyError(sku)
+    return f"{sku} restocked"
+
+
+def smash(state: sqlite3.Connection) -> str:
+    """Overwrite the database file with garbage."""
+    with open("shop.db", "r+b") as file:
+        file.write(b"garbage" * 100)
+    return "smashed"
+'''
+SEED_SQL = """
+CREATE TABLE items (sku TEXT PRIMARY KEY, stock INTEGER);
+INSERT INTO items VALUES ('b', 1), ('a', 5);
+"""
+ORDERS = {"orders": {"W1": {"status": "pending"}, "W2": {"status": "delivered"}}}
+
+
+def _environment(folder: Path, source: str, state_file: str = "state.json") -> Environment:
+    module = folder / "env" / "retail_env.py"
+    module.parent.mkdir(exist_ok=True)
+    module.write_text(textwrap.dedent(source))
+    return Environment(module, None, state_file, None)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    return folder
+
+
+def _sandbox(workdir: Path) -> Sandbox:
+    return Sandbox(workdir, SandboxLimits(), MODE)
+
+
+def _calls(
+    environment: Environment,
+    workdir: Path,
+    calls: list[tuple[str, dict[str, Any]]],
+    timeout_s: float = 30.0,
+) -> list[str]:
+    """Each call's result through the environment's toolbox (a read_file built-in beside)."""
+    sandbox = _sandbox(workdir)
+    inner = Toolbox(workdir, ["read_file"], sandbox, base_dir=workdir)
+
+    async def run() -> list[str]:
+        opened = open_environment(environment, workdir, sandbox, inner, timeout_s=timeout_s)
+        async with opened as toolbox:
+            return [await toolbox.acall(name, arguments) for name, arguments in calls]
+
+    return asyncio.run(run())
+
+
+def test_a_json_environment_serves_its_tools_and_keeps_its_state(
+    tmp_path: Path, workdir: Path
+) -> None:
+    environment = _environment(tmp_path, RETAIL)
+    seed_state(environment, ORDERS, workdir)
+    assert read_state(environment, workdir) == ORDERS
+    said = _calls(
+        environment,
+        workdir,
+        [
+            ("cancel_pending_order", {"order_id": "W1", "reason": "no longer needed"}),
+            ("cancel_pending_order", {"order_id": "W9", "reason": "no longer needed"}),
+            ("get_order", {"order_id": "W1"}),
+            ("get_order", {"order_id": "W1", "extra": 1}),
+            ("read_file", {"path": "state.json"}),
+        ],
+    )
+    assert said[0] == "order W1 cancelled"
+    assert said[1] == "error: ValueError: order W9 not found"  # the model reads it
+    assert said[2] == '{"status": "cancelled"}'
+    assert said[3].startswith("error: TypeError:") and "extra" in said[3]
+    assert '"cancelled"' in said[4]  # the built-in reads the same file
+    final = read_state(environment, workdir)
+    assert final["orders"]["W1"] == {"status": "cancelled"}
+    assert final["orders"]["W2"] == ORDERS["orders"]["W2"]
+
+
+def test_the_tools_are_the_modules_public_state_functions_with_their_schemas(
+    tmp_path: Path,
+) -> None:
+    tools = environment_tools(_environment(tmp_path, RETAIL), MODE)
+    assert list(tools) == [
+        "cancel_pending_order",
+        "get_order",
+        "tag_order",
+        "scribble",
+        "die",
+        "nap",
+    ]
+    cancel = tools["cancel_pending_order"]["function"]
+    assert cancel["description"] == "Cancel a pending order."
+    assert cancel["parameters"] == {
+        "type": "object",
+        "properties": {
+            "order_id": {"type": "string"},
+            "reason": {"enum": ["no longer needed", "ordered by mistake"]},
+        },
+        "required": ["order_id", "reason"],
+    }
+    fields = tools["get_order"]["function"]["parameters"]
+    assert fields["properties"]["fields"] == {"type": "array", "items": {"type": "string"}}
+    assert fields["required"] == ["order_id"]
+    assert tools["nap"]["function"]["parameters"]["properties"]["seconds"] == {"type": "number"}
+
+
+def test_a_sqlite_environment_commits_each_call_and_reads_back_sorted(
+    tmp_path: Path, workdir: Path
+) -> None:
+    environment = _environment(tmp_path, SHOP_SQL, "shop.db")
+    seed_state(environment, SEED_SQL, workdir)
+    initial = read_state(environment, workdir)
+    assert initial == {"items": [{"sku": "a", "stock": 5}, {"sku": "b", "stock": 1}]}
+    said = _calls(
+        environment,
+        workdir,
+        [("restock", {"sku": "b", "count": 4}), ("restock", {"sku": "z", "count": 1})],
+    )
+    assert said == ["b restocked", "error: KeyError: 'z'"]
+    assert read_state(environment, workdir) == {
+        "items": [{"sku": "a", "stock": 5}, {"sku": "b", "stock": 5}]
+    }
+
+
+def test_a_sqlite_seed_may_be_tables_of_rows(tmp_path: Path, workdir: Path) -> None:
+    environment = _environment(tmp_path, SHOP_SQL, "shop.sqlite")
+    rows = {"items": [{"sku": "b", "stock": 2}, {"sku": "a", "stock": 7}]}
+    seed_state(environment, rows, workdir)
+    assert read_state(environment, workdir) == {
+        "items": [{"sku": "a", "stock": 7}, {"sku": "b", "stock": 2}]
+    }
+
+
+def test_without_a_seed_the_cases_own_state_file_is_kept(tmp_path: Path, workdir: Path) -> None:
+    environment = _environment(tmp_path, RETAIL)
+    (workdir / "state.json").write_text('{"orders": {}}')
+    seed_state(environment, None, workdir)
+    assert read_state(environment, workdir) == {"orders": {}}
+    (workdir / "state.json").unlink()
+    seed_state(environment, None, workdir)
+    assert read_state(environment, workdir) == {}
+
+
+def test_replaying_the_expected_actions_gives_the_expected_state(
+    tmp_path: Path, workdir: Path
+) -> None:
+    environment = _environment(tmp_path, RETAIL)
+    actions = [
+        ExpectedAction("cancel_pending_order", {"order_id": "W1", "reason": "ordered by mistake"})
+    ]
+    expected = replay_actions(environment, ORDERS, actions, _sandbox(workdir))
+    assert expected["orders"]["W1"] == {"status": "cancelled"}
+    assert list(workdir.iterdir()) == []  # a scratch folder, not the item's workdir
+    snapshot = StateSnapshot(ORDERS, ORDERS, expected)
+    assert snapshot.expected != snapshot.final
+
+
+@pytest.mark.parametrize(
+    ("action", "said"),
+    [
+        (
+            ExpectedAction("refund", {}, line=12),
+            r"expected action 1 \(refund, line 12\) names no tool",
+        ),
+        (
+            ExpectedAction("cancel_pending_order", {"order_id": "W7", "reason": "x"}),
+            r"expected action 1 \(cancel_pending_order\) failed when replayed: ValueError: order W7",
+        ),
+    ],
+)
+def test_an_expected_action_that_fails_is_an_environment_error(
+    tmp_path: Path, workdir: Path, action: ExpectedAction, said: str
+) -> None:
+    environment = _environment(tmp_path, RETAIL)
+    with pytest.raises(EnvError, match=said) as caught:
+        replay_actions(environment, ORDERS, [action], _sandbox(workdir))
+    assert caught.value.kind == "environment"
+
+
+# --- the environment's failures -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        (
+            "x = 1\nraise RuntimeError('no database')\n",
+            r"raised when imported: RuntimeError: no database \(line 2\)",
+        ),
+        ("import sys\nsys.exit(4)\n", r"raised when imported: SystemExit: 4"),
+        ('def helper(x: int) -> int:\n    """No state."""\n    return x\n', r"has no tools"),
+        (
+            "def bad(state: dict, when: object) -> str:\n    return ''\n",
+            r"tool bad: parameter 'when'",
+        ),
+    ],
+    ids=["raises", "exits", "no-tools", "bad-parameter"],
+)
+def test_a_module_that_cannot_serve_is_an_environment_error(
+    tmp_path: Path, workdir: Path, source: str, said: str
+) -> None:
+    environment = _environment(tmp_path, source)
+    seed_state(environment, {}, workdir)
+    with pytest.raises(EnvError, match=r"environment retail_env\.py: .*" + said):
+        _calls(environment, workdir, [])
+
+
+@pytest.mark.parametrize(
+    ("tool", "said"),
+    [
+        ("tag_order", r"the tool tag_order left a state that is not JSON-serialisable: "
+         r"orders/W1/tags: a value of type set"),
+        ("scribble", r"the state file state.json cannot be read after the tool scribble"),
+        ("die", r"its runner exited \(status 3\) during the call of die"),
+    ],
+)  # fmt: skip
+def test_a_tool_that_breaks_the_environment_is_an_environment_error(
+    tmp_path: Path, workdir: Path, tool: str, said: str
+) -> None:
+    environment = _environment(tmp_path, RETAIL)
+    seed_state(environment, ORDERS, workdir)
+    arguments = {"order_id": "W1"} if tool == "tag_order" else {}
+    with pytest.raises(EnvError, match=said):
+        _calls(environment, workdir, [(tool, arguments)])
+
+
+def test_a_tool_that_corrupts_a_sqlite_state_is_named(tmp_path: Path, workdir: Path) -> None:
+    environment = _environment(tmp_path, SHOP_SQL, "shop.db")
+    seed_state(environment, SEED_SQL, workdir)
+    with pytest.raises(EnvError, match=r"(smash left the state file shop.db corrupted|"
+                       r"cannot be read after the tool smash)"):  # fmt: skip
+        _calls(environment, workdir, [("smash", {}), ("restock", {"sku": "a", "count": 1})])
+    with pytest.raises(EnvError, match=r"state file shop.db cannot be read \(the last tool "
+                       r"called: smash\) \(corrupted\?\)"):  # fmt: skip
+        read_state(environment, workdir, last_tool="smash")
+
+
+def _running_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_tool_that_hangs_is_stopped_at_the_timeout_and_leaves_no_process(
+    tmp_path: Path, workdir: Path
+) -> None:
+    environment = _environment(tmp_path, RETAIL)
+    seed_state(environment, ORDERS, workdir)
+    with pytest.raises(EnvError, match=r"the call of nap did not finish within 1 s"):
+        _calls(environment, workdir, [("nap", {})], timeout_s=1.0)
+    assert _running_with(str(environment.module)) == []
+
+
+def test_a_tool_named_as_another_tool_of_the_file_is_an_environment_error(
+    tmp_path: Path, workdir: Path
+) -> None:
+    environment = _environment(
+        tmp_path, 'def read_file(state: dict, path: str) -> str:\n    """x"""\n    return path\n'
+    )
+    seed_state(environment, {}, workdir)
+    with pytest.raises(EnvError, match=r"its tool 'read_file' has the name of another tool"):
+        _calls(environment, workdir, [])
+
+
+@pytest.fixture
+def host_secret(tmp_path: Path) -> Iterator[Path]:
+    secret = tmp_path / "host" / ".env"
+    secret.parent.mkdir()
+    secret.write_text("OPENAI_API_KEY=sk-host-secret\n")
+    yield secret
+
+
+def test_the_state_is_never_read_through_a_link_or_from_a_pipe(
+    tmp_path: Path, workdir: Path, host_secret: Path
+) -> None:
+    environment = _environment(tmp_path, RETAIL)
+    (workdir / "state.json").symlink_to(host_secret)
+    with pytest.raises(EnvError, match="no longer a regular file") as caught:
+        read_state(environment, workdir)
+    assert "sk-host-secret" not in str(caught.value)
+    (workdir / "state.json").unlink()
+    os.mkfifo(workdir / "state.json")  # reading it would block
+    with pytest.raises(EnvError, match="no longer a regular file"):
+        read_state(environment, workdir)
+    with pytest.raises(EnvError, match="not inside the workdir"):
+        read_state(Environment(environment.module, None, "../state.json", None), workdir)
+
+
+def test_a_seed_that_cannot_be_a_state_is_an_environment_error(
+    tmp_path: Path, workdir: Path
+) -> None:
+    with pytest.raises(EnvError, match="a JSON state's seed is a mapping, not list"):
+        seed_state(_environment(tmp_path, RETAIL), [1, 2], workdir)
+    with pytest.raises(EnvError, match="the SQLite seed fails: OperationalError"):
+        seed_state(_environment(tmp_path, SHOP_SQL, "shop.db"), "CREATE TABL x;", workdir)
