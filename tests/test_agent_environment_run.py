@@ -4,7 +4,7 @@ tools; the state is seeded per case, snapshot, checked against the replayed expe
 and recorded; the environment's failures are the item's errors of kind ``environment``.
 
 Until the loader resolves ``environment:`` (spec/load.py) and the state checks are in
-(scoring/state.py), :func:`resolving` stands in for both, in-process: it reads the file's
+(scoring/final_state.py), :func:`resolving` stands in for both, in-process: it reads the file's
 ``environment:``, its cases' ``state:`` and ``expected_actions:``, and gives a case with
 expected actions a ``state-equals``; the checks compare the final state with the expected one.
 """
@@ -21,7 +21,7 @@ import pytest
 import yaml
 from conftest import Bench, Rule
 
-import pytest_llmbench.scoring.state as state_checks
+import pytest_llmbench.scoring.final_state as state_checks
 import pytest_llmbench.spec.load as loader
 from pytest_llmbench.agent.bwrap import bwrap_path
 from pytest_llmbench.scoring import Assertion, Verdict

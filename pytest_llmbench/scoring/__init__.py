@@ -84,7 +84,7 @@ if TYPE_CHECKING:
         votes,
     )
     from .similarity import cosine
-    from .state import STATE_TYPES, evaluate_state, state_diff, state_record, subset_problems
+    from .final_state import STATE_TYPES, evaluate_state, state_diff, state_record, subset_problems
     from .tool_calls import TOOL_CALL_TYPES, expected_names, expected_steps
     from .trajectory import ExpectedStep
 
@@ -161,11 +161,11 @@ _FACE: dict[str, str] = {
     "shuffled": "select_best",
     "votes": "select_best",
     "cosine": "similarity",
-    "STATE_TYPES": "state",
-    "evaluate_state": "state",
-    "state_diff": "state",
-    "state_record": "state",
-    "subset_problems": "state",
+    "STATE_TYPES": "final_state",
+    "evaluate_state": "final_state",
+    "state_diff": "final_state",
+    "state_record": "final_state",
+    "subset_problems": "final_state",
     "TOOL_CALL_TYPES": "tool_calls",
     "expected_names": "tool_calls",
     "expected_steps": "tool_calls",

@@ -1,4 +1,4 @@
-"""scoring.state: the state diff, the subset rule, state-equals and state-subset verdicts, and
+"""scoring.final_state: the state diff, the subset rule, state-equals and state-subset verdicts, and
 the record's ``state``."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pytest_llmbench.scoring import (
     state_record,
     subset_problems,
 )
-from pytest_llmbench.scoring.state import MAX_DIFF_CHANGES, MAX_FINAL_CHARS, ignored
+from pytest_llmbench.scoring.final_state import MAX_DIFF_CHANGES, MAX_FINAL_CHARS, ignored
 
 SEED: dict[str, Any] = {
     "orders": {
