@@ -57,7 +57,7 @@ def _tools() -> dict[str, Any]:
     }
 
 
-def _apply(state: Any, actions: list[dict[str, Any]]) -> Any:
+def apply_actions(state: Any, actions: list[dict[str, Any]]) -> Any:
     """``state`` after ``actions`` (``{name, arguments}``) run in order on a copy of it."""
     state = copy.deepcopy(state)
     tools = _tools()
@@ -277,7 +277,7 @@ def test_every_expected_action_names_a_tool_and_gives_all_its_arguments() -> Non
 def test_the_expected_actions_change_exactly_what_the_task_is_about(case_id: str) -> None:
     case = CASES[case_id]
     seed = copy.deepcopy(SEED)
-    expected = _apply(SEED, case["expected_actions"])
+    expected = apply_actions(SEED, case["expected_actions"])
     assert _changes(SEED, expected) == EXPECTED_CHANGES[case_id]
     assert SEED == seed  # the tools changed the copy only
     assert json.loads(json.dumps(expected)) == expected  # the state file can hold it
@@ -289,16 +289,16 @@ def test_the_expected_actions_change_exactly_what_the_task_is_about(case_id: str
 
 @pytest.mark.parametrize("case_id", list(WRONG))
 def test_each_wrong_variant_leaves_another_state(case_id: str) -> None:
-    expected = _apply(SEED, CASES[case_id]["expected_actions"])
+    expected = apply_actions(SEED, CASES[case_id]["expected_actions"])
     for actions in WRONG[case_id]:
-        assert _apply(SEED, actions) != expected, actions
+        assert apply_actions(SEED, actions) != expected, actions
 
 
 def test_the_expected_state_is_the_same_every_time() -> None:
     """No clock, no randomness: a replay gives the same state, byte for byte as JSON."""
     for case in CASES.values():
-        first = json.dumps(_apply(SEED, case["expected_actions"]), sort_keys=True)
-        assert json.dumps(_apply(SEED, case["expected_actions"]), sort_keys=True) == first
+        first = json.dumps(apply_actions(SEED, case["expected_actions"]), sort_keys=True)
+        assert json.dumps(apply_actions(SEED, case["expected_actions"]), sort_keys=True) == first
 
 
 #: Requests the policy forbids, each refused by the tool with a message naming why.
@@ -340,21 +340,22 @@ def test_a_gift_card_must_cover_an_exchanges_price_difference() -> None:
     state["users"]["chen_wei_3"]["payment_methods"]["gift_card_5150"]["balance"] = 4.0
     exchange = _exchange("W1007", ["bottle-500-steel"], ["bottle-750-steel"], "gift_card_5150")
     with pytest.raises(ValueError, match=r"does not cover 4\.50"):
-        _apply(state, [exchange])
+        apply_actions(state, [exchange])
     state["users"]["chen_wei_3"]["payment_methods"]["gift_card_5150"]["balance"] = 4.5
     assert (
-        _changes(state, _apply(state, [exchange]))["orders/W1007/exchange/price_difference"] == 4.5
+        _changes(state, apply_actions(state, [exchange]))["orders/W1007/exchange/price_difference"]
+        == 4.5
     )
 
 
 def test_one_return_or_exchange_per_order() -> None:
-    once = _apply(SEED, [_return("W1002", ["shoes-9"], "credit_card_4410")])
+    once = apply_actions(SEED, [_return("W1002", ["shoes-9"], "credit_card_4410")])
     for second in (
         _return("W1002", ["lamp-white"], "credit_card_4410"),
         _exchange("W1002", ["lamp-white"], ["lamp-black"], "credit_card_4410"),
     ):
         with pytest.raises(ValueError, match="W1002 is return requested"):
-            _apply(once, [second])
+            apply_actions(once, [second])
 
 
 def test_ids_a_tool_makes_come_from_the_state() -> None:

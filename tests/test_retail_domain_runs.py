@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO_ROOT, Bench, Rule
+from test_retail_domain import SEED, apply_actions
 
 RETAIL = REPO_ROOT / "evals" / "retail"
 EVAL_FILE = "retail_support.eval.yaml"
@@ -237,6 +238,15 @@ def verdicts(bench: Bench) -> dict[str, dict[str, Any]]:
 def _state_equals(row: dict[str, Any]) -> bool:
     (passed,) = [ok for kind, ok in row["assertions"] if kind == "state-equals"]
     return bool(passed)
+
+
+def test_the_scripted_agents_calls_run_on_the_seed() -> None:
+    """In process, before any run: the perfect agent's calls (its lookups included) leave the
+    expected state, and the wrong agent's run without an error and leave another one."""
+    for case_id, case in _cases().items():
+        expected = apply_actions(SEED, case["expected_actions"])
+        assert apply_actions(SEED, _perfect()[case_id]) == expected, case_id
+        assert apply_actions(SEED, _wrong()[case_id]) != expected, case_id
 
 
 def test_a_perfect_agent_passes_all_ten_tasks(retail: Bench) -> None:
