@@ -256,12 +256,17 @@ def test_every_tool_follows_the_module_convention() -> None:
         "return_delivered_order_items",
         "transfer_to_human_agents",
     }
-    allowed = {str, int, float, bool, list[str]}
+    allowed = {str, int, float, bool, list[str], ENV.CancelReason, ENV.TransferTopic}
     for name, function in tools.items():
         assert inspect.getdoc(function), name
         hints = typing.get_type_hints(function)
         params = list(inspect.signature(function).parameters)[1:]
         assert all(hints[p] in allowed for p in params), name
+    # The policy's choices are offered as enums, and the same values are checked.
+    reason = typing.get_type_hints(tools["cancel_pending_order"])["reason"]
+    assert (
+        typing.get_args(reason) == ENV.CANCEL_REASONS == ("no longer needed", "ordered by mistake")
+    )
 
 
 def test_every_expected_action_names_a_tool_and_gives_all_its_arguments() -> None:

@@ -18,12 +18,15 @@ Written to be read as documentation:
 """
 
 import copy
-from typing import Any
+from typing import Any, Literal, get_args
 
-#: Why a pending order may be cancelled (the policy's two reasons).
-CANCEL_REASONS = ("no longer needed", "ordered by mistake")
+#: Why a pending order may be cancelled (the policy's two reasons): a Literal is offered to the
+#: model as the JSON schema's enum; the tool still checks, as a model may send anything.
+CancelReason = Literal["no longer needed", "ordered by mistake"]
+CANCEL_REASONS: tuple[str, ...] = get_args(CancelReason)
 #: What a transfer to a person may be about.
-TRANSFER_TOPICS = ("damaged item", "billing dispute", "other")
+TransferTopic = Literal["damaged item", "billing dispute", "other"]
+TRANSFER_TOPICS: tuple[str, ...] = get_args(TransferTopic)
 
 
 # -- lookups: they read the state and never change it ---------------------------------------
@@ -84,7 +87,7 @@ def get_product_details(state: dict[str, Any], product_id: str) -> dict[str, Any
 # -- pending orders: cancel, or change where they go ----------------------------------------
 
 
-def cancel_pending_order(state: dict[str, Any], order_id: str, reason: str) -> str:
+def cancel_pending_order(state: dict[str, Any], order_id: str, reason: CancelReason) -> str:
     """Cancel a pending order and refund it to the payment method that paid for it. reason:
     'no longer needed' or 'ordered by mistake'."""
     order = _order(state, order_id)
@@ -169,7 +172,7 @@ def exchange_delivered_order_items(
 # -- people ---------------------------------------------------------------------------------
 
 
-def transfer_to_human_agents(state: dict[str, Any], user_id: str, topic: str) -> str:
+def transfer_to_human_agents(state: dict[str, Any], user_id: str, topic: TransferTopic) -> str:
     """Hand the customer over to a person, when the request is outside what these tools and the
     policy allow. topic: 'damaged item', 'billing dispute' or 'other'."""
     _user(state, user_id)
