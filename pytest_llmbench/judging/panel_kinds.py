@@ -48,11 +48,17 @@ def judged_request(
     """What the judges of ``entry`` are shown (``grader``: a user's grader's rendered prompt),
     or the unchecked verdict saying why nothing can be judged."""
     from .panel import judge_request
+    from .trajectory import nothing_to_recover
 
     spec = judge_spec(entry)
     context = view.context
     if view.reads_context(spec) and not context:  # a solver's empty list
         return nothing_to_judge(entry, "the context is empty")
+    trajectory = view.trajectory
+    if spec.whole_trajectory:
+        passed = nothing_to_recover(entry, trajectory.tool_errors)
+        if passed is not None:
+            return passed
     try:
         return judge_request(
             entry.assertion,
@@ -65,6 +71,7 @@ def judged_request(
             context=context or (),
             grader_prompt=None if grader is None else view.grader_prompt(grader),
             reasoning=view.reasoning if spec.show_reasoning and view.reasoning else None,
+            trajectory=trajectory.text,
         )
     except ValueError as exc:  # nothing to judge against (collection refuses the known cases)
         return nothing_to_judge(entry, str(exc))
