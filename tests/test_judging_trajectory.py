@@ -16,7 +16,7 @@ from conftest import Bench, Rule
 
 from pytest_llmbench.engine.conversation_calls import NOT_RUN_RESULT
 from pytest_llmbench.judging.prompts import JURY_DIMENSIONS, judge_messages
-from pytest_llmbench.judging.trajectory import (
+from pytest_llmbench.judging.trajectory_judge import (
     BUILTIN_RUBRICS,
     NOTHING_TO_RECOVER,
     TRAJECTORY_CHARS,
@@ -161,7 +161,7 @@ def test_recovered_after_a_failed_call_asks_the_judges(bench: Bench) -> None:
 def test_a_jury_and_a_grader_read_the_trajectory(bench: Bench) -> None:
     bench.server.add_rule(Rule(model=JUDGE, match_any="Pick one", reply='{"choice": "Y"}'))
     scores = {key: {"score": 5, "reason": "fine"} for key in JURY_DIMENSIONS}
-    bench.server.add_rule(Rule(model=JUDGE, reply=json.dumps(scores)))
+    bench.server.add_rule(Rule(model=JUDGE, match_any="correctness", reply=json.dumps(scores)))
     script_agent(bench)
     grader = (
         "      - {type: model-graded, scope: trajectory, judges: [fake2], choices: {Y: 1, N: 0},"
@@ -245,7 +245,7 @@ cases:
 
 def test_a_simulated_users_turns_are_in_the_trajectory(bench: Bench) -> None:
     bench.server.add_rule(Rule(model=JUDGE, match_any="trajectory", reply=PASS))
-    bench.server.add_rule(Rule(model="fake-model", match="refund now", reply="Refund issued."))
+    bench.server.add_rule(Rule(model="fake-model", match="Refund now", reply="Refund issued."))
     bench.server.add_rule(Rule(model="fake-model", reply="Sorry! Which order?"))
     bench.server.add_rule(Rule(model=JUDGE, match="Which order", reply="1234. Refund now."))
     bench.server.add_rule(Rule(model=JUDGE, reply="Thanks. <<DONE>>"))

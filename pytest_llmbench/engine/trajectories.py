@@ -1,5 +1,5 @@
 """The steps of an answer's trajectory, for the judges of ``scope: trajectory`` assertions
-(:mod:`pytest_llmbench.judging.trajectory` renders them).
+(:mod:`pytest_llmbench.judging.trajectory_judge` renders them).
 
 Three sources, one shape: an agent's run (its transcript in order, each tool call with the
 arguments it ran with and the result it was shown, from the run's own ``tool_calls``: a shimmed

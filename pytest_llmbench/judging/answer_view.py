@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .trajectory import Trajectory
+from .trajectory_judge import Trajectory
 
 if TYPE_CHECKING:
     from ..models import Completion, ModelProfile
@@ -75,7 +75,7 @@ class AnswerView:
     #: the model's thinking before its answer ("": none), shown to the judges of an assertion
     #: with ``show_reasoning: true`` only
     reasoning: str = ""
-    #: every step that led to the answer, rendered (:mod:`.trajectory`); built only when some
+    #: every step that led to the answer, rendered (:mod:`.trajectory_judge`); built only when some
     #: judged assertion of the answer has ``scope: trajectory`` (else empty)
     trajectory: Trajectory = field(default_factory=Trajectory)
 

@@ -153,8 +153,8 @@ def judge_request(
     prompt, rendered: ``grader_prompt``. ``reasoning``: the answer's thinking, shown apart
     (``show_reasoning: true``). With ``scope: trajectory`` the judges see the rendered
     ``trajectory`` instead of the question and the answer, and a built-in rubric's name is
-    its text (:func:`.trajectory.trajectory_rubric`)."""
-    from .trajectory import trajectory_rubric
+    its text (:func:`.trajectory_judge.trajectory_rubric`)."""
+    from .trajectory_judge import trajectory_rubric
 
     users = [m["content"] for m in messages if m["role"] == "user"]
     systems = [m["content"] for m in messages if m["role"] == "system"]

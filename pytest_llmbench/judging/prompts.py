@@ -37,7 +37,7 @@ from .rag_metrics import (
 from .rubric import RUBRIC_SCALES, RUBRIC_SHAPES, VERDICT_FIELDS
 from .tagging import FINAL, json_object
 from .tagging import tagged as tagged_block
-from .trajectory import TRAJECTORY_LEGEND
+from .trajectory_judge import TRAJECTORY_LEGEND
 
 # The jury's dimensions are read from here by other stages and modules (re-exported).
 __all__ = [
@@ -125,7 +125,7 @@ class JudgeRequest:
     #: ``show_reasoning: true``: the evaluated model's thinking before its answer, shown to the
     #: judge apart from the answer; None: not shown
     reasoning: str | None = None
-    #: ``scope: trajectory``: the rendered trajectory (:mod:`.trajectory`), shown instead of
+    #: ``scope: trajectory``: the rendered trajectory (:mod:`.trajectory_judge`), shown instead of
     #: the question and the answer. Empty: one answer (or a conversation) is judged.
     trajectory: str = ""
 

@@ -53,7 +53,7 @@ REASONING_SHOWN_TYPES: tuple[str, ...] = ("llm-rubric", "jury", "factuality", "c
 #: with the question it answers; ``conversation``, the whole transcript up to that reply;
 #: ``trajectory``, every step that led to the answer (user turns, the model's texts, its tool
 #: calls with their arguments and results, errors marked), rendered by
-#: :mod:`pytest_llmbench.judging.trajectory`.
+#: :mod:`pytest_llmbench.judging.trajectory_judge`.
 SCOPES: tuple[str, ...] = ("turn", "conversation", "trajectory")
 #: The judged types that may judge a whole conversation (factuality compares one answer with
 #: its expected answer: a transcript has none).
@@ -132,7 +132,7 @@ class ConversationJudgeSpec(JudgeSpec):
 class TrajectoryJudgeSpec(JudgeSpec):
     """A judged assertion with ``scope: trajectory``: its judges see every step that led to
     the answer (an agent's run, a conversation up to the reply, a function-calling reply with
-    the messages it answers), as :mod:`pytest_llmbench.judging.trajectory` renders it.
+    the messages it answers), as :mod:`pytest_llmbench.judging.trajectory_judge` renders it.
 
     A subclass rather than a field of :class:`JudgeSpec`, as :class:`ConversationJudgeSpec` is,
     so that the case hashes of judged assertions without a scope stay what they were.

@@ -45,7 +45,7 @@ GRADER_SCORE_KEY = "model_graded"
 #: The variables every grader prompt may name, besides the case's vars.
 GRADER_VARS: tuple[str, ...] = ("input", "output", "expected", "context")
 #: The variable of a ``scope: trajectory`` grader's prompt: the rendered trajectory
-#: (:mod:`pytest_llmbench.judging.trajectory`); such a prompt must name it, no other may.
+#: (:mod:`pytest_llmbench.judging.trajectory_judge`); such a prompt must name it, no other may.
 TRAJECTORY_VAR = "trajectory"
 #: ``prompt: file://PATH`` reads the prompt from PATH, relative to the eval file.
 FILE_PREFIX = "file://"

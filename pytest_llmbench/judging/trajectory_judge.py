@@ -29,11 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .answer_view import JudgedEntry
-    from .panel import GradedAssertion
 
 #: The most characters of one tool result a trajectory shows.
 TRAJECTORY_RESULT_CHARS = 600
@@ -174,14 +169,8 @@ def trajectory_rubric(value: object) -> str | None:
     return BUILTIN_RUBRICS.get(value, value)
 
 
-def nothing_to_recover(entry: JudgedEntry, tool_errors: int) -> GradedAssertion | None:
-    """The verdict of a built-in ``recovered`` rubric on a trajectory without a failed tool
-    call: passed, without asking the judges; None otherwise (the judges decide)."""
-    from ..scoring import Verdict
-    from .panel import GradedAssertion
-
-    assertion = entry.assertion
-    if tool_errors or assertion.base_type != "llm-rubric" or assertion.value != "recovered":
-        return None
-    verdict = Verdict(assertion.type, True, 1.0, assertion.weight, NOTHING_TO_RECOVER)
-    return GradedAssertion(entry.index, verdict)
+def nothing_to_recover(kind: str, value: object, tool_errors: int) -> bool:
+    """Whether an assertion of type ``kind`` with ``value`` on a trajectory with
+    ``tool_errors`` failed calls is the built-in ``recovered`` with nothing to recover from:
+    it passes without asking the judges (:data:`NOTHING_TO_RECOVER`)."""
+    return kind == "llm-rubric" and value == "recovered" and not tool_errors
