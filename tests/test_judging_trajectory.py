@@ -306,7 +306,7 @@ def test_scope_trajectory_changes_only_its_own_assertions_hash(tmp_path: Any) ->
         text = f"cases:\n  - id: a\n    prompt: Hi\n    assert: [{assertion}]\n"
         path.write_text(text, encoding="utf-8")
         (case,) = load_spec(path).cases
-        return case.case_hash
+        return str(case.case_hash)
 
     plain = case_hash("{type: llm-rubric, value: polite}")
     assert case_hash("{type: llm-rubric, value: polite, scope: turn}") == plain
@@ -355,14 +355,14 @@ def test_a_short_trajectory_is_shown_whole() -> None:
 @pytest.mark.parametrize("name", sorted(BUILTIN_RUBRICS))
 def test_a_builtin_rubric_is_asked_by_its_text(name: str) -> None:
     from pytest_llmbench.judging.panel import judge_request
-    from pytest_llmbench.scoring import parse_assertion
+    from pytest_llmbench.scoring import JudgeSpec, parse_assertion
 
     raw = {"type": "llm-rubric", "value": name, "scope": "trajectory"}
     assertion = parse_assertion(raw)
-    assert assertion.graded is not None
+    assert isinstance(assertion.graded, JudgeSpec)
     request = judge_request(
         assertion,
-        assertion.graded,  # type: ignore[arg-type]
+        assertion.graded,
         messages=[{"role": "system", "content": "Be brief."}],
         answer="done",
         expected=None,
@@ -380,14 +380,8 @@ def test_a_builtin_rubric_is_asked_by_its_text(name: str) -> None:
     )
     # the same words without the scope are the user's own rubric, judged on one answer
     turn = parse_assertion({"type": "llm-rubric", "value": name})
-    own = judge_request(
-        turn,
-        turn.graded,
-        messages=[],
-        answer="done",
-        expected=None,
-        task=None,  # type: ignore[arg-type]
-    )
+    assert isinstance(turn.graded, JudgeSpec)
+    own = judge_request(turn, turn.graded, messages=[], answer="done", expected=None, task=None)
     assert own.rubric == name and own.trajectory == ""
 
 
@@ -429,3 +423,79 @@ def test_two_workers_give_the_verdicts_of_one(bench: Bench) -> None:
     bench.run_subprocess("--models=fake", "-n", "2").assert_outcomes(passed=2)
     assert verdicts() == serial
     assert sorted(judge_texts(bench)) == trajectories
+
+
+# --- an agent run that talks with a user between its steps ------------------------------------
+
+
+def _run(transcript: list[dict[str, Any]], calls: list[Any], shimmed: bool, answer: str) -> Any:
+    from pytest_llmbench.agent import AgentRun
+    from pytest_llmbench.models import Usage
+
+    return AgentRun(
+        answer=answer,
+        turns=3,
+        tool_calls=tuple(calls),
+        transcript=tuple(transcript),
+        stopped="answer",
+        shimmed=shimmed,
+        usage=Usage(),
+        retries=0,
+        cached=False,
+    )
+
+
+@pytest.mark.parametrize("shimmed", [False, True])
+def test_user_turns_between_an_agents_steps_are_in_its_trajectory(shimmed: bool) -> None:
+    from pytest_llmbench.agent import ToolCall
+    from pytest_llmbench.agent.shim import shim_tool_result
+    from pytest_llmbench.engine.trajectories import agent_steps
+
+    failed = ToolCall(1, "get_order", {"order_id": "W9"}, "error: ValueError: no W9", True)
+    found = ToolCall(3, "get_order", {"order_id": "W1"}, '{"status": "pending"}', False)
+    if shimmed:
+        asked = [json.dumps({"tool": c.name, "arguments": c.arguments}) for c in (failed, found)]
+        said = [shim_tool_result(c.name, c.result) for c in (failed, found)]
+        steps: list[dict[str, Any]] = [
+            {"role": "assistant", "content": asked[0]},
+            said[0],
+            {"role": "assistant", "content": '{"answer": "Which order?"}'},
+            {"role": "user", "content": "W1, sorry."},
+            {"role": "assistant", "content": asked[1]},
+            said[1],
+            {"role": "assistant", "content": '{"answer": "W1 is pending."}'},
+        ]
+    else:
+        wired = [
+            {"id": f"c{n}", "type": "function", "function": {"name": c.name, "arguments": "{}"}}
+            for n, c in enumerate((failed, found))
+        ]
+        steps = [
+            {"role": "assistant", "content": None, "tool_calls": [wired[0]]},
+            {"role": "tool", "tool_call_id": "c0", "content": failed.result},
+            {"role": "assistant", "content": "Which order?"},
+            {"role": "user", "content": "W1, sorry."},
+            {"role": "assistant", "content": "Looking.", "tool_calls": [wired[1]]},
+            {"role": "tool", "tool_call_id": "c1", "content": found.result},
+            {"role": "assistant", "content": "W1 is pending."},
+        ]
+    transcript = [
+        {"role": "system", "content": "You serve the store."},
+        {"role": "user", "content": "Where is my order?"},
+        *steps,
+    ]
+    run = _run(transcript, [failed, found], shimmed, "W1 is pending.")
+    rendered = render_trajectory(agent_steps(run))
+    looking = [] if shimmed else ["[step 3, agent] Looking."]
+    assert rendered.text.splitlines() == [
+        "[user] Where is my order?",
+        '[step 1, agent] [called get_order({"order_id": "W9"})]',
+        "[step 1, tool get_order, ERROR] error: ValueError: no W9",
+        "[step 2, agent] Which order?",
+        "[user] W1, sorry.",
+        *looking,
+        '[step 3, agent] [called get_order({"order_id": "W1"})]',
+        '[step 3, tool get_order] {"status": "pending"}',
+        "[final answer] W1 is pending.",
+    ]
+    assert (rendered.steps, rendered.tool_calls, rendered.tool_errors) == (3, 2, 1)
