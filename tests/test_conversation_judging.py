@@ -261,7 +261,10 @@ cases:
         ("{type: similarity, value: bye, scope: turn}", "not to similarity"),
         ("{type: latency, value: 5, scope: conversation}", "not to latency"),
         ("{type: factuality, value: bye, scope: conversation}", "factuality compares one reply"),
-        ("{type: jury, scope: everything}", "scope must be turn or conversation, got 'everything'"),
+        (
+            "{type: jury, scope: everything}",
+            "scope must be turn, conversation or trajectory, got 'everything'",
+        ),
     ],
 )
 def test_a_scope_where_it_does_not_apply_is_a_collection_error(

@@ -238,7 +238,7 @@ BAD = [
         "cases:\n  - turns:\n      - user: hi\n        assert:\n"
         "          - {type: jury, scope: all}\n",
         5,
-        "scope must be turn or conversation, got 'all'",
+        "scope must be turn, conversation or trajectory, got 'all'",
     ),
 ]
 

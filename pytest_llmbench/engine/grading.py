@@ -19,7 +19,7 @@ from .request import Request, estimate_tokens
 
 if TYPE_CHECKING:
     from ..agent import AgentRun
-    from ..judging import AnswerView, GradedAssertion
+    from ..judging import AnswerView, GradedAssertion, Trajectory
     from ..models import CallTarget, ModelProfile
     from ..scoring import BaselineAnswer, ModelGradedSpec
     from .contests import Contests
@@ -177,6 +177,7 @@ def _answer_view(
     context = case.context if retrieved is None else retrieved
     answer = judged_answer(completion, run)
     question = last_user_text(case.messages)
+    trajectory = _trajectory(plan, completion, run)
 
     async def complete(
         judge: ModelProfile, messages: list[dict[str, str]], params: dict[str, Any]
@@ -194,7 +195,8 @@ def _answer_view(
         return helpers.call(asked)
 
     def render(spec: ModelGradedSpec) -> str:
-        return grader_prompt(spec, question, answer, case.expected, context or (), case.vars)
+        shown = trajectory.text if spec.whole_trajectory else None
+        return grader_prompt(spec, question, answer, case.expected, context or (), case.vars, shown)
 
     def contest(entry: JudgedEntry) -> Awaitable[GradedAssertion]:
         return helpers.contests.verdict(plan, entry, answer, question or None, complete)
@@ -217,7 +219,21 @@ def _answer_view(
         baseline=lambda: helpers.baseline_answer(plan),
         contest=contest,
         reasoning=completion.reasoning,
+        trajectory=trajectory,
     )
+
+
+def _trajectory(plan: CallPlan, completion: Completion, run: AgentRun | None) -> Trajectory:
+    """The answer's trajectory, rendered for judges, when a judged assertion of ``plan`` has
+    ``scope: trajectory`` (else empty): an agent's ``run``, or the case's messages as sent (a
+    conversation's history up to the reply) and the reply."""
+    from ..judging import Trajectory, render_trajectory
+
+    if not any(getattr(entry.spec, "whole_trajectory", False) for entry in plan.graded):
+        return Trajectory()
+    from .trajectories import trajectory_steps
+
+    return render_trajectory(trajectory_steps(plan.case.messages, completion, run))
 
 
 def said_messages(history: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:

@@ -8,7 +8,8 @@ reply schema and strict reading live in its module (:mod:`.jury`, :mod:`.rubric`
 :mod:`.select_best_judge`, :mod:`.embedding`); :mod:`.prompts` assembles the judge's messages and
 :mod:`.verdicts` reads a reply by its kind, with :mod:`.tagging` and :mod:`.replies`;
 :mod:`.panel` grades one answer with a panel (calls given by the engine, a failed judge
-excluded, scores aggregated). Imports ``models`` and ``scoring``.
+excluded, scores aggregated); :mod:`.trajectory_judge` renders what a ``scope: trajectory`` judge
+reads, and holds the built-in trajectory rubrics. Imports ``models`` and ``scoring``.
 
 This is the stage's face: the names below are what other stages and the pytest shell import from
 it (tests/test_layout.py checks that they import nothing else of it). Each is imported from its
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from .panel import CompleteFn, GradedAssertion, JudgeCall, PanelForm, unchecked
     from .replies import ParsedVerdict, VerdictError, load_object
     from .select_best_judge import ContestResult, judge_contest
+    from .trajectory_judge import Trajectory, TrajectoryStep, render_trajectory
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
@@ -48,6 +50,9 @@ _FACE: dict[str, str] = {
     "load_object": "replies",
     "ContestResult": "select_best_judge",
     "judge_contest": "select_best_judge",
+    "Trajectory": "trajectory_judge",
+    "TrajectoryStep": "trajectory_judge",
+    "render_trajectory": "trajectory_judge",
 }
 
 __all__ = [
@@ -63,10 +68,13 @@ __all__ = [
     "JudgedEntry",
     "PanelForm",
     "ParsedVerdict",
+    "Trajectory",
+    "TrajectoryStep",
     "VerdictError",
     "judge_contest",
     "judge_kind",
     "load_object",
+    "render_trajectory",
     "unchecked",
 ]
 

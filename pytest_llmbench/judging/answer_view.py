@@ -8,8 +8,10 @@ engine's side of the seam, as plain values and callables.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from .trajectory_judge import Trajectory
 
 if TYPE_CHECKING:
     from ..models import Completion, ModelProfile
@@ -73,6 +75,9 @@ class AnswerView:
     #: the model's thinking before its answer ("": none), shown to the judges of an assertion
     #: with ``show_reasoning: true`` only
     reasoning: str = ""
+    #: every step that led to the answer, rendered (:mod:`.trajectory_judge`); built only when some
+    #: judged assertion of the answer has ``scope: trajectory`` (else empty)
+    trajectory: Trajectory = field(default_factory=Trajectory)
 
 
 #: How a judge kind grades one answer: (the assertion, the answer's view, the kind's panel

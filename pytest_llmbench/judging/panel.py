@@ -145,12 +145,17 @@ def judge_request(
     context: Sequence[str] = (),
     grader_prompt: str | None = None,
     reasoning: str | None = None,
+    trajectory: str = "",
 ) -> JudgeRequest:
     """What the judges of ``assertion`` are shown: the question and the ``answer``, or with
     ``scope: conversation`` the transcript (``messages`` then the answer) with roles, and a
     jury's conversation dimensions after the six. A user's grader (model-graded) is shown its
     prompt, rendered: ``grader_prompt``. ``reasoning``: the answer's thinking, shown apart
-    (``show_reasoning: true``)."""
+    (``show_reasoning: true``). With ``scope: trajectory`` the judges see the rendered
+    ``trajectory`` instead of the question and the answer, and a built-in rubric's name is
+    its text (:func:`.trajectory_judge.trajectory_rubric`)."""
+    from .trajectory_judge import trajectory_rubric
+
     users = [m["content"] for m in messages if m["role"] == "user"]
     systems = [m["content"] for m in messages if m["role"] == "system"]
     whole = spec.whole_conversation
@@ -161,6 +166,9 @@ def judge_request(
         dimensions = tuple(dict.fromkeys((*standard, *extra_dimensions, *spec.dimensions)))
     own_reference = spec.kind in ("factuality", "context-recall") and assertion.value
     reference = assertion.value if own_reference else expected
+    rubric = assertion.value if spec.kind in ("llm-rubric", "closed-qa") else None
+    if spec.whole_trajectory and rubric is not None:
+        rubric = trajectory_rubric(rubric)
     if isinstance(spec, ModelGradedSpec):
         return JudgeRequest(
             kind=GRADER_KIND,
@@ -176,7 +184,7 @@ def judge_request(
         question=users[-1] if users else None,
         answer=answer,
         expected=reference,
-        rubric=assertion.value if spec.kind in ("llm-rubric", "closed-qa") else None,
+        rubric=rubric,
         dimensions=dimensions,
         task_type=(task or {}).get("task_type"),
         task_criteria=(task or {}).get("task_criteria"),
@@ -184,6 +192,7 @@ def judge_request(
         conversation=conversation,
         context=tuple(context),
         reasoning=reasoning,
+        trajectory=trajectory if spec.whole_trajectory else "",
     )
 
 

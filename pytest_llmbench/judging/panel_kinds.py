@@ -48,11 +48,17 @@ def judged_request(
     """What the judges of ``entry`` are shown (``grader``: a user's grader's rendered prompt),
     or the unchecked verdict saying why nothing can be judged."""
     from .panel import judge_request
+    from .trajectory_judge import nothing_to_recover
 
     spec = judge_spec(entry)
     context = view.context
     if view.reads_context(spec) and not context:  # a solver's empty list
         return nothing_to_judge(entry, "the context is empty")
+    trajectory, assertion = view.trajectory, entry.assertion
+    if spec.whole_trajectory and nothing_to_recover(
+        assertion.base_type, assertion.value, trajectory.tool_errors
+    ):
+        return recovered_from_nothing(entry)
     try:
         return judge_request(
             entry.assertion,
@@ -65,9 +71,21 @@ def judged_request(
             context=context or (),
             grader_prompt=None if grader is None else view.grader_prompt(grader),
             reasoning=view.reasoning if spec.show_reasoning and view.reasoning else None,
+            trajectory=trajectory.text,
         )
     except ValueError as exc:  # nothing to judge against (collection refuses the known cases)
         return nothing_to_judge(entry, str(exc))
+
+
+def recovered_from_nothing(entry: JudgedEntry) -> GradedAssertion:
+    """The built-in ``recovered`` on a trajectory where no tool call failed: passed, without
+    a judge (:mod:`.trajectory_judge`)."""
+    from ..scoring import Verdict
+    from .trajectory_judge import NOTHING_TO_RECOVER
+
+    assertion = entry.assertion
+    verdict = Verdict(assertion.type, True, 1.0, assertion.weight, NOTHING_TO_RECOVER)
+    return GradedAssertion(entry.index, verdict)
 
 
 def judge_spec(entry: JudgedEntry) -> JudgeSpec:

@@ -151,9 +151,10 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
     """Header and text rows of the leaderboard's main columns (95% CIs when the board has them).
 
     ``key`` is the key column: ``model``, or the axis column of a board grouped by another axis.
-    A latency-only board (``--latency-only``) shows timings instead of scores.
+    A latency-only board (``--latency-only``) shows timings instead of scores; a board of a
+    run with agent items shows pass^k first, as it is ranked.
     """
-    from ..results import LATENCY_ONLY
+    from ..results import AGENT_BOARD, LATENCY_ONLY
 
     if board.attrs.get(LATENCY_ONLY):
         return _latency_table(board, key)
@@ -176,6 +177,11 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
         ]
         for row in board.to_dict("records")
     ]
+    if board.attrs.get(AGENT_BOARD):
+        header.insert(2, "pass^k")
+        records = board.to_dict("records")
+        for cells, row in zip(rows, records, strict=True):
+            cells.insert(2, _number(row.get("pass_hat_k"), "{:.3f}"))
     return header, rows
 
 

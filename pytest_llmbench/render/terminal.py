@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..results import (
+    AGENT_BOARD,
     ANSWERED,
     LATENCY_ONLY,
     Comparison,
@@ -54,6 +55,8 @@ _LATENCY_HEADER: tuple[str, ...] = (
     "cost $",
 )
 _ACCURACY_HEADER = "MC acc"
+#: An agent board's first quality column (:data:`~pytest_llmbench.results.AGENT_BOARD`).
+_PASS_HAT_K_HEADER = "pass^k"
 _VS_TOP_HEADER = "vs #1"
 # Long model names are cut so that a row stays within 100 columns.
 _MODEL_WIDTH = 20
@@ -65,7 +68,8 @@ def format_leaderboard(
     """Return a fixed-width text table of ``board`` (from :func:`leaderboard`), header first.
 
     The score shows its 95% CI; an ``MC acc`` column follows the pass rate when any item was
-    multiple choice. With ``comparisons`` (from :func:`top_comparisons`) a ``vs #1`` column
+    multiple choice. A board of a run with agent items shows pass^k (with its k) first, as it
+    is ranked. With ``comparisons`` (from :func:`top_comparisons`) a ``vs #1`` column
     gives rows 2..n their score difference to the top row, its p-value and ``*`` (significant,
     p < 0.05) or ``n.s.``. A latency-only board shows TTFT p50 (and how many items had one),
     latency p50/p95, tokens/s, errors and cost instead. Shows at most ``max_rows`` models; a
@@ -107,7 +111,19 @@ def _quality_table(
     if versus:
         header.append(_VS_TOP_HEADER)
     rows = [_board_cells(row, versus, accuracy, coverage) for _, row in shown.iterrows()]
+    if board.attrs.get(AGENT_BOARD):
+        header.insert(2, _PASS_HAT_K_HEADER)
+        firsts = [_pass_hat_k_cell(row) for _, row in shown.iterrows()]
+        rows = [(*cells[:2], first, *cells[2:]) for cells, first in zip(rows, firsts, strict=True)]
     return tuple(header), rows
+
+
+def _pass_hat_k_cell(row: pd.Series) -> str:
+    """``0.67 k=3``: pass^k and the k it is over; ``-`` without one."""
+    value, k = row.get("pass_hat_k"), row.get("k")
+    if is_missing(value):
+        return "-"
+    return f"{value:.2f}" if k is None or is_missing(k) else f"{value:.2f} k={int(k)}"
 
 
 def _board_cells(

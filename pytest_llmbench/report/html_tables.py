@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..render import INCOMPLETE_NOTE, coverage_cell, has_incomplete, stopped_note
-from ..results import CONVERSATION_COLUMNS, is_missing
+from ..results import AGENT_BOARD, AGENT_FIRST, CONVERSATION_COLUMNS, is_missing
 from ..results_folder import RESULTS_FILE
 from .charts import task_type
 
@@ -65,6 +65,13 @@ _BOARD_COLUMNS = (
     *("reasoning_tokens_mean", "cached_input_tokens_mean"),
     *CONVERSATION_COLUMNS,  # a conversation's timings, after the rest
 )
+#: The columns of a board of a run with agent items: pass^k first among the quality columns,
+#: as the board is ranked (:func:`pytest_llmbench.results.ranked`).
+_AGENT_BOARD_COLUMNS = (
+    *_BOARD_COLUMNS[:2],
+    *AGENT_FIRST,
+    *(column for column in _BOARD_COLUMNS[2:] if column not in AGENT_FIRST),
+)
 #: The columns of a latency-only board: timings instead of scores.
 _LATENCY_COLUMNS = (
     *("rank", "model", "n_items", "n_errors", "ttft_s_p50", "ttft_n", "latency_s_p50"),
@@ -113,7 +120,8 @@ def _shown_columns(board: pd.DataFrame, key: str, latency: bool) -> list[tuple[s
     """(header, board column, format) of each column the board has; the model column is
     ``key``'s."""
     shown = []
-    for column in _LATENCY_COLUMNS if latency else _BOARD_COLUMNS:
+    quality = _AGENT_BOARD_COLUMNS if board.attrs.get(AGENT_BOARD) else _BOARD_COLUMNS
+    for column in _LATENCY_COLUMNS if latency else quality:
         header, spec = _COLUMNS[column]
         if column == "model":
             shown.append((key, key, spec))

@@ -72,6 +72,8 @@ if TYPE_CHECKING:
     )
     from .gates import BUDGET_EXIT_CODE, DRIFT_EXIT_CODE, GATES_KEY, RepeatOutcome, trend_status
     from .grouping import (
+        AGENT_BOARD,
+        AGENT_FIRST,
         GROUP_AXES,
         LATENCY_ONLY,
         NO_VALUE,
@@ -79,6 +81,7 @@ if TYPE_CHECKING:
         axis_values,
         grouped,
         grouped_file_name,
+        has_agent_runs,
         is_latency_only,
         model_dir_name,
         ranked,
@@ -245,6 +248,8 @@ _FACE: dict[str, str] = {
     "gate_worker_input": "judge_gate",
     "gate_lines": "judge_gate",
     "rulings": "judge_gate",
+    "AGENT_BOARD": "grouping",
+    "AGENT_FIRST": "grouping",
     "GROUP_AXES": "grouping",
     "LATENCY_ONLY": "grouping",
     "NO_VALUE": "grouping",
@@ -252,6 +257,7 @@ _FACE: dict[str, str] = {
     "axis_values": "grouping",
     "grouped": "grouping",
     "grouped_file_name": "grouping",
+    "has_agent_runs": "grouping",
     "is_latency_only": "grouping",
     "model_dir_name": "grouping",
     "ranked": "grouping",
@@ -349,6 +355,8 @@ _FACE: dict[str, str] = {
 }
 
 __all__ = [
+    "AGENT_BOARD",
+    "AGENT_FIRST",
     "AGREEMENT_COLUMNS",
     "ALL_SUITES",
     "ANSWERED",
@@ -441,6 +449,7 @@ __all__ = [
     "gate_worker_input",
     "grouped",
     "grouped_file_name",
+    "has_agent_runs",
     "has_judges",
     "import_reviews",
     "is_latency_only",

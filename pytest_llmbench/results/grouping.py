@@ -71,7 +71,8 @@ def grouped(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
     """
     column = axis_column(axis)
     keyed = frame.assign(**{column: axis_values(frame, axis)})
-    return ranked(aggregate(keyed, [column]), column, is_latency_only(frame))
+    board = aggregate(keyed, [column])
+    return ranked(board, column, is_latency_only(frame), agent=has_agent_runs(frame))
 
 
 def is_latency_only(frame: pd.DataFrame) -> bool:
@@ -81,22 +82,47 @@ def is_latency_only(frame: pd.DataFrame) -> bool:
     return bool((frame["eval_type"] == "latency").all())
 
 
-def ranked(board: pd.DataFrame, key: str, latency: bool) -> pd.DataFrame:
+def has_agent_runs(frame: pd.DataFrame) -> bool:
+    """Whether some record is an agent's run (its ``agent_steps`` set): such a run's boards
+    put pass^k first (:func:`ranked`)."""
+    return "agent_steps" in frame and bool(frame["agent_steps"].notna().any())
+
+
+def ranked(board: pd.DataFrame, key: str, latency: bool, agent: bool = False) -> pd.DataFrame:
     """Sort ``board`` best first and put a 1-based ``rank`` column in front.
 
-    Quality: score_mean desc, pass_rate desc, cost_usd_total asc, key. Latency runs:
-    latency_s_p50 asc, cost_usd_total asc, key. NaN sorts last.
+    Quality: score_mean desc, pass_rate desc, cost_usd_total asc, key. A run with agent items
+    (``agent``): pass_hat_k desc (an agent is as good as it is reliable: tau-bench's pass^k),
+    then pass_rate desc, score_mean desc, cost, key, with :data:`AGENT_FIRST` moved before
+    pass_rate. Latency runs: latency_s_p50 asc, cost_usd_total asc, key. NaN sorts last.
     """
+    agent = agent and not latency
     if latency:
         order, ascending = ["latency_s_p50", "cost_usd_total", key], [True, True, True]
+    elif agent:
+        order = ["pass_hat_k", "pass_rate", "score_mean", "cost_usd_total", key]
+        ascending = [False, False, False, True, True]
     else:
         order = ["score_mean", "pass_rate", "cost_usd_total", key]
         ascending = [False, False, True, True]
     board = board.sort_values(order, ascending=ascending, na_position="last", kind="stable")
     board = board.reset_index(drop=True)
+    if agent:
+        board = board[agent_columns(list(board.columns))]
     board.insert(0, "rank", range(1, len(board) + 1))
     board.attrs[LATENCY_ONLY] = latency  # format_leaderboard reads it
+    board.attrs[AGENT_BOARD] = agent  # so do format_leaderboard and the report's table
     return board
+
+
+def agent_columns(columns: list[str]) -> list[str]:
+    """``columns`` with :data:`AGENT_FIRST` moved before ``pass_rate`` (the first quality
+    column); as they are when either is missing."""
+    if "pass_rate" not in columns or not set(AGENT_FIRST) <= set(columns):
+        return columns
+    rest = [column for column in columns if column not in AGENT_FIRST]
+    at = rest.index("pass_rate")
+    return [*rest[:at], *AGENT_FIRST, *rest[at:]]
 
 
 #: Axes of the experiment matrix a user varies on purpose: a table for them is always written.
@@ -104,6 +130,10 @@ REQUESTED_AXES = frozenset({"prompt_variant", "temperature"})
 
 #: Key of a board's ``attrs`` that tells a latency-only board (see :func:`format_leaderboard`).
 LATENCY_ONLY = "llmbench_latency_only"
+#: Key of a board's ``attrs`` that tells a board of a run with agent items: ranked by pass^k.
+AGENT_BOARD = "llmbench_agent_board"
+#: The columns an agent board shows first among its quality columns.
+AGENT_FIRST: tuple[str, ...] = ("pass_hat_k", "k")
 
 
 def varied_axes(frame: pd.DataFrame) -> list[str]:

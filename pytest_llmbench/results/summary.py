@@ -42,6 +42,7 @@ from .csvs import (
 from .effort_table import effort_board
 from .grouping import (
     grouped,
+    has_agent_runs,
     is_latency_only,
     ranked,
     varied_axes,
@@ -118,9 +119,11 @@ def leaderboard(frame: pd.DataFrame) -> pd.DataFrame:
     """Return one row per model, best first, with a 1-based ``rank`` column in front.
 
     Order: score_mean desc, pass_rate desc, cost_usd_total asc, model name; NaN sorts last.
+    A run with agent items (:func:`has_agent_runs`): pass_hat_k desc first, then pass_rate.
     A latency-only run (:func:`is_latency_only`) has no scores: latency_s_p50 asc, then cost.
     """
-    return ranked(aggregate(frame, ["model"]), "model", is_latency_only(frame))
+    board = aggregate(frame, ["model"])
+    return ranked(board, "model", is_latency_only(frame), agent=has_agent_runs(frame))
 
 
 @dataclass(frozen=True)
@@ -213,7 +216,7 @@ def _board(frame: pd.DataFrame, by_suite: pd.DataFrame) -> pd.DataFrame:
     ``by_suite`` already, and so are its rows."""
     if by_suite["model"].is_unique:
         rows = by_suite.drop(columns="suite")
-        return ranked(rows, "model", is_latency_only(frame))
+        return ranked(rows, "model", is_latency_only(frame), agent=has_agent_runs(frame))
     return leaderboard(frame)
 
 

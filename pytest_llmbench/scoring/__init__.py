@@ -44,7 +44,13 @@ if TYPE_CHECKING:
         transcript_lines,
     )
     from .judged import CONTEXT_TYPES, EmbeddingSpec, JudgeSpec, RelevanceSpec, dimension_key
-    from .model_graded import GRADER_SCORE_KEY, ModelGradedSpec, votes_text, with_prompt_text
+    from .model_graded import (
+        GRADER_SCORE_KEY,
+        TRAJECTORY_VAR,
+        ModelGradedSpec,
+        votes_text,
+        with_prompt_text,
+    )
     from .pairwise import (
         ORDERS,
         OUTCOME_SCORES,
@@ -125,6 +131,7 @@ _FACE: dict[str, str] = {
     "RelevanceSpec": "judged",
     "dimension_key": "judged",
     "GRADER_SCORE_KEY": "model_graded",
+    "TRAJECTORY_VAR": "model_graded",
     "ModelGradedSpec": "model_graded",
     "votes_text": "model_graded",
     "with_prompt_text": "model_graded",
@@ -185,6 +192,7 @@ __all__ = [
     "SELECT_BEST_TYPE",
     "STATE_TYPES",
     "TOOL_CALL_TYPES",
+    "TRAJECTORY_VAR",
     "AgentOutcome",
     "Assertion",
     "AssertionContext",

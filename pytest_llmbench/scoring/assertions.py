@@ -116,7 +116,7 @@ def parse_assertion(raw: object) -> Assertion:
     if base in TOOL_CALL_TYPES:
         return parse_tool_call_assertion(raw, type_name, base)
     if "scope" in raw and base not in JUDGE_TYPES:
-        raise AssertionSpecError(scope_refusal(base), "scope")
+        raise AssertionSpecError(scope_refusal(base, str(raw["scope"])), "scope")
     if base in PERFORMANCE_TYPES:
         return parse_performance(raw, type_name)
     if base in JUDGE_TYPES or base == "similarity":

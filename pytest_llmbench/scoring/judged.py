@@ -50,11 +50,17 @@ JUDGE_KEYS: frozenset[str] = frozenset(
 #: those that judge one answer with a prompt of ours.
 REASONING_SHOWN_TYPES: tuple[str, ...] = ("llm-rubric", "jury", "factuality", "closed-qa")
 #: What a judged assertion's judges see: ``turn`` (the default), the reply it is attached to
-#: with the question it answers; ``conversation``, the whole transcript up to that reply.
-SCOPES: tuple[str, ...] = ("turn", "conversation")
+#: with the question it answers; ``conversation``, the whole transcript up to that reply;
+#: ``trajectory``, every step that led to the answer (user turns, the model's texts, its tool
+#: calls with their arguments and results, errors marked), rendered by
+#: :mod:`pytest_llmbench.judging.trajectory_judge`.
+SCOPES: tuple[str, ...] = ("turn", "conversation", "trajectory")
 #: The judged types that may judge a whole conversation (factuality compares one answer with
 #: its expected answer: a transcript has none).
 CONVERSATION_TYPES: tuple[str, ...] = ("llm-rubric", "jury", "closed-qa")
+#: The judged types that may judge a whole trajectory: a rubric (the built-in ones too), a
+#: jury's dimensions, and a user's grader (its prompt reads ``{{trajectory}}``).
+TRAJECTORY_TYPES: tuple[str, ...] = ("llm-rubric", "jury", "model-graded")
 SIMILARITY_KEYS: frozenset[str] = frozenset({"method", "embedding_model"})
 #: ``answer-relevance``'s own keys: Ragas' way, the judges write questions the answer would
 #: answer and an embedding model compares them with the case's (:class:`RelevanceSpec`).
@@ -99,6 +105,11 @@ class JudgeSpec:
         """Whether the judges see the whole transcript (``scope: conversation``)."""
         return False
 
+    @property
+    def whole_trajectory(self) -> bool:
+        """Whether the judges see the trajectory (``scope: trajectory``)."""
+        return False
+
 
 @dataclass(frozen=True)
 class ConversationJudgeSpec(JudgeSpec):
@@ -118,6 +129,24 @@ class ConversationJudgeSpec(JudgeSpec):
 
 
 @dataclass(frozen=True)
+class TrajectoryJudgeSpec(JudgeSpec):
+    """A judged assertion with ``scope: trajectory``: its judges see every step that led to
+    the answer (an agent's run, a conversation up to the reply, a function-calling reply with
+    the messages it answers), as :mod:`pytest_llmbench.judging.trajectory_judge` renders it.
+
+    A subclass rather than a field of :class:`JudgeSpec`, as :class:`ConversationJudgeSpec` is,
+    so that the case hashes of judged assertions without a scope stay what they were.
+    """
+
+    scope: str = "trajectory"
+
+    @property
+    def whole_trajectory(self) -> bool:
+        """Always: the judges see the trajectory."""
+        return True
+
+
+@dataclass(frozen=True)
 class RelevanceSpec(JudgeSpec):
     """``answer-relevance`` with ``embedding_model``, as Ragas scores it: each judge writes
     ``questions`` questions the answer would answer, and says whether it is noncommittal; the
@@ -131,8 +160,15 @@ class RelevanceSpec(JudgeSpec):
     questions: int = DEFAULT_QUESTIONS  #: questions each judge writes (Ragas' strictness)
 
 
-def scope_refusal(kind: str) -> str:
-    """Why an assertion of type ``kind`` takes no ``scope``."""
+def scope_refusal(kind: str, scope: str = "conversation") -> str:
+    """Why an assertion of type ``kind`` takes no ``scope`` (``scope: trajectory``: no
+    trajectory scope)."""
+    if scope == "trajectory":
+        types = ", ".join(TRAJECTORY_TYPES)
+        return (
+            f"`scope: trajectory` applies to {types} (the types whose judges may read a "
+            f"whole trajectory), not to {kind}"
+        )
     types = ", ".join(CONVERSATION_TYPES)
     if kind == "factuality":
         return (
@@ -172,7 +208,7 @@ def parse_judge_spec(kind: str, raw: Mapping[str, Any]) -> JudgeSpec:
     if not isinstance(structured, bool):
         raise GradedSpecError(f"structured must be true or false, got {structured!r}", "structured")
     scope = _scope(kind, raw)
-    spec_class = ConversationJudgeSpec if scope == "conversation" else JudgeSpec
+    spec_class = _SCOPED.get(scope, JudgeSpec)
     relevance = _relevance(kind, raw)
     spec = spec_class(
         kind=kind,
@@ -228,20 +264,31 @@ def _show_reasoning(kind: str, scope: str, raw: Mapping[str, Any]) -> bool:
             f"show_reasoning applies to {types} (judging one reply), not to {kind}",
             "show_reasoning",
         )
-    if shown and scope == "conversation":
+    if shown and scope != "turn":
         raise GradedSpecError(
-            "show_reasoning shows one reply's reasoning: not with scope: conversation",
+            f"show_reasoning shows one reply's reasoning: not with scope: {scope}",
             "show_reasoning",
         )
     return shown
 
 
+#: The settings class of each scope but ``turn`` (a subclass: hashes without a scope stay).
+_SCOPED: dict[str, type[JudgeSpec]] = {
+    "conversation": ConversationJudgeSpec,
+    "trajectory": TrajectoryJudgeSpec,
+}
+
+
 def _scope(kind: str, raw: Mapping[str, Any]) -> str:
     scope = raw.get("scope", "turn")
     if scope not in SCOPES:
-        raise GradedSpecError(f"scope must be turn or conversation, got {scope!r}", "scope")
+        raise GradedSpecError(
+            f"scope must be turn, conversation or trajectory, got {scope!r}", "scope"
+        )
     if scope == "conversation" and kind not in CONVERSATION_TYPES:
         raise GradedSpecError(scope_refusal(kind), "scope")
+    if scope == "trajectory" and kind not in TRAJECTORY_TYPES:
+        raise GradedSpecError(scope_refusal(kind, "trajectory"), "scope")
     return str(scope)
 
 

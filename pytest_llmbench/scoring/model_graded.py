@@ -32,6 +32,7 @@ from .judged import (
     SELECT_BEST_TYPES,
     GradedSpecError,
     JudgeSpec,
+    TrajectoryJudgeSpec,
     parse_judge_spec,
 )
 
@@ -43,6 +44,9 @@ GRADER_KEYS: frozenset[str] = frozenset({"prompt", "choices", "chain_of_thought"
 GRADER_SCORE_KEY = "model_graded"
 #: The variables every grader prompt may name, besides the case's vars.
 GRADER_VARS: tuple[str, ...] = ("input", "output", "expected", "context")
+#: The variable of a ``scope: trajectory`` grader's prompt: the rendered trajectory
+#: (:mod:`pytest_llmbench.judging.trajectory_judge`); such a prompt must name it, no other may.
+TRAJECTORY_VAR = "trajectory"
 #: ``prompt: file://PATH`` reads the prompt from PATH, relative to the eval file.
 FILE_PREFIX = "file://"
 #: The longest choice label: a label is a word or two the judge writes back, not a sentence.
@@ -74,6 +78,12 @@ class ModelGradedSpec(JudgeSpec):
     def score_of(self, label: str) -> float:
         """The score of the choice ``label`` (one of :attr:`labels`)."""
         return dict(self.choices)[label]
+
+
+@dataclass(frozen=True)
+class TrajectoryGraderSpec(ModelGradedSpec, TrajectoryJudgeSpec):
+    """A ``model-graded`` assertion with ``scope: trajectory``: its prompt reads the rendered
+    trajectory as ``{{trajectory}}``. A subclass, so that other graders' hashes stay."""
 
 
 def choice_grader(spec: JudgeSpec, choices: tuple[tuple[str, float], ...]) -> ModelGradedSpec:
@@ -108,7 +118,8 @@ def parse_grader_spec(base: JudgeSpec, raw: Mapping[str, Any]) -> ModelGradedSpe
             f"chain_of_thought must be true or false, got {cot!r}", "chain_of_thought"
         )
     fields = {name: getattr(base, name) for name in base.__dataclass_fields__}
-    return ModelGradedSpec(
+    grader = TrajectoryGraderSpec if isinstance(base, TrajectoryJudgeSpec) else ModelGradedSpec
+    return grader(
         **fields,
         prompt=prompt,
         prompt_file=prompt_file,

@@ -15,7 +15,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..scoring import CONTEXT_TYPES, Assertion, JudgeSpec, ModelGradedSpec, with_prompt_text
+from ..scoring import (
+    CONTEXT_TYPES,
+    TRAJECTORY_VAR,
+    Assertion,
+    JudgeSpec,
+    ModelGradedSpec,
+    with_prompt_text,
+)
 from .context import context_text
 from .paths import PathRefused, resolve_eval_path
 from .templating import placeholders, render_template
@@ -49,7 +56,11 @@ def resolve_graders(
             try:
                 spec = _read(spec, folder, roots)
                 check_grader_prompt(
-                    spec.prompt, case_vars, has_expected=has_expected, has_context=has_context
+                    spec.prompt,
+                    case_vars,
+                    has_expected=has_expected,
+                    has_context=has_context,
+                    trajectory=spec.whole_trajectory,
                 )
             except ValueError as exc:
                 raise GraderError(index, f"{assertion.type}: {exc}") from None
@@ -81,12 +92,21 @@ def check_grader_prompt(
     *,
     has_expected: bool,
     has_context: bool,
+    trajectory: bool = False,
 ) -> None:
     """Raise ValueError when ``template`` names a variable the case cannot give: not one of
     ``input``, ``output``, ``expected``, ``context`` nor a var of the case, ``{{expected}}``
     on a case without one, or ``{{context}}`` on a case without context (and no solver to
-    retrieve it)."""
+    retrieve it). ``{{trajectory}}`` is a ``scope: trajectory`` grader's, and such a grader's
+    prompt must name it: else its judges would never see the trajectory."""
     names = placeholders(template)
+    if TRAJECTORY_VAR in names and not trajectory and TRAJECTORY_VAR not in case_vars:
+        raise ValueError("the prompt uses {{trajectory}}: the grader needs `scope: trajectory`")
+    if trajectory and TRAJECTORY_VAR not in names:
+        raise ValueError(
+            "scope: trajectory shows the judges the trajectory as {{trajectory}}: "
+            "the prompt does not use it"
+        )
     if "expected" in names and not has_expected:
         raise ValueError("the prompt uses {{expected}}: the case needs `expected`")
     if "context" in names and not has_context:
@@ -95,7 +115,8 @@ def check_grader_prompt(
             "that returns it; a retrieval that found nothing is `context: []`)"
         )
     # Rendering with stand-ins is the one check of every other name, dotted ones included.
-    render_template(template, grader_variables(None, "", None, (), case_vars))
+    stand_in = "" if trajectory else None
+    render_template(template, grader_variables(None, "", None, (), case_vars, stand_in))
 
 
 def grader_prompt(
@@ -105,9 +126,11 @@ def grader_prompt(
     expected: str | None,
     context: Sequence[str],
     case_vars: Mapping[str, Any],
+    trajectory: str | None = None,
 ) -> str:
-    """The grader's prompt as its judges read it, rendered with :func:`grader_variables`."""
-    variables = grader_variables(question, answer, expected, context, case_vars)
+    """The grader's prompt as its judges read it, rendered with :func:`grader_variables`
+    (``trajectory``: the rendered trajectory, for a ``scope: trajectory`` grader)."""
+    variables = grader_variables(question, answer, expected, context, case_vars, trajectory)
     return render_template(spec.prompt, variables)
 
 
@@ -117,11 +140,13 @@ def grader_variables(
     expected: str | None,
     context: Sequence[str],
     case_vars: Mapping[str, Any],
+    trajectory: str | None = None,
 ) -> dict[str, Any]:
     """What a grader prompt is rendered with: the case's vars (bare and under ``vars``), then
     ``input`` (the last user message sent), ``output`` (the reply), ``expected`` and
-    ``context`` (chunks joined by a blank line), which win over vars of those names
-    (``{{vars.NAME}}`` still reaches them)."""
+    ``context`` (chunks joined by a blank line), and for a ``scope: trajectory`` grader
+    ``trajectory``, which win over vars of those names (``{{vars.NAME}}`` still reaches them)."""
+    own = {} if trajectory is None else {TRAJECTORY_VAR: trajectory}
     return {
         **case_vars,
         "vars": dict(case_vars),
@@ -129,6 +154,7 @@ def grader_variables(
         "output": answer,
         "expected": expected or "",
         "context": context_text(context),
+        **own,
     }
 
 
