@@ -22,7 +22,16 @@ from .. import face_attribute
 
 if TYPE_CHECKING:
     from .limits import SandboxLimits
-    from .loop import AgentRun, AsyncToolboxLike, ToolboxLike, ToolCall, run_agent
+    from .loop import (
+        AgentReply,
+        AgentRun,
+        AsyncToolboxLike,
+        Talk,
+        ToolboxLike,
+        ToolCall,
+        UserTurn,
+        run_agent,
+    )
     from .mcp import open_mcp_tools
     from .mcp_pool import McpPool
     from .post import PostProcessError, run_post_process
@@ -40,7 +49,10 @@ if TYPE_CHECKING:
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
+    "AgentReply": "loop",
     "AgentRun": "loop",
+    "Talk": "loop",
+    "UserTurn": "loop",
     "AsyncToolboxLike": "loop",
     "ToolCall": "loop",
     "ToolboxLike": "loop",
@@ -68,6 +80,7 @@ _FACE: dict[str, str] = {
 }
 
 __all__ = [
+    "AgentReply",
     "AgentRun",
     "AsyncToolboxLike",
     "CommandResult",
@@ -77,10 +90,12 @@ __all__ = [
     "SandboxLimits",
     "SandboxUnavailable",
     "SpanNotes",
+    "Talk",
     "ToolCall",
     "ToolRefusal",
     "Toolbox",
     "ToolboxLike",
+    "UserTurn",
     "calls_reply_text",
     "calls_response_format",
     "fallback_notice",
