@@ -7,6 +7,7 @@ the user's message). The loop, the tools, the cache, scoring and the records are
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -372,3 +373,21 @@ cases:
     (record,) = bench.records()
     assert record["conversation_stopped"] == "agent_done"
     assert len(_requests(bench, MODEL)) == 1
+
+
+def test_a_case_judge_reads_the_whole_run_once_after_the_conversation(bench: Bench) -> None:
+    _script_agent(bench)
+    verdict = json.dumps({"score": 0.9, "reason": "cancelled as asked"})
+    bench.server.add_rule(Rule(model=USER, match_any="has the order cancelled", reply=verdict))
+    _script_user(bench)
+    rubric = "{type: llm-rubric, value: has the order cancelled, judges: [fake2]}"
+    bench.eval_file("desk", ORDER.replace("{type: icontains, value: cancelled}", rubric))
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    asked = [m for m in _requests(bench, USER) if "has the order cancelled" in json.dumps(m)]
+    assert len(asked) == 1  # once, on the final answer, not on every reply
+    said = json.dumps(asked[0])
+    # It reads the agent's tool calls of the first reply and the last reply's answer.
+    assert "[called read_file" in said and "Order W1001 is cancelled." in said
+    assert [(v["turn"], v["type"]) for v in record["assertions"]][-1] == (2, "llm-rubric")
+    assert [j["judge"] for j in record["judges"]] == ["fake2"]
