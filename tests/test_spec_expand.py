@@ -201,9 +201,9 @@ def test_each_case_runs_under_each_prompt_variant(tmp_path: Path) -> None:
             "suite.eval.yaml:4: case 'x': give either `prompt` or `messages`, not both",
         ),
         (
-            "kind: agent\ntools: [read_file]\ncases:\n  - id: x\n    turns: [{user: hi}]\n",
-            "suite.eval.yaml:5: case 'x': `turns` is a conversation with the model itself, "
-            "not with `kind: agent`",
+            "solver: app:solve\ncases:\n  - id: x\n    turns: [{user: hi}]\n",
+            "suite.eval.yaml:4: case 'x': `turns` is a conversation with the model itself, "
+            "not with `solver`",
         ),
         (
             "cases:\n  - {id: x, prompt: hi}\n  - {id: x, prompt: ho}\n",

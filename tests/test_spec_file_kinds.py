@@ -34,9 +34,9 @@ def load_error(path: Path) -> str:
 
 def test_the_registered_kinds_and_what_each_allows() -> None:
     assert list(FILE_KINDS) == [DEFAULT_FILE_KIND, "agent"]
-    assert FILE_KINDS["agent"].agent and not FILE_KINDS["agent"].conversations
+    assert FILE_KINDS["agent"].agent and FILE_KINDS["agent"].conversations
     assert not FILE_KINDS[DEFAULT_FILE_KIND].agent_checks
-    assert kinds_allowing(lambda kind: kind.conversations) == "`kind: completion`"
+    assert kinds_allowing(lambda kind: kind.agent_checks) == "`kind: agent`"
 
 
 def test_an_unknown_kind_is_an_error_at_its_line_listing_the_registered_names(

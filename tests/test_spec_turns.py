@@ -202,19 +202,6 @@ BAD = [
         "unknown assertion type 'regexx'",
     ),
     (
-        "turns in an agent file",
-        "kind: agent\ntools: [read_file]\ncases:\n  - turns: [{user: hi}]\n",
-        4,
-        "`turns` is a conversation with the model itself, not with `kind: agent`",
-    ),
-    (
-        "a simulated user in an agent file",
-        "kind: agent\ntools: [read_file]\ncases:\n  - id: x\n"
-        "    simulated_user: {instructions: hi}\n",
-        5,
-        "case 'x': `simulated_user` is a conversation with the model itself, not with `kind: agent`",
-    ),
-    (
         "turns in a solver file",
         "solver: app:solve\ncases:\n  - turns: [{user: hi}]\n",
         3,

@@ -32,7 +32,16 @@ if TYPE_CHECKING:
         seed_state,
     )
     from .limits import SandboxLimits
-    from .loop import AgentRun, AsyncToolboxLike, ToolboxLike, ToolCall, run_agent
+    from .loop import (
+        AgentReply,
+        AgentRun,
+        AsyncToolboxLike,
+        Talk,
+        ToolboxLike,
+        ToolCall,
+        UserTurn,
+        run_agent,
+    )
     from .mcp import open_mcp_tools
     from .mcp_pool import McpPool
     from .post import PostProcessError, run_post_process
@@ -56,7 +65,10 @@ _FACE: dict[str, str] = {
     "read_state": "environment",
     "replay_actions": "environment",
     "seed_state": "environment",
+    "AgentReply": "loop",
     "AgentRun": "loop",
+    "Talk": "loop",
+    "UserTurn": "loop",
     "AsyncToolboxLike": "loop",
     "ToolCall": "loop",
     "ToolboxLike": "loop",
@@ -84,6 +96,7 @@ _FACE: dict[str, str] = {
 }
 
 __all__ = [
+    "AgentReply",
     "AgentRun",
     "AsyncToolboxLike",
     "CommandResult",
@@ -94,10 +107,12 @@ __all__ = [
     "SandboxUnavailable",
     "SpanNotes",
     "StateSnapshot",
+    "Talk",
     "ToolCall",
     "ToolRefusal",
     "Toolbox",
     "ToolboxLike",
+    "UserTurn",
     "calls_reply_text",
     "calls_response_format",
     "environment_tools",

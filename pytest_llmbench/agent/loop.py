@@ -5,11 +5,18 @@ as the embedded one) through the JSON-in-text protocol of :mod:`pytest_llmbench.
 The loop stops at the first step without a tool call, after ``max_steps`` model calls, or when
 the item's time or token budget is spent; every tool call asked for is run and answered, so the
 transcript never ends on a call without its result.
+
+In a conversation (``talk``: a simulated user or scripted turns), the loop continues: each user
+turn :data:`Talk` gives is added to the transcript and the agent answers it in steps as above
+(``max_steps`` per reply; the time and token budgets over the whole conversation), seeing its
+earlier tool calls and their results, until ``talk`` has no more to say or a reply ends on a
+budget.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections import Counter
@@ -30,11 +37,15 @@ from .tool_spans import span_notes, timed
 
 __all__ = [
     "MAX_RESULT_CHARS",
+    "AgentReply",
     "AgentRun",
     "AsyncToolboxLike",
     "CompleteFn",
+    "Talk",
     "ToolCall",
     "ToolboxLike",
+    "UserLine",
+    "UserTurn",
     "run_agent",
 ]
 
@@ -97,6 +108,42 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class UserLine:
+    """A user's message in an agent's conversation, and where it came among the steps."""
+
+    turn: int  #: the 1-based turn of the conversation it opens
+    text: str
+    after_step: int  #: the model steps made before it (0: it opened the conversation)
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """What a conversation adds before the agent's next reply."""
+
+    turn: int  #: the 1-based turn of the conversation, as its records number it
+    #: the messages added: the user's message last (a scripted turn's verbatim assistant
+    #: replies before it, when the file gives some)
+    messages: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class AgentReply:
+    """One reply of an agent in a conversation: the steps it took to answer a user's turn."""
+
+    answer: str  #: its final text ("" when a budget ended it)
+    stopped: str  #: ``answer``, ``max_steps``, ``seconds`` or ``tokens``, as :class:`AgentRun`'s
+    calls: tuple[Completion, ...]  #: its model calls in order (steps, and an interpreter's)
+    tool_calls: tuple[ToolCall, ...]  #: the tool calls it made, with their results
+    steps: int  #: its model steps
+
+
+#: An agent's conversation: given the reply just made (None before the first), the next user
+#: turn, or None when the conversation ends. A reply a budget ended ends the conversation
+#: whatever it returns (it is still told of it, to record it).
+Talk = Callable[[AgentReply | None], Awaitable[UserTurn | None]]
+
+
+@dataclass(frozen=True)
 class AgentRun:
     """A whole agent loop: its answer, its tool calls, and its costs summed over the turns."""
 
@@ -123,17 +170,26 @@ class AgentRun:
     reasoning_tokens_estimated: bool = False
     #: the model version the provider said served the last step that named one (None: none did)
     response_model: str | None = None
+    #: a conversation's user messages, in order (none outside a conversation)
+    said: tuple[UserLine, ...] = ()
 
     def timeline(self) -> list[dict[str, Any]]:
-        """Each model call, then the tool calls it asked for, with their timing and results."""
+        """Each model call, then the tool calls it asked for, with their timing and results; in
+        a conversation each user message before the step that answers it. Every entry names
+        its ``actor``: ``user``, ``agent`` (a model call) or ``tool``."""
         steps: list[dict[str, Any]] = []
+        lines = list(self.said)
         for call in self.model_calls:
-            steps.append({"kind": "model", **call})
+            if call.get("role") == "step":
+                while lines and lines[0].after_step < call["step"]:
+                    steps.append(_user_entry(lines.pop(0)))
+            steps.append({"kind": "model", "actor": "agent", **call})
             if call.get("role") != "step":
                 continue
             steps += [
                 {
                     "kind": "tool",
+                    "actor": "tool",
                     "step": tool.turn,
                     "name": tool.name,
                     "seconds": round(tool.seconds, 4),
@@ -143,11 +199,21 @@ class AgentRun:
                 for tool in self.tool_calls
                 if tool.turn == call["step"]
             ]
-        return steps
+        return steps + [_user_entry(line) for line in lines]  # said before a call that failed
 
     def tool_counts(self) -> dict[str, int]:
         """Calls per tool name, in order of first call."""
         return dict(Counter(call.name for call in self.tool_calls))
+
+
+def _user_entry(line: UserLine) -> dict[str, Any]:
+    """A user's message in the timeline, cut as a tool's result is."""
+    return {
+        "kind": "user",
+        "actor": "user",
+        "turn": line.turn,
+        "text": line.text[:_TIMELINE_RESULT_CHARS],
+    }
 
 
 @dataclass(frozen=True)
@@ -175,6 +241,8 @@ class _Totals:
         self.cache_write_tokens: int | None = None
         self.reasoning_tokens_estimated = False
         self.response_model: str | None = None
+        self.completions: list[Completion] = []  # every call, for a conversation's replies
+        self.said: list[UserLine] = []
 
     def add(self, completion: Completion, *, turn: bool = True) -> None:
         """Add a call's usage; an interpreter's call costs but is not a model turn (nor is its
@@ -192,6 +260,7 @@ class _Totals:
             )
             self.reasoning_tokens_estimated |= completion.reasoning_tokens_estimated
             self.response_model = completion.response_model or self.response_model
+        self.completions.append(completion)
         self.usage += completion.usage
         self.retries += completion.retries
         self.all_cached = self.all_cached and completion.cached
@@ -220,13 +289,16 @@ async def run_agent(
     shim: bool,
     tool_names: Sequence[str],
     interpret: CompleteFn | None = None,
+    talk: Talk | None = None,
 ) -> AgentRun:
-    """Run the loop; an item error from ``complete`` propagates (the item errors).
+    """Run the loop; an item error from ``complete`` (or ``talk``) propagates (the item errors).
 
     The time limit also bounds a model call in flight (it is cancelled); the token limit is
     checked between turns, since a call's tokens are known only once it is done. In shim mode,
     ``interpret`` (a second model) turns a reply that is not protocol JSON into protocol JSON;
-    its tokens and cost count in the run's totals, not in its turns.
+    its tokens and cost count in the run's totals, not in its turns. With ``talk``, the loop is
+    a conversation (the module's docstring): ``messages`` is its opening without a user's
+    message, ``talk(None)`` gives the first turn, ``max_turns`` bounds each reply.
     """
     if max_turns < 1:
         raise ValueError(f"max_turns must be at least 1, not {max_turns}")
@@ -240,12 +312,16 @@ async def run_agent(
     )
     totals = _Totals()
     calls: list[ToolCall] = []
+    reply = functools.partial(
+        _loop, complete, toolbox, transcript, params, calls, totals, schemas,
+        started=started, max_turns=max_turns, limit_seconds=limit_seconds,
+        limit_tokens=limit_tokens, shim=shim, tool_names=tool_names, interpret=interpret,
+    )  # fmt: skip
     try:
-        answer, stopped = await _loop(
-            complete, toolbox, transcript, params, calls, totals, schemas,
-            started=started, max_turns=max_turns, limit_seconds=limit_seconds,
-            limit_tokens=limit_tokens, shim=shim, tool_names=tool_names, interpret=interpret,
-        )  # fmt: skip
+        if talk is None:
+            answer, stopped = await reply()
+        else:
+            answer, stopped = await _converse(reply, talk, transcript, calls, totals)
     except ItemError as exc:
         # The item errors, but what it did up to there was done (and paid for): kept.
         exc.partial = _run("", "error", calls, transcript, totals, shim)
@@ -279,7 +355,40 @@ def _run(
         cache_write_tokens=totals.cache_write_tokens,
         reasoning_tokens_estimated=totals.reasoning_tokens_estimated,
         response_model=totals.response_model,
+        said=tuple(totals.said),
     )
+
+
+async def _converse(
+    reply: Callable[[], Awaitable[tuple[str, str]]],
+    talk: Talk,
+    transcript: list[dict[str, Any]],
+    calls: list[ToolCall],
+    totals: _Totals,
+) -> tuple[str, str]:
+    """Replies to ``talk``'s turns, each made by ``reply`` on the transcript so far, until
+    ``talk`` has no more turns or a reply ends on a budget; the last reply's answer and why
+    it stopped."""
+    turn = await talk(None)
+    if turn is None:
+        raise ValueError("a conversation opens with a user's turn")
+    while True:
+        for message in turn.messages:
+            transcript.append(dict(message))
+        totals.said.append(UserLine(turn.turn, _said_text(turn), totals.turns))
+        made, called, steps = len(totals.completions), len(calls), totals.turns
+        answer, stopped = await reply()
+        said = AgentReply(
+            answer,
+            stopped,
+            tuple(totals.completions[made:]),
+            tuple(calls[called:]),
+            totals.turns - steps,
+        )
+        next_turn = await talk(said)
+        if next_turn is None or stopped != "answer":
+            return answer, stopped
+        turn = next_turn
 
 
 async def _loop(
@@ -300,14 +409,16 @@ async def _loop(
     interpret: CompleteFn | None,
 ) -> tuple[str, str]:
     """The turns, filling ``transcript``, ``calls`` and ``totals`` as they go; the answer and
-    why the loop stopped."""
+    why the loop stopped. Steps are numbered on from those ``totals`` counted already (a
+    conversation's earlier replies)."""
     answer, stopped = "", "max_steps"
-    for turn in range(1, max_turns + 1):
+    for _ in range(max_turns):
         completion = await _call_within(complete, transcript, params, started, limit_seconds)
         if completion is None:
             stopped = "seconds"
             break
         totals.add(completion)
+        turn = totals.turns
         read = completion
         if shim and interpret is not None and not is_protocol_reply(completion.text):
             asked = interpreter_messages(completion.text, schemas)
@@ -332,6 +443,15 @@ async def _loop(
             stopped = "seconds"
             break
     return answer, stopped
+
+
+def _said_text(turn: UserTurn) -> str:
+    """The text of a turn's user message (its text parts, when it has images)."""
+    content = turn.messages[-1].get("content") if turn.messages else None
+    if isinstance(content, list):
+        parts = [part.get("text", "") for part in content if isinstance(part, dict)]
+        return "\n".join(part for part in parts if isinstance(part, str))
+    return content if isinstance(content, str) else ""
 
 
 async def _call_within(

@@ -182,14 +182,14 @@ _FIELD_DECIDED = ("", "completion", "agent")
 
 def plan_kind(file_kind: str, plan: CallPlan) -> str:
     """The name of ``plan``'s case kind (a key of :data:`.kinds.CASE_KINDS`): a file ``kind:``
-    other than ``completion`` and ``agent`` names it; else the file's agent settings, its
-    ``solver``, the case's ``loglikelihood``, ``simulated_user`` or ``turns``, in that order,
-    else ``plain``."""
+    other than ``completion`` and ``agent`` names it; else the file's agent settings (an
+    agent's conversation when the case is one), its ``solver``, the case's ``loglikelihood``,
+    ``simulated_user`` or ``turns``, in that order, else ``plain``."""
     if file_kind not in _FIELD_DECIDED:
         return file_kind
     case = plan.case
     if plan.agent is not None:
-        return "agent"
+        return "agent_conversation" if case.conversational else "agent"
     if plan.solver is not None:
         return "solver"
     if case.loglikelihood is not None:

@@ -5,7 +5,10 @@ instructions and the conversation so far, seen with the roles swapped (its own l
 ``assistant``, the model's replies as ``user``: :func:`user_view`, the one place its prompt is
 written); the model under test answers it from the whole history, as it answers a scripted turn.
 It ends when the simulated user says its stop marker (``goal``), after ``max_turns`` replies
-(``max_turns``), or when an assertion marked ``stop_on_fail`` fails on a reply (``failed``).
+(``max_turns``), when an assertion marked ``stop_on_fail`` fails on a reply (``failed``), or
+when a reply holds the model's own marker ``agent_stop`` (``agent_done``). An agent answers the
+simulated user through the same user side (:func:`user_line`, :func:`user_view`) in its kind
+(``engine/kinds/agent_conversation_kind``).
 Both models' calls go through the ``complete`` functions the :class:`~.answer.Answerer` gives:
 paced, rate-limited, budgeted, cached (the history is in the key) and counted. The simulated
 user's errors are the item's, named as its (:func:`user_error`), never the model's failure; an
@@ -97,7 +100,7 @@ async def simulate(
     try:
         for index in range(user.max_turns):
             try:
-                text = await _user_line(ask, user, history, index, progress)
+                text = await user_line(ask, user, history, index, progress)
             except ItemError as exc:
                 raise user_error(exc, name) from None
             if text is None:
@@ -113,13 +116,16 @@ async def simulate(
             if failed is not None and failed(text, completion):
                 stopped = "failed"
                 break
+            if said_agent_stop(user, completion.text):
+                stopped = "agent_done"
+                break
     except (ItemError, BudgetExceeded) as exc:
         raise cut_short(exc, progress) from None
     run = progress.so_far()
     return ConversationRun(run.replies, run.reached, run.turns, stopped, run.user_calls)
 
 
-async def _user_line(
+async def user_line(
     ask: AskUser,
     user: SimulatedUser,
     history: Sequence[dict[str, Any]],
@@ -142,6 +148,11 @@ async def _user_line(
             return line
         view = [*view, *_empty_retry(user)]
     raise UserSimError(f"wrote an empty message (turn {index + 1})", "malformed")
+
+
+def said_agent_stop(user: SimulatedUser, reply: str) -> bool:
+    """Whether the model's ``reply`` holds the marker by which it ends the conversation."""
+    return user.agent_stop is not None and user.agent_stop in reply
 
 
 def _read_line(user: SimulatedUser, text: str, index: int) -> str | None:

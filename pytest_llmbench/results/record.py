@@ -98,7 +98,7 @@ Fields (``None`` where a value does not apply or was not measured):
   call had a known cost).
 - ``judge_tokens`` (int): input + output tokens of this item's judge calls.
 - ``user_sim_cost_usd`` (float | None): USD spent on a ``simulated_user:`` conversation's
-  simulated-user calls, apart from the model's ``cost_usd`` (``None`` for other items, or when
+  (a model's or an agent's) simulated-user calls, apart from the model's ``cost_usd`` (``None`` for other items, or when
   no call of it had a known cost).
 - ``user_sim_tokens`` (int | None): input + output tokens of those calls (``None`` for other
   items).
@@ -106,22 +106,30 @@ Fields (``None`` where a value does not apply or was not measured):
   429, a dropped connection); not a re-run of the item (those are ``attempts``).
 - ``tool_call_count`` (int): tool calls made (0 for plain completions): an agent's, or a
   function-calling reply's (the length of ``tool_calls``).
-- ``agent_steps`` (int | None): model calls of an agent item's loop (``None`` for other items).
+- ``agent_steps`` (int | None): model calls of an agent item's loop, summed over the replies of
+  an agent's conversation (``None`` for other items).
 - ``tool_counts`` (dict[str, int]): an agent item's tool calls per tool.
 - ``agent_stopped`` (str | None): why an agent loop ended: ``answer``, ``max_steps``,
   ``seconds``, ``tokens``, ``error`` (a call failed: the item is an error, its steps so far are
-  kept).
-- ``conversation_stopped`` (str | None): how a ``simulated_user:`` conversation ended:
-  ``goal`` (the simulated user said its stop marker), ``max_turns`` (the model replied
-  ``max_turns`` times) or ``failed`` (an assertion marked ``stop_on_fail`` failed); ``None`` for
-  other items and for a conversation an error or ``--max-cost`` cut short. (``agent_stopped``
-  is an agent loop's.)
+  kept); in an agent's conversation, why its last reply ended.
+- ``conversation_stopped`` (str | None): how a ``simulated_user:`` conversation, or an agent's
+  conversation (``kind: agent`` with ``turns:`` or ``simulated_user:``), ended: ``goal`` (the
+  simulated user said its stop marker), ``max_turns`` (the model replied ``max_turns`` times),
+  ``failed`` (an assertion marked ``stop_on_fail`` failed), ``agent_done`` (a reply held
+  ``simulated_user.agent_stop``); an agent's also ``last_turn`` (its last scripted turn was
+  answered), ``max_steps`` (a reply took ``max_steps`` steps without an answer), ``seconds`` or
+  ``tokens`` (``limits``, over the whole conversation, ran out in a reply). ``None`` for
+  other items, a scripted conversation of the model, and a conversation an error or
+  ``--max-cost`` cut short. (``agent_stopped`` is an agent loop's.)
 - ``transcript`` (list[dict]): an agent item's whole conversation: every model step, its tool
   calls and the tool results it was shown.
 - ``timeline`` (list[dict]): an agent item's calls in order: each model call (``kind: model``:
   ``role`` ``step`` or ``interpreter`` (a shim interpreter's call), ``step`` (1-based), latency,
   TTFT, tokens, cost, cached) and the tool calls it asked for (``kind: tool``: the ``step`` that
-  asked, name, seconds, error, the start of the result).
+  asked, name, seconds, error, the start of the result); in an agent's conversation each user
+  message before the steps that answer it (``kind: user``: ``turn`` (1-based), ``text``, cut
+  as a tool's result is). Every entry has ``actor``: ``user``, ``agent`` (a model call) or
+  ``tool``.
 - ``tool_calls`` (list[dict]): the calls a function-calling reply asked for (a plain file's
   ``tools:``), recorded, never run: ``{id, name, arguments}`` each, arguments as sent (a JSON
   string); empty for other items.
@@ -164,8 +172,10 @@ Fields (``None`` where a value does not apply or was not measured):
   the server gave apart (``reasoning_content`` / ``reasoning``), or a ``<think>...</think>``
   block that opened the reply; at most :data:`REASONING_CHARS` characters (longer is cut, with
   a note of how much); ``None`` when there was none.
-- ``conversation`` (list[dict] | None): a scripted conversation (a case's ``turns:``), ``None``
-  for any other item: every message in order (the system prompt is in ``messages``), each with
+- ``conversation`` (list[dict] | None): a scripted conversation (a case's ``turns:``), a
+  simulated user's, or an agent's (each reply: the agent's answer to that turn, its steps'
+  tokens, cost and latency summed, its ``tool_calls`` the calls it made), ``None`` for any
+  other item: every message in order (the system prompt is in ``messages``), each with
   ``turn`` (1-based, the entry of ``turns:``), ``role``, ``content``, ``generated`` (a reply of
   the model, not a turn of the file), ``assertions`` (the verdicts on that reply, as in
   ``assertions``), and for a reply its ``latency_s``, ``ttft_s``, ``input_tokens``,

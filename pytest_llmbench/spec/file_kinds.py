@@ -26,7 +26,8 @@ class FileKind:
     #: the items run an agent's tool loop: ``tools:`` are tool names, the agent keys
     #: (``limits``, ``mcp_servers``, ``post_process``, ...) apply, a ``solver`` is refused
     agent: bool = False
-    #: cases may be conversations with the model (``turns:``, ``simulated_user:``)
+    #: cases may be conversations (``turns:``, ``simulated_user:``): with the model, or with
+    #: an agent that may call tools between the user's messages
     conversations: bool = True
     #: options may be scored by the model's log-probabilities (``loglikelihood:``)
     loglikelihood: bool = True
@@ -48,7 +49,6 @@ FILE_KINDS: dict[str, FileKind] = {
             "agent",
             "a tool loop in a workdir",
             agent=True,
-            conversations=False,
             loglikelihood=False,
             agent_checks=True,
         ),

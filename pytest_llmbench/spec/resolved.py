@@ -86,6 +86,9 @@ class SimulatedUser:
     checks: tuple[int, ...] = ()
     #: those of :attr:`checks` whose failure ends the conversation
     stop_on_fail: tuple[int, ...] = ()
+    #: the marker by which the model (an agent) ends the conversation when its reply holds it
+    #: (None: only the simulated user and ``max_turns`` end it); hashed only when set
+    agent_stop: str | None = field(default=None, metadata={"digest": "when_set"})
 
 
 @dataclass(frozen=True)

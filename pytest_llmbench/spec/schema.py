@@ -216,6 +216,12 @@ class SimulatedUserSpec(_Strict):
         alias="assert",
         description="Assertions on every reply of the model (stop_on_fail: true ends it)",
     )
+    agent_stop: str | None = Field(
+        None,
+        min_length=1,
+        description="What the model (an agent) says when it is done: a reply holding it ends "
+        "the conversation",
+    )
 
     _validate_assertions = field_validator("assertions")(_check_turn_assertions)
 

@@ -119,7 +119,14 @@ def simulated_user(
         if isinstance(raw, dict) and raw.get("stop_on_fail") is True
     )
     user = SimulatedUser(
-        instructions, spec.model, spec.max_turns, spec.stop, first, checks, stop_on_fail
+        instructions,
+        spec.model,
+        spec.max_turns,
+        spec.stop,
+        first,
+        checks,
+        stop_on_fail,
+        agent_stop=spec.agent_stop,
     )
     messages: tuple[dict[str, str], ...] = ()
     if system is not None:

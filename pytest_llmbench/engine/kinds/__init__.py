@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..plan import plan_kind
+from .agent_conversation_kind import AgentConversationKind
 from .agent_kind import AgentKind
 from .case_kind import CaseKind, Checking, Engine, KindCall, KindResult, Settling
 from .loglikelihood_kind import LoglikelihoodKind
@@ -41,6 +42,7 @@ CASE_KINDS: dict[str, CaseKind] = {
     "turns": TurnsKind(),
     "simulated_user": SimulatedUserKind(),
     "agent": AgentKind(),
+    "agent_conversation": AgentConversationKind(),
     "solver": SolverKind(),
     "loglikelihood": LoglikelihoodKind(),
 }

@@ -21,7 +21,7 @@ from . import agent_state
 from .case_kind import CaseKind, Checking, Engine, KindCall, KindResult, Settling, sent_messages
 
 if TYPE_CHECKING:
-    from ...agent import AgentRun, AsyncToolboxLike, Toolbox, ToolboxLike
+    from ...agent import AgentRun, AsyncToolboxLike, Talk, Toolbox, ToolboxLike
     from ...scoring import Assertion, Verdict
     from ..plan import CallPlan
     from ..request import Answer
@@ -126,8 +126,9 @@ class AgentKind(CaseKind):
         return agent_completion(run, result.plan.model.model) if run is not None else None
 
 
-async def _loop(engine: Engine, call: KindCall) -> AgentRun:
-    """The agent loop: every turn is a paced, cached, budgeted call of the plan's model."""
+async def _loop(engine: Engine, call: KindCall, talk: Talk | None = None) -> AgentRun:
+    """The agent loop: every turn is a paced, cached, budgeted call of the plan's model; with
+    ``talk``, a conversation (:func:`~...agent.run_agent`)."""
     from ...agent import run_agent
     from ...models import merged_rule, read_reply
     from ...spec import shim_applies
@@ -192,6 +193,7 @@ async def _loop(engine: Engine, call: KindCall) -> AgentRun:
             shim=shim,
             tool_names=names,
             interpret=interpret,
+            talk=talk,
         )
 
 

@@ -14,8 +14,10 @@ from .case_kind import Engine, KindCall, KindResult, TokenCounter
 from .talk import ConversationKind
 
 if TYPE_CHECKING:
+    from ..grading import HelperTargets
     from ..plan import CallPlan
     from ..request import ConversationRun
+    from ..simulated import AskUser
 
 
 class SimulatedUserKind(ConversationKind):
@@ -25,24 +27,14 @@ class SimulatedUserKind(ConversationKind):
     shimmable = False  # its conversation offers the function definitions natively
 
     async def converse(self, engine: Engine, call: KindCall) -> ConversationRun:
-        from ...models import merged_rule, read_reply
         from ...spec import with_case_checks
         from ..simulated import simulate, stop_check
 
-        plan, request, targets = call.plan, call.request, call.targets
+        plan, request = call.plan, call.request
         user, profile = plan.case.simulated_user, plan.user_sim
         assert user is not None and profile is not None
         complete = self.turn_call(engine, plan, request)
-
-        async def ask(messages: list[dict[str, str]], turn: int) -> Completion:
-            asked = engine.helpers.request(plan, profile, targets, messages, {}, role="user_sim")
-            if isinstance(asked, ItemError):
-                raise asked
-            nodeid = f"{plan.nodeid} (simulated user {profile.name})"
-            said = await engine.pacer.paced(dataclasses.replace(asked, nodeid=nodeid))
-            # A reasoning model playing the user: its thinking is not what the user says.
-            return read_reply(said, merged_rule(profile.thinking, None))
-
+        ask = user_calls(engine, plan, call.targets)
         failed = stop_check(plan)
         with engine.talking(plan.nodeid) as progress:
             run = await simulate(
@@ -76,3 +68,23 @@ class SimulatedUserKind(ConversationKind):
         for calls in range(user.max_turns):  # call k reads k replies and k + 1 user messages
             tokens_in += base + opening + calls * budget * 2
         return tokens_in, user.max_turns * budget
+
+
+def user_calls(engine: Engine, plan: CallPlan, targets: HelperTargets) -> AskUser:
+    """The calls of ``plan``'s simulated user: a helper model's, in its own lane, paced, cached
+    (the history it reads in the key) and budgeted like the model's; its thinking left out."""
+    from ...models import merged_rule, read_reply
+
+    profile = plan.user_sim
+    assert profile is not None
+
+    async def ask(messages: list[dict[str, str]], turn: int) -> Completion:
+        asked = engine.helpers.request(plan, profile, targets, messages, {}, role="user_sim")
+        if isinstance(asked, ItemError):
+            raise asked
+        nodeid = f"{plan.nodeid} (simulated user {profile.name})"
+        said = await engine.pacer.paced(dataclasses.replace(asked, nodeid=nodeid))
+        # A reasoning model playing the user: its thinking is not what the user says.
+        return read_reply(said, merged_rule(profile.thinking, None))
+
+    return ask
