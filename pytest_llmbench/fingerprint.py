@@ -92,8 +92,8 @@ class CaseHasher:
         seed = getattr(case, "state_seed", None)
         if seed is not None:  # as turns: only when given (an environment's starting state)
             payload["state_seed"] = seed
-        actions = getattr(case, "expected_actions", ())
-        if actions:  # as turns; each action's line is naming, not outcome
+        actions = getattr(case, "expected_actions", None)
+        if actions is not None:  # as turns; each action's line is naming, not outcome
             payload["expected_actions"] = [
                 {"name": action.name, "arguments": action.arguments} for action in actions
             ]

@@ -124,7 +124,7 @@ def test_each_case_starts_from_its_state_or_the_seed_with_its_actions(tmp_path: 
         ("find_user", {"email": "ana@example.com", "anything": 1}),
     ]
     assert cancel.expected_actions[0].line == line_of(text, "{name: cancel_pending_order")
-    assert own.state_seed == {"orders": {}} and own.expected_actions == ()
+    assert own.state_seed == {"orders": {}} and own.expected_actions is None  # not given
 
 
 def test_a_state_file_value_is_read_at_collection(tmp_path: Path) -> None:
@@ -344,3 +344,17 @@ def test_collection_reports_an_unknown_action_at_its_line_and_collects_the_rest(
     result.stdout.fnmatch_lines(
         ["good.eval.yaml::cancel[[]fake-r0[]]", "good.eval.yaml::own-state*"]
     )
+
+
+def test_no_expected_actions_is_a_case_whose_state_must_stay_as_seeded(tmp_path: Path) -> None:
+    # tau-bench's rule for a task without actions (a lookup, a refusal): the expected state is
+    # the seed; `expected_actions: []` is given, not missing, so a bare state-equals is allowed.
+    text = FILE.replace(
+        "      - {name: cancel_pending_order, arguments: {order_id: W1001}}\n"
+        "      - {name: find_user, kwargs: {email: ana@example.com, anything: 1}}\n",
+        "",
+    ).replace("    expected_actions:\n", "    expected_actions: []\n")
+    cancel, own = load(tmp_path, text).cases
+    assert cancel.expected_actions == () and own.expected_actions is None
+    missing = text.replace("    expected_actions: []\n", "")
+    assert "expected_actions" in str(error_of(tmp_path, missing))

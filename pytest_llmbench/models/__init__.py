@@ -29,6 +29,7 @@ from .. import face_attribute
 if TYPE_CHECKING:
     from .item_errors import (
         BatchError,
+        EnvError,
         ItemError,
         JudgeError,
         ProviderError,
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
         SolverError,
         ToolError,
         UserSimError,
-        EnvError,
     )
     from .profile_files import load_profiles
     from .profiles import (
@@ -153,6 +153,7 @@ __all__ = [
     "Completion",
     "EffortError",
     "EmbeddedServer",
+    "EnvError",
     "ItemError",
     "JudgeError",
     "ModelProfile",
@@ -165,7 +166,6 @@ __all__ = [
     "ToolError",
     "Usage",
     "UserSimError",
-    "EnvError",
     "acomplete",
     "add_known",
     "aembed",

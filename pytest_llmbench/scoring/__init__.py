@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         result_line,
         transcript_lines,
     )
+    from .final_state import STATE_TYPES, evaluate_state, state_diff, state_record, subset_problems
     from .judged import CONTEXT_TYPES, EmbeddingSpec, JudgeSpec, RelevanceSpec, dimension_key
     from .model_graded import (
         GRADER_SCORE_KEY,
@@ -90,7 +91,6 @@ if TYPE_CHECKING:
         votes,
     )
     from .similarity import cosine
-    from .final_state import STATE_TYPES, evaluate_state, state_diff, state_record, subset_problems
     from .tool_calls import TOOL_CALL_TYPES, expected_names, expected_steps
     from .trajectory import ExpectedStep
 

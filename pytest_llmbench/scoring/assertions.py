@@ -29,6 +29,7 @@ from .base import (
     Verdict,
     is_number,
 )
+from .final_state import STATE_TYPES, check_state_elsewhere, parse_state_assertion
 from .judged import (
     JUDGE_TYPES,
     SELECT_BEST_TYPES,
@@ -49,7 +50,6 @@ from .performance import (
     parse_performance,
 )
 from .python import check_choice, check_engine_graded, check_python, python_value
-from .final_state import STATE_TYPES, check_state_elsewhere, parse_state_assertion
 from .structured import NUMBER_POSITIONS, check_json, check_numeric, numeric_value, schema_value
 from .text import (
     check_equals,

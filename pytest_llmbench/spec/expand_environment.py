@@ -226,8 +226,10 @@ def with_case_state(
         seed = read_state_value(written.state, environment.sqlite, place.path.parent, place.roots)
     except ValueError as exc:
         raise place.error(f"case {case.id!r}: state: {exc}", "state") from None
+    if written.expected_actions is None:
+        return _stated(case, environment, seed, None)
     actions = []
-    for index, action in enumerate(written.expected_actions or ()):
+    for index, action in enumerate(written.expected_actions):
         line = place.document.line_of((*place.loc, "expected_actions", index)) or place.line
         found = ExpectedAction(action.name, dict(action.arguments), line)
         problem = action_problem(environment, found)
@@ -251,7 +253,7 @@ def with_row_state(
         found = _row_actions(_cell(actions, "expected_actions"), row.line or 0)
     except ValueError as exc:
         raise place.error(f"{where}: {exc}") from None
-    for action in found:
+    for action in found or ():
         problem = action_problem(environment, action)
         if problem is not None:
             raise place.error(f"{where}: expected_actions: {problem}")
@@ -259,7 +261,10 @@ def with_row_state(
 
 
 def _stated(
-    case: EvalCase, environment: Environment, seed: Any, actions: tuple[ExpectedAction, ...]
+    case: EvalCase,
+    environment: Environment,
+    seed: Any,
+    actions: tuple[ExpectedAction, ...] | None,
 ) -> EvalCase:
     start = environment.seed if seed is None else seed
     return replace(case, state_seed=start, expected_actions=actions)
@@ -278,10 +283,11 @@ def _cell(value: Any, column: str) -> Any:
         raise ValueError(f"column {column!r} is no JSON: {exc}") from None
 
 
-def _row_actions(value: Any, line: int) -> tuple[ExpectedAction, ...]:
-    """A row's ``expected_actions``: a list of ``{name, arguments}`` (or ``kwargs``)."""
+def _row_actions(value: Any, line: int) -> tuple[ExpectedAction, ...] | None:
+    """A row's ``expected_actions``: a list of ``{name, arguments}`` (or ``kwargs``); None when
+    the row gives none."""
     if value is None:
-        return ()
+        return None
     if not isinstance(value, list):
         raise ValueError(f"expected_actions is a list of {{name, arguments}}, not {_shown(value)}")
     actions = []

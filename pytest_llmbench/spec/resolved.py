@@ -199,8 +199,9 @@ class EvalCase:
     #: the state this case's environment starts from (``state:``, else the environment's
     #: ``seed``): a JSON value, or SQL text for SQLite; None without an environment
     state_seed: Any = None
-    #: the tool calls that solve the case (``expected_actions:``), in order
-    expected_actions: tuple[ExpectedAction, ...] = ()
+    #: the tool calls that solve the case (``expected_actions:``), in order; ``()``: none (the
+    #: state must stay as seeded); None: not given
+    expected_actions: tuple[ExpectedAction, ...] | None = None
 
     @property
     def conversational(self) -> bool:

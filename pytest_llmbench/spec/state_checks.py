@@ -103,7 +103,7 @@ def _checked_case(case: EvalCase, read: dict[str, Any], where: _Where) -> EvalCa
             value = _file_value(assertion, read, where)
             assertion = replace(assertion, value=value)
         if assertion.base_type == "state-equals" and assertion.value is None:
-            if not case.expected_actions:
+            if case.expected_actions is None:
                 raise EvalFileError(where.path, case.line, f"case {case.id!r}: `{assertion.type}` "
                                     "without a value compares the final state with the one "
                                     "the case's `expected_actions` leave: give the case "

@@ -61,7 +61,7 @@ def snapshot(result: KindResult, last_tool: str | None) -> StateSnapshot:
 def wants_expected(case: EvalCase) -> bool:
     """Whether a ``state-equals`` without a value compares with the replayed actions."""
     asks = any(a.base_type == "state-equals" and a.value is None for a in case.assertions)
-    return asks and bool(case.expected_actions)
+    return asks and case.expected_actions is not None
 
 
 def _expected(environment: Environment, case: EvalCase, sandbox: Sandbox) -> Any:
@@ -73,7 +73,7 @@ def _expected(environment: Environment, case: EvalCase, sandbox: Sandbox) -> Any
             str(environment.module),
             environment.state_file,
             case.state_seed,
-            [[action.name, action.arguments] for action in case.expected_actions],
+            [[action.name, action.arguments] for action in case.expected_actions or ()],
         ],
         sort_keys=True,
         default=str,
@@ -83,7 +83,8 @@ def _expected(environment: Environment, case: EvalCase, sandbox: Sandbox) -> Any
         found = _REPLAYED.get(key)
     if not known:
         try:
-            found = replay_actions(environment, case.state_seed, case.expected_actions, sandbox)
+            actions = case.expected_actions or ()
+            found = replay_actions(environment, case.state_seed, actions, sandbox)
         except EnvError as exc:
             found = exc
         with _LOCK:
