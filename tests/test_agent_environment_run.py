@@ -1,31 +1,20 @@
 """Whole runs of agent files with a stateful environment (engine/kinds/agent_state.py): a
 scripted agent on the fake server changes a JSON and a SQLite state through the environment's
-tools; the state is seeded per case, snapshot, checked against the replayed expected actions
-and recorded; the environment's failures are the item's errors of kind ``environment``.
-
-Until the loader resolves ``environment:`` (spec/load.py) and the state checks are in
-(scoring/final_state.py), :func:`resolving` stands in for both, in-process: it reads the file's
-``environment:``, its cases' ``state:`` and ``expected_actions:``, and gives a case with
-expected actions a ``state-equals``; the checks compare the final state with the expected one.
+tools; the state is seeded per case, snapshot, checked by ``state-equals`` against the
+replayed expected actions and recorded (scoring/final_state.py's ``state_record``). What the
+file shows wrong is a collection error at its line (spec/expand_environment.py); what only the
+run can see is the item's error of kind ``environment``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from conftest import Bench, Rule
+from mcp_tools import server
 
-import pytest_llmbench.scoring.final_state as state_checks
-import pytest_llmbench.spec.load as loader
 from pytest_llmbench.agent.bwrap import bwrap_path
-from pytest_llmbench.scoring import Assertion, Verdict
-from pytest_llmbench.spec import Environment, ExpectedAction
 
 RETAIL = '''
 """A small retail store."""
@@ -63,6 +52,7 @@ cases:
       - {name: cancel_pending_order, arguments: {order_id: W1, reason: no longer needed}}
     assert:
       - {type: tool-called, value: cancel_pending_order}
+      - state-equals
 """
 
 SHOP = '''
@@ -91,75 +81,6 @@ cases:
 """
 
 
-def _resolved(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``load_spec`` with the file's environment resolved (what spec/load.py will do)."""
-
-    def load(path: Path, roots: Any = ()) -> Any:
-        loaded = original(path, roots)
-        raw = yaml.safe_load(path.read_text())
-        written = raw.get("environment")
-        if written is None or loaded.agent is None or loaded.agent.environment is not None:
-            return loaded
-        module = path.parent / written["module"]
-        environment = Environment(
-            module, None, written.get("state", "state.json"), written.get("seed")
-        )
-        agent = dataclasses.replace(loaded.agent, environment=environment)
-        raw_cases = {str(case["id"]): case for case in raw["cases"]}
-        cases = []
-        for case in loaded.cases:
-            given = raw_cases[case.id]
-            actions = tuple(
-                ExpectedAction(a["name"], a.get("arguments", {}))
-                for a in given.get("expected_actions") or ()
-            )
-            equals = (Assertion("state-equals", "state-equals"),) if actions else ()
-            seed = given.get("state", environment.seed)
-            cases.append(
-                dataclasses.replace(
-                    case,
-                    state_seed=seed,
-                    expected_actions=actions,
-                    assertions=(*case.assertions, *equals),
-                )
-            )
-        return dataclasses.replace(loaded, agent=agent, cases=tuple(cases))
-
-    return load
-
-
-def _evaluate_state(assertion: Any, snapshot: Any) -> Verdict:
-    same = snapshot.final == snapshot.expected
-    return Verdict(assertion.type, same, 1.0 if same else 0.0, 1.0, f"final == expected: {same}")
-
-
-def _state_record(snapshot: Any, file: str) -> dict[str, Any]:
-    return {
-        "file": file,
-        "initial": snapshot.initial,
-        "final": snapshot.final,
-        "expected": snapshot.expected,
-    }
-
-
-@pytest.fixture
-def resolving(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The loader and the state checks of the other parts of issue 42, until they land."""
-    if not _loader_resolves_environment():
-        monkeypatch.setattr(loader, "load_spec", _resolved(loader.load_spec))
-    for name, stub in (("evaluate_state", _evaluate_state), ("state_record", _state_record)):
-        try:
-            getattr(state_checks, name)(None, None)
-        except NotImplementedError:
-            monkeypatch.setattr(state_checks, name, stub)
-        except Exception:  # implemented (and refusing None): the real one is used
-            pass
-
-
-def _loader_resolves_environment() -> bool:
-    return "environment=" in Path(loader.__file__).read_text()
-
-
 #: The environment runs in the agents' sandbox: bubblewrap where it works, else opted out.
 SANDBOX = "" if bwrap_path() else "sandbox: off\n"
 
@@ -183,7 +104,7 @@ def _cancel(bench: Bench, order: str) -> None:
 
 
 def test_a_scripted_agent_changes_a_json_state_and_is_checked_against_the_expected_one(
-    bench: Bench, resolving: None
+    bench: Bench,
 ) -> None:
     _project(bench, "retail", "retail_env.py", RETAIL, AGENT)
     _cancel(bench, "W1")
@@ -193,10 +114,16 @@ def test_a_scripted_agent_changes_a_json_state_and_is_checked_against_the_expect
     assert call["name"] == "cancel_pending_order" and call["result"] == "order W1 cancelled"
     state = record["state"]
     assert state["file"] == "state.json"
-    assert state["initial"]["orders"]["W1"] == {"status": "pending"}
+    assert _changes(state["diff"]) == {
+        "orders/W1/reason": ("added", None, "no longer needed"),
+        "orders/W1/status": ("changed", "pending", "cancelled"),
+    }
+    assert state["diff_more"] == 0
+    assert state["expected_diff"] == [] and state["expected_diff_more"] == 0
     cancelled = {"status": "cancelled", "reason": "no longer needed"}
-    assert state["final"]["orders"]["W1"] == cancelled
-    assert state["expected"] == state["final"]
+    assert state["final"]["orders"] == {"W1": cancelled, "W2": {"status": "delivered"}}
+    verdicts = {verdict["type"]: verdict["passed"] for verdict in record["assertions"]}
+    assert verdicts == {"tool-called": True, "state-equals": True}
     # the tools were offered with the file's others
     offered = bench.server.requests[0].body["tools"]
     assert [tool["function"]["name"] for tool in offered] == [
@@ -206,20 +133,27 @@ def test_a_scripted_agent_changes_a_json_state_and_is_checked_against_the_expect
     ]
 
 
-def test_a_wrong_agent_leaves_a_state_that_fails(bench: Bench, resolving: None) -> None:
+def test_a_wrong_agent_leaves_a_state_that_fails(bench: Bench) -> None:
     _project(bench, "retail", "retail_env.py", RETAIL, AGENT)
     _cancel(bench, "W2")  # delivered: the tool raises, the model reads it, the state stays
-    bench.run("--models=fake").assert_outcomes(failed=1)
+    result = bench.run("--models=fake")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*orders/W1/status*pending*expected*cancelled*"])
     (record,) = bench.records()
     (call,) = _tool_steps(record)
     assert call["error"] is True
     assert call["result"] == "error: ValueError: order W2 is delivered, not pending"
     assert record["error_kind"] is None
-    assert record["state"]["final"]["orders"]["W1"] == {"status": "pending"}
-    assert record["state"]["expected"]["orders"]["W1"]["status"] == "cancelled"
+    state = record["state"]
+    assert state["diff"] == [] and state["final"]["orders"]["W1"] == {"status": "pending"}
+    # final -> expected: what the agent left undone
+    assert _changes(state["expected_diff"]) == {
+        "orders/W1/reason": ("added", None, "no longer needed"),
+        "orders/W1/status": ("changed", "pending", "cancelled"),
+    }
 
 
-def test_a_scripted_agent_changes_a_sqlite_state(bench: Bench, resolving: None) -> None:
+def test_a_scripted_agent_changes_a_sqlite_state(bench: Bench) -> None:
     _project(bench, "shop", "shop_env.py", SHOP, SHOP_AGENT)
     bench.server.add_rule(
         Rule(tool_calls=[{"name": "restock", "arguments": {"sku": "a", "count": 2}}], times=1)
@@ -227,64 +161,98 @@ def test_a_scripted_agent_changes_a_sqlite_state(bench: Bench, resolving: None) 
     bench.server.add_rule(Rule(reply="Restocked."))
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
-    assert record["state"]["initial"] == {"items": [{"sku": "a", "stock": 1}]}
-    assert record["state"]["final"] == {"items": [{"sku": "a", "stock": 3}]}
-    assert record["state"]["expected"] is None  # no state-equals asked for a replay
+    state = record["state"]
+    assert state["file"] == "shop.db"
+    assert _changes(state["diff"]) == {"items/#0/stock": ("changed", 1, 3)}
+    assert state["final"] == {"items": [{"sku": "a", "stock": 3}]}
+    assert state["expected_diff"] is None  # no state-equals asked for a replay
 
 
-@pytest.mark.parametrize(
-    ("source", "said"),
-    [
-        (
-            "raise ImportError('no module named retail_db')\n",
-            "environment retail_env.py: retail_env.py raised when imported: ImportError",
-        ),
-        ("X = 1\n", "environment retail_env.py: retail_env.py has no tools"),
-    ],
-    ids=["raises", "no-tools"],
-)
-def test_a_module_that_cannot_serve_is_the_items_environment_error(
-    bench: Bench, resolving: None, source: str, said: str
+# --- what the file shows wrong: collection errors at its line ---------------------------------
+
+
+def _collection_error(bench: Bench, said: str) -> None:
+    """The file is not collected: ``said`` at its ``path:line``, no traceback, no call made."""
+    result = bench.run("--models=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([said])
+    assert "Traceback" not in result.stdout.str()
+    assert bench.server.requests == []
+
+
+def test_a_module_without_tools_is_a_collection_error_at_its_line(bench: Bench) -> None:
+    _project(bench, "retail", "retail_env.py", "X = 1\n", AGENT)
+    line = 1 + _line_of(SANDBOX + AGENT.lstrip("\n"), "module: retail_env.py")
+    _collection_error(
+        bench, f"*retail.eval.yaml:{line}: environment: module: retail_env.py defines no tool*"
+    )
+
+
+def test_an_expected_action_naming_an_unknown_tool_is_a_collection_error_at_its_line(
+    bench: Bench,
 ) -> None:
-    _project(bench, "retail", "retail_env.py", source, AGENT)
-    _cancel(bench, "W1")
+    agent = AGENT.replace("{name: cancel_pending_order,", "{name: refund_order,")
+    _project(bench, "retail", "retail_env.py", RETAIL, agent)
+    line = 1 + _line_of(SANDBOX + agent.lstrip("\n"), "{name: refund_order,")
+    _collection_error(
+        bench,
+        f"*retail.eval.yaml:{line}: case 'cancel': expected_actions: 'refund_order' is not a "
+        "tool of retail_env.py (cancel_pending_order, tag)*",
+    )
+
+
+# --- what only the run can see: the item's environment error -----------------------------------
+
+
+def _environment_error(bench: Bench, said: str) -> dict[str, Any]:
     result = bench.run("--models=fake")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*llmbench environment error: *{said}*"])
     (record,) = bench.records()
     assert record["error_kind"] == "environment"
+    return record
 
 
-def test_a_state_that_is_not_json_is_the_items_environment_error(
-    bench: Bench, resolving: None
-) -> None:
+def test_a_module_that_raises_on_import_is_the_items_environment_error(bench: Bench) -> None:
+    source = RETAIL + "\nraise ImportError('no module named retail_db')\n"
+    _project(bench, "retail", "retail_env.py", source, AGENT)
+    _cancel(bench, "W1")
+    _environment_error(bench, "retail_env.py raised when imported: ImportError")
+    assert bench.server.requests == []  # the agent never started
+
+
+def test_a_state_that_is_not_json_is_the_items_environment_error(bench: Bench) -> None:
     _project(bench, "retail", "retail_env.py", RETAIL, AGENT)
     bench.server.add_rule(
         Rule(tool_calls=[{"name": "tag", "arguments": {"order_id": "W1"}}], times=1)
     )
     bench.server.add_rule(Rule(reply="Done."))
-    result = bench.run("--models=fake")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*the tool tag left a state that is not JSON-serialisable*set*"])
-    (record,) = bench.records()
-    assert record["error_kind"] == "environment"
+    _environment_error(bench, "the tool tag left a state that is not JSON-serialisable*set*")
 
 
-def test_an_expected_action_naming_an_unknown_tool_is_the_items_environment_error(
-    bench: Bench, resolving: None
+CORRUPTING = (
+    RETAIL
+    + '''
+
+def corrupt(state: dict) -> str:
+    """Write over the state file."""
+    with open("state.json", "w") as file:
+        file.write("{broken")
+    return "corrupted"
+'''
+)
+
+
+def test_a_tool_that_corrupts_the_state_file_is_the_items_environment_error(
+    bench: Bench,
 ) -> None:
-    agent = AGENT.replace("{name: cancel_pending_order,", "{name: refund_order,")
-    _project(bench, "retail", "retail_env.py", RETAIL, agent)
-    _cancel(bench, "W1")
-    result = bench.run("--models=fake")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*expected action 1 (refund_order) names no tool*"])
-    assert bench.records()[0]["error_kind"] == "environment"
+    _project(bench, "retail", "retail_env.py", CORRUPTING, AGENT)
+    bench.server.add_rule(Rule(tool_calls=[{"name": "corrupt", "arguments": {}}], times=1))
+    bench.server.add_rule(Rule(reply="Done."))
+    _environment_error(bench, "the state file state.json cannot be read after the tool corrupt")
 
 
-def test_a_state_file_broken_by_the_agent_is_named_with_the_last_tool(
-    bench: Bench, resolving: None
-) -> None:
+def test_a_state_file_broken_by_the_agent_is_named_with_the_last_tool(bench: Bench) -> None:
     agent = AGENT.replace("tools: [read_file]", "tools: [write_file]")
     _project(bench, "retail", "retail_env.py", RETAIL, agent)
     arguments = {"path": "state.json", "content": "{broken"}
@@ -292,9 +260,71 @@ def test_a_state_file_broken_by_the_agent_is_named_with_the_last_tool(
         Rule(tool_calls=[{"name": "write_file", "arguments": arguments}], times=1)
     )
     bench.server.add_rule(Rule(reply="Done."))
-    result = bench.run("--models=fake")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(
-        ["*state file state.json cannot be read (the last tool called: write_file)*"]
+    _environment_error(
+        bench, "state file state.json cannot be read (the last tool called: write_file)"
     )
-    assert json.loads(json.dumps(bench.records()[0]["error_kind"])) == "environment"
+
+
+STATE_SERVER = server(
+    '''
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("store")
+
+
+@app.tool()
+def cancel(order_id: str) -> str:
+    """Cancel an order."""
+    return f"order {order_id} cancelled"
+'''
+)
+
+SERVER_AGENT = """
+kind: agent
+include_dirs: [servers]
+mcp_servers:
+  store: {command: python3, args: [store.py], tool_timeout_s: 20}
+environment:
+  server: store
+  seed: {orders: {W1: {status: pending}}}
+tools: ["mcp:store/*"]
+max_steps: 4
+cases:
+  - id: cancel
+    prompt: Cancel order W1.
+    expected_actions:
+      - {name: refund_order, arguments: {order_id: W1}}
+    assert:
+      - state-equals
+"""
+
+
+@pytest.mark.slow
+def test_a_server_environments_expected_actions_are_the_items_environment_error(
+    bench: Bench,
+) -> None:
+    """A server's tools are known only once it runs, so collection lets an unknown action
+    through; the run cannot replay a server's actions at all (its runner replays a module's),
+    and says so: the item's error, after the agent's run."""
+    servers = bench.pytester.path / "servers"
+    servers.mkdir()
+    (servers / "store.py").write_text(STATE_SERVER)
+    bench.eval_file("store", SANDBOX + SERVER_AGENT.lstrip("\n"))
+    bench.server.add_rule(Rule(reply="Done."))
+    _environment_error(
+        bench, "the environment of MCP server 'store' has no module to run: its tools come from"
+    )
+    assert len(bench.server.requests) == 1  # the agent ran; its state could not be checked
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _changes(diff: list[dict[str, Any]]) -> dict[str, tuple[str, Any, Any]]:
+    """A record's state diff by path: (op, before, after)."""
+    return {change["path"]: (change["op"], change["before"], change["after"]) for change in diff}
+
+
+def _line_of(text: str, needle: str) -> int:
+    """The 0-based index of the line of ``text`` holding ``needle``."""
+    return next(index for index, line in enumerate(text.splitlines()) if needle in line)

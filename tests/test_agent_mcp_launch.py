@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 
+from pytest_llmbench.agent.capabilities import dropped_argv
 from pytest_llmbench.agent.limits import SandboxLimits
 from pytest_llmbench.agent.mcp_launch import McpServerError, resolve, server_cap, server_process
 from pytest_llmbench.agent.sandbox import CLEAN_PATH, Sandbox
@@ -27,8 +29,12 @@ def test_an_unconfined_server_gets_the_clean_environment_and_its_own(tmp_path: P
         "TOKEN": "t",
         "TERM": "dumb",
     }
-    assert argv[:2] == ["/bin/sh", "-c"]
-    unset, started = argv[2].split("; ", 1)
+    # as root, behind the script that drops every capability (agent/capabilities.py)
+    prefix = dropped_argv([]) if os.geteuid() == 0 else []
+    assert argv[: len(prefix)] == prefix
+    shell = argv[len(prefix) :]
+    assert shell[:2] == ["/bin/sh", "-c"]
+    unset, started = shell[2].split("; ", 1)
     # what a launcher adds (the MCP SDK: LOGNAME, SHELL, TERM, USER) is unset unless asked for
     assert unset == "unset LOGNAME SHELL USER"
     words = shlex.split(started)

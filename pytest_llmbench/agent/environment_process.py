@@ -3,7 +3,7 @@ lines, bounded in time, stopped; and the toolbox that puts its tools beside the 
 
 :class:`EnvironmentProcess` starts :mod:`.environment_runner` as a stdio MCP server is started
 (:func:`.mcp_launch.server_process` and :func:`.mcp_launch.server_cap`: bubblewrap, rlimits, a
-clean environment, a pids cgroup where there is one), in the workdir, the module's folder shown
+clean environment, a pids cgroup where there is one; unconfined as root, no capability), in the workdir, the module's folder shown
 read-only (its ``.env`` files hidden). Its failures are :class:`~..models.EnvError`: a module
 that cannot be imported or has no tools (the handshake says why), a state the runner refused
 (a value JSON cannot hold, a corrupted file), a runner that died or outlasted its timeout.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models import EnvError, SandboxError
-from .limits import child_setup, disk_overrun
+from .limits import disk_overrun
 from .mcp_io import StderrTail
 from .mcp_launch import server_cap, server_process
 from .sandbox import Sandbox, SandboxUnavailable
@@ -164,16 +164,12 @@ async def start_environment(
     except SandboxUnavailable as exc:
         raise SandboxError(f"environment {module.name} cannot start: {exc}") from None
     errlog = StderrTail()
-    # Unconfined as root, it drops every capability as a command does (else CAP_SYS_PTRACE
-    # reads this process's environment, its keys, through /proc).
-    root = not confined.sandboxed and os.geteuid() == 0
-    setup = child_setup([], None, drop_capabilities=True) if root else None
     with server_cap(confined) as cap:
         try:
             process = await asyncio.create_subprocess_exec(
                 *cap, *argv, env=env, cwd=confined.workdir, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=errlog.writer, start_new_session=True,
-                limit=_LINE_LIMIT, preexec_fn=setup,
+                limit=_LINE_LIMIT,
             )  # fmt: skip
         except OSError as exc:
             raise EnvError(f"environment {module.name} cannot start: {exc}") from None

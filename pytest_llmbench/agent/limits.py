@@ -9,7 +9,6 @@ may hold is measured by :func:`disk_overrun`. :func:`protect_this_process` close
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import resource
@@ -17,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .capabilities import dropper, libc
 from .process_cap import nproc_budget
 
 MB = 1024 * 1024
@@ -102,28 +102,13 @@ def disk_overrun(folder: Path, limits: SandboxLimits) -> str | None:
 # --- between fork and exec ----------------------------------------------------------------------
 
 _PR_SET_DUMPABLE = 4
-_PR_CAPBSET_DROP = 24
-_PR_SET_NO_NEW_PRIVS = 38
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-@functools.cache
-def _last_capability() -> int:
-    try:
-        return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
-    except (OSError, ValueError):
-        return 63  # the kernel refuses numbers past its last: harmless
 
 
 @functools.cache
 def protect_this_process() -> bool:
     """Make this process non-dumpable: its ``/proc/PID/environ``, ``mem`` and the like are then
     closed to its commands (to any process without CAP_SYS_PTRACE). Once; True when done."""
-    return int(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    return int(libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
 
 
 def child_setup(
@@ -131,7 +116,7 @@ def child_setup(
 ) -> Callable[[], None]:
     """What a command's child runs before exec: join the cgroup behind ``cgroup_fd``, drop
     every capability (root without bwrap), then set ``limits`` (:func:`rlimits`)."""
-    prctl, last = _libc().prctl, _last_capability()
+    drop = dropper() if drop_capabilities else None
     # Built here, in the parent: once the address-space limit is set, the child (a fork of a
     # process far larger than the limit) can map no new memory, and an allocation then (a
     # tuple, a ctypes argument) fails the start under load. So the limits are set last, the
@@ -144,12 +129,8 @@ def child_setup(
     def setup() -> None:  # runs in the child between fork and exec: system calls only
         if cgroup_fd is not None:
             os.write(cgroup_fd, b"0")  # "0" moves the writing process
-        if drop_capabilities:
-            # root without bwrap: an empty bounding set leaves the exec'd shell no capability
-            # (no CAP_SYS_PTRACE to read this process's /proc entries, no CAP_DAC_OVERRIDE)
-            for capability in range(last + 1):
-                prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
-            prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        if drop is not None:  # root without bwrap: no CAP_SYS_PTRACE, no CAP_DAC_OVERRIDE
+            drop()
         for which, limit in pairs:
             resource.setrlimit(which, limit)
 

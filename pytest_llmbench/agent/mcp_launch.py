@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..models import ToolError
+from .capabilities import dropped_argv, must_drop
 from .limits import prlimit_argv, protect_this_process
 from .mcp_io import HttpStatus, StderrTail, quiet_parse_errors
 from .programs import Program, ProgramNotVisible, locate
@@ -111,7 +112,8 @@ def server_process(
     to the environment it is given (the MCP SDK adds ``LOGNAME``, ``SHELL``, ``TERM`` and
     ``USER``) are unset before ``argv`` runs, unless ``env`` names them. Raises
     :class:`.sandbox.SandboxUnavailable` where bwrap does not work and the mode is not
-    ``"off"``.
+    ``"off"``. Unconfined as root, it drops every capability before ``argv`` runs
+    (:mod:`.capabilities`).
     """
     if sandbox.refusal is not None:
         raise SandboxUnavailable(sandbox.refusal)
@@ -123,7 +125,8 @@ def server_process(
     command += "exec " + shlex.join([*prlimit_argv(sandbox.limits), *argv])
     if not sandbox.sandboxed:
         protect_this_process()  # the server must not read our environ through /proc
-        return sandbox.confine(command), clean
+        shell = sandbox.confine(command)  # ...nor, as root, with CAP_SYS_PTRACE, read it anyway
+        return (dropped_argv(shell) if must_drop(unconfined=True) else shell), clean
     view = dataclasses.replace(
         sandbox.view,
         cwd=sandbox.view.cwd if cwd is None else cwd,

@@ -33,6 +33,7 @@ from .bwrap import (
     bwrap_argv,
     bwrap_problem,
 )
+from .capabilities import must_drop
 from .limits import (
     SandboxLimits,
     child_setup,
@@ -223,7 +224,7 @@ class Sandbox:
         setup = child_setup(
             rlimits(self.limits),
             cgroup.procs_fd if cgroup else None,
-            drop_capabilities=unconfined and os.geteuid() == 0,
+            drop_capabilities=must_drop(unconfined),
         )
         try:
             argv = self.confine(command)
