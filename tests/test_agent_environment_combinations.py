@@ -55,7 +55,8 @@ def cancel_pending_order(state, order_id: str, reason: str) -> str:
     return f"order {order_id} cancelled"
 '''
 
-#: One task, twice: the variant ``careful`` recovers from its wrong order id, ``hasty`` gives up.
+#: One task, twice: the variant ``careful`` recovers from its wrong order id, ``hasty`` gives up;
+#: each variant's prompt is the simulated user's goal.
 TASK = """kind: agent
 environment:
   module: {module}
@@ -63,8 +64,12 @@ environment:
 tools: []
 max_steps: 4
 prompts:
-  - {{name: careful, prompt: "{{{{order}}}}", system: You are a careful support agent.}}
-  - {{name: hasty, prompt: "{{{{order}}}}", system: You are a HASTY support agent.}}
+  - name: careful
+    prompt: Cancel order {{{{order}}}}, you no longer need it.
+    system: You are a careful support agent.
+  - name: hasty
+    prompt: Have order {{{{order}}}} cancelled.
+    system: You are a HASTY support agent.
 cases:
   - id: cancel
     vars: {{order: W1}}
@@ -72,7 +77,7 @@ cases:
       - {{name: cancel_pending_order, arguments: {{order_id: W1, reason: no longer needed}}}}
     simulated_user:
       model: fake2
-      instructions: You are Ana. Cancel order W1, you no longer need it.
+      instructions: "You are Ana. {{{{prompt}}}}"
       max_turns: 2
     assert:
       - state-equals
@@ -201,6 +206,13 @@ def test_stateful_tasks_with_a_user_judges_variants_and_repeats_under_xdist_and_
         assert [change["path"].rsplit("/", 1)[1] for change in state["diff"]] == (
             ["reason", "status"] if careful else []
         )
+    # each variant's prompt was the simulated user's goal
+    said = [r.body["messages"][0]["content"] for r in bench.server.chat_requests()]
+    for goal in (
+        "You are Ana. Cancel order W1, you no longer need it.",
+        "Have order W1 cancelled.",
+    ):
+        assert any(goal in text for text in said)
     # the judges read the environment's error and the agent's path after it
     judged = _judged(bench)
     assert judged and all("ERROR] error: ValueError: order W9 not found" in t for t in judged)
