@@ -214,6 +214,8 @@ def test_an_mcp_server_environment_must_be_a_stdio_server_of_its_own(tmp_path: P
     text = FILE.replace("module: retail_env.py", "server: files")
     text = text.replace("{name: find_user, kwargs: {email: ana@example.com, anything: 1}}",
                         "{name: anything_at_all}")  # fmt: skip
+    # a server has no module to replay the actions through: its state-equals gives a value
+    text = text.replace("      - state-equals\n", "      - {type: state-equals, value: {}}\n")
     loaded = load(tmp_path, servers % "" + text)
     assert loaded.agent is not None and loaded.agent.environment is not None
     assert loaded.agent.environment.server == "files"

@@ -1,8 +1,9 @@
 """The state assertions of a file's cases, checked at collection: ``state-equals`` and
 ``state-subset`` need an environment (a ``kind: agent`` file's ``environment:``), a
 ``state-equals`` without a value needs the case's ``expected_actions`` (the state they leave
-is its expected one), and a ``file://`` value is read once here, so that an item compares
-with a JSON value and its case hash digests the file's content, not its name.
+is its expected one) and an environment module to replay them through (a server has none),
+and a ``file://`` value is read once here, so that an item compares with a JSON value and its
+case hash digests the file's content, not its name.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def checked_state_assertions(
                 raise EvalFileError(path, case.line, f"case {case.id!r}: `{found.type}` needs "
                                     f"{_needs()}")  # fmt: skip
         return list(cases)
+    if environment.module is None:
+        _refuse_replays(spec, cases, environment, path, document)
     read: dict[str, Any] = {}
     result = []
     where = _Where(path, document, roots, _value_lines(spec, document))
@@ -56,6 +59,38 @@ def checked_state_assertions(
             case = _checked_case(case, read, where)
         result.append(case)
     return result
+
+
+def _refuse_replays(
+    spec: EvalSpec,
+    cases: Sequence[EvalCase],
+    environment: Environment,
+    path: Path,
+    document: LocatedDocument,
+) -> None:
+    """An error at the first ``state-equals`` without a value with a server environment: the
+    expected state comes from replaying the case's actions through the module's tools, and a
+    server has no module (its tools are known only when it runs)."""
+    message = (f"without a value, with the MCP server environment {environment.server!r}: "
+               "give a value: expected actions are replayed through a module")  # fmt: skip
+    written = []
+    for loc, raw in written_assertions(spec):
+        type_name = raw if isinstance(raw, str) else raw.get("type")
+        bare = isinstance(raw, str) or raw.get("value") is None
+        if bare and str(type_name).removeprefix("not-") == "state-equals":
+            written.append((document.line_of(loc) or 0, str(type_name)))
+    if written:
+        line, type_name = min(written)  # the first in the file
+        raise EvalFileError(path, line or None, f"`{type_name}` {message}")
+    for case in cases:  # a dataset row's own assertions
+        found = next((a for a in case.assertions if _replayed(a)), None)
+        if found is not None:
+            raise EvalFileError(path, case.line, f"case {case.id!r}: `{found.type}` {message}")
+
+
+def _replayed(assertion: Assertion) -> bool:
+    """Whether ``assertion`` compares with the state the case's expected actions leave."""
+    return assertion.base_type == "state-equals" and assertion.value is None
 
 
 def _needs() -> str:
@@ -102,7 +137,7 @@ def _checked_case(case: EvalCase, read: dict[str, Any], where: _Where) -> EvalCa
         if assertion.base_type in STATE_TYPES and isinstance(assertion.value, str):
             value = _file_value(assertion, read, where)
             assertion = replace(assertion, value=value)
-        if assertion.base_type == "state-equals" and assertion.value is None:
+        if _replayed(assertion):
             if case.expected_actions is None:
                 raise EvalFileError(where.path, case.line, f"case {case.id!r}: `{assertion.type}` "
                                     "without a value compares the final state with the one "
