@@ -73,6 +73,12 @@ def test_every_example_eval_collects_with_the_conversations() -> None:
     # The MCP agent eval (the PyPI time server): its two cases, on the embedded model.
     mcp = [i.split("::")[1] for i in ids if i.startswith("evals/agents/mcp-time.eval.yaml::")]
     assert mcp == ["utc-now[local/smollm2-r0]", "tokyo-convert[local/smollm2-r0]"]
+    # The retail domain (evals/retail/): its ten tasks, in the file's order, on the embedded model.
+    retail_file = EVALS / "retail" / "retail_support.eval.yaml"
+    tasks = [case["id"] for case in yaml.safe_load(retail_file.read_text())["cases"]]
+    retail = [i.split("::")[1] for i in ids if i.startswith("evals/retail/")]
+    assert len(tasks) == 10
+    assert retail == [f"{task}[local/smollm2-r0]" for task in tasks]
 
 
 # The tour (`make eval`, `pytest evals/ -m tour`): its cases, picked in evals/conftest.py.

@@ -8,12 +8,14 @@ the task's goal, then writes its stop marker; a judge always passes. The environ
 the state files, the state checks and the records are the real ones.
 
 A perfect agent (the case's ``expected_actions``) passes all ten; a wrong one (a plausible
-mistake per task) fails every task on ``state-equals``; ``-n 0`` and ``-n 2`` give the same
+mistake per task) fails every task on ``state-equals``, and on the ``state-subset``s that name
+the field it got wrong; ``-n 0`` and ``-n 2`` give the same
 records, and a second run from the cache makes no request.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from typing import Any
 
@@ -235,6 +237,35 @@ def verdicts(bench: Bench) -> dict[str, dict[str, Any]]:
     return dict(sorted(rows.items()))
 
 
+#: Record fields that differ from run to run (timings, where it ran), and whether a reply came
+#: from the cache; the fake server numbers tool call ids in the order requests reach it.
+VOLATILE = re.compile(
+    r"(^|/)(latency_s|ttft_s|tokens_per_s|started_at|seconds|worker|workdir|cached"
+    r"|tool_call_id)$|/tool_calls/\d+/id$"
+)
+
+
+def _leaves(value: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        pairs = ((f"{path}/{key}", item) for key, item in value.items())
+    elif isinstance(value, list):
+        pairs = ((f"{path}/{index}", item) for index, item in enumerate(value))
+    else:
+        return {path: value}
+    return {leaf: v for place, item in pairs for leaf, v in _leaves(item, place).items()}
+
+
+def comparable(bench: Bench) -> dict[str, dict[str, Any]]:
+    """Each record, by case, as its leaves (``/timeline/0/actor``) less :data:`VOLATILE` ones:
+    everything two runs of the same script must agree on."""
+    return {
+        record["case_id"]: {
+            path: value for path, value in _leaves(record).items() if not VOLATILE.search(path)
+        }
+        for record in bench.records()
+    }
+
+
 def _state_equals(row: dict[str, Any]) -> bool:
     (passed,) = [ok for kind, ok in row["assertions"] if kind == "state-equals"]
     return bool(passed)
@@ -258,7 +289,7 @@ def test_a_perfect_agent_passes_all_ten_tasks(retail: Bench) -> None:
     # Lookups and the refusal leave the seed as it was; the others change it.
     unchanged = {case for case, row in rows.items() if not row["state"][0]}
     assert unchanged == {"order-status", "product-availability", "refuse-cancel-delivered"}
-    assert all(row["state"][1] in ([], None) for row in rows.values())  # final == expected
+    assert all(row["state"][1] == [] for row in rows.values())  # final == expected
     final = rows["cancel-refund-to-gift-card"]["state"][2]
     assert final["users"]["chen_wei_3"]["payment_methods"]["gift_card_5150"]["balance"] == 102.49
     # Each conversation: the user's goal, the agent's answer, and the user's stop.
@@ -267,20 +298,46 @@ def test_a_perfect_agent_passes_all_ten_tasks(retail: Bench) -> None:
         assert said[0] == SCRIPTS[case_id].opening and said[-1] == SCRIPTS[case_id].final
 
 
+#: What each task's ``state-subset`` says of the wrong agent's state. A subset checks only the
+#: fields it names, so a mistake elsewhere passes it; ``state-equals`` catches every one.
+WRONG_SUBSETS: dict[str, bool] = {
+    # the reason is one of the fields named
+    "cancel-pending-order": False,
+    # the refund goes to the gift card that paid, whatever the reason given: the balance
+    # named is right, the order's cancel_reason (not named) is wrong
+    "cancel-refund-to-gift-card": True,
+    # the zip code is one of the fields named
+    "change-shipping-address": False,
+    # the order's status is "return requested" whichever items go back: the extra pair of
+    # shoes in the return (its item_ids, its refund) is not named
+    "return-delivered-item": True,
+    # the ticket's topic is named
+    "transfer-damaged-item": False,
+}
+
+
+def _verdicts_of(row: dict[str, Any], kind: str) -> list[bool]:
+    return [ok for each, ok in row["assertions"] if each == kind]
+
+
 def test_a_wrong_agent_fails_every_task_on_its_state(retail: Bench) -> None:
+    """Every task fails, on its state only: state-equals fails on all ten (each wrong agent
+    leaves another state than the expected actions), the judges pass, and the state-subsets
+    fail or hold as :data:`WRONG_SUBSETS` says."""
     script(retail, _wrong())
     run(retail).assert_outcomes(failed=10)
     rows = verdicts(retail)
-    assert not any(_state_equals(row) for row in rows.values())
-    acting = [case for case, c in _cases().items() if c["expected_actions"]]
-    assert all(rows[case]["state"][1] for case in acting)  # final differs from expected
-    subsets = {
-        case: ok
-        for case, row in rows.items()
-        for kind, ok in row["assertions"]
-        if kind == "state-subset"
+    assert list(rows) == sorted(SCRIPTS)
+    for case_id, row in rows.items():
+        assert _verdicts_of(row, "state-equals") == [False], case_id
+        assert all(_verdicts_of(row, "llm-rubric")), case_id
+        diff, expected_diff, final = row["state"]
+        assert diff and expected_diff, case_id  # the seed changed, and not as expected
+        assert final == apply_actions(SEED, _wrong()[case_id]), case_id
+    subsets = {case: _verdicts_of(row, "state-subset") for case, row in rows.items()}
+    assert {case: oks for case, oks in subsets.items() if oks} == {
+        case: [ok] for case, ok in WRONG_SUBSETS.items()
     }
-    assert subsets and not any(subsets.values())
 
 
 @pytest.mark.slow
@@ -288,18 +345,20 @@ def test_records_are_the_same_with_and_without_xdist(retail: Bench) -> None:
     script(retail, _perfect())
     run(retail, "-n", "2", subprocess=True).assert_outcomes(passed=10)
     assert {r["worker"] for r in retail.records()} == {"gw0", "gw1"}
-    with_xdist = verdicts(retail)
+    with_xdist = comparable(retail)
     script(retail, _perfect())
     run(retail, "-n", "0", subprocess=True).assert_outcomes(passed=10)
-    assert verdicts(retail) == with_xdist
+    assert comparable(retail) == with_xdist
 
 
 def test_a_second_run_from_the_cache_makes_no_request(retail: Bench) -> None:
     script(retail, _perfect())
     run(retail, "--cache=use", "--cache-dir=c").assert_outcomes(passed=10)
-    first = verdicts(retail)
+    first = comparable(retail)
     assert retail.server.chat_requests()
+    assert not any(record["cached"] for record in retail.records())
     retail.server.reset()  # a call now would be answered "ok": no tool call, no verdict
     run(retail, "--cache=replay", "--cache-dir=c").assert_outcomes(passed=10)
     assert retail.server.requests == []
-    assert verdicts(retail) == first
+    assert all(record["cached"] for record in retail.records())
+    assert comparable(retail) == first
