@@ -62,6 +62,9 @@ class AgentReply:
     calls: tuple[Completion, ...]  #: its model calls in order (steps, and an interpreter's)
     tool_calls: tuple[ToolCall, ...]  #: the tool calls it made, with their results
     steps: int  #: its model steps
+    #: the agent's run as it stood when this reply ended (the conversation up to it, its costs
+    #: so far): what a judge of this reply's trajectory reads
+    so_far: AgentRun
 
 
 #: An agent's conversation: given the reply just made (None before the first), the next user

@@ -195,7 +195,7 @@ async def run_agent(
         if talk is None:
             answer, stopped = await reply()
         else:
-            answer, stopped = await _converse(reply, talk, transcript, calls, totals)
+            answer, stopped = await _converse(reply, talk, transcript, calls, totals, shim)
     except ItemError as exc:
         # The item errors, but what it did up to there was done (and paid for): kept.
         exc.partial = _run("", "error", calls, transcript, totals, shim)
@@ -239,10 +239,11 @@ async def _converse(
     transcript: list[dict[str, Any]],
     calls: list[ToolCall],
     totals: _Totals,
+    shim: bool,
 ) -> tuple[str, str]:
     """Replies to ``talk``'s turns, each made by ``reply`` on the transcript so far, until
     ``talk`` has no more turns or a reply ends on a budget; the last reply's answer and why
-    it stopped."""
+    it stopped. ``talk`` is told of each reply with the run up to it."""
     turn = await talk(None)
     if turn is None:
         raise ValueError("a conversation opens with a user's turn")
@@ -258,6 +259,7 @@ async def _converse(
             tuple(totals.completions[made:]),
             tuple(calls[called:]),
             totals.turns - steps,
+            _run(answer, stopped, calls, transcript, totals, shim),
         )
         next_turn = await talk(said)
         if next_turn is None or stopped != "answer":
