@@ -248,6 +248,36 @@ def test_state_assertions_need_an_agent_environment(tmp_path: Path, text: str) -
     assert error.line == line_of(text, "state-")
 
 
+TURN_STATE = """\
+kind: agent
+environment: {module: retail_env.py, seed: file://seed.json}
+tools: []
+cases:
+  - id: talk
+    expected_actions: []
+    {conversation}
+"""
+
+
+@pytest.mark.parametrize(
+    "conversation",
+    [
+        "turns:\n      - user: Cancel W1001.\n        assert:\n          - state-equals\n",
+        "simulated_user:\n      instructions: You are Ana.\n      assert:\n"
+        "        - {type: not-state-subset, value: {orders: {}}}\n",
+    ],
+    ids=["turn", "simulated-user"],
+)
+def test_a_state_assertion_on_a_turn_is_an_error_at_its_line(
+    tmp_path: Path, conversation: str
+) -> None:
+    text = TURN_STATE.replace("{conversation}", conversation)
+    error = error_of(tmp_path, text)
+    assert error.line == line_of(text, "state-")
+    assert "checked on the final state: put it in the case's assert:" in error.message
+    assert error.message.startswith("`") and "state-" in error.message.split(":")[0]
+
+
 def test_state_equals_without_a_value_needs_expected_actions(tmp_path: Path) -> None:
     text = FILE.replace("{type: state-equals, value: file://expected.json}", "state-equals")
     error = error_of(tmp_path, text)

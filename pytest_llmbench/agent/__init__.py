@@ -1,8 +1,9 @@
 """Agent machinery: the tool loop, the tools, their sandbox (after ``models``).
 
 :mod:`.loop` asks the model, runs the tools it calls and feeds back the results until it
-answers; :mod:`.shim` carries tool calls as JSON in plain text for models without native tool
-calling; :mod:`.tools` are the tools, confined to the item's workdir, whose shell commands run in
+answers (what it leaves, its run and a conversation's replies, is :mod:`.agent_run`);
+:mod:`.shim` carries tool calls as JSON in plain text for models without native tool calling;
+:mod:`.tools` are the tools, confined to the item's workdir, whose shell commands run in
 :mod:`.sandbox` (the bubblewrap command line in :mod:`.bwrap`, the limits in :mod:`.limits` and
 :mod:`.process_cap`, the running in :mod:`.process`); :mod:`.mcp` adds an MCP server's tools
 (started by :mod:`.mcp_launch`, shared through :mod:`.mcp_pool`); :mod:`.environment` serves a
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .. import face_attribute
 
 if TYPE_CHECKING:
+    from .agent_run import AgentReply, AgentRun, Talk, ToolCall, UserTurn
     from .environment import (
         StateSnapshot,
         environment_tools,
@@ -32,16 +34,7 @@ if TYPE_CHECKING:
         seed_state,
     )
     from .limits import SandboxLimits
-    from .loop import (
-        AgentReply,
-        AgentRun,
-        AsyncToolboxLike,
-        Talk,
-        ToolboxLike,
-        ToolCall,
-        UserTurn,
-        run_agent,
-    )
+    from .loop import AsyncToolboxLike, ToolboxLike, run_agent
     from .mcp import open_mcp_tools
     from .mcp_pool import McpPool
     from .post import PostProcessError, run_post_process
@@ -65,12 +58,12 @@ _FACE: dict[str, str] = {
     "read_state": "environment",
     "replay_actions": "environment",
     "seed_state": "environment",
-    "AgentReply": "loop",
-    "AgentRun": "loop",
-    "Talk": "loop",
-    "UserTurn": "loop",
+    "AgentReply": "agent_run",
+    "AgentRun": "agent_run",
+    "Talk": "agent_run",
+    "UserTurn": "agent_run",
     "AsyncToolboxLike": "loop",
-    "ToolCall": "loop",
+    "ToolCall": "agent_run",
     "ToolboxLike": "loop",
     "run_agent": "loop",
     "open_mcp_tools": "mcp",

@@ -4,10 +4,13 @@ recorded as a conversation's, and why the conversation ended.
 
 The agent loop (:func:`~..agent.run_agent`) asks a side for the next user turn after each reply.
 A :class:`ScriptedSide` gives the case's turns in order; a :class:`SimulatedSide` has the
-simulated user write them (:func:`.simulated.user_line`, reading :func:`.simulated.user_view`:
-the agent's tool calls and their results as text). Each reply is kept as a
-:class:`~.request.Reply` (its model calls summed, its tool calls with it), so that the
-conversation kinds' verdicts, judges and record read it as they read a model's reply.
+simulated user write them (:func:`.simulated.user_line`, reading :func:`.simulated.user_view`
+of what the agent said to it: its replies' answers, never its tool calls nor their results, as
+tau-bench's user sees an agent). Each reply is kept as a :class:`~.request.Reply` (its model
+calls summed, its tool calls with it, its history with every earlier reply's calls and results
+as text: :func:`said_reply`), so that the conversation kinds' verdicts, judges and record read
+it as they read a model's reply; and the agent's run up to it, which a judge of that reply's
+trajectory reads.
 
 Why a conversation ends (the record's ``conversation_stopped``): ``goal`` (the simulated user
 said its stop marker), ``max_turns`` (the agent replied ``max_turns`` times), ``last_turn`` (the
@@ -20,8 +23,8 @@ reply: ``max_steps`` (``max_steps`` model calls without an answer), ``seconds`` 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..models import Completion, ItemError, total_usage
@@ -42,6 +45,8 @@ class AgentTalk:
 
     agent: AgentRun
     conversation: ConversationRun
+    #: each reply's turn (0-based, as its :class:`~.request.Reply`'s) -> the run up to its end
+    paths: Mapping[int, AgentRun] = field(default_factory=dict)
 
 
 class TalkSide(abc.ABC):
@@ -54,6 +59,10 @@ class TalkSide(abc.ABC):
         self.opening = tuple(opening)
         #: the conversation as said: user messages, each reply as text with its tool calls
         self.history: list[dict[str, Any]] = list(opening)
+        #: the conversation as the user heard it: its messages and each reply's answer
+        self.heard: list[dict[str, Any]] = list(opening)
+        #: each reply's turn -> the agent's run up to its end
+        self.paths: dict[int, AgentRun] = {}
         self.stopped: str | None = None
         self._sent: tuple[dict[str, Any], ...] = ()
 
@@ -64,7 +73,9 @@ class TalkSide(abc.ABC):
         if reply is not None:
             completion = reply_completion(reply, self.plan.model.model)
             self.progress.replies.append(Reply(self.progress.reached, self._sent, completion))
+            self.paths[self.progress.reached] = reply.so_far
             self.history.append({"role": "assistant", "content": said_reply(reply)})
+            self.heard.append({"role": "assistant", "content": reply.answer})
             ended = reply.stopped if reply.stopped != "answer" else self.ended(completion)
             if ended is not None:
                 self.stopped = ended
@@ -73,6 +84,7 @@ class TalkSide(abc.ABC):
         if said is None:
             return None
         self.history.extend(said)
+        self.heard.extend(said)
         self._sent = tuple(self.history)
         return UserTurn(self.progress.reached + 1, said)
 
@@ -173,7 +185,7 @@ class SimulatedSide(TalkSide):
             self.stopped = "max_turns"
             return None
         try:
-            text = await user_line(self._ask, self.user, self.history, index, self.progress)
+            text = await user_line(self._ask, self.user, self.heard, index, self.progress)
         except ItemError as exc:
             raise user_error(exc, self._name) from None
         if text is None:
@@ -226,8 +238,9 @@ def reply_completion(reply: AgentReply, model_id: str) -> Completion:
 
 
 def said_reply(reply: AgentReply) -> str:
-    """A reply as the conversation says it: a line per tool call and its result, then its
-    answer (as the judges and the simulated user read tool calls)."""
+    """A reply as the conversation's history says it: a line per tool call and its result,
+    then its answer (as the judges read tool calls; the simulated user reads the answer
+    alone)."""
     from ..scoring import call_line, result_line
 
     lines = []

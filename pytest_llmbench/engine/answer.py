@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -269,10 +269,16 @@ class Answerer:
         return await grade(self._helpers, plan, completion, targets, metrics, retrieved, run)
 
     async def grade_turns(
-        self, plan: CallPlan, run: ConversationRun, targets: HelperTargets
+        self,
+        plan: CallPlan,
+        run: ConversationRun,
+        targets: HelperTargets,
+        paths: Mapping[int, AgentRun] | None = None,
     ) -> tuple[GradedAssertion, ...]:
-        """The judges of each turn's model-graded assertions on that turn's reply."""
-        return await grade_turns(self._helpers, plan, run, targets, self._judge_metrics)
+        """The judges of each turn's model-graded assertions on that turn's reply (``paths``:
+        an agent's conversation, each reply's turn -> the agent's run up to it)."""
+        metrics = self._judge_metrics
+        return await grade_turns(self._helpers, plan, run, targets, metrics, paths)
 
     def said_so_far(self, nodeid: str) -> ConversationRun | None:
         """What the conversation of item ``nodeid`` said so far, while it runs (else None)."""

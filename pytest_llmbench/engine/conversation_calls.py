@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..models import Completion, ItemError
@@ -22,6 +22,7 @@ from .pacing import BudgetExceeded
 from .request import ConversationRun, Reply
 
 if TYPE_CHECKING:
+    from ..agent import AgentRun
     from ..judging import GradedAssertion
     from ..spec import Turn
     from .grading import HelperCalls, HelperTargets
@@ -160,10 +161,14 @@ async def grade_turns(
     run: ConversationRun,
     targets: HelperTargets,
     judge_metrics: Sequence[str],
+    paths: Mapping[int, AgentRun] | None = None,
 ) -> tuple[GradedAssertion, ...]:
     """The judged assertions of every turn, each on that turn's reply and the history it
     answered (a ``scope: conversation`` judge sees both as its transcript, up to that reply),
-    all turns' judges concurrently."""
+    all turns' judges concurrently. An agent's conversation gives ``paths`` (each reply's turn
+    -> the agent's run up to its end): a ``scope: trajectory`` judge reads that run's steps,
+    each tool call with its result and error, and the reply's answer as the final one."""
+    paths = paths or {}
     jobs = []
     for reply in run.replies:
         checks = set(run.turns[reply.turn].checks)
@@ -172,6 +177,7 @@ async def grade_turns(
             continue
         case = dataclasses.replace(plan.case, messages=reply.sent)
         view = dataclasses.replace(plan, case=case, graded=graded)
-        jobs.append(grade(helpers, view, reply.completion, targets, judge_metrics))
+        path = paths.get(reply.turn)
+        jobs.append(grade(helpers, view, reply.completion, targets, judge_metrics, path=path))
     batches = await asyncio.gather(*jobs)
     return tuple(graded for batch in batches for graded in batch)

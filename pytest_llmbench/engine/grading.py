@@ -143,19 +143,23 @@ async def grade(
     judge_metrics: Sequence[str],
     retrieved: tuple[str, ...] | None = None,
     run: AgentRun | None = None,
+    *,
+    path: AgentRun | None = None,
 ) -> tuple[GradedAssertion, ...]:
     """Run the judges of every model-graded assertion of ``plan`` concurrently, each as its
     judge kind says (:data:`~pytest_llmbench.judging.judge_kinds.JUDGE_KINDS`, looked up by the
     assertion's type). RAG metrics read ``retrieved`` (a solver's context) in place of the
     case's ``context``. Every judge is shown the answer as :func:`judged_answer` says (an
-    agent's ``run`` with its tool calls) and the history as :func:`said_messages` does."""
+    agent's ``run`` with its tool calls) and the history as :func:`said_messages` does; a
+    ``scope: trajectory`` judge, the steps of ``path`` when given (a reply of an agent's
+    conversation, judged as a reply: the agent's run up to it), else ``run``'s."""
     if not plan.graded:
         return ()
     import asyncio
 
     from ..judging import judge_kind
 
-    view = _answer_view(helpers, plan, completion, targets, judge_metrics, retrieved, run)
+    view = _answer_view(helpers, plan, completion, targets, judge_metrics, retrieved, run, path)
     jobs = [judge_kind(entry.assertion.type).verdict(entry, view) for entry in plan.graded]
     return tuple(await asyncio.gather(*jobs))
 
@@ -168,6 +172,7 @@ def _answer_view(
     judge_metrics: Sequence[str],
     retrieved: tuple[str, ...] | None,
     run: AgentRun | None,
+    path: AgentRun | None = None,
 ) -> AnswerView:
     """What the judges of this answer read, and their calls through ``helpers``."""
     from ..judging import AnswerView, JudgedEntry
@@ -177,7 +182,7 @@ def _answer_view(
     context = case.context if retrieved is None else retrieved
     answer = judged_answer(completion, run)
     question = last_user_text(case.messages)
-    trajectory = _trajectory(plan, completion, run)
+    trajectory = _trajectory(plan, completion, path or run)
 
     async def complete(
         judge: ModelProfile, messages: list[dict[str, str]], params: dict[str, Any]

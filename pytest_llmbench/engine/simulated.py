@@ -63,8 +63,10 @@ def user_view(user: SimulatedUser, history: Sequence[dict[str, Any]]) -> list[di
     """What the simulated user reads: its prompt, then the conversation with roles swapped
     (the model's system prompt is not its own); it always answers a ``user`` message. The
     model's tool calls and their results are text in the model's message, as a judge sees
-    them (:func:`.grading.said_messages`); no message is empty (:data:`EMPTY_MESSAGE`),
-    since some providers refuse one."""
+    them (:func:`.grading.said_messages`): a function-calling model's calls are all it said
+    when it called, and nothing ran them; an agent's conversation gives ``history`` with the
+    agent's answers alone (:mod:`.agent_talk`: its tools' results are not the user's to read).
+    No message is empty (:data:`EMPTY_MESSAGE`), since some providers refuse one."""
     swapped = [
         {"role": _SWAPPED[message["role"]], "content": _not_blank(message["content"])}
         for message in said_messages(history)

@@ -49,6 +49,7 @@ def checked_state_assertions(
                 raise EvalFileError(path, case.line, f"case {case.id!r}: `{found.type}` needs "
                                     f"{_needs()}")  # fmt: skip
         return list(cases)
+    _refuse_turn_state(spec, document, path)
     if environment.module is None:
         _refuse_replays(spec, cases, environment, path, document)
     read: dict[str, Any] = {}
@@ -107,6 +108,19 @@ def _written_lines(spec: EvalSpec, document: LocatedDocument) -> list[tuple[str,
         if str(type_name).removeprefix("not-") in STATE_TYPES:
             found.append((str(type_name), document.line_of(loc)))
     return sorted(found, key=lambda entry: entry[1] or 0)
+
+
+def _refuse_turn_state(spec: EvalSpec, document: LocatedDocument, path: Path) -> None:
+    """An error at the first state assertion a turn or a simulated user checks: the state is
+    read once, after the conversation, so a check on a reply would read the final state."""
+    from ..scoring import STATE_TYPES
+
+    for loc, raw in written_assertions(spec):
+        type_name = str(raw if isinstance(raw, str) else raw.get("type"))
+        if "turns" in loc or "simulated_user" in loc:
+            if type_name.removeprefix("not-") in STATE_TYPES:
+                raise EvalFileError(path, document.line_of(loc), f"`{type_name}` is checked on "
+                                    "the final state: put it in the case's assert:")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ class AgentConversationKind(AgentKind, ConversationKind):
                 raise side.cut(exc) from None
             except BudgetExceeded as exc:  # --max-cost: what was said is kept
                 raise ConversationCut(str(exc), side.finished()) from None
-        return AgentTalk(run, side.finished())
+        return AgentTalk(run, side.finished(), side.paths)
 
     def keep_partial(self, result: KindResult, error: BaseException) -> None:
         from ..agent_talk import AgentTalk
@@ -169,15 +169,17 @@ def _side(engine: Engine, call: KindCall, progress: Progress) -> TalkSide:
 async def _grade(
     engine: Engine, call: KindCall, talk: AgentTalk, completion: Completion
 ) -> tuple[GradedAssertion, ...]:
-    """Each turn's judges on its reply; the judges of the case's assertions (those after the
-    conversation) on the final answer with the whole run, its trajectory."""
+    """Each turn's judges on its reply (a trajectory's: the run up to that reply); the judges
+    of the case's assertions (those after the conversation) on the final answer with the whole
+    run, its trajectory."""
     plan, run = call.plan, talk.conversation
     final = _final_checks(plan)
     turns = tuple(
         dataclasses.replace(turn, checks=tuple(i for i in turn.checks if i not in final))
         for turn in run.turns
     )
-    per_turn = await engine.grade_turns(plan, dataclasses.replace(run, turns=turns), call.targets)
+    own = dataclasses.replace(run, turns=turns)
+    per_turn = await engine.grade_turns(plan, own, call.targets, paths=talk.paths)
     graded = tuple(entry for entry in plan.graded if entry.index in final)
     if not graded or not run.replies:
         return per_turn

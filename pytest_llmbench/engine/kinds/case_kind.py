@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,9 +67,14 @@ class Engine(Protocol):
         """The judges of ``plan``'s model-graded assertions on ``completion``."""
 
     async def grade_turns(
-        self, plan: CallPlan, run: ConversationRun, targets: HelperTargets
+        self,
+        plan: CallPlan,
+        run: ConversationRun,
+        targets: HelperTargets,
+        paths: Mapping[int, AgentRun] | None = None,
     ) -> tuple[GradedAssertion, ...]:
-        """The judges of each turn's model-graded assertions on that turn's reply."""
+        """The judges of each turn's model-graded assertions on that turn's reply (``paths``:
+        an agent's conversation, each reply's turn -> the agent's run up to it)."""
 
 
 @dataclass(frozen=True)
