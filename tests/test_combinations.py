@@ -493,12 +493,6 @@ def test_agents_and_rag_metrics_under_variants_and_repeats_replay_with_no_reques
     ("text", "line", "message"),
     [
         (
-            "kind: agent\ntools: [read_file]\ncases:\n  - id: x\n"
-            "    simulated_user: {instructions: hi}\n",
-            5,
-            "not with `kind: agent`",
-        ),
-        (
             "cases:\n  - id: x\n    simulated_user: {instructions: hi}\n"
             "    choices: [a, b]\n    answer: a\n",
             4,
