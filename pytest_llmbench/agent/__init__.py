@@ -24,9 +24,10 @@ from .. import face_attribute
 
 if TYPE_CHECKING:
     from .environment import (
+        SeededState,
         StateSnapshot,
-        environment_tools,
         open_environment,
+        read_seeded,
         read_state,
         replay_actions,
         seed_state,
@@ -59,9 +60,10 @@ if TYPE_CHECKING:
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
+    "SeededState": "environment",
     "StateSnapshot": "environment",
-    "environment_tools": "environment",
     "open_environment": "environment",
+    "read_seeded": "environment",
     "read_state": "environment",
     "replay_actions": "environment",
     "seed_state": "environment",
@@ -105,6 +107,7 @@ __all__ = [
     "Sandbox",
     "SandboxLimits",
     "SandboxUnavailable",
+    "SeededState",
     "SpanNotes",
     "StateSnapshot",
     "Talk",
@@ -115,11 +118,11 @@ __all__ = [
     "UserTurn",
     "calls_reply_text",
     "calls_response_format",
-    "environment_tools",
     "fallback_notice",
     "open_environment",
     "open_mcp_tools",
     "parse_calls_reply",
+    "read_seeded",
     "read_state",
     "replay_actions",
     "resolve_inside",
