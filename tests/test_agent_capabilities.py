@@ -76,7 +76,7 @@ from pytest_llmbench.spec import Environment
 
 module, workdir = Path(sys.argv[1]), Path(sys.argv[2])
 key = os.environ.pop("OPENAI_API_KEY")
-environment = Environment(module, None, "state.json", None)
+environment = Environment(module, None, "state.json", None, ("hunt",))
 seed_state(environment, {}, workdir)
 sandbox = Sandbox(workdir, SandboxLimits(), "off")
 inner = Toolbox(workdir, [], sandbox, base_dir=workdir)

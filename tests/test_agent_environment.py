@@ -8,18 +8,19 @@ The runner is a real subprocess, confined by bubblewrap where it works (else ``s
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import sqlite3
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from pytest_llmbench.agent.bwrap import bwrap_path
 from pytest_llmbench.agent.environment import (
     StateSnapshot,
-    environment_tools,
     open_environment,
     read_state,
     replay_actions,
@@ -30,6 +31,7 @@ from pytest_llmbench.agent.sandbox import Sandbox
 from pytest_llmbench.agent.tools import Toolbox
 from pytest_llmbench.models import EnvError
 from pytest_llmbench.spec import Environment, ExpectedAction
+from pytest_llmbench.spec.expand_environment import read_module_tools
 
 MODE = "required" if bwrap_path() else "off"
 
@@ -122,7 +124,8 @@ def _environment(folder: Path, source: str, state_file: str = "state.json") -> E
     module = folder / "env" / "retail_env.py"
     module.parent.mkdir(exist_ok=True)
     module.write_text(textwrap.dedent(source))
-    return Environment(module, None, state_file, None)
+    tools = read_module_tools(module)  # the tools as collection reads them: the runner serves these
+    return Environment(module, None, state_file, None, tuple(t.name for t in tools), tools)
 
 
 @pytest.fixture
@@ -130,6 +133,10 @@ def workdir(tmp_path: Path) -> Path:
     folder = tmp_path / "work"
     folder.mkdir()
     return folder
+
+
+def _json(state: Any) -> bytes:
+    return json.dumps(state).encode()
 
 
 def _sandbox(workdir: Path) -> Sandbox:
@@ -152,6 +159,29 @@ def _calls(
             return [await toolbox.acall(name, arguments) for name, arguments in calls]
 
     return asyncio.run(run())
+
+
+def _schemas(environment: Environment, folder: Path) -> dict[str, Any]:
+    """The environment's tools as the model is offered them, by name."""
+    workdir = folder / "schemas"
+    workdir.mkdir()
+    seed_state(environment, None, workdir)
+    sandbox = _sandbox(workdir)
+
+    async def listed() -> dict[str, Any]:
+        async with open_environment(environment, workdir, sandbox, _NoTools()) as toolbox:
+            return {schema["function"]["name"]: schema for schema in toolbox.schemas()}
+
+    return asyncio.run(listed())
+
+
+class _NoTools:
+    """No other tool beside the environment's."""
+
+    names: ClassVar[list[str]] = []
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return []
 
 
 def test_a_json_environment_serves_its_tools_and_keeps_its_state(
@@ -184,7 +214,7 @@ def test_a_json_environment_serves_its_tools_and_keeps_its_state(
 def test_the_tools_are_the_modules_public_state_functions_with_their_schemas(
     tmp_path: Path,
 ) -> None:
-    tools = environment_tools(_environment(tmp_path, RETAIL), MODE)
+    tools = _schemas(_environment(tmp_path, RETAIL), tmp_path)
     assert list(tools) == [
         "cancel_pending_order",
         "get_order",
@@ -253,7 +283,7 @@ def test_replaying_the_expected_actions_gives_the_expected_state(
     actions = [
         ExpectedAction("cancel_pending_order", {"order_id": "W1", "reason": "ordered by mistake"})
     ]
-    expected = replay_actions(environment, ORDERS, actions, _sandbox(workdir))
+    expected = replay_actions(environment, _json(ORDERS), actions, _sandbox(workdir))
     assert expected["orders"]["W1"] == {"status": "cancelled"}
     assert list(workdir.iterdir()) == []  # a scratch folder, not the item's workdir
     snapshot = StateSnapshot(ORDERS, ORDERS, expected)
@@ -278,7 +308,7 @@ def test_an_expected_action_that_fails_is_an_environment_error(
 ) -> None:
     environment = _environment(tmp_path, RETAIL)
     with pytest.raises(EnvError, match=said) as caught:
-        replay_actions(environment, ORDERS, [action], _sandbox(workdir))
+        replay_actions(environment, _json(ORDERS), [action], _sandbox(workdir))
     assert caught.value.kind == "environment"
 
 
@@ -404,3 +434,232 @@ def test_a_seed_that_cannot_be_a_state_is_an_environment_error(
         seed_state(_environment(tmp_path, RETAIL), [1, 2], workdir)
     with pytest.raises(EnvError, match="the SQLite seed fails: OperationalError"):
         seed_state(_environment(tmp_path, SHOP_SQL, "shop.db"), "CREATE TABL x;", workdir)
+
+
+# --- a state file an agent (or a tool) left unreadable ----------------------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [DEEP, '{"a": NaN}', '{"a": Infinity}', '{"a": [-Infinity]}', "[" * 70 + "]" * 70],
+    ids=["recursion", "nan", "infinity", "minus-infinity", "deeper-than-walked"],
+)
+def test_a_state_too_deep_or_not_finite_is_an_environment_error(
+    tmp_path: Path, workdir: Path, text: str
+) -> None:
+    environment = _environment(tmp_path, RETAIL)
+    (workdir / "state.json").write_text(text)
+    with pytest.raises(EnvError, match=r"the state file state.json cannot be read") as caught:
+        read_state(environment, workdir)
+    assert caught.value.kind == "environment"
+
+
+WRITER = '''
+def nest(state: dict) -> str:
+    """Write a state nested past any recursion limit."""
+    with open("state.json", "w") as file:
+        file.write("[" * 100000 + "]" * 100000)
+    return "nested"
+
+
+def nan(state: dict) -> str:
+    """Write a NaN into the state file."""
+    with open("state.json", "w") as file:
+        file.write('{"a": NaN}')
+    return "written"
+'''
+
+
+@pytest.mark.parametrize("tool", ["nest", "nan"])
+def test_a_tool_writing_a_state_too_deep_or_not_finite_is_fatal_not_a_tool_error(
+    tmp_path: Path, workdir: Path, tool: str
+) -> None:
+    environment = _environment(tmp_path, WRITER)
+    seed_state(environment, {}, workdir)
+    with pytest.raises(EnvError, match=rf"state.json cannot be read after the tool {tool}"):
+        _calls(environment, workdir, [(tool, {})])
+
+
+def test_a_sqlite_state_holding_infinity_is_an_environment_error(
+    tmp_path: Path, workdir: Path
+) -> None:
+    environment = _environment(tmp_path, SHOP_SQL, "shop.db")
+    seed_state(environment, SEED_SQL, workdir, _sandbox(workdir))
+    with sqlite3.connect(workdir / "shop.db") as connection:
+        connection.execute("UPDATE items SET stock = 9e999 WHERE sku = 'a'")
+    with pytest.raises(EnvError, match=r"shop.db cannot be read .*the float inf"):
+        read_state(environment, workdir)
+
+
+# --- no SQL of the eval file in this process ----------------------------------------------------
+
+
+class _Spying(sqlite3.Connection):
+    """A connection that, before closing, says whether it would ATTACH and trust the schema."""
+
+    seen: ClassVar[list[tuple[str, str]]] = []
+
+    def close(self) -> None:
+        trusted = self.execute("PRAGMA trusted_schema").fetchone()[0]
+        try:
+            self.execute("ATTACH DATABASE ':memory:' AS spy")
+            attach = "attached"
+        except sqlite3.DatabaseError as exc:
+            attach = str(exc)
+        _Spying.seen.append((attach, f"trusted_schema={trusted}"))
+        super().close()
+
+
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """What each SQLite connection this process opens connects to."""
+    import pytest_llmbench.agent.environment as module
+
+    opened: list[str] = []
+
+    def connect(target: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        opened.append(str(target))
+        return sqlite3.connect(target, *args, factory=_Spying, **kwargs)
+
+    spy = type("sqlite3", (), {**vars(sqlite3), "connect": staticmethod(connect)})
+    monkeypatch.setattr(module, "sqlite3", spy)
+    _Spying.seen = []
+    yield opened
+
+
+@pytest.mark.parametrize(
+    "statement",
+    ["ATTACH DATABASE '{outside}' AS x; CREATE TABLE x.t (a);", "VACUUM INTO '{outside}';"],
+)
+def test_a_sqlite_seed_runs_in_the_runner_and_writes_no_other_file(
+    tmp_path: Path, workdir: Path, connections: list[str], statement: str
+) -> None:
+    outside = tmp_path / "outside.db"
+    environment = _environment(tmp_path, SHOP_SQL, "shop.db")
+    seed = SEED_SQL + statement.format(outside=outside)
+    with pytest.raises(EnvError, match=r"the SQLite seed fails: DatabaseError: .*authoriz"):
+        seed_state(environment, seed, workdir, _sandbox(workdir))
+    assert not outside.exists()
+    seed_state(environment, SEED_SQL, workdir, _sandbox(workdir))
+    assert read_state(environment, workdir)["items"][0] == {"sku": "a", "stock": 5}
+    assert all("mode=ro" in target for target in connections)  # the parent only reads
+
+
+def test_the_parent_reads_a_planted_database_untrusted_and_without_attach(
+    tmp_path: Path, workdir: Path, connections: list[str]
+) -> None:
+    environment = _environment(tmp_path, SHOP_SQL, "shop.db")
+    seed_state(environment, SEED_SQL, workdir, _sandbox(workdir))
+    with sqlite3.connect(workdir / "shop.db") as planted:  # as an agent's command could
+        planted.executescript(
+            "CREATE TABLE log (what TEXT);"
+            "CREATE TRIGGER spy AFTER UPDATE ON items BEGIN INSERT INTO log VALUES ('x'); END;"
+            "CREATE VIEW everything AS SELECT * FROM items;"
+        )
+    planted.close()
+    before = (workdir / "shop.db").read_bytes()
+    state = read_state(environment, workdir)
+    assert set(state) == {"items", "log"}  # tables only: no view is read
+    assert (workdir / "shop.db").read_bytes() == before
+    assert sorted(path.name for path in tmp_path.rglob("*.db")) == ["shop.db"]
+    assert _Spying.seen == [("not authorized", "trusted_schema=0")]
+
+
+# --- what a tool is: collection's names, served or refused --------------------------------------
+
+UNSERVABLE = '''
+import functools
+
+
+async def fetch(state: dict) -> str:
+    """An async tool: not served."""
+    return "fetched"
+
+
+def plain(state: dict) -> str:
+    """A plain tool."""
+    return "plain"
+
+
+def _wrap(function):
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+    return wrapper
+
+
+@_wrap
+def wrapped(state: dict) -> str:
+    """Decorated without functools.wraps."""
+    return "wrapped"
+
+
+def _to_text(function):
+    return "not a function"
+
+
+@_to_text
+def gone(state: dict) -> str:
+    """Decorated into a string."""
+    return "gone"
+
+
+def _kept(function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+    return wrapper
+
+
+@_kept
+def kept(state: dict, n: int) -> str:
+    """Decorated with functools.wraps: served."""
+    return f"kept {n}"
+
+
+if True:
+    def hidden(state: dict) -> str:
+        """Inside an if: not a tool for collection, so not served."""
+        return "hidden"
+'''
+
+
+@pytest.mark.parametrize(
+    ("names", "said"),
+    [
+        (("plain", "fetch"), r"tool fetch cannot be served: it is an `async def`"),
+        (("wrapped",), r"tool wrapped cannot be served: .*first parameter is not `state`"),
+        (("gone",), r"tool gone cannot be served: its decorators left str, not a function"),
+    ],
+)
+def test_the_runner_refuses_a_tool_collection_found_that_it_cannot_serve(
+    tmp_path: Path, workdir: Path, names: tuple[str, ...], said: str
+) -> None:
+    environment = _environment(tmp_path, UNSERVABLE)
+    assert set(names) <= set(environment.tool_names)  # collection counts them as tools
+    environment = Environment(environment.module, None, "state.json", None, names)
+    seed_state(environment, {}, workdir)
+    with pytest.raises(EnvError, match=r"environment retail_env\.py: " + said):
+        _calls(environment, workdir, [])
+
+
+def test_the_runner_serves_exactly_the_names_collection_read(tmp_path: Path, workdir: Path) -> None:
+    environment = _environment(tmp_path, UNSERVABLE)
+    assert environment.tool_names == ("fetch", "plain", "wrapped", "gone", "kept")
+    served = Environment(environment.module, None, "state.json", None, ("plain", "kept"))
+    assert list(_schemas(served, tmp_path)) == ["plain", "kept"]
+    seed_state(served, {}, workdir)
+    said = _calls(served, workdir, [("kept", {"n": 2}), ("hidden", {})])
+    assert said[0] == "kept 2"
+    assert said[1].startswith("error: unknown tool 'hidden'")
+
+
+def test_a_replay_starts_from_the_seeded_file_bytes(tmp_path: Path, workdir: Path) -> None:
+    environment = _environment(tmp_path, SHOP_SQL, "shop.db")
+    seed_state(environment, SEED_SQL, workdir, _sandbox(workdir))
+    seeded = (workdir / "shop.db").read_bytes()
+    actions = [ExpectedAction("restock", {"sku": "b", "count": 2})]
+    expected = replay_actions(environment, seeded, actions, _sandbox(workdir))
+    assert expected == {"items": [{"sku": "a", "stock": 5}, {"sku": "b", "stock": 3}]}
+    assert (workdir / "shop.db").read_bytes() == seeded  # the item's own file untouched

@@ -25,6 +25,7 @@ from pytest_llmbench.agent.limits import SandboxLimits
 from pytest_llmbench.agent.sandbox import Sandbox
 from pytest_llmbench.agent.tools import Toolbox
 from pytest_llmbench.spec import Environment
+from pytest_llmbench.spec.expand_environment import read_module_tools
 
 PLANTED = "sk-PLANTED-env-" + "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
@@ -95,7 +96,8 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
     workdir.mkdir()
     other.mkdir()
     (other / "notes.txt").write_text("another item's notes")
-    environment = Environment(module, None, "state.json", None)
+    tools = read_module_tools(module)  # the tools as collection reads them
+    environment = Environment(module, None, "state.json", None, tuple(t.name for t in tools))
     seed_state(environment, {}, workdir)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))

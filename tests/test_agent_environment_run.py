@@ -328,3 +328,109 @@ def _changes(diff: list[dict[str, Any]]) -> dict[str, tuple[str, Any, Any]]:
 def _line_of(text: str, needle: str) -> int:
     """The 0-based index of the line of ``text`` holding ``needle``."""
     return next(index for index, line in enumerate(text.splitlines()) if needle in line)
+
+
+# --- the expected state starts from the seeded file, whatever put it there ---------------------
+
+FILES_AGENT = """
+kind: agent
+environment:
+  module: retail_env.py
+tools: [read_file]
+max_steps: 4
+cases:
+  - id: from-files-a
+    prompt: Cancel order W1, I no longer need it.
+    files: {state.json: '{"orders": {"W1": {"status": "pending"}, "W2": {"status": "delivered"}}}'}
+    expected_actions: &cancel
+      - {name: cancel_pending_order, arguments: {order_id: W1, reason: no longer needed}}
+    assert: [state-equals]
+  - id: from-files-b
+    prompt: Cancel order W1, I no longer need it.
+    files: {state.json: '{"orders": {"W1": {"status": "pending", "gift": true}}}'}
+    expected_actions: *cancel
+    assert: [state-equals]
+"""
+
+
+def test_the_expected_state_is_replayed_from_the_state_file_the_cases_files_put_there(
+    bench: Bench,
+) -> None:
+    _project(bench, "retail", "retail_env.py", RETAIL, FILES_AGENT)
+    arguments = {"order_id": "W1", "reason": "no longer needed"}
+    bench.server.add_rule(Rule(reply="Done.", match_last="order W1 cancelled"))
+    bench.server.add_rule(
+        Rule(tool_calls=[{"name": "cancel_pending_order", "arguments": arguments}])
+    )
+    bench.run("--models=fake").assert_outcomes(passed=2)
+    records = {record["case_id"]: record for record in bench.records()}
+    cancelled = {"status": "cancelled", "reason": "no longer needed"}
+    final_a = records["from-files-a"]["state"]["final"]["orders"]
+    assert final_a == {"W1": cancelled, "W2": {"status": "delivered"}}
+    assert records["from-files-b"]["state"]["final"]["orders"] == {
+        "W1": {**cancelled, "gift": True}
+    }
+    for record in records.values():  # each case's own file replayed (one cache key each)
+        assert record["state"]["expected_diff"] == []
+
+
+# --- an item an error ended keeps its state ------------------------------------------------------
+
+
+def test_an_item_ended_by_an_environment_error_keeps_its_state_diff(bench: Bench) -> None:
+    from pytest_llmbench.engine.kinds import agent_state
+
+    _project(bench, "retail", "retail_env.py", RETAIL, AGENT)
+    arguments = {"order_id": "W1", "reason": "no longer needed"}
+    bench.server.add_rule(
+        Rule(tool_calls=[{"name": "cancel_pending_order", "arguments": arguments}], times=1)
+    )
+    bench.server.add_rule(
+        Rule(tool_calls=[{"name": "tag", "arguments": {"order_id": "W2"}}], times=1)
+    )
+    bench.server.add_rule(Rule(reply="Done."))
+    record = _environment_error(bench, "the tool tag left a state that is not JSON-serialisable")
+    assert _changes(record["state"]["diff"]) == {
+        "orders/W1/reason": ("added", None, "no longer needed"),
+        "orders/W1/status": ("changed", "pending", "cancelled"),
+    }
+    assert record["state"]["expected_diff"] is None  # no replay for an item in error
+    assert agent_state._INITIAL == {}  # the seeded state kept for the item is dropped
+
+
+# --- a tool of the module named as another tool of the file ------------------------------------
+
+CLASHING = (
+    RETAIL
+    + '''
+
+def read_file(state: dict, path: str) -> str:
+    """A tool named as the built-in."""
+    return path
+'''
+)
+
+
+def test_an_environment_tool_named_as_a_built_in_is_a_collection_error(bench: Bench) -> None:
+    _project(bench, "retail", "retail_env.py", CLASHING, AGENT)
+    line = 1 + _line_of(SANDBOX + AGENT.lstrip("\n"), "environment:")
+    where = 1 + _line_of(CLASHING, "def read_file")
+    _collection_error(
+        bench,
+        f"*retail.eval.yaml:{line}: environment: module: retail_env.py defines the tool "
+        f"'read_file' (line {where}), which is a built-in tool's name*",
+    )
+
+
+def test_an_environment_tool_named_as_a_custom_tool_is_a_collection_error(bench: Bench) -> None:
+    (bench.pytester.path / "helpers.py").write_text(
+        'def tag(order_id: str) -> str:\n    """Tag."""\n    return order_id\n'
+    )
+    agent = AGENT.replace("tools: [read_file]", "tools: [read_file, 'helpers:tag']")
+    _project(bench, "retail", "retail_env.py", RETAIL, agent)
+    line = 1 + _line_of(SANDBOX + agent.lstrip("\n"), "environment:")
+    _collection_error(
+        bench,
+        f"*retail.eval.yaml:{line}: environment: module: retail_env.py defines the tool 'tag' "
+        "(line *), which is the file's tool helpers:tag's name*",
+    )

@@ -213,7 +213,8 @@ def test_weights_are_the_verdicts() -> None:
 def test_the_record_holds_the_diff_the_expected_diff_and_the_final_state() -> None:
     final = cancelled(SEED)
     final["orders"]["W1001"]["total"] = 0
-    record = state_record(Snapshot(SEED, final, cancelled(SEED)), "state.json")
+    equals = (parse_assertion("state-equals"),)  # replayed: the snapshot's expected state
+    record = state_record(Snapshot(SEED, final, cancelled(SEED)), "state.json", equals)
     assert record["file"] == "state.json"
     assert [change["path"] for change in record["diff"]] == [
         "orders/W1001/status",
@@ -241,3 +242,33 @@ def test_a_large_final_state_is_left_out_of_the_record_and_large_changes_clipped
     (change,) = record["diff"]
     assert isinstance(change["after"], str) and change["after"].endswith("...")
     assert len(change["after"]) < 3000
+
+
+def test_the_records_expected_diff_is_what_the_verdict_counted() -> None:
+    # The replayed state differs from the assertion's own value: the value decides, and the
+    # ignored paths are left out, in the verdict and the record alike.
+    final = cancelled(SEED)
+    final["orders"]["W1001"]["updated_at"] = "today"
+    value = cancelled(SEED)
+    value["orders"]["W1001"]["updated_at"] = "yesterday"
+    value["orders"]["W1001"]["total"] = 31
+    replayed = cancelled(SEED, "W1002")
+    equals = parse_assertion(
+        {"type": "state-equals", "value": value, "ignore": ["orders/*/updated_at"]}
+    )
+    snapshot = Snapshot(SEED, final, replayed)
+    verdict = evaluate_state(equals, snapshot)
+    record = state_record(snapshot, "state.json", (equals,))
+    assert verdict.reason == "1 difference: orders/W1001/total: 30, expected 31"
+    assert record["expected_diff"] == [
+        {"path": "orders/W1001/total", "op": "changed", "before": 30, "after": 31}
+    ]
+    assert record["expected_diff_more"] == 0
+
+
+def test_a_clipped_side_of_a_change_is_named_so_that_readers_tell_it_from_a_string() -> None:
+    big = {"blob": ["x" * 50] * 100}
+    (change,) = state_diff({}, big)
+    assert change["clipped"] == ["after"] and change["after"].startswith('["xxx')
+    (plain,) = state_diff({}, {"blob": "[x]"})
+    assert "clipped" not in plain and plain["after"] == "[x]"

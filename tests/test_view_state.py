@@ -34,7 +34,8 @@ class Snapshot:
 def agent_record(**fields: Any) -> dict[str, Any]:
     """An agent item whose run refunded an order the case expected cancelled."""
     snapshot = Snapshot(SEED, FINAL, EXPECTED)
-    verdict = evaluate_state(parse_assertion("state-equals"), snapshot)
+    equals = parse_assertion("state-equals")
+    verdict = evaluate_state(equals, snapshot)
     values: dict[str, Any] = {
         "nodeid": "retail.eval.yaml::cancel[fake-r0]",
         "suite": "retail",
@@ -44,7 +45,7 @@ def agent_record(**fields: Any) -> dict[str, Any]:
         "score": 0.0,
         "response": "done",
         "assertions": [verdict.to_dict()],
-        "state": state_record(snapshot, "state.json"),
+        "state": state_record(snapshot, "state.json", (equals,)),
     }
     return build_record(**{**values, **fields})
 
@@ -109,7 +110,8 @@ def test_report_html_shows_the_state_with_the_items_transcript() -> None:
 
 def test_an_unchanged_state_a_match_and_escaping() -> None:
     same = Snapshot(SEED, SEED, SEED)
-    record = agent_record(state=state_record(same, "state.json"), outcome="passed")
+    equals = (parse_assertion("state-equals"),)
+    record = agent_record(state=state_record(same, "state.json", equals), outcome="passed")
     table = cases_table([record])
     assert "the run left the state as seeded" in table
     assert "the final state equals the expected state" in table
@@ -118,3 +120,12 @@ def test_an_unchanged_state_a_match_and_escaping() -> None:
     assert "<script>x" not in escaped and "&lt;script&gt;" in escaped
     assert "state (&lt;s&gt;.json)" in escaped
     assert rows(escaped, "state-diff")[1][:3] == ["<k>", "added", "(absent)"]
+
+
+def test_a_string_is_quoted_so_that_it_never_looks_like_a_list() -> None:
+    strings = Snapshot({"tag": "[x]"}, {"tag": '{"a": 1}'})
+    table = cases_table([agent_record(state=state_record(strings, "state.json"))])
+    assert rows(table, "state-diff")[1] == ["tag", "changed", '"[x]"', '"{\\"a\\": 1}"']
+    big = Snapshot({}, {"blob": ["x" * 50] * 100})
+    clipped = cases_table([agent_record(state=state_record(big, "state.json"))])
+    assert rows(clipped, "state-diff")[1][3].startswith('["xxx')  # JSON text, not quoted again

@@ -26,9 +26,10 @@ from .. import face_attribute
 if TYPE_CHECKING:
     from .agent_run import AgentReply, AgentRun, Talk, ToolCall, UserTurn
     from .environment import (
+        SeededState,
         StateSnapshot,
-        environment_tools,
         open_environment,
+        read_seeded,
         read_state,
         replay_actions,
         seed_state,
@@ -52,9 +53,10 @@ if TYPE_CHECKING:
 
 #: Each name of the face, by the module of the stage that defines it.
 _FACE: dict[str, str] = {
+    "SeededState": "environment",
     "StateSnapshot": "environment",
-    "environment_tools": "environment",
     "open_environment": "environment",
+    "read_seeded": "environment",
     "read_state": "environment",
     "replay_actions": "environment",
     "seed_state": "environment",
@@ -98,6 +100,7 @@ __all__ = [
     "Sandbox",
     "SandboxLimits",
     "SandboxUnavailable",
+    "SeededState",
     "SpanNotes",
     "StateSnapshot",
     "Talk",
@@ -108,11 +111,11 @@ __all__ = [
     "UserTurn",
     "calls_reply_text",
     "calls_response_format",
-    "environment_tools",
     "fallback_notice",
     "open_environment",
     "open_mcp_tools",
     "parse_calls_reply",
+    "read_seeded",
     "read_state",
     "replay_actions",
     "resolve_inside",

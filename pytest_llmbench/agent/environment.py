@@ -14,9 +14,16 @@ after a tool, a state file a tool corrupted, a process that died. A tool that ra
 model's to read (``error: ...``), as tau2-bench shows it to the agent.
 
 The state file is read here without following links and only when it is a regular file:
-what an agent's command left there (a link to a host file, a pipe) is an EnvError, never read.
-A SQLite state reads as ``{table: [rows as objects]}``, tables and rows sorted (a ``bytes``
-value as its hex text), so that two states compare as JSON values do. The child's side is
+what an agent's command left there (a link to a host file, a pipe) is an EnvError, never read;
+so is a JSON state holding ``NaN`` or ``Infinity``, or nested deeper than the runner walks. No
+SQL of the eval file runs here: a SQLite seed is written by a confined runner, and the
+database an agent could have changed is read only, its schema untrusted (``trusted_schema``
+off) and ``ATTACH`` refused. A SQLite state reads as ``{table: [rows as objects]}``, tables and
+rows sorted (a ``bytes`` value as its hex text), so that two states compare as JSON values do.
+
+The state file as seeded (whatever put it there: the seed, the case's ``state:``, or a file of
+its ``files:``) is kept as :class:`SeededState`, the bytes a replay of the expected actions
+starts from. The child's side is
 :mod:`.environment_runner`; starting it and the item's combined toolbox, :mod:`.environment_process`.
 """
 
@@ -25,13 +32,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import hashlib
 import json
 import os
 import sqlite3
 import stat
 import tempfile
 import urllib.parse
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -41,9 +49,10 @@ from .environment_process import (
     STARTUP_TIMEOUT_S,
     TOOL_TIMEOUT_S,
     EnvironmentToolbox,
+    seed_confined,
     start_environment,
 )
-from .environment_runner import non_json
+from .environment_runner import json_state, no_attach, non_json, quoted
 
 if TYPE_CHECKING:
     from .loop import AsyncToolboxLike, ToolboxLike
@@ -60,6 +69,8 @@ class Environment(Protocol):
     def server(self) -> str | None: ...
     @property
     def state_file(self) -> str: ...  # relative to the workdir
+    @property
+    def tool_names(self) -> tuple[str, ...]: ...  # what collection read in the module
     @property
     def sqlite(self) -> bool: ...
 
@@ -90,6 +101,19 @@ class StateSnapshot:
     expected: Any = None  #: the seed after replaying ``expected_actions`` (tau-bench's rule)
 
 
+@dataclass(frozen=True)
+class SeededState:
+    """An item's state file as seeded, before the agent starts."""
+
+    content: bytes  #: the file's bytes: what a replay of the expected actions starts from
+    value: Any  #: the file read as a JSON value (:func:`read_state`)
+
+    @property
+    def digest(self) -> str:
+        """The SHA-256 of :attr:`content`: two items seeded alike replay alike."""
+        return hashlib.sha256(self.content).hexdigest()
+
+
 # --- the state file ------------------------------------------------------------------------------
 
 
@@ -102,32 +126,42 @@ def _state_path(environment: Environment, workdir: Path) -> Path:
     return path
 
 
-def seed_state(environment: Environment, seed: Any, workdir: Path) -> None:
+def seed_state(
+    environment: Environment, seed: Any, workdir: Path, sandbox: Sandbox | None = None
+) -> None:
     """Write ``seed`` as the item's state file in ``workdir``, before the agent starts.
 
     JSON state: ``seed`` is a mapping (None: ``{}``). SQLite: SQL text run as a script, or a
     mapping ``{table: [row objects]}`` (a table of untyped columns, the rows' keys), or None
-    (an empty database). With no seed, a state file the case's ``files:`` put there is kept.
-    An unusable seed is an EnvError.
+    (an empty database), written by a runner confined by ``sandbox`` (by default, one in
+    ``workdir`` in the ``auto`` mode). With no seed, a state file the case's ``files:`` put
+    there is kept. An unusable seed is an EnvError.
     """
     path = _state_path(environment, workdir)
     if seed is None and os.path.lexists(path):
+        return
+    if environment.sqlite:
+        _blocking(seed_confined(environment.state_file, seed, sandbox or _default_box(workdir)))
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.seed.tmp")
     with contextlib.suppress(FileNotFoundError):
         temporary.unlink()
     try:
-        if environment.sqlite:
-            _seed_sqlite(temporary, seed)
-        else:
-            temporary.write_text(_seed_json(seed), encoding="utf-8")
+        temporary.write_text(_seed_json(seed), encoding="utf-8")
         os.replace(temporary, path)  # a link planted at the path is replaced, not followed
     except OSError as exc:
         raise EnvError(f"cannot write the state file {environment.state_file}: {exc}") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
+
+
+def _default_box(workdir: Path) -> Sandbox:
+    from .limits import SandboxLimits
+    from .sandbox import Sandbox
+
+    return Sandbox(workdir, SandboxLimits())
 
 
 def _seed_json(seed: Any) -> str:
@@ -141,52 +175,27 @@ def _seed_json(seed: Any) -> str:
     return json.dumps(seed, ensure_ascii=False, indent=1)
 
 
-def _seed_sqlite(path: Path, seed: Any) -> None:
-    connection = sqlite3.connect(path)
-    try:
-        if isinstance(seed, str):
-            connection.executescript(seed)
-        elif isinstance(seed, Mapping):
-            _insert_tables(connection, seed)
-        elif seed is not None:
-            raise EnvError(
-                f"a SQLite state's seed is SQL text or {{table: [rows]}}, not {type(seed).__name__}"
-            )
-        connection.commit()
-    except sqlite3.Error as exc:
-        raise EnvError(f"the SQLite seed fails: {type(exc).__name__}: {exc}") from None
-    finally:
-        connection.close()
-
-
-def _insert_tables(connection: sqlite3.Connection, tables: Mapping[str, Any]) -> None:
-    """Each ``{table: [row objects]}`` as a table of the rows' keys (untyped columns)."""
-    for table, rows in tables.items():
-        if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
-            raise EnvError(f"the seed's table {table!r} is not a list of row objects")
-        columns = list(dict.fromkeys(key for row in rows for key in row))
-        if not columns:
-            raise EnvError(f"the seed's table {table!r} has no rows to take its columns from")
-        names = ", ".join(_quoted(c) for c in columns)
-        connection.execute(f"CREATE TABLE {_quoted(table)} ({names})")
-        marks = ", ".join("?" for _ in columns)
-        insert = f"INSERT INTO {_quoted(table)} ({names}) VALUES ({marks})"
-        connection.executemany(insert, [[_cell(row.get(c)) for c in columns] for row in rows])
-
-
-def _quoted(name: str) -> str:
-    return '"' + str(name).replace('"', '""') + '"'
-
-
-def _cell(value: Any) -> Any:
-    """A seed's value as SQLite stores it: nested values as their JSON text."""
-    return json.dumps(value) if isinstance(value, (list, dict)) else value
-
-
 def read_state(environment: Environment, workdir: Path, last_tool: str | None = None) -> Any:
     """The state file in ``workdir`` as a JSON value (SQLite: ``{table: [rows as objects]}``,
     rows sorted): an EnvError naming the file, and ``last_tool`` (the tool called last), when
     it cannot be read (a corrupted state)."""
+    with _reading(environment, workdir, last_tool) as path:
+        return _read_sqlite(path) if environment.sqlite else json_state(_file_bytes(path))
+
+
+def read_seeded(environment: Environment, workdir: Path) -> SeededState:
+    """The state file in ``workdir`` as seeded: its bytes and its value (EnvError as
+    :func:`read_state`)."""
+    with _reading(environment, workdir, None) as path:
+        content = _file_bytes(path)
+        value = _read_sqlite(path) if environment.sqlite else json_state(content)
+        return SeededState(content, value)
+
+
+@contextlib.contextmanager
+def _reading(environment: Environment, workdir: Path, last_tool: str | None) -> Iterator[Path]:
+    """The state file's path, when it is a regular file of a readable size; what goes wrong
+    reading it, an EnvError naming the file and ``last_tool``."""
     path = _state_path(environment, workdir)
     after = f" (the last tool called: {last_tool})" if last_tool else ""
     name = environment.state_file
@@ -199,36 +208,45 @@ def read_state(environment: Environment, workdir: Path, last_tool: str | None = 
     if found.st_size > MAX_STATE_BYTES:
         raise EnvError(f"the state file {name} is larger than {MAX_STATE_BYTES} bytes{after}")
     try:
-        return _read_sqlite(path) if environment.sqlite else _read_json(path)
-    except (OSError, ValueError, sqlite3.Error) as exc:
+        yield path
+    except (OSError, ValueError, RecursionError, sqlite3.Error) as exc:
         raise EnvError(
             f"the state file {name} cannot be read{after} (corrupted?): {type(exc).__name__}: {exc}"
         ) from None
 
 
-def _read_json(path: Path) -> Any:
+def _file_bytes(path: Path) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as file:
         if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
             raise ValueError("not a regular file")
-        return json.loads(file.read(MAX_STATE_BYTES + 1))
+        return file.read(MAX_STATE_BYTES + 1)
 
 
 def _read_sqlite(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The database's tables, read only: its schema untrusted (a view or trigger an agent
+    planted calls no function with side effects), ``ATTACH`` refused."""
     uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
     connection = sqlite3.connect(uri, uri=True)
     try:
+        connection.execute("PRAGMA trusted_schema = OFF")
+        connection.execute("PRAGMA query_only = ON")
+        connection.set_authorizer(no_attach)
         listed = connection.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
             "ORDER BY name"
         ).fetchall()
-        return {table: _rows(connection, table) for (table,) in listed}
+        tables = {table: _rows(connection, table) for (table,) in listed}
     finally:
         connection.close()
+    problem = non_json(tables)
+    if problem is not None:
+        raise ValueError(problem)
+    return tables
 
 
 def _rows(connection: sqlite3.Connection, table: str) -> list[dict[str, Any]]:
-    cursor = connection.execute(f"SELECT * FROM {_quoted(table)}")
+    cursor = connection.execute(f"SELECT * FROM {quoted(table)}")
     columns = [column[0] for column in cursor.description]
     rows = [
         {c: (v.hex() if isinstance(v, bytes) else v) for c, v in zip(columns, row, strict=True)}
@@ -250,12 +268,14 @@ async def open_environment(
     timeout_s: float = TOOL_TIMEOUT_S,
 ) -> AsyncIterator[AsyncToolboxLike]:
     """The item's tools: ``environment``'s (its runner started confined by ``sandbox``, on the
-    state file in ``workdir``) and ``inner``'s (the file's other tools), one toolbox; the
-    runner stopped on the way out. A runner that cannot start is an EnvError; each call is
-    bounded by ``timeout_s`` (an MCP server's ``tool_timeout_s`` default)."""
+    state file in ``workdir``, serving the tools collection found) and ``inner``'s (the file's
+    other tools), one toolbox; the runner stopped on the way out. A runner that cannot start,
+    or cannot serve one of the tools, is an EnvError; each call is bounded by ``timeout_s``
+    (an MCP server's ``tool_timeout_s`` default)."""
     module = _module(environment)
     _state_path(environment, workdir)
-    async with start_environment(module, environment.state_file, sandbox) as running:
+    names = environment.tool_names
+    async with start_environment(module, environment.state_file, names, sandbox) as running:
         yield EnvironmentToolbox(running, inner, sandbox, timeout_s)
 
 
@@ -270,18 +290,21 @@ def _module(environment: Environment) -> Path:
 
 def replay_actions(
     environment: Environment,
-    seed: Any,
+    seeded: bytes,
     actions: Sequence[ExpectedAction],
     sandbox: Sandbox,
     *,
     timeout_s: float = TOOL_TIMEOUT_S,
 ) -> Any:
-    """The state ``seed`` becomes when ``actions`` run in order on a fresh copy (in a scratch
-    folder, confined as the item's tools are): tau-bench's expected state. An action that
-    fails (an unknown tool, a tool that raises) is an EnvError naming it."""
+    """The state the item's state file as seeded (``seeded``, its bytes:
+    :attr:`SeededState.content`) becomes when ``actions`` run in order on a copy of it (in a
+    scratch folder, confined as the item's tools are): tau-bench's expected state. An action
+    that fails (an unknown tool, a tool that raises) is an EnvError naming it."""
     with tempfile.TemporaryDirectory(prefix="llmbench-replay-") as folder:
         scratch = Path(folder)
-        seed_state(environment, seed, scratch)
+        path = _state_path(environment, scratch)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(seeded)
         box = sandbox.elsewhere(scratch)
         _blocking(_replay(environment, actions, box, timeout_s))
         return read_state(environment, scratch)
@@ -291,7 +314,8 @@ async def _replay(
     environment: Environment, actions: Sequence[ExpectedAction], box: Sandbox, timeout_s: float
 ) -> None:
     module = _module(environment)
-    async with start_environment(module, environment.state_file, box) as running:
+    names = environment.tool_names
+    async with start_environment(module, environment.state_file, names, box) as running:
         for number, action in enumerate(actions, 1):
             where = f"expected action {number} ({action.name}" + (
                 f", line {action.line})" if action.line else ")"
@@ -313,27 +337,13 @@ def _blocking(work: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, work).result()
 
 
-def environment_tools(environment: Environment, mode: str = "auto") -> Mapping[str, Any]:
-    """The module's tools as the model is offered them, by name (for docs and checks): its
-    runner started once, confined (``mode``: the sandbox's), in a scratch folder."""
-    from .limits import SandboxLimits
-    from .sandbox import Sandbox
-
-    async def listed(box: Sandbox) -> dict[str, Any]:
-        async with start_environment(_module(environment), environment.state_file, box) as run:
-            return {schema["function"]["name"]: schema for schema in run.schemas}
-
-    with tempfile.TemporaryDirectory(prefix="llmbench-env-tools-") as folder:
-        seed_state(environment, None, Path(folder))
-        return _blocking(listed(Sandbox(Path(folder), SandboxLimits(), mode)))
-
-
 __all__ = [
     "STARTUP_TIMEOUT_S",
     "TOOL_TIMEOUT_S",
+    "SeededState",
     "StateSnapshot",
-    "environment_tools",
     "open_environment",
+    "read_seeded",
     "read_state",
     "replay_actions",
     "seed_state",

@@ -50,7 +50,6 @@ class EnvironmentProcess:
         self.schemas: list[dict[str, Any]] = []
         #: why it cannot serve any more (a fatal answer, a death, a timeout), once it cannot
         self.broken: str | None = None
-        self.last_tool: str | None = None  #: the tool called last
 
     @property
     def names(self) -> list[str]:
@@ -65,13 +64,24 @@ class EnvironmentProcess:
             raise self._fail(f"answered {str(message)[:200]} in place of its tools")
         self.schemas = tools
 
+    async def seed(self, seed: Any, timeout_s: float) -> None:
+        """Have a runner started with ``--seed`` write ``seed`` as the state file."""
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write(json.dumps({"seed": seed}).encode() + b"\n")
+            await self._process.stdin.drain()
+        except (ConnectionError, OSError):
+            raise self._fail("exited before it was given the seed") from None
+        message = await self._read("the seeding", timeout_s)
+        if message.get("seeded") is not True:
+            raise self._fail(f"answered {str(message)[:200]} in place of the seeding's end")
+
     async def call(self, name: str, arguments: Mapping[str, Any], timeout_s: float) -> str:
         """What the model reads of the call: the result, or ``error: ...`` when the tool
         raised; EnvError when the environment failed."""
         async with self._lock:
             if self.broken is not None:
                 raise EnvError(f"{self.broken}; the call of {name} was not made")
-            self.last_tool = name
             line = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
             assert self._process.stdin is not None
             try:
@@ -149,20 +159,45 @@ def runner_sandbox(sandbox: Sandbox, module: Path) -> Sandbox:
 
 @contextlib.asynccontextmanager
 async def start_environment(
-    module: Path, state_file: str, sandbox: Sandbox, timeout_s: float = STARTUP_TIMEOUT_S
+    module: Path,
+    state_file: str,
+    names: Sequence[str],
+    sandbox: Sandbox,
+    timeout_s: float = STARTUP_TIMEOUT_S,
 ) -> AsyncIterator[EnvironmentProcess]:
-    """The runner of ``module`` on ``state_file`` (relative to the sandbox's workdir), started
-    confined and past its handshake; stopped, with what it started, on the way out."""
+    """The runner of ``module`` serving the tools ``names`` (those collection read in its
+    source) on ``state_file`` (relative to the sandbox's workdir), started confined and past
+    its handshake; stopped, with what it started, on the way out."""
     confined = runner_sandbox(sandbox, module)
-    argv = [sys.executable, "-I", "-B", str(RUNNER), str(module), state_file]
+    # The module's folder as an install prefix is: bound before the workdir, so that a
+    # workdir inside it stays writable.
+    programs = (module.parent.resolve(),)
+    arguments = [str(module), state_file, *names]
+    async with _confined_runner(module.name, arguments, confined, programs) as running:
+        await running.handshake(timeout_s)
+        yield running
+
+
+async def seed_confined(
+    state_file: str, seed: Any, sandbox: Sandbox, timeout_s: float = STARTUP_TIMEOUT_S
+) -> None:
+    """Write a SQLite state file from ``seed`` (SQL text, or ``{table: [rows]}``) in a runner
+    confined by ``sandbox``, in its workdir: the eval file's SQL never runs in this process."""
+    async with _confined_runner(f"seed of {state_file}", ["--seed", state_file], sandbox) as run:
+        await run.seed(seed, timeout_s)
+
+
+@contextlib.asynccontextmanager
+async def _confined_runner(
+    label: str, arguments: Sequence[str], confined: Sandbox, programs: Sequence[Path] = ()
+) -> AsyncIterator[EnvironmentProcess]:
+    """:mod:`.environment_runner` started with ``arguments``, confined as an MCP server is, in
+    the sandbox's workdir; stopped, with what it started, on the way out."""
+    argv = [sys.executable, "-I", "-B", str(RUNNER), *arguments]
     try:
-        # The module's folder as an install prefix is: bound before the workdir, so that a
-        # workdir inside it stays writable.
-        argv, env = server_process(
-            confined, argv, {}, cwd=confined.workdir, programs=(module.parent.resolve(),)
-        )
+        argv, env = server_process(confined, argv, {}, cwd=confined.workdir, programs=programs)
     except SandboxUnavailable as exc:
-        raise SandboxError(f"environment {module.name} cannot start: {exc}") from None
+        raise SandboxError(f"environment {label} cannot start: {exc}") from None
     errlog = StderrTail()
     with server_cap(confined) as cap:
         try:
@@ -172,12 +207,11 @@ async def start_environment(
                 limit=_LINE_LIMIT,
             )  # fmt: skip
         except OSError as exc:
-            raise EnvError(f"environment {module.name} cannot start: {exc}") from None
+            raise EnvError(f"environment {label} cannot start: {exc}") from None
         finally:
             errlog.started()
-        running = EnvironmentProcess(module.name, process, errlog)
+        running = EnvironmentProcess(label, process, errlog)
         try:
-            await running.handshake(timeout_s)
             yield running
         finally:
             await running.stop()
@@ -216,11 +250,6 @@ class EnvironmentToolbox:
         if name not in self._own and hasattr(self._inner, "recorded_name"):
             return str(self._inner.recorded_name(name))
         return name
-
-    @property
-    def last_tool(self) -> str | None:
-        """The environment tool called last (named when its state file turns out broken)."""
-        return self._running.last_tool
 
     async def acall(self, name: str, arguments: Mapping[str, Any]) -> str:
         """An environment tool in its runner; another tool as ``inner`` runs it."""

@@ -1,11 +1,18 @@
 """The child that serves a stateful environment's tools: run as a script, confined, in the
-item's workdir (``python environment_runner.py MODULE STATE``), as a stdio MCP server is.
+item's workdir (``python environment_runner.py MODULE STATE TOOL...``), as a stdio MCP server
+is; or that seeds a SQLite state (``python environment_runner.py --seed STATE``), so that no
+SQL of the eval file runs in the pytest process.
 
-It imports the environment module (a file path), finds its tools (the module's own top-level
-public functions whose first parameter is ``state``), and answers JSON lines on stdin/stdout:
-first a handshake, ``{"tools": [OpenAI function tools]}`` or ``{"fatal": why}``; then, for each
-``{"name", "arguments"}`` line, ``{"result": text}``, ``{"error": "Type: message"}`` (the tool
-raised: the model reads it) or ``{"fatal": why}`` (the environment failed: the item's error).
+It imports the environment module (a file path) and serves exactly the tools it is named
+(collection read them from the module's source: :func:`spec.expand_environment.read_module_tools`
+is the one rule of what a tool is); a name it cannot serve as a tool (an ``async def``, a
+decorator that left no function taking ``state`` first) is Fatal, named. It answers JSON lines
+on stdin/stdout: first a handshake, ``{"tools": [OpenAI function tools]}`` or
+``{"fatal": why}``; then, for each ``{"name", "arguments"}`` line, ``{"result": text}``,
+``{"error": "Type: message"}`` (the tool raised: the model reads it) or ``{"fatal": why}`` (the
+environment failed: the item's error). Seeding reads one ``{"seed": SQL text or {table: [rows]}}``
+line and answers ``{"seeded": true}`` or ``{"fatal": why}``; the seed's SQL may not ``ATTACH``
+another database (nor ``VACUUM INTO`` one): it writes the state file and nothing else.
 
 Each call reads the state file (JSON: ``json.load``; SQLite: a connection, committed after the
 call and checked), runs the tool, checks a JSON state is still JSON and writes it back
@@ -47,18 +54,35 @@ class Fatal(Exception):
 # --- the tools' schemas --------------------------------------------------------------------------
 
 
-def find_tools(module: types.ModuleType) -> dict[str, Callable[..., Any]]:
-    """The module's own public functions whose first parameter is named ``state``, by name."""
+def served_tools(module: types.ModuleType, names: list[str]) -> dict[str, Callable[..., Any]]:
+    """The functions of ``module`` named ``names`` (the tools collection found in its source),
+    by name; Fatal naming the first one that cannot be served as a tool."""
     found: dict[str, Callable[..., Any]] = {}
-    for name, value in vars(module).items():
-        if name.startswith("_") or not inspect.isfunction(value):
-            continue
-        if value.__module__ != module.__name__:
-            continue  # imported from elsewhere
-        params = list(inspect.signature(value).parameters)
-        if params and params[0] == "state":
-            found[name] = value
+    for name in names:
+        value = vars(module).get(name)
+        problem = _unservable(value)
+        if problem is not None:
+            raise Fatal(f"tool {name} cannot be served: {problem}")
+        assert value is not None
+        found[name] = value
     return found
+
+
+def _unservable(value: Any) -> str | None:
+    """Why ``value`` (a module's attribute once imported) is no tool, or None."""
+    if value is None:
+        return "the module defines no such function once imported"
+    if inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value):
+        return "it is an `async def`; a tool is a plain function"
+    if not inspect.isfunction(value):
+        return f"its decorators left {type(value).__name__}, not a function"
+    try:
+        params = list(inspect.signature(value).parameters)
+    except (TypeError, ValueError) as exc:
+        return f"its signature cannot be read: {exc}"
+    if not params or params[0] != "state":
+        return "after its decorators, its first parameter is not `state`"
+    return None
 
 
 def tool_schema(name: str, function: Callable[..., Any]) -> dict[str, Any]:
@@ -141,6 +165,23 @@ def _raised(exc: BaseException, path: Path) -> str:
 # --- the state -----------------------------------------------------------------------------------
 
 
+def json_state(text: str | bytes) -> Any:
+    """A state file's text as a JSON value; ValueError for what is not JSON, a ``NaN`` or an
+    ``Infinity``, and a value nested deeper than :func:`non_json` walks."""
+
+    def refused(constant: str) -> Any:
+        raise ValueError(f"{constant} is not a JSON value")
+
+    try:
+        value = json.loads(text, parse_constant=refused)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {_MAX_DEPTH} levels") from None
+    problem = non_json(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
 def non_json(value: Any, path: str = "", depth: int = 0) -> str | None:
     """Where ``value`` holds what JSON cannot (``orders/W1/tags: a set``), or None."""
     if depth > _MAX_DEPTH:
@@ -182,8 +223,8 @@ class JsonState:
 
     def read(self, last: str | None) -> Any:
         try:
-            with open(self.path, encoding="utf-8") as file:
-                return json.load(file)
+            with open(self.path, "rb") as file:
+                return json_state(file.read())
         except (OSError, ValueError) as exc:
             after = f" after the tool {last}" if last else ""
             raise Fatal(
@@ -255,7 +296,90 @@ class SqliteState:
             raise Fatal(f"the tool {last} left the state file {self.path.name} corrupted: {said}")
 
 
+# --- seeding a SQLite state ----------------------------------------------------------------------
+
+
+def seed_sqlite(path: Path, seed: Any) -> None:
+    """Write ``seed`` (SQL text run as a script, ``{table: [row objects]}``, or None: an empty
+    database) as the SQLite file ``path``, replacing what is there (a link too, not followed);
+    Fatal when it fails or would ``ATTACH`` another database."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.seed.tmp")
+    if os.path.lexists(temporary):
+        os.unlink(temporary)
+    try:
+        connection = sqlite3.connect(temporary)
+        try:
+            connection.set_authorizer(no_attach)
+            if isinstance(seed, str):
+                connection.executescript(seed)
+            elif isinstance(seed, dict):
+                _insert_tables(connection, seed)
+            elif seed is not None:
+                raise Fatal(f"a SQLite state's seed is SQL text or {{table: [rows]}}, "
+                            f"not {type(seed).__name__}")  # fmt: skip
+            connection.commit()
+        finally:
+            connection.close()
+        os.replace(temporary, path)
+    except sqlite3.Error as exc:
+        raise Fatal(f"the SQLite seed fails: {type(exc).__name__}: {exc}") from None
+    except OSError as exc:
+        raise Fatal(f"cannot write the state file {path.name}: {exc}") from None
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
+def no_attach(action: int, *_: Any) -> int:
+    """A SQLite authorizer that refuses ``ATTACH`` (and so ``VACUUM INTO``): a statement may
+    read and write its own database, no other file."""
+    return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_ATTACH else sqlite3.SQLITE_OK
+
+
+def _insert_tables(connection: sqlite3.Connection, tables: dict[str, Any]) -> None:
+    """Each ``{table: [row objects]}`` as a table of the rows' keys (untyped columns)."""
+    for table, rows in tables.items():
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise Fatal(f"the seed's table {table!r} is not a list of row objects")
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        if not columns:
+            raise Fatal(f"the seed's table {table!r} has no rows to take its columns from")
+        names = ", ".join(quoted(c) for c in columns)
+        connection.execute(f"CREATE TABLE {quoted(table)} ({names})")
+        marks = ", ".join("?" for _ in columns)
+        insert = f"INSERT INTO {quoted(table)} ({names}) VALUES ({marks})"
+        connection.executemany(insert, [[_cell(row.get(c)) for c in columns] for row in rows])
+
+
+def quoted(name: str) -> str:
+    """``name`` as a SQLite identifier."""
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _cell(value: Any) -> Any:
+    """A seed's value as SQLite stores it: nested values as their JSON text."""
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+def seed(state_path: Path, protocol: TextIO) -> int:
+    """Read the seed line, write the state file, answer whether it worked."""
+    try:
+        request = json.loads(sys.stdin.readline() or "{}")
+        seed_sqlite(state_path, request.get("seed"))
+    except (Fatal, ValueError, AttributeError) as exc:
+        _send(protocol, {"fatal": str(exc) if isinstance(exc, Fatal) else f"a bad seed: {exc}"})
+        return 1
+    _send(protocol, {"seeded": True})
+    return 0
+
+
 # --- serving -------------------------------------------------------------------------------------
+
+
+def _send(protocol: TextIO, message: dict[str, Any]) -> None:
+    protocol.write(json.dumps(message, ensure_ascii=False) + "\n")
+    protocol.flush()
 
 
 def shown(value: Any) -> str:
@@ -289,20 +413,20 @@ def answer(
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def serve(module_path: Path, state_path: Path, protocol: TextIO) -> int:
+def serve(module_path: Path, state_path: Path, names: list[str], protocol: TextIO) -> int:
     """The handshake, then one answer per request line until stdin closes."""
 
     def send(message: dict[str, Any]) -> None:
-        protocol.write(json.dumps(message, ensure_ascii=False) + "\n")
-        protocol.flush()
+        _send(protocol, message)
 
     try:
-        tools = find_tools(load_module(module_path))
-        if not tools:
+        module = load_module(module_path)
+        if not names:
             raise Fatal(
                 f"{module_path.name} has no tools: a tool is a top-level public function whose "
                 "first parameter is named `state`"
             )
+        tools = served_tools(module, names)
         schemas = [tool_schema(name, function) for name, function in tools.items()]
     except Fatal as exc:
         send({"fatal": str(exc)})
@@ -329,7 +453,9 @@ def main(argv: list[str]) -> int:
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    return serve(Path(argv[1]), Path(argv[2]), protocol)
+    if argv[1] == "--seed":
+        return seed(Path(argv[2]), protocol)
+    return serve(Path(argv[1]), Path(argv[2]), argv[3:], protocol)
 
 
 if __name__ == "__main__":

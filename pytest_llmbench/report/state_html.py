@@ -80,8 +80,8 @@ def _table(
     rows = "".join(
         f"<tr><td><code>{text(change.get('path') or '(the whole state)')}</code></td>"
         f'<td class="{text(change.get("op"))}">{text(change.get("op"))}</td>'
-        f"<td>{_value(change.get('before'), change.get('op') == 'added')}</td>"
-        f"<td>{_value(change.get('after'), change.get('op') == 'removed')}</td></tr>"
+        f"<td>{_side(change, 'before', 'added')}</td>"
+        f"<td>{_side(change, 'after', 'removed')}</td></tr>"
         for change in changes
     )
     header = f"<tr><th>path</th><th>change</th><th>{sides[0]}</th><th>{sides[1]}</th></tr>"
@@ -91,12 +91,17 @@ def _table(
     return f'<table class="{css}">{header}{rows}</table>{note}'
 
 
-def _value(value: Any, absent: bool) -> str:
-    if absent:
+def _side(change: Mapping[str, Any], side: str, absent_when: str) -> str:
+    """One side of a change as JSON shows it (a string quoted, so that ``"[x]"`` never looks
+    like a list); a side the record clipped is already JSON text, shown as it is."""
+    if change.get("op") == absent_when:
         return '<span class="note">(absent)</span>'
-    shown = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
-    if isinstance(value, str) and not value.startswith(("{", "[")):
-        shown = json.dumps(value, ensure_ascii=False)  # a string as JSON shows it: quoted
+    value = change.get(side)
+    clipped = change.get("clipped")
+    if isinstance(value, str) and isinstance(clipped, list) and side in clipped:
+        shown = value
+    else:
+        shown = json.dumps(value, ensure_ascii=False, default=str)
     if len(shown) > VALUE_CHARS:
         shown = shown[: VALUE_CHARS - 3] + "..."
     return f"<code>{text(shown)}</code>"

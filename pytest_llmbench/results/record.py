@@ -136,9 +136,11 @@ Fields (``None`` where a value does not apply or was not measured):
 - ``state`` (dict | None): an agent item's environment state (``environment:``): ``file`` (the
   state file in the workdir), ``diff`` (seed to final state: ``{path, op, before, after}`` per
   changed leaf, ``op`` ``added``/``removed``/``changed``, paths like ``orders/W1001/status``,
-  list items ``#0``; at most 200), ``diff_more`` (changes left out), ``expected_diff`` (final
-  to expected state: the case's ``expected_actions`` replayed, else a ``state-equals`` value;
-  None without one), ``expected_diff_more``, ``final`` (the final state; None past 100 kB).
+  list items ``#0``; a side past 2,000 characters of JSON is that text, clipped, and named in
+  the change's ``clipped`` list; at most 200), ``diff_more`` (changes left out),
+  ``expected_diff`` (final to expected state of the first ``state-equals``: its value, else the
+  case's ``expected_actions`` replayed; the paths its ``ignore:`` globs match left out; None
+  without one), ``expected_diff_more``, ``final`` (the final state; None past 100 kB).
   ``None`` for other items.
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
 - ``finish_reason`` (str | None): why the model stopped, as the provider said: ``stop``,

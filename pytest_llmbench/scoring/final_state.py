@@ -157,11 +157,22 @@ def _escaped(key: str) -> str:
 
 
 def _shown(change: dict[str, Any]) -> dict[str, Any]:
-    """A change with each side small enough for the record (a large one as clipped JSON)."""
-    return {**change, "before": _small(change["before"]), "after": _small(change["after"])}
+    """A change with each side small enough for the record: a large one as its JSON text,
+    clipped, and named in ``clipped`` (so that a reader tells it from a string value)."""
+    shown = {**change}
+    clipped = []
+    for side in ("before", "after"):
+        small = _small(change[side])
+        if small is not change[side]:
+            shown[side] = small
+            clipped.append(side)
+    if clipped:
+        shown["clipped"] = clipped
+    return shown
 
 
 def _small(value: Any) -> Any:
+    """``value``, or its JSON text clipped when that passes :data:`MAX_CHANGE_CHARS`."""
     from ..yamlguard import json_text
 
     if value is None or isinstance(value, bool | int | float):
@@ -233,17 +244,30 @@ def evaluate_state(assertion: Any, snapshot: Any) -> Any:
         problems = subset_problems(assertion.value, snapshot.final)
         outcome = _outcome(problems, "the final state holds the given keys and values")
     else:
-        expected = assertion.value if assertion.value is not None else snapshot.expected
+        expected = expected_state(assertion, snapshot)
         if expected is None:
             reason = f"{assertion.type}: no expected state (no value, no expected_actions)"
             return Verdict(assertion.type, False, 0.0, assertion.weight, reason)
-        globs = tuple(assertion.options.get("ignore", ()))
-        found = _changes(snapshot.final, expected, ())
-        differing = [_difference(c) for c in found if not ignored(c["path"], globs)]
+        found = _expected_changes(assertion, snapshot.final, expected)
+        differing = [_difference(change) for change in found]
         outcome = _outcome(differing, "the final state equals the expected state")
     if assertion.negate:
         outcome = Outcome(not outcome.passed, f"negated: {outcome.reason}", 1.0 - outcome.score)
     return Verdict(assertion.type, outcome.passed, outcome.score, assertion.weight, outcome.reason)
+
+
+def expected_state(assertion: Assertion, snapshot: Any) -> Any:
+    """The state a ``state-equals`` ``assertion`` expects: its ``value``, else the snapshot's
+    ``expected`` (the case's ``expected_actions`` replayed); None when there is none. The
+    verdict and the record's ``expected_diff`` both ask here."""
+    return assertion.value if assertion.value is not None else snapshot.expected
+
+
+def _expected_changes(assertion: Assertion, final: Any, expected: Any) -> Iterator[dict[str, Any]]:
+    """The changes from ``final`` to ``expected`` that ``assertion`` counts: those on paths
+    its ``ignore:`` globs do not match."""
+    globs = tuple(assertion.options.get("ignore", ()))
+    return (c for c in _changes(final, expected, ()) if not ignored(c["path"], globs))
 
 
 def _difference(change: dict[str, Any]) -> str:
@@ -268,15 +292,12 @@ def _outcome(problems: Sequence[str], if_passed: str) -> Outcome:
 def state_record(snapshot: Any, file: str, assertions: Sequence[Assertion] = ()) -> dict[str, Any]:
     """The record's ``state``: ``{"file", "diff" (seed -> final, :func:`state_diff`),
     "diff_more" (changes cut), "expected_diff" (final -> expected, None without one),
-    "expected_diff_more", "final" (None when its JSON passes 100 kB)}``. The expected state is
-    the snapshot's (the expected actions'), else the first ``state-equals`` value of
-    ``assertions``."""
+    "expected_diff_more", "final" (None when its JSON passes 100 kB)}``. The expected state
+    and the paths left out are those of the first ``state-equals`` of ``assertions`` that has
+    an expected state (:func:`expected_state`, its ``ignore:`` globs): the differences shown
+    are the ones its verdict counted."""
     from ..yamlguard import json_text
 
-    expected = snapshot.expected
-    if expected is None:
-        given = (a.value for a in assertions if a.base_type == "state-equals")
-        expected = next((value for value in given if isinstance(value, Mapping)), None)
     diff = state_diff(snapshot.initial, snapshot.final)
     record: dict[str, Any] = {
         "file": file,
@@ -286,9 +307,18 @@ def state_record(snapshot: Any, file: str, assertions: Sequence[Assertion] = ())
         "expected_diff_more": 0,
         "final": snapshot.final if len(json_text(snapshot.final)) <= MAX_FINAL_CHARS else None,
     }
-    if expected is not None:
-        record["expected_diff"] = state_diff(snapshot.final, expected)
-        record["expected_diff_more"] = diff_size(snapshot.final, expected) - len(
-            record["expected_diff"]
-        )
+    equals = (a for a in assertions if a.base_type == "state-equals")
+    for assertion in equals:
+        expected = expected_state(assertion, snapshot)
+        if expected is None:
+            continue
+        changes: list[dict[str, Any]] = []
+        more = 0
+        for change in _expected_changes(assertion, snapshot.final, expected):
+            if len(changes) < MAX_DIFF_CHANGES:
+                changes.append(_shown(change))
+            else:
+                more += 1
+        record["expected_diff"], record["expected_diff_more"] = changes, more
+        break
     return record

@@ -4,7 +4,10 @@ resolved at collection.
 :func:`resolve_environment` turns the file's ``environment:`` into an
 :class:`~.resolved.Environment`: the module's tools are read from its source with :mod:`ast`,
 never imported (it runs only in the item's sandbox), so that a case's ``expected_actions`` are
-checked against their names and parameters before any item runs; its seed is read once.
+checked against their names and parameters before any item runs; its seed is read once. This
+is the one rule of what a tool is: the runner serves exactly the names read here (and fails,
+naming it, on one it cannot serve); a name that is another tool's of the file (a built-in, a
+``module:function``) is an error here, at the environment's line.
 :func:`with_case_state` gives each case (inline, or a dataset row's ``state`` and
 ``expected_actions`` columns) its starting state and expected actions. The state assertions
 (``state-equals``, ``state-subset``) are checked, and their ``file://`` values read, by
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .file_kinds import file_kind, kinds_allowing
 from .paths import PathRefused, resolve_eval_path, workdir_path
 from .resolved import SQLITE_SUFFIXES, Environment, EnvironmentTool, EvalFileError, ExpectedAction
+from .schema import BUILTIN_TOOL_NAMES
 
 if TYPE_CHECKING:
     from .datasets import DatasetRow
@@ -70,8 +74,31 @@ def resolve_environment(
     if not tools:
         raise error(f"module: {written.module} defines no tool: a tool is a public top-level "
                     "function whose first parameter is `state`", "module")  # fmt: skip
+    _check_names(spec, tools, module, error)
     names = tuple(tool.name for tool in tools)
     return Environment(module, None, state_file, seed, names, tools)
+
+
+def _check_names(
+    spec: EvalSpec, tools: Sequence[EnvironmentTool], module: Path, error: Any
+) -> None:
+    """No tool of the module may have the name of a built-in tool or of the file's custom
+    (``module:function``) tools: the model would see two tools of one name."""
+    written = spec.tools if isinstance(spec.tools, list) else []
+    custom = {
+        name.partition(":")[2]: name
+        for name in written
+        if isinstance(name, str) and ":" in name and not name.startswith("mcp:")
+    }
+    for tool in tools:
+        if tool.name in BUILTIN_TOOL_NAMES:
+            other = "a built-in tool's"
+        elif tool.name in custom:
+            other = f"the file's tool {custom[tool.name]}'s"
+        else:
+            continue
+        raise error(f"module: {module.name} defines the tool {tool.name!r} (line {tool.line}), "
+                    f"which is {other} name: rename one of them")  # fmt: skip
 
 
 def _state_file(name: str, error: Any) -> str:
@@ -117,8 +144,9 @@ def _module_path(written: EnvironmentSpec, folder: Path, roots: Sequence[Path], 
 
 def read_module_tools(module: Path) -> tuple[EnvironmentTool, ...]:
     """The tools ``module`` defines, read from its source without running it: its public
-    top-level functions whose first parameter is ``state``, in the order written. A module
-    that does not parse is an error at its own file and line."""
+    top-level functions (``def``, decorated or not, and ``async def``, which the runner refuses
+    to serve) whose first parameter is ``state``, in the order written. A module that does not
+    parse is an error at its own file and line."""
     try:
         source = module.read_text(encoding="utf-8")
         tree = ast.parse(source, filename=str(module))
@@ -126,11 +154,12 @@ def read_module_tools(module: Path) -> tuple[EnvironmentTool, ...]:
         raise EvalFileError(module, exc.lineno, f"environment module: {exc.msg}") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise EvalFileError(module, None, f"environment module cannot be read: {exc}") from None
-    found = (_tool(node) for node in tree.body if isinstance(node, ast.FunctionDef))
+    defined = (ast.FunctionDef, ast.AsyncFunctionDef)
+    found = (_tool(node) for node in tree.body if isinstance(node, defined))
     return tuple(tool for tool in found if tool is not None)
 
 
-def _tool(node: ast.FunctionDef) -> EnvironmentTool | None:
+def _tool(node: ast.FunctionDef | ast.AsyncFunctionDef) -> EnvironmentTool | None:
     """The tool ``node`` defines, or None: a private function, or one not taking ``state``."""
     args = node.args
     positional = [*args.posonlyargs, *args.args]

@@ -79,12 +79,14 @@ class AgentConversationKind(AgentKind, ConversationKind):
     def keep_partial(self, result: KindResult, error: BaseException) -> None:
         from ..agent_talk import AgentTalk
         from ..request import ConversationRun
+        from .agent_state import partial_snapshot
 
         partial = getattr(error, "partial", None)
         if isinstance(partial, AgentTalk):
             result.agent_run, result.conversation = partial.agent, partial.conversation
         elif isinstance(partial, ConversationRun):  # --max-cost, or pytest-timeout's expiry
             result.conversation = partial
+        result.state_snapshot = partial_snapshot(result)
 
     def verdicts(self, checking: Checking) -> list[Verdict]:
         """Each turn's assertions on its reply (a workdir or tool-call check: the one made on

@@ -58,7 +58,7 @@ class AgentKind(CaseKind):
             # Before any model call: an agent that cannot run its commands is not measured.
             raise SandboxError(sandbox.refusal)
         if agent.environment is not None:
-            agent_state.seed(plan, workdir)
+            agent_state.seed(plan, workdir, sandbox)
         return toolbox
 
     async def answer(self, engine: Engine, call: KindCall) -> Answer:
@@ -72,17 +72,20 @@ class AgentKind(CaseKind):
         return Answer(completion, graded, run, toolbox.sandbox, messages=messages)
 
     def keep_partial(self, result: KindResult, error: BaseException) -> None:
+        """The run an error cut short, and the environment's state where it still reads."""
         from ...agent import AgentRun
 
         partial = getattr(error, "partial", None)
         if isinstance(partial, AgentRun):
             result.agent_run = partial
+        result.state_snapshot = agent_state.partial_snapshot(result)
 
     def settle(self, settling: Settling) -> None:
         """Say once per process that commands fell back to rlimits; run the file's
         ``post_process``; make the workdir checks."""
         result = settling.result
         if result.agent_run is None:
+            agent_state.forget(result.workdir)
             return
         _warn_sandbox_fallback()
         agent = result.plan.agent
@@ -107,7 +110,7 @@ class AgentKind(CaseKind):
         """Steps, tool calls, why it stopped, the transcript."""
         run = result.agent_run
         if run is None:
-            return super().record_fields(result)
+            return {**super().record_fields(result), **agent_state.state_fields(result)}
         return {
             "agent_steps": run.turns,
             "tool_call_count": len(run.tool_calls),
