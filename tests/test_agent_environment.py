@@ -636,8 +636,12 @@ if True:
 def test_the_runner_refuses_a_tool_collection_found_that_it_cannot_serve(
     tmp_path: Path, workdir: Path, names: tuple[str, ...], said: str
 ) -> None:
-    environment = _environment(tmp_path, UNSERVABLE)
-    assert set(names) <= set(environment.tool_names)  # collection counts them as tools
+    # Collection refuses the async one at its line (tests/test_spec_environment.py); the runner
+    # still refuses whatever it is handed and cannot serve.
+    environment = _environment(tmp_path, UNSERVABLE.replace("async def fetch", "def fetch"))
+    assert environment.module is not None
+    environment.module.write_text(textwrap.dedent(UNSERVABLE))
+    assert set(names) <= {*environment.tool_names, "fetch"}  # collection counts them as tools
     environment = Environment(environment.module, None, "state.json", None, names)
     seed_state(environment, {}, workdir)
     with pytest.raises(EnvError, match=r"environment retail_env\.py: " + said):
@@ -645,7 +649,7 @@ def test_the_runner_refuses_a_tool_collection_found_that_it_cannot_serve(
 
 
 def test_the_runner_serves_exactly_the_names_collection_read(tmp_path: Path, workdir: Path) -> None:
-    environment = _environment(tmp_path, UNSERVABLE)
+    environment = _environment(tmp_path, UNSERVABLE.replace("async def fetch", "def fetch"))
     assert environment.tool_names == ("fetch", "plain", "wrapped", "gone", "kept")
     served = Environment(environment.module, None, "state.json", None, ("plain", "kept"))
     assert list(_schemas(served, tmp_path)) == ["plain", "kept"]

@@ -390,3 +390,11 @@ def test_no_expected_actions_is_a_case_whose_state_must_stay_as_seeded(tmp_path:
     assert cancel.expected_actions == () and own.expected_actions is None
     missing = text.replace("    expected_actions: []\n", "")
     assert "expected_actions" in str(error_of(tmp_path, missing))
+
+
+def test_an_async_tool_is_an_error_at_its_line_in_the_module(tmp_path: Path) -> None:
+    module = MODULE + '\n\nasync def fetch(state: dict, order_id: str) -> str:\n    """Fetch."""\n'
+    found = error_of(tmp_path, FILE, module)
+    assert found.path == tmp_path / "retail_env.py"
+    assert found.line == line_of(module, "async def fetch")
+    assert "`async def`" in str(found)

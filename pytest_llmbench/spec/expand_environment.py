@@ -144,9 +144,9 @@ def _module_path(written: EnvironmentSpec, folder: Path, roots: Sequence[Path], 
 
 def read_module_tools(module: Path) -> tuple[EnvironmentTool, ...]:
     """The tools ``module`` defines, read from its source without running it: its public
-    top-level functions (``def``, decorated or not, and ``async def``, which the runner refuses
-    to serve) whose first parameter is ``state``, in the order written. A module that does not
-    parse is an error at its own file and line."""
+    top-level functions (``def``, decorated or not) whose first parameter is ``state``, in the
+    order written. A module that does not parse, or whose tool is an ``async def`` (the runner
+    calls tools one at a time, synchronously), is an error at its own file and line."""
     try:
         source = module.read_text(encoding="utf-8")
         tree = ast.parse(source, filename=str(module))
@@ -155,8 +155,12 @@ def read_module_tools(module: Path) -> tuple[EnvironmentTool, ...]:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise EvalFileError(module, None, f"environment module cannot be read: {exc}") from None
     defined = (ast.FunctionDef, ast.AsyncFunctionDef)
-    found = (_tool(node) for node in tree.body if isinstance(node, defined))
-    return tuple(tool for tool in found if tool is not None)
+    found = [(node, _tool(node)) for node in tree.body if isinstance(node, defined)]
+    for node, tool in found:
+        if tool is not None and isinstance(node, ast.AsyncFunctionDef):
+            raise EvalFileError(module, node.lineno, f"environment tool {node.name!r} is an "
+                                "`async def`: write it as a plain `def`")  # fmt: skip
+    return tuple(tool for _, tool in found if tool is not None)
 
 
 def _tool(node: ast.FunctionDef | ast.AsyncFunctionDef) -> EnvironmentTool | None:
