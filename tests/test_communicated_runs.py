@@ -72,6 +72,23 @@ def test_a_string_never_told_fails_naming_it(bench: Bench) -> None:
     assert record["conversation_stopped"] == "goal" and record["tool_call_count"] == 1
 
 
+def test_a_stop_on_fail_check_reads_every_reply_so_far(bench: Bench) -> None:
+    """Told in reply 1, not repeated in reply 2: the user's check holds on both replies, so
+    the conversation is not stopped but ends on the user's goal."""
+    _script(bench)
+    text = DESK.format(told="cancelled").replace(
+        "      max_turns: 4\n",
+        "      max_turns: 4\n"
+        "      assert: [{type: communicated, value: pending, stop_on_fail: true}]\n",
+    )
+    bench.eval_file("desk", text)
+    bench.run("--models=fake").assert_outcomes(passed=1)
+    (record,) = bench.records()
+    assert record["conversation_stopped"] == "goal"
+    got = [(v["turn"], v["type"], v["passed"]) for v in record["assertions"]]
+    assert got == [(1, "communicated", True), (2, "communicated", True), (2, "communicated", True)]
+
+
 TURNS = """
 cases:
   - id: capitals
