@@ -60,6 +60,9 @@ CASES: list[tuple[Any, str, bool, str]] = [
     ({"type": "json-schema", "value": SCHEMA}, '{"name": 3}', False, "schema violation at $.name"),
     ({"type": "numeric", "value": 42}, "The answer is 42.", True, "42 equals 42"),
     ({"type": "numeric", "value": 42}, "The answer is 41.", False, "41 is not 42"),
+    # what the user was told (here the answer): test_scoring_communicated.py
+    ({"type": "communicated", "value": "W1,001"}, "Order w1001", False, "not told to the user"),
+    ({"type": "communicated", "value": "W1001"}, "Order w1,001", True, "told to the user in"),
 ]
 
 

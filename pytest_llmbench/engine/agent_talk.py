@@ -198,8 +198,9 @@ class SimulatedSide(TalkSide):
     def ended(self, completion: Completion) -> str | None:
         from .simulated import said_agent_stop
 
-        prompt = self.progress.turns[-1].content
-        if self._failed is not None and self._failed(prompt, completion):
+        prompt, so_far = self.progress.turns[-1].content, self.progress.so_far()
+        said = so_far.said(so_far.reached)
+        if self._failed is not None and self._failed(prompt, completion, said):
             return "failed"
         return "agent_done" if said_agent_stop(self.user, completion.text) else None
 

@@ -45,6 +45,12 @@ class ConversationRun:
     #: the simulated user's calls (their tokens and cost are not the model's)
     user_calls: tuple[Completion, ...] = ()
 
+    def said(self, turn: int) -> tuple[str, ...]:
+        """What the model said to the user up to its reply to ``turn`` (0-based): each reply's
+        text, in order (an agent's reply's text is its answer: its tool calls and their
+        results are not said to the user); verbatim assistant turns are not the model's."""
+        return tuple(reply.completion.text for reply in self.replies if reply.turn <= turn)
+
     def completion(self, model_id: str) -> Completion | None:
         """The conversation as one completion: the last reply's text and thinking, the first
         call's TTFT, latency, tokens (reasoning and cached ones too), cost, retries and

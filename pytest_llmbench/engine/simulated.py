@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 
 #: One call of the simulated user: what it reads and the 0-based turn it writes.
 AskUser = Callable[[list[dict[str, str]], int], Awaitable[Completion]]
-#: Whether an assertion marked ``stop_on_fail`` fails on a reply: (user message, reply).
-StopCheck = Callable[[str, Completion], bool]
+#: Whether an assertion marked ``stop_on_fail`` fails on a reply: (user message, reply, what
+#: the model said to the user up to it: :meth:`~.request.ConversationRun.said`).
+StopCheck = Callable[[str, Completion, tuple[str, ...]], bool]
 
 #: The simulated user's roles: the model's replies are what it answers.
 _SWAPPED = {"user": "assistant", "assistant": "user"}
@@ -115,7 +116,7 @@ async def simulate(
             completion = await complete(sent, index)
             progress.replies.append(Reply(index, sent, completion))
             history.extend(reply_messages(completion, index))  # its tool calls, not run
-            if failed is not None and failed(text, completion):
+            if failed is not None and failed(text, completion, progress.so_far().said(index)):
                 stopped = "failed"
                 break
             if said_agent_stop(user, completion.text):
@@ -196,7 +197,7 @@ def stop_check(plan: CallPlan) -> StopCheck | None:
     marked = [case.assertions[index] for index in user.stop_on_fail]
     schemas = plan.functions.schemas() if plan.functions is not None else None
 
-    def failed(prompt: str, completion: Completion) -> bool:
+    def failed(prompt: str, completion: Completion, said: tuple[str, ...]) -> bool:
         measures = CallMeasures.of(completion)
         context = AssertionContext(
             expected=case.expected,
@@ -209,6 +210,7 @@ def stop_check(plan: CallPlan) -> StopCheck | None:
             # as the item scores the turn: a tool-call check reads the reply's calls
             tool_calls=completion.tool_calls,
             tool_schemas=schemas,
+            said=said,  # `communicated` reads every reply so far, as the item scores it
         )
         verdicts = [evaluate(assertion, completion.text, context) for assertion in marked]
         return any(not verdict.passed and not verdict.unchecked for verdict in verdicts)

@@ -29,6 +29,7 @@ from .base import (
     Verdict,
     is_number,
 )
+from .communicated import check_communicated, communicated_value
 from .final_state import STATE_TYPES, check_state_elsewhere, parse_state_assertion
 from .judged import (
     JUDGE_TYPES,
@@ -320,6 +321,10 @@ TYPES: dict[str, TypeSpec] = {
     "icontains-all": list_type("all", fold=True),
     "regex": TypeSpec(check_regex, "defaults", regex_value),
     "starts-with": TypeSpec(check_starts_with, "defaults", text_value),
+    # everything said to the user (a conversation's replies), by tau2-bench's communicate_info
+    "communicated": TypeSpec(
+        check_communicated, "required", communicated_value, "a string or a list of strings"
+    ),
     "is-json": TypeSpec(check_json, "none"),
     "json-schema": TypeSpec(check_json, "required", schema_value, "a schema or a file path"),
     "numeric": TypeSpec(

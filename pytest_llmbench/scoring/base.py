@@ -133,6 +133,10 @@ class AssertionContext:
     tool_calls: tuple[Mapping[str, Any], ...] = ()
     #: a function-calling item's declared tools: name -> JSON schema of the arguments
     tool_schemas: Mapping[str, Mapping[str, Any]] | None = None
+    #: everything the model said to the user, in order, as ``communicated`` reads it: in a
+    #: conversation the text of each reply up to the one checked (an agent's answers, never its
+    #: tool calls nor their results); None: the answer checked is all it said
+    said: tuple[str, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

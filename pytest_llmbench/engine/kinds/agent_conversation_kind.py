@@ -105,6 +105,7 @@ class AgentConversationKind(AgentKind, ConversationKind):
                 prompt=turn.content,
                 measures=call_measures(result, reply.completion),
                 tool_calls=reply.completion.tool_calls,
+                said=run.said(reply.turn),  # `communicated` reads every reply so far
             )
             for index in turn.checks:
                 verdict = made.get(index) or checking.verdict(

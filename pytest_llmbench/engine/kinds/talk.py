@@ -86,6 +86,7 @@ class ConversationKind(CaseKind):
                 prompt=turn.content,
                 measures=call_measures(result, reply.completion),
                 tool_calls=reply.completion.tool_calls,  # a turn's checks see its reply's calls
+                said=run.said(reply.turn),  # `communicated` reads every reply so far
             )
             unfinished = reply.completion.unfinished
             for index in turn.checks:
