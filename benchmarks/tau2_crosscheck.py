@@ -505,7 +505,7 @@ def summary(judged: list[Judged]) -> list[str]:
         for name in (*KINDS, "all"):
             cell = [j for j in judged if domain in ("all", j.domain) and name in ("all",
                     kind(j.label))]  # fmt: skip
-            if not cell or (domain != "all" and name != "all" and False):
+            if not cell:
                 continue
             row = [domain, name, len(cell), sum(j.reference for j in cell),
                    sum(j.ours for j in cell), sum(j.ours == j.reference for j in cell),
@@ -523,6 +523,8 @@ def gold_facts(reference: dict[str, Any]) -> dict[str, int]:
         "tasks with no actions": sum(not t["gold"] for t in tasks),
         "gold actions": sum(len(t["gold"]) for t in tasks),
         "gold actions raising when replayed": sum(len(t["gold_raising"]) for t in tasks),
+        "of them write actions": sum(name in WRITES[t["domain"]] for t in tasks
+                                     for _, name, _ in t["gold_raising"]),
         "tasks with a gold action raising": sum(bool(t["gold_raising"]) for t in tasks),
         "gold trajectories the reference fails": sum(
             not r["reference"] for r in runs if r["label"] == "gold"),
@@ -631,14 +633,19 @@ def main() -> None:
     parser.add_argument("--tau2-python", help="An interpreter with inspect_evals installed")
     parser.add_argument("--write", type=Path, help="Write the Markdown here (and the reference)")
     parser.add_argument("--tau2-side", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tau2-output", type=Path,
+                        help="The tau2 side's JSON saved from an earlier run, instead of running it")  # fmt: skip
     args = parser.parse_args()
     if args.tau2_side:
         tau2_side()
         return
-    if not args.tau2_python:
-        parser.error("--tau2-python is required")
+    if not args.tau2_python and not args.tau2_output:
+        parser.error("--tau2-python (or --tau2-output) is required")
     sys.path.insert(0, str(ROOT))
-    reference = run_tau2(args.tau2_python)
+    if args.tau2_output:
+        reference = json.loads(args.tau2_output.read_text())
+    else:
+        reference = run_tau2(args.tau2_python)
     judged = compare(reference)
     print("\n".join(summary(judged)))
     unexplained = [f"{j.domain}/{j.task}/{j.label}" for j in judged if j.ours != j.reference_fixed]
