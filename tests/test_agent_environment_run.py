@@ -299,22 +299,15 @@ cases:
 """
 
 
-@pytest.mark.slow
-def test_a_server_environments_expected_actions_are_the_items_environment_error(
-    bench: Bench,
-) -> None:
-    """A server's tools are known only once it runs, so collection lets an unknown action
-    through; the run cannot replay a server's actions at all (its runner replays a module's),
-    and says so: the item's error, after the agent's run."""
+def test_a_server_environments_bare_state_equals_is_a_collection_error(bench: Bench) -> None:
+    """A server's actions cannot be replayed (the runner replays a module's), so a bare
+    state-equals with a server environment is refused before any call, at its line."""
     servers = bench.pytester.path / "servers"
     servers.mkdir()
     (servers / "store.py").write_text(STATE_SERVER)
     bench.eval_file("store", SANDBOX + SERVER_AGENT.lstrip("\n"))
-    bench.server.add_rule(Rule(reply="Done."))
-    _environment_error(
-        bench, "the environment of MCP server 'store' has no module to run: its tools come from"
-    )
-    assert len(bench.server.requests) == 1  # the agent ran; its state could not be checked
+    line = 1 + _line_of(SANDBOX + SERVER_AGENT.lstrip("\n"), "- state-equals")
+    _collection_error(bench, f"store.eval.yaml:{line}: *give a value: expected actions are*")
 
 
 # --- helpers -------------------------------------------------------------------------------------

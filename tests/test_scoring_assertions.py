@@ -101,7 +101,9 @@ def test_the_cases_cover_every_known_type() -> None:
     graded |= {"select-best"}  # the best of a case's contestants: test_select_best.py
     # the function-calling checks read a reply's tool calls: test_function_calling.py
     tool_calls = {"tool-call", "valid-tool-call", "tool-call-f1", "no-tool-call", "tool-calls"}
-    assert covered | {"python", "choice"} | graded | performance | tool_calls == KNOWN_TYPES
+    # the checks on an environment's final state: test_scoring_final_state.py
+    state = {"state-equals", "state-subset"}
+    assert covered | {"python", "choice"} | graded | performance | tool_calls | state == KNOWN_TYPES
 
 
 def test_shorthand_negation_of_is_json() -> None:
