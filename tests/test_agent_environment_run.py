@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from conftest import Bench, Rule
 from mcp_tools import server
 
