@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...models import ItemError, total_usage
 from .agent_kind import AgentKind, _loop
-from .case_kind import Checking, Engine, KindCall, KindResult, TokenCounter, call_measures
-from .talk import ConversationKind, conversation_entries
+from .case_kind import Checking, Engine, KindCall, KindResult, TokenCounter
+from .talk import ConversationKind, conversation_entries, turn_context
 
 if TYPE_CHECKING:
     from ...judging import GradedAssertion
@@ -100,13 +100,7 @@ class AgentConversationKind(AgentKind, ConversationKind):
         verdicts = []
         for reply in run.replies:
             turn = run.turns[reply.turn]
-            own = dataclasses.replace(
-                checking.context,
-                prompt=turn.content,
-                measures=call_measures(result, reply.completion),
-                tool_calls=reply.completion.tool_calls,
-                said=run.said(reply.turn),  # `communicated` reads every reply so far
-            )
+            own = turn_context(checking, run, reply)
             for index in turn.checks:
                 verdict = made.get(index) or checking.verdict(
                     index, assertions[index], reply.completion.text, own

@@ -21,10 +21,10 @@ from .case_kind import (
 
 if TYPE_CHECKING:
     from ...models import Completion
-    from ...scoring import Verdict
+    from ...scoring import AssertionContext, Verdict
     from ..conversation_calls import CompleteTurn
     from ..plan import CallPlan
-    from ..request import Answer, ConversationRun, Request
+    from ..request import Answer, ConversationRun, Reply, Request
 
 
 class ConversationKind(CaseKind):
@@ -81,13 +81,7 @@ class ConversationKind(CaseKind):
         verdicts = []
         for reply in run.replies:
             turn = run.turns[reply.turn]
-            own = dataclasses.replace(
-                checking.context,
-                prompt=turn.content,
-                measures=call_measures(result, reply.completion),
-                tool_calls=reply.completion.tool_calls,  # a turn's checks see its reply's calls
-                said=run.said(reply.turn),  # `communicated` reads every reply so far
-            )
+            own = turn_context(checking, run, reply)
             unfinished = reply.completion.unfinished
             for index in turn.checks:
                 assertion = result.plan.case.assertions[index]
@@ -129,6 +123,18 @@ class ConversationKind(CaseKind):
     def spent(self, result: KindResult) -> Completion | None:
         run = result.conversation
         return run.completion(result.plan.model.model) if run is not None else None
+
+
+def turn_context(checking: Checking, run: ConversationRun, reply: Reply) -> AssertionContext:
+    """What a turn's checks read besides its reply: the turn's prompt, the reply's measures and
+    tool calls, and every reply so far (``communicated``)."""
+    return dataclasses.replace(
+        checking.context,
+        prompt=run.turns[reply.turn].content,
+        measures=call_measures(checking.result, reply.completion),
+        tool_calls=reply.completion.tool_calls,  # a turn's checks see its reply's calls
+        said=run.said(reply.turn),
+    )
 
 
 def conversation_entries(result: KindResult, verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
