@@ -34,6 +34,9 @@ KINDS = {
         "    expected: x\n"
     ),
     "agent": "kind: agent\ntools: [read_file]\ncases:\n  - {id: a, prompt: Hi, expected: x}\n",
+    "agent_conversation": (
+        "kind: agent\ntools: [read_file]\ncases:\n  - {id: a, turns: [{user: Hi}], expected: x}\n"
+    ),
     "solver": "solver: m:f\ncases:\n  - {id: a, prompt: Hi, expected: x}\n",
     "loglikelihood": (
         "loglikelihood: true\ncases:\n  - {id: a, prompt: Hi, choices: [x, y], answer: A}\n"
