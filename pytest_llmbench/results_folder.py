@@ -324,6 +324,8 @@ _ADDED_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("trace", "started_at", None),
     # the model version the provider said answered; an older run kept none
     ("response_model", "model_id", None),
+    # an agent's stateful environment (issue 42): an older run had none
+    ("state", "tool_calls", None),
 )
 
 
