@@ -51,9 +51,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.pluginmanager.register(fixtures, "llmbench-fixtures")
     config.pluginmanager.register(ItemTimeouts(), "llmbench-item-timeouts")
-    from .engine import Prefetcher
+    from .engine import Prefetcher, guard_logger_registry
 
     config.pluginmanager.register(Prefetcher(config), "llmbench-prefetcher")
+    # Our threads create loggers while pytest's logging plugin walks the registry of them.
+    guard_logger_registry()
     # On every process: a worker hands the files it collected to the controller's run.json.
     config.pluginmanager.register(CollectedSources(config), "llmbench-sources")
     # Bad options fail now, as a usage error.

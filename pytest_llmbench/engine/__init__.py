@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .kinds.case_kind import call_measures
     from .kinds.talk import conversation_entries, conversation_entry
     from .lifetime import EVAL_FILES_KEY, RUNTIME_KEY, eval_files_collected, get_runtime, shutdown
+    from .logger_registry import guard_logger_registry
     from .optimizer import store_path, write_log
     from .pacing import BudgetExceeded
     from .plan import (
@@ -110,6 +111,7 @@ _FACE: dict[str, str] = {
     "Runtime": "runtime",
     "get_runtime": "lifetime",
     "shutdown": "lifetime",
+    "guard_logger_registry": "logger_registry",
     "terminal_notice": "runtime",
     "wait_notice_s": "runtime",
     "batch_asked": "session",
@@ -173,6 +175,7 @@ __all__ = [
     "dist_mode",
     "eval_files_collected",
     "get_runtime",
+    "guard_logger_registry",
     "is_contestant",
     "item_trace",
     "kind_of",
