@@ -398,3 +398,41 @@ def test_an_async_tool_is_an_error_at_its_line_in_the_module(tmp_path: Path) -> 
     assert found.path == tmp_path / "retail_env.py"
     assert found.line == line_of(module, "async def fetch")
     assert "`async def`" in str(found)
+
+
+def test_a_tool_defined_twice_is_its_last_definition(tmp_path: Path) -> None:
+    """Python binds the last ``def`` of a name, and the runner serves that one: collection
+    checks expected actions against it."""
+    module = MODULE + "\n\ndef find_user(state, email: str, region: str = 'eu', **extra):\n    return 1\n"
+    loaded = load(tmp_path, module=module)
+    assert loaded.agent is not None and loaded.agent.environment is not None
+    environment = loaded.agent.environment
+    assert environment.tool_names == ("cancel_pending_order", "find_user")
+    find = environment.tool("find_user")
+    assert find is not None
+    assert (find.parameters, find.required) == (("email", "region"), ("email",))
+
+
+@pytest.mark.parametrize("column", ["state", "expected_actions"])
+def test_a_dataset_cell_nested_too_deep_is_an_error_at_its_row(
+    tmp_path: Path, column: str
+) -> None:
+    text = FILE[: FILE.index("cases:")] + "dataset: deep.csv\nassert: [state-equals]\n"
+    deep = '"' + "[" * 100_000 + '"'
+    (tmp_path / "deep.csv").write_text(f"id,prompt,{column}\nr1,x,{deep}\n")
+    error = error_of(tmp_path, text)
+    assert "dataset row 'r1' (line 2)" in error.message
+    assert "nested more than" in error.message
+
+
+def test_a_jsonl_state_nested_too_deep_is_an_error_at_its_line(tmp_path: Path) -> None:
+    state: dict[str, object] = {}
+    inner = state
+    for _ in range(100):
+        inner["x"] = {}
+        inner = inner["x"]  # type: ignore[assignment]
+    row = {"id": "r1", "prompt": "x", "state": state, "expected_actions": []}
+    (tmp_path / "deep.jsonl").write_text(json.dumps(row) + "\n")
+    text = FILE[: FILE.index("cases:")] + "dataset: deep.jsonl\nassert: [state-equals]\n"
+    error = error_of(tmp_path, text)
+    assert "deep.jsonl:1: state." in error.message and "nested more than" in error.message

@@ -367,7 +367,7 @@ TYPES: dict[str, TypeSpec] = {
     "tool-call-f1": TypeSpec(check_tool_call_f1, "required", hint="the expected calls"),
     "no-tool-call": TypeSpec(check_no_tool_call, "none"),
     "tool-calls": TypeSpec(check_tool_calls, "none"),
-    # checked on an agent's environment (state.evaluate_state), never on the answer
+    # checked on an agent's environment (final_state.evaluate_state), never on the answer
     "state-equals": TypeSpec(check_state_elsewhere, "none"),
     "state-subset": TypeSpec(check_state_elsewhere, "required", hint="the state's keys"),
 }

@@ -160,7 +160,9 @@ def read_module_tools(module: Path) -> tuple[EnvironmentTool, ...]:
         if tool is not None and isinstance(node, ast.AsyncFunctionDef):
             raise EvalFileError(module, node.lineno, f"environment tool {node.name!r} is an "
                                 "`async def`: write it as a plain `def`")  # fmt: skip
-    return tuple(tool for _, tool in found if tool is not None)
+    # A name defined twice is the last definition, as Python binds it and the runner serves it.
+    tools = {tool.name: tool for _, tool in found if tool is not None}
+    return tuple(tools.values())
 
 
 def _tool(node: ast.FunctionDef | ast.AsyncFunctionDef) -> EnvironmentTool | None:
@@ -310,9 +312,11 @@ def _cell(value: Any, column: str) -> Any:
     text = value.strip()
     if text[0] not in "[{":
         return value
+    from ..yamlguard import ValueLimitError, json_value
+
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return json_value(text)
+    except (json.JSONDecodeError, ValueLimitError) as exc:
         raise ValueError(f"column {column!r} is no JSON: {exc}") from None
 
 
