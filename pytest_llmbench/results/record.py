@@ -98,8 +98,8 @@ Fields (``None`` where a value does not apply or was not measured):
   call had a known cost).
 - ``judge_tokens`` (int): input + output tokens of this item's judge calls.
 - ``user_sim_cost_usd`` (float | None): USD spent on a ``simulated_user:`` conversation's
-  (a model's or an agent's) simulated-user calls, apart from the model's ``cost_usd`` (``None`` for other items, or when
-  no call of it had a known cost).
+  (a model's or an agent's) simulated-user calls, apart from the model's ``cost_usd``
+  (``None`` for other items, or when no call of it had a known cost).
 - ``user_sim_tokens`` (int | None): input + output tokens of those calls (``None`` for other
   items).
 - ``transport_retries`` (int): provider calls retried for this item by the transport (a
@@ -142,6 +142,10 @@ Fields (``None`` where a value does not apply or was not measured):
   case's ``expected_actions`` replayed; the paths its ``ignore:`` globs match left out; None
   without one), ``expected_diff_more``, ``final`` (the final state; None past 100 kB).
   ``None`` for other items.
+- ``shimmed`` (bool): the tools went through the tool shim (JSON in the prompt, the calls read
+  from the reply's JSON) instead of native tool calls: an agent's, or a function-calling
+  reply's on a model without tool calling (the embedded one); false for other items.
+- ``workdir`` (str | None): an agent item's folder (kept after the run, as pytest keeps tmp_path).
 - ``streamed`` (bool): whether the call was streamed (TTFT is only measured when it was).
 - ``finish_reason`` (str | None): why the model stopped, as the provider said: ``stop``,
   ``length`` (``max_tokens`` reached), ``tool_calls``, ``content_filter``, ...; a
@@ -183,8 +187,9 @@ Fields (``None`` where a value does not apply or was not measured):
   ``assertions``), and for a reply its ``latency_s``, ``ttft_s``, ``input_tokens``,
   ``output_tokens``, ``cost_usd``, ``cached`` and ``tool_calls`` (its tool calls, as the
   item's; empty for other entries). The item's ``latency_s``, tokens and cost are the sums over
-  its replies, its ``ttft_s`` the first reply's, its ``tool_calls`` every reply's in order. An error or ``--max-cost`` ending
-  the conversation keeps what was said before, up to the turn whose call did not complete.
+  its replies, its ``ttft_s`` the first reply's, its ``tool_calls`` every reply's in order.
+  An error or ``--max-cost`` ending the conversation keeps what was said before, up to the
+  turn whose call did not complete.
   A plain test's: its ``llm.chat`` conversations one after another in the order they were
   opened, each entry also with ``chat`` (1-based), a chat's system prompt its first entry
   (``turn`` 0, ``role`` system), each send a turn; ``None`` when it opened none.
