@@ -667,3 +667,85 @@ def test_a_replay_starts_from_the_seeded_file_bytes(tmp_path: Path, workdir: Pat
     expected = replay_actions(environment, seeded, actions, _sandbox(workdir))
     assert expected == {"items": [{"sku": "a", "stock": 5}, {"sku": "b", "stock": 3}]}
     assert (workdir / "shop.db").read_bytes() == seeded  # the item's own file untouched
+
+
+# --- a tool that raises changes nothing ------------------------------------------------------
+
+HALFWAY = '''
+import sqlite3
+
+
+def cancel_then_fail(state: dict, order_id: str) -> str:
+    """Change the state, then raise."""
+    state["orders"][order_id]["status"] = "cancelled"
+    raise RuntimeError("halfway")
+
+
+def note(state: dict, text: str) -> str:
+    """Keep a note; its answer reads like an error but is a result."""
+    state.setdefault("notes", []).append(text)
+    return "error: none found, note kept"
+'''
+HALFWAY_SQL = '''
+import sqlite3
+
+
+def create_then_fail(state: sqlite3.Connection) -> str:
+    """DDL runs outside sqlite3's implicit transaction."""
+    state.execute("CREATE TABLE extra (x INTEGER)")
+    raise RuntimeError("halfway")
+
+
+def commit_then_fail(state: sqlite3.Connection, sku: str) -> str:
+    """Commit a change itself, then raise."""
+    state.execute("UPDATE items SET stock = 0 WHERE sku = ?", (sku,))
+    state.commit()
+    raise RuntimeError("halfway")
+
+
+def script_then_fail(state: sqlite3.Connection) -> str:
+    """executescript commits as it goes."""
+    state.executescript("DELETE FROM items; INSERT INTO items VALUES ('z', 9);")
+    raise RuntimeError("halfway")
+'''
+
+
+def test_a_json_tool_that_raises_after_changing_the_state_changes_nothing(
+    tmp_path: Path, workdir: Path
+) -> None:
+    environment = _environment(tmp_path, HALFWAY)
+    seed_state(environment, ORDERS, workdir)
+    said = _calls(environment, workdir, [("cancel_then_fail", {"order_id": "W1"})])
+    assert said == ["error: RuntimeError: halfway"]
+    assert read_state(environment, workdir) == ORDERS
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [("create_then_fail", {}), ("commit_then_fail", {"sku": "a"}), ("script_then_fail", {})],
+)
+def test_a_sqlite_tool_that_raises_changes_nothing_even_what_it_committed(
+    tmp_path: Path, workdir: Path, tool: str, arguments: dict[str, Any]
+) -> None:
+    environment = _environment(tmp_path, HALFWAY_SQL, "shop.db")
+    seed_state(environment, SEED_SQL, workdir)
+    seeded = read_state(environment, workdir)
+    said = _calls(environment, workdir, [(tool, arguments)])
+    assert said == ["error: RuntimeError: halfway"]
+    assert read_state(environment, workdir) == seeded
+    assert (
+        sqlite3.connect(workdir / "shop.db")
+        .execute("SELECT name FROM sqlite_master WHERE name = 'extra'")
+        .fetchall()
+        == []
+    )
+
+
+def test_a_replayed_tool_whose_result_reads_like_an_error_is_a_result(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """Only a tool that raised fails a replay: a text it returns may say anything."""
+    environment = _environment(tmp_path, HALFWAY)
+    actions = [ExpectedAction("note", {"text": "call back"})]
+    expected = replay_actions(environment, _json(ORDERS), actions, _sandbox(workdir))
+    assert expected["notes"] == ["call back"]

@@ -325,9 +325,9 @@ async def _replay(
                     f"{where} names no tool of the environment {module.name} "
                     f"(its tools: {', '.join(running.names)})"
                 )
-            said = await running.call(action.name, action.arguments, timeout_s)
-            if said.startswith("error: "):
-                raise EnvError(f"{where} failed when replayed: {said.removeprefix('error: ')}")
+            said = await running.answer(action.name, action.arguments, timeout_s)
+            if "error" in said:  # the tool raised (a text it returned may say anything)
+                raise EnvError(f"{where} failed when replayed: {said['error']}")
 
 
 def _blocking(work: Coroutine[Any, Any, T]) -> T:

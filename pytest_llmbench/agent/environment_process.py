@@ -79,6 +79,16 @@ class EnvironmentProcess:
     async def call(self, name: str, arguments: Mapping[str, Any], timeout_s: float) -> str:
         """What the model reads of the call: the result, or ``error: ...`` when the tool
         raised; EnvError when the environment failed."""
+        message = await self.answer(name, arguments, timeout_s)
+        if "error" in message:
+            return f"{ERROR_PREFIX}{message['error']}"
+        return str(message.get("result", ""))
+
+    async def answer(
+        self, name: str, arguments: Mapping[str, Any], timeout_s: float
+    ) -> dict[str, Any]:
+        """The runner's answer to the call: ``{"result": text}``, or ``{"error": text}`` when
+        the tool raised; EnvError when the environment failed."""
         async with self._lock:
             if self.broken is not None:
                 raise EnvError(f"{self.broken}; the call of {name} was not made")
@@ -89,10 +99,7 @@ class EnvironmentProcess:
                 await self._process.stdin.drain()
             except (ConnectionError, OSError):
                 raise self._fail(f"exited before the call of {name}") from None
-            message = await self._read(f"the call of {name}", timeout_s)
-        if "error" in message:
-            return f"{ERROR_PREFIX}{message['error']}"
-        return str(message.get("result", ""))
+            return await self._read(f"the call of {name}", timeout_s)
 
     async def _read(self, what: str, timeout_s: float) -> dict[str, Any]:
         assert self._process.stdout is not None

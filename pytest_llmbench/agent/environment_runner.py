@@ -260,11 +260,18 @@ class SqliteState:
     def call(self, name: str, function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
         connection = self._connect(self.last)
         self.last = name
+        # A tool that raises changes nothing, even what it committed itself (a commit(), an
+        # executescript, a CREATE outside the transaction): the file is put back as it was.
+        kept = self.path.read_bytes()
         try:
             result = function(connection, **arguments)
             connection.commit()
         except BaseException:
             connection.rollback()
+            connection.close()
+            temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            temporary.write_bytes(kept)
+            os.replace(temporary, self.path)
             raise
         finally:
             connection.close()
@@ -410,7 +417,7 @@ def answer(
     except Fatal:
         raise
     except Exception as exc:  # the tool's own failure: the model reads it (tau2-bench's rule)
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": shown(f"{type(exc).__name__}: {exc}")}  # cut as a result is
 
 
 def serve(module_path: Path, state_path: Path, names: list[str], protocol: TextIO) -> int:
