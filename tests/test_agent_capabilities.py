@@ -203,3 +203,38 @@ def test_a_stdio_server_run_unconfined_cannot_read_the_key_of_pytest(
     (said,) = [step["result"] for step in record["timeline"] if step["kind"] == "tool"]
     assert said.startswith("read ")  # it read its own, at least
     assert DIGEST not in said
+
+
+class _FailingPrctl:
+    """A ``prctl`` that fails as the kernel would: EINVAL past capability 40, else ``fails``."""
+
+    def __init__(self, fails: int) -> None:
+        self.fails = fails
+
+    def prctl(self, option: int, value: int, *_: int) -> int:
+        import ctypes
+        import errno
+
+        if option == 24 and value > 40:  # PR_CAPBSET_DROP of a number the kernel lacks
+            ctypes.set_errno(errno.EINVAL)
+            return -1
+        if self.fails:
+            ctypes.set_errno(self.fails)
+            return -1
+        return 0
+
+
+def test_a_drop_that_fails_starts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown capability number is skipped; any other refusal stops the start (the
+    program would keep the capabilities)."""
+    import errno
+
+    from pytest_llmbench.agent import capabilities
+
+    monkeypatch.setattr(capabilities, "_last_capability", lambda: 63)
+    monkeypatch.setattr(capabilities, "libc", lambda: _FailingPrctl(0))
+    capabilities.dropper()()  # numbers 41-63 refused as unknown: fine
+    monkeypatch.setattr(capabilities, "libc", lambda: _FailingPrctl(errno.EPERM))
+    with pytest.raises(OSError, match="cannot drop capability 0"):
+        capabilities.dropper()()
+    assert capabilities.main(["/bin/true"]) == 126  # and the script execs nothing

@@ -15,6 +15,7 @@ Standard library only, nothing of pytest_llmbench: the script runs as ``python -
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 import sys
@@ -52,8 +53,11 @@ def dropper() -> Callable[[], None]:
 
     def drop() -> None:
         for capability in range(last + 1):
-            prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
-        prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            # EINVAL: a number past the kernel's last capability (when /proc did not say it)
+            if prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) and ctypes.get_errno() != errno.EINVAL:
+                raise OSError(ctypes.get_errno(), f"cannot drop capability {capability}")
+        if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0):
+            raise OSError(ctypes.get_errno(), "cannot set no_new_privs")
 
     return drop
 
@@ -64,11 +68,16 @@ def dropped_argv(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """Drop every capability, then become ``argv``."""
+    """Drop every capability, then become ``argv`` (126, starting nothing, when the drop
+    fails: the program would keep them)."""
     if not argv:
         print("usage: capabilities.py PROGRAM [ARGUMENT ...]", file=sys.stderr)
         return 2
-    dropper()()
+    try:
+        dropper()()
+    except OSError as exc:
+        print(f"capabilities.py: {exc}; {argv[0]} not started", file=sys.stderr)
+        return 126
     os.execvp(argv[0], argv)
 
 
