@@ -22,6 +22,8 @@ import pytest
 import yaml
 from conftest import REPO_ROOT
 
+from pytest_llmbench.scoring import subset_problems
+
 RETAIL = REPO_ROOT / "evals" / "retail"
 EVAL_FILE = RETAIL / "retail_support.eval.yaml"
 
@@ -84,20 +86,6 @@ def _changes(before: Any, after: Any) -> dict[str, Any]:
         for path in sorted(old.keys() | new.keys())
         if old.get(path, MISSING) != new.get(path, MISSING)
     }
-
-
-def _is_subset(expected: Any, actual: Any) -> bool:
-    if isinstance(expected, dict):
-        return isinstance(actual, dict) and all(
-            key in actual and _is_subset(value, actual[key]) for key, value in expected.items()
-        )
-    if isinstance(expected, list):
-        return (
-            isinstance(actual, list)
-            and len(expected) == len(actual)
-            and all(map(_is_subset, expected, actual))
-        )
-    return bool(expected == actual)
 
 
 def _refund(order: str, method: str, amount: float) -> dict[str, Any]:
@@ -288,8 +276,8 @@ def test_the_expected_actions_change_exactly_what_the_task_is_about(case_id: str
     assert json.loads(json.dumps(expected)) == expected  # the state file can hold it
     # The task's state-subset checks hold on the expected state (and fail on the seed).
     for check in _typed(case, "state-subset"):
-        assert _is_subset(check["value"], expected)
-        assert not _is_subset(check["value"], SEED)
+        assert not subset_problems(check["value"], expected)  # the check state-subset runs
+        assert subset_problems(check["value"], SEED)
 
 
 @pytest.mark.parametrize("case_id", list(WRONG))
@@ -390,3 +378,18 @@ def test_lookups_return_copies_and_find_users_both_ways() -> None:
     }
     assert tools["list_products"](state)["Running Shoes"] == "shoes"
     assert state == SEED
+
+
+def test_the_same_exchange_in_any_order_leaves_the_same_state() -> None:
+    """state-equals compares lists as lists: the tool keeps the pairs sorted, so an agent that
+    names the items in another order than the expected actions still matches."""
+    states = []
+    for items, new in (
+        (["shoes-9", "lamp-white"], ["shoes-10", "lamp-black"]),
+        (["lamp-white", "shoes-9"], ["lamp-black", "shoes-10"]),
+    ):
+        state = copy.deepcopy(SEED)
+        ENV.exchange_delivered_order_items(state, "W1002", items, new, "credit_card_4410")
+        states.append(state)
+    assert states[0] == states[1]
+    assert states[0]["orders"]["W1002"]["exchange"]["item_ids"] == ["lamp-white", "shoes-9"]

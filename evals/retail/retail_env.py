@@ -160,9 +160,10 @@ def exchange_delivered_order_items(
     if method["kind"] == "gift_card" and method["balance"] < difference:
         raise ValueError(f"gift card {payment_method_id} does not cover {difference:.2f}")
     order["status"] = "exchange requested"
+    pairs = sorted(zip(item_ids, new_item_ids, strict=True))  # the same exchange in any order
     order["exchange"] = {
-        "item_ids": list(item_ids),
-        "new_item_ids": list(new_item_ids),
+        "item_ids": [old for old, _ in pairs],
+        "new_item_ids": [new for _, new in pairs],
         "payment_method_id": payment_method_id,
         "price_difference": difference,
     }
