@@ -403,7 +403,10 @@ def test_an_async_tool_is_an_error_at_its_line_in_the_module(tmp_path: Path) -> 
 def test_a_tool_defined_twice_is_its_last_definition(tmp_path: Path) -> None:
     """Python binds the last ``def`` of a name, and the runner serves that one: collection
     checks expected actions against it."""
-    module = MODULE + "\n\ndef find_user(state, email: str, region: str = 'eu', **extra):\n    return 1\n"
+    module = (
+        MODULE
+        + "\n\ndef find_user(state, email: str, region: str = 'eu', **extra):\n    return 1\n"
+    )
     loaded = load(tmp_path, module=module)
     assert loaded.agent is not None and loaded.agent.environment is not None
     environment = loaded.agent.environment
@@ -414,9 +417,7 @@ def test_a_tool_defined_twice_is_its_last_definition(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("column", ["state", "expected_actions"])
-def test_a_dataset_cell_nested_too_deep_is_an_error_at_its_row(
-    tmp_path: Path, column: str
-) -> None:
+def test_a_dataset_cell_nested_too_deep_is_an_error_at_its_row(tmp_path: Path, column: str) -> None:
     text = FILE[: FILE.index("cases:")] + "dataset: deep.csv\nassert: [state-equals]\n"
     deep = '"' + "[" * 100_000 + '"'
     (tmp_path / "deep.csv").write_text(f"id,prompt,{column}\nr1,x,{deep}\n")
