@@ -129,3 +129,18 @@ def test_a_string_is_quoted_so_that_it_never_looks_like_a_list() -> None:
     big = Snapshot({}, {"blob": ["x" * 50] * 100})
     clipped = cases_table([agent_record(state=state_record(big, "state.json"))])
     assert rows(clipped, "state-diff")[1][3].startswith('["xxx')  # JSON text, not quoted again
+
+
+def test_the_item_page_escapes_the_state(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    added = Snapshot({"note": "plain"}, {"note": "<script>x</script>", "<k>": 1})
+    record = agent_record(state=state_record(added, "<s>.json"))
+    ResultsFolder(tmp_path / "r").write_records([record])
+    settings = ViewSettings(roots=[tmp_path], project=tmp_path, allowed_hosts=("testserver",))
+    with TestClient(create_app(settings)) as test_client:
+        page = test_client.get("/run/0/r/item", params={"nodeid": record["nodeid"]})
+    assert page.status_code == 200
+    assert "<script>x" not in page.text and "&lt;script&gt;x" in page.text
+    assert "<k>" not in page.text and "state (&lt;s&gt;.json)" in page.text
+    assert ["note", "changed", '"plain"', '"<script>x</script>"'] in rows(page.text, "state-diff")

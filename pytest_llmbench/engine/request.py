@@ -40,7 +40,10 @@ class ConversationRun:
     reached: int
     #: the turns said, in order: the case's scripted ones, or those a simulated user wrote
     turns: tuple[Turn, ...] = ()
-    #: how a simulated user's conversation ended: ``goal``, ``max_turns`` or ``failed``
+    #: how a simulated user's or an agent's conversation ended (the record's
+    #: ``conversation_stopped``: ``goal``, ``max_turns``, ``failed``, ``agent_done``, and an
+    #: agent's ``last_turn``, ``max_steps``, ``seconds``, ``tokens``); None for a model's
+    #: scripted conversation
     stopped: str | None = None
     #: the simulated user's calls (their tokens and cost are not the model's)
     user_calls: tuple[Completion, ...] = ()

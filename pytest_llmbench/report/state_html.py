@@ -23,7 +23,7 @@ div.state td.changed{color:#9a6700}
 """
 
 
-def text(value: Any) -> str:
+def _text(value: Any) -> str:
     return html.escape(str(value))
 
 
@@ -33,7 +33,7 @@ def state_block(record: Mapping[str, Any]) -> str:
     state = record.get("state")
     if not isinstance(state, Mapping):
         return ""
-    where = f"<h4>state ({text(state.get('file'))})</h4>"
+    where = f"<h4>state ({_text(state.get('file'))})</h4>"
     changes = _changes(state.get("diff"))
     if changes:
         diff = _table(changes, ("seed", "final"), state.get("diff_more"), "state-diff")
@@ -55,7 +55,7 @@ def _expected(state: Mapping[str, Any], record: Mapping[str, Any]) -> str:
     table = _table(
         changes, ("final", "expected"), state.get("expected_diff_more"), "state-expected"
     )
-    return f"<h4>{text(title)}</h4>{table}"
+    return f"<h4>{_text(title)}</h4>{table}"
 
 
 def _failed_state_equals(verdicts: Any) -> bool:
@@ -78,8 +78,8 @@ def _table(
 ) -> str:
     """One row per change: its path, what happened, and the value on each side."""
     rows = "".join(
-        f"<tr><td><code>{text(change.get('path') or '(the whole state)')}</code></td>"
-        f'<td class="{text(change.get("op"))}">{text(change.get("op"))}</td>'
+        f"<tr><td><code>{_text(change.get('path') or '(the whole state)')}</code></td>"
+        f'<td class="{_text(change.get("op"))}">{_text(change.get("op"))}</td>'
         f"<td>{_side(change, 'before', 'added')}</td>"
         f"<td>{_side(change, 'after', 'removed')}</td></tr>"
         for change in changes
@@ -104,4 +104,4 @@ def _side(change: Mapping[str, Any], side: str, absent_when: str) -> str:
         shown = json.dumps(value, ensure_ascii=False, default=str)
     if len(shown) > VALUE_CHARS:
         shown = shown[: VALUE_CHARS - 3] + "..."
-    return f"<code>{text(shown)}</code>"
+    return f"<code>{_text(shown)}</code>"

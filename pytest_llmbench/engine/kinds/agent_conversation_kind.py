@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...models import ItemError, total_usage
 from .agent_kind import AgentKind, _loop
-from .case_kind import Checking, Engine, KindCall, KindResult, TokenCounter
+from .case_kind import Checking, Engine, KindCall, KindResult, TokenCounter, sent_messages
 from .talk import ConversationKind, conversation_entries, turn_context
 
 if TYPE_CHECKING:
@@ -44,15 +44,12 @@ class AgentConversationKind(AgentKind, ConversationKind):
         talk = await self._talk(engine, call)
         completion = agent_completion(talk.agent, call.request.target.model_id)
         graded = await _grade(engine, call, talk, completion)
-        messages = (
-            None if call.request.messages is call.plan.case.messages else call.request.messages
-        )
         return Answer(
             completion,
             graded,
             talk.agent,
             call.prepared.sandbox,
-            messages=tuple(messages) if messages is not None else None,
+            messages=sent_messages(call.plan, call.request),
             conversation=talk.conversation,
         )
 

@@ -94,8 +94,12 @@ def wants_expected(case: EvalCase) -> bool:
 def _expected(
     environment: Environment, case: EvalCase, seeded: SeededState, sandbox: Sandbox
 ) -> Any:
-    """The state the case's ``expected_actions`` leave the seeded file in (replayed once)."""
+    """The state the case's ``expected_actions`` leave the seeded file in (replayed once;
+    none: the seeded state, without starting a runner)."""
     from ...agent import replay_actions
+
+    if not case.expected_actions:
+        return seeded.value
 
     key = json.dumps(
         [
