@@ -185,7 +185,7 @@ async def _loop(engine: Engine, call: KindCall, talk: Talk | None = None) -> Age
             box = call.prepared.sandbox
             opened = open_environment(environment, box.workdir, box, tools)
             tools = await sessions.enter_async_context(opened)
-            names = tools.names
+            names = [schema["function"]["name"] for schema in tools.schemas()]
         return await run_agent(
             complete,
             tools,
