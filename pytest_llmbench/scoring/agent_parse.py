@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .base import AssertionSpecError, is_number, valid_regex
+from .base import AssertionSpecError, is_number, valid_regex, weight_of
 from .trajectory import ARGS_MATCH_MODES, SEQUENCE_MODES, ExpectedStep
 
 #: The agent assertion types; each may also be written with a ``not-`` prefix.
@@ -89,7 +89,7 @@ def parse_agent_assertion(raw: Mapping[str, Any]) -> AgentCheck:
         base_type=base,
         negate=type_name != base,
         value=_PARSE_VALUE[base](base, raw),
-        weight=_weight(raw),
+        weight=weight_of(raw),
         path=_path_key(base, raw),
         exit_code=_exit_code(raw),
         output_contains=_optional_text(raw, "output_contains"),
@@ -107,13 +107,6 @@ def _split_type(type_name: Any) -> tuple[str, str]:
         return type_name, type_name.removeprefix("not-")
     known = ", ".join(sorted(AGENT_TYPES))
     raise AssertionSpecError(f"{type_name!r} is not an agent check ({known})", "type")
-
-
-def _weight(raw: Mapping[str, Any]) -> float:
-    value = raw.get("weight", 1.0)
-    if not is_number(value) or not math.isfinite(value) or value < 0:
-        raise AssertionSpecError(f"weight must be a number >= 0, got {value!r}", "weight")
-    return float(value)
 
 
 def _text(base: str, key: str, value: Any) -> str:

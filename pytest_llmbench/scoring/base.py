@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import numbers
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -235,6 +236,14 @@ class TypeSpec:
 def is_number(value: Any) -> bool:
     """A real number that is not a bool (YAML's ``true`` is not 1)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def weight_of(raw: Mapping[str, Any]) -> float:
+    """A written assertion's ``weight`` (1 when not given): a finite number >= 0."""
+    value = raw.get("weight", 1.0)
+    if not is_number(value) or not math.isfinite(value) or value < 0:
+        raise AssertionSpecError(f"weight must be a number >= 0, got {value!r}", "weight")
+    return float(value)
 
 
 #: Seconds one regex check may search an answer or a file: a pattern that backtracks

@@ -22,8 +22,7 @@ other value must equal the state's.
 from __future__ import annotations
 
 import fnmatch
-import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .base import (
@@ -33,7 +32,7 @@ from .base import (
     Outcome,
     Verdict,
     clip,
-    is_number,
+    weight_of,
 )
 from .values import is_list, json_equal
 
@@ -73,7 +72,7 @@ def parse_state_assertion(raw: Mapping[str, Any]) -> Assertion:
         raise AssertionSpecError(f"{base}'s value is a mapping (a JSON object) or file://NAME, "
                                  f"not {clip(repr(value))}", "value")  # fmt: skip
     options = {"ignore": _ignore(raw["ignore"])} if "ignore" in raw else {}
-    return Assertion(type_name, base, type_name != base, value, _weight(raw), options)
+    return Assertion(type_name, base, type_name != base, value, weight_of(raw), options)
 
 
 def _state_value(value: Any) -> bool:
@@ -87,13 +86,6 @@ def _ignore(value: Any) -> tuple[str, ...]:
         return tuple(value)
     raise AssertionSpecError(f"ignore is a list of state paths (orders/*/updated_at), not "
                              f"{clip(repr(value))}", "ignore")  # fmt: skip
-
-
-def _weight(raw: Mapping[str, Any]) -> float:
-    value = raw.get("weight", 1.0)
-    if not is_number(value) or not math.isfinite(value) or value < 0:
-        raise AssertionSpecError(f"weight must be a number >= 0, got {value!r}", "weight")
-    return float(value)
 
 
 def check_state_elsewhere(value: Any, output: str, assertion: Assertion, _: Any) -> Outcome:
@@ -110,17 +102,20 @@ def state_diff(before: Any, after: Any) -> list[dict[str, Any]]:
     """What changed from ``before`` to ``after``: one ``{"path", "op", "before", "after"}`` per
     changed leaf (``op``: ``added``, ``removed``, ``changed``), paths as ``orders/#W1/status``,
     in path order, at most :data:`MAX_DIFF_CHANGES`."""
-    changes: list[dict[str, Any]] = []
-    for change in _changes(before, after, ()):
-        if len(changes) == MAX_DIFF_CHANGES:
-            break
-        changes.append(_shown(change))
-    return changes
+    return _kept(_changes(before, after, ()))[0]
 
 
-def diff_size(before: Any, after: Any) -> int:
-    """How many changes :func:`state_diff` finds, all counted (none cut)."""
-    return sum(1 for _ in _changes(before, after, ()))
+def _kept(changes: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The first :data:`MAX_DIFF_CHANGES` of ``changes`` as shown, and how many more there
+    were (one walk)."""
+    kept: list[dict[str, Any]] = []
+    more = 0
+    for change in changes:
+        if len(kept) < MAX_DIFF_CHANGES:
+            kept.append(_shown(change))
+        else:
+            more += 1
+    return kept, more
 
 
 def _changes(before: Any, after: Any, path: tuple[str, ...]) -> Iterator[dict[str, Any]]:
@@ -298,11 +293,11 @@ def state_record(snapshot: Any, file: str, assertions: Sequence[Assertion] = ())
     are the ones its verdict counted."""
     from ..yamlguard import json_text
 
-    diff = state_diff(snapshot.initial, snapshot.final)
+    diff, diff_more = _kept(_changes(snapshot.initial, snapshot.final, ()))
     record: dict[str, Any] = {
         "file": file,
         "diff": diff,
-        "diff_more": diff_size(snapshot.initial, snapshot.final) - len(diff),
+        "diff_more": diff_more,
         "expected_diff": None,
         "expected_diff_more": 0,
         "final": snapshot.final if len(json_text(snapshot.final)) <= MAX_FINAL_CHARS else None,
@@ -312,13 +307,7 @@ def state_record(snapshot: Any, file: str, assertions: Sequence[Assertion] = ())
         expected = expected_state(assertion, snapshot)
         if expected is None:
             continue
-        changes: list[dict[str, Any]] = []
-        more = 0
-        for change in _expected_changes(assertion, snapshot.final, expected):
-            if len(changes) < MAX_DIFF_CHANGES:
-                changes.append(_shown(change))
-            else:
-                more += 1
-        record["expected_diff"], record["expected_diff_more"] = changes, more
+        found = _expected_changes(assertion, snapshot.final, expected)
+        record["expected_diff"], record["expected_diff_more"] = _kept(found)
         break
     return record

@@ -24,6 +24,7 @@ from .base import (
     is_number,
     number_text,
     pass_fail,
+    weight_of,
 )
 
 #: The performance types and, for each, its keys beyond ``type`` and ``weight``: the required
@@ -60,7 +61,7 @@ def parse_performance(raw: Mapping[str, Any], type_name: str) -> Assertion:
             shown = ", ".join(str(choice).lower() for choice in choices)
             raise AssertionSpecError(f"{key} must be one of {shown}, got {value!r}", key)
         options[key] = value
-    weight = _weight(raw)
+    weight = weight_of(raw)
     return Assertion(type_name, base, False, None, weight, options)
 
 
@@ -80,13 +81,6 @@ def _limit(raw: Mapping[str, Any], base: str, key: str) -> float | int:
     if not is_number(value) or not math.isfinite(value) or value < 0:
         unit = "seconds" if base == "latency" else "USD"
         raise AssertionSpecError(f"{key} must be a number of {unit} >= 0, got {value!r}", key)
-    return float(value)
-
-
-def _weight(raw: Mapping[str, Any]) -> float:
-    value = raw.get("weight", 1.0)
-    if not is_number(value) or not math.isfinite(value) or value < 0:
-        raise AssertionSpecError(f"weight must be a number >= 0, got {value!r}", "weight")
     return float(value)
 
 
