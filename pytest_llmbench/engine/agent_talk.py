@@ -242,10 +242,6 @@ def said_reply(reply: AgentReply) -> str:
     """A reply as the conversation's history says it: a line per tool call and its result,
     then its answer (as the judges read tool calls; the simulated user reads the answer
     alone)."""
-    from ..scoring import call_line, result_line
+    from .grading import run_text
 
-    lines = []
-    for tool in reply.tool_calls:
-        lines.append(call_line({"name": tool.name, "arguments": tool.arguments}))
-        lines.append(result_line(tool.name, tool.result))
-    return "\n".join([*lines, reply.answer] if reply.answer.strip() else lines)
+    return run_text(reply.tool_calls, reply.answer)

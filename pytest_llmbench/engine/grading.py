@@ -18,7 +18,7 @@ from .pacing import BudgetExceeded
 from .request import Request, estimate_tokens
 
 if TYPE_CHECKING:
-    from ..agent import AgentRun
+    from ..agent import AgentRun, ToolCall
     from ..judging import AnswerView, GradedAssertion, Trajectory
     from ..models import CallTarget, ModelProfile
     from ..scoring import BaselineAnswer, ModelGradedSpec
@@ -273,15 +273,23 @@ def judged_answer(completion: Completion, run: AgentRun | None = None) -> str:
     """The model's answer as its judges see it: its text, then a line per tool call it asked
     for (a reply of calls alone is its calls); an agent's ``run``: each tool call it made with
     the result it was shown, then its final answer."""
-    from ..scoring import call_line, reply_text, result_line
+    from ..scoring import reply_text
 
     if run is None:
         return reply_text(completion.text, completion.tool_calls)
+    return run_text(run.tool_calls, run.answer)
+
+
+def run_text(tool_calls: Sequence[ToolCall], answer: str) -> str:
+    """An agent's calls as its judges read them: a line per tool call and the result it was
+    shown, then its answer (when not blank)."""
+    from ..scoring import call_line, result_line
+
     lines: list[str] = []
-    for call in run.tool_calls:
+    for call in tool_calls:
         lines.append(call_line({"name": call.name, "arguments": call.arguments}))
         lines.append(result_line(call.name, call.result))
-    return "\n".join([*lines, run.answer] if run.answer.strip() else lines)
+    return "\n".join([*lines, answer] if answer.strip() else lines)
 
 
 def _judged_record(record: dict[str, Any]) -> dict[str, Any]:

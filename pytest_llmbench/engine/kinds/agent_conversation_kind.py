@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ...models import ItemError, total_usage
 from .agent_kind import AgentKind, _loop
 from .case_kind import Checking, Engine, KindCall, KindResult, TokenCounter, sent_messages
-from .talk import ConversationKind, conversation_entries, turn_context
+from .talk import ConversationKind, conversation_entries
 
 if TYPE_CHECKING:
     from ...judging import GradedAssertion
@@ -90,19 +90,10 @@ class AgentConversationKind(AgentKind, ConversationKind):
         the whole run), then those of scripted turns never reached, failed."""
         from ...scoring import Verdict, on_turn
 
-        result = checking.result
-        run = result.conversation
+        verdicts = ConversationKind.verdicts(self, checking)
+        run = checking.result.conversation
         assert run is not None
-        made, assertions = result.agent_verdicts, result.plan.case.assertions
-        verdicts = []
-        for reply in run.replies:
-            turn = run.turns[reply.turn]
-            own = turn_context(checking, run, reply)
-            for index in turn.checks:
-                verdict = made.get(index) or checking.verdict(
-                    index, assertions[index], reply.completion.text, own
-                )
-                verdicts.append(on_turn(verdict, reply.turn + 1, turn.weight))
+        assertions = checking.result.plan.case.assertions
         for number, turn in enumerate(run.turns[run.reached + 1 :], run.reached + 2):
             why = f"turn {number} not reached: the conversation ended ({run.stopped})"
             for index in turn.checks:

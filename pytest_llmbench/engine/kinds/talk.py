@@ -72,12 +72,15 @@ class ConversationKind(CaseKind):
     def verdicts(self, checking: Checking) -> list[Verdict]:
         """Each assertion on the reply to its turn (and that turn's prompt and measures),
         weighted by the turn's weight (:mod:`...scoring.conversation`), in turn order; unchecked
-        on a reply whose thinking never finished (no answer: neither right nor wrong)."""
+        on a reply whose thinking never finished (no answer: neither right nor wrong). A check
+        an agent's conversation made on its whole run (``agent_verdicts``: a workdir or
+        tool-call check) stands in its turn's place."""
         from ...scoring import Verdict, on_turn
 
         result = checking.result
         run = result.conversation
         assert run is not None
+        made = result.agent_verdicts
         verdicts = []
         for reply in run.replies:
             turn = run.turns[reply.turn]
@@ -85,7 +88,9 @@ class ConversationKind(CaseKind):
             unfinished = reply.completion.unfinished
             for index in turn.checks:
                 assertion = result.plan.case.assertions[index]
-                if unfinished is not None:
+                if index in made:
+                    verdict = made[index]
+                elif unfinished is not None:
                     reason = f"unchecked: {unfinished}"
                     verdict = Verdict(
                         assertion.type, False, 0.0, assertion.weight, reason, unchecked=True
