@@ -18,9 +18,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ...models import ItemError, total_usage
+from ...models import ItemError
 from .agent_kind import AgentKind, _loop
 from .case_kind import Checking, Engine, KindCall, KindResult, TokenCounter, sent_messages
+from .simulated_user_kind import user_sim_fields
 from .talk import ConversationKind, conversation_entries
 
 if TYPE_CHECKING:
@@ -113,9 +114,7 @@ class AgentConversationKind(AgentKind, ConversationKind):
             return fields
         fields["conversation_stopped"] = run.stopped
         if result.plan.case.simulated_user is not None:
-            usage = total_usage(call.usage for call in run.user_calls)
-            fields["user_sim_tokens"] = usage.tokens
-            fields["user_sim_cost_usd"] = usage.cost_usd
+            fields.update(user_sim_fields(run))
         return fields
 
     def spent(self, result: KindResult) -> Completion | None:

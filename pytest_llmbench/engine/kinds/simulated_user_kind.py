@@ -47,12 +47,10 @@ class SimulatedUserKind(ConversationKind):
         run = result.conversation
         if run is None:
             return super().record_fields(result)
-        usage = total_usage(call.usage for call in run.user_calls)
         return {
             **super().record_fields(result),
             "conversation_stopped": run.stopped,
-            "user_sim_tokens": usage.tokens,
-            "user_sim_cost_usd": usage.cost_usd,
+            **user_sim_fields(run),
         }
 
     def estimated_tokens(self, plan: CallPlan, count: TokenCounter) -> tuple[int, int]:
@@ -88,3 +86,9 @@ def user_calls(engine: Engine, plan: CallPlan, targets: HelperTargets) -> AskUse
         return read_reply(said, merged_rule(profile.thinking, None))
 
     return ask
+
+
+def user_sim_fields(run: ConversationRun) -> dict[str, Any]:
+    """The record's spend of a simulated user (its tokens and cost are not the model's)."""
+    usage = total_usage(call.usage for call in run.user_calls)
+    return {"user_sim_tokens": usage.tokens, "user_sim_cost_usd": usage.cost_usd}
