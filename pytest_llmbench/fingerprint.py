@@ -70,6 +70,9 @@ class CaseHasher:
     def __init__(self, settings: Mapping[str, Any], base: Path) -> None:
         self._settings = {key: _fields(value) for key, value in settings.items()}
         self._base = base
+        #: each seed's digest, by the seed object the file's cases share (kept, so that its id
+        #: is never another's): a large seed is encoded once per file, not once per case
+        self._seeds: dict[int, tuple[Any, str]] = {}
 
     def __call__(self, case: Any) -> str:
         base = self._base
@@ -91,7 +94,7 @@ class CaseHasher:
             payload["context"] = list(context)
         seed = getattr(case, "state_seed", None)
         if seed is not None:  # as turns: only when given (an environment's starting state)
-            payload["state_seed"] = seed
+            payload["state_seed"] = self._seed_digest(seed)
         actions = getattr(case, "expected_actions", None)
         if actions is not None:  # as turns; each action's line is naming, not outcome
             payload["expected_actions"] = [
@@ -106,6 +109,16 @@ class CaseHasher:
         except TypeError:  # keys of mixed types (``{1: a, b: c}`` in vars): their written order
             text = repr(payload)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:CASE_HASH_CHARS]
+
+    def _seed_digest(self, seed: Any) -> str:
+        """The digest of an environment's seed (a JSON state, or SQL text), once per object."""
+        known = self._seeds.get(id(seed))
+        if known is None or known[0] is not seed:
+            from .yamlguard import json_text
+
+            text = json_text(seed, canonical=True)
+            known = self._seeds[id(seed)] = (seed, hashlib.sha256(text.encode()).hexdigest())
+        return known[1]
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})

@@ -292,3 +292,23 @@ def test_run_source_reads_the_files_the_plugin_gathered(
     read.write_text("cases: []\n")
     collected.paths.add(read)
     assert run_source(config)["files"] == {"x.eval.yaml": _sha(read)}
+
+
+def test_an_environment_seed_is_hashed_by_its_content_once_per_object(tmp_path: Path) -> None:
+    """The cases of a file share their environment's seed object: its digest is computed once,
+    and an equal seed (another object) hashes alike; a different one does not."""
+    from dataclasses import replace
+
+    from pytest_llmbench.fingerprint import CaseHasher
+
+    path = tmp_path / "capitals.eval.yaml"
+    path.write_text(CASE.format(**BASE))
+    (case,) = load_spec(path).cases
+    seed = {"orders": {"W1": {"status": "pending"}}}
+    hasher = CaseHasher({}, tmp_path)
+    first = hasher(replace(case, state_seed=seed))
+    assert hasher(replace(case, state_seed=json.loads(json.dumps(seed)))) == first
+    assert CaseHasher({}, tmp_path)(replace(case, state_seed=seed)) == first
+    other = {"orders": {"W1": {"status": "cancelled"}}}
+    assert hasher(replace(case, state_seed=other)) != first
+    assert hasher(case) != first  # no seed: the payload as before environments
