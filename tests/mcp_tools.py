@@ -14,6 +14,28 @@ import sysconfig
 from pathlib import Path
 
 _TOOLS: dict[str, str] = {
+    "hunt": '''
+@app.tool()
+def hunt(name: str) -> str:
+    """The digests of NAME=... in every /proc/*/environ this process can read."""
+    import hashlib
+    import os
+
+    found, read = set(), 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as file:
+                environ = file.read()
+        except OSError:
+            continue
+        read += 1
+        for pair in environ.split(b"\\0"):
+            if pair.startswith(name.encode() + b"="):
+                found.add(hashlib.sha256(pair.split(b"=", 1)[1]).hexdigest())
+    return f"read {read}: " + (", ".join(sorted(found)) or "none")
+''',
     "peek": '''
 @app.tool()
 def peek(path: str) -> str:

@@ -140,33 +140,13 @@ def test_an_environment_runner_started_unconfined_cannot_read_the_key(tmp_path: 
 
 
 MCP_SERVER = server(
-    '''
-import hashlib
-import os
-
+    """
 from mcp.server.mcpserver import MCPServer
 
 app = MCPServer("hunter")
 
-
-@app.tool()
-def hunt(name: str) -> str:
-    """The digests of NAME=... in every /proc/*/environ this process can read."""
-    found, read = set(), 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as file:
-                environ = file.read()
-        except OSError:
-            continue
-        read += 1
-        for pair in environ.split(b"\\0"):
-            if pair.startswith(name.encode() + b"="):
-                found.add(hashlib.sha256(pair.split(b"=", 1)[1]).hexdigest())
-    return f"read {read}: " + (", ".join(sorted(found)) or "none")
-'''
+""",
+    "hunt",
 )
 
 MCP_AGENT = """

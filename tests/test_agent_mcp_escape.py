@@ -52,25 +52,8 @@ def env_digest(name: str) -> str:
     value = os.environ.get(name)
     return "(unset)" if value is None else _digest(value)
 
-
-@app.tool()
-def hunt(name: str) -> str:
-    """The digests of NAME=... in every /proc/*/environ this process can read."""
-    found, read = set(), 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as file:
-                environ = file.read()
-        except OSError:
-            continue
-        read += 1
-        for pair in environ.split(b"\\0"):
-            if pair.startswith(name.encode() + b"="):
-                found.add(_digest(pair.split(b"=", 1)[1].decode()))
-    return f"read {read}: " + (", ".join(sorted(found)) or "none")
 ''',
+    "hunt",
     "peek",
     "dial",
     "scribble",
