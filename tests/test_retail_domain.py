@@ -226,7 +226,7 @@ def test_the_eval_file_has_ten_tasks_each_a_simulated_customer_scored_by_state()
         assert case["assert"][0] == "state-equals", case_id
     subsets = [c for c in CASES.values() if any(_typed(c, "state-subset"))]
     judged = [c for c in CASES.values() if any(_typed(c, "llm-rubric"))]
-    assert len(subsets) >= 3 and len(judged) >= 3
+    assert (len(subsets), len(judged)) == (5, 6)  # five subset checks, six judged tasks
     assert all(a["scope"] == "trajectory" for c in judged for a in _typed(c, "llm-rubric"))
 
 
