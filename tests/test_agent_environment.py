@@ -749,3 +749,11 @@ def test_a_replayed_tool_whose_result_reads_like_an_error_is_a_result(
     actions = [ExpectedAction("note", {"text": "call back"})]
     expected = replay_actions(environment, _json(ORDERS), actions, _sandbox(workdir))
     assert expected["notes"] == ["call back"]
+
+
+def test_the_runner_knows_a_sqlite_state_file_as_collection_does() -> None:
+    """The runner is standard library only, so it keeps its own copy of the suffixes."""
+    from pytest_llmbench.agent import environment_runner
+    from pytest_llmbench.spec import resolved
+
+    assert environment_runner.SQLITE_SUFFIXES == resolved.SQLITE_SUFFIXES
