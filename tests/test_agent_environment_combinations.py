@@ -188,6 +188,12 @@ def test_stateful_tasks_with_a_user_judges_variants_and_repeats_under_xdist_and_
     assert all(record["cached"] for record in bench.records())
     assert _by_id(bench) == split
     again.stdout.fnmatch_lines(["#*model*pass^k*score*"])  # the terminal board's too
+    # -n 2 from the cache as well: the runners rerun the tools on each worker, no request
+    spread = bench.pytester.runpytest_subprocess(*common, "-n", "2", "--cache=replay")
+    spread.assert_outcomes(passed=6, failed=6)
+    assert len(bench.server.chat_requests()) == made
+    assert all(record["cached"] for record in bench.records())
+    assert _by_id(bench) == split
 
     records = bench.records()
     assert len(records) == 12
