@@ -162,6 +162,15 @@ def _by_id(bench: Bench) -> dict[str, Any]:
     return {record["nodeid"]: _kept(record) for record in bench.records()}
 
 
+def _judged_prompts(bench: Bench) -> list[str]:
+    """The last message of each request to the judges' model."""
+    return [
+        r.body["messages"][-1]["content"]
+        for r in bench.server.chat_requests()
+        if r.body.get("model") == USER
+    ]
+
+
 def _judged(bench: Bench) -> list[str]:
     """What each judge was asked (the user message of each request holding a trajectory)."""
     asked = [r.body["messages"][-1]["content"] for r in bench.server.chat_requests()]
@@ -264,7 +273,10 @@ cases:
       - {name: cancel_pending_order, arguments: {order_id: W1, reason: no longer needed}}
     turns:
       - user: Please cancel order W1, I no longer need it.
-        assert: [{type: icontains, value: cancelled}]
+        assert:
+          - {type: icontains, value: cancelled}
+          - {type: model-graded, scope: trajectory, judges: [fake2], choices: {Y: 1, N: 0},
+             prompt: "Pick one. Was W1 cancelled through the tool? {{trajectory}}"}
       - user: Log it with the time, loudly.
         assert: [{type: icontains, value: logged}]
     assert:
@@ -280,6 +292,7 @@ def _script_desk(bench: Bench) -> None:
     """Turn 1: the environment's tool; turn 2: the MCP server's, the custom and a built-in one
     in one step."""
     server = bench.server
+    server.add_rule(Rule(model=USER, match_any="Pick one", reply='{"choice": "Y"}'))
     server.add_rule(Rule(match_last="wrote", reply="Logged."))
     logged = [
         {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}},
@@ -315,8 +328,14 @@ def test_scripted_turns_use_the_environments_tools_beside_builtin_custom_and_mcp
     results = {s["name"]: s["result"] for s in record["timeline"] if s["kind"] == "tool"}
     assert results["shout"] == "W1 CANCELLED" and "+00:00" in results["mcp:time/get_current_time"]
     assert record["conversation_stopped"] == "last_turn"
+    # turn 1's trajectory judge read the environment's call, and nothing of turn 2
+    (judged,) = [t for t in _judged_prompts(bench) if t.startswith("Pick one.")]
+    assert '[called cancel_pending_order({"order_id": "W1"' in judged
+    assert "[step 1, tool cancel_pending_order] order W1 cancelled" in judged
+    assert "shout" not in judged and "Log it" not in judged
     assert [(v["turn"], v["type"], v["passed"]) for v in record["assertions"]] == [
         (1, "icontains", True),
+        (1, "model-graded", True),
         (2, "icontains", True),
         (2, "state-equals", True),
         (2, "state-subset", True),
