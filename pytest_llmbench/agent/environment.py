@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..models import EnvError
 from .environment_process import (
-    STARTUP_TIMEOUT_S,
     TOOL_TIMEOUT_S,
     EnvironmentToolbox,
     seed_confined,
@@ -338,8 +337,6 @@ def _blocking(work: Coroutine[Any, Any, T]) -> T:
 
 
 __all__ = [
-    "STARTUP_TIMEOUT_S",
-    "TOOL_TIMEOUT_S",
     "SeededState",
     "StateSnapshot",
     "open_environment",

@@ -153,14 +153,14 @@ async def _reaped(process: asyncio.subprocess.Process) -> None:
 def runner_sandbox(sandbox: Sandbox, module: Path) -> Sandbox:
     """``sandbox`` on the same workdir, mode, limits and PATH, with the ``.env`` files beside
     ``module`` hidden (its folder is shown read-only by :func:`start_environment`)."""
-    from .post import _env_files
+    from .post import env_files
 
     return Sandbox(
         sandbox.workdir,
         sandbox.limits,
         sandbox.mode,
         path_prefix=sandbox.path_prefix,
-        hidden=_env_files(module.parent, ()),
+        hidden=env_files(module.parent, ()),
     )
 
 

@@ -59,7 +59,7 @@ def run_post_process(
             path_prefix=(Path(sys.executable).parent,),
             writable=False,
             read_only=(eval_dir, Path(folder)),
-            hidden=_env_files(eval_dir, hidden),
+            hidden=env_files(eval_dir, hidden),
             cwd=eval_dir,
         )
         done = sandbox.run(line)
@@ -73,7 +73,7 @@ def run_post_process(
     return _scores(command, done.stdout)
 
 
-def _env_files(folder: Path, more: Sequence[Path]) -> list[Path]:
+def env_files(folder: Path, more: Sequence[Path]) -> list[Path]:
     """The ``.env`` files (``.env``, ``.env.local``, ...) directly in ``folder``, and those of
     ``more`` inside it."""
     root = folder.resolve()
