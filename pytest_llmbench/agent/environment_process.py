@@ -268,12 +268,9 @@ class EnvironmentToolbox:
                 raise EnvError(f"environment {self._running.label}: the call of {name}: "
                                f"{overrun}, the sandbox's limit")  # fmt: skip
             return result
-        if hasattr(self._inner, "acall"):
-            return str(await self._inner.acall(name, arguments))
-        try:
-            return str(await asyncio.to_thread(self._inner.call, name, arguments))
-        except Exception as exc:  # user code; the model sees what went wrong
-            return f"{ERROR_PREFIX}{name} failed: {type(exc).__name__}: {exc}"
+        from .loop import call_tool
+
+        return await call_tool(self._inner, name, dict(arguments))
 
 
 def _names(toolbox: Any) -> Sequence[str]:

@@ -444,13 +444,20 @@ async def _tool_result(toolbox: ToolboxLike | AsyncToolboxLike, request: _Reques
     """What the tool call ``request`` returns (``"error: ..."`` when it failed)."""
     if request.problem is not None:
         return f"error: {request.problem}"
+    return await call_tool(toolbox, request.name, request.arguments)
+
+
+async def call_tool(
+    toolbox: ToolboxLike | AsyncToolboxLike, name: str, arguments: dict[str, Any]
+) -> str:
+    """What ``toolbox``'s tool ``name`` returns (``"error: ..."`` when it failed)."""
     if isinstance(toolbox, AsyncToolboxLike):
-        return await toolbox.acall(request.name, request.arguments)
+        return str(await toolbox.acall(name, arguments))
     try:
         # Tools block (files, subprocesses); a thread keeps other items' calls moving.
-        return await asyncio.to_thread(toolbox.call, request.name, request.arguments)
+        return str(await asyncio.to_thread(toolbox.call, name, arguments))
     except Exception as exc:  # custom tools are user code; the model sees what went wrong
-        return f"error: {request.name} failed: {type(exc).__name__}: {exc}"
+        return f"error: {name} failed: {type(exc).__name__}: {exc}"
 
 
 def _describe_tool(span: dict[str, Any], request: _Request, result: str) -> None:
