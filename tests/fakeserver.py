@@ -1226,6 +1226,10 @@ class FakeLLMServer:
                 and r.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions")
             ]
 
+    def chat_messages(self, model: str) -> list[list[dict[str, Any]]]:
+        """The messages of each chat request for ``model``, in arrival order."""
+        return [r.body["messages"] for r in self.chat_requests() if r.body["model"] == model]
+
     def _record(self, req: RecordedRequest) -> RecordedRequest:
         with self._lock:
             req.arrived = next(self._events)

@@ -34,10 +34,6 @@ cases:
 """
 
 
-def _requests(bench: Bench, model: str) -> list[list[dict[str, Any]]]:
-    return [r.body["messages"] for r in bench.server.chat_requests() if r.body["model"] == model]
-
-
 def _script_agent(bench: Bench) -> None:
     """Reply 1 reads orders.txt then says the order is pending; reply 2 cancels it."""
     bench.server.add_rule(Rule(model=MODEL, match="cancel it", reply="Order W1001 is cancelled."))
@@ -85,7 +81,7 @@ def test_the_agent_answers_each_user_turn_with_its_tools_and_the_user_ends_it(
         (2, "icontains", True),
     ]
     # The agent's second reply reads its first one's tool call and result.
-    last = _requests(bench, MODEL)[-1]
+    last = bench.server.chat_messages(MODEL)[-1]
     assert [m["role"] for m in last] == [
         "system", "user", "assistant", "tool", "assistant", "user"
     ]  # fmt: skip
@@ -152,7 +148,7 @@ def test_a_user_that_never_says_stop_ends_at_max_turns(bench: Bench) -> None:
     assert record["conversation_stopped"] == "max_turns"
     users = [e["content"] for e in record["conversation"] if e["role"] == "user"]
     assert users == ["Where is my order W1001?"] * 4
-    assert len(_requests(bench, USER)) == 4  # never asked for a fifth turn
+    assert len(bench.server.chat_messages(USER)) == 4  # never asked for a fifth turn
     assert record["agent_steps"] == 8 and record["tool_call_count"] == 4
 
 
@@ -180,7 +176,7 @@ def test_a_reply_that_runs_out_of_steps_ends_the_conversation(bench: Bench) -> N
     assert record["assertions"][2]["reason"] == (
         "turn 2 not reached: the conversation ended (max_steps)"
     )
-    assert len(_requests(bench, MODEL)) == 2
+    assert len(bench.server.chat_messages(MODEL)) == 2
 
 
 def test_the_token_budget_holds_over_the_whole_conversation(bench: Bench) -> None:
@@ -212,7 +208,9 @@ def test_the_agent_ends_the_conversation_with_its_marker(bench: Bench) -> None:
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
     assert record["conversation_stopped"] == "agent_done"
-    assert len(_requests(bench, MODEL)) == 1 and len(_requests(bench, USER)) == 1
+    assert (
+        len(bench.server.chat_messages(MODEL)) == 1 and len(bench.server.chat_messages(USER)) == 1
+    )
 
 
 def test_a_stop_on_fail_failure_ends_the_conversation(bench: Bench) -> None:
@@ -225,7 +223,7 @@ def test_a_stop_on_fail_failure_ends_the_conversation(bench: Bench) -> None:
     result.stdout.fnmatch_lines(["*order on fake (repeat 0): turn 1 of 1: not-icontains*"])
     (record,) = bench.records()
     assert record["conversation_stopped"] == "failed"
-    assert len(_requests(bench, USER)) == 1
+    assert len(bench.server.chat_messages(USER)) == 1
 
 
 def test_a_simulated_user_error_mid_conversation_keeps_what_was_said(bench: Bench) -> None:
@@ -372,7 +370,7 @@ cases:
     bench.run("--models=fake").assert_outcomes(skipped=1)
     (record,) = bench.records()
     assert record["conversation_stopped"] == "agent_done"
-    assert len(_requests(bench, MODEL)) == 1
+    assert len(bench.server.chat_messages(MODEL)) == 1
 
 
 def test_a_case_judge_reads_the_whole_run_once_after_the_conversation(bench: Bench) -> None:
@@ -384,7 +382,9 @@ def test_a_case_judge_reads_the_whole_run_once_after_the_conversation(bench: Ben
     bench.eval_file("desk", ORDER.replace("{type: icontains, value: cancelled}", rubric))
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
-    asked = [m for m in _requests(bench, USER) if "has the order cancelled" in json.dumps(m)]
+    asked = [
+        m for m in bench.server.chat_messages(USER) if "has the order cancelled" in json.dumps(m)
+    ]
     assert len(asked) == 1  # once, on the final answer, not on every reply
     said = json.dumps(asked[0])
     # It reads the agent's tool calls of the first reply and the last reply's answer.

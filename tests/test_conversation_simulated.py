@@ -29,10 +29,6 @@ cases:
 """
 
 
-def _requests(bench: Bench, model: str) -> list[list[dict[str, Any]]]:
-    return [r.body["messages"] for r in bench.server.chat_requests() if r.body["model"] == model]
-
-
 def test_the_conversation_ends_when_the_simulated_user_says_its_stop_marker(
     bench: Bench,
 ) -> None:
@@ -47,7 +43,9 @@ def test_the_conversation_ends_when_the_simulated_user_says_its_stop_marker(
         (1, "assistant", "Sorry! Your refund is issued."),
     ]
     assert [v["turn"] for v in record["assertions"]] == [1]
-    assert len(_requests(bench, MODEL)) == 1 and len(_requests(bench, USER)) == 1
+    assert (
+        len(bench.server.chat_messages(MODEL)) == 1 and len(bench.server.chat_messages(USER)) == 1
+    )
 
 
 def test_the_simulated_user_reads_the_conversation_with_roles_swapped(bench: Bench) -> None:
@@ -55,7 +53,7 @@ def test_the_simulated_user_reads_the_conversation_with_roles_swapped(bench: Ben
     bench.server.add_rule(Rule(model=USER, reply="<<DONE>>"))
     bench.eval_file("talk", REFUND)
     bench.run("--models=fake").assert_outcomes(passed=1)
-    ((system, *talk),) = _requests(bench, USER)
+    ((system, *talk),) = bench.server.chat_messages(USER)
     assert system["role"] == "system"
     assert "You are Ada. Your order 1234 never arrived; get a refund." in system["content"]
     assert "<<DONE>>" in system["content"]  # how it says it is done
@@ -90,9 +88,11 @@ cases:
     # The simulated user wrote every user message, the opening too.
     users = [e["content"] for e in record["conversation"] if e["role"] == "user"]
     assert users == ["One more question."] * 3
-    assert len(_requests(bench, MODEL)) == 3 and len(_requests(bench, USER)) == 3
+    assert (
+        len(bench.server.chat_messages(MODEL)) == 3 and len(bench.server.chat_messages(USER)) == 3
+    )
     # The model answers from the whole history, its own replies included.
-    assert _requests(bench, MODEL)[-1] == [
+    assert bench.server.chat_messages(MODEL)[-1] == [
         {"role": "user", "content": "One more question."},
         {"role": "assistant", "content": "Here is your answer."},
     ] * 2 + [{"role": "user", "content": "One more question."}]
@@ -128,7 +128,9 @@ cases:
     result.stdout.fnmatch_lines(["*polite on fake (repeat 0): turn 2 of 2: icontains*"])
     (record,) = bench.records()
     assert record["conversation_stopped"] == "failed"
-    assert len(_requests(bench, MODEL)) == 2 and len(_requests(bench, USER)) == 2
+    assert (
+        len(bench.server.chat_messages(MODEL)) == 2 and len(bench.server.chat_messages(USER)) == 2
+    )
     assert [(v["turn"], v["passed"]) for v in record["assertions"]] == [(1, True), (2, False)]
 
 
@@ -145,7 +147,7 @@ def test_the_simulated_users_tokens_and_cost_are_recorded_apart(bench: Bench) ->
     assert record["cost_usd"] == pytest.approx(sum(e["cost_usd"] for e in replies))
     assert record["user_sim_tokens"] > 0
     assert record["user_sim_cost_usd"] > 0
-    user_request = _requests(bench, USER)
+    user_request = bench.server.chat_messages(USER)
     assert len(user_request) == 1  # the opening was given; the user wrote turn 2
     assert record["judge_cost_usd"] is None  # nor is it a judge's
 
@@ -205,8 +207,8 @@ def test_an_empty_message_twice_is_the_items_error_and_never_sent(bench: Bench) 
         "My order 1234 never arrived.",
         "Sorry! Your refund is issued.",
     ]
-    assert len(_requests(bench, MODEL)) == 1  # the empty message never reached the model
-    first, again = _requests(bench, USER)  # asked once more, with the problem named
+    assert len(bench.server.chat_messages(MODEL)) == 1  # the empty message never reached the model
+    first, again = bench.server.chat_messages(USER)  # asked once more, with the problem named
     assert again[: len(first)] == first
     assert again[len(first)] == {"role": "assistant", "content": "(an empty message)"}
     assert again[-1]["role"] == "user" and "was empty" in again[-1]["content"]
@@ -235,7 +237,7 @@ def test_an_empty_message_then_a_line_goes_on_with_the_line(bench: Bench) -> Non
         "Thanks.",  # the opening's marker is dropped, as any opening's
         "Here is your refund.",
     ]
-    empty, again, done = _requests(bench, USER)  # the opening twice, then turn 2's marker
+    empty, again, done = bench.server.chat_messages(USER)  # the opening twice, then turn 2's marker
     assert again[len(empty)] == {"role": "assistant", "content": "(an empty message)"}
     assert done[-2:] == [
         {"role": "assistant", "content": "Thanks."},  # the retry is not in the history
@@ -253,8 +255,8 @@ def test_an_opening_of_the_stop_marker_alone_is_an_empty_message(bench: Bench) -
     result.stdout.fnmatch_lines(["*simulated user fake2: wrote an empty message (turn 1)*"])
     (record,) = bench.records()
     assert record["conversation"] == []
-    assert _requests(bench, MODEL) == []
-    assert len(_requests(bench, USER)) == 2
+    assert bench.server.chat_messages(MODEL) == []
+    assert len(bench.server.chat_messages(USER)) == 2
 
 
 @pytest.mark.parametrize(
@@ -312,8 +314,8 @@ def test_the_simulated_user_defaults_to_the_first_judge(bench: Bench) -> None:
     bench.server.add_rule(Rule(model=USER, reply="<<DONE>>"))
     bench.eval_file("talk", REFUND.replace("      model: fake2\n", ""))
     bench.run("--models=fake", "--judges=fake2,fake").assert_outcomes(passed=1)
-    assert len(_requests(bench, USER)) == 1  # fake2 played the user
-    assert len(_requests(bench, MODEL)) == 1  # fake answered, once
+    assert len(bench.server.chat_messages(USER)) == 1  # fake2 played the user
+    assert len(bench.server.chat_messages(MODEL)) == 1  # fake answered, once
 
 
 def test_max_cost_cutting_a_simulated_conversation_keeps_its_turns(bench: Bench) -> None:
@@ -388,7 +390,9 @@ def test_a_judge_on_the_case_judges_the_last_reply_with_the_whole_conversation(
     own = "      assert: [{type: icontains, value: refund}]\n"
     bench.eval_file("talk", REFUND.replace(own, "") + rubric)
     bench.run("--models=fake").assert_outcomes(passed=1)
-    judged = [m for m in _requests(bench, USER) if "You play the user" not in json.dumps(m)]
+    judged = [
+        m for m in bench.server.chat_messages(USER) if "You play the user" not in json.dumps(m)
+    ]
     assert len(judged) == 1
     text = json.dumps(judged[0])
     assert "My order 1234 never arrived." in text and "Your refund is issued." in text

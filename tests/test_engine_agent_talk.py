@@ -32,10 +32,6 @@ cases:
 """
 
 
-def _requests(bench: Bench, model: str) -> list[list[dict[str, Any]]]:
-    return [r.body["messages"] for r in bench.server.chat_requests() if r.body["model"] == model]
-
-
 def test_the_simulated_user_hears_the_answers_and_never_the_tool_calls(bench: Bench) -> None:
     # Each reply reads the notes (a result the user must not see), then says little.
     bench.server.add_rule(Rule(model=MODEL, match_last=SECRET, reply="Working on it."))
@@ -49,7 +45,7 @@ def test_the_simulated_user_hears_the_answers_and_never_the_tool_calls(bench: Be
     bench.eval_file("desk", SECRET_DESK)
     bench.run("--models=fake").assert_outcomes(skipped=1)
     (record,) = bench.records()
-    asked = _requests(bench, USER)
+    asked = bench.server.chat_messages(USER)
     assert len(asked) == 2  # the opening and the line after the first reply
     assert SECRET not in json.dumps(asked) and "read_file" not in json.dumps(asked)
     # In its view (roles swapped) the agent's reply is the user's message: its answer alone.
@@ -58,7 +54,7 @@ def test_the_simulated_user_hears_the_answers_and_never_the_tool_calls(bench: Be
     # The record and the agent keep the whole reply: its call, and the result the agent read.
     first = record["conversation"][1]
     assert [c["name"] for c in first["tool_calls"]] == ["read_file"]
-    last = _requests(bench, MODEL)[-1]
+    last = bench.server.chat_messages(MODEL)[-1]
     assert any(m["role"] == "tool" and SECRET in m["content"] for m in last)
 
 
@@ -101,7 +97,7 @@ def test_a_turns_trajectory_judge_reads_the_steps_up_to_that_reply(bench: Bench)
     bench.eval_file("desk", RECOVER)
     bench.run("--models=fake").assert_outcomes(passed=1)
     (record,) = bench.records()
-    asked = sorted((_trajectory(r) for r in _requests(bench, USER)), key=len)
+    asked = sorted((_trajectory(r) for r in bench.server.chat_messages(USER)), key=len)
     assert len(asked) == 2  # turn 1's and turn 2's; the failed call was there to recover from
     first, second = asked
     assert first[0] == "[user] Where is my order W9?"
