@@ -159,13 +159,16 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
     if board.attrs.get(LATENCY_ONLY):
         return _latency_table(board, key)
     wins = "win_rate" in board.columns  # a run that judged pairs (pairwise, select-best)
-    header = ["rank", key, "score [95% CI]", "pass rate [95% CI]", "answered"]
+    agent = bool(board.attrs.get(AGENT_BOARD))  # pass^k first, as the board is ranked
+    header = ["rank", key, *(["pass^k"] if agent else [])]
+    header += ["score [95% CI]", "pass rate [95% CI]", "answered"]
     header += [*(["win rate [95% CI]"] if wins else []), "cases", "errors"]
     header += ["cost USD", "latency p50 s"]
     rows = [
         [
             str(row["rank"]),
             str(row[key]),
+            *([_number(row.get("pass_hat_k"), "{:.3f}")] if agent else []),
             _with_ci(row, "score_mean", "score_ci_low", "score_ci_high", "{:.3f}"),
             _with_ci(row, "pass_rate", "pass_rate_ci_low", "pass_rate_ci_high", "{:.1%}"),
             coverage_cell(row),
@@ -177,11 +180,6 @@ def board_table(board: pd.DataFrame, key: str = "model") -> tuple[list[str], lis
         ]
         for row in board.to_dict("records")
     ]
-    if board.attrs.get(AGENT_BOARD):
-        header.insert(2, "pass^k")
-        records = board.to_dict("records")
-        for cells, row in zip(rows, records, strict=True):
-            cells.insert(2, _number(row.get("pass_hat_k"), "{:.3f}"))
     return header, rows
 
 

@@ -110,11 +110,10 @@ def _quality_table(
     header[at:at] = extra
     if versus:
         header.append(_VS_TOP_HEADER)
-    rows = [_board_cells(row, versus, accuracy, coverage) for _, row in shown.iterrows()]
-    if board.attrs.get(AGENT_BOARD):
+    agent = bool(board.attrs.get(AGENT_BOARD))  # pass^k first, as the board is ranked
+    if agent:
         header.insert(2, _PASS_HAT_K_HEADER)
-        firsts = [_pass_hat_k_cell(row) for _, row in shown.iterrows()]
-        rows = [(*cells[:2], first, *cells[2:]) for cells, first in zip(rows, firsts, strict=True)]
+    rows = [_board_cells(row, versus, accuracy, coverage, agent) for _, row in shown.iterrows()]
     return tuple(header), rows
 
 
@@ -127,19 +126,24 @@ def _pass_hat_k_cell(row: pd.Series) -> str:
 
 
 def _board_cells(
-    row: pd.Series, versus: Mapping[str, Comparison], accuracy: bool, coverage: bool
+    row: pd.Series,
+    versus: Mapping[str, Comparison],
+    accuracy: bool,
+    coverage: bool,
+    agent: bool = False,
 ) -> tuple[str, ...]:
     model = str(row["model"])
     cells = [
         str(row["rank"]),
         _model_cell(model),
+        *([_pass_hat_k_cell(row)] if agent else []),
         _score_cell(row),
         _percent(row["pass_rate"]),
         _fmt(row["cost_usd_total"], ".4f"),
         _fmt(row["latency_s_p50"], ".2f"),
         _fmt(row["ttft_s_p50"], ".2f"),
     ]
-    at = _BOARD_HEADER.index("pass") + 1
+    at = _BOARD_HEADER.index("pass") + 1 + agent
     cells[at:at] = [
         *([_percent(row["mc_accuracy"])] if accuracy else []),
         *([coverage_cell(row)] if coverage else []),
