@@ -179,6 +179,26 @@ def test_a_reply_that_runs_out_of_steps_ends_the_conversation(bench: Bench) -> N
     assert len(bench.server.chat_messages(MODEL)) == 2
 
 
+def test_the_time_budget_holds_over_the_whole_conversation(bench: Bench) -> None:
+    """Each model step takes 0.4 s: a reply of two steps (0.8 s) fits a budget of 1.2 s, and
+    so would every later reply on its own; counted over the conversation, the second reply's
+    first step spends past it."""
+    read = [{"name": "read_file", "arguments": {"path": "orders.txt"}}]
+    server = bench.server
+    server.add_rule(Rule(model=MODEL, match_last="W1001 pending", reply="It is pending.",
+                         delay_s=0.4))  # fmt: skip
+    server.add_rule(Rule(model=MODEL, match="Where is my order", tool_calls=read, delay_s=0.4))
+    server.add_rule(Rule(model=USER, reply="Where is my order W1001?"))
+    bench.eval_file("desk", ORDER.replace("max_steps: 4", "max_steps: 4\nlimits: {seconds: 1.2}"))
+    bench.run("--models=fake")
+    (record,) = bench.records()
+    assert record["conversation_stopped"] == "seconds"
+    assert record["agent_stopped"] == "seconds"
+    replies = [e for e in record["conversation"] if e["generated"]]
+    assert len(replies) <= 2  # never the third reply of a per-reply budget
+    assert record["agent_steps"] <= 3
+
+
 def test_the_token_budget_holds_over_the_whole_conversation(bench: Bench) -> None:
     _script_agent(bench)
     bench.server.add_rule(Rule(model=USER, reply="Where is my order W1001?"))
