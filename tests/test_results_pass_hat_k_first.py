@@ -114,3 +114,20 @@ def test_the_terminal_markdown_and_html_boards_show_pass_hat_k_first(agent: bool
     html = leaderboard_table(board)
     first = html.index(">pass^k")
     assert (first < html.index(">score")) is agent
+
+
+@pytest.mark.parametrize("agent", [True, False])
+def test_a_by_axis_csv_puts_pass_hat_k_first_for_agents_only(tmp_path: Path, agent: bool) -> None:
+    records = [
+        {**record, "prompt_variant": "terse" if record["model"] == "steady" else "chatty"}
+        for record in reliable_and_flaky(agent)
+    ]
+    written = write_aggregates(records, tmp_path)
+    assert written is not None and "prompt_variant" in written.grouped
+    with written.grouped["prompt_variant"].open(encoding="utf-8") as handle:
+        header = next(csv.reader(handle))
+    at = header.index("pass_rate")
+    if agent:
+        assert header[at - 2 : at] == ["pass_hat_k", "k"]
+    else:
+        assert header.index("pass_hat_k") > at
